@@ -1,0 +1,48 @@
+# The two README commands. Everything else is CMake + Ninja underneath.
+#   make demo   set-up, build, run the main job on a built-in default
+#   make test   set-up, build, every test, then again under ASan + UBSan
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+
+.PHONY: all setup build demo test test-fast test-asan format-check docs bench clean
+
+all: build
+
+setup:
+	./scripts/setup.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+build: setup $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+$(ASAN_BUILD)/build.ninja:
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPLENA_SANITIZE=ON
+
+demo: build
+	./scripts/demo.sh $(BUILD)
+
+test-fast: build
+	cmake --build $(BUILD) --target format-check
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: setup $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    ctest --output-on-failure -j $(JOBS) -LE no_sanitize
+
+test: test-fast test-asan
+
+docs: build
+	cmake --build $(BUILD) --target docs
+
+bench: build
+	./bench/run_all.sh $(BUILD)
+
+format-check: build
+	cmake --build $(BUILD) --target format-check
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,44 @@
+/* File helpers: whole-file reads and atomic writes.
+ *
+ * Atomic write (spec/traces-and-replay.md section 0.3): the data go to
+ * NAME.tmp.<pid>.<n> created O_EXCL in the target directory, are fsync'ed, then
+ * renamed onto NAME and the directory is fsync'ed. A crash leaves either the
+ * old file or the complete new one, never half a file. */
+#ifndef PLENA_COMMON_FILEIO_H
+#define PLENA_COMMON_FILEIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+/* Reads the whole file into a NUL-terminated buffer (caller frees with
+ * plena_free). Errors are PLENA_E_INPUT naming the path. */
+int plena_file_read_all(const char *path, char **data, size_t *len, struct plena_err *err);
+
+/* Writes `len` bytes atomically. Errors are PLENA_E_OUTPUT naming the path. */
+int plena_file_write_atomic(const char *path, const void *data, size_t len,
+                            struct plena_err *err);
+
+/* Growable byte buffer for building text and binary outputs. */
+struct plena_buf {
+    char *data;
+    size_t len;
+    size_t cap;
+    int failed; /* an append ran out of memory; the content is incomplete */
+};
+
+void plena_buf_init(struct plena_buf *b);
+void plena_buf_free(struct plena_buf *b);
+int plena_buf_append(struct plena_buf *b, const void *p, size_t n);
+int plena_buf_puts(struct plena_buf *b, const char *s);
+int plena_buf_printf(struct plena_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* mkdir -p; PLENA_E_OUTPUT on failure. */
+int plena_mkdir_p(const char *path, struct plena_err *err);
+
+/* Joins dir and name with '/', into buf (truncation is an error: returns -1). */
+int plena_path_join(char *buf, size_t n, const char *dir, const char *name);
+
+#endif

@@ -1,0 +1,87 @@
+/* Tests for the common module: error records, allocation hook, atomic writes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/err.h"
+#include "common/fileio.h"
+
+static void test_first_error_wins(void **state)
+{
+    (void)state;
+    struct plena_err e;
+    plena_err_clear(&e);
+    PLENA_FAIL(&e, PLENA_E_INPUT, "a.asm:3:1", "first %d", 1);
+    PLENA_FAIL(&e, PLENA_E_OUTPUT, "b", "second");
+    assert_int_equal(e.code, PLENA_E_INPUT);
+    assert_string_equal(e.where, "a.asm:3:1");
+    assert_string_equal(e.msg, "first 1");
+    assert_int_equal(plena_status_exit_code(e.code), 3);
+    assert_non_null(e.src_file);
+}
+
+static void test_alloc_fail_hook(void **state)
+{
+    (void)state;
+    plena_alloc_fail_after(1);
+    void *a = plena_malloc(10);
+    void *b = plena_malloc(10);
+    plena_alloc_fail_reset();
+    assert_non_null(a);
+    assert_null(b);
+    plena_free(a);
+}
+
+static void test_atomic_write_and_read(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/plena_test_common_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct plena_err e;
+    plena_err_clear(&e);
+    assert_int_equal(plena_file_write_atomic(path, "hello\n", 6, &e), 0);
+    char *data;
+    size_t len;
+    assert_int_equal(plena_file_read_all(path, &data, &len, &e), 0);
+    assert_int_equal(len, 6);
+    assert_string_equal(data, "hello\n");
+    plena_free(data);
+    unlink(path);
+    assert_int_not_equal(plena_file_write_atomic("/nonexistent-dir/x", "a", 1, &e), 0);
+    assert_int_equal(e.code, PLENA_E_OUTPUT);
+}
+
+static void test_buf_printf_long(void **state)
+{
+    (void)state;
+    struct plena_buf b;
+    plena_buf_init(&b);
+    char big[2000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    plena_buf_printf(&b, "%s-%d", big, 7);
+    assert_int_equal(b.len, 1999 + 2);
+    assert_int_equal(b.data[b.len - 1], '7');
+    plena_buf_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_first_error_wins),
+        cmocka_unit_test(test_alloc_fail_hook),
+        cmocka_unit_test(test_atomic_write_and_read),
+        cmocka_unit_test(test_buf_printf_long),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

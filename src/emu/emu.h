@@ -1,0 +1,117 @@
+/* Functional PLENA emulator (spec/isa.md, spec/numerics-and-files.md).
+ *
+ * The emulator computes architectural state only. Timing and profiling
+ * observe it through an event record filled per executed instruction
+ * (struct plena_emu_event), so functional results never depend on them
+ * (Spike's fast_/logged_ split). Traps are results, not errors: the run
+ * stops, the trap records pc, opcode, word, source line and detail. */
+#ifndef PLENA_EMU_EMU_H
+#define PLENA_EMU_EMU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "isa/isa.h"
+#include "isa/program.h"
+#include "settings/settings.h"
+
+enum plena_trap_kind {
+    PLENA_TRAP_NONE = 0,
+#define PLENA_TRAP(id, name) PLENA_TRAP_##id,
+#include "emu/traps.def"
+#undef PLENA_TRAP
+    PLENA_TRAP_COUNT
+};
+const char *plena_trap_kind_name(enum plena_trap_kind k);
+
+struct plena_trap {
+    enum plena_trap_kind kind;
+    uint32_t pc;
+    uint32_t word;
+    uint8_t opcode;
+    char detail[256];
+};
+
+/* One 64-byte HBM transaction, in the order of spec/timing-and-profile.md 3.2. */
+struct plena_hbm_txn {
+    uint64_t addr; /* byte address, multiple of 64 */
+    uint8_t is_write;
+};
+
+/* Filled for every executed (non-trapping) instruction before the observer
+ * is called. Register values are those read BEFORE the instruction executed
+ * (what the overlap classifier of timing spec 5.1 needs). */
+struct plena_emu_event {
+    uint32_t pc;
+    uint32_t word;
+    uint8_t op;           /* enum plena_op */
+    uint8_t f0_skip;      /* FP op / reduction with rd = f0: executed as a 0-cost no-op */
+    uint32_t topk_experts;/* V_TOPK: E of the shape used */
+    uint32_t g_rd, g_rs1, g_rs2; /* G[rd], G[rs1], G[rs2] before execution */
+    size_t n_txn;         /* HBM transactions of an H_* instruction */
+    const struct plena_hbm_txn *txn; /* valid during the callback only */
+};
+
+typedef void (*plena_emu_observer)(void *ctx, const struct plena_emu_event *ev);
+
+enum plena_run_status { PLENA_RUN_COMPLETED = 0, PLENA_RUN_TRAPPED = 1 };
+
+struct plena_emu_result {
+    enum plena_run_status status;
+    uint64_t instructions_executed;
+    struct plena_trap trap; /* kind NONE when completed */
+};
+
+struct plena_emu;
+
+/* Allocates the machine for `s` (the settings are copied). VRAM and HBM are
+ * sparse (pages materialise on first write). hbm_size 0 = settings value. */
+int plena_emu_new(const struct plena_settings *s, uint64_t hbm_size, struct plena_emu **out,
+                  struct plena_err *err);
+void plena_emu_free(struct plena_emu *emu);
+
+/* Preloads (spec/numerics-and-files.md sections 7 and 9); invalid sizes are
+ * PLENA_E_INPUT naming the file and its size. The HBM image is mapped, not copied. */
+int plena_emu_load_hbm_file(struct plena_emu *emu, const char *path, struct plena_err *err);
+int plena_emu_load_fpsram_file(struct plena_emu *emu, const char *path, struct plena_err *err);
+int plena_emu_load_intsram_file(struct plena_emu *emu, const char *path, struct plena_err *err);
+int plena_emu_load_vram_file(struct plena_emu *emu, const char *path, struct plena_err *err);
+
+/* Runs `prog` from pc 0 to the end or a trap. `obs` may be NULL
+ * (functional-only). Returns 0 when the run happened (completed or trapped:
+ * see res->status), non-zero on an error that prevented running. */
+int plena_emu_run(struct plena_emu *emu, const struct plena_program *prog,
+                  plena_emu_observer obs, void *obs_ctx, struct plena_emu_result *res,
+                  struct plena_err *err);
+
+/* One-line trap message of spec/isa.md 14.2:
+ * "trap at pc N (MNEMONIC, file:line): kind: detail (word 0xXXXXXXXX)". */
+void plena_emu_format_trap(const struct plena_trap *t, const struct plena_program *prog,
+                           char *buf, size_t n);
+
+/* Dumps (spec/numerics-and-files.md section 10). */
+enum plena_dump_mask {
+    PLENA_DUMP_VRAM = 1, PLENA_DUMP_MRAM = 2, PLENA_DUMP_FPSRAM = 4, PLENA_DUMP_INTSRAM = 8,
+    PLENA_DUMP_HBM = 16,
+    PLENA_DUMP_DEFAULT = 1 | 2 | 4 | 8
+};
+int plena_emu_write_dumps(struct plena_emu *emu, const char *dir, unsigned mask,
+                          struct plena_err *err);
+
+/* State access (tests, reference comparison, replay). */
+uint16_t plena_emu_vram_get(const struct plena_emu *emu, uint64_t elem_addr); /* BF16 bits */
+void plena_emu_vram_set(struct plena_emu *emu, uint64_t elem_addr, uint16_t bf16);
+float plena_emu_mram_get(const struct plena_emu *emu, uint64_t elem_addr);
+uint16_t plena_emu_fpsram_get(const struct plena_emu *emu, uint32_t i);
+void plena_emu_fpsram_set(struct plena_emu *emu, uint32_t i, uint16_t bf16);
+uint32_t plena_emu_intsram_get(const struct plena_emu *emu, uint32_t i);
+void plena_emu_intsram_set(struct plena_emu *emu, uint32_t i, uint32_t v);
+uint32_t plena_emu_gp_get(const struct plena_emu *emu, unsigned r);
+uint16_t plena_emu_fp_get(const struct plena_emu *emu, unsigned r); /* BF16 bits */
+int plena_emu_hbm_read(const struct plena_emu *emu, uint64_t addr, void *dst, size_t n);
+int plena_emu_hbm_write(struct plena_emu *emu, uint64_t addr, const void *src, size_t n,
+                        struct plena_err *err);
+const struct plena_settings *plena_emu_settings(const struct plena_emu *emu);
+
+#endif

@@ -1,0 +1,169 @@
+/* Opcode table, encoder and decoder, all expanded from isa.def. */
+#include "isa/isa.h"
+#include "isa/stages.h"
+
+#include <string.h>
+
+static const struct plena_op_info op_table[64] = {
+#define PLENA_OP(name_, code_, cls_, form_, unit_, cost_, ops_, syn_)                             \
+    [code_] = {#name_,           code_,        PLENA_CLASS_##cls_,                                \
+               PLENA_FORM_##form_, PLENA_UNIT_##unit_, PLENA_COST_##cost_,                        \
+               ops_,             syn_,         PLENA_CLASS_##cls_ != PLENA_CLASS_INV},
+#include "isa/isa.def"
+#undef PLENA_OP
+};
+
+static const struct plena_op_info invalid_row = {
+    "INVALID", 0, PLENA_CLASS_INV, PLENA_FORM_NONE, PLENA_UNIT_NONE, PLENA_COST_TRAP, "",
+    "invalid opcode: traps when executed", 0};
+
+const struct plena_op_info *plena_isa_info(unsigned opcode)
+{
+    if (opcode >= PLENA_OP_COUNT) return &invalid_row;
+    return &op_table[opcode];
+}
+
+int plena_isa_lookup(const char *name, unsigned len)
+{
+    for (unsigned i = 0; i < PLENA_OP_COUNT; i++) {
+        const struct plena_op_info *r = &op_table[i];
+        if (r->valid && strlen(r->name) == len && memcmp(r->name, name, len) == 0) return (int)i;
+    }
+    return -1;
+}
+
+void plena_isa_decode(uint32_t w, struct plena_insn *in)
+{
+    unsigned op = plena_getfield(w, PLENA_POS_OPCODE, PLENA_SIZE_OPCODE);
+    const struct plena_op_info *r = plena_isa_info(op);
+    in->op = (uint8_t)op;
+    in->rd = (uint8_t)plena_getfield(w, PLENA_POS_RD, PLENA_SIZE_RD);
+    in->rs1 = (uint8_t)plena_getfield(w, PLENA_POS_RS1, PLENA_SIZE_RS1);
+    in->rs2 = (uint8_t)plena_getfield(w, PLENA_POS_RS2, PLENA_SIZE_RS2);
+    in->rs3 = (uint8_t)plena_getfield(w, PLENA_POS_RS3, PLENA_SIZE_RS3);
+    in->funct1 = (uint8_t)plena_getfield(w, PLENA_POS_FUNCT1, PLENA_SIZE_FUNCT1);
+    switch (r->cls) {
+    case PLENA_CLASS_I18: in->imm = plena_getfield(w, PLENA_POS_IMM18, PLENA_SIZE_IMM18); break;
+    case PLENA_CLASS_I22: in->imm = plena_getfield(w, PLENA_POS_IMM22, PLENA_SIZE_IMM22); break;
+    default: in->imm = 0; break;
+    }
+}
+
+uint32_t plena_isa_encode(const struct plena_insn *in)
+{
+    const struct plena_op_info *r = plena_isa_info(in->op);
+    uint32_t w = plena_setfield(0, PLENA_POS_OPCODE, PLENA_SIZE_OPCODE, in->op);
+    switch (r->cls) {
+    case PLENA_CLASS_R:
+        w = plena_setfield(w, PLENA_POS_RD, PLENA_SIZE_RD, in->rd);
+        w = plena_setfield(w, PLENA_POS_RS1, PLENA_SIZE_RS1, in->rs1);
+        w = plena_setfield(w, PLENA_POS_RS2, PLENA_SIZE_RS2, in->rs2);
+        w = plena_setfield(w, PLENA_POS_RS3, PLENA_SIZE_RS3, in->rs3);
+        w = plena_setfield(w, PLENA_POS_FUNCT1, PLENA_SIZE_FUNCT1, in->funct1);
+        break;
+    case PLENA_CLASS_I18:
+        w = plena_setfield(w, PLENA_POS_RD, PLENA_SIZE_RD, in->rd);
+        w = plena_setfield(w, PLENA_POS_RS1, PLENA_SIZE_RS1, in->rs1);
+        w = plena_setfield(w, PLENA_POS_IMM18, PLENA_SIZE_IMM18, in->imm);
+        break;
+    case PLENA_CLASS_I22:
+        w = plena_setfield(w, PLENA_POS_RD, PLENA_SIZE_RD, in->rd);
+        w = plena_setfield(w, PLENA_POS_IMM22, PLENA_SIZE_IMM22, in->imm);
+        break;
+    case PLENA_CLASS_D: w = plena_setfield(w, PLENA_POS_RD, PLENA_SIZE_RD, in->rd); break;
+    case PLENA_CLASS_N:
+    case PLENA_CLASS_INV: break;
+    }
+    return w;
+}
+
+const char *plena_class_name(enum plena_class c)
+{
+    static const char *names[] = {"R", "I18", "I22", "D", "N", "INV"};
+    return (unsigned)c < sizeof names / sizeof names[0] ? names[c] : "?";
+}
+
+const char *plena_form_descriptor(enum plena_form f)
+{
+    static const char *desc[] = {
+#define PLENA_FORM(id, d) d,
+#include "isa/forms.def"
+#undef PLENA_FORM
+    };
+    return (unsigned)f < PLENA_FORM_COUNT ? desc[f] : "";
+}
+
+const char *plena_unit_name(enum plena_unit u)
+{
+    static const char *names[] = {"matrix", "vector", "scalar", "dma", "control", "none"};
+    return (unsigned)u < sizeof names / sizeof names[0] ? names[u] : "?";
+}
+
+const char *plena_cost_name(enum plena_cost c)
+{
+    static const char *names[] = {
+#define PLENA_COST_RULE(id, text) text,
+#define PLENA_LATENCY(key, en, dis, used) #key,
+#include "isa/costs.def"
+#undef PLENA_COST_RULE
+#undef PLENA_LATENCY
+    };
+    return (unsigned)c < PLENA_COST_COUNT ? names[c] : "?";
+}
+
+static const struct {
+    const char *name;
+    int en, dis;
+} latency_table[] = {
+#define PLENA_LATENCY(key, en, dis, used) {#key, en, dis},
+#include "isa/costs.def"
+#undef PLENA_LATENCY
+};
+_Static_assert(sizeof latency_table / sizeof latency_table[0] == PLENA_LAT_COUNT,
+               "latency table length");
+
+const char *plena_latency_name(enum plena_latency k)
+{
+    return (unsigned)k < PLENA_LAT_COUNT ? latency_table[k].name : "?";
+}
+
+int plena_latency_reference(enum plena_latency k, int dc_en)
+{
+    if ((unsigned)k >= PLENA_LAT_COUNT) return 0;
+    return dc_en ? latency_table[k].en : latency_table[k].dis;
+}
+
+int plena_cost_latency(enum plena_cost c)
+{
+    int first = (int)PLENA_COST_COUNT - (int)PLENA_LAT_COUNT;
+    if ((int)c < first || (int)c >= (int)PLENA_COST_COUNT) return -1;
+    return (int)c - first;
+}
+
+static const struct {
+    const char *name, *meaning;
+} stage_table[] = {
+#define PLENA_STAGE(id, name, meaning) {name, meaning},
+#include "isa/stages.def"
+#undef PLENA_STAGE
+};
+_Static_assert(sizeof stage_table / sizeof stage_table[0] == PLENA_STAGE_COUNT, "stage table");
+
+const char *plena_stage_name(enum plena_stage s)
+{
+    return (unsigned)s < PLENA_STAGE_COUNT ? stage_table[s].name : "?";
+}
+
+const char *plena_stage_meaning(enum plena_stage s)
+{
+    return (unsigned)s < PLENA_STAGE_COUNT ? stage_table[s].meaning : "";
+}
+
+int plena_stage_lookup(const char *name, unsigned len)
+{
+    for (int i = 0; i < PLENA_STAGE_COUNT; i++) {
+        const char *n = stage_table[i].name;
+        if (strlen(n) == len && memcmp(n, name, len) == 0) return i;
+    }
+    return -1;
+}

@@ -1,0 +1,79 @@
+/* A loaded PLENA program: machine words plus, when the assembly source is
+ * known, the PC -> source line table and the stage labels of the label pass
+ * (spec/timing-and-profile.md 6.2-6.4, spec/isa.md 13.2).
+ *
+ * Producers: the assembler (plena_asm_*), the .mem reader
+ * (plena_program_read_mem) and plena_program_load (either, by extension).
+ * Consumers: the emulator (words, src_line), the profiler (labels). */
+#ifndef PLENA_ISA_PROGRAM_H
+#define PLENA_ISA_PROGRAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/fileio.h"
+
+#define PLENA_PAIR_NONE UINT32_MAX
+
+enum plena_attribution { PLENA_ATTR_LEGACY = 0, PLENA_ATTR_MARKERS = 1 };
+enum plena_lowering { PLENA_LOWERING_UNSET = 0, PLENA_LOWERING_PAIR_MAJOR,
+                      PLENA_LOWERING_EXPERT_MAJOR };
+
+struct plena_label {
+    uint8_t stage; /* enum plena_stage */
+    uint32_t pair; /* static pair id, or PLENA_PAIR_NONE */
+};
+
+struct plena_unresolved_marker {
+    char name[128];       /* stage name as written (may be empty), or "pair=<v>", "routed_lowering=<v>" */
+    uint32_t first_line;  /* 1-based */
+    uint32_t occurrences;
+};
+
+struct plena_labels {
+    size_t n;                      /* labels (one per instruction line) */
+    struct plena_label *v;
+    enum plena_attribution mode;
+    uint32_t stage_marker_count;   /* stage-marker comment lines, resolved or not */
+    size_t n_unresolved;
+    struct plena_unresolved_marker *unresolved;
+    enum plena_lowering lowering;  /* first lowering marker, or UNSET */
+    int routed_moe_markers_present;
+};
+
+struct plena_program {
+    uint32_t *words;
+    size_t n;
+    char *source_path;   /* assembly file the labels and lines come from, or NULL */
+    uint32_t *src_line;  /* per PC, 1-based line in source_path; NULL when unknown */
+    int has_labels;
+    struct plena_labels labels;
+    size_t asm_source_bytes, asm_source_lines;       /* 0 without assembly */
+    size_t machine_code_bytes, machine_code_lines;   /* .mem file figures (0 when assembled) */
+};
+
+void plena_program_free(struct plena_program *p); /* frees members; p itself is caller-owned */
+void plena_labels_free(struct plena_labels *l);
+
+/* Reads PLENA hex machine code (spec/numerics-and-files.md section 8).
+ * A bad token is PLENA_E_INPUT with "file:line: ..." naming the text. */
+int plena_program_read_mem(const char *path, struct plena_program *out, struct plena_err *err);
+int plena_program_parse_mem(const char *text, size_t len, const char *name,
+                            struct plena_program *out, struct plena_err *err);
+
+/* Writes `0x%08X\n` per word. */
+int plena_program_write_mem(const char *path, const uint32_t *words, size_t n,
+                            struct plena_err *err);
+
+/* Loads `path`: *.asm is assembled in-process (lenient; warnings to stderr
+ * only when `warn` is non-zero), anything else is read as .mem. */
+int plena_program_load(const char *path, int warn, struct plena_program *out,
+                       struct plena_err *err);
+
+/* Label pass over assembly text (shared by `plena asm --stage-map` and the
+ * emulator's --asm). Produces one label per instruction line. */
+int plena_labels_from_asm(const char *text, size_t len, const char *name,
+                          struct plena_labels *out, struct plena_err *err);
+
+#endif

@@ -1,0 +1,134 @@
+/* The opcode table treated as data (STYLE: Spike's overlap test): codes are
+ * unique and in order, every class places its fields without overlap, and
+ * encode/decode round-trip every row with extreme field values. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "isa/isa.h"
+#include "isa/stages.h"
+
+static void test_codes_unique_and_named(void **state)
+{
+    (void)state;
+    int seen[64] = {0};
+    for (unsigned op = 0; op < PLENA_OP_COUNT; op++) {
+        const struct plena_op_info *r = plena_isa_info(op);
+        assert_int_equal(r->code, op);
+        assert_non_null(r->name);
+        seen[op]++;
+        if (r->valid) assert_int_equal(plena_isa_lookup(r->name, (unsigned)strlen(r->name)), op);
+    }
+    for (unsigned op = 0; op < PLENA_OP_COUNT; op++) assert_int_equal(seen[op], 1);
+    assert_int_equal(PLENA_OP_COUNT, 0x39);
+    for (unsigned op = 0x39; op < 64; op++) assert_false(plena_isa_info(op)->valid);
+    assert_false(plena_isa_info(0x00)->valid);
+    assert_false(plena_isa_info(0x31)->valid);
+    assert_false(plena_isa_info(0x33)->valid);
+    assert_int_equal(plena_isa_lookup("V_PS_V", 6), -1);
+}
+
+static void test_roundtrip_extreme_fields(void **state)
+{
+    (void)state;
+    for (unsigned op = 0; op < PLENA_OP_COUNT; op++) {
+        const struct plena_op_info *r = plena_isa_info(op);
+        if (!r->valid) continue;
+        for (int v = 0; v < 2; v++) {
+            struct plena_insn in = {0};
+            in.op = (uint8_t)op;
+            uint8_t f = v ? 15 : 0;
+            switch (r->cls) {
+            case PLENA_CLASS_R:
+                in.rd = in.rs1 = in.rs2 = in.rs3 = in.funct1 = f;
+                break;
+            case PLENA_CLASS_I18:
+                in.rd = in.rs1 = f;
+                in.imm = v ? PLENA_IMM18_MAX : 0;
+                break;
+            case PLENA_CLASS_I22:
+                in.rd = f;
+                in.imm = v ? PLENA_IMM22_MAX : 0;
+                break;
+            case PLENA_CLASS_D: in.rd = f; break;
+            default: break;
+            }
+            uint32_t w = plena_isa_encode(&in);
+            struct plena_insn out;
+            plena_isa_decode(w, &out);
+            assert_int_equal(out.op, in.op);
+            assert_int_equal(plena_isa_encode(&out), w);
+            if (r->cls != PLENA_CLASS_N) assert_int_equal(out.rd, in.rd);
+            if (r->cls == PLENA_CLASS_I18 || r->cls == PLENA_CLASS_I22)
+                assert_int_equal(out.imm, in.imm);
+        }
+    }
+}
+
+static void test_spec_worked_encodings(void **state)
+{
+    (void)state;
+    /* spec/isa.md 13.6, built from fields (the assembler test checks the text). */
+    struct plena_insn in = {.op = PLENA_OP_S_ADDI_INT, .rd = 1, .rs1 = 0, .imm = 5};
+    assert_int_equal(plena_isa_encode(&in), 0x00014062);
+    struct plena_insn lui = {.op = PLENA_OP_S_LUI_INT, .rd = 2, .imm = 8};
+    assert_int_equal(plena_isa_encode(&lui), 0x000020A5);
+    struct plena_insn h = {.op = PLENA_OP_H_PREFETCH_M, .rd = 8, .rs1 = 6, .rs2 = 0, .rs3 = 1};
+    assert_int_equal(plena_isa_encode(&h), 0x00041A28);
+    struct plena_insn t = {.op = PLENA_OP_C_SET_TOPK_REG, .rd = 4};
+    assert_int_equal(plena_isa_encode(&t), 0x00000138);
+    struct plena_insn d;
+    plena_isa_decode(0x00041A28, &d);
+    assert_int_equal(d.op, PLENA_OP_H_PREFETCH_M);
+    assert_int_equal(d.rd, 8);
+    assert_int_equal(d.rs1, 6);
+    assert_int_equal(d.rs2, 0);
+    assert_int_equal(d.rs3, 1);
+    assert_int_equal(d.funct1, 0);
+}
+
+static void test_stage_table(void **state)
+{
+    (void)state;
+    static const char *expected[] = {
+        "router_topk", "accumulator_init", "gather", "expert_weight_address",
+        "expert_weight_prefetch", "expert_projection", "expert_activation", "expert_bias",
+        "expert_route_weight", "scatter_combine", "residual_setup", "shared_expert_projection",
+        "shared_expert_activation", "shared_expert_gate", "other"};
+    assert_int_equal(PLENA_STAGE_COUNT, 15);
+    for (int i = 0; i < PLENA_STAGE_COUNT; i++) {
+        assert_string_equal(plena_stage_name((enum plena_stage)i), expected[i]);
+        assert_int_equal(plena_stage_lookup(expected[i], (unsigned)strlen(expected[i])), i);
+        for (int j = 0; j < i; j++)
+            assert_true(strcmp(plena_stage_name((enum plena_stage)i),
+                               plena_stage_name((enum plena_stage)j)) != 0);
+    }
+    assert_int_equal(plena_stage_lookup("expert_bais", 11), -1);
+}
+
+static void test_latency_keys(void **state)
+{
+    (void)state;
+    assert_int_equal(PLENA_LAT_COUNT, 15);
+    assert_string_equal(plena_latency_name(PLENA_LAT_VECTOR_SUM_CYCLES), "VECTOR_SUM_CYCLES");
+    assert_int_equal(plena_latency_reference(PLENA_LAT_VECTOR_SUM_CYCLES, 0), 20);
+    assert_int_equal(plena_cost_latency(plena_isa_info(PLENA_OP_V_ADD_VV)->cost),
+                     PLENA_LAT_VECTOR_ADD_CYCLES);
+    assert_int_equal(plena_cost_latency(PLENA_COST_FIXED1), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_codes_unique_and_named),
+        cmocka_unit_test(test_roundtrip_extreme_fields),
+        cmocka_unit_test(test_spec_worked_encodings),
+        cmocka_unit_test(test_stage_table),
+        cmocka_unit_test(test_latency_keys),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

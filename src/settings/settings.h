@@ -1,0 +1,92 @@
+/* Machine settings from plena_settings.toml (spec/numerics-and-files.md
+ * section 11, spec/timing-and-profile.md sections 1 and 3.1).
+ *
+ * Policy: no per-key fallback. Every required key of the file in use must be
+ * present and valid, else loading fails naming the dotted key (and line).
+ * Only the optional keys listed in the spec have defaults. When no file is
+ * given or found, the built-in byte copy of configs/plena_settings.toml is
+ * used (config_path NULL). */
+#ifndef PLENA_SETTINGS_SETTINGS_H
+#define PLENA_SETTINGS_SETTINGS_H
+
+#include <stdint.h>
+
+#include "common/err.h"
+#include "isa/isa.h"
+#include "num/num.h"
+
+/* HBM storage type of one DMA stream (PRECISION.HBM_*_TYPE). */
+enum plena_hbm_type_kind { PLENA_HBM_MX = 0, PLENA_HBM_BF16 = 1, PLENA_HBM_FP16 = 2 };
+struct plena_hbm_type {
+    enum plena_hbm_type_kind kind;
+    uint32_t block; /* MX block size (8 or 32); 0 for plain types */
+};
+
+enum plena_hbm_model_kind { PLENA_HBM_MODEL_HBM2 = 0, PLENA_HBM_MODEL_IDEAL = 1 };
+
+/* [TRANSACTIONAL.HBM] parameters; all have defaults (timing spec 3.1). */
+struct plena_hbm_params {
+    enum plena_hbm_model_kind model;
+    uint64_t tck_ps;
+    uint32_t channels, pseudo_channels, bank_groups, banks_per_group;
+    uint32_t row_bytes;
+    uint32_t address_hash_bit;
+    uint32_t row_idle_close;
+    uint32_t nBL, nCL, nCWL, nRCD, nRP, nRAS, nRC, nRTP, nWR, nWTR, nRRDS, nRRDL, nFAW;
+    uint32_t nREFI, nRFC;
+};
+
+struct plena_settings {
+    /* [TRANSACTIONAL.CONFIG] */
+    int64_t dc_en;
+    uint32_t max_loop_instructions;
+    uint32_t blen, hlen, mlen, vlen, broadcast_amount;
+    uint64_t hbm_size;
+    uint32_t matrix_sram_size;  /* rows of MLEN elements */
+    uint64_t vector_sram_size;  /* rows of VLEN elements */
+    uint32_t hbm_m_prefetch_amount, hbm_v_prefetch_amount, hbm_v_writeback_amount;
+    uint32_t fp_sram_depth, int_sram_depth;
+    enum plena_mx_mode mx_mode;
+    uint64_t clock_period_ps;
+    /* [TRANSACTIONAL.PRECISION] */
+    struct plena_hbm_type hbm_m_weight_type, hbm_m_kv_type, hbm_v_act_type, hbm_v_kv_type;
+    /* [TRANSACTIONAL.LATENCY]: both columns, and the active one per DC_EN */
+    uint32_t latency_en[PLENA_LAT_COUNT], latency_dis[PLENA_LAT_COUNT];
+    uint32_t latency[PLENA_LAT_COUNT];
+    /* [TRANSACTIONAL.HBM] */
+    struct plena_hbm_params hbm;
+    /* provenance */
+    char config_path[4096]; /* empty for the built-in copy */
+    /* optional keys that took their default, for the startup listing */
+    char defaults_used[512];
+};
+
+/* Loads with the lookup order of spec section 11.1: explicit path, then
+ * $PLENA_SETTINGS_TOML, ./plena_settings.toml, ../plena_settings.toml, else the
+ * built-in copy. `path` may be NULL. Errors are PLENA_E_INPUT with the
+ * spec's message forms (file:line: dotted.key: ...). */
+int plena_settings_load(const char *path, struct plena_settings *s, struct plena_err *err);
+/* Parses settings text (name is used in messages). */
+int plena_settings_parse(const char *text, size_t len, const char *name,
+                         struct plena_settings *s, struct plena_err *err);
+/* The built-in reference settings (never fails). */
+void plena_settings_reference(struct plena_settings *s);
+/* The embedded copy of configs/plena_settings.toml. */
+const char *plena_settings_reference_text(void);
+
+/* Applies one override "TABLE.KEY=VALUE" (TABLE one of CONFIG, LATENCY, HBM;
+ * LATENCY sets the active column) and re-validates. Used by gates --set. */
+int plena_settings_override(struct plena_settings *s, const char *assignment,
+                            struct plena_err *err);
+
+/* Derived quantities. */
+static inline uint64_t plena_settings_vram_elems(const struct plena_settings *s)
+{
+    return s->vector_sram_size * (uint64_t)s->vlen;
+}
+static inline uint32_t plena_settings_mram_tiles(const struct plena_settings *s)
+{
+    return s->matrix_sram_size / s->mlen;
+}
+
+#endif
