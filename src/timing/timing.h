@@ -1,0 +1,86 @@
+/* Timing model (spec/timing-and-profile.md sections 0-5, decision D6).
+ *
+ * Observes executed-instruction events from the emulator and never changes
+ * functional results. All time is u64 picoseconds (I1); cycles are derived
+ * once per reported quantity with ceil (I2); execution is serial (I3).
+ *
+ * Three parts:
+ *   - plena_hbm_*      the in-house HBM2 command-level model (section 3)
+ *   - plena_timing_*   per-instruction durations and run totals (sections 1-2)
+ *   - plena_overlap_*  the opt-in overlap overlay (section 5) */
+#ifndef PLENA_TIMING_TIMING_H
+#define PLENA_TIMING_TIMING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "emu/emu.h"
+#include "settings/settings.h"
+
+/* cycles = ceil(ps / period) */
+static inline uint64_t plena_ps_to_cycles(uint64_t ps, uint64_t period_ps)
+{
+    return ps / period_ps + (ps % period_ps != 0);
+}
+
+/* ---- HBM model ---- */
+struct plena_hbm;
+
+/* Optional debug hook (conformance test T4): called for every DRAM command.
+ * cmd is "ACT", "PRE", "RD", "WR" or "REF"; seq is the request sequence
+ * number (-1 for REF). */
+typedef void (*plena_hbm_trace_fn)(void *ctx, uint64_t tick_ps, const char *cmd,
+                                   unsigned channel, unsigned pseudo_channel, unsigned bank_group,
+                                   unsigned bank, uint64_t row, int64_t seq);
+
+int plena_hbm_new(const struct plena_hbm_params *p, struct plena_hbm **out,
+                  struct plena_err *err);
+void plena_hbm_free(struct plena_hbm *h);
+void plena_hbm_set_trace(struct plena_hbm *h, plena_hbm_trace_fn fn, void *ctx);
+/* Batch issue (H_PREFETCH_M/V): all transactions enter at t_start; returns
+ * the duration in ps (latest done - t_start; 0 for n = 0 or the ideal model). */
+uint64_t plena_hbm_batch(struct plena_hbm *h, uint64_t t_start_ps, const struct plena_hbm_txn *txn,
+                         size_t n);
+/* Sequential issue (H_STORE_V): transaction j enters when j-1 is done. */
+uint64_t plena_hbm_sequential(struct plena_hbm *h, uint64_t t_start_ps,
+                              const struct plena_hbm_txn *txn, size_t n);
+
+/* ---- per-instruction timing ---- */
+struct plena_timing;
+
+int plena_timing_new(const struct plena_settings *s, struct plena_timing **out,
+                     struct plena_err *err);
+void plena_timing_free(struct plena_timing *t);
+/* Charges one executed instruction starting at the current clock; returns its
+ * duration in ps and advances the clock by it. */
+uint64_t plena_timing_account(struct plena_timing *t, const struct plena_emu_event *ev);
+uint64_t plena_timing_now_ps(const struct plena_timing *t);
+uint64_t plena_timing_bytes_read(const struct plena_timing *t);    /* 64 x read transactions */
+uint64_t plena_timing_bytes_written(const struct plena_timing *t); /* 64 x write transactions */
+struct plena_hbm *plena_timing_hbm(struct plena_timing *t);
+/* Fixed (non-HBM) cost in cycles of an opcode per the cost table, for
+ * conformance tests (V_TOPK with E experts; f0_skip gives 0). */
+uint64_t plena_timing_fixed_cycles(const struct plena_settings *s, unsigned op, uint32_t topk_e,
+                                   int f0_skip);
+
+/* ---- overlap overlay ---- */
+struct plena_overlap_report {
+    uint64_t serial_picos, serial_cycles;
+    uint64_t adjusted_picos, adjusted_cycles;
+    uint64_t hidden_prefetch_picos, hidden_prefetch_cycles;
+    uint64_t pending_prefetch_picos, pending_prefetch_cycles;
+    uint64_t prefetch_ops, compute_ops, barrier_ops, dependent_prefetch_stalls;
+};
+
+struct plena_overlap;
+int plena_overlap_new(const struct plena_settings *s, struct plena_overlap **out,
+                      struct plena_err *err);
+void plena_overlap_free(struct plena_overlap *o);
+/* Feed every executed instruction in order with its serial duration. */
+void plena_overlap_observe(struct plena_overlap *o, const struct plena_emu_event *ev,
+                           uint64_t duration_ps);
+void plena_overlap_report(const struct plena_overlap *o, uint64_t serial_total_ps,
+                          uint64_t clock_period_ps, struct plena_overlap_report *r);
+
+#endif
