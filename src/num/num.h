@@ -30,7 +30,7 @@ int plena_num_floor_log2(float t);
 
 /* ---- PLENA-e4m3 element and e8m0 scale (section 3) ---- */
 float plena_num_e4m3_decode_ref(uint8_t code);
-float plena_num_e8m0_decode_ref(uint8_t b);     /* 0 -> 0.0, 255 -> +Inf */
+float plena_num_e8m0_decode_ref(uint8_t b); /* 0 -> 0.0, 255 -> +Inf */
 /* Element quantizer Q(y) (section 4.2). */
 uint8_t plena_num_e4m3_quantize_ref(float y);
 
@@ -55,5 +55,31 @@ void plena_num_mx_encode_block_host(enum plena_mx_mode mode, const float *x, siz
 /* Row helpers (tested against the scalar refs). */
 void plena_num_bf16_row_from_f32(const float *x, uint16_t *out, size_t n);
 void plena_num_bf16_row_to_f32(const uint16_t *h, float *out, size_t n);
+
+/* MX rows: n elements, block-size blocks (the last one may be short), codes[n]
+ * and scales[ceil(n / block)]; element i uses scales[i / block]. */
+enum plena_mx_encoder { PLENA_MX_DEVICE = 0, PLENA_MX_HOST = 1 };
+void plena_num_mx_encode_row(enum plena_mx_mode mode, enum plena_mx_encoder enc, const float *x,
+                             size_t n, size_t block, uint8_t *codes, uint8_t *scales);
+void plena_num_mx_decode_row(enum plena_mx_mode mode, const uint8_t *codes, const uint8_t *scales,
+                             size_t n, size_t block, float *out);
+
+/* ---- traits of the 8-bit code formats (formats.def) ---- */
+enum plena_fmt {
+#define X(id, name, dec, max_code, max_val) PLENA_FMT_##id,
+#include "num/formats.def"
+#undef X
+    PLENA_FMT_COUNT
+};
+struct plena_num_fmt_info {
+    const char *name;
+    float (*decode_ref)(uint8_t code);
+    uint8_t max_code; /* largest finite positive code */
+    float max_finite;
+};
+/* NULL for an out-of-range fmt. */
+const struct plena_num_fmt_info *plena_num_fmt_info(enum plena_fmt fmt);
+/* All 256 decodes of fmt into table[] (for fast paths); 0 on success. */
+int plena_num_fmt_decode_table(enum plena_fmt fmt, float table[256]);
 
 #endif

@@ -1,0 +1,391 @@
+/* Scalar reference implementations of PLENA's numeric formats
+ * (spec/numerics-and-files.md sections 2-5, decision D4): BF16, FP16, PLENA-e4m3,
+ * e8m0, the hardware element quantizer Q(y), the device (H_STORE_V) and host
+ * (HBM image writer) MX block encoders and the optional OCP MXFP8 mode.
+ * These functions *are* the definition: anything faster is tested against
+ * them. Nothing here allocates, and nothing depends on the FP rounding mode
+ * beyond the IEEE default (RNE); -ffp-contract=off keeps fl32() honest. */
+#include "num/num.h"
+
+#include <math.h>
+#include <string.h>
+
+/* EPS of section 4.2: fl32(1e-9) = 0x3089705F. Written as bits so no
+ * decimal-to-binary conversion can disagree. */
+#define EPS_BITS 0x3089705Fu
+
+uint32_t plena_num_f32_bits(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+}
+
+float plena_num_f32_from_bits(uint32_t b)
+{
+    float x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+static int is_nan_bits(uint32_t b)
+{
+    return (b & 0x7F800000u) == 0x7F800000u && (b & 0x007FFFFFu) != 0;
+}
+
+/* ---- BF16 (section 2.1) ---- */
+
+uint16_t plena_num_bf16_from_f32(float x)
+{
+    uint32_t b = plena_num_f32_bits(x);
+    /* Every NaN, whatever its sign and payload, becomes the one quiet NaN. */
+    if (is_nan_bits(b)) return 0x7FC0;
+    /* RNE on the upper half: add 0x7FFF plus the lowest kept bit. Unsigned
+     * wrap-around cannot happen for non-NaN inputs (max 0xFF800000 + 0x8000). */
+    uint32_t r = b + 0x7FFFu + ((b >> 16) & 1u);
+    return (uint16_t)(r >> 16);
+}
+
+float plena_num_bf16_to_f32(uint16_t h)
+{
+    return plena_num_f32_from_bits((uint32_t)h << 16);
+}
+
+float plena_num_round_bf16(float x)
+{
+    return plena_num_bf16_to_f32(plena_num_bf16_from_f32(x));
+}
+
+void plena_num_bf16_row_from_f32(const float *x, uint16_t *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = plena_num_bf16_from_f32(x[i]);
+}
+
+void plena_num_bf16_row_to_f32(const uint16_t *h, float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = plena_num_bf16_to_f32(h[i]);
+}
+
+/* ---- FP16 (section 2.2) ---- */
+
+float plena_num_fp16_to_f32(uint16_t h)
+{
+    uint32_t s = (uint32_t)(h >> 15) << 31;
+    uint32_t e = (h >> 10) & 0x1Fu;
+    uint32_t m = h & 0x3FFu;
+    if (e == 0x1F) return plena_num_f32_from_bits(s | 0x7F800000u | (m << 13));
+    if (e != 0) return plena_num_f32_from_bits(s | ((e + 112u) << 23) | (m << 13));
+    if (m == 0) return plena_num_f32_from_bits(s);
+    /* Subnormal: m * 2^-24, exact in f32 (m < 2^10, 2^-24 is a power of two). */
+    float v = (float)m * 0x1p-24f;
+    return s ? -v : v;
+}
+
+uint16_t plena_num_fp16_from_f32(float x)
+{
+    uint32_t b = plena_num_f32_bits(x);
+    uint16_t s = (uint16_t)((b >> 16) & 0x8000u);
+    uint32_t ex = (b >> 23) & 0xFFu;
+    uint32_t man = b & 0x7FFFFFu;
+    if (ex == 0xFF) return man ? 0x7E00 : (uint16_t)(s | 0x7C00); /* NaN drops sign */
+    /* f32 exponent of the value; values below 2^-25 all round to +-0 (the
+     * halfway point 2^-25 itself ties to even = 0), including f32 subnormals. */
+    int e = (int)ex - 127;
+    if (ex == 0 || e < -25) return s;
+    uint32_t sig = man | 0x800000u; /* 24-bit significand, value sig * 2^(e-23) */
+    /* Target quantum: 2^(e-10) for normal fp16 (e >= -14), 2^-24 below. */
+    int shift = (e >= -14) ? 13 : 13 + (-14 - e); /* bits of sig to drop: 13..24 */
+    uint32_t kept = sig >> shift;
+    uint32_t rest = sig & ((1u << shift) - 1u);
+    uint32_t half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (kept & 1u))) kept++;
+    if (e >= -14) {
+        /* kept is 1.m with 11 bits; a carry to 2^11 bumps the exponent. */
+        uint32_t fe = (uint32_t)(e + 15);
+        if (kept == 0x800u) {
+            kept = 0x400u;
+            fe++;
+        }
+        if (fe >= 31) return (uint16_t)(s | 0x7C00); /* >= 65520 rounds to Inf */
+        return (uint16_t)(s | (fe << 10) | (kept & 0x3FFu));
+    }
+    /* Subnormal result: kept counts quanta of 2^-24; kept == 0x400 is exactly
+     * the smallest normal, whose encoding is the same bit pattern. */
+    return (uint16_t)(s | kept);
+}
+
+/* ---- exp32 and exact floor(log2) ---- */
+
+float plena_expf(float x)
+{
+    return (float)exp((double)x);
+}
+
+int plena_num_floor_log2(float t)
+{
+    uint32_t b = plena_num_f32_bits(t) & 0x7FFFFFFFu;
+    uint32_t ex = b >> 23;
+    if (ex != 0) return (int)ex - 127;
+    /* Subnormal: value = m * 2^-149, so floor(log2) = (index of m's top set
+     * bit) - 149. */
+    int top = -1;
+    for (uint32_t m = b; m != 0; m >>= 1)
+        top++;
+    return top - 149; /* t must be > 0; t == 0 yields -150 (never used) */
+}
+
+/* 2^e as an f32 for -149 <= e <= 127, built from bits (exact). */
+static float pow2f(int e)
+{
+    if (e >= -126) return plena_num_f32_from_bits((uint32_t)(e + 127) << 23);
+    return plena_num_f32_from_bits(1u << (e + 149));
+}
+
+/* ---- PLENA-e4m3 and e8m0 (section 3) ---- */
+
+float plena_num_e4m3_decode_ref(uint8_t code)
+{
+    int s = code >> 7, e = (code >> 3) & 0xF, m = code & 7;
+    float v;
+    if (e == 15) {
+        if (m != 0) return plena_num_f32_from_bits(0x7FC00000u);
+        v = INFINITY;
+    } else if (e == 0) {
+        v = (float)m * 0x1p-10f; /* m/8 * 2^-7: PLENA's subnormals, not OCP's 2^-9 */
+    } else {
+        v = (1.0f + (float)m / 8.0f) * pow2f(e - 7);
+    }
+    return s ? -v : v;
+}
+
+float plena_num_e8m0_decode_ref(uint8_t b)
+{
+    /* Byte 0 is 0.0 here, unlike OCP/ggml's 2^-127: PLENA's compatible mode. */
+    if (b == 0) return 0.0f;
+    if (b == 255) return INFINITY;
+    return pow2f((int)b - 127);
+}
+
+/* HR(u) of section 4.2 for 0 <= u < 8: truncate to two fractional bits, then
+ * round half to even. k = floor(4u) splits into integer part k/4 and the
+ * quarter k%4; only quarter 2 is a tie. */
+static int hr_round(float u)
+{
+    int k = (int)floorf(4.0f * u); /* 4u is exact */
+    int i = k >> 2, r = k & 3;
+    if (r == 3 || (r == 2 && (i & 1))) i++;
+    return i;
+}
+
+uint8_t plena_num_e4m3_quantize_ref(float y)
+{
+    if (isnan(y)) return 0x7F;
+    if (y == 0.0f) return 0x00; /* -0.0 too: the sign is dropped */
+    int s = y < 0.0f;
+    float a = fabsf(y);
+    if (isinf(a)) return (uint8_t)((s << 7) | 0x77);
+    float t = a + plena_num_f32_from_bits(EPS_BITS);
+    int raw = plena_num_floor_log2(t);
+    int ovf = raw > 7;
+    int e = raw < -7 ? -7 : (raw > 7 ? 7 : raw);
+    int q;
+    if (ovf) {
+        q = 7; /* u may be huge or inexact; the spec never uses it */
+    } else {
+        float mant = a / pow2f(e); /* exact: e in [-7, 7] */
+        /* mant - 1 may be slightly negative when EPS rounded t up to 2^e. */
+        float u = (e != -7) ? (mant - 1.0f) * 8.0f : mant * 8.0f;
+        if (u < 0.0f)
+            q = 0; /* HR(u) <= 0 there, clamped to 0 */
+        else if (u >= 8.0f)
+            q = 7; /* HR(u) >= 8: no carry into the exponent */
+        else
+            q = hr_round(u);
+        if (q > 7) q = 7;
+    }
+    return (uint8_t)((s << 7) | ((e + 7) << 3) | q);
+}
+
+/* ---- OCP MXFP8 (section 5) ---- */
+
+float plena_num_ocp_e4m3fn_decode_ref(uint8_t code)
+{
+    int s = code >> 7, e = (code >> 3) & 0xF, m = code & 7;
+    float v;
+    if (e == 15 && m == 7) return plena_num_f32_from_bits(0x7FC00000u);
+    if (e == 0)
+        v = (float)m * 0x1p-9f;
+    else
+        v = (1.0f + (float)m / 8.0f) * pow2f(e - 7);
+    return s ? -v : v;
+}
+
+float plena_num_ocp_e8m0_decode_ref(uint8_t b)
+{
+    if (b == 255) return plena_num_f32_from_bits(0x7FC00000u);
+    return pow2f((int)b - 127); /* b = 0 is the f32 subnormal 2^-127 */
+}
+
+/* RNE to an integer for 0 <= v < 2^22: adding 2^23 leaves no fraction bits,
+ * so the IEEE addition itself rounds half to even. */
+static int rne_small(float v)
+{
+    const float big = 0x1p23f; /* IEEE forbids folding (v + big) - big to v */
+    float r = (v + big) - big;
+    return (int)r;
+}
+
+/* Cast a finite f32 already saturated to [-448, 448] to e4m3fn: RNE,
+ * subnormal quantum 2^-9, carry into the exponent allowed, -0 -> 0x80. */
+static uint8_t ocp_e4m3fn_cast(float y)
+{
+    int s = signbit(y) ? 1 : 0;
+    float a = fabsf(y);
+    int code;
+    if (a < 0x1p-6f) {
+        code = rne_small(a * 512.0f); /* 0..8; 8 is the min normal 0x08 */
+    } else {
+        int e = plena_num_floor_log2(a); /* -6 .. 8 */
+        int m = rne_small((a / pow2f(e) - 1.0f) * 8.0f);
+        if (m == 8) {
+            m = 0;
+            e++;
+        }
+        code = ((e + 7) << 3) | m; /* a <= 448 keeps this <= 0x7E */
+    }
+    return (uint8_t)((s << 7) | code);
+}
+
+static void ocp_encode_block(const float *x, size_t n, uint8_t *codes, uint8_t *scale)
+{
+    float amax = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(x[i])) {
+            *scale = 0xFF;
+            for (size_t j = 0; j < n; j++)
+                codes[j] = 0x7F;
+            return;
+        }
+        if (fabsf(x[i]) > amax) amax = fabsf(x[i]);
+    }
+    if (amax == 0.0f) {
+        *scale = 0x00;
+        for (size_t i = 0; i < n; i++)
+            codes[i] = signbit(x[i]) ? 0x80 : 0x00;
+        return;
+    }
+    int p = isinf(amax) ? 128 : plena_num_floor_log2(amax);
+    int e = p - 8;
+    if (e < -127) e = -127;
+    if (e > 127) e = 127;
+    *scale = (uint8_t)(e + 127);
+    float d = pow2f(e);
+    for (size_t i = 0; i < n; i++) {
+        float y = x[i] / d;
+        if (y > 448.0f) y = 448.0f;
+        if (y < -448.0f) y = -448.0f;
+        codes[i] = ocp_e4m3fn_cast(y);
+    }
+}
+
+/* ---- MX blocks (section 4) ---- */
+
+float plena_num_mx_decode(enum plena_mx_mode mode, uint8_t code, uint8_t scale)
+{
+    /* One IEEE f32 multiplication, nothing else (section 4.1). */
+    if (mode == PLENA_MX_OCP)
+        return plena_num_ocp_e4m3fn_decode_ref(code) * plena_num_ocp_e8m0_decode_ref(scale);
+    return plena_num_e4m3_decode_ref(code) * plena_num_e8m0_decode_ref(scale);
+}
+
+/* Sections 4.3 / 4.4; `zero_special` selects the device encoder's step 2. */
+static void plena_encode_block(const float *x, size_t n, uint8_t *codes, uint8_t *scale,
+                               int zero_special)
+{
+    float amax = 0.0f;
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(x[i]) && fabsf(x[i]) > amax) amax = fabsf(x[i]);
+    if (zero_special && amax == 0.0f) {
+        *scale = 0x00;
+        for (size_t i = 0; i < n; i++)
+            codes[i] = isnan(x[i]) ? 0x7F : 0x00;
+        return;
+    }
+    int e;
+    if (isinf(amax)) {
+        e = 127;
+    } else {
+        e = plena_num_floor_log2(amax + plena_num_f32_from_bits(EPS_BITS));
+        if (e < -127) e = -127;
+        if (e > 127) e = 127;
+    }
+    *scale = (uint8_t)(e + 127);
+    float d = pow2f(e); /* 2^-127 is the exact f32 subnormal */
+    for (size_t i = 0; i < n; i++)
+        codes[i] = (x[i] == 0.0f) ? 0x00 : plena_num_e4m3_quantize_ref(x[i] / d);
+}
+
+void plena_num_mx_encode_block_device(enum plena_mx_mode mode, const float *x, size_t n,
+                                      uint8_t *codes, uint8_t *scale)
+{
+    if (mode == PLENA_MX_OCP)
+        ocp_encode_block(x, n, codes, scale);
+    else
+        plena_encode_block(x, n, codes, scale, 1);
+}
+
+void plena_num_mx_encode_block_host(enum plena_mx_mode mode, const float *x, size_t n,
+                                    uint8_t *codes, uint8_t *scale)
+{
+    if (mode == PLENA_MX_OCP)
+        ocp_encode_block(x, n, codes, scale);
+    else
+        plena_encode_block(x, n, codes, scale, 0);
+}
+
+void plena_num_mx_encode_row(enum plena_mx_mode mode, enum plena_mx_encoder enc, const float *x,
+                             size_t n, size_t block, uint8_t *codes, uint8_t *scales)
+{
+    for (size_t b = 0; b * block < n; b++) {
+        size_t len = n - b * block < block ? n - b * block : block;
+        if (enc == PLENA_MX_HOST)
+            plena_num_mx_encode_block_host(mode, x + b * block, len, codes + b * block, &scales[b]);
+        else
+            plena_num_mx_encode_block_device(mode, x + b * block, len, codes + b * block,
+                                             &scales[b]);
+    }
+}
+
+void plena_num_mx_decode_row(enum plena_mx_mode mode, const uint8_t *codes, const uint8_t *scales,
+                             size_t n, size_t block, float *out)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = plena_num_mx_decode(mode, codes[i], scales[i / block]);
+}
+
+/* ---- format traits ---- */
+
+static const struct plena_num_fmt_info fmt_table[] = {
+#define X(id, name, dec, max_code, max_val) [PLENA_FMT_##id] = {name, dec, max_code, max_val},
+#include "num/formats.def"
+#undef X
+};
+_Static_assert(sizeof fmt_table / sizeof fmt_table[0] == PLENA_FMT_COUNT,
+               "one traits row per formats.def entry");
+
+const struct plena_num_fmt_info *plena_num_fmt_info(enum plena_fmt fmt)
+{
+    if ((unsigned)fmt >= PLENA_FMT_COUNT) return NULL;
+    return &fmt_table[fmt];
+}
+
+int plena_num_fmt_decode_table(enum plena_fmt fmt, float table[256])
+{
+    const struct plena_num_fmt_info *f = plena_num_fmt_info(fmt);
+    if (!f) return -1;
+    for (int c = 0; c < 256; c++)
+        table[c] = f->decode_ref((uint8_t)c);
+    return 0;
+}

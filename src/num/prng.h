@@ -1,0 +1,41 @@
+/* plena's one pseudo-random generator (spec/traces-and-replay.md section 0.5):
+ * xoshiro256** seeded through SplitMix64's mixer, plus fnv1a64 for turning
+ * strings into derive words. Integer-only, so streams are identical on every
+ * machine. No global state: every caller owns its struct plena_prng. */
+#ifndef PLENA_NUM_PRNG_H
+#define PLENA_NUM_PRNG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct plena_prng {
+    uint64_t s[4];
+};
+
+/* Derive tags: the first word after the seed (section 0.5). */
+enum {
+    PLENA_PRNG_TAG_ROUTING = 1,
+    PLENA_PRNG_TAG_WEIGHTS = 2,
+    PLENA_PRNG_TAG_ACTIVATIONS = 3,
+    PLENA_PRNG_TAG_SELECTION = 4,
+    PLENA_PRNG_TAG_TINY_CHECKPOINT = 5,
+    PLENA_PRNG_TAG_HOT_SET = 6
+};
+
+/* SplitMix64 finaliser mix(z). */
+uint64_t plena_splitmix_mix(uint64_t z);
+/* derive(seed, words[0..n-1]); words may be NULL when n == 0. */
+void plena_prng_derive(struct plena_prng *g, uint64_t seed, const uint64_t *words, size_t n);
+/* Raw state (tests and checkpoints); an all-zero state is replaced by {1,0,0,0}. */
+void plena_prng_set_state(struct plena_prng *g, const uint64_t s[4]);
+uint64_t plena_prng_next(struct plena_prng *g);
+/* (next() >> 11) * 2^-53, in [0, 1). */
+double plena_prng_uniform(struct plena_prng *g);
+/* Unbiased integer in [0, n) by rejection; n == 0 returns 0 without drawing. */
+uint64_t plena_prng_bounded(struct plena_prng *g, uint64_t n);
+/* Fisher-Yates from the top: for i = n-1 .. 1, swap a[i] and a[bounded(i+1)]. */
+void plena_prng_shuffle_u32(struct plena_prng *g, uint32_t *a, size_t n);
+/* FNV-1a 64-bit over n bytes. */
+uint64_t plena_fnv1a64(const void *data, size_t n);
+
+#endif

@@ -1,0 +1,420 @@
+/* Bit-exact MoE reference (spec/moe-lowering.md 7.1). Every function below
+ * mirrors one emitter of section 3.3 and names its rounding points; the
+ * comments quote the instruction whose semantics the line reproduces. Tensors
+ * are logical row-major arrays; padded widths (I_p, Is_p, E_p) are computed
+ * explicitly with zero weights, exactly as the machine sees them. */
+#include "ref/ref.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "num/num.h"
+
+static float bf(float x)
+{
+    return plena_num_round_bf16(x);
+}
+
+static uint32_t roundup(uint32_t v, uint32_t m)
+{
+    return (v + m - 1) / m * m;
+}
+
+/* clamp of V_EXP_V / S_EXP_FP: NaN stays NaN, else min(max(a, -88), 88). */
+static float clamp88(float a)
+{
+    if (a != a) return a;
+    if (a < -88.0f) return -88.0f;
+    if (a > 88.0f) return 88.0f;
+    return a;
+}
+
+/* V_MIN_VF / V_MAX_VF lane rules (isa.md 7.1). */
+static float min_vf(float a, float f)
+{
+    if (a != a || f != f) return NAN;
+    return (a > f) ? f : a;
+}
+
+static float max_vf(float a, float f)
+{
+    if (a != a || f != f) return NAN;
+    return (a < f) ? f : a;
+}
+
+/* V_RED_SUM row sum: s = v0, then s = fl32(s + v_i) in lane order. */
+static float row_sum(const float *q, uint32_t n)
+{
+    float s = q[0];
+    for (uint32_t i = 1; i < n; i++)
+        s = s + q[i];
+    return s;
+}
+
+/* One M_MM contribution for one output element: dot over the MLEN K indices of
+ * tile kt, products rounded to f32, summed in increasing index (isa.md 6). */
+static float tile_dot(const float *x, const float *w, uint32_t ldw, uint32_t col, uint32_t kt,
+                      uint32_t mlen)
+{
+    uint32_t k0 = kt * mlen;
+    float s = x[k0] * w[(size_t)k0 * ldw + col];
+    for (uint32_t r = 1; r < mlen; r++) {
+        float p = x[k0 + r] * w[(size_t)(k0 + r) * ldw + col];
+        s = s + p;
+    }
+    return s;
+}
+
+/* plena_emit_projection, KSPLIT_BF16 (3.3.5): chunks of C tiles; per chunk an
+ * f32 accumulator over its M_MMs (acc = fl32(acc + s)), bf16 at M_MM_WO;
+ * Y = bf16(P_0), then Y = bf16(Y + bf16(P_q)) (V_ADD_VV block add). */
+static void proj_ksplit(const float *x, uint32_t rows, uint32_t kp, const float *w, uint32_t np,
+                        uint32_t mlen, uint32_t chunk, float *y)
+{
+    uint32_t ktiles = kp / mlen;
+    for (uint32_t r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * kp;
+        for (uint32_t n = 0; n < np; n++) {
+            float yv = 0.0f;
+            for (uint32_t q = 0; q * chunk < ktiles; q++) {
+                float acc = 0.0f;
+                for (uint32_t kt = q * chunk; kt < ktiles && kt < (q + 1) * chunk; kt++)
+                    acc = acc + tile_dot(xr, w, np, n, kt, mlen);
+                float p = bf(acc);
+                yv = (q == 0) ? p : bf(yv + p);
+            }
+            y[(size_t)r * np + n] = yv;
+        }
+    }
+}
+
+/* STREAM_F32 (router GEMM): one f32 accumulator over all K tiles in
+ * increasing tile order, one bf16 at M_MM_WO. */
+static void proj_stream(const float *x, uint32_t rows, uint32_t kp, const float *w, uint32_t np,
+                        uint32_t mlen, float *y)
+{
+    uint32_t ktiles = kp / mlen;
+    for (uint32_t r = 0; r < rows; r++)
+        for (uint32_t n = 0; n < np; n++) {
+            float acc = 0.0f;
+            for (uint32_t kt = 0; kt < ktiles; kt++)
+                acc = acc + tile_dot(x + (size_t)r * kp, w, np, n, kt, mlen);
+            y[(size_t)r * np + n] = bf(acc);
+        }
+}
+
+/* plena_emit_rmsnorm_rows + plena_emit_mul_rows_by_row (3.3.1), one row. */
+static void rmsnorm_row(float *x, const float *gamma, uint32_t H, uint32_t vlen,
+                        const struct plena_moe_ref_consts *c, float *q)
+{
+    float fs = bf(0.0f + 0.0f); /* S_ADD_FP f_s, f0, f0 */
+    for (uint32_t b = 0; b < H / vlen; b++) {
+        for (uint32_t i = 0; i < vlen; i++)
+            q[i] = bf(x[b * vlen + i] * x[b * vlen + i]);
+        fs = bf(fs + row_sum(q, vlen)); /* V_RED_SUM f_s, q */
+    }
+    float fm = bf(fs * c->inv_h); /* S_MUL_FP */
+    fm = bf(fm + c->eps);         /* S_ADD_FP */
+    fm = bf(sqrtf(fm));           /* S_SQRT_FP */
+    fm = bf(1.0f / fm);           /* S_RECI_FP */
+    for (uint32_t i = 0; i < H; i++)
+        x[i] = bf(x[i] * fm); /* V_MUL_VF */
+    for (uint32_t i = 0; i < H; i++)
+        x[i] = bf(x[i] * gamma[i]); /* V_MUL_VV */
+}
+
+/* plena_moe_expert_activation (3.3.8) on one row of `width` lanes; result in u. */
+static void activation_row(float *g, float *u, uint32_t width, enum plena_act_policy pol,
+                           float neg_alpha, const struct plena_moe_ref_consts *c)
+{
+    for (uint32_t i = 0; i < width; i++) {
+        float gv = g[i], uv = u[i];
+        if (pol == PLENA_ACT_GPT_OSS_CLAMP_GATED) {
+            gv = min_vf(gv, c->limit_pos); /* V_MIN_VF g, g, f_lp */
+            uv = min_vf(uv, c->limit_pos); /* V_MIN_VF u, u, f_lp */
+            uv = max_vf(uv, c->limit_neg); /* V_MAX_VF u, u, f_ln */
+        }
+        float s = bf(gv * neg_alpha);                                   /* V_MUL_VF s, g, f_na */
+        s = bf(plena_expf(clamp88(s)));                                 /* V_EXP_V s, s */
+        s = bf(s + c->one);                                             /* V_ADD_VF s, s, f_one */
+        s = bf(1.0f / s);                                               /* V_RECI_V s, s */
+        gv = bf(gv * s);                                                /* V_MUL_VV g, g, s */
+        if (pol == PLENA_ACT_GPT_OSS_CLAMP_GATED) uv = bf(uv + c->one); /* V_ADD_VF u, u, f_one */
+        uv = bf(uv * gv);                                               /* V_MUL_VV u, u, g */
+        g[i] = gv;
+        u[i] = uv;
+    }
+}
+
+/* Sortable key of IEEE total order; NaN sorts below -Inf (isa.md 8.2 step 2). */
+static uint32_t total_order_key(float v)
+{
+    uint32_t b = plena_num_f32_bits(v);
+    if (v != v) return 0;
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+/* V_TOPK semantics (isa.md 8.2), written independently of the emulator. */
+void plena_moe_ref_topk(const float *logits, uint32_t E, uint32_t k, uint32_t *ids, float *w)
+{
+    uint32_t sel_count = 0;
+    uint8_t used_small[512];
+    uint8_t *used = E <= sizeof used_small ? used_small : plena_calloc(E, 1);
+    if (!used) return;
+    memset(used, 0, E <= sizeof used_small ? E : 0);
+    float vals[256];
+    for (uint32_t j = 0; j < k; j++) {
+        int best = -1;
+        uint32_t bestkey = 0;
+        for (uint32_t e = 0; e < E; e++) {
+            if (used[e]) continue;
+            uint32_t key = total_order_key(logits[e]);
+            if (best < 0 || key > bestkey) {
+                best = (int)e;
+                bestkey = key;
+            }
+        }
+        used[best] = 1;
+        ids[j] = (uint32_t)best;
+        float v = logits[best];
+        vals[j] = (v != v) ? -INFINITY : v;
+        sel_count++;
+    }
+    float mx = vals[0];
+    for (uint32_t j = 1; j < sel_count; j++)
+        if (vals[j] > mx) mx = vals[j];
+    float e[256];
+    for (uint32_t j = 0; j < k; j++)
+        e[j] = plena_expf(vals[j] - mx);
+    float D = e[0];
+    for (uint32_t j = 1; j < k; j++)
+        D = D + e[j];
+    int ok = isfinite(D) && D > 0.0f;
+    for (uint32_t j = 0; j < k; j++)
+        w[j] = bf(ok ? e[j] / D : 0.0f);
+    if (used != used_small) plena_free(used);
+}
+
+struct ref_scratch {
+    float *x, *res, *acc, *logits, *q;
+    float *slot, *yg, *yu, *yd;
+    float *sg, *su, *ss;
+    float *wpad; /* padded weight scratch */
+};
+
+/* Copies w[K][N] into a zero-padded [Kp][Np] array. */
+static void pad_matrix(const float *w, uint32_t K, uint32_t N, uint32_t Kp, uint32_t Np, float *out)
+{
+    memset(out, 0, sizeof(float) * (size_t)Kp * Np);
+    for (uint32_t k = 0; k < K; k++)
+        memcpy(out + (size_t)k * Np, w + (size_t)k * N, sizeof(float) * N);
+}
+
+int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                        struct plena_moe_ref_out *out, struct plena_err *err)
+{
+    const uint32_t T = cfg->T, H = cfg->H, M = cfg->mlen;
+    if (!M || H % M || !T || !cfg->chunk_tiles)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "ref", "bad shape: H %u, MLEN %u, T %u", H, M, T);
+    int routed = cfg->routing != PLENA_ROUTING_NONE && cfg->E > 0;
+    int shared = cfg->Is > 0;
+    if (routed && (cfg->k == 0 || cfg->k > cfg->E || cfg->k > 255))
+        return PLENA_FAIL(err, PLENA_E_INPUT, "ref", "bad top_k %u for %u experts", cfg->k, cfg->E);
+    const uint32_t Ip = roundup(cfg->I ? cfg->I : 1, M), Isp = shared ? roundup(cfg->Is, M) : 0;
+    const uint32_t Ep = roundup(cfg->E ? cfg->E : 1, M);
+    size_t th = (size_t)T * H;
+    size_t maxw = (size_t)H * (Ip > Isp ? Ip : Isp);
+    if ((size_t)H * Ep > maxw) maxw = (size_t)H * Ep;
+    struct ref_scratch s = {0};
+    s.x = plena_calloc(th, sizeof(float));
+    s.res = plena_calloc(th, sizeof(float));
+    s.acc = plena_calloc(th, sizeof(float));
+    s.logits = plena_calloc((size_t)T * Ep, sizeof(float));
+    s.q = plena_calloc(M, sizeof(float));
+    s.slot = plena_calloc(H, sizeof(float));
+    s.yg = plena_calloc(Ip, sizeof(float));
+    s.yu = plena_calloc(Ip, sizeof(float));
+    s.yd = plena_calloc(H, sizeof(float));
+    s.sg = plena_calloc((size_t)T * (Isp ? Isp : 1), sizeof(float));
+    s.su = plena_calloc((size_t)T * (Isp ? Isp : 1), sizeof(float));
+    s.ss = plena_calloc(th, sizeof(float));
+    s.wpad = plena_calloc(maxw, sizeof(float));
+    int rc = 0;
+    if (!s.x || !s.res || !s.acc || !s.logits || !s.q || !s.slot || !s.yg || !s.yu || !s.yd ||
+        !s.sg || !s.su || !s.ss || !s.wpad) {
+        rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref", "out of memory");
+        goto done;
+    }
+    const struct plena_moe_ref_consts *c = &in->c;
+    memcpy(s.x, in->h, th * sizeof(float));
+
+    /* Steps 1-4: residual copy (exact x*1.0), RMSNorm in place, gamma multiply. */
+    if (cfg->residual == PLENA_REF_RESIDUAL_PRE_NORM) {
+        for (size_t i = 0; i < th; i++)
+            s.res[i] = bf(s.x[i] * c->one);
+        for (uint32_t t = 0; t < T; t++)
+            rmsnorm_row(s.x + (size_t)t * H, in->gamma, H, M, c, s.q);
+    }
+
+    if (routed) {
+        const uint32_t E = cfg->E, k = cfg->k;
+        uint32_t *ids = out->ids;
+        float *wts = out->weights;
+        uint32_t ids_local[4096];
+        float w_local[4096];
+        if (!ids || !wts) {
+            if ((size_t)T * k > 4096) {
+                rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref",
+                                "ids/weights outputs required for T*k > 4096");
+                goto done;
+            }
+            ids = ids_local;
+            wts = w_local;
+        }
+        if (cfg->routing == PLENA_ROUTING_DEVICE) {
+            /* Step 5: router logits. */
+            if (cfg->router_form == PLENA_ROUTER_GEMM) {
+                pad_matrix(in->router_w, H, E, H, Ep, s.wpad);
+                proj_stream(s.x, T, H, s.wpad, Ep, M, s.logits);
+            } else {
+                for (uint32_t t = 0; t < T; t++)
+                    for (uint32_t e = 0; e < E; e++) {
+                        float fa = bf(0.0f + 0.0f); /* S_ADD_FP f_a, f0, f0 */
+                        for (uint32_t b = 0; b < H / M; b++) {
+                            for (uint32_t i = 0; i < M; i++)
+                                s.q[i] = bf(s.x[(size_t)t * H + b * M + i] *
+                                            in->router_w[(size_t)e * H + b * M + i]);
+                            fa = bf(fa + row_sum(s.q, M)); /* V_RED_SUM */
+                        }
+                        s.logits[(size_t)t * Ep + e] = fa; /* S_ST_FP, S_MAP_V_FP: BF16 as is */
+                    }
+            }
+            /* Step 6: router bias, bf16(L + b). */
+            if (cfg->router_bias)
+                for (uint32_t t = 0; t < T; t++)
+                    for (uint32_t e = 0; e < E; e++)
+                        s.logits[(size_t)t * Ep + e] =
+                            bf(s.logits[(size_t)t * Ep + e] + in->router_b[e]);
+            /* Step 7: V_TOPK per token. */
+            for (uint32_t t = 0; t < T; t++)
+                plena_moe_ref_topk(s.logits + (size_t)t * Ep, E, k, ids + (size_t)t * k,
+                                   wts + (size_t)t * k);
+        } else {
+            memcpy(ids, in->fixed_ids, sizeof(uint32_t) * T * k);
+            memcpy(wts, in->fixed_w, sizeof(float) * T * k);
+        }
+        /* Step 9: accumulator init (true zero). */
+        memset(s.acc, 0, th * sizeof(float));
+        /* Step 10: pairs in order p = t*k + j. */
+        float *wg = plena_calloc((size_t)H * Ip, sizeof(float));
+        float *wu = plena_calloc((size_t)H * Ip, sizeof(float));
+        float *wd = plena_calloc((size_t)Ip * H, sizeof(float));
+        float *ag = plena_calloc(Ip, sizeof(float));
+        if (!wg || !wu || !wd || !ag) {
+            plena_free(wg), plena_free(wu), plena_free(wd), plena_free(ag);
+            rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref", "out of memory");
+            goto done;
+        }
+        for (uint32_t t = 0; t < T && !rc; t++)
+            for (uint32_t j = 0; j < k; j++) {
+                uint32_t e = ids[(size_t)t * k + j];
+                float w = wts[(size_t)t * k + j];
+                if (e >= E || !in->w_gate[e] || !in->w_up[e] || !in->w_down[e]) {
+                    rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref",
+                                    "expert %u of pair %u has no weights", e, t * k + j);
+                    break;
+                }
+                /* a: gather, exact copy x*1.0 */
+                for (uint32_t i = 0; i < H; i++)
+                    s.slot[i] = bf(s.x[(size_t)t * H + i] * c->one);
+                /* c: INPUT placement: bf16(x * w) */
+                if (cfg->placement == PLENA_ROUTE_INPUT)
+                    for (uint32_t i = 0; i < H; i++)
+                        s.slot[i] = bf(s.slot[i] * w);
+                /* d: gate and up projections */
+                pad_matrix(in->w_gate[e], H, cfg->I, H, Ip, wg);
+                pad_matrix(in->w_up[e], H, cfg->I, H, Ip, wu);
+                proj_ksplit(s.slot, 1, H, wg, Ip, M, cfg->chunk_tiles, s.yg);
+                proj_ksplit(s.slot, 1, H, wu, Ip, M, cfg->chunk_tiles, s.yu);
+                /* e: biases, bf16(y + b) */
+                if (cfg->expert_bias) {
+                    for (uint32_t i = 0; i < cfg->I; i++) {
+                        s.yg[i] = bf(s.yg[i] + in->b_gate[e][i]);
+                        s.yu[i] = bf(s.yu[i] + in->b_up[e][i]);
+                    }
+                    for (uint32_t i = cfg->I; i < Ip; i++) {
+                        s.yg[i] = bf(s.yg[i] + 0.0f);
+                        s.yu[i] = bf(s.yu[i] + 0.0f);
+                    }
+                }
+                /* f: activation, result in up */
+                memcpy(ag, s.yg, sizeof(float) * Ip);
+                activation_row(ag, s.yu, Ip, cfg->activation, c->neg_alpha_routed, c);
+                /* g: down projection and bias */
+                pad_matrix(in->w_down[e], cfg->I, H, Ip, H, wd);
+                proj_ksplit(s.yu, 1, Ip, wd, H, M, cfg->chunk_tiles, s.yd);
+                if (cfg->expert_bias)
+                    for (uint32_t i = 0; i < H; i++)
+                        s.yd[i] = bf(s.yd[i] + in->b_down[e][i]);
+                /* h: OUTPUT placement, bf16(o * w) */
+                if (cfg->placement == PLENA_ROUTE_OUTPUT)
+                    for (uint32_t i = 0; i < H; i++)
+                        s.yd[i] = bf(s.yd[i] * w);
+                /* i: scatter-add, bf16(acc + o) */
+                for (uint32_t i = 0; i < H; i++)
+                    s.acc[(size_t)t * H + i] = bf(s.acc[(size_t)t * H + i] + s.yd[i]);
+            }
+        plena_free(wg), plena_free(wu), plena_free(wd), plena_free(ag);
+        if (rc) goto done;
+    }
+
+    if (shared) {
+        /* Step 11: batched shared SwiGLU over all rows. */
+        pad_matrix(in->ws_gate, H, cfg->Is, H, Isp, s.wpad);
+        proj_ksplit(s.x, T, H, s.wpad, Isp, M, cfg->chunk_tiles, s.sg);
+        pad_matrix(in->ws_up, H, cfg->Is, H, Isp, s.wpad);
+        proj_ksplit(s.x, T, H, s.wpad, Isp, M, cfg->chunk_tiles, s.su);
+        for (uint32_t t = 0; t < T; t++)
+            activation_row(s.sg + (size_t)t * Isp, s.su + (size_t)t * Isp, Isp,
+                           PLENA_ACT_STANDARD_SWIGLU, c->neg_alpha_shared, c);
+        pad_matrix(in->ws_down, cfg->Is, H, Isp, H, s.wpad);
+        proj_ksplit(s.su, T, Isp, s.wpad, H, M, cfg->chunk_tiles, s.ss);
+        /* Step 12: sigmoid gate in scalar FP, then the broadcast multiply. */
+        if (cfg->shared_gate == PLENA_SHARED_GATE_SIGMOID)
+            for (uint32_t t = 0; t < T; t++) {
+                float fz = bf(0.0f + 0.0f); /* S_ADD_FP f_z, f0, f0 */
+                for (uint32_t b = 0; b < H / M; b++) {
+                    for (uint32_t i = 0; i < M; i++)
+                        s.q[i] = bf(s.x[(size_t)t * H + b * M + i] * in->w_sg[b * M + i]);
+                    fz = bf(fz + row_sum(s.q, M)); /* V_RED_SUM f_z, q */
+                }
+                fz = bf(0.0f - fz);               /* S_SUB_FP f_z, f0, f_z */
+                fz = bf(plena_expf(clamp88(fz))); /* S_EXP_FP */
+                fz = bf(fz + c->one);             /* S_ADD_FP f_z, f_z, f_one */
+                fz = bf(1.0f / fz);               /* S_RECI_FP */
+                if (out->gate) out->gate[t] = fz;
+                for (uint32_t i = 0; i < H; i++)
+                    s.ss[(size_t)t * H + i] = bf(s.ss[(size_t)t * H + i] * fz); /* V_MUL_VF */
+            }
+    }
+
+    /* Step 13: combine (unweighted), or the shared output alone. */
+    if (routed && shared) {
+        for (size_t i = 0; i < th; i++)
+            s.acc[i] = bf(s.acc[i] + s.ss[i]);
+    } else if (shared) {
+        memcpy(s.acc, s.ss, th * sizeof(float));
+    }
+    /* Step 14: residual add-back, bf16(out + residual). */
+    if (cfg->residual == PLENA_REF_RESIDUAL_PRE_NORM)
+        for (size_t i = 0; i < th; i++)
+            s.acc[i] = bf(s.acc[i] + s.res[i]);
+    memcpy(out->out, s.acc, th * sizeof(float));
+
+done:
+    plena_free(s.x), plena_free(s.res), plena_free(s.acc), plena_free(s.logits);
+    plena_free(s.q), plena_free(s.slot), plena_free(s.yg), plena_free(s.yu), plena_free(s.yd);
+    plena_free(s.sg), plena_free(s.su), plena_free(s.ss), plena_free(s.wpad);
+    return rc;
+}

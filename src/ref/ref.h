@@ -1,0 +1,108 @@
+/* Reference models of one MoE layer (spec/moe-lowering.md section 7).
+ *
+ * plena_moe_reference():     the bit-exact reference. Same operations, same
+ *   order, same rounding points as the program plena's generator emits
+ *   (section 3.3), computed from logical tensors in plain C. It shares only
+ *   numeric atoms with the emulator (num/: BF16 RNE, plena_expf) and never
+ *   executes instructions or uses VRAM addresses.
+ * plena_moe_reference_f64(): an independent float64 reference written from the
+ *   model equations (no intermediate rounding), used to bound the relative RMS
+ *   error so that a bug mirrored in the generator and the bit-exact reference
+ *   is still caught (section 7.2).
+ *
+ * Inputs are the *staged* values: weights as decoded from the HBM image,
+ * activations and constants as preloaded (effective BF16 values). */
+#ifndef PLENA_REF_REF_H
+#define PLENA_REF_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "gen/model.h"
+
+enum plena_ref_residual { PLENA_REF_RESIDUAL_NONE = 0, PLENA_REF_RESIDUAL_PRE_NORM = 1 };
+
+struct plena_moe_ref_cfg {
+    uint32_t T;                         /* tokens */
+    uint32_t H;                         /* hidden (multiple of MLEN) */
+    uint32_t I;                         /* routed expert width (zero-padded to MLEN internally) */
+    uint32_t Is;                        /* fused shared width; 0 = no shared branch */
+    uint32_t E, k;                      /* experts, top-k (E = 0: no routed branch) */
+    uint32_t mlen;                      /* = VLEN */
+    uint32_t chunk_tiles;               /* C: K-split chunk in MLEN tiles */
+    enum plena_routing_kind routing;    /* DEVICE, FIXED or NONE */
+    enum plena_router_form router_form; /* GEMM or DOT (DEVICE only) */
+    int router_bias;
+    int expert_bias;
+    enum plena_act_policy activation;
+    enum plena_route_placement placement;
+    enum plena_shared_gate shared_gate;
+    enum plena_ref_residual residual;
+};
+
+/* Effective (BF16-exact) constants as they sit in FP SRAM (section 2.4). */
+struct plena_moe_ref_consts {
+    float one;                  /* 1.0 */
+    float neg_alpha_routed;     /* -1.0 or GPT-OSS -1.703125 */
+    float neg_alpha_shared;     /* -1.0 */
+    float limit_pos, limit_neg; /* 7, -7 */
+    float eps;                  /* RMSNorm eps as stored */
+    float inv_h;                /* 1/H as stored */
+};
+
+/* Logical tensors, row-major, float values (BF16-exact where the machine holds
+ * BF16, exact MX decodes for HBM weights). Weight matrices are [in][out]. */
+struct plena_moe_ref_in {
+    const float *h;             /* [T][H] layer input (residual stream) */
+    const float *gamma;         /* [H] RMSNorm weight as staged (PRE_NORM only) */
+    const float *router_w;      /* GEMM: [H][E] decoded; DOT: [E][H] BF16 */
+    const float *router_b;      /* [E] (router_bias only) */
+    const float *const *w_gate; /* [E] -> [H][I] (NULL for experts never reached) */
+    const float *const *w_up;   /* [E] -> [H][I] */
+    const float *const *w_down; /* [E] -> [I][H] */
+    const float *const *b_gate; /* [E] -> [I] (expert_bias only) */
+    const float *const *b_up;   /* [E] -> [I] */
+    const float *const *b_down; /* [E] -> [H] */
+    const float *ws_gate;       /* [H][Is] */
+    const float *ws_up;         /* [H][Is] */
+    const float *ws_down;       /* [Is][H] */
+    const float *w_sg;          /* [H] shared gate vector (BF16) */
+    const uint32_t *fixed_ids;  /* [T*k] FIXED routing */
+    const float *fixed_w;       /* [T*k] FIXED routing, effective BF16 */
+    struct plena_moe_ref_consts c;
+};
+
+struct plena_moe_ref_out {
+    float *out;     /* [T][H] caller-allocated */
+    uint32_t *ids;  /* [T*k] or NULL */
+    float *weights; /* [T*k] or NULL */
+    float *gate;    /* [T] or NULL (sigmoid gate values) */
+};
+
+int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                        struct plena_moe_ref_out *out, struct plena_err *err);
+
+/* Float64 model of the same layer; ids_used (device or fixed ids) are taken
+ * from `ids` when non-NULL (so routing ties cannot diverge), else computed.
+ * out: [T][H] doubles. Weights under DEVICE routing are the softmax over the
+ * selected logits in double. */
+int plena_moe_reference_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                            const uint32_t *ids, double *out, uint32_t *ids_out,
+                            struct plena_err *err);
+
+/* rel_rms = ||(out - residual) - y64|| / ||y64|| where residual is the layer
+ * input h for PRE_NORM layers (0 otherwise) and y64 = out64 - residual.
+ * Returns -1 when ||y64|| is 0. */
+double plena_moe_rel_rms(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                         const float *out, const double *out64);
+
+/* V_TOPK semantics of isa.md 8.2 (stable total-order ranking, NaN last,
+ * softmax over the selected in rank order, weights rounded to BF16),
+ * implemented independently of the emulator. */
+void plena_moe_ref_topk(const float *logits, uint32_t E, uint32_t k, uint32_t *ids, float *w);
+
+/* The documented bound of section 7.2. */
+#define PLENA_MOE_REL_RMS_BOUND 0.02
+
+#endif

@@ -1,0 +1,198 @@
+/* Independent float64 MoE reference (spec/moe-lowering.md 7.2): written from
+ * the model equations, not from the instruction sequence — no tiles, no
+ * chunks, no intermediate rounding. Its only job is to bound the error of the
+ * bit-exact path so a mistake mirrored in generator and reference is caught. */
+#include "ref/ref.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "common/alloc.h"
+
+static double silu(double z)
+{
+    return z / (1.0 + exp(-z));
+}
+
+static double sigmoid(double z)
+{
+    return 1.0 / (1.0 + exp(-z));
+}
+
+/* y[n] = sum_k x[k] * w[k][n] */
+static void matvec(const double *x, uint32_t K, const float *w, uint32_t N, double *y)
+{
+    for (uint32_t n = 0; n < N; n++)
+        y[n] = 0.0;
+    for (uint32_t kk = 0; kk < K; kk++) {
+        double xv = x[kk];
+        const float *row = w + (size_t)kk * N;
+        for (uint32_t n = 0; n < N; n++)
+            y[n] += xv * (double)row[n];
+    }
+}
+
+/* One expert FFN on input xin: out = act(xin.Wg + bg, xin.Wu + bu) . Wd + bd */
+static void expert_ffn(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                       const float *wg, const float *wu, const float *wd, const float *bg,
+                       const float *bu, const float *bd, uint32_t width, enum plena_act_policy pol,
+                       const double *xin, double *g, double *u, double *out)
+{
+    matvec(xin, cfg->H, wg, width, g);
+    matvec(xin, cfg->H, wu, width, u);
+    for (uint32_t i = 0; i < width; i++) {
+        if (bg) g[i] += bg[i];
+        if (bu) u[i] += bu[i];
+        if (pol == PLENA_ACT_GPT_OSS_CLAMP_GATED) {
+            double alpha = -(double)in->c.neg_alpha_routed;
+            double lim = in->c.limit_pos;
+            double gv = g[i] < lim ? g[i] : lim;
+            double uv = u[i] < -lim ? -lim : (u[i] > lim ? lim : u[i]);
+            u[i] = (uv + 1.0) * gv * sigmoid(alpha * gv);
+        } else {
+            u[i] = silu(g[i]) * u[i];
+        }
+    }
+    matvec(u, width, wd, cfg->H, out);
+    if (bd)
+        for (uint32_t i = 0; i < cfg->H; i++)
+            out[i] += bd[i];
+}
+
+int plena_moe_reference_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                            const uint32_t *ids, double *out, uint32_t *ids_out,
+                            struct plena_err *err)
+{
+    const uint32_t T = cfg->T, H = cfg->H;
+    int routed = cfg->routing != PLENA_ROUTING_NONE && cfg->E > 0;
+    int shared = cfg->Is > 0;
+    uint32_t wmax = cfg->I > cfg->Is ? cfg->I : cfg->Is;
+    if (cfg->E > wmax) wmax = cfg->E;
+    double *x = plena_calloc(H, sizeof(double));
+    double *g = plena_calloc(wmax + 1, sizeof(double));
+    double *u = plena_calloc(wmax + 1, sizeof(double));
+    double *o = plena_calloc(H, sizeof(double));
+    double *xin = plena_calloc(H, sizeof(double));
+    double *lg = plena_calloc(cfg->E + 1, sizeof(double));
+    int rc = 0;
+    if (!x || !g || !u || !o || !xin || !lg) {
+        rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
+        goto done;
+    }
+    for (uint32_t t = 0; t < T; t++) {
+        const float *h = in->h + (size_t)t * H;
+        double *y = out + (size_t)t * H;
+        for (uint32_t i = 0; i < H; i++)
+            x[i] = h[i];
+        if (cfg->residual == PLENA_REF_RESIDUAL_PRE_NORM) {
+            double ms = 0.0;
+            for (uint32_t i = 0; i < H; i++)
+                ms += x[i] * x[i];
+            ms /= (double)H;
+            double r = 1.0 / sqrt(ms + (double)in->c.eps);
+            for (uint32_t i = 0; i < H; i++)
+                x[i] = x[i] * r * (double)in->gamma[i];
+        }
+        for (uint32_t i = 0; i < H; i++)
+            y[i] = 0.0;
+        if (routed) {
+            const uint32_t E = cfg->E, k = cfg->k;
+            uint32_t sel[256];
+            double w[256];
+            if (cfg->routing == PLENA_ROUTING_DEVICE) {
+                if (cfg->router_form == PLENA_ROUTER_GEMM) {
+                    matvec(x, H, in->router_w, E, lg);
+                } else {
+                    for (uint32_t e = 0; e < E; e++) {
+                        double a = 0.0;
+                        for (uint32_t i = 0; i < H; i++)
+                            a += x[i] * in->router_w[(size_t)e * H + i];
+                        lg[e] = a;
+                    }
+                }
+                if (cfg->router_bias)
+                    for (uint32_t e = 0; e < E; e++)
+                        lg[e] += in->router_b[e];
+                for (uint32_t j = 0; j < k; j++) {
+                    if (ids) {
+                        sel[j] = ids[(size_t)t * k + j];
+                        continue;
+                    }
+                    int best = -1;
+                    for (uint32_t e = 0; e < E; e++) {
+                        int taken = 0;
+                        for (uint32_t q = 0; q < j; q++)
+                            taken |= sel[q] == e;
+                        if (!taken && (best < 0 || lg[e] > lg[best])) best = (int)e;
+                    }
+                    sel[j] = (uint32_t)best;
+                }
+                double mx = -INFINITY, D = 0.0;
+                for (uint32_t j = 0; j < k; j++)
+                    mx = lg[sel[j]] > mx ? lg[sel[j]] : mx;
+                for (uint32_t j = 0; j < k; j++)
+                    D += exp(lg[sel[j]] - mx);
+                for (uint32_t j = 0; j < k; j++)
+                    w[j] = exp(lg[sel[j]] - mx) / D;
+            } else {
+                for (uint32_t j = 0; j < k; j++) {
+                    sel[j] = in->fixed_ids[(size_t)t * k + j];
+                    w[j] = in->fixed_w[(size_t)t * k + j];
+                }
+            }
+            for (uint32_t j = 0; j < k; j++) {
+                uint32_t e = sel[j];
+                if (ids_out) ids_out[(size_t)t * k + j] = e;
+                if (e >= E || !in->w_gate[e]) {
+                    rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref_f64", "expert %u has no weights", e);
+                    goto done;
+                }
+                double scale_in = cfg->placement == PLENA_ROUTE_INPUT ? w[j] : 1.0;
+                for (uint32_t i = 0; i < H; i++)
+                    xin[i] = x[i] * scale_in;
+                expert_ffn(
+                    cfg, in, in->w_gate[e], in->w_up[e], in->w_down[e],
+                    cfg->expert_bias ? in->b_gate[e] : NULL, cfg->expert_bias ? in->b_up[e] : NULL,
+                    cfg->expert_bias ? in->b_down[e] : NULL, cfg->I, cfg->activation, xin, g, u, o);
+                double scale_out = cfg->placement == PLENA_ROUTE_OUTPUT ? w[j] : 1.0;
+                for (uint32_t i = 0; i < H; i++)
+                    y[i] += scale_out * o[i];
+            }
+        }
+        if (shared) {
+            expert_ffn(cfg, in, in->ws_gate, in->ws_up, in->ws_down, NULL, NULL, NULL, cfg->Is,
+                       PLENA_ACT_STANDARD_SWIGLU, x, g, u, o);
+            double gate = 1.0;
+            if (cfg->shared_gate == PLENA_SHARED_GATE_SIGMOID) {
+                double z = 0.0;
+                for (uint32_t i = 0; i < H; i++)
+                    z += x[i] * in->w_sg[i];
+                gate = sigmoid(z);
+            }
+            for (uint32_t i = 0; i < H; i++)
+                y[i] += gate * o[i];
+        }
+        if (cfg->residual == PLENA_REF_RESIDUAL_PRE_NORM)
+            for (uint32_t i = 0; i < H; i++)
+                y[i] += h[i];
+    }
+done:
+    plena_free(x), plena_free(g), plena_free(u), plena_free(o), plena_free(xin), plena_free(lg);
+    return rc;
+}
+
+double plena_moe_rel_rms(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                         const float *out, const double *out64)
+{
+    double num = 0.0, den = 0.0;
+    size_t n = (size_t)cfg->T * cfg->H;
+    for (size_t i = 0; i < n; i++) {
+        double r = cfg->residual == PLENA_REF_RESIDUAL_PRE_NORM ? (double)in->h[i] : 0.0;
+        double y64 = out64[i] - r;
+        double d = ((double)out[i] - r) - y64;
+        num += d * d;
+        den += y64 * y64;
+    }
+    if (den == 0.0) return -1.0;
+    return sqrt(num / den);
+}

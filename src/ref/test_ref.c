@@ -1,0 +1,205 @@
+/* Tests of the reference models: hand-computed single-lane layers, the V_TOPK
+ * worked example of isa.md 8.2, and agreement of the bit-exact reference with
+ * the independent float64 reference on MX-representable data (7.2, 7.3). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "num/num.h"
+#include "ref/ref.h"
+
+static const struct plena_moe_ref_consts consts = {1.0f,  -1.0f,           -1.0f,    7.0f,
+                                                   -7.0f, 9.98377800e-07f, 0.015625f};
+
+/* T = 1, H = I = 64, one expert, fixed routing: x = e0, Wg[0][0] = 1,
+ * Wu[0][0] = 2, Wd[0][0] = 1. By hand (bf16 after every op):
+ *   s = -1; exp(-1) = 0.36787945 -> 0.3671875; +1 -> 1.3671875;
+ *   1/1.3671875 = 0.7314286 -> 0.73046875; g = 0.73046875; u = 2 * g = 1.4609375;
+ *   down: 1.4609375; times route weight w. */
+static void run_single_lane(float w, float expect0)
+{
+    enum { H = 64, I = 64 };
+    static float h[H], wg[H * I], wu[H * I], wd[I * H];
+    memset(h, 0, sizeof h);
+    memset(wg, 0, sizeof wg);
+    memset(wu, 0, sizeof wu);
+    memset(wd, 0, sizeof wd);
+    h[0] = 1.0f;
+    wg[0] = 1.0f;
+    wu[0] = 2.0f;
+    wd[0] = 1.0f;
+    const float *pg[1] = {wg}, *pu[1] = {wu}, *pd[1] = {wd};
+    uint32_t ids[1] = {0};
+    float fw[1] = {w};
+    struct plena_moe_ref_cfg cfg = {.T = 1,
+                                    .H = H,
+                                    .I = I,
+                                    .E = 1,
+                                    .k = 1,
+                                    .mlen = 64,
+                                    .chunk_tiles = 4,
+                                    .routing = PLENA_ROUTING_FIXED};
+    struct plena_moe_ref_in in = {.h = h,
+                                  .w_gate = pg,
+                                  .w_up = pu,
+                                  .w_down = pd,
+                                  .fixed_ids = ids,
+                                  .fixed_w = fw,
+                                  .c = consts};
+    float out[H];
+    uint32_t oid[1];
+    float ow[1];
+    struct plena_moe_ref_out o = {.out = out, .ids = oid, .weights = ow};
+    assert_int_equal(plena_moe_reference(&cfg, &in, &o, NULL), 0);
+    assert_true(out[0] == expect0);
+    for (int i = 1; i < H; i++)
+        assert_true(out[i] == 0.0f);
+}
+
+static void test_single_lane_by_hand(void **state)
+{
+    (void)state;
+    run_single_lane(1.0f, 1.4609375f);
+    run_single_lane(0.5f, 0.73046875f);
+}
+
+static void test_topk_worked_example(void **state)
+{
+    (void)state;
+    float lg[8] = {0.5f, 2.0f, -1.0f, 2.0f, NAN, 1.0f, -0.0f, 0.0f};
+    uint32_t ids[3];
+    float w[3];
+    plena_moe_ref_topk(lg, 8, 3, ids, w);
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(ids[1], 3);
+    assert_int_equal(ids[2], 5);
+    assert_int_equal(plena_num_bf16_from_f32(w[0]), 0x3ED8);
+    assert_int_equal(plena_num_bf16_from_f32(w[1]), 0x3ED8);
+    assert_int_equal(plena_num_bf16_from_f32(w[2]), 0x3E1F);
+    /* Full ranking 1, 3, 5, 0, 7, 6, 2, 4: +0 above -0, NaN last. */
+    uint32_t all[8];
+    float wa[8];
+    plena_moe_ref_topk(lg, 8, 8, all, wa);
+    const uint32_t rank[8] = {1, 3, 5, 0, 7, 6, 2, 4};
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(all[i], rank[i]);
+}
+
+/* Deterministic representable test data: {-1,-0.5,-0.25,0,0.25,0.5,1} x 2^s. */
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float rep(float scale)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    static const float v[7] = {-1.0f, -0.5f, -0.25f, 0.0f, 0.25f, 0.5f, 1.0f};
+    return v[rng % 7] * scale;
+}
+
+static float *fill(size_t n, float scale)
+{
+    float *p = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        p[i] = rep(scale);
+    return p;
+}
+
+/* Bit-exact vs float64: relative RMS within the documented bound, for a
+ * routed + gated-shared PRE_NORM layer with device (GEMM) routing. */
+static void check_against_f64(uint32_t H, uint32_t I, uint32_t Is, uint32_t E, uint32_t k,
+                              uint32_t T, enum plena_act_policy act, enum plena_shared_gate gate)
+{
+    struct plena_moe_ref_cfg cfg = {.T = T,
+                                    .H = H,
+                                    .I = I,
+                                    .Is = Is,
+                                    .E = E,
+                                    .k = k,
+                                    .mlen = 64,
+                                    .chunk_tiles = 4,
+                                    .routing = PLENA_ROUTING_DEVICE,
+                                    .router_form = PLENA_ROUTER_GEMM,
+                                    .activation = act,
+                                    .shared_gate = gate,
+                                    .residual = PLENA_REF_RESIDUAL_PRE_NORM};
+    float *h = fill((size_t)T * H, 0.03125f);
+    float *gamma = malloc(H * sizeof(float));
+    for (uint32_t i = 0; i < H; i++)
+        gamma[i] = 1.0f;
+    float *wr = fill((size_t)H * E, 1.0f);
+    const float **pg = calloc(E, sizeof *pg), **pu = calloc(E, sizeof *pu),
+                **pd = calloc(E, sizeof *pd);
+    for (uint32_t e = 0; e < E; e++) {
+        pg[e] = fill((size_t)H * I, 0.125f);
+        pu[e] = fill((size_t)H * I, 0.125f);
+        pd[e] = fill((size_t)I * H, 0.125f);
+    }
+    float *sg = Is ? fill((size_t)H * Is, 0.125f) : NULL;
+    float *su = Is ? fill((size_t)H * Is, 0.125f) : NULL;
+    float *sd = Is ? fill((size_t)Is * H, 0.125f) : NULL;
+    float *wsg = fill(H, 0.0625f);
+    struct plena_moe_ref_consts c = consts;
+    c.inv_h = plena_num_round_bf16(1.0f / (float)H);
+    struct plena_moe_ref_in in = {.h = h,
+                                  .gamma = gamma,
+                                  .router_w = wr,
+                                  .w_gate = pg,
+                                  .w_up = pu,
+                                  .w_down = pd,
+                                  .ws_gate = sg,
+                                  .ws_up = su,
+                                  .ws_down = sd,
+                                  .w_sg = wsg,
+                                  .c = c};
+    float *out = calloc((size_t)T * H, sizeof(float));
+    uint32_t *ids = calloc((size_t)T * k, sizeof(uint32_t));
+    float *w = calloc((size_t)T * k, sizeof(float));
+    float *g = calloc(T, sizeof(float));
+    struct plena_moe_ref_out o = {.out = out, .ids = ids, .weights = w, .gate = g};
+    assert_int_equal(plena_moe_reference(&cfg, &in, &o, NULL), 0);
+    double *o64 = calloc((size_t)T * H, sizeof(double));
+    assert_int_equal(plena_moe_reference_f64(&cfg, &in, ids, o64, NULL, NULL), 0);
+    double r = plena_moe_rel_rms(&cfg, &in, out, o64);
+    assert_true(r >= 0.0);
+    assert_true(r <= PLENA_MOE_REL_RMS_BOUND);
+    for (size_t i = 0; i < (size_t)T * H; i++)
+        assert_false(isnan(out[i]));
+    if (gate == PLENA_SHARED_GATE_SIGMOID)
+        for (uint32_t t = 0; t < T; t++)
+            assert_true(g[t] > 0.0f && g[t] < 1.0f);
+    free(h), free(gamma), free(wr), free(sg), free(su), free(sd), free(wsg), free(out);
+    free(ids), free(w), free(g), free(o64);
+    for (uint32_t e = 0; e < E; e++)
+        free((void *)pg[e]), free((void *)pu[e]), free((void *)pd[e]);
+    free(pg), free(pu), free(pd);
+}
+
+static void test_matches_f64_routed_shared(void **state)
+{
+    (void)state;
+    check_against_f64(128, 64, 128, 16, 2, 4, PLENA_ACT_STANDARD_SWIGLU, PLENA_SHARED_GATE_SIGMOID);
+}
+
+static void test_matches_f64_ksplit_gpt_oss(void **state)
+{
+    (void)state;
+    /* H = 320: five K tiles, chunk 4 -> one block add per projection. */
+    check_against_f64(320, 96, 0, 8, 2, 3, PLENA_ACT_GPT_OSS_CLAMP_GATED, PLENA_SHARED_GATE_NONE);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_single_lane_by_hand),
+        cmocka_unit_test(test_topk_worked_example),
+        cmocka_unit_test(test_matches_f64_routed_shared),
+        cmocka_unit_test(test_matches_f64_ksplit_gpt_oss),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
