@@ -5,17 +5,29 @@
 #include <string.h>
 
 static const struct plena_op_info op_table[64] = {
-#define PLENA_OP(name_, code_, cls_, form_, unit_, cost_, ops_, syn_)                             \
-    [code_] = {#name_,           code_,        PLENA_CLASS_##cls_,                                \
-               PLENA_FORM_##form_, PLENA_UNIT_##unit_, PLENA_COST_##cost_,                        \
-               ops_,             syn_,         PLENA_CLASS_##cls_ != PLENA_CLASS_INV},
+#define PLENA_OP(name_, code_, cls_, form_, unit_, cost_, ops_, syn_)                              \
+    [code_] = {#name_,                                                                             \
+               code_,                                                                              \
+               PLENA_CLASS_##cls_,                                                                 \
+               PLENA_FORM_##form_,                                                                 \
+               PLENA_UNIT_##unit_,                                                                 \
+               PLENA_COST_##cost_,                                                                 \
+               ops_,                                                                               \
+               syn_,                                                                               \
+               PLENA_CLASS_##cls_ != PLENA_CLASS_INV},
 #include "isa/isa.def"
 #undef PLENA_OP
 };
 
-static const struct plena_op_info invalid_row = {
-    "INVALID", 0, PLENA_CLASS_INV, PLENA_FORM_NONE, PLENA_UNIT_NONE, PLENA_COST_TRAP, "",
-    "invalid opcode: traps when executed", 0};
+static const struct plena_op_info invalid_row = {"INVALID",
+                                                 0,
+                                                 PLENA_CLASS_INV,
+                                                 PLENA_FORM_NONE,
+                                                 PLENA_UNIT_NONE,
+                                                 PLENA_COST_TRAP,
+                                                 "",
+                                                 "invalid opcode: traps when executed",
+                                                 0};
 
 const struct plena_op_info *plena_isa_info(unsigned opcode)
 {
@@ -102,7 +114,7 @@ const char *plena_unit_name(enum plena_unit u)
 const char *plena_cost_name(enum plena_cost c)
 {
     static const char *names[] = {
-#define PLENA_COST_RULE(id, text) text,
+#define PLENA_COST_RULE(id, text)         text,
 #define PLENA_LATENCY(key, en, dis, used) #key,
 #include "isa/costs.def"
 #undef PLENA_COST_RULE

@@ -17,8 +17,11 @@
 #define PLENA_PAIR_NONE UINT32_MAX
 
 enum plena_attribution { PLENA_ATTR_LEGACY = 0, PLENA_ATTR_MARKERS = 1 };
-enum plena_lowering { PLENA_LOWERING_UNSET = 0, PLENA_LOWERING_PAIR_MAJOR,
-                      PLENA_LOWERING_EXPERT_MAJOR };
+enum plena_lowering {
+    PLENA_LOWERING_UNSET = 0,
+    PLENA_LOWERING_PAIR_MAJOR,
+    PLENA_LOWERING_EXPERT_MAJOR
+};
 
 struct plena_label {
     uint8_t stage; /* enum plena_stage */
@@ -26,31 +29,31 @@ struct plena_label {
 };
 
 struct plena_unresolved_marker {
-    char name[128];       /* stage name as written (may be empty), or "pair=<v>", "routed_lowering=<v>" */
-    uint32_t first_line;  /* 1-based */
+    char name[128]; /* stage name as written (may be empty), or "pair=<v>", "routed_lowering=<v>" */
+    uint32_t first_line; /* 1-based */
     uint32_t occurrences;
 };
 
 struct plena_labels {
-    size_t n;                      /* labels (one per instruction line) */
+    size_t n; /* labels (one per instruction line) */
     struct plena_label *v;
     enum plena_attribution mode;
-    uint32_t stage_marker_count;   /* stage-marker comment lines, resolved or not */
+    uint32_t stage_marker_count; /* stage-marker comment lines, resolved or not */
     size_t n_unresolved;
     struct plena_unresolved_marker *unresolved;
-    enum plena_lowering lowering;  /* first lowering marker, or UNSET */
+    enum plena_lowering lowering; /* first lowering marker, or UNSET */
     int routed_moe_markers_present;
 };
 
 struct plena_program {
     uint32_t *words;
     size_t n;
-    char *source_path;   /* assembly file the labels and lines come from, or NULL */
-    uint32_t *src_line;  /* per PC, 1-based line in source_path; NULL when unknown */
+    char *source_path;  /* assembly file the labels and lines come from, or NULL */
+    uint32_t *src_line; /* per PC, 1-based line in source_path; NULL when unknown */
     int has_labels;
     struct plena_labels labels;
-    size_t asm_source_bytes, asm_source_lines;       /* 0 without assembly */
-    size_t machine_code_bytes, machine_code_lines;   /* .mem file figures (0 when assembled) */
+    size_t asm_source_bytes, asm_source_lines;     /* 0 without assembly */
+    size_t machine_code_bytes, machine_code_lines; /* .mem file figures (0 when assembled) */
 };
 
 void plena_program_free(struct plena_program *p); /* frees members; p itself is caller-owned */
@@ -66,14 +69,16 @@ int plena_program_parse_mem(const char *text, size_t len, const char *name,
 int plena_program_write_mem(const char *path, const uint32_t *words, size_t n,
                             struct plena_err *err);
 
-/* Loads `path`: *.asm is assembled in-process (lenient; warnings to stderr
- * only when `warn` is non-zero), anything else is read as .mem. */
-int plena_program_load(const char *path, int warn, struct plena_program *out,
-                       struct plena_err *err);
+struct plena_asm_diags;
+/* Loads `path`: *.asm is assembled in-process (lenient; the assembler's
+ * warnings are appended to `warnings` when it is non-NULL, for the caller to
+ * print), anything else is read as .mem. */
+int plena_program_load(const char *path, struct plena_asm_diags *warnings,
+                       struct plena_program *out, struct plena_err *err);
 
 /* Label pass over assembly text (shared by `plena asm --stage-map` and the
  * emulator's --asm). Produces one label per instruction line. */
-int plena_labels_from_asm(const char *text, size_t len, const char *name,
-                          struct plena_labels *out, struct plena_err *err);
+int plena_labels_from_asm(const char *text, size_t len, const char *name, struct plena_labels *out,
+                          struct plena_err *err);
 
 #endif
