@@ -45,11 +45,11 @@ struct plena_hbm_txn {
 struct plena_emu_event {
     uint32_t pc;
     uint32_t word;
-    uint8_t op;           /* enum plena_op */
-    uint8_t f0_skip;      /* FP op / reduction with rd = f0: executed as a 0-cost no-op */
-    uint32_t topk_experts;/* V_TOPK: E of the shape used */
+    uint8_t op;                  /* enum plena_op */
+    uint8_t f0_skip;             /* FP op / reduction with rd = f0: executed as a 0-cost no-op */
+    uint32_t topk_experts;       /* V_TOPK: E of the shape used */
     uint32_t g_rd, g_rs1, g_rs2; /* G[rd], G[rs1], G[rs2] before execution */
-    size_t n_txn;         /* HBM transactions of an H_* instruction */
+    size_t n_txn;                /* HBM transactions of an H_* instruction */
     const struct plena_hbm_txn *txn; /* valid during the callback only */
 };
 
@@ -81,18 +81,20 @@ int plena_emu_load_vram_file(struct plena_emu *emu, const char *path, struct ple
 /* Runs `prog` from pc 0 to the end or a trap. `obs` may be NULL
  * (functional-only). Returns 0 when the run happened (completed or trapped:
  * see res->status), non-zero on an error that prevented running. */
-int plena_emu_run(struct plena_emu *emu, const struct plena_program *prog,
-                  plena_emu_observer obs, void *obs_ctx, struct plena_emu_result *res,
-                  struct plena_err *err);
+int plena_emu_run(struct plena_emu *emu, const struct plena_program *prog, plena_emu_observer obs,
+                  void *obs_ctx, struct plena_emu_result *res, struct plena_err *err);
 
 /* One-line trap message of spec/isa.md 14.2:
  * "trap at pc N (MNEMONIC, file:line): kind: detail (word 0xXXXXXXXX)". */
-void plena_emu_format_trap(const struct plena_trap *t, const struct plena_program *prog,
-                           char *buf, size_t n);
+void plena_emu_format_trap(const struct plena_trap *t, const struct plena_program *prog, char *buf,
+                           size_t n);
 
 /* Dumps (spec/numerics-and-files.md section 10). */
 enum plena_dump_mask {
-    PLENA_DUMP_VRAM = 1, PLENA_DUMP_MRAM = 2, PLENA_DUMP_FPSRAM = 4, PLENA_DUMP_INTSRAM = 8,
+    PLENA_DUMP_VRAM = 1,
+    PLENA_DUMP_MRAM = 2,
+    PLENA_DUMP_FPSRAM = 4,
+    PLENA_DUMP_INTSRAM = 8,
     PLENA_DUMP_HBM = 16,
     PLENA_DUMP_DEFAULT = 1 | 2 | 4 | 8
 };
@@ -103,6 +105,7 @@ int plena_emu_write_dumps(struct plena_emu *emu, const char *dir, unsigned mask,
 uint16_t plena_emu_vram_get(const struct plena_emu *emu, uint64_t elem_addr); /* BF16 bits */
 void plena_emu_vram_set(struct plena_emu *emu, uint64_t elem_addr, uint16_t bf16);
 float plena_emu_mram_get(const struct plena_emu *emu, uint64_t elem_addr);
+void plena_emu_mram_set(struct plena_emu *emu, uint64_t elem_addr, float v); /* exact f32 */
 uint16_t plena_emu_fpsram_get(const struct plena_emu *emu, uint32_t i);
 void plena_emu_fpsram_set(struct plena_emu *emu, uint32_t i, uint16_t bf16);
 uint32_t plena_emu_intsram_get(const struct plena_emu *emu, uint32_t i);

@@ -1,0 +1,1008 @@
+/* Instruction semantics of the functional emulator: one switch on enum
+ * plena_op (no default, so -Wswitch flags a missing opcode), with the rules of
+ * spec/isa.md sections 5-12 and the accumulation order of numerics 6. Every
+ * instruction validates all addresses before its first write (precise traps).
+ * Timing is not computed here: an event record goes to the observer. */
+#include "emu/emu_internal.h"
+
+#include "common/alloc.h"
+#include "num/num.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define T_OOM (-1) /* helper result: host out of memory (not a trap) */
+
+static int trapf(struct plena_emu *e, enum plena_trap_kind k, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int trapf(struct plena_emu *e, enum plena_trap_kind k, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->trap.detail, sizeof e->trap.detail, fmt, ap);
+    va_end(ap);
+    return (int)k;
+}
+
+static inline float bf(uint16_t h)
+{
+    return plena_num_bf16_to_f32(h);
+}
+
+static inline uint16_t tobf(float x)
+{
+    return plena_num_bf16_from_f32(x);
+}
+
+/* u64 sum that saturates: every HBM address >= HBM_SIZE (<= 2^48) behaves the
+ * same (reads 0, writes trap), so saturation keeps "exact, never wraps". */
+static inline uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    uint64_t s = a + b;
+    return s < a ? UINT64_MAX : s;
+}
+
+/* ------------------------------------------------------ operand checks */
+
+/* V(a) for n consecutive rows a, a+VLEN, ... (row step `step` rows). */
+static int check_vrows(struct plena_emu *e, uint64_t a, uint64_t n, uint64_t step, uint64_t *row0)
+{
+    uint64_t row, rem;
+    if (e->vlen_shift >= 0) {
+        rem = a & (e->vlen - 1);
+        row = a >> e->vlen_shift;
+    } else {
+        rem = a % e->vlen;
+        row = a / e->vlen;
+    }
+    if (rem)
+        return trapf(e, PLENA_TRAP_VRAM_MISALIGNED,
+                     "VRAM address %llu is not a multiple of VLEN %u", (unsigned long long)a,
+                     e->vlen);
+    uint64_t last = row + (n - 1) * step; /* n, step < 2^32 and row < 2^32: no overflow */
+    if (last >= e->vram_rows) {
+        /* report the first offending row */
+        uint64_t bad = row;
+        if (row < e->vram_rows) bad = row + ((e->vram_rows - row + step - 1) / step) * step;
+        return trapf(e, PLENA_TRAP_VRAM_OUT_OF_RANGE, "VRAM row %llu >= depth %llu",
+                     (unsigned long long)bad, (unsigned long long)e->vram_rows);
+    }
+    *row0 = row;
+    return 0;
+}
+
+static int check_tile(struct plena_emu *e, uint64_t base, uint64_t n_tiles, uint64_t *tile0)
+{
+    uint64_t t = base / e->mlen2;
+    if (t + n_tiles - 1 >= e->tiles)
+        return trapf(e, PLENA_TRAP_MRAM_OUT_OF_RANGE, "MRAM tile %llu >= %u tiles",
+                     (unsigned long long)(t + n_tiles - 1), e->tiles);
+    *tile0 = t;
+    return 0;
+}
+
+static int check_fpreg(struct plena_emu *e, unsigned r)
+{
+    if (r >= 8) return trapf(e, PLENA_TRAP_BAD_OPERAND, "FP register field %u >= 8", r);
+    return 0;
+}
+
+static int check_sram(struct plena_emu *e, uint64_t i, uint64_t n, uint32_t depth, const char *nm)
+{
+    if (i + n > depth)
+        return trapf(e, PLENA_TRAP_SRAM_OUT_OF_RANGE, "%s index %llu >= depth %u", nm,
+                     (unsigned long long)(i + n - 1), depth);
+    return 0;
+}
+
+static inline uint64_t mod_mlen2(const struct plena_emu *e, uint64_t m)
+{
+    return e->mlen2_shift >= 0 ? (m & (e->mlen2 - 1)) : m % e->mlen2;
+}
+
+/* ------------------------------------------------------- matrix kernels */
+
+void emu_dot_block_ref(const float *x, size_t rows, size_t n, const float *t, size_t ts,
+                       size_t cols, float *out)
+{
+    for (size_t i = 0; i < rows; i++)
+        for (size_t j = 0; j < cols; j++) {
+            float s = x[i * n] * t[j];
+            for (size_t r = 1; r < n; r++) {
+                float p = x[i * n + r] * t[r * ts + j];
+                s = s + p;
+            }
+            out[i * cols + j] = s;
+        }
+}
+
+/* Same chains as _ref, r outermost: for each r the rows*cols independent
+ * partial sums advance by one product, so the innermost j loop is a plain
+ * vector multiply-add over a contiguous tile row (two roundings per step;
+ * -ffp-contract=off forbids fusing them). */
+static inline __attribute__((always_inline)) void dot_block_body(const float *restrict x,
+                                                                 size_t rows, size_t n,
+                                                                 const float *restrict t, size_t ts,
+                                                                 size_t cols, float *restrict out)
+{
+    for (size_t i = 0; i < rows; i++) {
+        float xv = x[i * n];
+        for (size_t j = 0; j < cols; j++)
+            out[i * cols + j] = xv * t[j];
+    }
+    for (size_t r = 1; r < n; r++) {
+        const float *tr = t + r * ts;
+        for (size_t i = 0; i < rows; i++) {
+            float xv = x[i * n + r];
+            float *o = out + i * cols;
+            for (size_t j = 0; j < cols; j++) {
+                float p = xv * tr[j];
+                o[j] = o[j] + p;
+            }
+        }
+    }
+}
+
+void emu_dot_block_fast(const float *x, size_t rows, size_t n, const float *t, size_t ts,
+                        size_t cols, float *out)
+{
+    switch (cols) {
+    case 4: dot_block_body(x, rows, n, t, ts, 4, out); break;
+    case 8: dot_block_body(x, rows, n, t, ts, 8, out); break;
+    case 16: dot_block_body(x, rows, n, t, ts, 16, out); break;
+    default: dot_block_body(x, rows, n, t, ts, cols, out); break;
+    }
+}
+
+/* Loads `n` VRAM rows starting at row0 (row step `step`) as f32 into dst. */
+static void load_rows(struct plena_emu *e, uint64_t row0, uint64_t n, uint64_t step, float *dst)
+{
+    for (uint64_t i = 0; i < n; i++)
+        plena_num_bf16_row_to_f32(emu_vram_row_ro(e, row0 + i * step), dst + i * e->vlen, e->vlen);
+}
+
+static int op_mm(struct plena_emu *e, const struct plena_insn *in, int transposed)
+{
+    uint64_t m = transposed ? e->g[in->rs2] : e->g[in->rs1];
+    uint64_t v = transposed ? e->g[in->rs1] : e->g[in->rs2];
+    uint64_t off = mod_mlen2(e, m), base = m - off, tile = 0, row0 = 0;
+    int t;
+    if ((t = check_tile(e, base, 1, &tile))) return t;
+    if (off % e->mlen)
+        return trapf(
+            e, PLENA_TRAP_MATRIX_OFFSET,
+            "tile offset %llu is not a multiple of MLEN %u (M_MM offsets are row-granular)",
+            (unsigned long long)off, e->mlen);
+    uint64_t c = off / e->mlen;
+    if (c % e->blen)
+        return trapf(e, PLENA_TRAP_MATRIX_OFFSET, "column start %llu is not a multiple of BLEN %u",
+                     (unsigned long long)c, e->blen);
+    if ((t = check_vrows(e, v, e->blen, 1, &row0))) return t;
+    const float *T = e->mram + tile * e->mlen2;
+    load_rows(e, row0, e->blen, 1, e->xbuf);
+    const float *tp;
+    size_t ts;
+    if (!transposed) {
+        tp = T + c;
+        ts = e->mlen;
+    } else { /* tbuf[r][j] = T[c+j][r] */
+        for (uint32_t j = 0; j < e->blen; j++)
+            for (uint32_t r = 0; r < e->mlen; r++)
+                e->tbuf[(size_t)r * e->blen + j] = T[(c + j) * e->mlen + r];
+        tp = e->tbuf;
+        ts = e->blen;
+    }
+    emu_dot_block_fast(e->xbuf, e->blen, e->mlen, tp, ts, e->blen, e->obuf);
+    for (size_t q = 0; q < (size_t)e->blen * e->blen; q++)
+        e->m_acc[q] = e->m_acc[q] + e->obuf[q];
+    return 0;
+}
+
+static int op_mv(struct plena_emu *e, const struct plena_insn *in, int transposed)
+{
+    uint64_t m = e->g[in->rs1], v = e->g[in->rs2];
+    uint64_t off = mod_mlen2(e, m), base = m - off, tile = 0, row0 = 0;
+    int t;
+    if (transposed && off)
+        return trapf(e, PLENA_TRAP_MRAM_MISALIGNED,
+                     "MRAM address %llu is not a multiple of MLEN^2 %llu", (unsigned long long)m,
+                     (unsigned long long)e->mlen2);
+    if ((t = check_tile(e, base, 1, &tile))) return t;
+    if (!transposed && (off >= e->mlen || off % e->blen))
+        return trapf(e, PLENA_TRAP_MATRIX_OFFSET,
+                     "column offset %llu: expected < MLEN %u and a multiple of BLEN %u",
+                     (unsigned long long)off, e->mlen, e->blen);
+    if ((t = check_vrows(e, v, 1, 1, &row0))) return t;
+    const float *T = e->mram + tile * e->mlen2;
+    load_rows(e, row0, 1, 1, e->xbuf);
+    const float *tp = T + off;
+    size_t ts = e->mlen;
+    if (transposed) {
+        for (uint32_t j = 0; j < e->blen; j++)
+            for (uint32_t r = 0; r < e->mlen; r++)
+                e->tbuf[(size_t)r * e->blen + j] = T[(size_t)j * e->mlen + r];
+        tp = e->tbuf;
+        ts = e->blen;
+    }
+    emu_dot_block_fast(e->xbuf, 1, e->mlen, tp, ts, e->blen, e->obuf);
+    for (uint32_t j = 0; j < e->blen; j++)
+        e->v_acc[j] = e->v_acc[j] + e->obuf[j];
+    return 0;
+}
+
+static int check_geometry(struct plena_emu *e)
+{
+    if ((uint64_t)e->ba * e->hlen != e->mlen)
+        return trapf(e, PLENA_TRAP_GEOMETRY, "BROADCAST_AMOUNT %u x HLEN %u != MLEN %u", e->ba,
+                     e->hlen, e->mlen);
+    return 0;
+}
+
+/* M_BMM / M_BTMM (vec = 0: MLEN query rows) and M_BMV / M_BTMV (vec = 1). */
+static int op_broadcast(struct plena_emu *e, const struct plena_insn *in, int contiguous, int vec)
+{
+    int t;
+    if (!vec && in->rd != 0)
+        return trapf(e, PLENA_TRAP_BAD_OPERAND, "rd field %u: expected 0", in->rd);
+    if ((t = check_geometry(e))) return t;
+    uint64_t m = vec ? (uint32_t)(e->g[in->rs1] + e->g[in->rd]) : e->g[in->rs1];
+    uint64_t v = e->g[in->rs2];
+    uint64_t off = mod_mlen2(e, m), base = m - off, tile = 0, row0 = 0;
+    if ((t = check_tile(e, base, 1, &tile))) return t;
+    if (off >= e->mlen || off % e->hlen)
+        return trapf(e, PLENA_TRAP_MATRIX_OFFSET,
+                     "head offset %llu: expected < MLEN %u and a multiple of HLEN %u",
+                     (unsigned long long)off, e->mlen, e->hlen);
+    uint64_t n_rows = vec ? 1 : e->mlen;
+    if ((t = check_vrows(e, v, n_rows, 1, &row0))) return t;
+    const float *T = e->mram + tile * e->mlen2;
+    uint32_t H = e->hlen, B = e->ba, L = e->mlen;
+    const float *tp;
+    if (!contiguous) {
+        tp = T + off * L; /* rows h0..h0+HLEN-1 of the tile: T[h0+h][k] */
+    } else {              /* tbuf[h][k] = T[k][h0+h] */
+        for (uint32_t h = 0; h < H; h++)
+            for (uint32_t k = 0; k < L; k++)
+                e->tbuf[(size_t)h * L + k] = T[(size_t)k * L + off + h];
+        tp = e->tbuf;
+    }
+    float *acc = vec ? e->hv_acc : e->hm_acc;
+    for (uint64_t s = 0; s < n_rows; s++) {
+        plena_num_bf16_row_to_f32(emu_vram_row_ro(e, row0 + s), e->row_a, L);
+        for (uint32_t b = 0; b < B; b++)
+            for (uint32_t h = 0; h < H; h++)
+                e->xbuf[(size_t)b * H + h] = contiguous ? e->row_a[b * H + h] : e->row_a[h * B + b];
+        emu_dot_block_fast(e->xbuf, B, H, tp, L, L, e->obuf);
+        for (uint32_t b = 0; b < B; b++) {
+            float *dst = acc + ((size_t)b * n_rows + s) * L;
+            const float *src = e->obuf + (size_t)b * L;
+            for (uint32_t k = 0; k < L; k++) {
+                float x = 0.25f * src[k];
+                dst[k] = dst[k] + x;
+            }
+        }
+    }
+    return 0;
+}
+
+static int op_wo(struct plena_emu *e, const struct plena_insn *in, enum plena_op op)
+{
+    uint64_t a = (uint32_t)(e->g[in->rd] + in->imm);
+    uint64_t vo = a % e->mlen, vb = a - vo, row0 = 0;
+    int t;
+    switch (op) {
+    case PLENA_OP_M_MM_WO: {
+        if (vo % e->blen)
+            return trapf(e, PLENA_TRAP_MATRIX_OFFSET,
+                         "output column %llu is not a multiple of BLEN %u", (unsigned long long)vo,
+                         e->blen);
+        uint64_t st = in->rs1 == 0 ? 1 : e->g[in->rs1];
+        if ((t = check_vrows(e, vb, e->blen, st, &row0))) return t;
+        for (uint32_t i = 0; i < e->blen; i++) {
+            uint16_t *r = emu_vram_row_rw(e, row0 + i * st);
+            if (!r) return T_OOM;
+            for (uint32_t j = 0; j < e->blen; j++)
+                r[vo + j] = tobf(e->m_acc[i * e->blen + j]);
+        }
+        memset(e->m_acc, 0, sizeof(float) * e->blen * e->blen);
+        return 0;
+    }
+    case PLENA_OP_M_MV_WO: {
+        if (vo % e->blen)
+            return trapf(e, PLENA_TRAP_MATRIX_OFFSET,
+                         "output column %llu is not a multiple of BLEN %u", (unsigned long long)vo,
+                         e->blen);
+        if ((t = check_vrows(e, vb, 1, 1, &row0))) return t;
+        uint16_t *r = emu_vram_row_rw(e, row0);
+        if (!r) return T_OOM;
+        for (uint32_t j = 0; j < e->blen; j++)
+            r[vo + j] = tobf(e->v_acc[j]);
+        memset(e->v_acc, 0, sizeof(float) * e->blen);
+        return 0;
+    }
+    default: { /* M_BMM_WO, M_BMV_WO */
+        int vec = op == PLENA_OP_M_BMV_WO;
+        if ((t = check_geometry(e))) return t;
+        if (vo)
+            return trapf(e, PLENA_TRAP_MATRIX_OFFSET, "output address %llu is not row-aligned",
+                         (unsigned long long)a);
+        uint64_t n = vec ? e->ba : (uint64_t)e->ba * e->mlen;
+        if ((t = check_vrows(e, a, n, 1, &row0))) return t;
+        float *acc = vec ? e->hv_acc : e->hm_acc;
+        for (uint64_t i = 0; i < n; i++) {
+            uint16_t *r = emu_vram_row_rw(e, row0 + i);
+            if (!r) return T_OOM;
+            plena_num_bf16_row_from_f32(acc + i * e->mlen, r, e->mlen);
+        }
+        memset(acc, 0, sizeof(float) * n * e->mlen);
+        return 0;
+    }
+    }
+}
+
+/* --------------------------------------------------------- vector unit */
+
+static float clamp88(float a)
+{
+    if (isnan(a)) return a;
+    return a < -88.0f ? -88.0f : (a > 88.0f ? 88.0f : a);
+}
+
+static int op_vec(struct plena_emu *e, const struct plena_insn *in, enum plena_op op)
+{
+    int t, vf = 0, vv = 0;
+    switch (op) {
+    case PLENA_OP_V_ADD_VF:
+    case PLENA_OP_V_SUB_VF:
+    case PLENA_OP_V_MUL_VF:
+    case PLENA_OP_V_MAX_VF:
+    case PLENA_OP_V_MIN_VF: vf = 1; break;
+    case PLENA_OP_V_ADD_VV:
+    case PLENA_OP_V_SUB_VV:
+    case PLENA_OP_V_MUL_VV: vv = 1; break;
+    default: break;
+    }
+    if (vf && (t = check_fpreg(e, in->rs2))) return t;
+    uint64_t ra = 0, rb = 0, rd = 0;
+    if ((t = check_vrows(e, e->g[in->rs1], 1, 1, &ra))) return t;
+    if (vv && (t = check_vrows(e, e->g[in->rs2], 1, 1, &rb))) return t;
+    if ((t = check_vrows(e, e->g[in->rd], 1, 1, &rd))) return t;
+    uint32_t L = e->vlen;
+    float *a = e->row_a, *b = e->row_b, *o = e->row_c;
+    plena_num_bf16_row_to_f32(emu_vram_row_ro(e, ra), a, L);
+    if (vv) plena_num_bf16_row_to_f32(emu_vram_row_ro(e, rb), b, L);
+    float f = vf ? bf(e->f[in->rs2]) : 0.0f;
+    switch (op) {
+    case PLENA_OP_V_ADD_VV:
+        for (uint32_t i = 0; i < L; i++)
+            o[i] = a[i] + b[i];
+        break;
+    case PLENA_OP_V_SUB_VV:
+        for (uint32_t i = 0; i < L; i++)
+            o[i] = a[i] - b[i];
+        break;
+    case PLENA_OP_V_MUL_VV:
+        for (uint32_t i = 0; i < L; i++)
+            o[i] = a[i] * b[i];
+        break;
+    case PLENA_OP_V_ADD_VF:
+        for (uint32_t i = 0; i < L; i++)
+            o[i] = a[i] + f;
+        break;
+    case PLENA_OP_V_SUB_VF:
+        for (uint32_t i = 0; i < L; i++) {
+            float d = a[i] - f;
+            o[i] = in->funct1 ? -d : d;
+        }
+        break;
+    case PLENA_OP_V_MUL_VF:
+        for (uint32_t i = 0; i < L; i++)
+            o[i] = a[i] * f;
+        break;
+    case PLENA_OP_V_MAX_VF:
+        for (uint32_t i = 0; i < L; i++)
+            o[i] = (isnan(a[i]) || isnan(f)) ? NAN : (a[i] < f ? f : a[i]);
+        break;
+    case PLENA_OP_V_MIN_VF:
+        for (uint32_t i = 0; i < L; i++)
+            o[i] = (isnan(a[i]) || isnan(f)) ? NAN : (a[i] > f ? f : a[i]);
+        break;
+    case PLENA_OP_V_EXP_V:
+        for (uint32_t i = 0; i < L; i++)
+            o[i] = plena_expf(clamp88(a[i]));
+        break;
+    case PLENA_OP_V_RECI_V:
+        for (uint32_t i = 0; i < L; i++)
+            o[i] = 1.0f / a[i];
+        break;
+    default: break;
+    }
+    if (in->rs3 != 0) { /* masked: inactive heads keep a (V_EXP_V: clamp(a), deviation 6) */
+        uint32_t heads = L / e->hlen;
+        for (uint32_t h = 0; h < heads; h++) {
+            if (h < 32 && ((e->vmask >> h) & 1u)) continue;
+            for (uint32_t i = h * e->hlen; i < (h + 1) * e->hlen; i++)
+                o[i] = op == PLENA_OP_V_EXP_V ? clamp88(a[i]) : a[i];
+        }
+    }
+    uint16_t *dst = emu_vram_row_rw(e, rd);
+    if (!dst) return T_OOM;
+    plena_num_bf16_row_from_f32(o, dst, L);
+    return 0;
+}
+
+static int op_shift(struct plena_emu *e, const struct plena_insn *in)
+{
+    uint64_t ra = 0, rd = 0;
+    int t;
+    if ((t = check_vrows(e, e->g[in->rs1], 1, 1, &ra))) return t;
+    if ((t = check_vrows(e, e->g[in->rd], 1, 1, &rd))) return t;
+    uint32_t s = e->g[in->rs2], L = e->vlen;
+    plena_num_bf16_row_to_f32(emu_vram_row_ro(e, ra), e->row_a, L);
+    for (uint32_t i = 0; i < L; i++)
+        e->row_c[i] = i >= s ? e->row_a[i - s] : 0.0f;
+    uint16_t *dst = emu_vram_row_rw(e, rd);
+    if (!dst) return T_OOM;
+    plena_num_bf16_row_from_f32(e->row_c, dst, L);
+    return 0;
+}
+
+/* V_RED_SUM / V_RED_MAX with rd != 0 (rd == 0 is handled as a no-op by the caller). */
+static int op_reduce(struct plena_emu *e, const struct plena_insn *in, int is_max)
+{
+    int t;
+    uint64_t ra = 0;
+    if ((t = check_fpreg(e, in->rd))) return t;
+    if ((t = check_vrows(e, e->g[in->rs1], 1, 1, &ra))) return t;
+    float *a = e->row_a;
+    plena_num_bf16_row_to_f32(emu_vram_row_ro(e, ra), a, e->vlen);
+    float acc = bf(e->f[in->rd]);
+    if (!is_max) {
+        float s = a[0];
+        for (uint32_t i = 1; i < e->vlen; i++)
+            s = s + a[i];
+        e->f[in->rd] = tobf(acc + s);
+        return 0;
+    }
+    float m = a[0];
+    int any_nan = 0;
+    for (uint32_t i = 0; i < e->vlen; i++) {
+        if (isnan(a[i])) any_nan = 1;
+        if (a[i] > m) m = a[i];
+    }
+    if (any_nan) return 0; /* m is NaN: F[rd] unchanged */
+    if (isnan(acc) || m > acc) e->f[in->rd] = tobf(m);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- V_TOPK */
+
+static int cmp_desc_u64(const void *pa, const void *pb)
+{
+    uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+    return (a < b) - (a > b);
+}
+
+/* Sort key of IEEE total order (ascending as unsigned), NaN lowest. */
+static inline uint32_t total_key(float x)
+{
+    if (isnan(x)) return 0;
+    uint32_t b = plena_num_f32_bits(x);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+static int op_topk(struct plena_emu *e, const struct plena_insn *in, uint32_t *experts)
+{
+    uint32_t E, k;
+    int t;
+    switch (in->rs3) {
+    case 0: E = 32, k = 4; break;
+    case 1: E = 128, k = 8; break;
+    case 15:
+        if (!e->topk_set)
+            return trapf(e, PLENA_TRAP_TOPK_UNSET, "V_TOPK policy 15 needs C_SET_TOPK_REG first");
+        E = e->topk >> 8, k = e->topk & 0xFFu;
+        break;
+    default:
+        return trapf(e, PLENA_TRAP_BAD_OPERAND, "V_TOPK policy %u: expected 0, 1 or 15", in->rs3);
+    }
+    uint64_t n_rows = (E + e->vlen - 1) / e->vlen, row0 = 0;
+    if ((t = check_vrows(e, e->g[in->rs1], n_rows, 1, &row0))) return t;
+    uint64_t wbase = e->g[in->rd], ibase = e->g[in->rs2];
+    if ((t = check_sram(e, ibase, k, e->int_depth, "INT SRAM"))) return t;
+    if ((t = check_sram(e, wbase, k, e->fp_depth, "FP SRAM"))) return t;
+    uint64_t *keys = e->topk_keys;
+    for (uint32_t q = 0, idx = 0; q < n_rows; q++) {
+        const uint16_t *r = emu_vram_row_ro(e, row0 + q);
+        for (uint32_t l = 0; l < e->vlen && idx < E; l++, idx++)
+            keys[idx] = (uint64_t)total_key(bf(r[l])) << 32 | (0xFFFFFFFFu - idx);
+    }
+    /* Descending key; equal keys keep the lower expert first (stable ranking). */
+    qsort(keys, E, sizeof *keys, cmp_desc_u64);
+    float v[EMU_TOPK_MAX_K], w[EMU_TOPK_MAX_K];
+    uint32_t id[EMU_TOPK_MAX_K];
+    for (uint32_t j = 0; j < k; j++) {
+        id[j] = 0xFFFFFFFFu - (uint32_t)keys[j];
+        float x = bf(emu_vram_row_ro(e, row0 + id[j] / e->vlen)[id[j] % e->vlen]);
+        v[j] = isnan(x) ? -INFINITY : x;
+    }
+    float mx = v[0], D = 0.0f;
+    for (uint32_t j = 0; j < k; j++) {
+        float d = v[j] - mx;
+        w[j] = plena_expf(d);
+        D = j == 0 ? w[0] : D + w[j];
+    }
+    int ok = isfinite(D) && D > 0.0f;
+    for (uint32_t j = 0; j < k; j++) {
+        e->intsram[ibase + j] = id[j];
+        e->fpsram[wbase + j] = tobf(ok ? w[j] / D : 0.0f);
+    }
+    *experts = E;
+    return 0;
+}
+
+static int op_set_topk(struct plena_emu *e, const struct plena_insn *in)
+{
+    uint32_t x = e->g[in->rd], E = x >> 8, k = x & 0xFFu;
+    uint32_t kmax = E < EMU_TOPK_MAX_K ? E : EMU_TOPK_MAX_K;
+    if (E < 1 || E > EMU_TOPK_MAX_E || k < 1 || k > kmax)
+        return trapf(e, PLENA_TRAP_TOPK_VALUE,
+                     "C_SET_TOPK_REG value %u gives E = %u, k = %u: expected 1 <= E <= 16383 and "
+                     "1 <= k <= min(E, 255)",
+                     x, E, k);
+    e->topk = x;
+    e->topk_set = 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ DMA */
+
+static int op_dma(struct plena_emu *e, const struct plena_insn *in, enum plena_op op)
+{
+    const struct plena_settings *s = &e->s;
+    int is_m = op == PLENA_OP_H_PREFETCH_M, is_store = op == PLENA_OP_H_STORE_V;
+    const struct plena_hbm_type *ty = is_m
+                                          ? (in->funct1 ? &s->hbm_m_kv_type : &s->hbm_m_weight_type)
+                                          : (in->funct1 ? &s->hbm_v_kv_type : &s->hbm_v_act_type);
+    uint32_t dim = is_m ? e->mlen : e->vlen;
+    uint64_t n = is_m ? s->hbm_m_prefetch_amount
+                      : (is_store ? s->hbm_v_writeback_amount : s->hbm_v_prefetch_amount);
+    int mx = ty->kind == PLENA_HBM_MX;
+    uint32_t blk = mx ? ty->block : 0;
+    uint64_t row_bytes = (uint64_t)dim * (mx ? 1 : 2);
+    uint64_t sbytes = mx ? dim / blk : 0;
+    uint64_t off = e->g[in->rs1], base = e->a[in->rs2];
+    uint64_t E0 = sat_add(base, off);
+    uint64_t st = in->rs3 == 1 ? e->stride : row_bytes;
+    uint64_t S0 = mx ? sat_add(sat_add(base, e->scale), off / blk) : 0;
+    uint64_t dst = e->g[in->rd], row0 = 0, tile0 = 0;
+    int t;
+    if (is_m) {
+        if (mod_mlen2(e, dst))
+            return trapf(e, PLENA_TRAP_MRAM_MISALIGNED,
+                         "MRAM address %llu is not a multiple of MLEN^2 %llu",
+                         (unsigned long long)dst, (unsigned long long)e->mlen2);
+        if ((t = check_tile(e, dst, n / e->mlen, &tile0))) return t;
+    } else if ((t = check_vrows(e, dst, n, 1, &row0))) {
+        return t;
+    }
+    if (is_store) {
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t ea = sat_add(E0, i * st), sa = sat_add(S0, (i * st) / (blk ? blk : 1));
+            if (ea > e->hbm_size || row_bytes > e->hbm_size - ea)
+                return trapf(e, PLENA_TRAP_HBM_OUT_OF_RANGE,
+                             "row %llu writes HBM bytes [%llu, %llu) beyond HBM_SIZE %llu",
+                             (unsigned long long)i, (unsigned long long)ea,
+                             (unsigned long long)sat_add(ea, row_bytes),
+                             (unsigned long long)e->hbm_size);
+            if (mx && (sa > e->hbm_size || sbytes > e->hbm_size - sa))
+                return trapf(e, PLENA_TRAP_HBM_OUT_OF_RANGE,
+                             "row %llu writes HBM scale bytes [%llu, %llu) beyond HBM_SIZE %llu",
+                             (unsigned long long)i, (unsigned long long)sa,
+                             (unsigned long long)sat_add(sa, sbytes),
+                             (unsigned long long)e->hbm_size);
+        }
+    }
+    /* Transaction list (timing spec 3.2): per row, element blocks then scale
+     * blocks, ascending; a store issues read then write per block. */
+    size_t nt = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t runs[2][2] = {{sat_add(E0, i * st), row_bytes},
+                               {mx ? sat_add(S0, (i * st) / blk) : 0, sbytes}};
+        for (int r = 0; r < (mx ? 2 : 1); r++) {
+            uint64_t lo = runs[r][0] & ~(uint64_t)63, end = sat_add(runs[r][0], runs[r][1]);
+            for (uint64_t b = lo; b < end && nt + 2 <= e->txn_cap; b = sat_add(b, 64)) {
+                e->txn[nt].addr = b;
+                e->txn[nt++].is_write = 0;
+                if (is_store) {
+                    e->txn[nt].addr = b;
+                    e->txn[nt++].is_write = 1;
+                }
+            }
+        }
+    }
+    e->n_txn = nt;
+    enum plena_mx_mode mode = s->mx_mode;
+    uint8_t *eb = e->dma_bytes, sc[64 * 2];
+    uint8_t *sb = sbytes <= sizeof sc ? sc : NULL;
+    uint8_t *sbuf = sb ? sb : plena_malloc((size_t)sbytes);
+    if (mx && !sbuf) return T_OOM;
+    float *x = e->row_a;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t ea = sat_add(E0, i * st), sa = mx ? sat_add(S0, (i * st) / blk) : 0;
+        if (!is_store) {
+            emu_hbm_read(e, ea, eb, (size_t)row_bytes);
+            if (mx) emu_hbm_read(e, sa, sbuf, (size_t)sbytes);
+            float *out =
+                is_m ? e->mram + (tile0 + i / e->mlen) * e->mlen2 + (i % e->mlen) * e->mlen : x;
+            for (uint32_t k = 0; k < dim; k++) {
+                if (mx) {
+                    out[k] = plena_num_mx_decode(mode, eb[k], sbuf[k / blk]);
+                } else {
+                    uint16_t h = (uint16_t)(eb[2 * k] | (eb[2 * k + 1] << 8));
+                    out[k] = ty->kind == PLENA_HBM_BF16 ? bf(h) : plena_num_fp16_to_f32(h);
+                }
+            }
+            if (!is_m) {
+                uint16_t *r = emu_vram_row_rw(e, row0 + i);
+                if (!r) goto oom;
+                plena_num_bf16_row_from_f32(x, r, dim);
+            }
+        } else {
+            plena_num_bf16_row_to_f32(emu_vram_row_ro(e, row0 + i), x, dim);
+            if (mx) {
+                for (uint32_t b = 0; b < dim / blk; b++)
+                    plena_num_mx_encode_block_device(mode, x + b * blk, blk, eb + b * blk,
+                                                     sbuf + b);
+            } else {
+                for (uint32_t k = 0; k < dim; k++) {
+                    uint16_t h =
+                        ty->kind == PLENA_HBM_BF16 ? tobf(x[k]) : plena_num_fp16_from_f32(x[k]);
+                    eb[2 * k] = (uint8_t)h;
+                    eb[2 * k + 1] = (uint8_t)(h >> 8);
+                }
+            }
+            if (emu_hbm_write(e, ea, eb, (size_t)row_bytes)) goto oom;
+            if (mx && emu_hbm_write(e, sa, sbuf, (size_t)sbytes)) goto oom;
+        }
+    }
+    if (sbuf != sc) plena_free(sbuf);
+    return 0;
+oom:
+    if (sbuf != sc) plena_free(sbuf);
+    return T_OOM;
+}
+
+/* -------------------------------------------------------------- loops */
+
+static void loops_changed(struct plena_emu *e)
+{
+    uint64_t mn = UINT64_MAX;
+    for (uint32_t i = 0; i < e->n_loops; i++)
+        if (e->loops[i].base < mn) mn = e->loops[i].base;
+    e->budget_limit = e->n_loops ? mn + e->s.max_loop_instructions : UINT64_MAX;
+}
+
+static void loop_remove(struct plena_emu *e, uint32_t idx)
+{
+    memmove(&e->loops[idx], &e->loops[idx + 1], (e->n_loops - idx - 1) * sizeof e->loops[0]);
+    e->n_loops--;
+    loops_changed(e);
+}
+
+/* Static pairing of spec/isa.md 12.1: pair[p] = pc of the C_LOOP_END paired
+ * with the C_LOOP_START at p, or UINT32_MAX. */
+static int pair_loops(const struct plena_insn *code, size_t n, uint32_t *pair)
+{
+    uint32_t *stk = plena_malloc((n ? n : 1) * sizeof *stk);
+    if (!stk) return -1;
+    size_t depth = 0;
+    for (size_t pc = 0; pc < n; pc++) {
+        pair[pc] = UINT32_MAX;
+        if (code[pc].op == PLENA_OP_C_LOOP_START) {
+            stk[depth++] = (uint32_t)pc;
+        } else if (code[pc].op == PLENA_OP_C_LOOP_END) {
+            for (size_t k = depth; k-- > 0;) {
+                if (code[stk[k]].rd != code[pc].rd) continue;
+                pair[stk[k]] = (uint32_t)pc;
+                memmove(&stk[k], &stk[k + 1], (depth - k - 1) * sizeof *stk);
+                depth--;
+                break;
+            }
+        }
+    }
+    plena_free(stk);
+    return 0;
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+static inline __attribute__((always_inline)) int
+run_loop(struct plena_emu *e, const struct plena_insn *code, const uint32_t *words, size_t n,
+         const uint32_t *pair, plena_emu_observer obs, void *ctx, struct plena_emu_result *res,
+         const int observe)
+{
+    uint64_t tick = 0, executed = 0;
+    uint32_t pc = 0;
+    struct plena_emu_event ev;
+    memset(&ev, 0, sizeof ev);
+    int t = 0;
+    while (pc < n) {
+        const struct plena_insn *in = &code[pc];
+        uint32_t next = pc + 1;
+        if (++tick > e->budget_limit) {
+            uint32_t w = 0;
+            for (uint32_t i = 0; i < e->n_loops; i++)
+                if (tick - e->loops[i].base > e->s.max_loop_instructions) {
+                    w = i;
+                    break;
+                }
+            t = trapf(e, PLENA_TRAP_LOOP_BUDGET,
+                      "loop on gp%u started at pc %u exceeded MAX_LOOP_INSTRUCTIONS %u "
+                      "instructions in one iteration",
+                      e->loops[w].reg, e->loops[w].start_pc, e->s.max_loop_instructions);
+            break;
+        }
+        if (observe) {
+            ev.pc = pc;
+            ev.word = words[pc];
+            ev.op = in->op;
+            ev.f0_skip = 0;
+            ev.topk_experts = 0;
+            ev.g_rd = e->g[in->rd];
+            ev.g_rs1 = e->g[in->rs1];
+            ev.g_rs2 = e->g[in->rs2];
+            ev.n_txn = 0;
+            ev.txn = NULL;
+        }
+        uint32_t *G = e->g;
+        switch ((enum plena_op)in->op) {
+        case PLENA_OP_INVALID_00:
+        case PLENA_OP_INVALID_31:
+        case PLENA_OP_INVALID_33:
+        case PLENA_OP_COUNT:
+            t = trapf(e, PLENA_TRAP_INVALID_OPCODE, "opcode 0x%02X is not an instruction",
+                      words[pc] & 63u);
+            break;
+        case PLENA_OP_M_MM: t = op_mm(e, in, 0); break;
+        case PLENA_OP_M_TMM: t = op_mm(e, in, 1); break;
+        case PLENA_OP_M_BMM: t = op_broadcast(e, in, 0, 0); break;
+        case PLENA_OP_M_BTMM: t = op_broadcast(e, in, 1, 0); break;
+        case PLENA_OP_M_BMV: t = op_broadcast(e, in, 0, 1); break;
+        case PLENA_OP_M_BTMV: t = op_broadcast(e, in, 1, 1); break;
+        case PLENA_OP_M_MV: t = op_mv(e, in, 0); break;
+        case PLENA_OP_M_TMV: t = op_mv(e, in, 1); break;
+        case PLENA_OP_M_MM_WO:
+        case PLENA_OP_M_MV_WO:
+        case PLENA_OP_M_BMM_WO:
+        case PLENA_OP_M_BMV_WO: t = op_wo(e, in, (enum plena_op)in->op); break;
+        case PLENA_OP_V_ADD_VV:
+        case PLENA_OP_V_ADD_VF:
+        case PLENA_OP_V_SUB_VV:
+        case PLENA_OP_V_SUB_VF:
+        case PLENA_OP_V_MUL_VV:
+        case PLENA_OP_V_MUL_VF:
+        case PLENA_OP_V_EXP_V:
+        case PLENA_OP_V_RECI_V:
+        case PLENA_OP_V_MAX_VF:
+        case PLENA_OP_V_MIN_VF: t = op_vec(e, in, (enum plena_op)in->op); break;
+        case PLENA_OP_V_SHFT_V: t = op_shift(e, in); break;
+        case PLENA_OP_V_RED_SUM:
+        case PLENA_OP_V_RED_MAX:
+            if (in->rd == 0) {
+                if (observe) ev.f0_skip = 1;
+                break;
+            }
+            t = op_reduce(e, in, in->op == PLENA_OP_V_RED_MAX);
+            break;
+        case PLENA_OP_V_TOPK: {
+            uint32_t E = 0;
+            t = op_topk(e, in, &E);
+            if (observe) ev.topk_experts = E;
+            break;
+        }
+        case PLENA_OP_S_ADD_FP:
+        case PLENA_OP_S_SUB_FP:
+        case PLENA_OP_S_MAX_FP:
+        case PLENA_OP_S_MUL_FP: {
+            if (in->rd == 0) { /* section 5.3: nothing read, nothing validated */
+                if (observe) ev.f0_skip = 1;
+                break;
+            }
+            if ((t = check_fpreg(e, in->rd)) || (t = check_fpreg(e, in->rs1)) ||
+                (t = check_fpreg(e, in->rs2)))
+                break;
+            float x = bf(e->f[in->rs1]), y = bf(e->f[in->rs2]), r;
+            if (in->op == PLENA_OP_S_ADD_FP)
+                r = x + y;
+            else if (in->op == PLENA_OP_S_SUB_FP)
+                r = x - y;
+            else if (in->op == PLENA_OP_S_MUL_FP)
+                r = x * y;
+            else
+                r = isnan(x) ? y : (y > x ? y : x);
+            e->f[in->rd] = tobf(r);
+            break;
+        }
+        case PLENA_OP_S_EXP_FP:
+        case PLENA_OP_S_RECI_FP:
+        case PLENA_OP_S_SQRT_FP: {
+            if (in->rd == 0) {
+                if (observe) ev.f0_skip = 1;
+                break;
+            }
+            if ((t = check_fpreg(e, in->rd)) || (t = check_fpreg(e, in->rs1))) break;
+            float x = bf(e->f[in->rs1]), r;
+            if (in->op == PLENA_OP_S_EXP_FP)
+                r = plena_expf(clamp88(x));
+            else if (in->op == PLENA_OP_S_RECI_FP)
+                r = 1.0f / x;
+            else
+                r = sqrtf(x);
+            e->f[in->rd] = tobf(r);
+            break;
+        }
+        case PLENA_OP_S_LD_FP:
+        case PLENA_OP_S_ST_FP: {
+            uint32_t p = G[in->rs1] + in->imm;
+            if ((t = check_fpreg(e, in->rd)) || (t = check_sram(e, p, 1, e->fp_depth, "FP SRAM")))
+                break;
+            if (in->op == PLENA_OP_S_LD_FP)
+                e->f[in->rd] = e->fpsram[p];
+            else
+                e->fpsram[p] = e->f[in->rd];
+            break;
+        }
+        case PLENA_OP_S_MAP_V_FP: {
+            uint32_t p = G[in->rs1] + in->imm;
+            uint64_t row = 0;
+            if ((t = check_sram(e, p, e->vlen, e->fp_depth, "FP SRAM")) ||
+                (t = check_vrows(e, G[in->rd], 1, 1, &row)))
+                break;
+            uint16_t *r = emu_vram_row_rw(e, row);
+            if (!r) {
+                t = T_OOM;
+                break;
+            }
+            for (uint32_t i = 0; i < e->vlen; i++) /* bf16(): NaNs become 0x7FC0 */
+                r[i] = tobf(bf(e->fpsram[p + i]));
+            break;
+        }
+        case PLENA_OP_S_ADD_INT: G[in->rd] = G[in->rs1] + G[in->rs2]; break;
+        case PLENA_OP_S_ADDI_INT: G[in->rd] = G[in->rs1] + in->imm; break;
+        case PLENA_OP_S_SUB_INT: G[in->rd] = G[in->rs1] - G[in->rs2]; break;
+        case PLENA_OP_S_MUL_INT: G[in->rd] = G[in->rs1] * G[in->rs2]; break;
+        case PLENA_OP_S_LUI_INT: G[in->rd] = in->imm << 12; break;
+        case PLENA_OP_S_LD_INT:
+        case PLENA_OP_S_ST_INT: {
+            uint32_t p = G[in->rs1] + in->imm;
+            if ((t = check_sram(e, p, 1, e->int_depth, "INT SRAM"))) break;
+            if (in->op == PLENA_OP_S_LD_INT)
+                G[in->rd] = e->intsram[p];
+            else
+                e->intsram[p] = G[in->rd];
+            break;
+        }
+        case PLENA_OP_H_PREFETCH_M:
+        case PLENA_OP_H_PREFETCH_V:
+        case PLENA_OP_H_STORE_V:
+            t = op_dma(e, in, (enum plena_op)in->op);
+            if (observe && !t) {
+                ev.n_txn = e->n_txn;
+                ev.txn = e->txn;
+            }
+            break;
+        case PLENA_OP_C_SET_ADDR_REG: e->a[in->rd] = (uint64_t)G[in->rs1] << 32 | G[in->rs2]; break;
+        case PLENA_OP_C_SET_SCALE_REG: e->scale = G[in->rd]; break;
+        case PLENA_OP_C_SET_STRIDE_REG: e->stride = G[in->rd]; break;
+        case PLENA_OP_C_SET_V_MASK_REG: e->vmask = G[in->rd]; break;
+        case PLENA_OP_C_SET_TOPK_REG: t = op_set_topk(e, in); break;
+        case PLENA_OP_C_LOOP_START:
+            if (in->imm == 0) {
+                t = trapf(e, PLENA_TRAP_LOOP_ZERO_COUNT, "C_LOOP_START count 0");
+                break;
+            }
+            if (e->n_loops >= EMU_LOOP_MAX) {
+                t = trapf(e, PLENA_TRAP_LOOP_STACK_OVERFLOW, "loop stack already holds %u entries",
+                          EMU_LOOP_MAX);
+                break;
+            }
+            G[in->rd] = in->imm;
+            e->loops[e->n_loops].start_pc = pc;
+            e->loops[e->n_loops].reg = in->rd;
+            e->loops[e->n_loops].base = tick;
+            e->n_loops++;
+            loops_changed(e);
+            break;
+        case PLENA_OP_C_LOOP_END: {
+            uint32_t i = e->n_loops;
+            while (i > 0 && e->loops[i - 1].reg != in->rd)
+                i--;
+            if (i == 0) {
+                t = trapf(e, PLENA_TRAP_LOOP_END_UNMATCHED, "no active loop on gp%u", in->rd);
+                break;
+            }
+            i--;
+            if (G[in->rd] > 1) {
+                G[in->rd]--;
+                e->loops[i].base = tick;
+                loops_changed(e);
+                next = e->loops[i].start_pc + 1;
+            } else {
+                G[in->rd] = 0;
+                loop_remove(e, i);
+            }
+            break;
+        }
+        case PLENA_OP_C_BREAK: {
+            if (e->n_loops == 0) {
+                t = trapf(e, PLENA_TRAP_BREAK_NO_LOOP, "C_BREAK outside any loop");
+                break;
+            }
+            struct emu_loop *L = &e->loops[e->n_loops - 1];
+            uint32_t end = pair[L->start_pc];
+            if (end == UINT32_MAX) {
+                t = trapf(e, PLENA_TRAP_BREAK_NO_END, "loop started at pc %u has no C_LOOP_END",
+                          L->start_pc);
+                break;
+            }
+            G[L->reg] = 0;
+            loop_remove(e, e->n_loops - 1);
+            next = end + 1;
+            break;
+        }
+        }
+        if (t) break;
+        executed++;
+        if (observe) obs(ctx, &ev);
+        pc = next;
+    }
+    res->instructions_executed = executed;
+    if (t > 0) {
+        res->status = PLENA_RUN_TRAPPED;
+        e->trap.kind = (enum plena_trap_kind)t;
+        e->trap.pc = pc;
+        e->trap.word = words[pc];
+        e->trap.opcode = (uint8_t)(words[pc] & 63u);
+        res->trap = e->trap;
+    }
+    return t < 0 ? -1 : 0;
+}
+
+int plena_emu_run(struct plena_emu *e, const struct plena_program *prog, plena_emu_observer obs,
+                  void *obs_ctx, struct plena_emu_result *res, struct plena_err *err)
+{
+    memset(res, 0, sizeof *res);
+    size_t n = prog->n;
+    if (n > UINT32_MAX - 1)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "program", "%zu instructions: too many", n);
+    struct plena_insn *code = plena_malloc((n ? n : 1) * sizeof *code);
+    uint32_t *pair = plena_malloc((n ? n : 1) * sizeof *pair);
+    if (!code || !pair) {
+        plena_free(code);
+        plena_free(pair);
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "emulator", "out of memory decoding the program");
+    }
+    for (size_t i = 0; i < n; i++) {
+        plena_isa_decode(prog->words[i], &code[i]);
+        /* 0x39..0x3F share the single out-of-table case of the switch */
+        if (code[i].op > PLENA_OP_COUNT) code[i].op = PLENA_OP_COUNT;
+    }
+    int rc = pair_loops(code, n, pair);
+    if (!rc) {
+        memset(&e->trap, 0, sizeof e->trap);
+        e->n_loops = 0; /* a run starts with an empty loop stack */
+        e->budget_limit = UINT64_MAX;
+        if (obs)
+            rc = run_loop(e, code, prog->words, n, pair, obs, obs_ctx, res, 1);
+        else
+            rc = run_loop(e, code, prog->words, n, pair, NULL, NULL, res, 0);
+    }
+    plena_free(code);
+    plena_free(pair);
+    if (rc) return PLENA_FAIL(err, PLENA_E_NOMEM, "emulator", "out of memory during the run");
+    return 0;
+}

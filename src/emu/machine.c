@@ -1,0 +1,766 @@
+/* Machine state of the functional emulator: allocation from the settings,
+ * sparse VRAM and HBM (spec/isa.md 2.4), preload files (numerics 7 and 9),
+ * dumps (numerics 10) and the trap line of isa 14.2. Instruction semantics
+ * live in exec.c only. VRAM and HBM pages materialise on first write; the HBM
+ * image is mapped read-only and written pages are copied into an overlay. */
+#include "emu/emu_internal.h"
+
+#include "common/alloc.h"
+#include "common/fileio.h"
+#include "num/num.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *const trap_names[PLENA_TRAP_COUNT] = {
+    [PLENA_TRAP_NONE] = "none",
+#define PLENA_TRAP(id, name) [PLENA_TRAP_##id] = name,
+#include "emu/traps.def"
+#undef PLENA_TRAP
+};
+
+const char *plena_trap_kind_name(enum plena_trap_kind k)
+{
+    if ((unsigned)k >= PLENA_TRAP_COUNT) return "unknown";
+    return trap_names[k];
+}
+
+static int log2_exact(uint64_t v)
+{
+    if (v == 0 || (v & (v - 1))) return -1;
+    int s = 0;
+    while ((1ull << s) != v)
+        s++;
+    return s;
+}
+
+/* ---------------------------------------------------------------- VRAM */
+
+static inline uint64_t vpage_of(const struct plena_emu *e, uint64_t row, uint64_t *in_page)
+{
+    if (e->page_rows_shift >= 0) {
+        *in_page = row & (e->page_rows - 1);
+        return row >> e->page_rows_shift;
+    }
+    *in_page = row % e->page_rows;
+    return row / e->page_rows;
+}
+
+const uint16_t *emu_vram_row_ro(const struct plena_emu *e, uint64_t row)
+{
+    uint64_t r;
+    uint64_t p = vpage_of(e, row, &r);
+    const uint16_t *pg = e->vpages[p];
+    if (!pg) return e->zero_page;
+    return pg + r * e->vlen;
+}
+
+uint16_t *emu_vram_row_rw(struct plena_emu *e, uint64_t row)
+{
+    uint64_t r;
+    uint64_t p = vpage_of(e, row, &r);
+    if (!e->vpages[p]) {
+        e->vpages[p] = plena_calloc(e->page_elems, sizeof(uint16_t));
+        if (!e->vpages[p]) return NULL;
+    }
+    return e->vpages[p] + r * e->vlen;
+}
+
+/* ----------------------------------------------------------------- HBM */
+
+static uint8_t *hbm_page(const struct plena_emu *e, uint64_t page)
+{
+    uint64_t l1 = page >> HBM_L2_BITS;
+    if (l1 >= e->n_hbm_l1 || !e->hbm_l1[l1]) return NULL;
+    return e->hbm_l1[l1][page & ((1u << HBM_L2_BITS) - 1)];
+}
+
+/* Bytes at or beyond HBM_SIZE read as 0 (isa 2.4). */
+void emu_hbm_read(const struct plena_emu *e, uint64_t addr, uint8_t *dst, size_t n)
+{
+    while (n > 0) {
+        uint64_t off = addr & (EMU_PAGE_BYTES - 1);
+        size_t chunk = EMU_PAGE_BYTES - off;
+        if (chunk > n) chunk = n;
+        if (addr >= e->hbm_size) {
+            memset(dst, 0, n);
+            return;
+        }
+        if (chunk > e->hbm_size - addr) chunk = (size_t)(e->hbm_size - addr);
+        const uint8_t *pg = hbm_page(e, addr >> HBM_PAGE_SHIFT);
+        if (pg) {
+            memcpy(dst, pg + off, chunk);
+        } else if (addr < e->image_len) {
+            size_t from_img = chunk;
+            if (from_img > e->image_len - addr) from_img = (size_t)(e->image_len - addr);
+            memcpy(dst, e->image + addr, from_img);
+            memset(dst + from_img, 0, chunk - from_img);
+        } else {
+            memset(dst, 0, chunk);
+        }
+        dst += chunk;
+        addr += chunk;
+        n -= chunk;
+    }
+}
+
+static uint8_t *hbm_page_rw(struct plena_emu *e, uint64_t page)
+{
+    uint64_t l1 = page >> HBM_L2_BITS;
+    if (!e->hbm_l1[l1]) {
+        e->hbm_l1[l1] = plena_calloc((size_t)1 << HBM_L2_BITS, sizeof(uint8_t *));
+        if (!e->hbm_l1[l1]) return NULL;
+    }
+    uint8_t **slot = &e->hbm_l1[l1][page & ((1u << HBM_L2_BITS) - 1)];
+    if (!*slot) {
+        uint8_t *pg = plena_calloc(EMU_PAGE_BYTES, 1);
+        if (!pg) return NULL;
+        uint64_t start = page << HBM_PAGE_SHIFT;
+        if (start < e->image_len) { /* copy-on-write from the mapped image */
+            uint64_t n = e->image_len - start;
+            if (n > EMU_PAGE_BYTES) n = EMU_PAGE_BYTES;
+            memcpy(pg, e->image + start, (size_t)n);
+        }
+        *slot = pg;
+    }
+    return *slot;
+}
+
+/* Caller has checked addr + n <= hbm_size. */
+int emu_hbm_write(struct plena_emu *e, uint64_t addr, const uint8_t *src, size_t n)
+{
+    uint64_t end = addr + n;
+    while (n > 0) {
+        uint64_t off = addr & (EMU_PAGE_BYTES - 1);
+        size_t chunk = EMU_PAGE_BYTES - off;
+        if (chunk > n) chunk = n;
+        uint8_t *pg = hbm_page_rw(e, addr >> HBM_PAGE_SHIFT);
+        if (!pg) return -1;
+        memcpy(pg + off, src, chunk);
+        src += chunk;
+        addr += chunk;
+        n -= chunk;
+    }
+    uint64_t hi = (end + 63) & ~(uint64_t)63;
+    if (hi > e->hbm_hi) e->hbm_hi = hi;
+    return 0;
+}
+
+static void hbm_drop_overlay(struct plena_emu *e)
+{
+    for (uint64_t i = 0; i < e->n_hbm_l1; i++) {
+        if (!e->hbm_l1[i]) continue;
+        for (size_t j = 0; j < ((size_t)1 << HBM_L2_BITS); j++)
+            plena_free(e->hbm_l1[i][j]);
+        plena_free(e->hbm_l1[i]);
+        e->hbm_l1[i] = NULL;
+    }
+}
+
+static void hbm_unmap(struct plena_emu *e)
+{
+    if (e->image && e->image_len) munmap((void *)e->image, (size_t)e->image_len);
+    e->image = NULL;
+    e->image_len = 0;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+int plena_emu_new(const struct plena_settings *s, uint64_t hbm_size, struct plena_emu **out,
+                  struct plena_err *err)
+{
+    *out = NULL;
+    if (s->mlen == 0 || s->vlen != s->mlen || s->blen == 0 || s->mlen % s->blen || s->hlen == 0 ||
+        s->vlen % s->hlen || s->broadcast_amount == 0 || s->vector_sram_size == 0 ||
+        s->matrix_sram_size < s->mlen || s->matrix_sram_size % s->mlen || s->fp_sram_depth == 0 ||
+        s->int_sram_depth == 0 || s->hbm_m_prefetch_amount == 0 ||
+        s->hbm_m_prefetch_amount % s->mlen || s->hbm_v_prefetch_amount == 0 ||
+        s->hbm_v_writeback_amount == 0 || s->max_loop_instructions == 0)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "settings",
+                          "inconsistent machine geometry (MLEN %u VLEN %u BLEN %u HLEN %u)",
+                          s->mlen, s->vlen, s->blen, s->hlen);
+    if (hbm_size == 0) hbm_size = s->hbm_size;
+    if (hbm_size == 0 || hbm_size > (1ull << 48))
+        return PLENA_FAIL(err, PLENA_E_INPUT, "settings", "HBM_SIZE %llu out of range",
+                          (unsigned long long)hbm_size);
+
+    struct plena_emu *e = plena_calloc(1, sizeof *e);
+    if (!e) return PLENA_FAIL(err, PLENA_E_NOMEM, "emulator", "out of memory");
+    e->s = *s;
+    e->s.hbm_size = hbm_size;
+    e->mlen = s->mlen;
+    e->vlen = s->vlen;
+    e->blen = s->blen;
+    e->hlen = s->hlen;
+    e->ba = s->broadcast_amount;
+    e->mlen2 = (uint64_t)s->mlen * s->mlen;
+    e->vram_rows = s->vector_sram_size;
+    e->tiles = s->matrix_sram_size / s->mlen;
+    e->fp_depth = s->fp_sram_depth;
+    e->int_depth = s->int_sram_depth;
+    e->vlen_shift = log2_exact(e->vlen);
+    e->mlen2_shift = log2_exact(e->mlen2);
+    e->stride = 1;
+    e->hbm_size = hbm_size;
+    e->budget_limit = UINT64_MAX;
+
+    e->page_rows = EMU_PAGE_BYTES / 2 / e->vlen;
+    if (e->page_rows == 0) e->page_rows = 1;
+    e->page_elems = e->page_rows * e->vlen;
+    e->page_rows_shift = log2_exact(e->page_rows);
+    e->n_vpages = (e->vram_rows + e->page_rows - 1) / e->page_rows;
+    e->n_hbm_l1 = ((hbm_size + EMU_PAGE_BYTES - 1) >> HBM_PAGE_SHIFT) + ((1u << HBM_L2_BITS) - 1);
+    e->n_hbm_l1 >>= HBM_L2_BITS;
+
+    size_t zero_elems = e->page_elems > EMU_PAGE_BYTES / 2 ? e->page_elems : EMU_PAGE_BYTES / 2;
+    size_t wide = e->mlen > e->blen ? e->mlen : e->blen;
+    /* Per-row DMA bytes: a plain 16-bit row is the largest stream of one row. */
+    uint32_t max_rows = s->hbm_m_prefetch_amount;
+    if (s->hbm_v_prefetch_amount > max_rows) max_rows = s->hbm_v_prefetch_amount;
+    if (s->hbm_v_writeback_amount > max_rows) max_rows = s->hbm_v_writeback_amount;
+    /* Per row: element run of <= 2*dim bytes touches <= 2*dim/64 + 2 blocks,
+     * scale run of <= dim bytes touches <= dim/64 + 2; stores double the list. */
+    e->txn_cap = (size_t)max_rows * 2 * ((3 * (size_t)e->mlen) / 64 + 4);
+
+    e->vpages = plena_calloc(e->n_vpages, sizeof(uint16_t *));
+    e->hbm_l1 = plena_calloc(e->n_hbm_l1, sizeof(uint8_t **));
+    e->zero_page = plena_calloc(zero_elems, sizeof(uint16_t));
+    e->mram = plena_calloc((size_t)e->tiles * e->mlen2, sizeof(float));
+    e->fpsram = plena_calloc(e->fp_depth, sizeof(uint16_t));
+    e->intsram = plena_calloc(e->int_depth, sizeof(uint32_t));
+    e->m_acc = plena_calloc((size_t)e->blen * e->blen, sizeof(float));
+    e->v_acc = plena_calloc(e->blen, sizeof(float));
+    e->row_a = plena_calloc(e->vlen, sizeof(float));
+    e->row_b = plena_calloc(e->vlen, sizeof(float));
+    e->row_c = plena_calloc(e->vlen, sizeof(float));
+    e->xbuf = plena_calloc(wide * e->mlen, sizeof(float));
+    e->tbuf = plena_calloc(wide * e->mlen, sizeof(float));
+    e->obuf = plena_calloc(wide * e->mlen, sizeof(float));
+    e->dma_bytes = plena_calloc(2 * (size_t)e->mlen + 64, 1);
+    e->txn = plena_calloc(e->txn_cap, sizeof(struct plena_hbm_txn));
+    e->topk_keys = plena_calloc(EMU_TOPK_MAX_E, sizeof(uint64_t));
+    int ok = e->vpages && e->hbm_l1 && e->zero_page && e->mram && e->fpsram && e->intsram &&
+             e->m_acc && e->v_acc && e->row_a && e->row_b && e->row_c && e->xbuf && e->tbuf &&
+             e->obuf && e->dma_bytes && e->txn && e->topk_keys;
+    if (ok && (uint64_t)e->ba * e->hlen == e->mlen) {
+        e->hm_acc = plena_calloc((size_t)e->ba * e->mlen2, sizeof(float));
+        e->hv_acc = plena_calloc((size_t)e->ba * e->mlen, sizeof(float));
+        ok = e->hm_acc && e->hv_acc;
+    }
+    if (!ok) {
+        plena_emu_free(e);
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "emulator", "out of memory allocating the machine");
+    }
+    *out = e;
+    return 0;
+}
+
+void plena_emu_free(struct plena_emu *e)
+{
+    if (!e) return;
+    if (e->vpages)
+        for (uint64_t i = 0; i < e->n_vpages; i++)
+            plena_free(e->vpages[i]);
+    plena_free(e->vpages);
+    if (e->hbm_l1) hbm_drop_overlay(e);
+    plena_free(e->hbm_l1);
+    hbm_unmap(e);
+    plena_free((void *)e->zero_page);
+    plena_free(e->mram);
+    plena_free(e->fpsram);
+    plena_free(e->intsram);
+    plena_free(e->m_acc);
+    plena_free(e->v_acc);
+    plena_free(e->hm_acc);
+    plena_free(e->hv_acc);
+    plena_free(e->row_a);
+    plena_free(e->row_b);
+    plena_free(e->row_c);
+    plena_free(e->xbuf);
+    plena_free(e->tbuf);
+    plena_free(e->obuf);
+    plena_free(e->dma_bytes);
+    plena_free(e->txn);
+    plena_free(e->topk_keys);
+    plena_free(e);
+}
+
+const struct plena_settings *plena_emu_settings(const struct plena_emu *e)
+{
+    return &e->s;
+}
+
+/* ---------------------------------------------------------- state access */
+
+uint16_t plena_emu_vram_get(const struct plena_emu *e, uint64_t a)
+{
+    uint64_t row = a / e->vlen;
+    if (row >= e->vram_rows) return 0;
+    return emu_vram_row_ro(e, row)[a % e->vlen];
+}
+
+void plena_emu_vram_set(struct plena_emu *e, uint64_t a, uint16_t v)
+{
+    uint64_t row = a / e->vlen;
+    if (row >= e->vram_rows) return;
+    uint16_t *r = emu_vram_row_rw(e, row);
+    if (r) r[a % e->vlen] = v;
+}
+
+float plena_emu_mram_get(const struct plena_emu *e, uint64_t a)
+{
+    if (a >= (uint64_t)e->tiles * e->mlen2) return 0.0f;
+    return e->mram[a];
+}
+
+void plena_emu_mram_set(struct plena_emu *e, uint64_t a, float v)
+{
+    if (a < (uint64_t)e->tiles * e->mlen2) e->mram[a] = v;
+}
+
+uint16_t plena_emu_fpsram_get(const struct plena_emu *e, uint32_t i)
+{
+    return i < e->fp_depth ? e->fpsram[i] : 0;
+}
+
+void plena_emu_fpsram_set(struct plena_emu *e, uint32_t i, uint16_t v)
+{
+    if (i < e->fp_depth) e->fpsram[i] = v;
+}
+
+uint32_t plena_emu_intsram_get(const struct plena_emu *e, uint32_t i)
+{
+    return i < e->int_depth ? e->intsram[i] : 0;
+}
+
+void plena_emu_intsram_set(struct plena_emu *e, uint32_t i, uint32_t v)
+{
+    if (i < e->int_depth) e->intsram[i] = v;
+}
+
+uint32_t plena_emu_gp_get(const struct plena_emu *e, unsigned r)
+{
+    return e->g[r & 15];
+}
+
+uint16_t plena_emu_fp_get(const struct plena_emu *e, unsigned r)
+{
+    return e->f[r & 7];
+}
+
+int plena_emu_hbm_read(const struct plena_emu *e, uint64_t addr, void *dst, size_t n)
+{
+    emu_hbm_read(e, addr, dst, n);
+    return 0;
+}
+
+int plena_emu_hbm_write(struct plena_emu *e, uint64_t addr, const void *src, size_t n,
+                        struct plena_err *err)
+{
+    if (addr > e->hbm_size || n > e->hbm_size - addr)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "hbm",
+                          "write of %zu bytes at %llu exceeds HBM_SIZE %llu", n,
+                          (unsigned long long)addr, (unsigned long long)e->hbm_size);
+    if (emu_hbm_write(e, addr, src, n))
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "hbm", "out of memory");
+    return 0;
+}
+
+/* -------------------------------------------------------------- loaders */
+
+static int open_sized(const char *path, int *fd, uint64_t *size, struct plena_err *err)
+{
+    *fd = open(path, O_RDONLY);
+    if (*fd < 0) return PLENA_FAIL(err, PLENA_E_INPUT, path, "cannot open: %s", strerror(errno));
+    struct stat st;
+    if (fstat(*fd, &st) || !S_ISREG(st.st_mode)) {
+        close(*fd);
+        return PLENA_FAIL(err, PLENA_E_INPUT, path, "not a regular file");
+    }
+    *size = (uint64_t)st.st_size;
+    return 0;
+}
+
+static int read_full(int fd, void *buf, size_t n)
+{
+    uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* Numerics 7: file byte i is HBM byte i; longer than HBM_SIZE is invalid. */
+int plena_emu_load_hbm_file(struct plena_emu *e, const char *path, struct plena_err *err)
+{
+    int fd;
+    uint64_t size;
+    int orc = open_sized(path, &fd, &size, err);
+    if (orc) return orc;
+    if (size > e->hbm_size) {
+        close(fd);
+        return PLENA_FAIL(err, PLENA_E_INPUT, path,
+                          "HBM image is %llu bytes, larger than HBM_SIZE %llu bytes",
+                          (unsigned long long)size, (unsigned long long)e->hbm_size);
+    }
+    const uint8_t *map = NULL;
+    if (size > 0) {
+        void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            int en = errno;
+            close(fd);
+            return PLENA_FAIL(err, PLENA_E_INPUT, path, "cannot map %llu bytes: %s",
+                              (unsigned long long)size, strerror(en));
+        }
+        map = m;
+    }
+    close(fd);
+    /* Loading is "copy the file to address 0": earlier contents are replaced. */
+    hbm_drop_overlay(e);
+    hbm_unmap(e);
+    e->image = map;
+    e->image_len = size;
+    e->hbm_hi = (size + 63) & ~(uint64_t)63;
+    return 0;
+}
+
+int plena_emu_load_fpsram_file(struct plena_emu *e, const char *path, struct plena_err *err)
+{
+    int fd;
+    uint64_t size;
+    int orc = open_sized(path, &fd, &size, err);
+    if (orc) return orc;
+    uint64_t max = 2ull * e->fp_depth;
+    if (size % 2 || size > max) {
+        close(fd);
+        return PLENA_FAIL(err, PLENA_E_INPUT, path,
+                          "FP SRAM preload is %llu bytes: expected an even size of at most %llu "
+                          "bytes (FP_SRAM_DEPTH %u x 2)",
+                          (unsigned long long)size, (unsigned long long)max, e->fp_depth);
+    }
+    uint8_t *buf = plena_malloc(size ? (size_t)size : 1);
+    if (!buf) {
+        close(fd);
+        return PLENA_FAIL(err, PLENA_E_NOMEM, path, "out of memory");
+    }
+    int rc = read_full(fd, buf, (size_t)size);
+    close(fd);
+    if (rc) {
+        plena_free(buf);
+        return PLENA_FAIL(err, PLENA_E_INPUT, path, "read error");
+    }
+    memset(e->fpsram, 0, (size_t)e->fp_depth * 2);
+    for (uint64_t i = 0; i < size / 2; i++) {
+        uint16_t h = (uint16_t)(buf[2 * i] | (buf[2 * i + 1] << 8));
+        e->fpsram[i] = plena_num_bf16_from_f32(plena_num_fp16_to_f32(h));
+    }
+    plena_free(buf);
+    return 0;
+}
+
+int plena_emu_load_intsram_file(struct plena_emu *e, const char *path, struct plena_err *err)
+{
+    int fd;
+    uint64_t size;
+    int orc = open_sized(path, &fd, &size, err);
+    if (orc) return orc;
+    uint64_t max = 4ull * e->int_depth;
+    if (size % 4 || size > max) {
+        close(fd);
+        return PLENA_FAIL(err, PLENA_E_INPUT, path,
+                          "INT SRAM preload is %llu bytes: expected a multiple of 4 of at most "
+                          "%llu bytes (INT_SRAM_DEPTH %u x 4)",
+                          (unsigned long long)size, (unsigned long long)max, e->int_depth);
+    }
+    uint8_t *buf = plena_malloc(size ? (size_t)size : 1);
+    if (!buf) {
+        close(fd);
+        return PLENA_FAIL(err, PLENA_E_NOMEM, path, "out of memory");
+    }
+    int rc = read_full(fd, buf, (size_t)size);
+    close(fd);
+    if (rc) {
+        plena_free(buf);
+        return PLENA_FAIL(err, PLENA_E_INPUT, path, "read error");
+    }
+    memset(e->intsram, 0, (size_t)e->int_depth * 4);
+    for (uint64_t i = 0; i < size / 4; i++) {
+        const uint8_t *b = buf + 4 * i;
+        e->intsram[i] =
+            (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+    }
+    plena_free(buf);
+    return 0;
+}
+
+/* Streams the file page by page; all-zero pages stay absent, so a mostly-zero
+ * preload keeps VRAM sparse. */
+int plena_emu_load_vram_file(struct plena_emu *e, const char *path, struct plena_err *err)
+{
+    int fd;
+    uint64_t size;
+    int orc = open_sized(path, &fd, &size, err);
+    if (orc) return orc;
+    uint64_t max = e->vram_rows * e->vlen * 2;
+    if (size % 2 || size > max) {
+        close(fd);
+        return PLENA_FAIL(err, PLENA_E_INPUT, path,
+                          "VRAM preload is %llu bytes: expected an even size of at most %llu bytes "
+                          "(VECTOR_SRAM_SIZE %llu x VLEN %u x 2)",
+                          (unsigned long long)size, (unsigned long long)max,
+                          (unsigned long long)e->vram_rows, e->vlen);
+    }
+    size_t page_bytes = (size_t)e->page_elems * 2;
+    uint8_t *buf = plena_malloc(page_bytes);
+    if (!buf) {
+        close(fd);
+        return PLENA_FAIL(err, PLENA_E_NOMEM, path, "out of memory");
+    }
+    int rc = 0;
+    for (uint64_t p = 0; p < e->n_vpages; p++) {
+        uint64_t start = p * page_bytes;
+        size_t n = 0;
+        if (start < size) n = size - start > page_bytes ? page_bytes : (size_t)(size - start);
+        if (n && read_full(fd, buf, n)) {
+            rc = PLENA_FAIL(err, PLENA_E_INPUT, path, "read error at byte %llu",
+                            (unsigned long long)start);
+            break;
+        }
+        int nonzero = 0;
+        for (size_t i = 0; i < n && !nonzero; i++)
+            nonzero = buf[i] != 0;
+        if (!nonzero) {
+            plena_free(e->vpages[p]);
+            e->vpages[p] = NULL;
+            continue;
+        }
+        if (!e->vpages[p]) e->vpages[p] = plena_malloc(page_bytes);
+        if (!e->vpages[p]) {
+            rc = PLENA_FAIL(err, PLENA_E_NOMEM, path, "out of memory");
+            break;
+        }
+        uint16_t *pg = e->vpages[p];
+        for (size_t i = 0; i < n / 2; i++)
+            pg[i] = (uint16_t)(buf[2 * i] | (buf[2 * i + 1] << 8));
+        memset(pg + n / 2, 0, page_bytes - (n / 2) * 2);
+    }
+    plena_free(buf);
+    close(fd);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- dumps */
+
+/* Streaming counterpart of plena_file_write_atomic (same tmp + fsync + rename
+ * protocol), so a 512 MiB VRAM dump never exists in memory at once. */
+struct awriter {
+    int fd;
+    char path[4096], tmp[4200];
+    uint8_t buf[65536];
+    size_t n;
+    int failed;
+};
+
+static int aw_open(struct awriter *w, const char *dir, const char *name, struct plena_err *err)
+{
+    static unsigned counter;
+    w->n = 0;
+    w->failed = 0;
+    w->fd = -1;
+    if (plena_path_join(w->path, sizeof w->path, dir, name))
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, dir, "path too long");
+    for (int attempt = 0; attempt < 100 && w->fd < 0; attempt++) {
+        snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%ld.%u", w->path, (long)getpid(), counter++);
+        w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (w->fd < 0 && errno != EEXIST) break;
+    }
+    if (w->fd < 0)
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, w->path, "cannot create: %s", strerror(errno));
+    return 0;
+}
+
+static void aw_flush(struct awriter *w)
+{
+    const uint8_t *p = w->buf;
+    size_t left = w->n;
+    while (left > 0 && !w->failed) {
+        ssize_t r = write(w->fd, p, left);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            w->failed = errno ? errno : EIO;
+            break;
+        }
+        p += r;
+        left -= (size_t)r;
+    }
+    w->n = 0;
+}
+
+static void aw_put(struct awriter *w, const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    while (n > 0) {
+        size_t room = sizeof w->buf - w->n;
+        size_t c = n < room ? n : room;
+        memcpy(w->buf + w->n, p, c);
+        w->n += c;
+        p += c;
+        n -= c;
+        if (w->n == sizeof w->buf) aw_flush(w);
+    }
+}
+
+static int aw_close(struct awriter *w, struct plena_err *err)
+{
+    aw_flush(w);
+    if (!w->failed && fsync(w->fd)) w->failed = errno;
+    if (close(w->fd) && !w->failed) w->failed = errno;
+    if (!w->failed && rename(w->tmp, w->path)) w->failed = errno;
+    if (w->failed) {
+        unlink(w->tmp);
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, w->path, "cannot write: %s", strerror(w->failed));
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", w->path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    int dfd = open(slash ? (dir[0] ? dir : "/") : ".", O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+}
+
+static void put_le16(struct awriter *w, const uint16_t *v, size_t n)
+{
+    uint8_t tmp[4096];
+    while (n > 0) {
+        size_t c = n > sizeof tmp / 2 ? sizeof tmp / 2 : n;
+        for (size_t i = 0; i < c; i++) {
+            tmp[2 * i] = (uint8_t)v[i];
+            tmp[2 * i + 1] = (uint8_t)(v[i] >> 8);
+        }
+        aw_put(w, tmp, 2 * c);
+        v += c;
+        n -= c;
+    }
+}
+
+static int dump_vram(struct plena_emu *e, const char *dir, struct plena_err *err)
+{
+    struct awriter *w = plena_malloc(sizeof *w);
+    if (!w) return PLENA_FAIL(err, PLENA_E_NOMEM, dir, "out of memory");
+    int rc = aw_open(w, dir, "vram_dump.bin", err);
+    if (!rc) {
+        uint64_t left = e->vram_rows * e->vlen;
+        for (uint64_t p = 0; p < e->n_vpages && !w->failed; p++) {
+            size_t n = left > e->page_elems ? (size_t)e->page_elems : (size_t)left;
+            put_le16(w, e->vpages[p] ? e->vpages[p] : e->zero_page, n);
+            left -= n;
+        }
+        rc = aw_close(w, err);
+    }
+    plena_free(w);
+    return rc;
+}
+
+static int dump_mram(struct plena_emu *e, const char *dir, struct plena_err *err)
+{
+    struct awriter *w = plena_malloc(sizeof *w);
+    if (!w) return PLENA_FAIL(err, PLENA_E_NOMEM, dir, "out of memory");
+    int rc = aw_open(w, dir, "mram_dump.bin", err);
+    if (!rc) {
+        uint64_t n = (uint64_t)e->tiles * e->mlen2;
+        uint16_t tmp[2048];
+        for (uint64_t i = 0; i < n;) {
+            size_t c = n - i > 2048 ? 2048 : (size_t)(n - i);
+            plena_num_bf16_row_from_f32(e->mram + i, tmp, c);
+            put_le16(w, tmp, c);
+            i += c;
+        }
+        rc = aw_close(w, err);
+    }
+    plena_free(w);
+    return rc;
+}
+
+static int dump_small(struct plena_emu *e, const char *dir, int ints, struct plena_err *err)
+{
+    struct awriter *w = plena_malloc(sizeof *w);
+    if (!w) return PLENA_FAIL(err, PLENA_E_NOMEM, dir, "out of memory");
+    int rc = aw_open(w, dir, ints ? "intsram_dump.bin" : "fpsram_dump.bin", err);
+    if (!rc) {
+        if (ints) {
+            for (uint32_t i = 0; i < e->int_depth; i++) {
+                uint32_t v = e->intsram[i];
+                uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16),
+                                (uint8_t)(v >> 24)};
+                aw_put(w, b, 4);
+            }
+        } else {
+            put_le16(w, e->fpsram, e->fp_depth);
+        }
+        rc = aw_close(w, err);
+    }
+    plena_free(w);
+    return rc;
+}
+
+static int dump_hbm(struct plena_emu *e, const char *dir, struct plena_err *err)
+{
+    struct awriter *w = plena_malloc(sizeof *w);
+    uint8_t *pg = plena_malloc(EMU_PAGE_BYTES);
+    int rc;
+    if (!w || !pg) {
+        rc = PLENA_FAIL(err, PLENA_E_NOMEM, dir, "out of memory");
+    } else {
+        rc = aw_open(w, dir, "hbm_dump.bin", err);
+        if (!rc) {
+            for (uint64_t a = 0; a < e->hbm_hi && !w->failed; a += EMU_PAGE_BYTES) {
+                size_t n =
+                    e->hbm_hi - a > EMU_PAGE_BYTES ? EMU_PAGE_BYTES : (size_t)(e->hbm_hi - a);
+                emu_hbm_read(e, a, pg, n);
+                aw_put(w, pg, n);
+            }
+            rc = aw_close(w, err);
+        }
+    }
+    plena_free(pg);
+    plena_free(w);
+    return rc;
+}
+
+int plena_emu_write_dumps(struct plena_emu *e, const char *dir, unsigned mask,
+                          struct plena_err *err)
+{
+    int rc = plena_mkdir_p(dir, err);
+    if (!rc && (mask & PLENA_DUMP_VRAM)) rc = dump_vram(e, dir, err);
+    if (!rc && (mask & PLENA_DUMP_MRAM)) rc = dump_mram(e, dir, err);
+    if (!rc && (mask & PLENA_DUMP_FPSRAM)) rc = dump_small(e, dir, 0, err);
+    if (!rc && (mask & PLENA_DUMP_INTSRAM)) rc = dump_small(e, dir, 1, err);
+    if (!rc && (mask & PLENA_DUMP_HBM)) rc = dump_hbm(e, dir, err);
+    return rc;
+}
+
+/* ----------------------------------------------------------- trap report */
+
+void plena_emu_format_trap(const struct plena_trap *t, const struct plena_program *prog, char *buf,
+                           size_t n)
+{
+    const char *mn = plena_isa_info(t->opcode)->name;
+    char loc[4200] = "";
+    if (prog && prog->src_line && prog->source_path && t->pc < prog->n && prog->src_line[t->pc])
+        snprintf(loc, sizeof loc, ", %s:%u", prog->source_path, prog->src_line[t->pc]);
+    snprintf(buf, n, "trap at pc %u (%s%s): %s: %s (word 0x%08X)", t->pc, mn, loc,
+             plena_trap_kind_name(t->kind), t->detail, t->word);
+}

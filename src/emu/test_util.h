@@ -1,0 +1,156 @@
+/* Shared helpers of the emulator tests: a small hand-filled machine
+ * (MLEN = VLEN = 64, BLEN 4, HLEN 16, BA 4, 256 VRAM rows, 4 MRAM tiles),
+ * a program builder over plena_isa_encode, and a temp directory. Expected
+ * values in the tests come from the spec or hand computation, never from
+ * running the emulator. */
+#ifndef PLENA_EMU_TEST_UTIL_H
+#define PLENA_EMU_TEST_UTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "emu/emu.h"
+#include "num/num.h"
+
+static inline void tu_settings(struct plena_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->dc_en = 1;
+    s->max_loop_instructions = 100000;
+    s->mlen = s->vlen = 64;
+    s->blen = 4;
+    s->hlen = 16;
+    s->broadcast_amount = 4;
+    s->hbm_size = 1u << 20;
+    s->matrix_sram_size = 4 * 64;
+    s->vector_sram_size = 256;
+    s->hbm_m_prefetch_amount = 64;
+    s->hbm_v_prefetch_amount = 4;
+    s->hbm_v_writeback_amount = 4;
+    s->fp_sram_depth = 1024;
+    s->int_sram_depth = 1024;
+    s->mx_mode = PLENA_MX_PLENA;
+    struct plena_hbm_type mx = {PLENA_HBM_MX, 8};
+    s->hbm_m_weight_type = s->hbm_m_kv_type = s->hbm_v_act_type = s->hbm_v_kv_type = mx;
+}
+
+struct tu_prog {
+    uint32_t w[4096];
+    size_t n;
+};
+
+static inline void tu_emit(struct tu_prog *p, enum plena_op op, unsigned rd, unsigned rs1,
+                           unsigned rs2, unsigned rs3, unsigned funct1, uint32_t imm)
+{
+    struct plena_insn in = {(uint8_t)op,  (uint8_t)rd,     (uint8_t)rs1, (uint8_t)rs2,
+                            (uint8_t)rs3, (uint8_t)funct1, imm};
+    p->w[p->n++] = plena_isa_encode(&in);
+}
+#define R(p, op, rd, rs1, rs2)         tu_emit(p, PLENA_OP_##op, rd, rs1, rs2, 0, 0, 0)
+#define RM(p, op, rd, rs1, rs2, m)     tu_emit(p, PLENA_OP_##op, rd, rs1, rs2, m, 0, 0)
+#define RMF(p, op, rd, rs1, rs2, m, f) tu_emit(p, PLENA_OP_##op, rd, rs1, rs2, m, f, 0)
+#define I(p, op, rd, rs1, imm)         tu_emit(p, PLENA_OP_##op, rd, rs1, 0, 0, 0, imm)
+#define LI(p, rd, v)                   tu_emit(p, PLENA_OP_S_ADDI_INT, rd, 0, 0, 0, 0, v) /* v < 2^18 */
+
+static inline struct plena_emu *tu_new(const struct plena_settings *s)
+{
+    struct plena_emu *e = NULL;
+    struct plena_err err = {0};
+    assert_int_equal(plena_emu_new(s, 0, &e, &err), 0);
+    return e;
+}
+
+/* Runs p; returns the result (asserts the run itself happened). */
+static inline struct plena_emu_result tu_run_obs(struct plena_emu *e, const struct tu_prog *p,
+                                                 plena_emu_observer obs, void *ctx)
+{
+    struct plena_program prog;
+    memset(&prog, 0, sizeof prog);
+    prog.words = (uint32_t *)p->w;
+    prog.n = p->n;
+    struct plena_emu_result res;
+    struct plena_err err = {0};
+    assert_int_equal(plena_emu_run(e, &prog, obs, ctx, &res, &err), 0);
+    return res;
+}
+static inline struct plena_emu_result tu_run(struct plena_emu *e, const struct tu_prog *p)
+{
+    return tu_run_obs(e, p, NULL, NULL);
+}
+static inline void tu_ok(struct plena_emu *e, const struct tu_prog *p)
+{
+    struct plena_emu_result r = tu_run(e, p);
+    if (r.status != PLENA_RUN_COMPLETED) fprintf(stderr, "unexpected trap: %s\n", r.trap.detail);
+    assert_int_equal(r.status, PLENA_RUN_COMPLETED);
+}
+static inline void tu_trap(struct plena_emu *e, const struct tu_prog *p, enum plena_trap_kind k,
+                           uint32_t pc)
+{
+    struct plena_emu_result r = tu_run(e, p);
+    assert_int_equal(r.status, PLENA_RUN_TRAPPED);
+    if (r.trap.kind != k)
+        fprintf(stderr, "trap %s: %s\n", plena_trap_kind_name(r.trap.kind), r.trap.detail);
+    assert_int_equal(r.trap.kind, k);
+    assert_int_equal(r.trap.pc, pc);
+}
+
+static inline uint16_t B(float x)
+{
+    return plena_num_bf16_from_f32(x);
+}
+static inline float F(uint16_t h)
+{
+    return plena_num_bf16_to_f32(h);
+}
+static inline void tu_vset(struct plena_emu *e, uint64_t a, float x)
+{
+    plena_emu_vram_set(e, a, B(x));
+}
+
+static inline char *tu_tmpdir(void)
+{
+    char *d = malloc(64);
+    snprintf(d, 64, "/tmp/plena_emu_test_XXXXXX");
+    assert_non_null(mkdtemp(d));
+    return d;
+}
+static inline void tu_write(const char *dir, const char *name, const void *data, size_t n,
+                            char *path_out)
+{
+    snprintf(path_out, 512, "%s/%s", dir, name);
+    FILE *f = fopen(path_out, "wb");
+    assert_non_null(f);
+    if (n) assert_int_equal(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+static inline uint8_t *tu_read(const char *dir, const char *name, size_t *n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc((size_t)len + 1);
+    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return buf;
+}
+static inline void tu_rmrf(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+#endif
