@@ -1,0 +1,49 @@
+/* Synthetic route traces (`plena trace gen`, spec/traces-and-replay.md 3.2,
+ * model fields per 3.4). Deterministic: xoshiro256** streams from num/prng.h,
+ * derive(seed, 1, layer_index, sample); zipf weights via num/detmath.h, never
+ * libm. Importers (3.3) are not here. */
+#ifndef PLENA_TRACE_GEN_H
+#define PLENA_TRACE_GEN_H
+
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/fileio.h"
+#include "gen/model.h"
+
+enum plena_trace_dist {
+    PLENA_TRACE_DIST_ROUND_ROBIN,
+    PLENA_TRACE_DIST_BALANCED,
+    PLENA_TRACE_DIST_UNIFORM,
+    PLENA_TRACE_DIST_ZIPF,
+    PLENA_TRACE_DIST_HOT
+};
+
+struct plena_trace_gen_opts {
+    const struct plena_moe_model *model; /* resolved (plena_gen_model_resolve) */
+    uint64_t seed;
+    uint32_t tokens; /* T */
+    uint32_t layer;
+    uint32_t sample;
+    enum plena_trace_dist dist;
+    double zipf_s;  /* zipf:S, S in [0, 16] */
+    uint32_t hot_n; /* hot:N[:F], 1 <= N < E */
+    double hot_f;   /* default 0.8 */
+    int permute;    /* zipf: rank order shuffled by derive(seed, 6, layer) */
+    int random_weights;
+    int decode; /* phase decode: T single-token decodes, batch T, seq_len 1 */
+    uint32_t mlen, blen;
+    char dist_text[64]; /* as given, e.g. "zipf:1.2" (for ids and provenance) */
+};
+
+void plena_trace_gen_opts_default(struct plena_trace_gen_opts *o);
+/* Parses balanced|round-robin|uniform|zipf:S|hot:N[:F] into o. PLENA_E_USAGE on error. */
+int plena_trace_gen_parse_dist(const char *s, struct plena_trace_gen_opts *o,
+                               struct plena_err *err);
+/* Generates one trace, validates it and appends its pretty JSON to out.
+ * PLENA_E_INPUT when the shape is refused, PLENA_E_FAILED when the generated
+ * trace does not validate (a bug; nothing is appended). */
+int plena_trace_gen(const struct plena_trace_gen_opts *o, struct plena_buf *out,
+                    struct plena_err *err);
+
+#endif

@@ -1,0 +1,168 @@
+/* Route traces: schema v2 field table, validator, trace sets and routing
+ * statistics (spec/traces-and-replay.md sections 1 and 2).
+ * The field table (fields.def) drives presence/type/range/enum checks, the JSON
+ * Schema and the docs; semantic rules live only in validate.c. This module does
+ * not run replays (replay/) and does not read files: callers pass bytes. */
+#ifndef PLENA_TRACE_TRACE_H
+#define PLENA_TRACE_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/fileio.h"
+
+/* ---- the field table (fields.def) ---- */
+enum plena_trace_field {
+#define PLENA_TRACE_FIELD(id, parent, key, type, req, lo, hi, en, pat, code, flags, desc)          \
+    PLENA_TF_##id,
+#include "trace/fields.def"
+#undef PLENA_TRACE_FIELD
+    PLENA_TF_COUNT
+};
+
+enum plena_trace_ftype {
+    PLENA_TRACE_T_OBJECT,
+    PLENA_TRACE_T_FREE_OBJECT,
+    PLENA_TRACE_T_STRING,
+    PLENA_TRACE_T_INTEGER,
+    PLENA_TRACE_T_INT_OR_NULL,
+    PLENA_TRACE_T_NUMBER,
+    PLENA_TRACE_T_BOOLEAN,
+    PLENA_TRACE_T_GATE,
+    PLENA_TRACE_T_STR_OR_NULL,
+    PLENA_TRACE_T_ARRAY,
+    PLENA_TRACE_T_ANY
+};
+
+enum plena_trace_freq {
+    PLENA_TRACE_REQ_YES,   /* required in v1 and v2 */
+    PLENA_TRACE_REQ_V1,    /* required in v1, optional in v2 */
+    PLENA_TRACE_REQ_NO,    /* optional */
+    PLENA_TRACE_REQ_V2ONLY /* optional, and only allowed in v2 (V027) */
+};
+
+#define PLENA_TRACE_FLAG_UPSTREAM 1u /* accepted and ignored: W002 */
+
+struct plena_trace_field_info {
+    enum plena_trace_field id;
+    enum plena_trace_field parent;
+    const char *key;  /* "" root, "[]" array items, "*" any member */
+    const char *name; /* enum suffix, e.g. "MODEL_TOP_K" */
+    enum plena_trace_ftype type;
+    enum plena_trace_freq req;
+    double lo, hi;           /* -inf/+inf when unbounded */
+    const char *enum_values; /* '|'-separated or NULL */
+    const char *pattern;     /* JSON Schema regex or NULL */
+    const char *code;        /* "V010" */
+    unsigned flags;
+    const char *desc;
+};
+
+const struct plena_trace_field_info *plena_trace_field_at(enum plena_trace_field id);
+const char *plena_trace_ftype_name(enum plena_trace_ftype t);
+/* Dotted path of a table row ("routing.topk_indices[][]"), into buf. */
+const char *plena_trace_field_path(enum plena_trace_field id, char *buf, size_t n);
+/* 1 when `s` (length n) is one of the row's '|'-separated enum values. */
+int plena_trace_field_enum_has(const struct plena_trace_field_info *f, const char *s, size_t n);
+
+struct plena_trace_rule_info {
+    const char *code, *path, *rule;
+};
+unsigned plena_trace_rule_count(void);
+const struct plena_trace_rule_info *plena_trace_rule_at(unsigned i);
+
+/* ---- validator (section 2) ---- */
+#define PLENA_TRACE_MAX_ERRORS_DEFAULT 100
+#define PLENA_TRACE_MAX_BYTES_DEFAULT  ((size_t)1 << 30)
+#define PLENA_TRACE_MAX_DEPTH          64
+
+struct plena_trace_validate_options {
+    int strict;        /* warnings become errors */
+    size_t max_errors; /* per document; 0 = PLENA_TRACE_MAX_ERRORS_DEFAULT */
+    size_t max_bytes;  /* per document; 0 = PLENA_TRACE_MAX_BYTES_DEFAULT */
+};
+
+struct plena_trace_finding {
+    char code[8];   /* "V045", "W001" */
+    char path[256]; /* "routing.topk_indices[1][1]", "(document)" */
+    char message[512];
+    long line; /* V001: parse line; in a set: the set line; else 0 */
+    long column;
+};
+
+struct plena_trace_report {
+    int valid;
+    int schema_version; /* 0 when not a valid 1 or 2 */
+    char trace_id[129]; /* "" when not a valid string */
+    struct plena_trace_finding *errors;
+    size_t n_errors, cap_errors;
+    struct plena_trace_finding *warnings;
+    size_t n_warnings, cap_warnings;
+    size_t n_errors_truncated;   /* errors counted but not listed */
+    size_t n_warnings_truncated; /* warnings counted but not listed */
+};
+
+void plena_trace_report_init(struct plena_trace_report *r);
+void plena_trace_report_free(struct plena_trace_report *r);
+/* Total errors including truncated ones. */
+size_t plena_trace_report_error_total(const struct plena_trace_report *r);
+
+/* Validates one trace document. Never aborts: any input gives findings.
+ * Returns 0 when valid, PLENA_E_FAILED when invalid (the report says why),
+ * PLENA_E_NOMEM only when the report itself could not be grown. */
+int plena_trace_validate_bytes(const char *bytes, size_t len,
+                               const struct plena_trace_validate_options *opt,
+                               struct plena_trace_report *report);
+
+/* A trace set (.jsonl, section 1.10): one report per non-blank line, each
+ * line validated alone, plus V100 for a repeated trace_id. */
+struct plena_trace_set_entry {
+    long line; /* 1-based line number in the set */
+    struct plena_trace_report report;
+};
+struct plena_trace_set_report {
+    int valid;
+    struct plena_trace_set_entry *entries;
+    size_t n_entries, cap_entries;
+};
+void plena_trace_set_report_free(struct plena_trace_set_report *r);
+int plena_trace_validate_set_bytes(const char *bytes, size_t len,
+                                   const struct plena_trace_validate_options *opt,
+                                   struct plena_trace_set_report *report);
+
+/* ---- statistics (section 1.6) ---- */
+struct plena_trace_stats {
+    size_t n_experts;
+    int64_t total;   /* sum of counts */
+    size_t n_active; /* count > 0 ("unique experts") */
+    size_t n_zero;   /* count == 0 */
+    size_t n_tail;   /* 0 < count < 4 */
+    size_t n_hot;    /* count >= 16 */
+    int64_t max_count;
+    double duplicate_factor; /* total / n_active, 0 when none active */
+    double gini;             /* exact formula of 1.6, 0 when total is 0 */
+    double max_mean_ratio;   /* max_count / (total / n_experts), 0 when total is 0 */
+};
+
+/* Counts must be >= 0 and their sum must fit int64 (else PLENA_E_INPUT). */
+int plena_trace_stats_compute(const int64_t *counts, size_t n, struct plena_trace_stats *st,
+                              struct plena_err *err);
+/* gini of 1.6: counts sorted ascending v(1..n), S = sum i*v(i),
+ * gini = (double)(2S)/(double)(n*sum) - (double)(n+1)/(double)n. */
+int plena_trace_gini(const int64_t *counts, size_t n, double *gini, struct plena_err *err);
+double plena_trace_duplicate_factor(const int64_t *counts, size_t n);
+/* Fill `out` (capacity n) with the lists of 1.6; return the number written. */
+size_t plena_trace_active_experts(const int64_t *counts, size_t n, int64_t *out);
+size_t plena_trace_cold_experts(const int64_t *counts, size_t n, int64_t *out);
+size_t plena_trace_hot_experts(const int64_t *counts, size_t n, int64_t *out);
+
+/* ---- JSON writing (section 0.3 pretty form, 0.4 canonical form) ---- */
+struct json_t;
+/* Appends `v` to `b`: pretty (keys sorted, 2-space indent, scalar arrays on one
+ * line, final newline) or canonical (no whitespace). 0 or -1 (out of memory). */
+int plena_trace_json_write(struct plena_buf *b, const struct json_t *v, int pretty);
+/* Shortest %.{p}g (p = 1..17) that reads back to the same double. */
+void plena_trace_format_double(char *buf, size_t n, double v);
+
+#endif
