@@ -11,32 +11,35 @@
 
 enum plena_act_policy { PLENA_ACT_STANDARD_SWIGLU = 0, PLENA_ACT_GPT_OSS_CLAMP_GATED = 1 };
 enum plena_route_placement { PLENA_ROUTE_OUTPUT = 0, PLENA_ROUTE_INPUT = 1 };
-enum plena_routing_kind { PLENA_ROUTING_DEVICE = 0, PLENA_ROUTING_FIXED = 1,
-                          PLENA_ROUTING_NONE = 2 };
+enum plena_routing_kind {
+    PLENA_ROUTING_DEVICE = 0,
+    PLENA_ROUTING_FIXED = 1,
+    PLENA_ROUTING_NONE = 2
+};
 enum plena_router_form { PLENA_ROUTER_GEMM = 0, PLENA_ROUTER_DOT = 1 };
 enum plena_shared_gate { PLENA_SHARED_GATE_NONE = 0, PLENA_SHARED_GATE_SIGMOID = 1 };
 
 struct plena_moe_model {
-    char name[128];           /* preset name or the config file's base name */
-    uint32_t hidden;          /* H */
-    uint32_t moe_inter;       /* I: width of one routed expert */
-    uint32_t num_experts;     /* E (0 with routing NONE) */
-    uint32_t top_k;           /* k */
-    uint32_t n_shared;        /* shared experts folded into the fused branch */
-    uint32_t shared_inter;    /* fused shared width I_s (0 = no shared branch) */
+    char name[128];        /* preset name or the config file's base name */
+    uint32_t hidden;       /* H */
+    uint32_t moe_inter;    /* I: width of one routed expert */
+    uint32_t num_experts;  /* E (0 with routing NONE) */
+    uint32_t top_k;        /* k */
+    uint32_t n_shared;     /* shared experts folded into the fused branch */
+    uint32_t shared_inter; /* fused shared width I_s (0 = no shared branch) */
     enum plena_shared_gate shared_gate;
     enum plena_act_policy activation;
     enum plena_route_placement route_placement;
-    enum plena_routing_kind routing;     /* the preset's default routing path */
+    enum plena_routing_kind routing; /* the preset's default routing path */
     enum plena_router_form router_form;
-    int router_bias;          /* GPT-OSS router bias */
-    int expert_bias;          /* GPT-OSS expert biases */
-    int norm_topk_prob;       /* informational */
-    int approx_routing_ok;    /* DEVICE routing only approximates HF weights */
+    int router_bias;       /* GPT-OSS router bias */
+    int expert_bias;       /* GPT-OSS expert biases */
+    int norm_topk_prob;    /* informational */
+    int approx_routing_ok; /* DEVICE routing only approximates HF weights */
     float rms_eps;
-    int zero_centred_norm;    /* Qwen3-Next: gamma' = bf16(1 + gamma) */
-    int is_tiny;              /* a fast test preset */
-    const char *policy_name;  /* "qwen3_moe", "gpt_oss", ... */
+    int zero_centred_norm;   /* Qwen3-Next: gamma' = bf16(1 + gamma) */
+    int is_tiny;             /* a fast test preset */
+    const char *policy_name; /* "qwen3_moe", "gpt_oss", ... */
 };
 
 /* Preset by name; NULL when unknown. */
@@ -50,8 +53,7 @@ const struct plena_moe_model *plena_gen_preset_at(unsigned i);
 int plena_gen_model_resolve(const char *name_or_path, struct plena_moe_model *out,
                             struct plena_err *err);
 /* Shape checks shared by the generator, the CLI and the trace replay tier. */
-int plena_gen_model_validate(const struct plena_moe_model *m, uint32_t mlen,
-                             struct plena_err *err);
+int plena_gen_model_validate(const struct plena_moe_model *m, uint32_t mlen, struct plena_err *err);
 /* n_shared * moe_inter (0 on 0 inputs or overflow). */
 uint32_t plena_moe_fused_shared_intermediate(uint32_t n_shared, uint32_t moe_inter);
 

@@ -1,0 +1,598 @@
+/* Program builder: items, rendering, legalisation, registers, loops, VRAM and
+ * HBM placement (spec/moe-lowering.md section 1). Rendering is a pure
+ * function of the item array; appends are amortised O(1), so emission is
+ * linear in program size. No MoE knowledge lives here. */
+#include "gen/builder.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+
+void plena_gen_machine_default(struct plena_gen_machine *m)
+{
+    memset(m, 0, sizeof *m);
+    m->mlen = 64;
+    m->vlen = 64;
+    m->blen = 4;
+    m->vram_elems = 4194304ull * 64;
+    m->mram_tiles = 4096 / 64;
+    m->fp_depth = 1024;
+    m->int_depth = 1024;
+    m->max_loop = 100000;
+    m->p_m = 64;
+    m->p_v = 4;
+    m->hbm_size = 17179869184ull;
+}
+
+void plena_prog_init(struct plena_prog *p, uint32_t max_loop, struct plena_err *err)
+{
+    memset(p, 0, sizeof *p);
+    plena_buf_init(&p->text);
+    plena_buf_init(&p->header);
+    p->mult = 1;
+    p->max_loop = max_loop;
+    p->err = err;
+}
+
+void plena_prog_free(struct plena_prog *p)
+{
+    if (!p) return;
+    plena_free(p->items);
+    plena_buf_free(&p->text);
+    plena_buf_free(&p->header);
+    p->items = NULL;
+    p->n_items = p->cap_items = 0;
+}
+
+int plena_prog_fail(struct plena_prog *p, int status, const char *fmt, ...)
+{
+    if (p->status) return p->status;
+    p->status = status;
+    va_list ap;
+    va_start(ap, fmt);
+    enum plena_status code = status == PLENA_E_GENMEM ? PLENA_E_NOMEM : PLENA_E_INPUT;
+    plena_err_vset(p->err, code, __FILE__, __LINE__, "generator", fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+static struct plena_item *push(struct plena_prog *p)
+{
+    if (plena_grow((void **)&p->items, &p->cap_items, p->n_items + 1, sizeof *p->items)) {
+        plena_prog_fail(p, PLENA_E_GENMEM, "out of memory appending item %zu", p->n_items);
+        return NULL;
+    }
+    struct plena_item *it = &p->items[p->n_items++];
+    memset(it, 0, sizeof *it);
+    it->pair = PLENA_PAIR_NONE;
+    return it;
+}
+
+static int writes_gp(unsigned op)
+{
+    switch (op) {
+    case PLENA_OP_S_ADD_INT:
+    case PLENA_OP_S_ADDI_INT:
+    case PLENA_OP_S_SUB_INT:
+    case PLENA_OP_S_MUL_INT:
+    case PLENA_OP_S_LUI_INT:
+    case PLENA_OP_S_LD_INT:
+    case PLENA_OP_C_LOOP_START:
+    case PLENA_OP_C_LOOP_END: return 1;
+    default: return 0;
+    }
+}
+
+static int writes_fp(unsigned op)
+{
+    switch (op) {
+    case PLENA_OP_S_ADD_FP:
+    case PLENA_OP_S_SUB_FP:
+    case PLENA_OP_S_MAX_FP:
+    case PLENA_OP_S_MUL_FP:
+    case PLENA_OP_S_EXP_FP:
+    case PLENA_OP_S_RECI_FP:
+    case PLENA_OP_S_SQRT_FP:
+    case PLENA_OP_S_LD_FP:
+    case PLENA_OP_V_RED_SUM:
+    case PLENA_OP_V_RED_MAX: return 1;
+    default: return 0;
+    }
+}
+
+int plena_prog_insn(struct plena_prog *p, enum plena_stage stage, uint32_t pair,
+                    const struct plena_insn *in)
+{
+    if (p->status) return p->status;
+    const struct plena_op_info *info = plena_isa_info(in->op);
+    if (!info->valid || (unsigned)stage >= PLENA_STAGE_COUNT)
+        return plena_prog_fail(p, PLENA_E_SHAPE, "invalid opcode %u or stage %d", in->op,
+                               (int)stage);
+    if (in->rd == 0 && writes_gp(in->op))
+        return plena_prog_fail(p, PLENA_E_REGS, "%s writes gp0 (treated as constant 0)",
+                               info->name);
+    if (in->rd == 0 && writes_fp(in->op))
+        return plena_prog_fail(p, PLENA_E_REGS, "%s writes f0 (treated as constant 0.0)",
+                               info->name);
+    if (info->cls == PLENA_CLASS_I18 && in->imm > PLENA_IMM18_MAX)
+        return plena_prog_fail(p, PLENA_E_IMM, "%s immediate %u exceeds imm18", info->name,
+                               in->imm);
+    if (info->cls == PLENA_CLASS_I22 && in->imm > PLENA_IMM22_MAX)
+        return plena_prog_fail(p, PLENA_E_IMM, "%s immediate %u exceeds imm22", info->name,
+                               in->imm);
+    if (in->op == PLENA_OP_C_LOOP_START && in->imm == 0)
+        return plena_prog_fail(p, PLENA_E_IMM, "C_LOOP_START with a zero trip count");
+    struct plena_item *it = push(p);
+    if (!it) return p->status;
+    it->kind = PLENA_ITEM_INSN;
+    it->stage = (uint8_t)stage;
+    it->pair = pair;
+    it->insn = *in;
+    p->n_insns++;
+    p->static_count[stage]++;
+    p->dyn_count[stage] += p->mult;
+    p->dyn_op[in->op & 63] += p->mult;
+    p->dyn_total += p->mult;
+    return 0;
+}
+
+static int check_comment(struct plena_prog *p, const char *s)
+{
+    if (strchr(s, '\n') || strchr(s, '\r') || strstr(s, "@stage="))
+        return plena_prog_fail(p, PLENA_E_COMMENT,
+                               "comment contains a newline or '@stage=': \"%.60s\"", s);
+    return 0;
+}
+
+int plena_prog_comment(struct plena_prog *p, const char *fmt, ...)
+{
+    if (p->status) return p->status;
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (check_comment(p, tmp)) return p->status;
+    size_t off = p->text.len;
+    if (plena_buf_append(&p->text, tmp, strlen(tmp) + 1))
+        return plena_prog_fail(p, PLENA_E_GENMEM, "out of memory (comment)");
+    struct plena_item *it = push(p);
+    if (!it) return p->status;
+    it->kind = PLENA_ITEM_COMMENT;
+    it->comment = (uint32_t)off;
+    return 0;
+}
+
+int plena_prog_header(struct plena_prog *p, const char *fmt, ...)
+{
+    if (p->status) return p->status;
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    /* header lines may carry the @routed_lowering marker, never @stage= */
+    if (check_comment(p, tmp)) return p->status;
+    if (plena_buf_printf(&p->header, "; %s\n", tmp))
+        return plena_prog_fail(p, PLENA_E_GENMEM, "out of memory (header)");
+    return 0;
+}
+
+/* ---- rendering ---- */
+
+static unsigned field_value(const struct plena_insn *in, const char *f)
+{
+    if (!strncmp(f, "rd", 2)) return in->rd;
+    if (!strncmp(f, "rs1", 3)) return in->rs1;
+    if (!strncmp(f, "rs2", 3)) return in->rs2;
+    if (!strncmp(f, "rs3", 3)) return in->rs3;
+    if (!strncmp(f, "funct1", 6)) return in->funct1;
+    return in->imm;
+}
+
+/* Renders one instruction from its operand form (forms.def descriptor). */
+static int render_insn(struct plena_buf *b, const struct plena_insn *in)
+{
+    const struct plena_op_info *info = plena_isa_info(in->op);
+    const char *d = plena_form_descriptor(info->form);
+    struct {
+        char kind[4];
+        int optional;
+        unsigned v;
+    } ops[8];
+    unsigned n = 0;
+    while (*d && n < 8) {
+        while (*d == ' ')
+            d++;
+        if (!*d) break;
+        int opt = 0;
+        if (*d == '?') {
+            opt = 1;
+            d++;
+        }
+        const char *colon = strchr(d, ':');
+        size_t kl = (size_t)(colon - d);
+        const char *f = colon + 1;
+        const char *end = strchr(f, ' ');
+        if (!end) end = f + strlen(f);
+        if (!(kl == 1 && d[0] == 'X') && !(kl == 2 && !strncmp(d, "XG", 2))) {
+            memcpy(ops[n].kind, d, kl < 3 ? kl : 3);
+            ops[n].kind[kl < 3 ? kl : 3] = 0;
+            ops[n].optional = opt;
+            ops[n].v = field_value(in, f);
+            n++;
+        }
+        d = end;
+    }
+    /* optional operands are written up to the last non-zero one */
+    unsigned last = n;
+    while (last > 0 && ops[last - 1].optional && ops[last - 1].v == 0)
+        last--;
+    plena_buf_puts(b, info->name);
+    for (unsigned i = 0; i < last; i++) {
+        plena_buf_puts(b, i ? ", " : " ");
+        const char *k = ops[i].kind;
+        if (!strcmp(k, "G"))
+            plena_buf_printf(b, "gp%u", ops[i].v);
+        else if (!strcmp(k, "F"))
+            plena_buf_printf(b, "f%u", ops[i].v);
+        else if (!strcmp(k, "A"))
+            plena_buf_printf(b, "a%u", ops[i].v);
+        else
+            plena_buf_printf(b, "%u", ops[i].v);
+    }
+    return plena_buf_puts(b, "\n");
+}
+
+int plena_prog_render_asm(const struct plena_prog *p, struct plena_buf *out)
+{
+    plena_buf_append(out, p->header.data ? p->header.data : "", p->header.len);
+    int have_prev = 0;
+    unsigned prev_stage = 0;
+    uint32_t prev_pair = PLENA_PAIR_NONE;
+    size_t run_start = 0; /* first comment of the pending run */
+    int in_run = 0;
+    for (size_t i = 0; i < p->n_items; i++) {
+        const struct plena_item *it = &p->items[i];
+        if (it->kind == PLENA_ITEM_COMMENT) {
+            if (!in_run) {
+                in_run = 1;
+                run_start = i;
+            }
+            continue;
+        }
+        int marker = !have_prev || it->stage != prev_stage || it->pair != prev_pair;
+        if (marker && !p->no_markers) {
+            plena_buf_printf(out, "; @stage=%s", plena_stage_name((enum plena_stage)it->stage));
+            if (it->pair != PLENA_PAIR_NONE)
+                plena_buf_printf(out, " @pair=%u", it->pair);
+            else if (have_prev && prev_pair != PLENA_PAIR_NONE)
+                plena_buf_puts(out, " @pair=none");
+            plena_buf_puts(out, "\n");
+        }
+        if (in_run) {
+            for (size_t j = run_start; j < i; j++)
+                plena_buf_printf(out, "; %s\n", p->text.data + p->items[j].comment);
+            in_run = 0;
+        }
+        render_insn(out, &it->insn);
+        have_prev = 1;
+        prev_stage = it->stage;
+        prev_pair = it->pair;
+    }
+    if (in_run)
+        for (size_t j = run_start; j < p->n_items; j++)
+            plena_buf_printf(out, "; %s\n", p->text.data + p->items[j].comment);
+    return out->failed ? PLENA_E_GENMEM : 0;
+}
+
+int plena_prog_words(const struct plena_prog *p, uint32_t **words, size_t *n)
+{
+    uint32_t *w = plena_malloc((p->n_insns ? p->n_insns : 1) * sizeof *w);
+    if (!w) return PLENA_E_GENMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < p->n_items; i++)
+        if (p->items[i].kind == PLENA_ITEM_INSN) w[k++] = plena_isa_encode(&p->items[i].insn);
+    *words = w;
+    *n = k;
+    return 0;
+}
+
+/* ---- emission helpers ---- */
+
+int plena_regs_take(struct plena_ctx *c, unsigned n_gp, unsigned n_fp, unsigned n_a, uint8_t *out)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < n_gp; i++) {
+        unsigned r = 1;
+        while (r < 16 && (c->live.gp >> r & 1))
+            r++;
+        if (r >= 16)
+            return plena_prog_fail(c->p, PLENA_E_REGS, "out of GP registers (%u requested)", n_gp);
+        c->live.gp |= (uint16_t)(1u << r);
+        out[k++] = (uint8_t)r;
+    }
+    for (unsigned i = 0; i < n_fp; i++) {
+        unsigned r = 1;
+        while (r < 8 && (c->live.fp >> r & 1))
+            r++;
+        if (r >= 8)
+            return plena_prog_fail(c->p, PLENA_E_REGS, "out of FP registers (%u requested)", n_fp);
+        c->live.fp |= (uint8_t)(1u << r);
+        out[k++] = (uint8_t)r;
+    }
+    for (unsigned i = 0; i < n_a; i++) {
+        unsigned r = 0;
+        while (r < 8 && (c->live.a >> r & 1))
+            r++;
+        if (r >= 8)
+            return plena_prog_fail(c->p, PLENA_E_REGS, "out of A registers (%u requested)", n_a);
+        c->live.a |= (uint8_t)(1u << r);
+        out[k++] = (uint8_t)r;
+    }
+    return 0;
+}
+
+int plena_emit(struct plena_ctx *c, enum plena_stage stage, enum plena_op op, unsigned rd,
+               unsigned rs1, unsigned rs2, unsigned rs3, unsigned funct1, uint32_t imm)
+{
+    struct plena_insn in = {.op = (uint8_t)op,
+                            .rd = (uint8_t)rd,
+                            .rs1 = (uint8_t)rs1,
+                            .rs2 = (uint8_t)rs2,
+                            .rs3 = (uint8_t)rs3,
+                            .funct1 = (uint8_t)funct1,
+                            .imm = imm};
+    return plena_prog_insn(c->p, stage, c->pair, &in);
+}
+
+int plena_emit_li(struct plena_ctx *c, enum plena_stage stage, unsigned rd, uint64_t v)
+{
+    if (v >= (1ull << 32))
+        return plena_prog_fail(c->p, PLENA_E_IMM, "constant %llu does not fit 32 bits",
+                               (unsigned long long)v);
+    if (v <= PLENA_IMM18_MAX)
+        return plena_emit(c, stage, PLENA_OP_S_ADDI_INT, rd, 0, 0, 0, 0, (uint32_t)v);
+    plena_emit(c, stage, PLENA_OP_S_LUI_INT, rd, 0, 0, 0, 0, (uint32_t)(v >> 12));
+    if (v & 0xFFF)
+        plena_emit(c, stage, PLENA_OP_S_ADDI_INT, rd, rd, 0, 0, 0, (uint32_t)(v & 0xFFF));
+    return c->p->status;
+}
+
+int plena_emit_addi(struct plena_ctx *c, enum plena_stage stage, unsigned rd, unsigned rs,
+                    uint64_t v, unsigned scratch)
+{
+    if (v >= (1ull << 32))
+        return plena_prog_fail(c->p, PLENA_E_IMM, "constant %llu does not fit 32 bits",
+                               (unsigned long long)v);
+    if (v <= PLENA_IMM18_MAX)
+        return plena_emit(c, stage, PLENA_OP_S_ADDI_INT, rd, rs, 0, 0, 0, (uint32_t)v);
+    if (rd != rs) {
+        plena_emit_li(c, stage, rd, v);
+        return plena_emit(c, stage, PLENA_OP_S_ADD_INT, rd, rs, rd, 0, 0, 0);
+    }
+    if (scratch == 0)
+        return plena_prog_fail(c->p, PLENA_E_IMM, "addi gp%u, gp%u, %llu needs a scratch register",
+                               rd, rs, (unsigned long long)v);
+    plena_emit_li(c, stage, scratch, v);
+    return plena_emit(c, stage, PLENA_OP_S_ADD_INT, rd, rs, scratch, 0, 0, 0);
+}
+
+static int loop_begin(struct plena_ctx *c, enum plena_stage stage, unsigned reg, uint32_t n,
+                      int force)
+{
+    struct plena_prog *p = c->p;
+    if (p->status) return 0;
+    if (n == 0) {
+        plena_prog_fail(p, PLENA_E_IMM, "zero-trip loop requested");
+        return 0;
+    }
+    if (p->n_loops >= PLENA_GEN_MAX_LOOP_DEPTH) {
+        plena_prog_fail(p, PLENA_E_LOOP, "loop nesting deeper than %d", PLENA_GEN_MAX_LOOP_DEPTH);
+        return 0;
+    }
+    int active = n >= 2 || force;
+    if (active) plena_emit(c, stage, PLENA_OP_C_LOOP_START, reg, 0, 0, 0, 0, n);
+    unsigned d = p->n_loops++;
+    p->loops[d].reg = (uint8_t)reg;
+    p->loops[d].n = n;
+    p->loops[d].active = active;
+    p->loops[d].outer_mult = p->mult;
+    p->loops[d].dyn_at_start = p->dyn_total;
+    p->mult *= n;
+    return active;
+}
+
+int plena_loop_begin(struct plena_ctx *c, enum plena_stage stage, unsigned reg, uint32_t n)
+{
+    return loop_begin(c, stage, reg, n, 0);
+}
+
+int plena_loop_begin_t(struct plena_ctx *c, enum plena_stage stage, unsigned reg, uint32_t n)
+{
+    return loop_begin(c, stage, reg, n, 1);
+}
+
+int plena_loop_end(struct plena_ctx *c, enum plena_stage stage)
+{
+    struct plena_prog *p = c->p;
+    if (p->status) return p->status;
+    if (p->n_loops == 0) return plena_prog_fail(p, PLENA_E_LOOP, "loop end without begin");
+    unsigned d = p->n_loops - 1;
+    if (p->loops[d].active)
+        plena_emit(c, stage, PLENA_OP_C_LOOP_END, p->loops[d].reg, 0, 0, 0, 0, 0);
+    /* executed per iteration = body dynamic count / n (C_LOOP_END included) */
+    uint64_t per_iter = (p->dyn_total - p->loops[d].dyn_at_start) / p->loops[d].n /
+                        (p->loops[d].outer_mult ? p->loops[d].outer_mult : 1);
+    if (p->loops[d].active && p->max_loop && per_iter > p->max_loop)
+        return plena_prog_fail(p, PLENA_E_LOOP,
+                               "loop on gp%u executes %llu instructions per iteration, above "
+                               "MAX_LOOP_INSTRUCTIONS %u",
+                               p->loops[d].reg, (unsigned long long)per_iter, p->max_loop);
+    p->mult = p->loops[d].outer_mult;
+    p->n_loops--;
+    return p->status;
+}
+
+/* ---- VRAM allocator ---- */
+
+void plena_vram_init(struct plena_vram *va, const struct plena_gen_machine *m)
+{
+    memset(va, 0, sizeof *va);
+    va->capacity = m->vram_elems;
+    va->granule = (uint64_t)m->mlen * m->vlen;
+    va->blen = m->blen;
+    va->vlen = m->vlen;
+}
+
+void plena_vram_fini(struct plena_vram *va)
+{
+    plena_free(va->freel);
+    plena_free(va->live);
+    memset(va, 0, sizeof *va);
+}
+
+static int free_insert(struct plena_vram *va, uint64_t base, uint64_t size)
+{
+    /* coalesce with neighbours; keep sorted by base */
+    size_t i = 0;
+    while (i < va->n_free && va->freel[i].base < base)
+        i++;
+    if (i > 0 && va->freel[i - 1].base + va->freel[i - 1].size == base) {
+        va->freel[i - 1].size += size;
+        if (i < va->n_free && va->freel[i - 1].base + va->freel[i - 1].size == va->freel[i].base) {
+            va->freel[i - 1].size += va->freel[i].size;
+            memmove(&va->freel[i], &va->freel[i + 1], (va->n_free - i - 1) * sizeof *va->freel);
+            va->n_free--;
+        }
+    } else if (i < va->n_free && base + size == va->freel[i].base) {
+        va->freel[i].base = base;
+        va->freel[i].size += size;
+    } else {
+        if (plena_grow((void **)&va->freel, &va->cap_free, va->n_free + 1, sizeof *va->freel))
+            return -1;
+        memmove(&va->freel[i + 1], &va->freel[i], (va->n_free - i) * sizeof *va->freel);
+        va->freel[i].base = base;
+        va->freel[i].size = size;
+        va->n_free++;
+    }
+    /* a free block touching the bump top returns to the bump region */
+    if (va->n_free && va->freel[va->n_free - 1].base + va->freel[va->n_free - 1].size == va->top) {
+        va->top = va->freel[va->n_free - 1].base;
+        va->n_free--;
+    }
+    return 0;
+}
+
+int plena_vram_alloc_prow(struct plena_vram *va, uint32_t rows, uint32_t prow, uint32_t cols,
+                          const char *name, struct plena_tensor *out, struct plena_err *err)
+{
+    uint32_t pcol = (cols + va->vlen - 1) / va->vlen * va->vlen;
+    if (pcol == 0) pcol = va->vlen;
+    uint64_t elems = (uint64_t)prow * pcol;
+    uint64_t size = (elems + va->granule - 1) / va->granule * va->granule;
+    /* best fit: smallest adequate free block, lowest base on ties */
+    size_t best = (size_t)-1;
+    for (size_t i = 0; i < va->n_free; i++)
+        if (va->freel[i].size >= size &&
+            (best == (size_t)-1 || va->freel[i].size < va->freel[best].size))
+            best = i;
+    uint64_t base;
+    if (best != (size_t)-1) {
+        base = va->freel[best].base;
+        va->freel[best].base += size;
+        va->freel[best].size -= size;
+        if (va->freel[best].size == 0) {
+            memmove(&va->freel[best], &va->freel[best + 1],
+                    (va->n_free - best - 1) * sizeof *va->freel);
+            va->n_free--;
+        }
+    } else {
+        if (va->top + size > va->capacity)
+            return PLENA_FAIL(err, PLENA_E_INPUT, name,
+                              "VRAM capacity exceeded: tensor '%s' needs %llu elements at %llu, "
+                              "capacity %llu",
+                              name, (unsigned long long)size, (unsigned long long)va->top,
+                              (unsigned long long)va->capacity),
+                   PLENA_E_VRAM;
+        base = va->top;
+        va->top += size;
+        if (va->top > va->peak) va->peak = va->top;
+    }
+    if (plena_grow((void **)&va->live, &va->cap_live, va->n_live + 1, sizeof *va->live))
+        return PLENA_E_GENMEM;
+    struct plena_vblock *b = &va->live[va->n_live++];
+    b->base = base;
+    b->size = size;
+    b->seq = va->next_seq++;
+    snprintf(b->name, sizeof b->name, "%s", name);
+    memset(out, 0, sizeof *out);
+    out->base = base;
+    out->rows = rows;
+    out->cols = cols;
+    out->prow = prow;
+    out->pcol = pcol;
+    out->space = PLENA_SPACE_VRAM;
+    snprintf(out->name, sizeof out->name, "%s", name);
+    return 0;
+}
+
+int plena_vram_alloc(struct plena_vram *va, uint32_t rows, uint32_t cols, const char *name,
+                     struct plena_tensor *out, struct plena_err *err)
+{
+    uint32_t r = rows ? rows : 1;
+    uint32_t prow = (r + va->blen - 1) / va->blen * va->blen;
+    return plena_vram_alloc_prow(va, rows, prow, cols, name, out, err);
+}
+
+static void free_at(struct plena_vram *va, size_t i)
+{
+    uint64_t base = va->live[i].base, size = va->live[i].size;
+    memmove(&va->live[i], &va->live[i + 1], (va->n_live - i - 1) * sizeof *va->live);
+    va->n_live--;
+    free_insert(va, base, size);
+}
+
+void plena_vram_free(struct plena_vram *va, const struct plena_tensor *t)
+{
+    for (size_t i = va->n_live; i-- > 0;)
+        if (va->live[i].base == t->base) {
+            free_at(va, i);
+            return;
+        }
+}
+
+uint32_t plena_vram_mark(const struct plena_vram *va)
+{
+    return va->next_seq;
+}
+
+void plena_vram_release(struct plena_vram *va, uint32_t mark)
+{
+    for (size_t i = va->n_live; i-- > 0;)
+        if (va->live[i].seq >= mark) free_at(va, i);
+}
+
+uint64_t plena_vram_live_elems(const struct plena_vram *va)
+{
+    uint64_t s = 0;
+    for (size_t i = 0; i < va->n_live; i++)
+        s += va->live[i].size;
+    return s;
+}
+
+/* ---- HBM ---- */
+
+uint64_t plena_hbm_place(struct plena_hbm_alloc *h, uint64_t bytes, int table)
+{
+    const uint64_t win = 1ull << 32;
+    uint64_t a = h->align ? h->align : 64;
+    uint64_t base = (h->top + a - 1) / a * a;
+    if (table && bytes <= win && (base % win) + bytes > win) base = (base / win + 1) * win;
+    if (table && bytes > win)
+        base = (base + win - 1) / win * win; /* windowed tables start a window */
+    h->top = base + bytes;
+    return base;
+}

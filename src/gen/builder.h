@@ -1,0 +1,210 @@
+/* Program builder of the MoE generator (spec/moe-lowering.md section 1):
+ * append-only instruction/comment items, ASM rendering with stage markers
+ * (1.2), immediate legalisation (1.3), register clobber sets (1.4), the VRAM
+ * allocator and static SRAM/HBM placement (1.5) and hardware loops within the
+ * loop budget (1.6). It holds no "current stage": every append takes an
+ * explicit enum plena_stage. It does not know what a MoE layer is (moe.h). */
+#ifndef PLENA_GEN_BUILDER_H
+#define PLENA_GEN_BUILDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/fileio.h"
+#include "isa/isa.h"
+#include "isa/program.h"
+#include "isa/stages.h"
+
+/* Generator status codes (returned by builder functions and emitters). The
+ * error record itself carries PLENA_E_INPUT (a configuration the generator
+ * cannot lower) or PLENA_E_NOMEM/PLENA_E_INTERNAL; the message names the kind. */
+enum plena_gen_status {
+    PLENA_GEN_OK = 0,
+    PLENA_E_IMM = 32, /* immediate cannot be legalised */
+    PLENA_E_STAGE,    /* stage outside a polymorphic emitter's allowed mask */
+    PLENA_E_REGS,     /* out of registers, or a write to gp0/f0 */
+    PLENA_E_VRAM,     /* VRAM capacity exceeded */
+    PLENA_E_SRAM,     /* FP/INT SRAM region does not fit (T_blk < 1) */
+    PLENA_E_TOPK,     /* invalid (E, k) */
+    PLENA_E_LOOP,     /* loop budget / nesting */
+    PLENA_E_SHAPE,    /* unsupported shape or configuration */
+    PLENA_E_GENMEM,   /* out of memory */
+    PLENA_E_COMMENT   /* comment with a newline or "@stage=" */
+};
+
+/* Machine geometry the generator needs (filled from struct plena_settings by
+ * the caller; plena_gen_machine_default() gives the reference values). */
+struct plena_gen_machine {
+    uint32_t mlen, vlen, blen;
+    uint64_t vram_elems; /* VECTOR_SRAM_SIZE * VLEN */
+    uint32_t mram_tiles; /* MATRIX_SRAM_SIZE / MLEN */
+    uint32_t fp_depth, int_depth;
+    uint32_t max_loop; /* MAX_LOOP_INSTRUCTIONS */
+    uint32_t p_m, p_v; /* HBM_M/V_Prefetch_Amount */
+    uint64_t hbm_size;
+};
+void plena_gen_machine_default(struct plena_gen_machine *m);
+
+#define PLENA_GEN_MAX_LOOP_DEPTH 8
+
+enum plena_item_kind { PLENA_ITEM_INSN = 0, PLENA_ITEM_COMMENT = 1 };
+
+struct plena_item {
+    uint8_t kind;
+    uint8_t stage; /* enum plena_stage (instructions only) */
+    uint32_t pair; /* static pair id or PLENA_PAIR_NONE */
+    struct plena_insn insn;
+    uint32_t comment; /* offset of the NUL-terminated text in prog->text */
+};
+
+struct plena_prog {
+    struct plena_item *items;
+    size_t n_items, cap_items;
+    struct plena_buf text; /* comment text pool */
+    size_t n_insns;
+    /* header comments (rendered first, before any item) */
+    struct plena_buf header;
+    /* per-stage static and predicted dynamic counts; per-opcode dynamic */
+    uint64_t static_count[PLENA_STAGE_COUNT];
+    uint64_t dyn_count[PLENA_STAGE_COUNT];
+    uint64_t dyn_op[64];
+    uint64_t dyn_total;
+    /* loop stack: multiplicity of the current insertion point */
+    uint64_t mult;
+    struct {
+        uint8_t reg;
+        uint32_t n;
+        int active;
+        uint64_t outer_mult;
+        uint64_t dyn_at_start; /* dyn_total when the body began */
+    } loops[PLENA_GEN_MAX_LOOP_DEPTH];
+    unsigned n_loops;
+    uint32_t max_loop; /* budget (0 = unchecked) */
+    int status;        /* first failure (sticky): later appends are ignored */
+    struct plena_err *err;
+    int no_markers; /* test fault NO_MARKERS */
+};
+
+void plena_prog_init(struct plena_prog *p, uint32_t max_loop, struct plena_err *err);
+void plena_prog_free(struct plena_prog *p);
+/* Records a failure (first one wins) and returns it. */
+int plena_prog_fail(struct plena_prog *p, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Appends one instruction. Rejects writes to gp0/f0 (PLENA_E_REGS) and
+ * immediates wider than the field (PLENA_E_IMM). */
+int plena_prog_insn(struct plena_prog *p, enum plena_stage stage, uint32_t pair,
+                    const struct plena_insn *in);
+int plena_prog_comment(struct plena_prog *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+int plena_prog_header(struct plena_prog *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Rendering (pure functions of the items). */
+int plena_prog_render_asm(const struct plena_prog *p, struct plena_buf *out);
+int plena_prog_words(const struct plena_prog *p, uint32_t **words, size_t *n);
+
+/* ---- registers (1.4) ---- */
+struct plena_regset {
+    uint16_t gp;
+    uint8_t fp, a;
+};
+
+/* ---- VRAM allocator (1.5) ---- */
+enum plena_space {
+    PLENA_SPACE_VRAM = 0,
+    PLENA_SPACE_HBM = 1,
+    PLENA_SPACE_FP = 2,
+    PLENA_SPACE_INT = 3
+};
+
+struct plena_tensor {
+    uint64_t base;
+    uint32_t rows, cols, prow, pcol;
+    enum plena_space space;
+    char name[48];
+};
+
+struct plena_vblock {
+    uint64_t base, size;
+    uint32_t seq;
+    char name[48];
+};
+
+struct plena_vram {
+    uint64_t capacity, granule, top, peak;
+    uint32_t blen, vlen;
+    struct plena_vblock *freel; /* sorted by base */
+    size_t n_free, cap_free;
+    struct plena_vblock *live; /* in allocation order */
+    size_t n_live, cap_live;
+    uint32_t next_seq;
+};
+
+void plena_vram_init(struct plena_vram *va, const struct plena_gen_machine *m);
+void plena_vram_fini(struct plena_vram *va);
+int plena_vram_alloc(struct plena_vram *va, uint32_t rows, uint32_t cols, const char *name,
+                     struct plena_tensor *out, struct plena_err *err);
+/* Reserves with a caller-chosen physical row count (>= rows, multiple of BLEN). */
+int plena_vram_alloc_prow(struct plena_vram *va, uint32_t rows, uint32_t prow, uint32_t cols,
+                          const char *name, struct plena_tensor *out, struct plena_err *err);
+void plena_vram_free(struct plena_vram *va, const struct plena_tensor *t);
+uint32_t plena_vram_mark(const struct plena_vram *va);
+void plena_vram_release(struct plena_vram *va, uint32_t mark);
+uint64_t plena_vram_live_elems(const struct plena_vram *va);
+
+/* ---- HBM bump allocator (1.5, 2.3) ---- */
+struct plena_hbm_alloc {
+    uint64_t top, align;
+};
+/* Places `bytes`; with `table` set, moves to the next 4 GiB window start when
+ * the block would straddle one (unless it is larger than a window). */
+uint64_t plena_hbm_place(struct plena_hbm_alloc *h, uint64_t bytes, int table);
+
+/* VRAM element address of row r, column block c (2.2). */
+static inline uint64_t plena_row(const struct plena_tensor *x, uint32_t r, uint32_t c,
+                                 uint32_t vlen)
+{
+    return x->base + (uint64_t)c * x->prow * vlen + (uint64_t)r * vlen;
+}
+
+/* ---- emission context ---- */
+struct plena_moe_map;
+
+/* Passed to every emitter. The error record lives in the program (p->err);
+ * emitters return the program's sticky status. `pair` is the static pair id
+ * stamped on appended instructions (PLENA_PAIR_NONE outside unrolled pairs):
+ * a pair, unlike a stage, is a property of the emission site, not of a helper. */
+struct plena_ctx {
+    struct plena_prog *p;
+    struct plena_regset live;
+    const struct plena_gen_machine *m;
+    const struct plena_moe_map *map;
+    struct plena_vram *va;
+    uint32_t pair;
+};
+
+/* Lowest-numbered free registers (gp1..15, f1..7, a0..7) not in live; adds
+ * them to c->live. Callers restore c->live on return (release). out receives
+ * n_gp GP numbers, then n_fp FP numbers, then n_a A numbers. */
+int plena_regs_take(struct plena_ctx *c, unsigned n_gp, unsigned n_fp, unsigned n_a, uint8_t *out);
+
+/* Generic append: fields by name. */
+int plena_emit(struct plena_ctx *c, enum plena_stage stage, enum plena_op op, unsigned rd,
+               unsigned rs1, unsigned rs2, unsigned rs3, unsigned funct1, uint32_t imm);
+/* Immediate legalisation (1.3). scratch 0 = none. */
+int plena_emit_li(struct plena_ctx *c, enum plena_stage stage, unsigned rd, uint64_t v);
+int plena_emit_addi(struct plena_ctx *c, enum plena_stage stage, unsigned rd, unsigned rs,
+                    uint64_t v, unsigned scratch);
+/* Hardware loop of n trips on counter `reg`: n == 1 emits no loop
+ * instructions (returns 0), n >= 2 emits C_LOOP_START (returns 1). The body's
+ * predicted dynamic counts are multiplied by n; plena_loop_end checks the
+ * per-iteration executed count against MAX_LOOP_INSTRUCTIONS. */
+int plena_loop_begin(struct plena_ctx *c, enum plena_stage stage, unsigned reg, uint32_t n);
+/* Same, but a hardware loop even for n == 1: loops whose trip count scales
+ * with T (token loops) keep the program's static size independent of T. */
+int plena_loop_begin_t(struct plena_ctx *c, enum plena_stage stage, unsigned reg, uint32_t n);
+int plena_loop_end(struct plena_ctx *c, enum plena_stage stage);
+
+#endif

@@ -1,0 +1,196 @@
+/* MoE model descriptions: the preset table (models.def) and HF-style config
+ * JSON files (spec/moe-lowering.md sections 6 and 6.1). Resolution and shape
+ * validation only; lowering a model lives in moe.c. */
+#include "gen/model.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#define ROW(name, H, I, E, k, ns, si, gate, act, place, routing, form, rb, eb, ntp, apx, eps, zc,  \
+            tiny, pol)                                                                             \
+    {name,                                                                                         \
+     H,                                                                                            \
+     I,                                                                                            \
+     E,                                                                                            \
+     k,                                                                                            \
+     ns,                                                                                           \
+     si,                                                                                           \
+     PLENA_SHARED_GATE_##gate,                                                                     \
+     ACT_##act,                                                                                    \
+     PLENA_ROUTE_##place,                                                                          \
+     PLENA_ROUTING_##routing,                                                                      \
+     PLENA_ROUTER_##form,                                                                          \
+     rb,                                                                                           \
+     eb,                                                                                           \
+     ntp,                                                                                          \
+     apx,                                                                                          \
+     eps,                                                                                          \
+     zc,                                                                                           \
+     tiny,                                                                                         \
+     pol},
+
+#define ACT_SWIGLU PLENA_ACT_STANDARD_SWIGLU
+#define ACT_CLAMP  PLENA_ACT_GPT_OSS_CLAMP_GATED
+
+static const struct plena_moe_model presets[] = {
+#define PLENA_MODEL ROW
+#include "gen/models.def"
+#undef PLENA_MODEL
+};
+
+const struct plena_moe_model *plena_gen_preset_find(const char *name)
+{
+    if (!name) return NULL;
+    for (unsigned i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (!strcmp(presets[i].name, name)) return &presets[i];
+    return NULL;
+}
+
+unsigned plena_gen_preset_count(void)
+{
+    return (unsigned)(sizeof presets / sizeof presets[0]);
+}
+
+const struct plena_moe_model *plena_gen_preset_at(unsigned i)
+{
+    return i < plena_gen_preset_count() ? &presets[i] : NULL;
+}
+
+uint32_t plena_moe_fused_shared_intermediate(uint32_t n_shared, uint32_t moe_inter)
+{
+    uint64_t v = (uint64_t)n_shared * moe_inter;
+    return v > UINT32_MAX ? 0 : (uint32_t)v;
+}
+
+/* First present integer field among `keys`; 0 when none (then *found = 0). */
+static int get_uint(json_t *root, const char *const *keys, uint32_t *out, const char **which,
+                    const char *path, struct plena_err *err)
+{
+    for (unsigned i = 0; keys[i]; i++) {
+        json_t *v = json_object_get(root, keys[i]);
+        if (!v) continue;
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) > (json_int_t)UINT32_MAX) {
+            char w[300];
+            snprintf(w, sizeof w, "%s:$.%s", path, keys[i]);
+            return PLENA_FAIL(err, PLENA_E_INPUT, w, "expected a non-negative integer");
+        }
+        *out = (uint32_t)json_integer_value(v);
+        if (which) *which = keys[i];
+        return 1;
+    }
+    return 0;
+}
+
+static int resolve_file(const char *path, struct plena_moe_model *m, struct plena_err *err)
+{
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) {
+        char w[300];
+        snprintf(w, sizeof w, "%s:%d:%d", path, je.line, je.column);
+        return PLENA_FAIL(err, PLENA_E_INPUT, w,
+                          "not a preset name and not a readable model config JSON: %s", je.text);
+    }
+    int rc = 0;
+    memset(m, 0, sizeof *m);
+    const char *base = strrchr(path, '/');
+    snprintf(m->name, sizeof m->name, "%s", base ? base + 1 : path);
+    static const char *const k_h[] = {"hidden_size", NULL};
+    static const char *const k_e[] = {"num_experts", "num_local_experts", "n_routed_experts", NULL};
+    static const char *const k_k[] = {"num_experts_per_tok", "experts_per_token", "moe_topk", NULL};
+    static const char *const k_i[] = {"moe_intermediate_size", "intermediate_size", NULL};
+    static const char *const k_si[] = {"shared_expert_intermediate_size", NULL};
+    static const char *const k_ns[] = {"n_shared_experts", NULL};
+    int r;
+    if ((r = get_uint(root, k_h, &m->hidden, NULL, path, err)) != 1) {
+        rc = r ? r
+               : PLENA_FAIL(err, PLENA_E_INPUT, path, "model config: missing field 'hidden_size'");
+        goto out;
+    }
+    if ((r = get_uint(root, k_e, &m->num_experts, NULL, path, err)) > 1) {
+        rc = r;
+        goto out;
+    }
+    if ((r = get_uint(root, k_k, &m->top_k, NULL, path, err)) > 1) {
+        rc = r;
+        goto out;
+    }
+    if ((r = get_uint(root, k_i, &m->moe_inter, NULL, path, err)) > 1) {
+        rc = r;
+        goto out;
+    }
+    uint32_t v = 0;
+    if ((r = get_uint(root, k_si, &v, NULL, path, err)) > 1) {
+        rc = r;
+        goto out;
+    } else if (r == 1 && v > 0) {
+        m->n_shared = 1;
+        m->shared_inter = v;
+        m->shared_gate = PLENA_SHARED_GATE_SIGMOID;
+    } else if ((r = get_uint(root, k_ns, &v, NULL, path, err)) > 1) {
+        rc = r;
+        goto out;
+    } else if (r == 1 && v > 0) {
+        m->n_shared = v;
+        m->shared_inter = plena_moe_fused_shared_intermediate(v, m->moe_inter);
+        m->shared_gate = PLENA_SHARED_GATE_NONE;
+    }
+    json_t *ntp = json_object_get(root, "norm_topk_prob");
+    m->norm_topk_prob = ntp ? json_is_true(ntp) : 1;
+    json_t *eps = json_object_get(root, "rms_norm_eps");
+    m->rms_eps = eps && json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
+    m->activation = PLENA_ACT_STANDARD_SWIGLU;
+    m->route_placement = PLENA_ROUTE_OUTPUT;
+    m->routing = m->num_experts ? PLENA_ROUTING_DEVICE : PLENA_ROUTING_NONE;
+    m->router_form = PLENA_ROUTER_GEMM;
+    m->policy_name = "config";
+out:
+    json_decref(root);
+    return rc;
+}
+
+int plena_gen_model_resolve(const char *name_or_path, struct plena_moe_model *out,
+                            struct plena_err *err)
+{
+    if (!name_or_path || !*name_or_path)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "--model", "empty model name");
+    const struct plena_moe_model *p = plena_gen_preset_find(name_or_path);
+    if (p) {
+        *out = *p;
+        return 0;
+    }
+    if (!strchr(name_or_path, '/') && !strstr(name_or_path, ".json"))
+        return PLENA_FAIL(err, PLENA_E_INPUT, name_or_path,
+                          "unknown model preset '%s' (see plena moe --list-models)", name_or_path);
+    return resolve_file(name_or_path, out, err);
+}
+
+int plena_gen_model_validate(const struct plena_moe_model *m, uint32_t mlen, struct plena_err *err)
+{
+    const char *w = m->name;
+    if (m->hidden == 0 || mlen == 0 || m->hidden % mlen)
+        return PLENA_FAIL(err, PLENA_E_INPUT, w,
+                          "hidden size %u must be a positive multiple of MLEN %u", m->hidden, mlen);
+    if (m->routing != PLENA_ROUTING_NONE) {
+        if (m->num_experts < 1 || m->num_experts > 16383)
+            return PLENA_FAIL(err, PLENA_E_INPUT, w, "num_experts %u: expected 1..16383",
+                              m->num_experts);
+        if (m->top_k < 1 || m->top_k > m->num_experts || m->top_k > 255)
+            return PLENA_FAIL(err, PLENA_E_INPUT, w,
+                              "top_k %u: expected 1 <= top_k <= min(num_experts %u, 255)", m->top_k,
+                              m->num_experts);
+        if (m->moe_inter == 0)
+            return PLENA_FAIL(err, PLENA_E_INPUT, w, "moe_intermediate_size must be > 0");
+    } else if (m->shared_inter == 0) {
+        return PLENA_FAIL(err, PLENA_E_INPUT, w,
+                          "a layer without routing needs a shared expert (width 0)");
+    }
+    if (m->n_shared > 0 && m->shared_inter == 0)
+        return PLENA_FAIL(err, PLENA_E_INPUT, w, "n_shared %u with shared width 0", m->n_shared);
+    if (m->shared_gate != PLENA_SHARED_GATE_NONE && m->shared_inter == 0)
+        return PLENA_FAIL(err, PLENA_E_INPUT, w, "shared gate without a shared branch");
+    if (!(m->rms_eps > 0.0f)) return PLENA_FAIL(err, PLENA_E_INPUT, w, "rms_norm_eps must be > 0");
+    return 0;
+}

@@ -1,0 +1,1415 @@
+/* MoE lowering: every emitter of spec/moe-lowering.md section 3.3 and the
+ * layer driver of 3.2. Each emitter takes its registers with plena_regs_take,
+ * restores ctx->live on return, frees every VRAM tensor it allocates and
+ * passes its stage explicitly to every append. Host staging is in build.c. */
+#include "gen/moe.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "num/num.h"
+
+#define ST   enum plena_stage
+#define VLEN (c->m->vlen)
+#define MLEN (c->m->mlen)
+#define BLEN (c->m->blen)
+
+static uint32_t rup(uint32_t v, uint32_t a)
+{
+    return (v + a - 1) / a * a;
+}
+static uint32_t cdiv(uint32_t v, uint32_t a)
+{
+    return (v + a - 1) / a;
+}
+
+#ifdef PLENA_TESTING
+#define FAULT(cfg) ((cfg)->fault)
+#else
+#define FAULT(cfg) PLENA_FAULT_NONE
+#endif
+
+static int valloc(struct plena_ctx *c, uint32_t rows, uint32_t cols, const char *name,
+                  struct plena_tensor *t)
+{
+    if (c->p->status) return c->p->status;
+    int rc = plena_vram_alloc(c->va, rows, cols, name, t, c->p->err);
+    if (rc) c->p->status = rc;
+    return rc;
+}
+
+static struct plena_tensor view(const struct plena_tensor *x, uint32_t row0, uint32_t vlen)
+{
+    struct plena_tensor t = *x;
+    t.base += (uint64_t)row0 * vlen;
+    return t;
+}
+
+static int stage_ok(struct plena_ctx *c, ST stage, unsigned mask, const char *who)
+{
+    if ((unsigned)stage < PLENA_STAGE_COUNT && (mask >> stage & 1u)) return 0;
+    /* appends nothing; the error is recorded but the program stays usable
+     * only through the returned code (tests inspect both) */
+    struct plena_err *e = c->p->err;
+    if (e) PLENA_FAIL(e, PLENA_E_INPUT, who, "stage %d not allowed for %s", (int)stage, who);
+    return PLENA_E_STAGE;
+}
+#define M(s) (1u << PLENA_STAGE_##s)
+
+/* ---- generic rows x column-blocks elementwise loop ----
+ * Column blocks outer, rows inner, so one pointer per operand suffices: after
+ * the row loop it is advanced by (prow - nrows) * VLEN to the next block. */
+struct opnd {
+    const struct plena_tensor *t; /* NULL = unused */
+    uint64_t base;                /* address of (row0, block 0) */
+    uint32_t rstride;             /* element distance between rows */
+    int fixed;                    /* same row for every iteration (one-row weight) */
+    unsigned dyn;                 /* GP register added to the base at run time (0 none) */
+};
+
+static struct opnd od(const struct plena_tensor *t, uint32_t row0, uint32_t vlen)
+{
+    struct opnd o = {t, t->base + (uint64_t)row0 * vlen, vlen, 0, 0};
+    return o;
+}
+
+enum rb_kind { RB_VV, RB_VF, RB_MAP };
+
+static int same_opnd(const struct opnd *a, const struct opnd *b)
+{
+    return a->t && b->t && a->base == b->base && a->rstride == b->rstride && a->fixed == b->fixed &&
+           a->dyn == b->dyn && a->t->prow == b->t->prow;
+}
+
+static int rows_blocks(struct plena_ctx *c, ST stage, enum plena_op op, enum rb_kind kind,
+                       struct opnd d, struct opnd a, struct opnd b, unsigned freg, uint32_t nrows,
+                       uint32_t nblocks, int tloop)
+{
+    if (c->p->status || nrows == 0 || nblocks == 0) return c->p->status;
+    struct plena_regset saved = c->live;
+    struct opnd *o[3] = {&d, &a, &b};
+    unsigned n_op = kind == RB_VV ? 3 : (kind == RB_VF ? 2 : 1);
+    int alias[3] = {-1, -1, -1};
+    unsigned nptr = 0;
+    for (unsigned i = 0; i < n_op; i++) {
+        for (unsigned j = 0; j < i; j++)
+            if (alias[i] < 0 && same_opnd(o[i], o[j])) alias[i] = alias[j];
+        if (alias[i] < 0) alias[i] = (int)nptr++;
+    }
+    uint8_t r[8];
+    /* pointers, row counter, block counter, scratch, [zero-row base] */
+    unsigned need = nptr + 3 + (kind == RB_MAP);
+    if (plena_regs_take(c, need, 0, 0, r)) return c->p->status;
+    unsigned cr = r[nptr], cb = r[nptr + 1], scr = r[nptr + 2];
+    unsigned gz = kind == RB_MAP ? r[nptr + 3] : 0;
+    unsigned preg[3];
+    for (unsigned i = 0; i < n_op; i++)
+        preg[i] = r[alias[i]];
+    int init[3] = {0, 0, 0};
+    for (unsigned i = 0; i < n_op; i++) {
+        if (init[alias[i]]) continue;
+        init[alias[i]] = 1;
+        plena_emit_li(c, stage, preg[i], o[i]->base);
+        if (o[i]->dyn)
+            plena_emit(c, stage, PLENA_OP_S_ADD_INT, preg[i], preg[i], o[i]->dyn, 0, 0, 0);
+    }
+    if (kind == RB_MAP) plena_emit_li(c, stage, gz, c->map->fp_base);
+    int bl = plena_loop_begin(c, stage, cb, nblocks);
+    int rl =
+        tloop ? plena_loop_begin_t(c, stage, cr, nrows) : plena_loop_begin(c, stage, cr, nrows);
+    if (kind == RB_VV)
+        plena_emit(c, stage, op, preg[0], preg[1], preg[2], 0, 0, 0);
+    else if (kind == RB_VF)
+        plena_emit(c, stage, op, preg[0], preg[1], freg, 0, 0, 0);
+    else
+        plena_emit(c, stage, PLENA_OP_S_MAP_V_FP, preg[0], gz, 0, 0, 0, 0);
+    int adv[3] = {0, 0, 0};
+    if (rl)
+        for (unsigned i = 0; i < n_op; i++)
+            if (!o[i]->fixed && !adv[alias[i]]) {
+                adv[alias[i]] = 1;
+                plena_emit_addi(c, stage, preg[i], preg[i], o[i]->rstride, scr);
+            }
+    plena_loop_end(c, stage);
+    if (bl) {
+        int adv2[3] = {0, 0, 0};
+        for (unsigned i = 0; i < n_op; i++) {
+            if (adv2[alias[i]]) continue;
+            adv2[alias[i]] = 1;
+            uint64_t step = (uint64_t)o[i]->t->prow * VLEN;
+            uint64_t done = (rl && !o[i]->fixed) ? (uint64_t)nrows * o[i]->rstride : 0;
+            if (step > done) plena_emit_addi(c, stage, preg[i], preg[i], step - done, scr);
+        }
+    }
+    plena_loop_end(c, stage);
+    c->live = saved;
+    return c->p->status;
+}
+
+static struct opnd none_od(void)
+{
+    struct opnd o = {NULL, 0, 0, 0, 0};
+    return o;
+}
+
+static uint32_t nblk(struct plena_ctx *c, const struct plena_tensor *t)
+{
+    return cdiv(t->pcol, VLEN);
+}
+
+/* loads FP SRAM constant at fp_base + off into freg (via gp scratch) */
+static void ld_const(struct plena_ctx *c, ST stage, unsigned freg, unsigned gtmp, uint32_t off)
+{
+    uint64_t a = (uint64_t)c->map->fp_base + off;
+    if (a <= PLENA_IMM18_MAX) {
+        plena_emit(c, stage, PLENA_OP_S_LD_FP, freg, 0, 0, 0, 0, (uint32_t)a);
+    } else {
+        plena_emit_li(c, stage, gtmp, c->map->fp_base);
+        plena_emit(c, stage, PLENA_OP_S_LD_FP, freg, gtmp, 0, 0, 0, off);
+    }
+}
+
+/* ---- 3.3.1 zero, copy, norm ---- */
+
+#define ZERO_MASK                                                                                  \
+    (M(RESIDUAL_SETUP) | M(ACCUMULATOR_INIT) | M(GATHER) | M(SHARED_EXPERT_PROJECTION))
+
+int plena_moe_fp_zero_row_init(struct plena_ctx *c, ST stage)
+{
+    int rc = stage_ok(c, stage, ZERO_MASK, "plena_moe_fp_zero_row_init");
+    if (rc) return rc;
+    struct plena_regset saved = c->live;
+    uint8_t r[2];
+    if (plena_regs_take(c, 2, 0, 0, r)) return c->p->status;
+    plena_emit_li(c, stage, r[0], c->map->fp_base);
+    int l = plena_loop_begin(c, stage, r[1], VLEN);
+    plena_emit(c, stage, PLENA_OP_S_ST_FP, 0, r[0], 0, 0, 0, 0);
+    if (l) plena_emit(c, stage, PLENA_OP_S_ADDI_INT, r[0], r[0], 0, 0, 0, 1);
+    plena_loop_end(c, stage);
+    c->live = saved;
+    return c->p->status;
+}
+
+int plena_moe_true_zero_rows(struct plena_ctx *c, ST stage, const struct plena_tensor *x,
+                             uint32_t row0, uint32_t nrows)
+{
+    int rc = stage_ok(c, stage, ZERO_MASK, "plena_moe_true_zero_rows");
+    if (rc) return rc;
+    return rows_blocks(c, stage, PLENA_OP_S_MAP_V_FP, RB_MAP, od(x, row0, VLEN), none_od(),
+                       none_od(), 0, nrows, nblk(c, x), 1);
+}
+
+int plena_emit_copy_rows(struct plena_ctx *c, ST stage, const struct plena_tensor *dst,
+                         uint32_t dst_row0, const struct plena_tensor *src, uint32_t src_row0,
+                         uint32_t nrows)
+{
+    int rc =
+        stage_ok(c, stage, M(RESIDUAL_SETUP) | M(GATHER) | M(ROUTER_TOPK), "plena_emit_copy_rows");
+    if (rc) return rc;
+    struct plena_regset saved = c->live;
+    uint8_t f[1];
+    if (plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
+    ld_const(c, stage, f[0], 0, c->map->off_one);
+    rows_blocks(c, stage, PLENA_OP_V_MUL_VF, RB_VF, od(dst, dst_row0, VLEN),
+                od(src, src_row0, VLEN), none_od(), f[0], nrows, nblk(c, dst), 1);
+    c->live = saved;
+    return c->p->status;
+}
+
+int plena_emit_rmsnorm_rows(struct plena_ctx *c, ST stage, const struct plena_tensor *x,
+                            uint32_t nrows, uint32_t eps_off, uint32_t invh_off)
+{
+    int rc = stage_ok(c, stage, M(RESIDUAL_SETUP), "plena_emit_rmsnorm_rows");
+    if (rc) return rc;
+    if (nrows == 0) return 0;
+    struct plena_regset saved = c->live;
+    uint32_t mark = plena_vram_mark(c->va);
+    struct plena_tensor q;
+    if (valloc(c, 1, VLEN, "rms_q", &q)) return c->p->status;
+    uint8_t g[6], f[4];
+    if (plena_regs_take(c, 6, 0, 0, g) || plena_regs_take(c, 0, 4, 0, f)) return c->p->status;
+    unsigned cr = g[0], cb = g[1], gR = g[2], gX = g[3], gQ = g[4], scr = g[5];
+    unsigned fs = f[0], fm = f[1], fih = f[2], feps = f[3];
+    ld_const(c, stage, fih, gX, invh_off);
+    ld_const(c, stage, feps, gX, eps_off);
+    plena_emit_li(c, stage, gR, x->base);
+    plena_emit_li(c, stage, gQ, q.base);
+    uint32_t nb = nblk(c, x);
+    uint64_t bstep = (uint64_t)x->prow * VLEN;
+    int rl = plena_loop_begin_t(c, stage, cr, nrows);
+    plena_emit(c, stage, PLENA_OP_S_ADD_FP, fs, 0, 0, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gX, gR, 0, 0, 0, 0);
+    int bl = plena_loop_begin(c, stage, cb, nb);
+    plena_emit(c, stage, PLENA_OP_V_MUL_VV, gQ, gX, gX, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_V_RED_SUM, fs, gQ, 0, 0, 0, 0);
+    if (bl) plena_emit_addi(c, stage, gX, gX, bstep, scr);
+    plena_loop_end(c, stage);
+    plena_emit(c, stage, PLENA_OP_S_MUL_FP, fm, fs, fih, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_S_ADD_FP, fm, fm, feps, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_S_SQRT_FP, fm, fm, 0, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_S_RECI_FP, fm, fm, 0, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gX, gR, 0, 0, 0, 0);
+    bl = plena_loop_begin(c, stage, cb, nb);
+    plena_emit(c, stage, PLENA_OP_V_MUL_VF, gX, gX, fm, 0, 0, 0);
+    if (bl) plena_emit_addi(c, stage, gX, gX, bstep, scr);
+    plena_loop_end(c, stage);
+    if (rl) plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gR, gR, 0, 0, 0, VLEN);
+    plena_loop_end(c, stage);
+    plena_vram_release(c->va, mark);
+    c->live = saved;
+    return c->p->status;
+}
+
+int plena_emit_mul_rows_by_row(struct plena_ctx *c, ST stage, const struct plena_tensor *x,
+                               uint32_t nrows, const struct plena_tensor *w)
+{
+    int rc = stage_ok(c, stage, M(RESIDUAL_SETUP), "plena_emit_mul_rows_by_row");
+    if (rc) return rc;
+    struct opnd ow = od(w, 0, VLEN);
+    ow.fixed = 1;
+    return rows_blocks(c, stage, PLENA_OP_V_MUL_VV, RB_VV, od(x, 0, VLEN), od(x, 0, VLEN), ow, 0,
+                       nrows, nblk(c, x), 1);
+}
+
+/* ---- 3.3.2 residual ---- */
+
+int plena_moe_residual_setup(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                             const struct plena_tensor *h, const struct plena_tensor *residual,
+                             const struct plena_tensor *gamma, uint32_t t_rows)
+{
+    plena_prog_comment(c->p, "residual setup: zero, copy, RMSNorm, norm weight");
+    plena_moe_true_zero_rows(c, PLENA_STAGE_RESIDUAL_SETUP, residual, 0, residual->prow);
+    if (h->prow > t_rows)
+        plena_moe_true_zero_rows(c, PLENA_STAGE_RESIDUAL_SETUP, h, t_rows, h->prow - t_rows);
+    plena_emit_copy_rows(c, PLENA_STAGE_RESIDUAL_SETUP, residual, 0, h, 0, t_rows);
+    plena_emit_rmsnorm_rows(c, PLENA_STAGE_RESIDUAL_SETUP, h, t_rows, c->map->off_eps,
+                            c->map->off_invh);
+    plena_emit_mul_rows_by_row(c, PLENA_STAGE_RESIDUAL_SETUP, h, t_rows, gamma);
+    (void)cfg;
+    return c->p->status;
+}
+
+int plena_moe_residual_add_back(struct plena_ctx *c, const struct plena_tensor *out,
+                                const struct plena_tensor *residual, uint32_t t_rows)
+{
+    plena_prog_comment(c->p, "residual add-back");
+    return rows_blocks(c, PLENA_STAGE_RESIDUAL_SETUP, PLENA_OP_V_ADD_VV, RB_VV, od(out, 0, VLEN),
+                       od(out, 0, VLEN), od(residual, 0, VLEN), 0, t_rows, nblk(c, out), 1);
+}
+
+/* ---- 3.3.5 projection ---- */
+
+int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *st,
+                          const struct plena_proj *pj)
+{
+    const unsigned allowed = M(ROUTER_TOPK) | M(EXPERT_WEIGHT_PREFETCH) | M(EXPERT_PROJECTION) |
+                             M(SHARED_EXPERT_PROJECTION);
+    int rc;
+    if ((rc = stage_ok(c, st->address, allowed, "plena_emit_projection")) ||
+        (rc = stage_ok(c, st->prefetch, allowed, "plena_emit_projection")) ||
+        (rc = stage_ok(c, st->compute, allowed, "plena_emit_projection")))
+        return rc;
+    if (c->p->status) return c->p->status;
+    if (pj->K_p % MLEN || pj->N_p % MLEN || pj->K_p == 0 || pj->N_p == 0 || pj->rows == 0)
+        return plena_prog_fail(c->p, PLENA_E_SHAPE, "projection %ux%u (rows %u) not MLEN-padded",
+                               pj->K_p, pj->N_p, pj->rows);
+    struct plena_regset saved = c->live;
+    const uint32_t bytes = pj->bf16_plain ? 2 : 1;
+    const uint32_t nct = pj->K_p / MLEN;
+    uint32_t chunk = pj->stream_f32 ? nct : (pj->chunk_tiles ? pj->chunk_tiles : 4);
+    if (chunk > nct) chunk = nct;
+    if (chunk > c->m->mram_tiles)
+        return plena_prog_fail(c->p, PLENA_E_SHAPE,
+                               "projection needs %u MRAM tiles, the machine has %u (STREAM_F32 "
+                               "re-streaming is not implemented)",
+                               chunk, c->m->mram_tiles);
+    const uint32_t nch = cdiv(nct, chunk);
+    const uint64_t mlen2 = (uint64_t)MLEN * MLEN;
+    unsigned aw = pj->areg;
+    if (!pj->dynamic) {
+        uint8_t a[1], g[2];
+        if (plena_regs_take(c, 0, 0, 1, a) || plena_regs_take(c, 2, 0, 0, g)) return c->p->status;
+        aw = a[0];
+        uint32_t lo = (uint32_t)pj->w_base, hi = (uint32_t)(pj->w_base >> 32);
+        plena_emit_li(c, st->address, g[0], lo);
+        if (hi) plena_emit_li(c, st->address, g[1], hi);
+        plena_emit(c, st->address, PLENA_OP_C_SET_ADDR_REG, aw, hi ? g[1] : 0, g[0], 0, 0, 0);
+        c->live.gp = saved.gp; /* the A register stays taken */
+    }
+    struct plena_regset with_a = c->live;
+    {
+        uint8_t g[1];
+        if (plena_regs_take(c, 1, 0, 0, g)) return c->p->status;
+        if (!pj->bf16_plain) {
+            plena_emit_li(c, st->prefetch, g[0], (uint64_t)pj->K_p * pj->N_p);
+            plena_emit(c, st->prefetch, PLENA_OP_C_SET_SCALE_REG, g[0], 0, 0, 0, 0, 0);
+        }
+        plena_emit_li(c, st->prefetch, g[0], (uint64_t)pj->N_p * bytes);
+        plena_emit(c, st->prefetch, PLENA_OP_C_SET_STRIDE_REG, g[0], 0, 0, 0, 0, 0);
+        c->live = with_a;
+    }
+    struct plena_tensor ytmp;
+    int have_tmp = 0;
+    if (nch > 1) {
+        if (valloc(c, pj->rows, VLEN, "ksplit_tmp", &ytmp)) return c->p->status;
+        have_tmp = 1;
+    }
+    const struct plena_tensor *x = pj->x, *y = pj->y;
+    const uint32_t ngroups = cdiv(pj->rows, BLEN);
+    for (uint32_t cb = 0; cb < pj->N_p / MLEN && !c->p->status; cb++) {
+        for (uint32_t q = 0; q < nch && !c->p->status; q++) {
+            uint32_t kt0 = q * chunk, ns = nct - kt0 < chunk ? nct - kt0 : chunk;
+            uint8_t g[10];
+            if (plena_regs_take(c, 9, 0, 0, g)) return c->p->status;
+            unsigned c1 = g[0], c2 = g[1], c3 = g[2], gMj = g[3], gRj = g[4], gAg = g[5],
+                     gRg = g[6], gM = g[7], gA = g[8];
+            unsigned scr = 0;
+            uint64_t xstep = (uint64_t)x->prow * VLEN;
+            if (xstep > PLENA_IMM18_MAX || (uint64_t)BLEN * VLEN > PLENA_IMM18_MAX) {
+                uint8_t s1[1];
+                if (plena_regs_take(c, 1, 0, 0, s1)) return c->p->status;
+                scr = s1[0];
+            }
+            for (uint32_t s = 0; s < ns; s++) {
+                uint32_t kt = kt0 + s;
+                plena_emit_li(c, st->prefetch, gM, s * mlen2);
+                plena_emit_li(c, st->prefetch, gA,
+                              ((uint64_t)kt * MLEN * pj->N_p + (uint64_t)cb * MLEN) * bytes);
+                plena_emit(c, st->prefetch, PLENA_OP_H_PREFETCH_M, gM, gA, aw, 1, pj->bf16_plain,
+                           0);
+            }
+            const struct plena_tensor *d = q == 0 ? y : &ytmp;
+            uint32_t dc = q == 0 ? cb : 0;
+            const ST cs = st->compute;
+            plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gMj, 0, 0, 0, 0, 0);
+            plena_emit_li(c, cs, gRj, plena_row(d, 0, dc, VLEN));
+            int l1 = plena_loop_begin(c, cs, c1, MLEN / BLEN);
+            plena_emit_li(c, cs, gAg, plena_row(x, 0, kt0, VLEN));
+            int l2 = ngroups >= 2;
+            unsigned rg = gRj;
+            if (l2) {
+                plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gRg, gRj, 0, 0, 0, 0);
+                rg = gRg;
+            }
+            plena_loop_begin(c, cs, c2, ngroups);
+            unsigned m = gMj, a = gAg;
+            if (ns >= 2) {
+                plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gM, gMj, 0, 0, 0, 0);
+                plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gA, gAg, 0, 0, 0, 0);
+                m = gM;
+                a = gA;
+            }
+            int l3 = plena_loop_begin(c, cs, c3, ns);
+            plena_emit(c, cs, PLENA_OP_M_MM, 0, m, a, 0, 0, 0);
+            if (l3) {
+                plena_emit_addi(c, cs, gM, gM, mlen2, scr);
+                plena_emit_addi(c, cs, gA, gA, xstep, scr);
+            }
+            plena_loop_end(c, cs);
+            plena_emit(c, cs, PLENA_OP_M_MM_WO, rg, 0, 0, 0, 0, 0);
+            if (l2) {
+                plena_emit_addi(c, cs, gAg, gAg, (uint64_t)BLEN * VLEN, scr);
+                plena_emit_addi(c, cs, gRg, gRg, (uint64_t)BLEN * VLEN, scr);
+            }
+            plena_loop_end(c, cs);
+            if (l1) {
+                plena_emit_addi(c, cs, gMj, gMj, (uint64_t)BLEN * MLEN, scr);
+                plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gRj, gRj, 0, 0, 0, BLEN);
+            }
+            plena_loop_end(c, cs);
+            c->live = with_a;
+            if (q >= 1) {
+                struct plena_tensor ycol = *y;
+                ycol.base = plena_row(y, 0, cb, VLEN);
+                rows_blocks(c, cs, PLENA_OP_V_ADD_VV, RB_VV, od(&ycol, 0, VLEN), od(&ycol, 0, VLEN),
+                            od(&ytmp, 0, VLEN), 0, rup(pj->rows, BLEN), 1, 1);
+            }
+        }
+    }
+    if (have_tmp) plena_vram_free(c->va, &ytmp);
+    c->live = saved;
+    return c->p->status;
+}
+
+/* ---- 3.3.3 router logits ---- */
+
+int plena_moe_router_logits_dot(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                                const struct plena_tensor *x, const struct plena_tensor *wr,
+                                const struct plena_tensor *logits, uint32_t t_rows)
+{
+    const ST s = PLENA_STAGE_ROUTER_TOPK;
+    if (c->p->status) return c->p->status;
+    struct plena_regset saved = c->live;
+    uint32_t mark = plena_vram_mark(c->va);
+    struct plena_tensor q;
+    if (valloc(c, 1, VLEN, "router_q", &q)) return c->p->status;
+    const uint32_t eb = c->map->eb, nb = nblk(c, x);
+    uint8_t g[11], f[1];
+    if (plena_regs_take(c, 11, 0, 0, g) || plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
+    unsigned ct = g[0], ce = g[1], cc = g[2], gXt = g[3], gWe = g[4], gXi = g[5], gWi = g[6],
+             gQ = g[7], gS = g[8], gL = g[9], scr = g[10];
+    unsigned fa = f[0];
+    const uint32_t scr_addr = c->map->fp_base + c->map->off_dot;
+    plena_prog_comment(c->p, "router logits (dot form)");
+    /* clear the scratch once per token block */
+    plena_emit_li(c, s, gS, scr_addr);
+    int l = plena_loop_begin(c, s, ct, eb * VLEN);
+    plena_emit(c, s, PLENA_OP_S_ST_FP, 0, gS, 0, 0, 0, 0);
+    if (l) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gS, gS, 0, 0, 0, 1);
+    plena_loop_end(c, s);
+    plena_emit_li(c, s, gXt, x->base);
+    plena_emit_li(c, s, gL, logits->base);
+    plena_emit_li(c, s, gQ, q.base);
+    int lt = plena_loop_begin_t(c, s, ct, t_rows);
+    plena_emit_li(c, s, gWe, wr->base);
+    plena_emit_li(c, s, gS, scr_addr);
+    int le = plena_loop_begin(c, s, ce, cfg->E);
+    plena_emit(c, s, PLENA_OP_S_ADD_FP, fa, 0, 0, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gXi, gXt, 0, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gWi, gWe, 0, 0, 0, 0);
+    int lc = plena_loop_begin(c, s, cc, nb);
+    plena_emit(c, s, PLENA_OP_V_MUL_VV, gQ, gXi, gWi, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_V_RED_SUM, fa, gQ, 0, 0, 0, 0);
+    if (lc) {
+        plena_emit_addi(c, s, gXi, gXi, (uint64_t)x->prow * VLEN, scr);
+        plena_emit_addi(c, s, gWi, gWi, (uint64_t)wr->prow * VLEN, scr);
+    }
+    plena_loop_end(c, s);
+    plena_emit(c, s, PLENA_OP_S_ST_FP, fa, gS, 0, 0, 0, 0);
+    if (le) {
+        plena_emit(c, s, PLENA_OP_S_ADDI_INT, gS, gS, 0, 0, 0, 1);
+        plena_emit(c, s, PLENA_OP_S_ADDI_INT, gWe, gWe, 0, 0, 0, VLEN);
+    }
+    plena_loop_end(c, s);
+    plena_emit_li(c, s, gS, scr_addr);
+    for (uint32_t b = 0; b < eb; b++) {
+        plena_emit(c, s, PLENA_OP_S_MAP_V_FP, gL, gS, 0, 0, 0, b * VLEN);
+        if (b + 1 < eb || lt) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gL, gL, 0, 0, 0, VLEN);
+    }
+    if (lt) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gXt, gXt, 0, 0, 0, VLEN);
+    plena_loop_end(c, s);
+    plena_vram_release(c->va, mark);
+    c->live = saved;
+    return c->p->status;
+}
+
+int plena_moe_router_logits_gemm(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                                 const struct plena_tensor *x, uint64_t wr_hbm,
+                                 const struct plena_tensor *logits, uint32_t t_rows)
+{
+    const ST s = PLENA_STAGE_ROUTER_TOPK;
+    if (c->p->status) return c->p->status;
+    const uint32_t eb = c->map->eb;
+    plena_prog_comment(c->p, "router logits (GEMM form)");
+    uint32_t mark = plena_vram_mark(c->va);
+    struct plena_tensor y = *logits;
+    if (eb > 1 && valloc(c, t_rows, c->map->E_p, "router_y", &y)) return c->p->status;
+    struct plena_proj_stages st = {s, s, s};
+    struct plena_proj pj = {.x = x,
+                            .rows = t_rows,
+                            .w_base = wr_hbm,
+                            .K_p = c->map->H_p,
+                            .N_p = c->map->E_p,
+                            .y = &y,
+                            .stream_f32 = 1,
+                            .chunk_tiles = cfg->chunk_tiles};
+    plena_emit_projection(c, &st, &pj);
+    if (eb > 1) {
+        /* pack: row(Y, t, b) -> row(logits, t*eb + b, 0), exact copies */
+        struct plena_regset saved = c->live;
+        uint8_t f[1];
+        if (plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
+        ld_const(c, s, f[0], 0, c->map->off_one);
+        for (uint32_t b = 0; b < eb; b++) {
+            struct opnd d = od(logits, b, VLEN);
+            d.rstride = eb * VLEN;
+            struct opnd a = od(&y, 0, VLEN);
+            a.base = plena_row(&y, 0, b, VLEN);
+            rows_blocks(c, s, PLENA_OP_V_MUL_VF, RB_VF, d, a, none_od(), f[0], t_rows, 1, 1);
+        }
+        c->live = saved;
+    }
+    plena_vram_release(c->va, mark);
+    return c->p->status;
+}
+
+int plena_moe_router_bias_add(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                              const struct plena_tensor *logits, const struct plena_tensor *bias,
+                              uint32_t t_rows)
+{
+    (void)cfg;
+    const uint32_t eb = c->map->eb;
+    for (uint32_t b = 0; b < eb; b++) {
+        struct opnd d = od(logits, b, VLEN);
+        d.rstride = eb * VLEN;
+        struct opnd bb = od(bias, b, VLEN);
+        bb.fixed = 1;
+        rows_blocks(c, PLENA_STAGE_ROUTER_TOPK, PLENA_OP_V_ADD_VV, RB_VV, d, d, bb, 0, t_rows, 1,
+                    1);
+    }
+    return c->p->status;
+}
+
+/* ---- 3.3.4 router select ---- */
+
+int plena_moe_router_select(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                            const struct plena_tensor *logits, uint32_t t_rows, uint32_t w_off,
+                            uint32_t ids_off, enum plena_topk_encoding *enc)
+{
+    const ST s = PLENA_STAGE_ROUTER_TOPK;
+    if (c->p->status) return c->p->status;
+    const uint32_t E = cfg->E, k = cfg->k;
+    if (!(E >= 1 && E <= 16383 && k >= 1 && k <= E && k <= 255))
+        return plena_prog_fail(c->p, PLENA_E_TOPK,
+                               "top-k shape (E=%u, k=%u): expected 1 <= k <= "
+                               "min(E, 255), 1 <= E <= 16383",
+                               E, k);
+    struct plena_regset saved = c->live;
+    uint8_t g[5];
+    if (plena_regs_take(c, 5, 0, 0, g)) return c->p->status;
+    unsigned gK = g[0], gW = g[1], gL = g[2], gI = g[3], ct = g[4];
+    unsigned rmask;
+    if (cfg->topk_policy == PLENA_TOPK_AUTO && E == 32 && k == 4) {
+        *enc = PLENA_TOPK_ENC_RMASK0;
+        rmask = 0;
+    } else if (cfg->topk_policy == PLENA_TOPK_AUTO && E == 128 && k == 8) {
+        *enc = PLENA_TOPK_ENC_RMASK1;
+        rmask = 1;
+    } else {
+        *enc = PLENA_TOPK_ENC_REGISTER;
+        rmask = 15;
+        uint64_t packed = ((uint64_t)E << 8) | k;
+        if (FAULT(cfg) == PLENA_FAULT_TOPK_SHIFT_7) packed = ((uint64_t)E << 7) | k;
+        plena_prog_comment(c->p, "top-k register (E=%u, k=%u)", E, k);
+        plena_emit_li(c, s, gK, packed);
+        plena_emit(c, s, PLENA_OP_C_SET_TOPK_REG, gK, 0, 0, 0, 0, 0);
+    }
+    plena_prog_comment(c->p, "top-k encoding %s", plena_topk_encoding_name(*enc));
+    plena_emit_li(c, s, gW, (uint64_t)c->map->fp_base + w_off);
+    plena_emit_li(c, s, gL, logits->base);
+    plena_emit_li(c, s, gI, (uint64_t)c->map->int_base + ids_off);
+    int l = plena_loop_begin_t(c, s, ct, t_rows);
+    plena_emit(c, s, PLENA_OP_V_TOPK, gW, gL, gI, rmask, 0, 0);
+    if (l) {
+        plena_emit(c, s, PLENA_OP_S_ADDI_INT, gW, gW, 0, 0, 0, k);
+        plena_emit(c, s, PLENA_OP_S_ADDI_INT, gL, gL, 0, 0, 0, c->map->eb * VLEN);
+        plena_emit(c, s, PLENA_OP_S_ADDI_INT, gI, gI, 0, 0, 0, k);
+    }
+    plena_loop_end(c, s);
+    c->live = saved;
+    return c->p->status;
+}
+
+/* ---- 3.3.6 accumulator, gather ---- */
+
+int plena_moe_accumulator_init(struct plena_ctx *c, const struct plena_tensor *acc, uint32_t row0,
+                               uint32_t nrows)
+{
+    plena_prog_comment(c->p, "accumulator init");
+    return plena_moe_true_zero_rows(c, PLENA_STAGE_ACCUMULATOR_INIT, acc, row0, nrows);
+}
+
+int plena_moe_gather_pair_row(struct plena_ctx *c, const struct plena_tensor *slot,
+                              const struct plena_tensor *x, unsigned gp_t)
+{
+    const ST s = PLENA_STAGE_GATHER;
+    struct plena_regset saved = c->live;
+    uint8_t f[1];
+    if (plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
+    ld_const(c, s, f[0], 0, c->map->off_one);
+    struct opnd src = od(x, 0, VLEN);
+    src.dyn = gp_t;
+    rows_blocks(c, s, PLENA_OP_V_MUL_VF, RB_VF, od(slot, 0, VLEN), src, none_od(), f[0], 1,
+                nblk(c, slot), 0);
+    c->live = saved;
+    return c->p->status;
+}
+
+/* ---- 3.3.7 per-pair expert FFN ---- */
+
+int plena_moe_expert_weight_address(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                                    unsigned gp_p, const uint8_t a_regs[3])
+{
+    const ST s = PLENA_STAGE_EXPERT_WEIGHT_ADDRESS;
+    struct plena_regset saved = c->live;
+    const struct plena_moe_map *mp = c->map;
+    const uint64_t ids = (uint64_t)mp->int_base + mp->ids_off;
+    if (!mp->windowed) {
+        uint8_t g[5];
+        if (plena_regs_take(c, 5, 0, 0, g)) return c->p->status;
+        unsigned gE = g[0], gS = g[1], gO = g[2], gB = g[3], gH = g[4];
+        plena_emit(c, s, PLENA_OP_S_LD_INT, gE, gp_p, 0, 0, 0, (uint32_t)ids);
+        for (int q = 0; q < 3; q++) {
+            uint32_t W = (uint32_t)(mp->table[q] >> 32);
+            plena_emit_li(c, s, gS, mp->stride);
+            plena_emit(c, s, PLENA_OP_S_MUL_INT, gO, gE, gS, 0, 0, 0);
+            plena_emit_li(c, s, gB, mp->table[q] & 0xFFFFFFFFu);
+            plena_emit(c, s, PLENA_OP_S_ADD_INT, gB, gB, gO, 0, 0, 0);
+            if (W) plena_emit_li(c, s, gH, W);
+            plena_emit(c, s, PLENA_OP_C_SET_ADDR_REG, a_regs[q], W ? gH : 0, gB, 0, 0, 0);
+        }
+    } else {
+        uint8_t g[6];
+        if (plena_regs_take(c, 6, 0, 0, g)) return c->p->status;
+        unsigned gE = g[0], gW = g[1], gH = g[2], gS = g[3], gO = g[4], gB = g[5];
+        plena_emit(c, s, PLENA_OP_S_LD_INT, gE, gp_p, 0, 0, 0, (uint32_t)ids);
+        plena_emit(c, s, PLENA_OP_S_LD_INT, gW, gE, 0, 0, 0, mp->int_base + mp->wtab_off);
+        for (int q = 0; q < 3; q++) {
+            plena_emit(c, s, PLENA_OP_S_ADDI_INT, gH, gW, 0, 0, 0, mp->w0[q]);
+            plena_emit_li(c, s, gS, mp->epw);
+            plena_emit(c, s, PLENA_OP_S_MUL_INT, gO, gW, gS, 0, 0, 0);
+            plena_emit(c, s, PLENA_OP_S_SUB_INT, gO, gE, gO, 0, 0, 0);
+            plena_emit_li(c, s, gS, mp->stride);
+            plena_emit(c, s, PLENA_OP_S_MUL_INT, gB, gO, gS, 0, 0, 0);
+            plena_emit(c, s, PLENA_OP_C_SET_ADDR_REG, a_regs[q], gH, gB, 0, 0, 0);
+        }
+    }
+    (void)cfg;
+    c->live = saved;
+    return c->p->status;
+}
+
+int plena_moe_expert_projection(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                                enum plena_proj_kind which, const struct plena_tensor *x,
+                                const struct plena_tensor *y, unsigned areg)
+{
+    struct plena_proj_stages st = {PLENA_STAGE_EXPERT_WEIGHT_PREFETCH,
+                                   PLENA_STAGE_EXPERT_WEIGHT_PREFETCH,
+                                   PLENA_STAGE_EXPERT_PROJECTION};
+    struct plena_proj pj = {.x = x,
+                            .rows = 1,
+                            .dynamic = 1,
+                            .areg = areg,
+                            .K_p = which == PLENA_PROJ_DOWN ? c->map->I_p : c->map->H_p,
+                            .N_p = which == PLENA_PROJ_DOWN ? c->map->H_p : c->map->I_p,
+                            .y = y,
+                            .chunk_tiles = cfg->chunk_tiles};
+    return plena_emit_projection(c, &st, &pj);
+}
+
+int plena_moe_expert_bias_add(struct plena_ctx *c, const struct plena_tensor *y,
+                              const struct plena_tensor *bias, unsigned gp_p)
+{
+    const ST s = PLENA_STAGE_EXPERT_BIAS;
+    struct plena_regset saved = c->live;
+    uint8_t g[3];
+    if (plena_regs_take(c, 3, 0, 0, g)) return c->p->status;
+    unsigned gE = g[0], gV = g[1], gO = g[2];
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gE, gp_p, 0, 0, 0,
+               (uint32_t)((uint64_t)c->map->int_base + c->map->ids_off));
+    plena_emit_li(c, s, gV, VLEN);
+    plena_emit(c, s, PLENA_OP_S_MUL_INT, gO, gE, gV, 0, 0, 0);
+    struct opnd b = od(bias, 0, VLEN);
+    b.dyn = gO;
+    rows_blocks(c, s, PLENA_OP_V_ADD_VV, RB_VV, od(y, 0, VLEN), od(y, 0, VLEN), b, 0, 1, nblk(c, y),
+                0);
+    c->live = saved;
+    return c->p->status;
+}
+
+int plena_moe_expert_activation(struct plena_ctx *c, ST stage, enum plena_act_policy policy,
+                                const struct plena_tensor *gate, const struct plena_tensor *up,
+                                const struct plena_tensor *scratch, uint32_t rows, uint32_t width)
+{
+    int rc = stage_ok(c, stage, M(EXPERT_ACTIVATION) | M(SHARED_EXPERT_ACTIVATION),
+                      "plena_moe_expert_activation");
+    if (rc) return rc;
+    if (c->p->status || rows == 0) return c->p->status;
+    if (gate->prow != up->prow || gate->prow != scratch->prow)
+        return plena_prog_fail(c->p, PLENA_E_SHAPE, "activation tensors differ in prow");
+    struct plena_regset saved = c->live;
+    const int clamp = policy == PLENA_ACT_GPT_OSS_CLAMP_GATED;
+    uint8_t g[6], f[4];
+    if (plena_regs_take(c, 6, 0, 0, g) || plena_regs_take(c, 0, clamp ? 4 : 2, 0, f))
+        return c->p->status;
+    unsigned gG = g[0], gU = g[1], gS = g[2], cr = g[3], cb = g[4], scr = g[5];
+    unsigned fone = f[0], fna = f[1], flp = clamp ? f[2] : 0, fln = clamp ? f[3] : 0;
+    const int shared = stage == PLENA_STAGE_SHARED_EXPERT_ACTIVATION;
+    ld_const(c, stage, fone, gG, c->map->off_one);
+    ld_const(c, stage, fna, gG, shared ? c->map->off_na_shared : c->map->off_na_routed);
+    if (clamp) {
+        ld_const(c, stage, flp, gG, c->map->off_lp);
+        ld_const(c, stage, fln, gG, c->map->off_ln);
+    }
+    plena_emit_li(c, stage, gG, gate->base);
+    plena_emit_li(c, stage, gU, up->base);
+    plena_emit_li(c, stage, gS, scratch->base);
+    int bl = plena_loop_begin(c, stage, cb, cdiv(width, VLEN));
+    int rl = plena_loop_begin(c, stage, cr, rows);
+    if (clamp) {
+        plena_emit(c, stage, PLENA_OP_V_MIN_VF, gG, gG, flp, 0, 0, 0);
+        plena_emit(c, stage, PLENA_OP_V_MIN_VF, gU, gU, flp, 0, 0, 0);
+        plena_emit(c, stage, PLENA_OP_V_MAX_VF, gU, gU, fln, 0, 0, 0);
+    }
+    plena_emit(c, stage, PLENA_OP_V_MUL_VF, gS, gG, fna, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_V_EXP_V, gS, gS, 0, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_V_ADD_VF, gS, gS, fone, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_V_RECI_V, gS, gS, 0, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_V_MUL_VV, gG, gG, gS, 0, 0, 0);
+    if (clamp) plena_emit(c, stage, PLENA_OP_V_ADD_VF, gU, gU, fone, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_V_MUL_VV, gU, gU, gG, 0, 0, 0);
+    if (rl) {
+        plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gG, gG, 0, 0, 0, VLEN);
+        plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gU, gU, 0, 0, 0, VLEN);
+        plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gS, gS, 0, 0, 0, VLEN);
+    }
+    plena_loop_end(c, stage);
+    if (bl) {
+        uint64_t step = (uint64_t)gate->prow * VLEN - (rl ? (uint64_t)rows * VLEN : 0);
+        if (step) {
+            plena_emit_addi(c, stage, gG, gG, step, scr);
+            plena_emit_addi(c, stage, gU, gU, step, scr);
+            plena_emit_addi(c, stage, gS, gS, step, scr);
+        }
+    }
+    plena_loop_end(c, stage);
+    c->live = saved;
+    return c->p->status;
+}
+
+int plena_moe_broadcast_row_weights(struct plena_ctx *c, ST stage, const struct plena_tensor *dst,
+                                    uint32_t row0, uint32_t nrows, unsigned fp_reg, uint32_t fp_imm,
+                                    uint32_t fp_step)
+{
+    int rc = stage_ok(c, stage, M(EXPERT_ROUTE_WEIGHT) | M(SHARED_EXPERT_GATE),
+                      "plena_moe_broadcast_row_weights");
+    if (rc) return rc;
+    if (c->p->status || nrows == 0) return c->p->status;
+    struct plena_regset saved = c->live;
+    uint8_t g[6], f[1];
+    if (plena_regs_take(c, 6, 0, 0, g) || plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
+    unsigned gF = g[0], gR = g[1], gD = g[2], cr = g[3], cb = g[4], scr = g[5], fw = f[0];
+    /* a table addressed from gp0 is a per-token table (the gate): its row
+     * loop is a token loop, a hardware loop even for one row; a pair's weight
+     * (pair-relative register) is one row without a loop */
+    const int tloop = nrows > 1 || fp_reg == 0;
+    unsigned fbase = fp_reg;
+    if (tloop) {
+        plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gF, fp_reg, 0, 0, 0, 0);
+        fbase = gF;
+    }
+    plena_emit_li(c, stage, gR, plena_row(dst, row0, 0, VLEN));
+    int rl =
+        tloop ? plena_loop_begin_t(c, stage, cr, nrows) : plena_loop_begin(c, stage, cr, nrows);
+    plena_emit(c, stage, PLENA_OP_S_LD_FP, fw, fbase, 0, 0, 0, fp_imm);
+    uint32_t nb = nblk(c, dst);
+    if (nb > 1) plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gD, gR, 0, 0, 0, 0);
+    unsigned d = nb > 1 ? gD : gR;
+    int bl = plena_loop_begin(c, stage, cb, nb);
+    plena_emit(c, stage, PLENA_OP_V_MUL_VF, d, d, fw, 0, 0, 0);
+    if (bl) plena_emit_addi(c, stage, gD, gD, (uint64_t)dst->prow * VLEN, scr);
+    plena_loop_end(c, stage);
+    if (rl) {
+        plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gF, gF, 0, 0, 0, fp_step);
+        plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gR, gR, 0, 0, 0, VLEN);
+    }
+    plena_loop_end(c, stage);
+    c->live = saved;
+    return c->p->status;
+}
+
+int plena_moe_scatter_add(struct plena_ctx *c, const struct plena_tensor *acc, unsigned gp_t,
+                          const struct plena_tensor *yd)
+{
+    struct opnd a = od(acc, 0, VLEN);
+    a.dyn = gp_t;
+    return rows_blocks(c, PLENA_STAGE_SCATTER_COMBINE, PLENA_OP_V_ADD_VV, RB_VV, a, a,
+                       od(yd, 0, VLEN), 0, 1, nblk(c, acc), 0);
+}
+
+/* ---- 3.3.10 shared expert and gate ---- */
+
+int plena_moe_shared_expert(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                            const struct plena_tensor *x, uint32_t t_rows,
+                            const struct plena_tensor *s)
+{
+    ST sp = PLENA_STAGE_SHARED_EXPERT_PROJECTION, sa = PLENA_STAGE_SHARED_EXPERT_ACTIVATION;
+    if (FAULT(cfg) == PLENA_FAULT_SHARED_AS_ROUTED) {
+        sp = PLENA_STAGE_EXPERT_PROJECTION;
+        sa = PLENA_STAGE_EXPERT_ACTIVATION;
+    }
+    if (c->p->status) return c->p->status;
+    plena_prog_comment(c->p, "shared expert (fused width %u), %u rows", cfg->Is, t_rows);
+    uint32_t mark = plena_vram_mark(c->va);
+    struct plena_tensor G, U, Sc;
+    const uint32_t Is_p = c->map->Is_p, H_p = c->map->H_p;
+    if (valloc(c, t_rows, Is_p, "shared_gate_proj", &G) ||
+        valloc(c, t_rows, Is_p, "shared_up_proj", &U) ||
+        valloc(c, t_rows, Is_p, "shared_act_scratch", &Sc))
+        return c->p->status;
+    struct plena_proj_stages st = {sp, sp, sp};
+    struct plena_proj pj = {.x = x,
+                            .rows = t_rows,
+                            .w_base = c->map->shared[0],
+                            .K_p = H_p,
+                            .N_p = Is_p,
+                            .y = &G,
+                            .chunk_tiles = cfg->chunk_tiles};
+    plena_emit_projection(c, &st, &pj);
+    pj.w_base = c->map->shared[1];
+    pj.y = &U;
+    plena_emit_projection(c, &st, &pj);
+    if (sa == PLENA_STAGE_SHARED_EXPERT_ACTIVATION)
+        plena_moe_expert_activation(c, PLENA_STAGE_SHARED_EXPERT_ACTIVATION,
+                                    PLENA_ACT_STANDARD_SWIGLU, &G, &U, &Sc, t_rows, Is_p);
+    else
+        plena_moe_expert_activation(c, PLENA_STAGE_EXPERT_ACTIVATION, PLENA_ACT_STANDARD_SWIGLU, &G,
+                                    &U, &Sc, t_rows, Is_p);
+    pj.x = &U;
+    pj.w_base = c->map->shared[2];
+    pj.K_p = Is_p;
+    pj.N_p = H_p;
+    pj.y = s;
+    plena_emit_projection(c, &st, &pj);
+    plena_vram_release(c->va, mark);
+    return c->p->status;
+}
+
+int plena_moe_shared_gate(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                          const struct plena_tensor *x, uint32_t t_rows,
+                          const struct plena_tensor *wg, uint32_t gate_off,
+                          const struct plena_tensor *s)
+{
+    const ST st = PLENA_STAGE_SHARED_EXPERT_GATE;
+    (void)cfg; /* read only by the test-build fault switch */
+    if (c->p->status) return c->p->status;
+    plena_prog_comment(c->p, "shared gate: sigmoid(x . w_g) per token");
+    struct plena_regset saved = c->live;
+    uint32_t mark = plena_vram_mark(c->va);
+    struct plena_tensor q;
+    if (valloc(c, 1, VLEN, "gate_q", &q)) return c->p->status;
+    uint8_t g[8], f[2];
+    if (plena_regs_take(c, 8, 0, 0, g) || plena_regs_take(c, 0, 2, 0, f)) return c->p->status;
+    unsigned gG = g[0], gX = g[1], ct = g[2], cc = g[3], gXc = g[4], gWc = g[5], gQ = g[6],
+             scr = g[7];
+    unsigned fone = f[0], fz = f[1];
+    plena_emit_li(c, st, gG, (uint64_t)c->map->fp_base + gate_off);
+    plena_emit_li(c, st, gX, x->base);
+    ld_const(c, st, fone, gQ, c->map->off_one);
+    plena_emit_li(c, st, gQ, q.base);
+    const uint32_t nb = nblk(c, x);
+    int lt = plena_loop_begin_t(c, st, ct, t_rows);
+    plena_emit(c, st, PLENA_OP_S_ADD_FP, fz, 0, 0, 0, 0, 0);
+    plena_emit(c, st, PLENA_OP_S_ADDI_INT, gXc, gX, 0, 0, 0, 0);
+    plena_emit_li(c, st, gWc, wg->base);
+    int lc = plena_loop_begin(c, st, cc, nb);
+    plena_emit(c, st, PLENA_OP_V_MUL_VV, gQ, gXc, gWc, 0, 0, 0);
+    plena_emit(c, st, PLENA_OP_V_RED_SUM, fz, gQ, 0, 0, 0, 0);
+    if (lc) {
+        plena_emit_addi(c, st, gXc, gXc, (uint64_t)x->prow * VLEN, scr);
+        plena_emit_addi(c, st, gWc, gWc, (uint64_t)wg->prow * VLEN, scr);
+    }
+    plena_loop_end(c, st);
+    plena_emit(c, st, PLENA_OP_S_SUB_FP, fz, 0, fz, 0, 0, 0);
+    plena_emit(c, st, PLENA_OP_S_EXP_FP, fz, fz, 0, 0, 0, 0);
+    plena_emit(c, st, PLENA_OP_S_ADD_FP, fz, fz, fone, 0, 0, 0);
+    plena_emit(c, st, PLENA_OP_S_RECI_FP, fz, fz, 0, 0, 0, 0);
+    plena_emit(c, st, PLENA_OP_S_ST_FP, fz, gG, 0, 0, 0, 0);
+    if (lt) {
+        plena_emit(c, st, PLENA_OP_S_ADDI_INT, gG, gG, 0, 0, 0, 1);
+        plena_emit(c, st, PLENA_OP_S_ADDI_INT, gX, gX, 0, 0, 0, VLEN);
+    }
+    plena_loop_end(c, st);
+    plena_vram_release(c->va, mark);
+    c->live = saved;
+    if (FAULT(cfg) != PLENA_FAULT_DROP_GATE_MUL)
+        plena_moe_broadcast_row_weights(c, PLENA_STAGE_SHARED_EXPERT_GATE, s, 0, t_rows, 0,
+                                        c->map->fp_base + gate_off, 1);
+    return c->p->status;
+}
+
+int plena_moe_combine_shared_and_routed(struct plena_ctx *c, const struct plena_tensor *acc,
+                                        const struct plena_tensor *s, uint32_t t_rows)
+{
+    plena_prog_comment(c->p, "combine shared + routed");
+    return rows_blocks(c, PLENA_STAGE_SCATTER_COMBINE, PLENA_OP_V_ADD_VV, RB_VV, od(acc, 0, VLEN),
+                       od(acc, 0, VLEN), od(s, 0, VLEN), 0, t_rows, nblk(c, acc), 1);
+}
+
+/* ---- names, lookup, configuration ---- */
+
+const char *plena_topk_encoding_name(enum plena_topk_encoding e)
+{
+    switch (e) {
+    case PLENA_TOPK_ENC_RMASK0: return "rmask0";
+    case PLENA_TOPK_ENC_RMASK1: return "rmask1";
+    case PLENA_TOPK_ENC_REGISTER: return "register";
+    case PLENA_TOPK_ENC_NONE: break;
+    }
+    return "none";
+}
+
+const char *plena_pair_form_name(enum plena_pair_form f)
+{
+    switch (f) {
+    case PLENA_PAIRS_LOOPED: return "looped";
+    case PLENA_PAIRS_TOKENS_UNROLLED: return "tokens_unrolled";
+    case PLENA_PAIRS_UNROLLED: return "unrolled";
+    case PLENA_PAIRS_NONE: break;
+    }
+    return "none";
+}
+
+const struct plena_tensor *plena_moe_abi_find(const struct plena_moe_emit_info *info,
+                                              const char *name)
+{
+    for (unsigned i = 0; i < info->n_abi; i++)
+        if (!strcmp(info->abi[i].name, name)) return &info->abi[i];
+    return NULL;
+}
+
+void plena_moe_cfg_from_model(const struct plena_moe_model *mdl, const struct plena_gen_machine *m,
+                              struct plena_moe_cfg *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->m = *m;
+    snprintf(cfg->name, sizeof cfg->name, "%s", mdl->name);
+    cfg->H = mdl->hidden;
+    cfg->I = mdl->moe_inter;
+    cfg->routing = mdl->routing;
+    cfg->E = mdl->routing == PLENA_ROUTING_NONE ? 0 : mdl->num_experts;
+    cfg->k = mdl->routing == PLENA_ROUTING_NONE ? 0 : mdl->top_k;
+    cfg->router_form = mdl->router_form;
+    cfg->router_bias = mdl->router_bias;
+    cfg->topk_policy = PLENA_TOPK_AUTO;
+    cfg->activation = mdl->activation;
+    cfg->expert_bias = mdl->expert_bias;
+    cfg->placement = mdl->route_placement;
+    cfg->n_shared = mdl->n_shared;
+    cfg->Is = mdl->shared_inter;
+    cfg->gate = mdl->shared_gate;
+    cfg->residual = PLENA_RESIDUAL_PRE_NORM;
+    cfg->eps = mdl->rms_eps;
+    cfg->zero_centred_norm = mdl->zero_centred_norm;
+    cfg->chunk_tiles = 4;
+    cfg->loop_policy = PLENA_LOOPS_AUTO;
+}
+
+/* fp16 image value nearest to v, and its effective BF16 value (2.4) */
+static void konst(float v, uint16_t *h, float *eff)
+{
+    *h = plena_num_fp16_from_f32(v);
+    *eff = plena_num_round_bf16(plena_num_fp16_to_f32(*h));
+}
+
+static uint64_t mx_bytes(uint64_t rc)
+{
+    return rc + rc / 8;
+}
+
+static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint32_t T,
+                     struct plena_moe_map *mp)
+{
+    const struct plena_gen_machine *m = &cfg->m;
+    memset(mp, 0, sizeof *mp);
+    const int routed = cfg->routing != PLENA_ROUTING_NONE;
+    const int device = cfg->routing == PLENA_ROUTING_DEVICE;
+    const int dot = device && cfg->router_form == PLENA_ROUTER_DOT;
+    mp->H_p = cfg->H;
+    mp->I_p = routed ? rup(cfg->I, m->mlen) : 0;
+    mp->Is_p = rup(cfg->Is, m->mlen);
+    mp->E_p = routed ? rup(cfg->E, m->mlen) : 0;
+    mp->eb = routed ? cdiv(cfg->E, m->vlen) : 0;
+    mp->fp_base = cfg->fp_base;
+    mp->int_base = cfg->int_base;
+    const uint32_t V = m->vlen;
+    mp->off_one = V + 0;
+    mp->off_na_routed = V + 1;
+    mp->off_na_shared = V + 2;
+    mp->off_lp = V + 3;
+    mp->off_ln = V + 4;
+    mp->off_eps = V + 5;
+    mp->off_invh = V + 6;
+    konst(1.0f, &mp->h_one, &mp->c_one);
+    konst(cfg->activation == PLENA_ACT_GPT_OSS_CLAMP_GATED ? -1.702f : -1.0f, &mp->h_na_routed,
+          &mp->c_na_routed);
+    konst(-1.0f, &mp->h_na_shared, &mp->c_na_shared);
+    konst(7.0f, &mp->h_lp, &mp->c_lp);
+    konst(-7.0f, &mp->h_ln, &mp->c_ln);
+    konst(cfg->eps, &mp->h_eps, &mp->c_eps);
+    konst(1.0f / (float)cfg->H, &mp->h_invh, &mp->c_invh);
+
+    /* HBM placement first: the windowed form changes the INT map */
+    struct plena_hbm_alloc ha = {cfg->hbm_base, m->mlen > 64 ? m->mlen : 64};
+    if (device && !dot) {
+        mp->has_router_hbm = 1;
+        mp->router_hbm = plena_hbm_place(&ha, mx_bytes((uint64_t)mp->H_p * mp->E_p), 0);
+    }
+    if (routed) {
+        uint64_t S = mx_bytes((uint64_t)mp->H_p * mp->I_p);
+        S = (S + 63) / 64 * 64;
+        mp->stride = S;
+        const uint64_t win = 1ull << 32;
+        if ((uint64_t)cfg->E * S > win) {
+            mp->windowed = 1;
+            mp->epw = (uint32_t)(win / S);
+            uint64_t nwin = cdiv(cfg->E, mp->epw);
+            mp->table_bytes = nwin * win;
+            for (int q = 0; q < 3; q++) {
+                mp->table[q] = plena_hbm_place(&ha, mp->table_bytes, 1);
+                mp->w0[q] = (uint32_t)(mp->table[q] >> 32);
+            }
+        } else {
+            mp->table_bytes = (uint64_t)cfg->E * S;
+            for (int q = 0; q < 3; q++)
+                mp->table[q] = plena_hbm_place(&ha, mp->table_bytes, 1);
+        }
+    }
+    if (cfg->Is) {
+        uint64_t b = mx_bytes((uint64_t)mp->H_p * mp->Is_p);
+        for (int q = 0; q < 3; q++)
+            mp->shared[q] = plena_hbm_place(&ha, b, 0);
+    }
+    mp->hbm_end = ha.top;
+
+    /* token block size (2.6) */
+    const uint32_t k = routed ? cfg->k : 0;
+    const int gate = cfg->Is && cfg->gate == PLENA_SHARED_GATE_SIGMOID;
+    uint64_t fp_fixed = (uint64_t)V + 16 + (dot ? (uint64_t)mp->eb * V : 0);
+    uint64_t fp_avail = m->fp_depth > cfg->fp_base ? m->fp_depth - cfg->fp_base : 0;
+    uint64_t int_fixed = (mp->windowed ? cfg->E : 0) + 16;
+    uint64_t int_avail = m->int_depth > cfg->int_base ? m->int_depth - cfg->int_base : 0;
+    if (fp_fixed > fp_avail)
+        return plena_prog_fail(c->p, PLENA_E_SRAM, "FP SRAM region: %llu fixed entries exceed %llu",
+                               (unsigned long long)fp_fixed, (unsigned long long)fp_avail);
+    if (int_fixed > int_avail)
+        return plena_prog_fail(c->p, PLENA_E_SRAM,
+                               "INT SRAM region: %llu fixed entries exceed %llu",
+                               (unsigned long long)int_fixed, (unsigned long long)int_avail);
+    uint64_t tb = T;
+    uint32_t per_fp = k + (gate ? 1 : 0);
+    if (per_fp && (fp_avail - fp_fixed) / per_fp < tb) tb = (fp_avail - fp_fixed) / per_fp;
+    if (k && (int_avail - int_fixed) / k < tb) tb = (int_avail - int_fixed) / k;
+    if (cfg->force_tblk && cfg->force_tblk < tb) tb = cfg->force_tblk;
+    if (tb < 1)
+        return plena_prog_fail(c->p, PLENA_E_SRAM,
+                               "SRAM region (route weights / expert ids / gate values) does not "
+                               "fit one token (T_blk < 1)");
+    if (cfg->routing == PLENA_ROUTING_FIXED && tb < T)
+        return plena_prog_fail(c->p, PLENA_E_SRAM,
+                               "fixed routing of %u tokens needs the whole routing table in SRAM "
+                               "(T_blk %llu < T)",
+                               T, (unsigned long long)tb);
+    mp->t_blk = (uint32_t)tb;
+    mp->n_blocks = cdiv(T, mp->t_blk);
+    uint32_t pr = 0;
+    for (uint32_t b = 0; b < mp->n_blocks; b++) {
+        uint32_t r0 = b * mp->t_blk, n = T - r0 < mp->t_blk ? T - r0 : mp->t_blk;
+        uint32_t end = r0 + rup(n, m->blen);
+        if (end > pr) pr = end;
+    }
+    mp->phys_rows = rup(pr, m->blen);
+    mp->off_dot = V + 16;
+    mp->w_off = (uint32_t)fp_fixed;
+    mp->gate_off = mp->w_off + mp->t_blk * k;
+    mp->fp_used = mp->gate_off + (gate ? mp->t_blk : 0);
+    mp->ids_off = 0;
+    mp->wtab_off = mp->t_blk * k;
+    mp->spill_off = mp->wtab_off + (mp->windowed ? cfg->E : 0);
+    mp->int_used = mp->spill_off + 16;
+    return 0;
+}
+
+struct pair_tensors {
+    struct plena_tensor slot, yg, yu, ys, yd, x, acc;
+    const struct plena_tensor *b_gate, *b_up, *b_down;
+};
+
+static int pair_body(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                     const struct pair_tensors *pt, unsigned gpP, unsigned gpT, const uint8_t a[3])
+{
+    const uint32_t w = c->map->fp_base + c->map->w_off;
+    plena_moe_gather_pair_row(c, &pt->slot, &pt->x, gpT);
+    plena_moe_expert_weight_address(c, cfg, gpP, a);
+    if (cfg->placement == PLENA_ROUTE_INPUT)
+        plena_moe_broadcast_row_weights(c, PLENA_STAGE_EXPERT_ROUTE_WEIGHT, &pt->slot, 0, 1, gpP, w,
+                                        1);
+    plena_moe_expert_projection(c, cfg, PLENA_PROJ_GATE, &pt->slot, &pt->yg, a[0]);
+    plena_moe_expert_projection(c, cfg, PLENA_PROJ_UP, &pt->slot, &pt->yu, a[1]);
+    if (cfg->expert_bias) {
+        plena_moe_expert_bias_add(c, &pt->yg, pt->b_gate, gpP);
+        plena_moe_expert_bias_add(c, &pt->yu, pt->b_up, gpP);
+    }
+    plena_moe_expert_activation(c, PLENA_STAGE_EXPERT_ACTIVATION, cfg->activation, &pt->yg, &pt->yu,
+                                &pt->ys, 1, c->map->I_p);
+    plena_moe_expert_projection(c, cfg, PLENA_PROJ_DOWN, &pt->yu, &pt->yd, a[2]);
+    if (cfg->expert_bias) plena_moe_expert_bias_add(c, &pt->yd, pt->b_down, gpP);
+    if (cfg->placement == PLENA_ROUTE_OUTPUT)
+        plena_moe_broadcast_row_weights(c, PLENA_STAGE_EXPERT_ROUTE_WEIGHT, &pt->yd, 0, 1, gpP, w,
+                                        1);
+    plena_moe_scatter_add(c, &pt->acc, gpT, &pt->yd);
+    return c->p->status;
+}
+
+static int pair_section(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                        struct pair_tensors *pt, uint32_t n, uint32_t r0,
+                        struct plena_moe_emit_info *info)
+{
+    const ST sg = PLENA_STAGE_GATHER, ss = PLENA_STAGE_SCATTER_COMBINE;
+    const uint32_t k = cfg->k, V = c->m->vlen;
+    uint32_t mark = plena_vram_mark(c->va);
+    if (valloc(c, 1, c->map->H_p, "pair_slot", &pt->slot) ||
+        valloc(c, 1, c->map->I_p, "pair_gate", &pt->yg) ||
+        valloc(c, 1, c->map->I_p, "pair_up", &pt->yu) ||
+        valloc(c, 1, c->map->I_p, "pair_act_scratch", &pt->ys) ||
+        valloc(c, 1, c->map->H_p, "pair_down", &pt->yd))
+        return c->p->status;
+    plena_prog_comment(c->p, "routed pairs: %u tokens x top-%u", n, k);
+    if (c->m->blen > 1)
+        plena_moe_true_zero_rows(c, PLENA_STAGE_GATHER, &pt->slot, 1, c->m->blen - 1);
+    struct plena_regset saved = c->live;
+    uint8_t g[4], a[3];
+    if (plena_regs_take(c, 4, 0, 0, g) || plena_regs_take(c, 0, 0, 3, a)) return c->p->status;
+    unsigned ct = g[0], cj = g[1], gP = g[2], gT = g[3];
+    /* executed instructions of one pair: dry run into a scratch program */
+    struct plena_prog tmp;
+    plena_prog_init(&tmp, 0, NULL);
+    struct plena_ctx dc = *c;
+    dc.p = &tmp;
+    uint64_t peak = c->va->peak;
+    pair_body(&dc, cfg, pt, gP, gT, a);
+    uint64_t n_pair = tmp.dyn_total + 2; /* + pointer increment + C_LOOP_END */
+    plena_prog_free(&tmp);
+    c->va->peak = peak;
+    info->n_pair_insns = (uint32_t)n_pair;
+    const uint64_t budget = c->m->max_loop ? c->m->max_loop : UINT64_MAX;
+    enum plena_pair_form form;
+    if (cfg->loop_policy == PLENA_LOOPS_UNROLL_PAIRS)
+        form = PLENA_PAIRS_UNROLLED;
+    else if ((uint64_t)k * n_pair + 2 <= budget)
+        form = PLENA_PAIRS_LOOPED;
+    else if (n_pair <= budget)
+        form = PLENA_PAIRS_TOKENS_UNROLLED;
+    else
+        form = PLENA_PAIRS_UNROLLED;
+    info->pair_form = form;
+    if (form == PLENA_PAIRS_LOOPED) {
+        plena_emit(c, sg, PLENA_OP_S_ADDI_INT, gP, 0, 0, 0, 0, 0);
+        plena_emit(c, sg, PLENA_OP_S_ADDI_INT, gT, 0, 0, 0, 0, 0);
+        int lt = plena_loop_begin_t(c, sg, ct, n);
+        int lj = plena_loop_begin(c, sg, cj, k);
+        pair_body(c, cfg, pt, gP, gT, a);
+        if (lj || lt) plena_emit(c, ss, PLENA_OP_S_ADDI_INT, gP, gP, 0, 0, 0, 1);
+        plena_loop_end(c, ss);
+        if (lt) plena_emit(c, ss, PLENA_OP_S_ADDI_INT, gT, gT, 0, 0, 0, V);
+        plena_loop_end(c, ss);
+    } else if (form == PLENA_PAIRS_TOKENS_UNROLLED) {
+        for (uint32_t t = 0; t < n && !c->p->status; t++) {
+            plena_emit_li(c, sg, gP, (uint64_t)t * k);
+            plena_emit_li(c, sg, gT, (uint64_t)t * V);
+            int lj = plena_loop_begin(c, sg, cj, k);
+            pair_body(c, cfg, pt, gP, gT, a);
+            if (lj) plena_emit(c, ss, PLENA_OP_S_ADDI_INT, gP, gP, 0, 0, 0, 1);
+            plena_loop_end(c, ss);
+        }
+    } else {
+        for (uint32_t t = 0; t < n && !c->p->status; t++)
+            for (uint32_t j = 0; j < k && !c->p->status; j++) {
+                c->pair = (r0 + t) * k + j;
+                plena_emit_li(c, sg, gP, (uint64_t)t * k + j);
+                plena_emit_li(c, sg, gT, (uint64_t)t * V);
+                pair_body(c, cfg, pt, gP, gT, a);
+                c->pair = PLENA_PAIR_NONE;
+            }
+    }
+    c->live = saved;
+    plena_vram_release(c->va, mark);
+    return c->p->status;
+}
+
+static void add_abi(struct plena_moe_emit_info *info, const struct plena_tensor *t)
+{
+    if (info->n_abi < PLENA_MOE_MAX_ABI) info->abi[info->n_abi++] = *t;
+}
+
+static void add_hbm(struct plena_moe_emit_info *info, const char *name, uint64_t base,
+                    uint32_t rows, uint32_t cols)
+{
+    struct plena_tensor t;
+    memset(&t, 0, sizeof t);
+    t.base = base;
+    t.rows = t.prow = rows;
+    t.cols = t.pcol = cols;
+    t.space = PLENA_SPACE_HBM;
+    snprintf(t.name, sizeof t.name, "%s", name);
+    add_abi(info, &t);
+}
+
+int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint32_t T,
+                         struct plena_moe_emit_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->topk_rmask = -1;
+    c->map = &info->map;
+    struct plena_prog *p = c->p;
+    if (p->status) return p->status;
+    if (T == 0) return plena_prog_fail(p, PLENA_E_SHAPE, "token count must be > 0");
+    if (cfg->m.vlen != cfg->m.mlen || cfg->m.blen == 0 || cfg->m.mlen % cfg->m.blen)
+        return plena_prog_fail(p, PLENA_E_SHAPE, "geometry: VLEN must equal MLEN, BLEN | MLEN");
+    if (cfg->H == 0 || cfg->H % cfg->m.mlen)
+        return plena_prog_fail(p, PLENA_E_SHAPE, "hidden %u is not a multiple of MLEN %u", cfg->H,
+                               cfg->m.mlen);
+    const int routed = cfg->routing != PLENA_ROUTING_NONE;
+    const int device = cfg->routing == PLENA_ROUTING_DEVICE;
+    const int shared = cfg->Is > 0;
+    const int gate = shared && cfg->gate == PLENA_SHARED_GATE_SIGMOID;
+    const int prenorm = cfg->residual == PLENA_RESIDUAL_PRE_NORM;
+    if (!routed && !shared)
+        return plena_prog_fail(p, PLENA_E_SHAPE, "layer has neither routed nor shared experts");
+    if (routed && (cfg->E < 1 || cfg->E > 16383 || cfg->k < 1 || cfg->k > cfg->E || cfg->k > 255))
+        return plena_prog_fail(p, PLENA_E_TOPK, "top-k shape (E=%u, k=%u) invalid", cfg->E, cfg->k);
+#ifdef PLENA_TESTING
+    if (cfg->fault == PLENA_FAULT_NO_MARKERS) p->no_markers = 1;
+#endif
+    if (build_map(c, cfg, T, &info->map)) return p->status;
+    const struct plena_moe_map *mp = &info->map;
+    const uint32_t V = cfg->m.vlen, PR = mp->phys_rows;
+
+    /* ABI tensors (2.1), allocated first so they sit at the bottom of VRAM */
+    struct plena_tensor h, res, gam, wr, rb, bg, bu, bd, wg, acc, S, lg;
+    memset(&res, 0, sizeof res);
+    memset(&acc, 0, sizeof acc);
+    memset(&S, 0, sizeof S);
+    memset(&lg, 0, sizeof lg);
+    memset(&wr, 0, sizeof wr);
+    memset(&rb, 0, sizeof rb);
+    memset(&wg, 0, sizeof wg);
+    memset(&bg, 0, sizeof bg);
+    memset(&bu, 0, sizeof bu);
+    memset(&bd, 0, sizeof bd);
+    memset(&gam, 0, sizeof gam);
+#define ALLOC_PR(t, rows, prow, cols, name)                                                        \
+    do {                                                                                           \
+        int rc_ = plena_vram_alloc_prow(c->va, rows, prow, cols, name, &t, p->err);                \
+        if (rc_) return p->status = rc_;                                                           \
+        add_abi(info, &t);                                                                         \
+    } while (0)
+#define ALLOC(t, rows, cols, name)                                                                 \
+    do {                                                                                           \
+        if (valloc(c, rows, cols, name, &t)) return p->status;                                     \
+        add_abi(info, &t);                                                                         \
+    } while (0)
+    ALLOC_PR(h, T, PR, mp->H_p, "h");
+    if (prenorm) {
+        ALLOC_PR(res, T, PR, mp->H_p, "residual");
+        ALLOC(gam, 1, mp->H_p, "gamma");
+    }
+    if (device && cfg->router_form == PLENA_ROUTER_DOT) ALLOC(wr, cfg->E, mp->H_p, "router_w");
+    if (device && cfg->router_bias) ALLOC(rb, mp->eb, V, "router_b");
+    if (routed && cfg->expert_bias) {
+        ALLOC(bg, cfg->E, mp->I_p, "b_gate");
+        ALLOC(bu, cfg->E, mp->I_p, "b_up");
+        ALLOC(bd, cfg->E, mp->H_p, "b_down");
+    }
+    if (gate) ALLOC(wg, 1, mp->H_p, "w_g");
+    if (routed) ALLOC_PR(acc, T, PR, mp->H_p, "acc");
+    if (shared) ALLOC_PR(S, T, PR, mp->H_p, "S");
+    if (device) ALLOC(lg, mp->t_blk * mp->eb, V, "logits");
+#undef ALLOC
+#undef ALLOC_PR
+    info->abi_elems = plena_vram_live_elems(c->va);
+    if (mp->has_router_hbm) add_hbm(info, "router_w_hbm", mp->router_hbm, mp->H_p, mp->E_p);
+    if (routed) {
+        add_hbm(info, "w_gate_table", mp->table[0], mp->H_p, mp->I_p);
+        add_hbm(info, "w_up_table", mp->table[1], mp->H_p, mp->I_p);
+        add_hbm(info, "w_down_table", mp->table[2], mp->I_p, mp->H_p);
+    }
+    if (shared) {
+        add_hbm(info, "ws_gate", mp->shared[0], mp->H_p, mp->Is_p);
+        add_hbm(info, "ws_up", mp->shared[1], mp->H_p, mp->Is_p);
+        add_hbm(info, "ws_down", mp->shared[2], mp->Is_p, mp->H_p);
+    }
+
+    plena_prog_header(p, "plena moe preset=%s T=%u E=%u k=%u", cfg->name, T, cfg->E, cfg->k);
+    if (routed) {
+        plena_prog_header(p, "@routed_lowering=pair_major");
+        info->routed_lowering = PLENA_LOWERING_PAIR_MAJOR;
+    }
+
+    /* step 0: zero row, billed to the first true-zero that follows */
+    if (prenorm)
+        plena_moe_fp_zero_row_init(c, PLENA_STAGE_RESIDUAL_SETUP);
+    else if (routed)
+        plena_moe_fp_zero_row_init(c, PLENA_STAGE_ACCUMULATOR_INIT);
+    /* steps 1-4 over all rows */
+    if (prenorm) plena_moe_residual_setup(c, cfg, &h, &res, &gam, T);
+
+    for (uint32_t b = 0; b < mp->n_blocks && !p->status; b++) {
+        const uint32_t r0 = b * mp->t_blk;
+        const uint32_t n = T - r0 < mp->t_blk ? T - r0 : mp->t_blk;
+        const int last = b + 1 == mp->n_blocks;
+        struct plena_tensor x = view(&h, r0, V);
+        if (mp->n_blocks > 1)
+            plena_prog_comment(p, "token block %u: rows %u..%u", b, r0, r0 + n - 1);
+        if (device) {
+            if (cfg->router_form == PLENA_ROUTER_DOT)
+                plena_moe_router_logits_dot(c, cfg, &x, &wr, &lg, n);
+            else
+                plena_moe_router_logits_gemm(c, cfg, &x, mp->router_hbm, &lg, n);
+            if (cfg->router_bias) plena_moe_router_bias_add(c, cfg, &lg, &rb, n);
+            enum plena_topk_encoding enc = PLENA_TOPK_ENC_NONE;
+            plena_moe_router_select(c, cfg, &lg, n, mp->w_off, mp->ids_off, &enc);
+            info->topk_encoding = enc;
+        }
+        if (routed) {
+            plena_moe_accumulator_init(c, &acc, r0, last ? PR - r0 : n);
+            struct pair_tensors pt;
+            memset(&pt, 0, sizeof pt);
+            pt.x = x;
+            pt.acc = view(&acc, r0, V);
+            pt.b_gate = &bg;
+            pt.b_up = &bu;
+            pt.b_down = &bd;
+            size_t before = p->n_insns;
+            pair_section(c, cfg, &pt, n, r0, info);
+            info->routed_static += p->n_insns - before;
+        }
+        if (shared) {
+            struct plena_tensor sv = view(&S, r0, V);
+            plena_moe_shared_expert(c, cfg, &x, n, &sv);
+            if (gate) {
+                size_t before = p->n_insns;
+                plena_moe_shared_gate(c, cfg, &x, n, &wg, mp->gate_off, &sv);
+                info->gate_static += p->n_insns - before;
+            }
+            if (routed) {
+                struct plena_tensor av = view(&acc, r0, V);
+                plena_moe_combine_shared_and_routed(c, &av, &sv, n);
+            }
+        }
+    }
+    if (prenorm) plena_moe_residual_add_back(c, routed ? &acc : &S, &res, T);
+
+    if (info->topk_encoding == PLENA_TOPK_ENC_REGISTER) {
+        info->topk_packed = (cfg->E << 8) | cfg->k;
+        info->topk_rmask = 15;
+    } else if (info->topk_encoding == PLENA_TOPK_ENC_RMASK0) {
+        info->topk_rmask = 0;
+    } else if (info->topk_encoding == PLENA_TOPK_ENC_RMASK1) {
+        info->topk_rmask = 1;
+    }
+    info->vram_peak = c->va->peak;
+    memcpy(info->static_count, p->static_count, sizeof info->static_count);
+    memcpy(info->dyn_count, p->dyn_count, sizeof info->dyn_count);
+    memcpy(info->dyn_op, p->dyn_op, sizeof info->dyn_op);
+    return p->status;
+}
+
+int plena_moe_generate(const struct plena_moe_cfg *cfg, uint32_t T, struct plena_prog *prog,
+                       struct plena_moe_emit_info *info, struct plena_err *err)
+{
+    plena_prog_init(prog, cfg->m.max_loop, err);
+    struct plena_vram va;
+    plena_vram_init(&va, &cfg->m);
+    struct plena_ctx c;
+    memset(&c, 0, sizeof c);
+    c.p = prog;
+    c.m = &cfg->m;
+    c.va = &va;
+    c.pair = PLENA_PAIR_NONE;
+    int rc = plena_moe_emit_layer(&c, cfg, T, info);
+    info->vram_peak = va.peak;
+    plena_vram_fini(&va);
+    return rc;
+}

@@ -1,0 +1,205 @@
+/* MoE layer lowering (spec/moe-lowering.md sections 2-5, 8): configuration,
+ * the FP/INT SRAM and HBM maps, every emitter of section 3.3 and
+ * plena_moe_emit_layer (step table 3.2). Emitters append to a plena_ctx and
+ * pass their stage explicitly to every builder call; polymorphic emitters
+ * take it as their second parameter and check it against their allowed mask.
+ * Staging host images (HBM, SRAM, VRAM preload) is build.h's job, not this. */
+#ifndef PLENA_GEN_MOE_H
+#define PLENA_GEN_MOE_H
+
+#include <stdint.h>
+
+#include "gen/builder.h"
+#include "gen/model.h"
+
+enum plena_topk_policy { PLENA_TOPK_AUTO = 0, PLENA_TOPK_FORCE_REGISTER = 1 };
+enum plena_residual_mode { PLENA_RESIDUAL_NONE = 0, PLENA_RESIDUAL_PRE_NORM = 1 };
+enum plena_loop_policy { PLENA_LOOPS_AUTO = 0, PLENA_LOOPS_UNROLL_PAIRS = 1 };
+enum plena_topk_encoding {
+    PLENA_TOPK_ENC_NONE = 0,
+    PLENA_TOPK_ENC_RMASK0,
+    PLENA_TOPK_ENC_RMASK1,
+    PLENA_TOPK_ENC_REGISTER
+};
+enum plena_pair_form {
+    PLENA_PAIRS_NONE = 0,
+    PLENA_PAIRS_LOOPED,
+    PLENA_PAIRS_TOKENS_UNROLLED,
+    PLENA_PAIRS_UNROLLED
+};
+enum plena_moe_fault {
+    PLENA_FAULT_NONE = 0,
+    PLENA_FAULT_TOPK_SHIFT_7,
+    PLENA_FAULT_DROP_GATE_MUL,
+    PLENA_FAULT_SHARED_AS_ROUTED,
+    PLENA_FAULT_NO_MARKERS
+};
+
+struct plena_moe_cfg {
+    struct plena_gen_machine m;
+    char name[128];
+    uint32_t H, I, E, k;
+    enum plena_routing_kind routing;
+    enum plena_router_form router_form;
+    int router_bias;
+    enum plena_topk_policy topk_policy;
+    enum plena_act_policy activation;
+    int expert_bias;
+    enum plena_route_placement placement;
+    uint32_t n_shared, Is; /* Is = fused shared width (0 = no shared branch) */
+    enum plena_shared_gate gate;
+    enum plena_residual_mode residual;
+    float eps;
+    int zero_centred_norm;
+    uint32_t chunk_tiles; /* C */
+    enum plena_loop_policy loop_policy;
+    uint32_t fp_base, int_base;
+    int approx_routing;
+    uint32_t force_tblk; /* 0 = largest that fits (tests force 3) */
+    uint64_t hbm_base;   /* first HBM byte the layer may use */
+#ifdef PLENA_TESTING
+    enum plena_moe_fault fault; /* section 7.5; exists in test builds only */
+#endif
+};
+
+/* Fills cfg from a model and the machine (section 6: PRE_NORM, C = 4). */
+void plena_moe_cfg_from_model(const struct plena_moe_model *mdl, const struct plena_gen_machine *m,
+                              struct plena_moe_cfg *cfg);
+
+enum plena_proj_kind { PLENA_PROJ_GATE = 0, PLENA_PROJ_UP = 1, PLENA_PROJ_DOWN = 2 };
+
+/* SRAM maps (2.4, 2.5), HBM placement (2.3) and effective constants. */
+struct plena_moe_map {
+    uint32_t H_p, I_p, Is_p, E_p, eb;
+    uint32_t t_blk, n_blocks, phys_rows;
+    /* FP SRAM offsets from fp_base */
+    uint32_t fp_base, off_one, off_na_routed, off_na_shared, off_lp, off_ln, off_eps, off_invh;
+    uint32_t off_dot, w_off, gate_off, fp_used;
+    /* effective BF16 constants and their fp16 image bits */
+    float c_one, c_na_routed, c_na_shared, c_lp, c_ln, c_eps, c_invh;
+    uint16_t h_one, h_na_routed, h_na_shared, h_lp, h_ln, h_eps, h_invh;
+    /* INT SRAM offsets from int_base */
+    uint32_t int_base, ids_off, wtab_off, spill_off, int_used;
+    /* HBM */
+    int has_router_hbm, windowed;
+    uint64_t router_hbm, table[3], table_bytes, stride; /* stride S */
+    uint32_t epw, w0[3];                                /* windowed form */
+    uint64_t shared[3];
+    uint64_t hbm_end;
+};
+
+#define PLENA_MOE_MAX_ABI 24
+struct plena_moe_emit_info {
+    enum plena_topk_encoding topk_encoding;
+    uint32_t topk_packed;                /* (E << 8) | k for REGISTER, else 0 */
+    int topk_rmask;                      /* 0, 1, 15, or -1 when no V_TOPK is emitted */
+    enum plena_lowering routed_lowering; /* UNSET = none */
+    enum plena_pair_form pair_form;
+    uint32_t n_pair_insns; /* executed instructions of one pair body */
+    struct plena_moe_map map;
+    struct plena_tensor abi[PLENA_MOE_MAX_ABI];
+    unsigned n_abi;
+    uint64_t abi_elems, vram_peak;
+    uint64_t static_count[PLENA_STAGE_COUNT], dyn_count[PLENA_STAGE_COUNT], dyn_op[64];
+    uint64_t routed_static; /* static instructions of the pair sections */
+    uint64_t gate_static;   /* static instructions of the shared gate */
+};
+
+/* Finds an ABI tensor by name (NULL when absent). */
+const struct plena_tensor *plena_moe_abi_find(const struct plena_moe_emit_info *info,
+                                              const char *name);
+
+/* The layer: steps of 3.2 for T tokens. The caller owns c->p and c->va;
+ * c->m must point at cfg->m; c->map is set to &info->map. */
+int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint32_t T,
+                         struct plena_moe_emit_info *info);
+
+/* Convenience: builds prog + allocator for cfg and emits. prog must be freed
+ * with plena_prog_free. */
+int plena_moe_generate(const struct plena_moe_cfg *cfg, uint32_t T, struct plena_prog *prog,
+                       struct plena_moe_emit_info *info, struct plena_err *err);
+
+/* ---- emitters (3.3) ---- */
+int plena_moe_fp_zero_row_init(struct plena_ctx *c, enum plena_stage stage);
+int plena_moe_true_zero_rows(struct plena_ctx *c, enum plena_stage stage,
+                             const struct plena_tensor *x, uint32_t row0, uint32_t nrows);
+int plena_emit_copy_rows(struct plena_ctx *c, enum plena_stage stage,
+                         const struct plena_tensor *dst, uint32_t dst_row0,
+                         const struct plena_tensor *src, uint32_t src_row0, uint32_t nrows);
+int plena_emit_rmsnorm_rows(struct plena_ctx *c, enum plena_stage stage,
+                            const struct plena_tensor *x, uint32_t nrows, uint32_t eps_off,
+                            uint32_t invh_off);
+int plena_emit_mul_rows_by_row(struct plena_ctx *c, enum plena_stage stage,
+                               const struct plena_tensor *x, uint32_t nrows,
+                               const struct plena_tensor *w);
+int plena_moe_residual_setup(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                             const struct plena_tensor *h, const struct plena_tensor *residual,
+                             const struct plena_tensor *gamma, uint32_t t_rows);
+int plena_moe_residual_add_back(struct plena_ctx *c, const struct plena_tensor *out,
+                                const struct plena_tensor *residual, uint32_t t_rows);
+
+int plena_moe_router_logits_dot(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                                const struct plena_tensor *x, const struct plena_tensor *wr,
+                                const struct plena_tensor *logits, uint32_t t_rows);
+int plena_moe_router_logits_gemm(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                                 const struct plena_tensor *x, uint64_t wr_hbm,
+                                 const struct plena_tensor *logits, uint32_t t_rows);
+int plena_moe_router_bias_add(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                              const struct plena_tensor *logits, const struct plena_tensor *bias,
+                              uint32_t t_rows);
+int plena_moe_router_select(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                            const struct plena_tensor *logits, uint32_t t_rows, uint32_t w_off,
+                            uint32_t ids_off, enum plena_topk_encoding *enc);
+
+struct plena_proj_stages {
+    enum plena_stage address, prefetch, compute;
+};
+struct plena_proj {
+    const struct plena_tensor *x;
+    uint32_t rows;
+    int dynamic;     /* weight base in `areg` (set by the caller) */
+    uint64_t w_base; /* static weight base (HBM byte) */
+    unsigned areg;   /* A register of a dynamic weight */
+    uint32_t K_p, N_p;
+    int bf16_plain; /* precision: 0 MXFP8 (weight type), 1 plain BF16 (KV type) */
+    const struct plena_tensor *y;
+    int stream_f32;       /* STREAM_F32 (router) instead of KSPLIT_BF16 */
+    uint32_t chunk_tiles; /* C (KSPLIT_BF16) */
+};
+int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *st,
+                          const struct plena_proj *pj);
+
+int plena_moe_accumulator_init(struct plena_ctx *c, const struct plena_tensor *acc, uint32_t row0,
+                               uint32_t nrows);
+int plena_moe_gather_pair_row(struct plena_ctx *c, const struct plena_tensor *slot,
+                              const struct plena_tensor *x, unsigned gp_t);
+int plena_moe_expert_weight_address(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                                    unsigned gp_p, const uint8_t a_regs[3]);
+int plena_moe_expert_projection(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                                enum plena_proj_kind which, const struct plena_tensor *x,
+                                const struct plena_tensor *y, unsigned areg);
+int plena_moe_expert_bias_add(struct plena_ctx *c, const struct plena_tensor *y,
+                              const struct plena_tensor *bias, unsigned gp_p);
+int plena_moe_expert_activation(struct plena_ctx *c, enum plena_stage stage,
+                                enum plena_act_policy policy, const struct plena_tensor *gate,
+                                const struct plena_tensor *up, const struct plena_tensor *scratch,
+                                uint32_t rows, uint32_t width);
+int plena_moe_broadcast_row_weights(struct plena_ctx *c, enum plena_stage stage,
+                                    const struct plena_tensor *dst, uint32_t row0, uint32_t nrows,
+                                    unsigned fp_reg, uint32_t fp_imm, uint32_t fp_step);
+int plena_moe_scatter_add(struct plena_ctx *c, const struct plena_tensor *acc, unsigned gp_t,
+                          const struct plena_tensor *yd);
+int plena_moe_shared_expert(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                            const struct plena_tensor *x, uint32_t t_rows,
+                            const struct plena_tensor *s);
+int plena_moe_shared_gate(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                          const struct plena_tensor *x, uint32_t t_rows,
+                          const struct plena_tensor *wg, uint32_t gate_off,
+                          const struct plena_tensor *s);
+int plena_moe_combine_shared_and_routed(struct plena_ctx *c, const struct plena_tensor *acc,
+                                        const struct plena_tensor *s, uint32_t t_rows);
+
+const char *plena_topk_encoding_name(enum plena_topk_encoding e);
+const char *plena_pair_form_name(enum plena_pair_form f);
+
+#endif
