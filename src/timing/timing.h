@@ -30,12 +30,11 @@ struct plena_hbm;
 /* Optional debug hook (conformance test T4): called for every DRAM command.
  * cmd is "ACT", "PRE", "RD", "WR" or "REF"; seq is the request sequence
  * number (-1 for REF). */
-typedef void (*plena_hbm_trace_fn)(void *ctx, uint64_t tick_ps, const char *cmd,
-                                   unsigned channel, unsigned pseudo_channel, unsigned bank_group,
-                                   unsigned bank, uint64_t row, int64_t seq);
+typedef void (*plena_hbm_trace_fn)(void *ctx, uint64_t tick_ps, const char *cmd, unsigned channel,
+                                   unsigned pseudo_channel, unsigned bank_group, unsigned bank,
+                                   uint64_t row, int64_t seq);
 
-int plena_hbm_new(const struct plena_hbm_params *p, struct plena_hbm **out,
-                  struct plena_err *err);
+int plena_hbm_new(const struct plena_hbm_params *p, struct plena_hbm **out, struct plena_err *err);
 void plena_hbm_free(struct plena_hbm *h);
 void plena_hbm_set_trace(struct plena_hbm *h, plena_hbm_trace_fn fn, void *ctx);
 /* Batch issue (H_PREFETCH_M/V): all transactions enter at t_start; returns
@@ -45,6 +44,19 @@ uint64_t plena_hbm_batch(struct plena_hbm *h, uint64_t t_start_ps, const struct 
 /* Sequential issue (H_STORE_V): transaction j enters when j-1 is done. */
 uint64_t plena_hbm_sequential(struct plena_hbm *h, uint64_t t_start_ps,
                               const struct plena_hbm_txn *txn, size_t n);
+
+/* Address mapping of 3.3 (with the granule hash when ADDRESS_HASH_BIT > 0). */
+struct plena_hbm_loc {
+    unsigned channel, pseudo_channel, bank_group, bank;
+    uint64_t row;
+};
+void plena_hbm_map(const struct plena_hbm *h, uint64_t addr, struct plena_hbm_loc *loc);
+/* Test aid: 1 = step every tick (the definition of 3.6), 0 = skip ticks where
+ * nothing can happen (default; results are identical by construction). */
+void plena_hbm_set_exhaustive(struct plena_hbm *h, int on);
+/* Non-zero once a request could not be queued for lack of memory (its
+ * instruction was then charged as if it had no transactions). */
+int plena_hbm_out_of_memory(const struct plena_hbm *h);
 
 /* ---- per-instruction timing ---- */
 struct plena_timing;
@@ -58,6 +70,13 @@ uint64_t plena_timing_account(struct plena_timing *t, const struct plena_emu_eve
 uint64_t plena_timing_now_ps(const struct plena_timing *t);
 uint64_t plena_timing_bytes_read(const struct plena_timing *t);    /* 64 x read transactions */
 uint64_t plena_timing_bytes_written(const struct plena_timing *t); /* 64 x write transactions */
+/* Bytes of the last accounted instruction (64 x its read / write transactions;
+ * 0 for non-HBM instructions), for per-stage byte billing. */
+void plena_timing_last_bytes(const struct plena_timing *t, uint64_t *bytes_read,
+                             uint64_t *bytes_written);
+/* 0, or PLENA_E_NOMEM (filled into err) when the HBM model ran out of memory
+ * during some instruction: the run's timing is then not trustworthy. */
+int plena_timing_status(const struct plena_timing *t, struct plena_err *err);
 struct plena_hbm *plena_timing_hbm(struct plena_timing *t);
 /* Fixed (non-HBM) cost in cycles of an opcode per the cost table, for
  * conformance tests (V_TOPK with E experts; f0_skip gives 0). */
@@ -82,5 +101,35 @@ void plena_overlap_observe(struct plena_overlap *o, const struct plena_emu_event
                            uint64_t duration_ps);
 void plena_overlap_report(const struct plena_overlap *o, uint64_t serial_total_ps,
                           uint64_t clock_period_ps, struct plena_overlap_report *r);
+
+/* Classification of 5.1 and the low-level accounting of 5.2 (what
+ * plena_overlap_observe does after classifying; used directly by tests).
+ * Ranges are half-open element intervals. */
+enum plena_overlap_space { PLENA_OVERLAP_MATRIX = 0, PLENA_OVERLAP_VECTOR = 1 };
+enum plena_overlap_class {
+    PLENA_OVERLAP_OTHER = 0,
+    PLENA_OVERLAP_PREFETCH,
+    PLENA_OVERLAP_BARRIER,
+    PLENA_OVERLAP_COMPUTE
+};
+struct plena_overlap_range {
+    enum plena_overlap_space space;
+    uint64_t lo, hi;
+};
+struct plena_overlap_class_info {
+    enum plena_overlap_class cls;
+    struct plena_overlap_range write;    /* prefetch only */
+    struct plena_overlap_range reads[2]; /* compute only */
+    size_t n_reads;
+};
+void plena_overlap_classify(const struct plena_settings *s, const struct plena_emu_event *ev,
+                            struct plena_overlap_class_info *ci);
+/* Returns 0, or PLENA_E_NOMEM when the queue could not grow (the entry is
+ * then treated as exposed, which only under-reports hidden time). */
+int plena_overlap_prefetch(struct plena_overlap *o, uint64_t duration_ps,
+                           const struct plena_overlap_range *write);
+void plena_overlap_barrier(struct plena_overlap *o);
+void plena_overlap_compute(struct plena_overlap *o, uint64_t duration_ps,
+                           const struct plena_overlap_range *reads, size_t n_reads);
 
 #endif
