@@ -1,0 +1,118 @@
+/* Stage profiling and profile JSON schema v4 (spec/timing-and-profile.md
+ * sections 6.5 and 7, decision D7).
+ *
+ * The accumulator is fed once per executed instruction with its static pc,
+ * serial duration in ps, HBM transaction counts and opcode; it sums
+ * picoseconds per stage, per pair, per pair-stage and per resource class and
+ * rounds to cycles only when a figure is reported (I2). It does not run the
+ * emulator or the timing model (src/run/ wires them together). */
+#ifndef PLENA_PROFILE_PROFILE_H
+#define PLENA_PROFILE_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "isa/program.h"
+#include "isa/stages.h"
+#include "timing/timing.h"
+
+/* Constant strings of section 7.6: the one definition of each (constants.c). */
+extern const char plena_profile_text_logical[];          /* L */
+extern const char plena_profile_text_physical[];         /* P */
+extern const char plena_profile_text_resource[];         /* R */
+extern const char plena_profile_text_caveat[];           /* C */
+extern const char plena_profile_text_shared_vs_routed[]; /* S */
+
+/* Resource classes of section 7.5, in JSON key order. */
+enum plena_resource {
+    PLENA_RESOURCE_MATRIX,
+    PLENA_RESOURCE_VECTOR,
+    PLENA_RESOURCE_SCALAR,
+    PLENA_RESOURCE_DMA,
+    PLENA_RESOURCE_OTHER,
+    PLENA_RESOURCE_COUNT
+};
+const char *plena_resource_name(enum plena_resource r);
+enum plena_resource plena_resource_of(unsigned opcode);
+
+/* One accumulated figure set (a stage, a pair, a pair-stage or the total). */
+struct plena_profile_figures {
+    uint64_t instructions;
+    uint64_t picos;
+    uint64_t bytes_read, bytes_written; /* 64 x transactions */
+    uint64_t res_picos[PLENA_RESOURCE_COUNT];
+};
+
+struct plena_profile_pair {
+    uint32_t id;
+    struct plena_profile_figures total;
+    struct plena_profile_figures stage[PLENA_STAGE_COUNT];
+};
+
+struct plena_profile {
+    uint64_t clock_period_ps;
+    size_t n_pc;                       /* static instructions of the program */
+    uint8_t *pc_stage;                 /* per static pc */
+    int32_t *pc_pair;                  /* per static pc: index into pairs, or -1 */
+    uint8_t res_of_op[64];             /* opcode -> enum plena_resource */
+    const struct plena_labels *labels; /* borrowed; NULL when the program has none */
+    struct plena_profile_figures total;
+    struct plena_profile_figures stage[PLENA_STAGE_COUNT];
+    struct plena_profile_pair *pairs; /* ascending id */
+    size_t n_pairs;
+};
+
+/* `labels` may be NULL (everything is billed to 'other'); when given, its
+ * count must equal `n_instructions` (PLENA_E_INPUT naming both counts).
+ * `labels` is borrowed and must outlive the profile. */
+int plena_profile_init(struct plena_profile *p, const struct plena_labels *labels,
+                       size_t n_instructions, uint64_t clock_period_ps, struct plena_err *err);
+void plena_profile_free(struct plena_profile *p);
+
+/* Bills one executed instruction. pc >= n_pc is billed to 'other' (no pair). */
+void plena_profile_add(struct plena_profile *p, uint32_t pc, unsigned opcode, uint64_t picos,
+                       uint64_t n_read_txn, uint64_t n_write_txn);
+
+/* What the profile JSON needs beyond the accumulator. */
+struct plena_profile_trap {
+    uint32_t pc;
+    unsigned opcode;
+    const char *mnemonic;
+    const char *source_file; /* NULL when unknown */
+    uint32_t source_line;    /* 0 when unknown */
+    const char *message;     /* the trap line of spec/isa.md 14.2 */
+};
+
+struct plena_profile_run {
+    const struct plena_profile_trap *trap; /* NULL: run_status completed */
+    uint64_t instructions_executed;
+    uint64_t total_simulation_picos;            /* serial total of the run */
+    const struct plena_overlap_report *overlap; /* NULL: overlay off */
+};
+
+/* Renders the profile JSON v4 (section 7), NUL-terminated, caller frees with
+ * plena_free. */
+int plena_profile_render(const struct plena_profile *p, const struct plena_profile_run *run,
+                         char **text, size_t *len, struct plena_err *err);
+/* Renders and writes atomically. */
+int plena_profile_write(const struct plena_profile *p, const struct plena_profile_run *run,
+                        const char *path, struct plena_err *err);
+
+/* Shared-vs-routed split of section 7.8 from per-stage wall_picos. */
+struct plena_profile_split {
+    uint64_t shared_picos, routed_picos, excluded_picos;
+    uint64_t shared_cycles, routed_cycles;
+    uint64_t routing_tax_picos, routing_tax_cycles;
+    int has_shared_fraction; /* 0: shared + routed is 0 (JSON null) */
+    double shared_fraction;
+    int has_ratio; /* 0: routed is 0 (JSON null) */
+    double shared_to_routed_ratio;
+};
+void plena_profile_split_compute(const uint64_t stage_wall_picos[PLENA_STAGE_COUNT],
+                                 uint64_t clock_period_ps, struct plena_profile_split *out);
+
+/* "pair_major", "expert_major" or "none" (section 6.5). */
+const char *plena_profile_routed_lowering(const struct plena_profile *p);
+
+#endif

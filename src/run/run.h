@@ -1,0 +1,105 @@
+/* Run session: one emulator run with timing, overlay, stage profile, dumps
+ * and run-stats wired together (spec/timing-and-profile.md 7-8,
+ * spec/isa.md 14.2, spec/numerics-and-files.md 10). Used by `plena run`, the
+ * timing gates, and later `plena moe` and replay.
+ *
+ * The session never prints: summary lines (8.2) are produced into a buffer
+ * by plena_run_format_summary and printed by the CLI. */
+#ifndef PLENA_RUN_RUN_H
+#define PLENA_RUN_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "emu/emu.h"
+#include "isa/asm.h"
+#include "isa/program.h"
+#include "settings/settings.h"
+#include "timing/timing.h"
+
+struct plena_run_opts {
+    /* program: `program` (borrowed, in memory) wins over `program_path` */
+    const char *program_path;
+    const struct plena_program *program;
+    const char *asm_path;                 /* labels for a .mem program (--asm) */
+    struct plena_asm_diags *asm_warnings; /* assembler warnings of a .asm program are
+                                           * appended here (the CLI prints them); may be NULL */
+    /* inputs (NULL = none) */
+    const char *hbm_path, *fpsram_path, *intsram_path, *vram_path;
+    /* settings: `settings` (copied) wins over `settings_path`; both NULL =
+     * the lookup of spec/numerics-and-files.md 11.1 */
+    const char *settings_path;
+    const struct plena_settings *settings;
+    uint64_t hbm_size; /* 0 = CONFIG.HBM_SIZE */
+    int hbm_model;     /* -1 = settings; else enum plena_hbm_model_kind */
+    /* outputs (NULL = not written) */
+    const char *dump_dir;
+    unsigned dump_mask; /* enum plena_dump_mask bits; 0 = no dumps */
+    const char *stats_path;
+    const char *profile_path;
+    const char *log_path; /* copied into run-stats only */
+    /* behaviour */
+    int overlap;
+    unsigned threads; /* >= 1; never changes any output (I5) */
+    const char *label;
+    /* provenance for run-stats (may be 0/NULL) */
+    int argc;
+    char **argv;
+    /* Called after settings and inputs are ready, just before execution
+     * (the CLI prints the Topology line here). May be NULL. */
+    void (*on_start)(void *ctx, const struct plena_settings *s);
+    void *on_start_ctx;
+};
+
+enum plena_run_outcome_status {
+    PLENA_RUN_OUT_COMPLETED,
+    PLENA_RUN_OUT_TRAPPED,
+    PLENA_RUN_OUT_ERROR
+};
+
+struct plena_run_outcome {
+    enum plena_run_outcome_status status;
+    int exit_code;                  /* spec 8.3 */
+    struct plena_trap trap;         /* kind NONE unless trapped */
+    char trap_message[640];         /* spec/isa.md 14.2 line; empty unless trapped */
+    struct plena_settings settings; /* effective settings (valid once loaded) */
+    int settings_loaded;
+    uint64_t hbm_size;
+    uint64_t instructions_executed;
+    uint64_t program_instructions;
+    uint64_t serial_picos, serial_cycles;
+    uint64_t reported_picos, reported_cycles; /* adjusted when the overlay is on */
+    uint64_t bytes_read, bytes_written;
+    int overlap_on;
+    struct plena_overlap_report overlap;
+    int profile_written;
+    uint64_t profile_bytes;
+    uint64_t stage_wall_picos[32]; /* per stage (PLENA_STAGE_COUNT used); 0 without profile */
+    double host_wall_seconds;
+};
+
+/* Runs one session. Returns 0 when the program ran (completed or trapped:
+ * see out->status / out->exit_code), else the error status (usage, input,
+ * output, nomem), with out->exit_code set accordingly. Outputs: dumps and
+ * profile on completion and on a trap; run-stats always when requested
+ * (status "error" for failures before execution, when writable). */
+int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *out,
+                      struct plena_err *err);
+
+/* "Topology mlen=M vlen=V hlen=H blen=B broadcast_amount=A\n" */
+void plena_run_format_topology(const struct plena_settings *s, char *buf, size_t n);
+/* The end-of-run lines of spec 8.2 (overlay line when on, completed or
+ * trapped line, HBM Statistics line), each ending in LF. */
+void plena_run_format_summary(const struct plena_run_outcome *out, char *buf, size_t n);
+/* "<ps/1000>.<ps%1000, 3 digits>ns" */
+void plena_run_format_ns(uint64_t ps, char *buf, size_t n);
+/* Utilization of 8.2: (R + W) / (ps x 1e-12), 0 when ps is 0. */
+double plena_run_utilization(uint64_t bytes_read, uint64_t bytes_written, uint64_t ps);
+
+/* Parses SIZE with an optional K/M/G (binary) suffix; 0 on success. */
+int plena_run_parse_size(const char *s, uint64_t *out);
+/* Parses a --dump LIST: vram,mram,fpsram,intsram,hbm | all | none. */
+int plena_run_parse_dump_list(const char *s, unsigned *mask);
+
+#endif
