@@ -5,7 +5,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all setup build demo test test-fast test-asan format-check docs bench clean
+.PHONY: all setup build demo test test-fast test-asan test-fuzz format-check docs bench clean
 
 all: build
 
@@ -33,10 +33,16 @@ test-asan: setup $(ASAN_BUILD)/build.ninja
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    ctest --output-on-failure -j $(JOBS) -LE no_sanitize
 
-test: test-fast test-asan
+# libFuzzer over the trace JSON reader and validator, bounded in time
+# (spec/traces-and-replay.md 2.4); the corpus lives in fuzz/corpus/.
+FUZZ_SECONDS ?= 30
+test-fuzz: setup
+	./scripts/fuzz.sh $(FUZZ_SECONDS)
+
+test: test-fast test-asan test-fuzz
 
 docs: build
-	cmake --build $(BUILD) --target docs
+	cmake --build $(BUILD) --target docs trace-docs
 
 bench: build
 	./bench/run_all.sh $(BUILD)
