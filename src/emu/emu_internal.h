@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "emu/emu.h"
 
@@ -33,6 +34,16 @@ struct plena_emu {
     uint32_t fp_depth, int_depth;
     int vlen_shift;  /* log2(VLEN) when a power of two, else -1 */
     int mlen2_shift; /* log2(MLEN^2) when a power of two, else -1 */
+    int mlen_shift;  /* log2(MLEN) when a power of two, else -1 */
+    int blen_shift;  /* log2(BLEN) when a power of two, else -1 */
+
+    /* Kernel selection. ref_paths != 0 runs every instruction through the
+     * scalar reference code (num row helpers, emu_dot_block_ref, plain lane
+     * loops); tests set it on one of two machines and compare all state bit
+     * for bit. kernel_isa is EMU_ISA_AVX2 when the host supports it (chosen
+     * once in plena_emu_new; tests may lower it to EMU_ISA_GENERIC). */
+    int ref_paths;
+    int kernel_isa;
 
     /* registers (section 2.1/2.2) */
     uint32_t g[16];
@@ -82,9 +93,87 @@ struct plena_emu {
     struct plena_trap trap; /* detail of the trap being raised */
 };
 
-/* Sparse memory helpers (machine.c). */
-const uint16_t *emu_vram_row_ro(const struct plena_emu *e, uint64_t row);
-uint16_t *emu_vram_row_rw(struct plena_emu *e, uint64_t row); /* NULL: out of memory */
+#define EMU_ISA_GENERIC 0 /* portable C (SSE2-width GCC vectors on x86-64) */
+#define EMU_ISA_AVX2    1 /* AVX2 matrix kernels (runtime-detected) */
+
+/* Sparse memory helpers. Row lookup is inline because every vector and matrix
+ * instruction does it; only first-touch page allocation is out of line. */
+uint16_t *emu_vram_page_alloc(struct plena_emu *e, uint64_t page); /* NULL: out of memory */
+
+static inline uint64_t emu_vpage_of(const struct plena_emu *e, uint64_t row, uint64_t *in_page)
+{
+    if (e->page_rows_shift >= 0) {
+        *in_page = row & (e->page_rows - 1);
+        return row >> e->page_rows_shift;
+    }
+    *in_page = row % e->page_rows;
+    return row / e->page_rows;
+}
+
+static inline const uint16_t *emu_vram_row_ro(const struct plena_emu *e, uint64_t row)
+{
+    uint64_t r;
+    uint64_t p = emu_vpage_of(e, row, &r);
+    const uint16_t *pg = e->vpages[p];
+    if (!pg) return e->zero_page;
+    return pg + r * e->vlen;
+}
+
+/* NULL: out of memory */
+static inline uint16_t *emu_vram_row_rw(struct plena_emu *e, uint64_t row)
+{
+    uint64_t r;
+    uint64_t p = emu_vpage_of(e, row, &r);
+    uint16_t *pg = e->vpages[p];
+    if (!pg && !(pg = emu_vram_page_alloc(e, p))) return NULL;
+    return pg + r * e->vlen;
+}
+
+/* Inline BF16 row conversions with the exact rules of num (spec/numerics 2.1:
+ * decode = bits << 16; encode = RNE on the upper half, every NaN -> 0x7FC0).
+ * Written as fixed 16-element chunks so gcc -O2 vectorises them (its
+ * "very cheap" cost model only takes loops with a known trip count); the tail
+ * runs the same formula one element at a time. plena_num_bf16_row_* are the
+ * reference; test_emu_perfpaths compares both on all 65536 BF16 patterns and
+ * on f32 ties, NaNs, infinities, zeros and subnormals. */
+#define EMU_CHUNK 16
+
+static inline uint16_t emu_bf16_enc(uint32_t b)
+{
+    uint32_t r = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
+    return (b & 0x7FFFFFFFu) > 0x7F800000u ? (uint16_t)0x7FC0 : (uint16_t)r;
+}
+
+static inline void emu_bf16_row_to_f32(const uint16_t *restrict h, float *restrict out, size_t n)
+{
+    size_t i = 0;
+    for (; i + EMU_CHUNK <= n; i += EMU_CHUNK) {
+        uint32_t w[EMU_CHUNK];
+        for (size_t k = 0; k < EMU_CHUNK; k++)
+            w[k] = (uint32_t)h[i + k] << 16;
+        memcpy(out + i, w, sizeof w);
+    }
+    for (; i < n; i++) {
+        uint32_t w = (uint32_t)h[i] << 16;
+        memcpy(out + i, &w, 4);
+    }
+}
+
+static inline void emu_bf16_row_from_f32(const float *restrict x, uint16_t *restrict out, size_t n)
+{
+    size_t i = 0;
+    for (; i + EMU_CHUNK <= n; i += EMU_CHUNK) {
+        uint32_t w[EMU_CHUNK];
+        memcpy(w, x + i, sizeof w);
+        for (size_t k = 0; k < EMU_CHUNK; k++)
+            out[i + k] = emu_bf16_enc(w[k]);
+    }
+    for (; i < n; i++) {
+        uint32_t w;
+        memcpy(&w, x + i, 4);
+        out[i] = emu_bf16_enc(w);
+    }
+}
 void emu_hbm_read(const struct plena_emu *e, uint64_t addr, uint8_t *dst, size_t n);
 int emu_hbm_write(struct plena_emu *e, uint64_t addr, const uint8_t *src, size_t n); /* -1 OOM */
 
@@ -98,5 +187,11 @@ void emu_dot_block_ref(const float *x, size_t rows, size_t n, const float *t, si
                        size_t cols, float *out);
 void emu_dot_block_fast(const float *x, size_t rows, size_t n, const float *t, size_t ts,
                         size_t cols, float *out);
+/* The same, on an explicit kernel family (EMU_ISA_*); EMU_ISA_AVX2 on a host
+ * without AVX2 falls back to EMU_ISA_GENERIC. emu_dot_block_fast uses the
+ * best one the host has. */
+void emu_dot_block_isa(int isa, const float *x, size_t rows, size_t n, const float *t, size_t ts,
+                       size_t cols, float *out);
+int emu_host_isa(void);
 
 #endif

@@ -2,7 +2,11 @@
  * plena_op (no default, so -Wswitch flags a missing opcode), with the rules of
  * spec/isa.md sections 5-12 and the accumulation order of numerics 6. Every
  * instruction validates all addresses before its first write (precise traps).
- * Timing is not computed here: an event record goes to the observer. */
+ * Timing is not computed here: an event record goes to the observer.
+ * Speed: BF16 rows convert inline, matrix kernels keep each output's chain in
+ * a register lane (generic GCC vectors, AVX2 chosen at run time), and every
+ * fast path has a scalar reference twin selected by e->ref_paths, which
+ * test_emu_perfpaths compares bit for bit. */
 #include "emu/emu_internal.h"
 
 #include "common/alloc.h"
@@ -10,6 +14,10 @@
 
 #include <math.h>
 #include <stdarg.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define EMU_X86 1
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,14 +35,39 @@ static int trapf(struct plena_emu *e, enum plena_trap_kind k, const char *fmt, .
     return (int)k;
 }
 
+/* Single-value BF16 conversions, inline (same formulas as num; the perfpaths
+ * test checks them against plena_num_bf16_* on every pattern). */
 static inline float bf(uint16_t h)
 {
-    return plena_num_bf16_to_f32(h);
+    uint32_t w = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &w, 4);
+    return f;
 }
 
 static inline uint16_t tobf(float x)
 {
-    return plena_num_bf16_from_f32(x);
+    uint32_t w;
+    memcpy(&w, &x, 4);
+    return emu_bf16_enc(w);
+}
+
+/* Row conversions: num's reference helpers under ref_paths, else the inline
+ * vectorisable ones of emu_internal.h. */
+static inline void row_in(const struct plena_emu *e, const uint16_t *h, float *out, size_t n)
+{
+    if (e->ref_paths)
+        plena_num_bf16_row_to_f32(h, out, n);
+    else
+        emu_bf16_row_to_f32(h, out, n);
+}
+
+static inline void row_out(const struct plena_emu *e, const float *x, uint16_t *out, size_t n)
+{
+    if (e->ref_paths)
+        plena_num_bf16_row_from_f32(x, out, n);
+    else
+        emu_bf16_row_from_f32(x, out, n);
 }
 
 /* u64 sum that saturates: every HBM address >= HBM_SIZE (<= 2^48) behaves the
@@ -76,7 +109,7 @@ static int check_vrows(struct plena_emu *e, uint64_t a, uint64_t n, uint64_t ste
 
 static int check_tile(struct plena_emu *e, uint64_t base, uint64_t n_tiles, uint64_t *tile0)
 {
-    uint64_t t = base / e->mlen2;
+    uint64_t t = e->mlen2_shift >= 0 ? base >> e->mlen2_shift : base / e->mlen2;
     if (t + n_tiles - 1 >= e->tiles)
         return trapf(e, PLENA_TRAP_MRAM_OUT_OF_RANGE, "MRAM tile %llu >= %u tiles",
                      (unsigned long long)(t + n_tiles - 1), e->tiles);
@@ -119,14 +152,11 @@ void emu_dot_block_ref(const float *x, size_t rows, size_t n, const float *t, si
         }
 }
 
-/* Same chains as _ref, r outermost: for each r the rows*cols independent
- * partial sums advance by one product, so the innermost j loop is a plain
- * vector multiply-add over a contiguous tile row (two roundings per step;
- * -ffp-contract=off forbids fusing them). */
-static inline __attribute__((always_inline)) void dot_block_body(const float *restrict x,
-                                                                 size_t rows, size_t n,
-                                                                 const float *restrict t, size_t ts,
-                                                                 size_t cols, float *restrict out)
+/* Portable fallback for any shape: the same chains as _ref, r outermost, with
+ * the partial sums in `out` (two roundings per step; -ffp-contract=off forbids
+ * fusing them). Used when cols is not a multiple of 4. */
+static void dot_block_scalar(const float *restrict x, size_t rows, size_t n,
+                             const float *restrict t, size_t ts, size_t cols, float *restrict out)
 {
     for (size_t i = 0; i < rows; i++) {
         float xv = x[i * n];
@@ -146,22 +176,260 @@ static inline __attribute__((always_inline)) void dot_block_body(const float *re
     }
 }
 
+/* Register-blocked kernels. Each output (i, j) is one lane of one vector
+ * accumulator; a block of rb rows x nv vectors keeps all its chains in
+ * registers for the whole reduction, so the r loop costs one multiply and
+ * one add per vector and the rb*nv independent chains hide the add latency.
+ * Lanes never mix: the arithmetic per output is exactly _ref's sequence. */
+typedef float v4f __attribute__((vector_size(16)));
+
+static inline v4f v4_ld(const float *p)
+{
+    v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void v4_st(float *p, v4f v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
+static inline __attribute__((always_inline)) void
+gen_tile(const float *restrict x, size_t n, const float *restrict t, size_t ts, size_t cols,
+         float *restrict out, size_t i0, size_t j0, const int rb, const int nv)
+{
+    v4f acc[4][2];
+    const float *xr = x + i0 * n, *tr = t + j0;
+#pragma GCC unroll 4
+    for (int i = 0; i < rb; i++) {
+        float s = xr[(size_t)i * n];
+        v4f xv = {s, s, s, s};
+#pragma GCC unroll 2
+        for (int v = 0; v < nv; v++)
+            acc[i][v] = xv * v4_ld(tr + 4 * v);
+    }
+    for (size_t r = 1; r < n; r++) {
+        tr += ts;
+        v4f tv[2];
+#pragma GCC unroll 2
+        for (int v = 0; v < nv; v++)
+            tv[v] = v4_ld(tr + 4 * v);
+#pragma GCC unroll 4
+        for (int i = 0; i < rb; i++) {
+            float s = xr[(size_t)i * n + r];
+            v4f xv = {s, s, s, s};
+#pragma GCC unroll 2
+            for (int v = 0; v < nv; v++) {
+                v4f p = xv * tv[v];
+                acc[i][v] = acc[i][v] + p;
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < rb; i++)
+#pragma GCC unroll 2
+        for (int v = 0; v < nv; v++)
+            v4_st(out + (i0 + (size_t)i) * cols + j0 + 4 * (size_t)v, acc[i][v]);
+}
+
+#define GEN_TILE_RB(rb, nv)                                                                        \
+    do {                                                                                           \
+        switch (rb) {                                                                              \
+        case 1: gen_tile(x, n, t, ts, cols, out, i0, j0, 1, nv); break;                            \
+        case 2: gen_tile(x, n, t, ts, cols, out, i0, j0, 2, nv); break;                            \
+        case 3: gen_tile(x, n, t, ts, cols, out, i0, j0, 3, nv); break;                            \
+        default: gen_tile(x, n, t, ts, cols, out, i0, j0, 4, nv); break;                           \
+        }                                                                                          \
+    } while (0)
+
+static void dot_block_generic(const float *x, size_t rows, size_t n, const float *t, size_t ts,
+                              size_t cols, float *out)
+{
+    if (cols % 4) {
+        dot_block_scalar(x, rows, n, t, ts, cols, out);
+        return;
+    }
+    for (size_t i0 = 0; i0 < rows; i0 += 4) {
+        size_t rb = rows - i0 < 4 ? rows - i0 : 4, j0 = 0;
+        for (; j0 + 8 <= cols; j0 += 8)
+            GEN_TILE_RB(rb, 2);
+        if (j0 < cols) GEN_TILE_RB(rb, 1);
+    }
+}
+
+#ifdef EMU_X86
+/* AVX2 (mul and add as separate instructions: no FMA, exactly like _ref).
+ * cols a multiple of 8: blocks of up to 4 rows x 16 columns (8 chains of 8
+ * lanes). cols == 4 (BLEN 4, the default M_MM shape): two rows share one
+ * vector, lanes [x_i t_0..3 | x_i+1 t_0..3], up to 4 such pairs per block. */
+#define AVX2 __attribute__((target("avx2"), always_inline)) inline
+
+static AVX2 void avx_tile(const float *restrict x, size_t n, const float *restrict t, size_t ts,
+                          size_t cols, float *restrict out, size_t i0, size_t j0, const int rb,
+                          const int nv)
+{
+    __m256 acc[4][2];
+    const float *xr = x + i0 * n, *tr = t + j0;
+#pragma GCC unroll 4
+    for (int i = 0; i < rb; i++) {
+        __m256 xv = _mm256_broadcast_ss(xr + (size_t)i * n);
+#pragma GCC unroll 2
+        for (int v = 0; v < nv; v++)
+            acc[i][v] = _mm256_mul_ps(xv, _mm256_loadu_ps(tr + 8 * v));
+    }
+    for (size_t r = 1; r < n; r++) {
+        tr += ts;
+        __m256 tv[2];
+#pragma GCC unroll 2
+        for (int v = 0; v < nv; v++)
+            tv[v] = _mm256_loadu_ps(tr + 8 * v);
+#pragma GCC unroll 4
+        for (int i = 0; i < rb; i++) {
+            __m256 xv = _mm256_broadcast_ss(xr + (size_t)i * n + r);
+#pragma GCC unroll 2
+            for (int v = 0; v < nv; v++)
+                acc[i][v] = _mm256_add_ps(acc[i][v], _mm256_mul_ps(xv, tv[v]));
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < rb; i++)
+#pragma GCC unroll 2
+        for (int v = 0; v < nv; v++)
+            _mm256_storeu_ps(out + (i0 + (size_t)i) * cols + j0 + 8 * (size_t)v, acc[i][v]);
+}
+
+static AVX2 __m256 avx_pair_x(const float *p, size_t n)
+{
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_broadcast_ss(p)),
+                                _mm_broadcast_ss(p + n), 1);
+}
+
+static AVX2 __m256 avx_dup4(const float *p)
+{
+    __m128 q = _mm_loadu_ps(p);
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(q), q, 1);
+}
+
+/* cols == 4: np pairs of rows starting at i0; out rows i0+2p, i0+2p+1 are
+ * adjacent (8 floats). */
+static AVX2 void avx_pairs4(const float *restrict x, size_t n, const float *restrict t, size_t ts,
+                            float *restrict out, size_t i0, const int np)
+{
+    __m256 acc[4];
+    const float *xr = x + i0 * n;
+    __m256 tv = avx_dup4(t);
+#pragma GCC unroll 4
+    for (int p = 0; p < np; p++)
+        acc[p] = _mm256_mul_ps(avx_pair_x(xr + (size_t)(2 * p) * n, n), tv);
+    for (size_t r = 1; r < n; r++) {
+        tv = avx_dup4(t + r * ts);
+#pragma GCC unroll 4
+        for (int p = 0; p < np; p++)
+            acc[p] = _mm256_add_ps(acc[p],
+                                   _mm256_mul_ps(avx_pair_x(xr + (size_t)(2 * p) * n + r, n), tv));
+    }
+#pragma GCC unroll 4
+    for (int p = 0; p < np; p++)
+        _mm256_storeu_ps(out + (i0 + 2 * (size_t)p) * 4, acc[p]);
+}
+
+#define AVX_TILE_RB(rb, nv)                                                                        \
+    do {                                                                                           \
+        switch (rb) {                                                                              \
+        case 1: avx_tile(x, n, t, ts, cols, out, i0, j0, 1, nv); break;                            \
+        case 2: avx_tile(x, n, t, ts, cols, out, i0, j0, 2, nv); break;                            \
+        case 3: avx_tile(x, n, t, ts, cols, out, i0, j0, 3, nv); break;                            \
+        default: avx_tile(x, n, t, ts, cols, out, i0, j0, 4, nv); break;                           \
+        }                                                                                          \
+    } while (0)
+
+__attribute__((target("avx2"))) static void dot_block_avx2(const float *x, size_t rows, size_t n,
+                                                           const float *t, size_t ts, size_t cols,
+                                                           float *out)
+{
+    if (cols == 4) {
+        size_t i0 = 0;
+        for (; i0 + 8 <= rows; i0 += 8)
+            avx_pairs4(x, n, t, ts, out, i0, 4);
+        switch ((rows - i0) / 2) {
+        case 3: avx_pairs4(x, n, t, ts, out, i0, 3); break;
+        case 2: avx_pairs4(x, n, t, ts, out, i0, 2); break;
+        case 1: avx_pairs4(x, n, t, ts, out, i0, 1); break;
+        default: break;
+        }
+        i0 += (rows - i0) & ~(size_t)1;
+        if (i0 < rows) {
+            size_t j0 = 0;
+            gen_tile(x, n, t, ts, cols, out, i0, j0, 1, 1);
+        }
+        return;
+    }
+    if (cols % 8) {
+        dot_block_generic(x, rows, n, t, ts, cols, out);
+        return;
+    }
+    for (size_t i0 = 0; i0 < rows; i0 += 4) {
+        size_t rb = rows - i0 < 4 ? rows - i0 : 4, j0 = 0;
+        for (; j0 + 16 <= cols; j0 += 16)
+            AVX_TILE_RB(rb, 2);
+        if (j0 < cols) AVX_TILE_RB(rb, 1);
+    }
+}
+
+#endif
+
+int emu_host_isa(void)
+{
+#ifdef EMU_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) return EMU_ISA_AVX2;
+#endif
+    return EMU_ISA_GENERIC;
+}
+
+void emu_dot_block_isa(int isa, const float *x, size_t rows, size_t n, const float *t, size_t ts,
+                       size_t cols, float *out)
+{
+#ifdef EMU_X86
+    if (isa == EMU_ISA_AVX2 && emu_host_isa() == EMU_ISA_AVX2) {
+        dot_block_avx2(x, rows, n, t, ts, cols, out);
+        return;
+    }
+#endif
+    (void)isa;
+    dot_block_generic(x, rows, n, t, ts, cols, out);
+}
+
 void emu_dot_block_fast(const float *x, size_t rows, size_t n, const float *t, size_t ts,
                         size_t cols, float *out)
 {
-    switch (cols) {
-    case 4: dot_block_body(x, rows, n, t, ts, 4, out); break;
-    case 8: dot_block_body(x, rows, n, t, ts, 8, out); break;
-    case 16: dot_block_body(x, rows, n, t, ts, 16, out); break;
-    default: dot_block_body(x, rows, n, t, ts, cols, out); break;
+    emu_dot_block_isa(emu_host_isa(), x, rows, n, t, ts, cols, out);
+}
+
+/* The kernel an instruction uses: reference under ref_paths, else the host's
+ * best (kernel_isa was checked against the host in plena_emu_new). */
+static inline void dot(const struct plena_emu *e, const float *x, size_t rows, size_t n,
+                       const float *t, size_t ts, size_t cols, float *out)
+{
+    if (e->ref_paths) {
+        emu_dot_block_ref(x, rows, n, t, ts, cols, out);
+        return;
     }
+#ifdef EMU_X86
+    if (e->kernel_isa == EMU_ISA_AVX2) {
+        dot_block_avx2(x, rows, n, t, ts, cols, out);
+        return;
+    }
+#endif
+    dot_block_generic(x, rows, n, t, ts, cols, out);
 }
 
 /* Loads `n` VRAM rows starting at row0 (row step `step`) as f32 into dst. */
 static void load_rows(struct plena_emu *e, uint64_t row0, uint64_t n, uint64_t step, float *dst)
 {
     for (uint64_t i = 0; i < n; i++)
-        plena_num_bf16_row_to_f32(emu_vram_row_ro(e, row0 + i * step), dst + i * e->vlen, e->vlen);
+        row_in(e, emu_vram_row_ro(e, row0 + i * step), dst + i * e->vlen, e->vlen);
 }
 
 static int op_mm(struct plena_emu *e, const struct plena_insn *in, int transposed)
@@ -171,13 +439,15 @@ static int op_mm(struct plena_emu *e, const struct plena_insn *in, int transpose
     uint64_t off = mod_mlen2(e, m), base = m - off, tile = 0, row0 = 0;
     int t;
     if ((t = check_tile(e, base, 1, &tile))) return t;
-    if (off % e->mlen)
+    /* shifts instead of divisions when the geometry is a power of two (always
+     * in practice): M_MM is issued millions of times */
+    uint64_t c = e->mlen_shift >= 0 ? off >> e->mlen_shift : off / e->mlen;
+    if (off - c * e->mlen)
         return trapf(
             e, PLENA_TRAP_MATRIX_OFFSET,
             "tile offset %llu is not a multiple of MLEN %u (M_MM offsets are row-granular)",
             (unsigned long long)off, e->mlen);
-    uint64_t c = off / e->mlen;
-    if (c % e->blen)
+    if (e->blen_shift >= 0 ? (c & (e->blen - 1)) : c % e->blen)
         return trapf(e, PLENA_TRAP_MATRIX_OFFSET, "column start %llu is not a multiple of BLEN %u",
                      (unsigned long long)c, e->blen);
     if ((t = check_vrows(e, v, e->blen, 1, &row0))) return t;
@@ -195,7 +465,7 @@ static int op_mm(struct plena_emu *e, const struct plena_insn *in, int transpose
         tp = e->tbuf;
         ts = e->blen;
     }
-    emu_dot_block_fast(e->xbuf, e->blen, e->mlen, tp, ts, e->blen, e->obuf);
+    dot(e, e->xbuf, e->blen, e->mlen, tp, ts, e->blen, e->obuf);
     for (size_t q = 0; q < (size_t)e->blen * e->blen; q++)
         e->m_acc[q] = e->m_acc[q] + e->obuf[q];
     return 0;
@@ -227,7 +497,7 @@ static int op_mv(struct plena_emu *e, const struct plena_insn *in, int transpose
         tp = e->tbuf;
         ts = e->blen;
     }
-    emu_dot_block_fast(e->xbuf, 1, e->mlen, tp, ts, e->blen, e->obuf);
+    dot(e, e->xbuf, 1, e->mlen, tp, ts, e->blen, e->obuf);
     for (uint32_t j = 0; j < e->blen; j++)
         e->v_acc[j] = e->v_acc[j] + e->obuf[j];
     return 0;
@@ -271,15 +541,22 @@ static int op_broadcast(struct plena_emu *e, const struct plena_insn *in, int co
     }
     float *acc = vec ? e->hv_acc : e->hm_acc;
     for (uint64_t s = 0; s < n_rows; s++) {
-        plena_num_bf16_row_to_f32(emu_vram_row_ro(e, row0 + s), e->row_a, L);
+        row_in(e, emu_vram_row_ro(e, row0 + s), e->row_a, L);
         for (uint32_t b = 0; b < B; b++)
             for (uint32_t h = 0; h < H; h++)
                 e->xbuf[(size_t)b * H + h] = contiguous ? e->row_a[b * H + h] : e->row_a[h * B + b];
-        emu_dot_block_fast(e->xbuf, B, H, tp, L, L, e->obuf);
+        dot(e, e->xbuf, B, H, tp, L, L, e->obuf);
         for (uint32_t b = 0; b < B; b++) {
             float *dst = acc + ((size_t)b * n_rows + s) * L;
             const float *src = e->obuf + (size_t)b * L;
-            for (uint32_t k = 0; k < L; k++) {
+            uint32_t k = 0;
+            if (!e->ref_paths) /* fixed-size chunks so gcc vectorises; same lane formula */
+                for (; k + EMU_CHUNK <= L; k += EMU_CHUNK)
+                    for (uint32_t q = k; q < k + EMU_CHUNK; q++) {
+                        float x = 0.25f * src[q];
+                        dst[q] = dst[q] + x;
+                    }
+            for (; k < L; k++) {
                 float x = 0.25f * src[k];
                 dst[k] = dst[k] + x;
             }
@@ -335,7 +612,7 @@ static int op_wo(struct plena_emu *e, const struct plena_insn *in, enum plena_op
         for (uint64_t i = 0; i < n; i++) {
             uint16_t *r = emu_vram_row_rw(e, row0 + i);
             if (!r) return T_OOM;
-            plena_num_bf16_row_from_f32(acc + i * e->mlen, r, e->mlen);
+            row_out(e, acc + i * e->mlen, r, e->mlen);
         }
         memset(acc, 0, sizeof(float) * n * e->mlen);
         return 0;
@@ -349,6 +626,104 @@ static float clamp88(float a)
 {
     if (isnan(a)) return a;
     return a < -88.0f ? -88.0f : (a > 88.0f ? 88.0f : a);
+}
+
+/* Lane semantics of the element-wise vector ops over lanes [lo, hi): the
+ * reference definition (spec/isa.md 7), one plain loop per op. */
+static void vec_lanes_ref(enum plena_op op, int neg, const float *a, const float *b, float f,
+                          float *o, uint32_t lo, uint32_t hi)
+{
+    switch (op) {
+    case PLENA_OP_V_ADD_VV:
+        for (uint32_t i = lo; i < hi; i++)
+            o[i] = a[i] + b[i];
+        break;
+    case PLENA_OP_V_SUB_VV:
+        for (uint32_t i = lo; i < hi; i++)
+            o[i] = a[i] - b[i];
+        break;
+    case PLENA_OP_V_MUL_VV:
+        for (uint32_t i = lo; i < hi; i++)
+            o[i] = a[i] * b[i];
+        break;
+    case PLENA_OP_V_ADD_VF:
+        for (uint32_t i = lo; i < hi; i++)
+            o[i] = a[i] + f;
+        break;
+    case PLENA_OP_V_SUB_VF:
+        for (uint32_t i = lo; i < hi; i++) {
+            float d = a[i] - f;
+            o[i] = neg ? -d : d;
+        }
+        break;
+    case PLENA_OP_V_MUL_VF:
+        for (uint32_t i = lo; i < hi; i++)
+            o[i] = a[i] * f;
+        break;
+    case PLENA_OP_V_MAX_VF:
+        for (uint32_t i = lo; i < hi; i++)
+            o[i] = (isnan(a[i]) || isnan(f)) ? NAN : (a[i] < f ? f : a[i]);
+        break;
+    case PLENA_OP_V_MIN_VF:
+        for (uint32_t i = lo; i < hi; i++)
+            o[i] = (isnan(a[i]) || isnan(f)) ? NAN : (a[i] > f ? f : a[i]);
+        break;
+    case PLENA_OP_V_EXP_V:
+        for (uint32_t i = lo; i < hi; i++)
+            o[i] = plena_expf(clamp88(a[i]));
+        break;
+    case PLENA_OP_V_RECI_V:
+        for (uint32_t i = lo; i < hi; i++)
+            o[i] = 1.0f / a[i];
+        break;
+    default: break;
+    }
+}
+
+/* Chunked form of the same lanes: fixed EMU_CHUNK-lane inner loops that gcc
+ * -O2 vectorises, the remainder through vec_lanes_ref. Results are the
+ * reference's except for NaN payloads, which the BF16 write erases (every NaN
+ * -> 0x7FC0): for MAX/MIN with a non-NaN f, `a < f ? f : a` already yields a
+ * NaN when a is NaN (the compare is false), so the explicit isnan(a) test is
+ * dropped; a NaN f makes the whole row NaN. */
+#define LANE_CHUNKS(stmt)                                                                          \
+    for (; i + EMU_CHUNK <= L; i += EMU_CHUNK) {                                                   \
+        const float *restrict A_ = a + i, *restrict B_ = b + i;                                    \
+        float *restrict O_ = o + i;                                                                \
+        (void)B_;                                                                                  \
+        for (size_t k = 0; k < EMU_CHUNK; k++) {                                                   \
+            stmt;                                                                                  \
+        }                                                                                          \
+    }
+
+static void vec_lanes_fast(enum plena_op op, int neg, const float *restrict a,
+                           const float *restrict b, float f, float *restrict o, uint32_t L)
+{
+    uint32_t i = 0;
+    switch (op) {
+    case PLENA_OP_V_ADD_VV: LANE_CHUNKS(O_[k] = A_[k] + B_[k]); break;
+    case PLENA_OP_V_SUB_VV: LANE_CHUNKS(O_[k] = A_[k] - B_[k]); break;
+    case PLENA_OP_V_MUL_VV: LANE_CHUNKS(O_[k] = A_[k] * B_[k]); break;
+    case PLENA_OP_V_ADD_VF: LANE_CHUNKS(O_[k] = A_[k] + f); break;
+    case PLENA_OP_V_SUB_VF:
+        if (neg)
+            LANE_CHUNKS(O_[k] = -(A_[k] - f)) /* not f - a: that is +0, not -0, at a == f */
+        else
+            LANE_CHUNKS(O_[k] = A_[k] - f)
+        break;
+    case PLENA_OP_V_MUL_VF: LANE_CHUNKS(O_[k] = A_[k] * f); break;
+    case PLENA_OP_V_MAX_VF:
+        if (isnan(f)) break; /* whole row through the reference: all NaN */
+        LANE_CHUNKS(O_[k] = A_[k] < f ? f : A_[k]);
+        break;
+    case PLENA_OP_V_MIN_VF:
+        if (isnan(f)) break;
+        LANE_CHUNKS(O_[k] = A_[k] > f ? f : A_[k]);
+        break;
+    case PLENA_OP_V_RECI_V: LANE_CHUNKS(O_[k] = 1.0f / A_[k]); break;
+    default: break; /* V_EXP_V: a libm-free call per lane, no vector form */
+    }
+    vec_lanes_ref(op, neg, a, b, f, o, i, L);
 }
 
 static int op_vec(struct plena_emu *e, const struct plena_insn *in, enum plena_op op)
@@ -372,54 +747,13 @@ static int op_vec(struct plena_emu *e, const struct plena_insn *in, enum plena_o
     if ((t = check_vrows(e, e->g[in->rd], 1, 1, &rd))) return t;
     uint32_t L = e->vlen;
     float *a = e->row_a, *b = e->row_b, *o = e->row_c;
-    plena_num_bf16_row_to_f32(emu_vram_row_ro(e, ra), a, L);
-    if (vv) plena_num_bf16_row_to_f32(emu_vram_row_ro(e, rb), b, L);
+    row_in(e, emu_vram_row_ro(e, ra), a, L);
+    if (vv) row_in(e, emu_vram_row_ro(e, rb), b, L);
     float f = vf ? bf(e->f[in->rs2]) : 0.0f;
-    switch (op) {
-    case PLENA_OP_V_ADD_VV:
-        for (uint32_t i = 0; i < L; i++)
-            o[i] = a[i] + b[i];
-        break;
-    case PLENA_OP_V_SUB_VV:
-        for (uint32_t i = 0; i < L; i++)
-            o[i] = a[i] - b[i];
-        break;
-    case PLENA_OP_V_MUL_VV:
-        for (uint32_t i = 0; i < L; i++)
-            o[i] = a[i] * b[i];
-        break;
-    case PLENA_OP_V_ADD_VF:
-        for (uint32_t i = 0; i < L; i++)
-            o[i] = a[i] + f;
-        break;
-    case PLENA_OP_V_SUB_VF:
-        for (uint32_t i = 0; i < L; i++) {
-            float d = a[i] - f;
-            o[i] = in->funct1 ? -d : d;
-        }
-        break;
-    case PLENA_OP_V_MUL_VF:
-        for (uint32_t i = 0; i < L; i++)
-            o[i] = a[i] * f;
-        break;
-    case PLENA_OP_V_MAX_VF:
-        for (uint32_t i = 0; i < L; i++)
-            o[i] = (isnan(a[i]) || isnan(f)) ? NAN : (a[i] < f ? f : a[i]);
-        break;
-    case PLENA_OP_V_MIN_VF:
-        for (uint32_t i = 0; i < L; i++)
-            o[i] = (isnan(a[i]) || isnan(f)) ? NAN : (a[i] > f ? f : a[i]);
-        break;
-    case PLENA_OP_V_EXP_V:
-        for (uint32_t i = 0; i < L; i++)
-            o[i] = plena_expf(clamp88(a[i]));
-        break;
-    case PLENA_OP_V_RECI_V:
-        for (uint32_t i = 0; i < L; i++)
-            o[i] = 1.0f / a[i];
-        break;
-    default: break;
-    }
+    if (e->ref_paths)
+        vec_lanes_ref(op, in->funct1, a, b, f, o, 0, L);
+    else
+        vec_lanes_fast(op, in->funct1, a, b, f, o, L);
     if (in->rs3 != 0) { /* masked: inactive heads keep a (V_EXP_V: clamp(a), deviation 6) */
         uint32_t heads = L / e->hlen;
         for (uint32_t h = 0; h < heads; h++) {
@@ -430,7 +764,7 @@ static int op_vec(struct plena_emu *e, const struct plena_insn *in, enum plena_o
     }
     uint16_t *dst = emu_vram_row_rw(e, rd);
     if (!dst) return T_OOM;
-    plena_num_bf16_row_from_f32(o, dst, L);
+    row_out(e, o, dst, L);
     return 0;
 }
 
@@ -441,12 +775,12 @@ static int op_shift(struct plena_emu *e, const struct plena_insn *in)
     if ((t = check_vrows(e, e->g[in->rs1], 1, 1, &ra))) return t;
     if ((t = check_vrows(e, e->g[in->rd], 1, 1, &rd))) return t;
     uint32_t s = e->g[in->rs2], L = e->vlen;
-    plena_num_bf16_row_to_f32(emu_vram_row_ro(e, ra), e->row_a, L);
+    row_in(e, emu_vram_row_ro(e, ra), e->row_a, L);
     for (uint32_t i = 0; i < L; i++)
         e->row_c[i] = i >= s ? e->row_a[i - s] : 0.0f;
     uint16_t *dst = emu_vram_row_rw(e, rd);
     if (!dst) return T_OOM;
-    plena_num_bf16_row_from_f32(e->row_c, dst, L);
+    row_out(e, e->row_c, dst, L);
     return 0;
 }
 
@@ -458,7 +792,7 @@ static int op_reduce(struct plena_emu *e, const struct plena_insn *in, int is_ma
     if ((t = check_fpreg(e, in->rd))) return t;
     if ((t = check_vrows(e, e->g[in->rs1], 1, 1, &ra))) return t;
     float *a = e->row_a;
-    plena_num_bf16_row_to_f32(emu_vram_row_ro(e, ra), a, e->vlen);
+    row_in(e, emu_vram_row_ro(e, ra), a, e->vlen);
     float acc = bf(e->f[in->rd]);
     if (!is_max) {
         float s = a[0];
@@ -649,10 +983,10 @@ static int op_dma(struct plena_emu *e, const struct plena_insn *in, enum plena_o
             if (!is_m) {
                 uint16_t *r = emu_vram_row_rw(e, row0 + i);
                 if (!r) goto oom;
-                plena_num_bf16_row_from_f32(x, r, dim);
+                row_out(e, x, r, dim);
             }
         } else {
-            plena_num_bf16_row_to_f32(emu_vram_row_ro(e, row0 + i), x, dim);
+            row_in(e, emu_vram_row_ro(e, row0 + i), x, dim);
             if (mx) {
                 for (uint32_t b = 0; b < dim / blk; b++)
                     plena_num_mx_encode_block_device(mode, x + b * blk, blk, eb + b * blk,

@@ -41,34 +41,10 @@ static int log2_exact(uint64_t v)
 
 /* ---------------------------------------------------------------- VRAM */
 
-static inline uint64_t vpage_of(const struct plena_emu *e, uint64_t row, uint64_t *in_page)
+uint16_t *emu_vram_page_alloc(struct plena_emu *e, uint64_t page)
 {
-    if (e->page_rows_shift >= 0) {
-        *in_page = row & (e->page_rows - 1);
-        return row >> e->page_rows_shift;
-    }
-    *in_page = row % e->page_rows;
-    return row / e->page_rows;
-}
-
-const uint16_t *emu_vram_row_ro(const struct plena_emu *e, uint64_t row)
-{
-    uint64_t r;
-    uint64_t p = vpage_of(e, row, &r);
-    const uint16_t *pg = e->vpages[p];
-    if (!pg) return e->zero_page;
-    return pg + r * e->vlen;
-}
-
-uint16_t *emu_vram_row_rw(struct plena_emu *e, uint64_t row)
-{
-    uint64_t r;
-    uint64_t p = vpage_of(e, row, &r);
-    if (!e->vpages[p]) {
-        e->vpages[p] = plena_calloc(e->page_elems, sizeof(uint16_t));
-        if (!e->vpages[p]) return NULL;
-    }
-    return e->vpages[p] + r * e->vlen;
+    if (!e->vpages[page]) e->vpages[page] = plena_calloc(e->page_elems, sizeof(uint16_t));
+    return e->vpages[page];
 }
 
 /* ----------------------------------------------------------------- HBM */
@@ -205,6 +181,9 @@ int plena_emu_new(const struct plena_settings *s, uint64_t hbm_size, struct plen
     e->int_depth = s->int_sram_depth;
     e->vlen_shift = log2_exact(e->vlen);
     e->mlen2_shift = log2_exact(e->mlen2);
+    e->mlen_shift = log2_exact(e->mlen);
+    e->blen_shift = log2_exact(e->blen);
+    e->kernel_isa = emu_host_isa();
     e->stride = 1;
     e->hbm_size = hbm_size;
     e->budget_limit = UINT64_MAX;

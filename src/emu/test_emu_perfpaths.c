@@ -1,0 +1,351 @@
+/* The emulator's fast paths against its scalar reference, bit for bit
+ * (spec/numerics-and-files.md 2.1 and 6, spec/isa.md 6-7): inline BF16 row
+ * conversions vs plena_num_bf16_row_* on every BF16 pattern and on f32 tie
+ * points; every matrix kernel family vs emu_dot_block_ref on many shapes and
+ * special values; and whole random programs of vector and matrix ops run on a
+ * machine with ref_paths set and on machines with the generic and the AVX2
+ * kernels, comparing all VRAM, FP registers and FP SRAM. The reference side
+ * is the plain definition, never the code under test. */
+#include "emu/emu_internal.h"
+#include "emu/test_util.h"
+
+#include <math.h>
+
+static uint32_t rng(uint32_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 17;
+    *s ^= *s << 5;
+    return *s;
+}
+
+static float f32_of(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+/* ------------------------------------------------------------- BF16 rows */
+
+static void test_bf16_decode_all(void **state)
+{
+    (void)state;
+    static uint16_t h[65536 + 7];
+    static float a[65536 + 7], b[65536 + 7];
+    for (uint32_t i = 0; i < 65536 + 7; i++)
+        h[i] = (uint16_t)(i * 40503u);
+    /* full length, then odd lengths and offsets (chunk tails) */
+    size_t lens[] = {65536 + 7, 1, 15, 16, 17, 33};
+    for (unsigned k = 0; k < 6; k++) {
+        memset(a, 0x55, sizeof a);
+        memset(b, 0x55, sizeof b);
+        plena_num_bf16_row_to_f32(h + k, a, lens[k]);
+        emu_bf16_row_to_f32(h + k, b, lens[k]);
+        assert_memory_equal(a, b, sizeof a);
+    }
+}
+
+static void test_bf16_encode_ties(void **state)
+{
+    (void)state;
+    /* every upper half with the lower halves around the rounding decision:
+     * exact, just below, tie, just above, all ones; NaN payloads of both
+     * signs and all lengths land in here too (upper 0x7F80.. / 0xFF80..) */
+    static const uint32_t low[] = {0x0000, 0x0001, 0x7FFF, 0x8000, 0x8001, 0xFFFF};
+    enum { N = 65536 * 6 };
+    static float x[N + 5];
+    static uint16_t a[N + 5], b[N + 5];
+    for (uint32_t u = 0, n = 0; u < 65536; u++)
+        for (unsigned k = 0; k < 6; k++)
+            x[n++] = f32_of(u << 16 | low[k]);
+    uint32_t s = 99;
+    for (unsigned i = N; i < N + 5; i++)
+        x[i] = f32_of(rng(&s));
+    size_t lens[] = {N + 5, 3, 16, 31};
+    for (unsigned k = 0; k < 4; k++) {
+        memset(a, 0, sizeof a);
+        memset(b, 0, sizeof b);
+        plena_num_bf16_row_from_f32(x + k, a, lens[k]);
+        emu_bf16_row_from_f32(x + k, b, lens[k]);
+        assert_memory_equal(a, b, sizeof a);
+    }
+    /* spot checks from the spec, independent of num: tie to even, NaN */
+    uint16_t o[4];
+    float sp[4] = {f32_of(0x3F808000u), f32_of(0x3F818000u), f32_of(0xFFC12345u),
+                   f32_of(0x7F7FFFFFu)};
+    emu_bf16_row_from_f32(sp, o, 4);
+    assert_int_equal(o[0], 0x3F80); /* tie, even kept */
+    assert_int_equal(o[1], 0x3F82); /* tie, rounds up to even */
+    assert_int_equal(o[2], 0x7FC0); /* any NaN */
+    assert_int_equal(o[3], 0x7F80); /* max finite f32 rounds to +Inf */
+}
+
+/* -------------------------------------------------------- matrix kernels */
+
+static const uint32_t specials[] = {
+    0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00001u,
+    0x7F800001u, 0x00000001u, 0x807FFFFFu, 0x00400000u, 0x7F7FFFFFu, 0xFF7FFFFFu,
+    0x00800000u, 0x3F800000u, 0xBF800001u, 0x5F000000u, 0x1F000000u,
+};
+
+/* Mostly finite values with full mantissas (so products round), some huge
+ * and tiny ones (overflow, subnormal results), some specials. */
+static float rand_f32(uint32_t *s, int specials_pct)
+{
+    uint32_t r = rng(s);
+    if ((int)(r % 100) < specials_pct)
+        return f32_of(specials[rng(s) % (sizeof specials / sizeof specials[0])]);
+    uint32_t e = (r >> 8) % 16 == 0 ? (rng(s) % 254) + 1 : 120 + rng(s) % 14;
+    return f32_of((r & 0x80000000u) | e << 23 | (rng(s) & 0x7FFFFFu));
+}
+
+static void check_kernel(int isa, size_t rows, size_t n, size_t cols, size_t ts, uint32_t *s,
+                         int specials_pct)
+{
+    float *x = malloc(sizeof(float) * rows * n);
+    float *t = malloc(sizeof(float) * n * ts);
+    float *o1 = malloc(sizeof(float) * (rows * cols + 1));
+    float *o2 = malloc(sizeof(float) * (rows * cols + 1));
+    for (size_t i = 0; i < rows * n; i++)
+        x[i] = rand_f32(s, specials_pct);
+    for (size_t i = 0; i < n * ts; i++)
+        t[i] = rand_f32(s, specials_pct);
+    o1[rows * cols] = o2[rows * cols] = 42.0f; /* no write past the block */
+    emu_dot_block_ref(x, rows, n, t, ts, cols, o1);
+    emu_dot_block_isa(isa, x, rows, n, t, ts, cols, o2);
+    /* A NaN's sign and payload are not architectural (every NaN reaching
+     * VRAM becomes 0x7FC0, and x86 picks the payload by operand order, which
+     * the compiler may commute): canonicalise NaNs, compare all else. */
+    for (size_t i = 0; i < rows * cols; i++) {
+        if (isnan(o1[i]) && isnan(o2[i])) o1[i] = o2[i] = NAN;
+    }
+    if (memcmp(o1, o2, sizeof(float) * (rows * cols + 1)))
+        fprintf(stderr, "kernel isa %d rows %zu n %zu cols %zu ts %zu differs\n", isa, rows, n,
+                cols, ts);
+    assert_memory_equal(o1, o2, sizeof(float) * (rows * cols + 1));
+    free(x);
+    free(t);
+    free(o1);
+    free(o2);
+}
+
+static void test_kernels_vs_ref(void **state)
+{
+    (void)state;
+    static const size_t rows[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 64};
+    static const size_t cols[] = {1, 2, 3, 4, 8, 12, 16, 20, 24, 64};
+    static const size_t ns[] = {1, 2, 16, 64};
+    uint32_t s = 2024;
+    for (int isa = EMU_ISA_GENERIC; isa <= EMU_ISA_AVX2; isa++)
+        for (unsigned a = 0; a < 10; a++)
+            for (unsigned c = 0; c < 10; c++)
+                for (unsigned k = 0; k < 4; k++) {
+                    check_kernel(isa, rows[a], ns[k], cols[c], cols[c] + (a % 3) * 4, &s, 3);
+                    if (k == 3) check_kernel(isa, rows[a], ns[k], cols[c], cols[c], &s, 30);
+                }
+}
+
+/* ------------------------------------------------ whole random programs */
+
+struct geom {
+    uint32_t mlen, blen, hlen;
+};
+
+enum { VROWS = 1024, SRC_ROWS = 192, TILES = 4 };
+
+static void settings_for(struct plena_settings *s, const struct geom *g)
+{
+    tu_settings(s);
+    s->mlen = s->vlen = g->mlen;
+    s->blen = g->blen;
+    s->hlen = g->hlen;
+    s->broadcast_amount = g->mlen / g->hlen;
+    s->matrix_sram_size = TILES * g->mlen;
+    s->vector_sram_size = VROWS;
+    s->hbm_m_prefetch_amount = g->mlen;
+}
+
+static uint16_t rand_bf16(uint32_t *s)
+{
+    static const uint16_t sp[] = {0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0xFFC1,
+                                  0x7F81, 0x0001, 0x8001, 0x007F, 0x0080, 0x7F7F,
+                                  0xFF7F, 0x3F80, 0x42B0, 0xC2B0, 0x42B1, 0xC2B1};
+    uint32_t r = rng(s);
+    if (r % 100 < 12) return sp[rng(s) % (sizeof sp / sizeof sp[0])];
+    float v = (float)((int)(rng(s) % 20001) - 10000) / 1999.0f;
+    return plena_num_bf16_from_f32(v * ((r >> 8) % 8 == 0 ? 1e30f : 1.0f));
+}
+
+static void fill(struct plena_emu *e, const struct geom *g, uint32_t seed)
+{
+    uint32_t s = seed;
+    for (uint64_t i = 0; i < (uint64_t)SRC_ROWS * g->mlen; i++)
+        plena_emu_vram_set(e, i, rand_bf16(&s));
+    for (uint64_t i = 0; i < (uint64_t)TILES * g->mlen * g->mlen; i++)
+        plena_emu_mram_set(e, i, rand_f32(&s, 4));
+    for (uint32_t i = 0; i < 256; i++)
+        plena_emu_fpsram_set(e, i, rand_bf16(&s));
+    /* row 1 and f1 (loaded from FP SRAM 3) equal 1.0: a == f lanes, where
+     * V_SUB_VF with rorder must give -0 (not +0) */
+    for (uint32_t i = 0; i < g->mlen; i++)
+        plena_emu_vram_set(e, (uint64_t)g->mlen + i, 0x3F80);
+    plena_emu_fpsram_set(e, 3, 0x3F80);
+}
+
+/* A straight-line program of every vector and matrix op with random operands
+ * (valid ones: traps are not what this test is about). */
+static void build(struct tu_prog *p, const struct geom *g, uint32_t seed, unsigned n_ops)
+{
+    uint32_t s = seed, L = g->mlen, Bl = g->blen, H = g->hlen;
+    p->n = 0;
+    for (unsigned f = 1; f < 8; f++)
+        I(p, S_LD_FP, f, 0, f * 3);
+    LI(p, 9, rng(&s) & 0xFFFF);
+    R(p, C_SET_V_MASK_REG, 9, 0, 0);
+    for (unsigned k = 0; k < n_ops && p->n < 4000; k++) {
+        uint32_t r = rng(&s) % 28;
+        uint32_t dst = 128 + rng(&s) % 64, a = rng(&s) % SRC_ROWS, b = rng(&s) % SRC_ROWS;
+        if (rng(&s) % 8 == 0) a = 1;
+        uint32_t tile = rng(&s) % TILES, fr = rng(&s) % 8, m = rng(&s) % 2;
+        LI(p, 1, dst * L);
+        LI(p, 2, a * L);
+        LI(p, 3, b * L);
+        if (r < 10) {
+            static const enum plena_op vops[] = {
+                PLENA_OP_V_ADD_VV, PLENA_OP_V_SUB_VV, PLENA_OP_V_MUL_VV, PLENA_OP_V_EXP_V,
+                PLENA_OP_V_RECI_V, PLENA_OP_V_ADD_VF, PLENA_OP_V_SUB_VF, PLENA_OP_V_MUL_VF,
+                PLENA_OP_V_MAX_VF, PLENA_OP_V_MIN_VF};
+            enum plena_op op = vops[r];
+            unsigned rs2 = r >= 5 ? fr : 3;
+            tu_emit(p, op, 1, 2, rs2, m, op == PLENA_OP_V_SUB_VF ? rng(&s) % 2 : 0, 0);
+        } else if (r == 10) {
+            LI(p, 4, rng(&s) % (L + 3));
+            R(p, V_SHFT_V, 1, 2, 4);
+        } else if (r == 11 || r == 12) {
+            tu_emit(p, r == 11 ? PLENA_OP_V_RED_SUM : PLENA_OP_V_RED_MAX, 1 + fr % 7, 2, 0, m, 0,
+                    0);
+        } else if (r == 13) {
+            LI(p, 5, rng(&s) % (256 - L));
+            I(p, S_MAP_V_FP, 1, 5, 0);
+        } else if (r == 14) {
+            R(p, S_ADD_FP, 1 + fr % 7, fr, (fr + 3) % 8);
+        } else if (r < 19) { /* M_MM / M_TMM */
+            uint32_t c = (rng(&s) % (L / Bl)) * Bl, v = rng(&s) % (SRC_ROWS - Bl + 1);
+            LI(p, 6, tile * L * L + c * L);
+            LI(p, 7, v * L);
+            if (r < 17)
+                R(p, M_MM, 0, 6, 7);
+            else
+                R(p, M_TMM, 0, 7, 6);
+        } else if (r < 21) { /* M_MV / M_TMV */
+            uint32_t off = r == 19 ? (rng(&s) % (L / Bl)) * Bl : 0;
+            LI(p, 6, tile * L * L + off);
+            tu_emit(p, r == 19 ? PLENA_OP_M_MV : PLENA_OP_M_TMV, 0, 6, 3, 0, 0, 0);
+        } else if (r < 23) { /* M_BMM / M_BTMM */
+            uint32_t h0 = (rng(&s) % (L / H)) * H, v = rng(&s) % (SRC_ROWS - L + 1);
+            LI(p, 6, tile * L * L + h0);
+            LI(p, 7, v * L);
+            tu_emit(p, r == 21 ? PLENA_OP_M_BMM : PLENA_OP_M_BTMM, 0, 6, 7, 0, 0, 0);
+        } else if (r < 25) { /* M_BMV / M_BTMV, head offset in G[rd] */
+            LI(p, 6, tile * L * L);
+            LI(p, 8, (rng(&s) % (L / H)) * H);
+            tu_emit(p, r == 23 ? PLENA_OP_M_BMV : PLENA_OP_M_BTMV, 8, 6, 3, 0, 0, 0);
+        } else { /* write-outs */
+            uint32_t which = rng(&s) % 4;
+            if (which == 0) {
+                LI(p, 10, (256 + rng(&s) % 64) * L + (rng(&s) % (L / Bl)) * Bl);
+                LI(p, 11, 1 + rng(&s) % 3);
+                R(p, M_MM_WO, 10, m ? 11 : 0, 0);
+            } else if (which == 1) {
+                LI(p, 10, (256 + rng(&s) % 64) * L + (rng(&s) % (L / Bl)) * Bl);
+                R(p, M_MV_WO, 10, 0, 0);
+            } else if (which == 2) {
+                LI(p, 10, 512 * L);
+                R(p, M_BMM_WO, 10, 0, 0);
+            } else {
+                LI(p, 10, 400 * L);
+                R(p, M_BMV_WO, 10, 0, 0);
+            }
+        }
+    }
+    /* drain every accumulator so all of them are compared */
+    LI(p, 10, 320 * L);
+    R(p, M_MM_WO, 10, 0, 0);
+    LI(p, 10, 330 * L);
+    R(p, M_MV_WO, 10, 0, 0);
+    LI(p, 10, 512 * L);
+    R(p, M_BMM_WO, 10, 0, 0);
+    LI(p, 10, 400 * L);
+    R(p, M_BMV_WO, 10, 0, 0);
+}
+
+static void count_obs(void *ctx, const struct plena_emu_event *ev)
+{
+    (void)ev;
+    ++*(uint64_t *)ctx;
+}
+
+static void compare_machines(struct plena_emu *a, struct plena_emu *b, const struct geom *g,
+                             const char *what)
+{
+    for (uint64_t i = 0; i < (uint64_t)VROWS * g->mlen; i++) {
+        uint16_t x = plena_emu_vram_get(a, i), y = plena_emu_vram_get(b, i);
+        if (x != y)
+            fprintf(stderr, "%s: MLEN %u BLEN %u: VRAM[%llu] ref 0x%04X fast 0x%04X\n", what,
+                    g->mlen, g->blen, (unsigned long long)i, x, y);
+        assert_int_equal(x, y);
+    }
+    for (unsigned f = 0; f < 8; f++)
+        assert_int_equal(plena_emu_fp_get(a, f), plena_emu_fp_get(b, f));
+    for (uint32_t i = 0; i < 256; i++)
+        assert_int_equal(plena_emu_fpsram_get(a, i), plena_emu_fpsram_get(b, i));
+}
+
+static void test_programs_fast_vs_ref(void **state)
+{
+    (void)state;
+    static const struct geom geoms[] = {
+        {64, 4, 16}, {64, 16, 16}, {64, 64, 16}, {64, 8, 8}, {24, 8, 6}, {20, 4, 5}, {12, 2, 3},
+    };
+    static struct tu_prog p;
+    for (unsigned gi = 0; gi < sizeof geoms / sizeof geoms[0]; gi++) {
+        const struct geom *g = &geoms[gi];
+        struct plena_settings s;
+        settings_for(&s, g);
+        for (uint32_t seed = 1; seed <= 3; seed++) {
+            build(&p, g, seed * 7919u + gi, g->blen == 64 ? 60 : 250);
+            struct plena_emu *ref = tu_new(&s), *gen = tu_new(&s), *avx = tu_new(&s);
+            ref->ref_paths = 1;
+            gen->kernel_isa = EMU_ISA_GENERIC;
+            avx->kernel_isa = emu_host_isa();
+            fill(ref, g, seed);
+            fill(gen, g, seed);
+            fill(avx, g, seed);
+            struct plena_emu_result r1 = tu_run(ref, &p), r2 = tu_run(gen, &p);
+            uint64_t seen = 0;
+            struct plena_emu_result r3 = tu_run_obs(avx, &p, count_obs, &seen);
+            if (r1.status != PLENA_RUN_COMPLETED) fprintf(stderr, "trap: %s\n", r1.trap.detail);
+            assert_int_equal(r1.status, PLENA_RUN_COMPLETED);
+            assert_int_equal(r2.status, PLENA_RUN_COMPLETED);
+            assert_int_equal(r3.status, PLENA_RUN_COMPLETED);
+            assert_int_equal(seen, r3.instructions_executed);
+            compare_machines(ref, gen, g, "generic");
+            compare_machines(ref, avx, g, "host isa");
+            plena_emu_free(ref);
+            plena_emu_free(gen);
+            plena_emu_free(avx);
+        }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bf16_decode_all),
+        cmocka_unit_test(test_bf16_encode_ties),
+        cmocka_unit_test(test_kernels_vs_ref),
+        cmocka_unit_test(test_programs_fast_vs_ref),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
