@@ -1,0 +1,265 @@
+/* Worker processes of a campaign (spec/traces-and-replay.md 7.5, 7.6): argv
+ * template expansion, fork/exec with stdin closed and output to the build
+ * dir's log, a width-limited pool dispatching in a given order, SIGTERM
+ * forwarding when asked to stop, peak RSS from wait4, width arithmetic and
+ * the progress line. It never reads results: callers judge completions. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "campaign/campaign_internal.h"
+#include "common/alloc.h"
+#include "common/fileio.h"
+#include "replay/jsonw.h"
+
+double plena_campaign_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int plena_campaign_self_exe(char *buf, size_t n, struct plena_err *err)
+{
+    ssize_t k = readlink("/proc/self/exe", buf, n - 1);
+    if (k <= 0 || (size_t)k >= n - 1)
+        return PLENA_FAIL(err, PLENA_E_INTERNAL, "/proc/self/exe", "cannot resolve own binary");
+    buf[k] = 0;
+    return 0;
+}
+
+long plena_campaign_cores(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (!sched_getaffinity(0, sizeof set, &set)) {
+        int c = CPU_COUNT(&set);
+        if (c > 0) return c;
+    }
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c > 0 ? c : 1;
+}
+
+int64_t plena_campaign_mem_available_kb(const char *meminfo_path)
+{
+    FILE *f = fopen(meminfo_path ? meminfo_path : "/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        long long kb;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1 && kb >= 0) {
+                fclose(f);
+                return kb;
+            }
+        fclose(f);
+    }
+    if (meminfo_path) return -1; /* a test's explicit file: no host fallback */
+    long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psz > 0) return (int64_t)pages * (int64_t)psz / 1024;
+    return -1;
+}
+
+void plena_campaign_width_formula(long cores, int64_t mem_kb, int64_t rss_kb, double fraction,
+                                  size_t remaining, unsigned max_jobs,
+                                  struct plena_campaign_width *w)
+{
+    memset(w, 0, sizeof *w);
+    w->cores = cores;
+    w->mem_available_kb = mem_kb;
+    w->rss_probe_kb = rss_kb;
+    w->memory_fraction = fraction;
+    if (mem_kb < 0) {
+        w->width = 1;
+        snprintf(w->reason, sizeof w->reason, "memory_unknown");
+        return;
+    }
+    if (rss_kb <= 0) {
+        w->width = 1;
+        snprintf(w->reason, sizeof w->reason, "rss_probe_failed");
+        return;
+    }
+    int64_t by_cores = cores - 2;
+    int64_t by_mem = (int64_t)(fraction * (double)mem_kb / (double)rss_kb); /* floor, >= 0 */
+    int64_t by_rem = (int64_t)remaining;
+    int64_t x = by_cores;
+    const char *why = "cores";
+    if (by_mem < x) x = by_mem, why = "memory";
+    if (by_rem < x) x = by_rem, why = "remaining";
+    if (x < 1) x = 1;
+    if (max_jobs && x > (int64_t)max_jobs) {
+        x = max_jobs;
+        snprintf(w->reason, sizeof w->reason, "%s_capped", why);
+    } else
+        snprintf(w->reason, sizeof w->reason, "%s", why);
+    w->width = (unsigned)x;
+}
+
+static void hms(char *b, size_t n, double s)
+{
+    if (s < 0) {
+        snprintf(b, n, "--:--:--");
+        return;
+    }
+    long t = (long)(s + 0.5);
+    snprintf(b, n, "%02ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+}
+
+void plena_campaign_progress_line(const struct plena_campaign_progress *p, char *buf, size_t n)
+{
+    char el[32], eta[32];
+    hms(el, sizeof el, p->elapsed);
+    hms(eta, sizeof eta, p->completed_here ? p->eta : -1);
+    snprintf(buf, n,
+             "done %zu/%zu (passed %zu, failed %zu, skipped %zu) running %zu remaining %zu | %.2f "
+             "traces/s | elapsed %s | ETA %s",
+             p->done, p->total, p->passed, p->failed + p->given_up, p->skipped_existing, p->running,
+             p->remaining, p->rate, el, eta);
+}
+
+/* Replaces every placeholder of one template argument. */
+static char *expand(const char *tmpl, const struct plena_campaign_job *j)
+{
+    struct plena_buf b;
+    plena_buf_init(&b);
+    for (const char *p = tmpl; *p;) {
+        const char *val = NULL;
+        size_t skip = 0;
+        static const char *const keys[] = {"{trace}", "{out}", "{trace_id}", "{dir}",
+                                           "{fingerprint}"};
+        const char *vals[] = {j->trace_path, j->out_root, j->trace_id, j->dir_name, j->fingerprint};
+        for (size_t k = 0; k < 5; k++)
+            if (!strncmp(p, keys[k], strlen(keys[k]))) {
+                val = vals[k];
+                skip = strlen(keys[k]);
+                break;
+            }
+        if (val) {
+            plena_buf_puts(&b, val);
+            p += skip;
+        } else
+            plena_buf_append(&b, p++, 1);
+    }
+    plena_buf_append(&b, "", 1);
+    if (b.failed) {
+        plena_buf_free(&b);
+        return NULL;
+    }
+    return b.data;
+}
+
+int plena_campaign_spawn(const struct plena_campaign_worker *w, struct plena_campaign_job *j,
+                         struct plena_err *err)
+{
+    char **argv = plena_calloc(w->argc + 1, sizeof *argv);
+    if (!argv) return PLENA_FAIL(err, PLENA_E_NOMEM, "worker", "out of memory");
+    int rc = 0;
+    for (size_t i = 0; i < w->argc && !rc; i++)
+        if (!(argv[i] = expand(w->argv[i], j)))
+            rc = PLENA_FAIL(err, PLENA_E_NOMEM, "worker", "out of memory");
+    char dir[4200];
+    if (!rc && snprintf(dir, sizeof dir, "%s/%s", j->out_root, j->dir_name) >= (int)sizeof dir)
+        rc = PLENA_FAIL(err, PLENA_E_OUTPUT, j->out_root, "path too long");
+    if (!rc) rc = plena_mkdir_p(dir, err);
+    if (!rc) snprintf(j->log_path, sizeof j->log_path, "%s/campaign_worker.log", dir);
+    int fd = -1;
+    if (!rc && (fd = open(j->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0)
+        rc = PLENA_FAIL(err, PLENA_E_OUTPUT, j->log_path, "cannot open worker log: %s",
+                        strerror(errno));
+    pid_t parent = getpid();
+    pid_t pid = rc ? -1 : fork();
+    if (!rc && pid < 0) rc = PLENA_FAIL(err, PLENA_E_NOMEM, "fork", "%s", strerror(errno));
+    if (!rc && pid == 0) {
+        /* a worker orphaned by a killed coordinator stops too: no stray
+         * writer survives into the resumed campaign */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(127);
+        int nul = open("/dev/null", O_RDONLY);
+        if (nul >= 0) dup2(nul, 0);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
+        execv(argv[0], argv);
+        dprintf(2, "plena campaign: cannot execute %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    if (fd >= 0) close(fd);
+    for (size_t i = 0; i < w->argc; i++)
+        plena_free(argv[i]);
+    plena_free(argv);
+    if (!rc) {
+        j->pid = pid;
+        j->t0 = plena_campaign_now();
+    }
+    return rc;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int plena_campaign_pool(const struct plena_campaign_worker *w, struct plena_campaign_job *jobs,
+                        size_t n_jobs, unsigned width, volatile sig_atomic_t *stop,
+                        plena_campaign_done_fn done, plena_campaign_tick_fn tick, void *ctx,
+                        int *interrupted, struct plena_err *err)
+{
+    if (width < 1) width = 1;
+    size_t *slots = plena_calloc(width, sizeof *slots);
+    if (!slots) return PLENA_FAIL(err, PLENA_E_NOMEM, "pool", "out of memory");
+    size_t n_running = 0, next = 0;
+    int rc = 0, stopping = 0;
+    *interrupted = 0;
+    while (next < n_jobs || n_running) {
+        if (!stopping && stop && *stop) {
+            stopping = 1;
+            *interrupted = 1;
+            for (size_t s = 0; s < n_running; s++)
+                kill(jobs[slots[s]].pid, SIGTERM);
+        }
+        while (!stopping && !rc && n_running < width && next < n_jobs) {
+            struct plena_campaign_job *j = &jobs[next];
+            j->worker = (int)n_running;
+            if ((rc = plena_campaign_spawn(w, j, err))) break;
+            slots[n_running++] = next++;
+        }
+        if (rc) stopping = 1;
+        if (stopping && !n_running) break;
+        int reaped = 0;
+        for (size_t s = 0; s < n_running;) {
+            struct plena_campaign_job *j = &jobs[slots[s]];
+            int st = 0;
+            struct rusage ru;
+            memset(&ru, 0, sizeof ru);
+            pid_t r = wait4(j->pid, &st, WNOHANG, &ru);
+            if (r == j->pid || (r < 0 && errno == ECHILD)) {
+                j->host_seconds = plena_campaign_now() - j->t0;
+                j->max_rss_kb = r == j->pid ? ru.ru_maxrss : 0;
+                j->exit_code = r == j->pid && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+                j->signal = r == j->pid && WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+                j->interrupted = stopping;
+                j->finished = 1;
+                slots[s] = slots[--n_running];
+                reaped = 1;
+                if (done) done(ctx, j);
+            } else
+                s++;
+        }
+        if (tick) tick(ctx, n_running, next);
+        if (!reaped) sleep_ms(10);
+    }
+    plena_free(slots);
+    return rc;
+}

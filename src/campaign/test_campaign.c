@@ -1,0 +1,558 @@
+/* Campaign tests (spec/traces-and-replay.md 7, 8 rows 1-3, 20, 23, 25):
+ * Hamilton worked examples, width formula, quantiles in-process; selection,
+ * determinism gate, blocking, kill-and-resume, manifest tails and error exits
+ * through $PLENA_BIN with testdata/fake_worker.sh standing in for replay. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "campaign/campaign.h"
+#include "common/alloc.h"
+#include "common/fileio.h"
+#include "replay/jsonw.h"
+
+static char g_tmp[64];
+static const char *g_bin;
+static char g_worker[1024];
+static char g_set[256];
+
+static void sh(const char *fmt, ...)
+{
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    assert_int_equal(system(cmd), 0);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    g_bin = getenv("PLENA_BIN");
+    if (!g_bin) g_bin = PLENA_BINARY_DIR "/plena";
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/plena_campaign_XXXXXX");
+    if (!mkdtemp(g_tmp)) return -1;
+    snprintf(g_worker, sizeof g_worker,
+             "/bin/sh %s/src/campaign/testdata/fake_worker.sh {trace} {out} {trace_id} {dir} "
+             "{fingerprint}",
+             PLENA_SOURCE_DIR);
+    /* 8 traces: two models x 4 samples */
+    snprintf(g_set, sizeof g_set, "%s/in", g_tmp);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s && %s trace gen --model tiny-route-16x1 --tokens 4 --dist uniform "
+             "--seed 1 --samples 4 --out %s/a.jsonl && %s trace gen --model tiny-route-32x4 "
+             "--tokens 8 --dist uniform --seed 2 --samples 4 --out %s/b.jsonl",
+             g_set, g_bin, g_set, g_bin, g_set);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Starts plena with args (NULL-terminated) and env assignments "K=V"
+ * (NULL-terminated); output to g_tmp/out.txt, err.txt. Returns the pid. */
+static pid_t start(const char *const *args, const char *const *env)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        char o[128], e[128];
+        snprintf(o, sizeof o, "%s/out.txt", g_tmp);
+        snprintf(e, sizeof e, "%s/err.txt", g_tmp);
+        if (!freopen(o, "w", stdout) || !freopen(e, "w", stderr)) _exit(120);
+        for (size_t i = 0; env && env[i]; i++)
+            putenv((char *)env[i]);
+        const char *argv[64];
+        size_t n = 0;
+        argv[n++] = g_bin;
+        for (size_t i = 0; args[i] && n < 63; i++)
+            argv[n++] = args[i];
+        argv[n] = NULL;
+        execv(g_bin, (char **)argv);
+        _exit(127);
+    }
+    return p;
+}
+
+static int wait_rc(pid_t p)
+{
+    int st;
+    if (waitpid(p, &st, 0) != p) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int run(const char *const *args, const char *const *env)
+{
+    return wait_rc(start(args, env));
+}
+
+static int file_contains(const char *name, const char *needle)
+{
+    char p[256], *d = NULL;
+    size_t n;
+    snprintf(p, sizeof p, "%s/%s", g_tmp, name);
+    if (plena_file_read_all(p, &d, &n, NULL)) return 0;
+    int r = strstr(d, needle) != NULL;
+    plena_free(d);
+    return r;
+}
+
+/* ---- in-process arithmetic ---- */
+static void check_hamilton(const uint64_t *n, const char *const *names, size_t k, uint64_t T,
+                           const uint64_t *want)
+{
+    uint64_t q[8], r[8];
+    int ex[8];
+    assert_int_equal(plena_campaign_hamilton(n, names, k, T, q, r, ex, NULL), 0);
+    for (size_t c = 0; c < k; c++)
+        assert_int_equal(q[c], want[c]);
+}
+
+static void test_hamilton_worked_examples(void **state)
+{
+    (void)state;
+    const char *abc[] = {"a", "b", "c"};
+    check_hamilton((uint64_t[]){10, 10, 10}, abc, 3, 5, (uint64_t[]){2, 2, 1});
+    check_hamilton((uint64_t[]){7, 5, 3}, abc, 3, 8, (uint64_t[]){4, 3, 1});
+    const char *mccm[] = {"math", "code", "chat", "misc"};
+    check_hamilton((uint64_t[]){40, 25, 12, 3}, mccm, 4, 20, (uint64_t[]){10, 6, 3, 1});
+    /* remainders of the last example: 0/20/0/60 (7.2) */
+    uint64_t q[4], r[4];
+    int ex[4];
+    plena_campaign_hamilton((uint64_t[]){40, 25, 12, 3}, mccm, 4, 20, q, r, ex, NULL);
+    assert_int_equal(r[1], 20);
+    assert_int_equal(r[3], 60);
+    assert_int_equal(ex[3], 1);
+    assert_int_equal(ex[1], 0);
+    /* T > N is a usage error */
+    struct plena_err e;
+    plena_err_clear(&e);
+    assert_int_equal(plena_campaign_hamilton((uint64_t[]){1, 1}, abc, 2, 3, q, r, ex, &e),
+                     PLENA_E_USAGE);
+}
+
+static void test_width_and_quantile(void **state)
+{
+    (void)state;
+    struct plena_campaign_width w;
+    /* 16 cores, 10 GB available, 1 GB probe: min(14, floor(7.0), 100) = 7 */
+    plena_campaign_width_formula(16, 10000000, 1000000, 0.70, 100, 0, &w);
+    assert_int_equal(w.width, 7);
+    assert_string_equal(w.reason, "memory");
+    plena_campaign_width_formula(4, 10000000, 1000, 0.70, 100, 0, &w);
+    assert_int_equal(w.width, 2);
+    assert_string_equal(w.reason, "cores");
+    plena_campaign_width_formula(64, 10000000, 1000, 0.70, 3, 2, &w);
+    assert_int_equal(w.width, 2);
+    assert_string_equal(w.reason, "remaining_capped");
+    plena_campaign_width_formula(2, 10000000, 1000, 0.70, 3, 0, &w); /* cores - 2 = 0 -> 1 */
+    assert_int_equal(w.width, 1);
+    plena_campaign_width_formula(8, -1, 1000, 0.70, 3, 0, &w);
+    assert_string_equal(w.reason, "memory_unknown");
+    plena_campaign_width_formula(8, 1000, 0, 0.70, 3, 0, &w);
+    assert_string_equal(w.reason, "rss_probe_failed");
+    assert_int_equal(w.width, 1);
+    /* meminfo parsing with and without MemAvailable (no host fallback for a file) */
+    char p[128];
+    snprintf(p, sizeof p, "%s/meminfo", g_tmp);
+    sh("printf 'MemTotal: 100 kB\\nMemAvailable:   12345 kB\\n' > %s", p);
+    assert_int_equal(plena_campaign_mem_available_kb(p), 12345);
+    sh("printf 'MemTotal: 100 kB\\n' > %s", p);
+    assert_int_equal(plena_campaign_mem_available_kb(p), -1);
+    /* quantiles at rank (n-1)q: [1,2,3,4] median 2.5, p95 = 3 + 0.85 */
+    double v[] = {1, 2, 3, 4};
+    assert_true(plena_campaign_quantile(v, 4, 0.5) == 2.5);
+    assert_true(fabs(plena_campaign_quantile(v, 4, 0.95) - 3.85) < 1e-12);
+    assert_true(plena_campaign_quantile(v, 1, 0.95) == 1);
+}
+
+/* ---- selection through the CLI ---- */
+static void test_select_cli(void **state)
+{
+    (void)state;
+    char out[128], a[160], b[160];
+    snprintf(out, sizeof out, "%s/sel", g_tmp);
+    const char *args[] = {"campaign", "select",   "--traces", g_set,    "--out",
+                          out,        "--target", "3",        "--seed", "9",
+                          "--by",     "category", "--unit",   "trace",  NULL};
+    assert_int_equal(run(args, NULL), 0);
+    snprintf(a, sizeof a, "%s/selection.json", out);
+    snprintf(b, sizeof b, "%s/selection.first", g_tmp);
+    sh("cp %s %s", a, b);
+    const char *re[] = {"campaign", "select", "--traces",   g_set, "--out", out,
+                        "--target", "3",      "--seed",     "9",   "--by",  "category",
+                        "--unit",   "trace",  "--reselect", NULL};
+    assert_int_equal(run(re, NULL), 0);
+    sh("cmp -s %s %s", a, b); /* byte-identical for the same inputs */
+    json_t *sel = NULL;
+    assert_int_equal(plena_replay_json_read_file(a, &sel, NULL), 0);
+    assert_int_equal(json_array_size(json_object_get(sel, "selected_trace_ids")), 3);
+    json_decref(sel);
+
+    const char *badby[] = {"campaign", "select",   "--traces",   g_set,    "--out",
+                           out,        "--target", "1",          "--seed", "1",
+                           "--by",     "colour",   "--reselect", NULL};
+    assert_int_equal(run(badby, NULL), 2);
+    assert_true(file_contains("err.txt", "unknown field 'colour'"));
+    const char *big[] = {"campaign", "select", "--traces", g_set, "--out",      out,
+                         "--target", "9",      "--seed",   "1",   "--reselect", NULL};
+    assert_int_equal(run(big, NULL), 2);
+    assert_true(file_contains("err.txt", "larger than the 4 available"));
+    /* duplicate trace ids across inputs */
+    char dup[300];
+    snprintf(dup, sizeof dup, "%s/a.jsonl", g_set);
+    const char *dups[] = {"campaign", "select", "--traces", g_set, dup,          "--out", out,
+                          "--target", "1",      "--seed",   "1",   "--reselect", NULL};
+    assert_int_equal(run(dups, NULL), 3);
+    assert_true(file_contains("err.txt", "duplicate trace_id"));
+}
+
+/* ---- determinism gate ---- */
+static void test_determinism_gate(void **state)
+{
+    (void)state;
+    char out[128];
+    snprintf(out, sizeof out, "%s/det", g_tmp);
+    const char *det[] = {"campaign",  "determinism", "--traces", g_set, "--out",        out,
+                         "--samples", "2",           "--jobs",   "1",   "--worker-cmd", g_worker,
+                         NULL};
+    const char *noisy[] = {"PLENA_TEST_NONDETERMINISM=1", NULL};
+    assert_int_equal(run(det, noisy), 1);
+    assert_true(file_contains("out.txt", "FAIL determinism"));
+    char p[256];
+    snprintf(p, sizeof p, "%s/determinism.json", out);
+    json_t *d = NULL;
+    assert_int_equal(plena_replay_json_read_file(p, &d, NULL), 0);
+    assert_string_equal(json_string_value(json_object_get(d, "status")), "failed");
+    /* --jobs 1 still runs the parallel pass at width 2 (8 row 3) */
+    assert_int_equal(json_integer_value(json_object_get(d, "parallel_width")), 2);
+    /* first 2 distinct (benchmark, sample_id): samples s0 and s1 of both models */
+    assert_int_equal(json_integer_value(json_object_get(d, "trace_count")), 4);
+    json_decref(d);
+    /* a failed report blocks the run (8 row 2) */
+    const char *runa[] = {"campaign",   "run",    "--traces", g_set,          "--out",
+                          out,          "--jobs", "2",        "--worker-cmd", g_worker,
+                          "--progress", "none",   NULL};
+    assert_int_equal(run(runa, NULL), 1);
+    assert_true(file_contains("err.txt", "determinism.json"));
+    snprintf(p, sizeof p, "%s/manifest.jsonl", out);
+    struct stat st;
+    assert_true(stat(p, &st) != 0); /* nothing ran */
+    /* a pre-seeded wrong result in parallel/ is recomputed (fresh dirs) */
+    assert_int_equal(run(det, NULL), 0);
+    assert_true(file_contains("out.txt", "PASS determinism"));
+    /* the bypass is recorded */
+    const char *byp[] = {"campaign",
+                         "run",
+                         "--traces",
+                         g_set,
+                         "--out",
+                         out,
+                         "--jobs",
+                         "2",
+                         "--worker-cmd",
+                         g_worker,
+                         "--progress",
+                         "none",
+                         "--no-determinism-gate",
+                         NULL};
+    assert_int_equal(run(byp, NULL), 0);
+    const char *rep[] = {"campaign", "report", "--traces", g_set, "--out", out, NULL};
+    assert_int_equal(run(rep, NULL), 0);
+    snprintf(p, sizeof p, "%s/report.json", out);
+    assert_int_equal(plena_replay_json_read_file(p, &d, NULL), 0);
+    assert_string_equal(json_string_value(json_object_get(d, "determinism")), "bypassed");
+    assert_true(json_is_true(json_object_get(d, "passed")));
+    json_decref(d);
+}
+
+/* ---- kill and resume ---- */
+static size_t manifest_lines(const char *out, json_t **arr)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/manifest.jsonl", out);
+    size_t torn = 0;
+    assert_int_equal(plena_campaign_manifest_read(p, 0, arr, &torn, NULL), 0);
+    return json_array_size(*arr);
+}
+
+static size_t passed_lines(json_t *arr, const char *id)
+{
+    size_t i, n = 0;
+    json_t *l;
+    json_array_foreach(arr, i, l)
+    {
+        if (!strcmp(json_string_value(json_object_get(l, "trace_id")), id) &&
+            !strcmp(json_string_value(json_object_get(l, "status")), "passed"))
+            n++;
+    }
+    return n;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static pid_t first_child(pid_t p)
+{
+    char path[128], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)p, (int)p);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int c = -1;
+    if (fgets(buf, sizeof buf, f)) c = atoi(buf);
+    fclose(f);
+    return c > 0 ? c : -1;
+}
+
+static void compare_results(const char *ref, const char *got, json_t *ids)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(ids, i, v)
+    {
+        char pa[512], pb[512], ha[65], hb[65];
+        snprintf(pa, sizeof pa, "%s/replay/%s/results.json", ref, json_string_value(v));
+        snprintf(pb, sizeof pb, "%s/replay/%s/results.json", got, json_string_value(v));
+        json_t *a = NULL, *b = NULL;
+        assert_int_equal(plena_replay_json_read_file(pa, &a, NULL), 0);
+        assert_int_equal(plena_replay_json_read_file(pb, &b, NULL), 0);
+        assert_int_equal(plena_replay_json_sha256(a, 1, ha, NULL), 0);
+        assert_int_equal(plena_replay_json_sha256(b, 1, hb, NULL), 0);
+        assert_string_equal(ha, hb);
+        json_decref(a);
+        json_decref(b);
+    }
+}
+
+static void test_kill_and_resume(void **state)
+{
+    (void)state;
+    char ref[128], out[128], mark[128];
+    snprintf(ref, sizeof ref, "%s/ref", g_tmp);
+    snprintf(out, sizeof out, "%s/killed", g_tmp);
+    snprintf(mark, sizeof mark, "%s/marks", g_tmp);
+    sh("mkdir -p %s", mark);
+    const char *r1[] = {"campaign",
+                        "run",
+                        "--traces",
+                        g_set,
+                        "--out",
+                        ref,
+                        "--jobs",
+                        "1",
+                        "--worker-cmd",
+                        g_worker,
+                        "--progress",
+                        "none",
+                        "--no-determinism-gate",
+                        NULL};
+    assert_int_equal(run(r1, NULL), 0);
+    json_t *refl = NULL;
+    assert_int_equal(manifest_lines(ref, &refl), 8);
+    json_t *ids = json_array();
+    size_t i;
+    json_t *l;
+    json_array_foreach(refl, i, l) json_array_append(ids, json_object_get(l, "trace_id"));
+
+    const char *rk[] = {"campaign",
+                        "run",
+                        "--traces",
+                        g_set,
+                        "--out",
+                        out,
+                        "--jobs",
+                        "2",
+                        "--worker-cmd",
+                        g_worker,
+                        "--progress",
+                        "none",
+                        "--no-determinism-gate",
+                        NULL};
+    char markenv[200];
+    snprintf(markenv, sizeof markenv, "FAKE_MARK=%s", mark);
+    const char *slow[] = {"FAKE_SLEEP=0.2", markenv, NULL};
+    /* 1: SIGKILL the coordinator after two traces are logged */
+    pid_t p = start(rk, slow);
+    json_t *arr = NULL;
+    for (int t = 0; t < 400; t++) {
+        sleep_ms(10);
+        size_t n = manifest_lines(out, &arr);
+        json_decref(arr);
+        if (n >= 2) break;
+    }
+    kill(p, SIGKILL);
+    assert_int_equal(wait_rc(p), 128 + SIGKILL);
+    sleep_ms(300); /* orphaned workers get SIGTERM from PR_SET_PDEATHSIG */
+    size_t after_kill = manifest_lines(out, &arr);
+    json_decref(arr);
+    assert_true(after_kill >= 2 && after_kill < 8);
+    /* 2: resume, and SIGKILL one worker mid-trace */
+    p = start(rk, slow);
+    pid_t w = -1;
+    for (int t = 0; t < 400 && w < 0; t++) {
+        sleep_ms(10);
+        w = first_child(p);
+    }
+    assert_true(w > 0);
+    sleep_ms(50);
+    kill(w, SIGKILL);
+    assert_int_equal(wait_rc(p), 1); /* one trace errored: not every trace passed */
+    manifest_lines(out, &arr);
+    int saw_error = 0;
+    json_array_foreach(arr, i, l) if (!strcmp(json_string_value(json_object_get(l, "status")),
+                                              "error")) saw_error = 1;
+    assert_true(saw_error);
+    json_decref(arr);
+    /* 3: resume to completion */
+    assert_int_equal(run(rk, NULL), 0);
+    manifest_lines(out, &arr);
+    json_array_foreach(ids, i, l) assert_int_equal(passed_lines(arr, json_string_value(l)), 1);
+    json_decref(arr);
+    compare_results(ref, out, ids);
+    /* status agrees */
+    const char *stt[] = {"campaign", "status", "--traces", g_set, "--out", out, NULL};
+    assert_int_equal(run(stt, NULL), 0);
+    assert_true(file_contains("out.txt", "passed 8, failed 0"));
+
+    /* a torn last line is tolerated and that trace rerun */
+    char mp[256];
+    snprintf(mp, sizeof mp, "%s/manifest.jsonl", out);
+    manifest_lines(out, &arr);
+    const char *last = json_string_value(
+        json_object_get(json_array_get(arr, json_array_size(arr) - 1), "trace_id"));
+    char lastid[160];
+    snprintf(lastid, sizeof lastid, "%s", last);
+    json_decref(arr);
+    sh("rm %s/replay/%s/results.json && truncate -s -20 %s", out, lastid, mp);
+    assert_int_equal(run(rk, NULL), 0);
+    assert_true(file_contains("err.txt", "torn last line"));
+    manifest_lines(out, &arr);
+    json_array_foreach(ids, i, l) assert_int_equal(passed_lines(arr, json_string_value(l)), 1);
+    json_decref(arr);
+    /* a corrupt middle line is an input error */
+    sh("sed -i '2s/.*/{garbage/' %s", mp);
+    assert_int_equal(run(rk, NULL), 3);
+    assert_true(file_contains("err.txt", "manifest.jsonl:2"));
+    json_decref(refl);
+    json_decref(ids);
+}
+
+/* failing traces: exit 1, failures.jsonl, attempts and given_up */
+static void test_failures_and_attempts(void **state)
+{
+    (void)state;
+    char out[128], p[256];
+    snprintf(out, sizeof out, "%s/fail", g_tmp);
+    const char *r[] = {"campaign",
+                       "run",
+                       "--traces",
+                       g_set,
+                       "--out",
+                       out,
+                       "--jobs",
+                       "2",
+                       "--worker-cmd",
+                       g_worker,
+                       "--progress",
+                       "none",
+                       "--no-determinism-gate",
+                       "--max-attempts",
+                       "2",
+                       NULL};
+    const char *failenv[] = {"FAKE_FAIL=syn_uniform_tiny-route-16x1_t4_s1_n0_l0", NULL};
+    assert_int_equal(run(r, failenv), 1);
+    assert_int_equal(run(r, failenv), 1);
+    assert_int_equal(run(r, NULL), 1); /* given up: not retried though it would pass now */
+    assert_true(file_contains("out.txt", "given_up=1"));
+    snprintf(p, sizeof p, "%s/failures.jsonl", out);
+    char *d = NULL;
+    size_t n;
+    assert_int_equal(plena_file_read_all(p, &d, &n, NULL), 0);
+    assert_non_null(strstr(d, "\"failed_checks\":[\"functional\"]"));
+    plena_free(d);
+    const char *reset[] = {"campaign",
+                           "run",
+                           "--traces",
+                           g_set,
+                           "--out",
+                           out,
+                           "--jobs",
+                           "2",
+                           "--worker-cmd",
+                           g_worker,
+                           "--progress",
+                           "none",
+                           "--no-determinism-gate",
+                           "--reset-attempts",
+                           NULL};
+    assert_int_equal(run(reset, NULL), 0);
+}
+
+static void test_error_exits(void **state)
+{
+    (void)state;
+    char out[128];
+    snprintf(out, sizeof out, "%s/afile/sub", g_tmp);
+    sh("touch %s/afile", g_tmp);
+    const char *r[] = {"campaign",
+                       "run",
+                       "--traces",
+                       g_set,
+                       "--out",
+                       out,
+                       "--jobs",
+                       "1",
+                       "--worker-cmd",
+                       g_worker,
+                       "--progress",
+                       "none",
+                       "--no-determinism-gate",
+                       NULL};
+    assert_int_equal(run(r, NULL), 4);
+    assert_true(file_contains("err.txt", "afile"));
+    const char *mpi[] = {"campaign", "run", "--traces", g_set, "--out", out, "--mpi", NULL};
+    int rc = run(mpi, NULL);
+    if (!plena_campaign_have_mpi()) {
+        assert_int_equal(rc, 2);
+        assert_true(file_contains("err.txt", "built without MPI"));
+    }
+    const char *missing[] = {"campaign", "status", "--traces", "/nonexistent/x.jsonl",
+                             "--out",    out,      NULL};
+    assert_int_equal(run(missing, NULL), 3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hamilton_worked_examples),
+        cmocka_unit_test(test_width_and_quantile),
+        cmocka_unit_test(test_select_cli),
+        cmocka_unit_test(test_determinism_gate),
+        cmocka_unit_test(test_kill_and_resume),
+        cmocka_unit_test(test_failures_and_attempts),
+        cmocka_unit_test(test_error_exits),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
