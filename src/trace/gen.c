@@ -1,8 +1,7 @@
 /* plena trace gen: synthetic routing of spec/traces-and-replay.md 3.2 and the
  * model fields of 3.4. Every trace is built as a jansson tree, written in the
- * pretty form of 0.3 and validated before it is handed back. Route weights are
- * binary32 values stored as doubles; they are printed with the double rule of
- * 0.3 (exact, but not the shortest binary32 spelling; see the report). */
+ * pretty form of 0.3 and validated before it is handed back (trace/build.c).
+ * Route weights are binary32 values, printed with the binary32 rule of 0.3. */
 #include "trace/gen.h"
 
 #include <jansson.h>
@@ -13,6 +12,7 @@
 #include "common/alloc.h"
 #include "num/detmath.h"
 #include "num/prng.h"
+#include "trace/build.h"
 #include "trace/trace.h"
 
 void plena_trace_gen_opts_default(struct plena_trace_gen_opts *o)
@@ -66,17 +66,6 @@ int plena_trace_gen_parse_dist(const char *s, struct plena_trace_gen_opts *o, st
     return 0;
 }
 
-/* stable_id (1.8): bytes outside [A-Za-z0-9_-] become '_', at most 128 bytes. */
-static void stable_id(char *s)
-{
-    size_t n = strlen(s);
-    if (n > 128) s[128] = 0;
-    for (char *p = s; *p; p++)
-        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
-              *p == '_' || *p == '-'))
-            *p = '_';
-}
-
 /* p_e of zipf:S (expert rank r = e, or the permuted rank) and hot:N[:F]. */
 static int dist_weights(const struct plena_trace_gen_opts *o, uint32_t E, double *p,
                         struct plena_err *err)
@@ -115,8 +104,22 @@ static int dist_weights(const struct plena_trace_gen_opts *o, uint32_t E, double
                             "hot:%u needs fewer hot experts than num_experts %u", o->hot_n, E);
         for (uint32_t e = 0; e < E && !rc; e++)
             p[e] = (1.0 - o->hot_f) / (double)(E - o->hot_n);
+        /* --hot-ids replaces the shuffled hot set (3.2). */
+        if (!rc && o->n_hot_ids && o->n_hot_ids != o->hot_n)
+            rc = PLENA_FAIL(err, PLENA_E_USAGE, "--hot-ids", "%zu ids given for hot:%u",
+                            o->n_hot_ids, o->hot_n);
+        for (size_t i = 0; i < o->n_hot_ids && !rc; i++) {
+            if (o->hot_ids[i] >= E)
+                rc = PLENA_FAIL(err, PLENA_E_INPUT, "--hot-ids",
+                                "expert id %u outside 0..%u (num_experts %u)", o->hot_ids[i], E - 1,
+                                E);
+            for (size_t k = 0; k < i && !rc; k++)
+                if (o->hot_ids[k] == o->hot_ids[i])
+                    rc = PLENA_FAIL(err, PLENA_E_USAGE, "--hot-ids", "expert id %u given twice",
+                                    o->hot_ids[i]);
+        }
         for (uint32_t i = 0; i < o->hot_n && !rc; i++)
-            p[perm[i]] = o->hot_f / (double)o->hot_n;
+            p[o->n_hot_ids ? o->hot_ids[i] : perm[i]] = o->hot_f / (double)o->hot_n;
     }
     plena_free(perm);
     return rc;
@@ -128,17 +131,9 @@ static int cmp_desc(const void *a, const void *b)
     return x > y ? -1 : x < y;
 }
 
-static json_t *int_array(const int64_t *v, size_t n)
+int plena_trace_gen_tree(const struct plena_trace_gen_opts *o, json_t **tree, struct plena_err *err)
 {
-    json_t *a = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(a, json_integer((json_int_t)v[i]));
-    return a;
-}
-
-int plena_trace_gen(const struct plena_trace_gen_opts *o, struct plena_buf *out,
-                    struct plena_err *err)
-{
+    *tree = NULL;
     const struct plena_moe_model *m = o->model;
     uint32_t E = m->num_experts, K = m->top_k, T = o->tokens;
     if (E < 1 || E > 16383 || K < 1 || K > E || K > 255)
@@ -150,14 +145,14 @@ int plena_trace_gen(const struct plena_trace_gen_opts *o, struct plena_buf *out,
             err, PLENA_E_INPUT, "--tokens",
             "%u tokens x top_k %u: expected 1..16777216 tokens and at most 2^28 slots", T, K);
     int64_t *ids = plena_calloc((size_t)T * K, sizeof *ids);
-    double *w = plena_calloc((size_t)T * K, sizeof *w);
+    float *w = plena_calloc((size_t)T * K, sizeof *w);
+    double *wd = plena_calloc(K, sizeof *wd);
     double *p = plena_calloc(E, sizeof *p);
     uint32_t *a = plena_calloc(E, sizeof *a);
     unsigned char *taken = plena_calloc(E, 1);
     int64_t *counts = plena_calloc(E, sizeof *counts), *lst = plena_calloc(E, sizeof *lst);
-    json_t *root = NULL;
     int rc = 0;
-    if (!ids || !w || !p || !a || !taken || !counts || !lst) {
+    if (!ids || !w || !wd || !p || !a || !taken || !counts || !lst) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, "trace gen", "out of memory");
         goto out;
     }
@@ -222,104 +217,32 @@ int plena_trace_gen(const struct plena_trace_gen_opts *o, struct plena_buf *out,
             }
             break;
         }
-        double *wr = w + (size_t)t * K;
+        float *wr = w + (size_t)t * K;
         if (o->random_weights) {
             double sum = 0.0;
             for (uint32_t j = 0; j < K; j++) {
-                wr[j] = 1.0 - plena_prng_uniform(&g);
-                sum += wr[j];
+                wd[j] = 1.0 - plena_prng_uniform(&g);
+                sum += wd[j];
             }
             for (uint32_t j = 0; j < K; j++)
-                wr[j] /= sum;
-            qsort(wr, K, sizeof *wr, cmp_desc);
+                wd[j] /= sum;
+            qsort(wd, K, sizeof *wd, cmp_desc);
             for (uint32_t j = 0; j < K; j++)
-                wr[j] = (double)(float)wr[j];
+                wr[j] = (float)wd[j];
         } else {
             for (uint32_t j = 0; j < K; j++)
-                wr[j] = (double)(float)(1.0 / K);
+                wr[j] = (float)(1.0 / K);
         }
         for (uint32_t j = 0; j < K; j++)
             counts[row[j]]++;
     }
-    struct plena_trace_stats st;
-    if ((rc = plena_trace_stats_compute(counts, E, &st, err))) goto out;
-
-    char id[512], name[160], src[96];
-    snprintf(name, sizeof name, "%s", m->name);
+    char id[512], src[96];
     snprintf(id, sizeof id, "syn_%s_%s_t%u_s%llu_n%u_l%u", o->dist_text, m->name, T,
              (unsigned long long)o->seed, o->sample, o->layer);
-    stable_id(id);
     snprintf(src, sizeof src, "synthetic_%s", o->dist_text);
-    stable_id(src);
-    root = json_object();
-    json_object_set_new(root, "schema_version", json_integer(2));
-    json_object_set_new(root, "trace_id", json_string(id));
-    json_object_set_new(root, "created_by", json_string("plena trace gen " PLENA_VERSION));
-    json_t *mo = json_object();
-    json_object_set_new(mo, "name", json_string(name));
-    json_object_set_new(mo, "layer_index", json_integer(o->layer));
-    json_object_set_new(mo, "hidden_size", json_integer(m->hidden));
-    json_object_set_new(mo, "intermediate_size", json_integer(m->moe_inter));
-    json_object_set_new(mo, "num_experts", json_integer(E));
-    json_object_set_new(mo, "top_k", json_integer(K));
-    json_object_set_new(mo, "shared_experts", json_integer(m->shared_inter ? m->n_shared : 0));
-    if (m->shared_inter && m->n_shared) {
-        json_object_set_new(mo, "shared_intermediate_size", json_integer(m->shared_inter));
-        json_object_set_new(
-            mo, "shared_gate",
-            json_string(m->shared_gate == PLENA_SHARED_GATE_SIGMOID ? "sigmoid" : "none"));
-    }
-    json_object_set_new(mo, "activation_policy",
-                        json_string(m->activation == PLENA_ACT_GPT_OSS_CLAMP_GATED
-                                        ? "gpt_oss_clamp_gated"
-                                        : "standard_swiglu"));
-    json_object_set_new(mo, "route_weight_placement",
-                        json_string(m->route_placement == PLENA_ROUTE_INPUT ? "input" : "output"));
-    if (m->policy_name) json_object_set_new(mo, "policy_name", json_string(m->policy_name));
-    json_object_set_new(mo, "norm_topk_prob", json_boolean(m->norm_topk_prob));
-    json_object_set_new(root, "model", mo);
-    json_t *wo = json_object();
+    plena_trace_stable_id(src);
     char sid[32];
     snprintf(sid, sizeof sid, "s%u", o->sample);
-    json_object_set_new(wo, "benchmark", json_string("synthetic"));
-    json_object_set_new(wo, "sample_id", json_string(sid));
-    json_object_set_new(wo, "phase", json_string(o->decode ? "decode" : "prefill"));
-    json_object_set_new(wo, "batch_size", json_integer(o->decode ? T : 1));
-    json_object_set_new(wo, "seq_len", json_integer(o->decode ? 1 : T));
-    json_object_set_new(wo, "token_count", json_integer(T));
-    json_object_set_new(root, "workload", wo);
-    json_t *ro = json_object(), *ti = json_array(), *tw = json_array();
-    for (uint32_t t = 0; t < T; t++) {
-        json_array_append_new(ti, int_array(ids + (size_t)t * K, K));
-        json_t *r = json_array();
-        for (uint32_t j = 0; j < K; j++)
-            json_array_append_new(r, json_real(w[(size_t)t * K + j]));
-        json_array_append_new(tw, r);
-    }
-    json_object_set_new(ro, "source", json_string(src));
-    json_object_set_new(ro, "weight_source", json_string("synthetic"));
-    json_object_set_new(ro, "topk_indices", ti);
-    json_object_set_new(ro, "topk_weights", tw);
-    json_object_set_new(ro, "expert_counts", int_array(counts, E));
-    json_object_set_new(ro, "duplicate_factor", json_real(st.duplicate_factor));
-    json_object_set_new(ro, "gini", json_real(st.gini));
-    json_object_set_new(ro, "active_experts",
-                        int_array(lst, plena_trace_active_experts(counts, E, lst)));
-    json_object_set_new(ro, "hot_experts", int_array(lst, plena_trace_hot_experts(counts, E, lst)));
-    json_object_set_new(ro, "cold_experts",
-                        int_array(lst, plena_trace_cold_experts(counts, E, lst)));
-    json_object_set_new(root, "routing", ro);
-    json_t *rp = json_object();
-    json_object_set_new(rp, "mlen", json_integer(o->mlen));
-    json_object_set_new(rp, "blen", json_integer(o->blen));
-    json_object_set_new(rp, "emu_threads", json_integer(1));
-    json_object_set_new(root, "replay", rp);
-    json_t *lb = json_object();
-    json_object_set_new(lb, "input_hidden_bf16_bytes", json_integer((json_int_t)T * m->hidden * 2));
-    json_object_set_new(lb, "routed_hidden_bf16_bytes",
-                        json_integer((json_int_t)T * K * m->hidden * 2));
-    json_object_set_new(lb, "route_weight_bf16_bytes", json_integer((json_int_t)T * K * 2));
-    json_object_set_new(root, "logical_bytes", lb);
     json_t *pv = json_object();
     json_object_set_new(pv, "format", json_string("synthetic"));
     json_object_set_new(pv, "dist", json_string(o->dist_text));
@@ -328,35 +251,55 @@ int plena_trace_gen(const struct plena_trace_gen_opts *o, struct plena_buf *out,
     json_object_set_new(pv, "route_weights", json_string(o->random_weights ? "random" : "uniform"));
     if (o->dist == PLENA_TRACE_DIST_ZIPF)
         json_object_set_new(pv, "permute", json_boolean(o->permute));
-    json_object_set_new(root, "provenance", pv);
-
-    struct plena_buf b;
-    plena_buf_init(&b);
-    if (plena_trace_json_write(&b, root, 1)) {
-        plena_buf_free(&b);
-        rc = PLENA_FAIL(err, PLENA_E_NOMEM, "trace gen", "out of memory");
-        goto out;
+    if (o->dist == PLENA_TRACE_DIST_HOT && o->n_hot_ids) {
+        json_t *h = json_array();
+        for (size_t i = 0; i < o->n_hot_ids; i++)
+            json_array_append_new(h, json_integer(o->hot_ids[i]));
+        json_object_set_new(pv, "hot_ids", h);
     }
-    struct plena_trace_report rep;
-    plena_trace_report_init(&rep);
-    if (plena_trace_validate_bytes(b.data, b.len, NULL, &rep)) {
-        rc = PLENA_FAIL(err, PLENA_E_FAILED, id, "generated trace does not validate: %s at %s: %s",
-                        rep.n_errors ? rep.errors[0].code : "?",
-                        rep.n_errors ? rep.errors[0].path : "?",
-                        rep.n_errors ? rep.errors[0].message : "out of memory");
-    } else if (plena_buf_append(out, b.data, b.len)) {
-        rc = PLENA_FAIL(err, PLENA_E_NOMEM, "trace gen", "out of memory");
-    }
-    plena_trace_report_free(&rep);
-    plena_buf_free(&b);
+    struct plena_trace_spec sp = {
+        .model = m,
+        .layer = o->layer,
+        .trace_id = id,
+        .created_by = "plena trace gen " PLENA_VERSION,
+        .created_at_utc = o->created_at_utc,
+        .benchmark = "synthetic",
+        .sample_id = sid,
+        .phase = o->decode ? "decode" : "prefill",
+        .batch_size = o->decode ? T : 1,
+        .seq_len = o->decode ? 1 : T,
+        .tokens = T,
+        .sample_index = -1,
+        .input_tokens = -1,
+        .source = src,
+        .weight_source = "synthetic",
+        .ids = ids,
+        .weights = w,
+        .provenance = pv,
+        .mlen = o->mlen,
+        .blen = o->blen,
+    };
+    rc = plena_trace_build(&sp, tree, err);
 out:
-    json_decref(root);
     plena_free(ids);
     plena_free(w);
+    plena_free(wd);
     plena_free(p);
     plena_free(a);
     plena_free(taken);
     plena_free(counts);
     plena_free(lst);
+    return rc;
+}
+
+int plena_trace_gen(const struct plena_trace_gen_opts *o, struct plena_buf *out,
+                    struct plena_err *err)
+{
+    json_t *tree;
+    int rc = plena_trace_gen_tree(o, &tree, err);
+    if (rc) return rc;
+    if (plena_trace_json_write(out, tree, 1))
+        rc = PLENA_FAIL(err, PLENA_E_NOMEM, "trace gen", "out of memory");
+    json_decref(tree);
     return rc;
 }

@@ -1,7 +1,7 @@
 /* Synthetic route traces (`plena trace gen`, spec/traces-and-replay.md 3.2,
  * model fields per 3.4). Deterministic: xoshiro256** streams from num/prng.h,
  * derive(seed, 1, layer_index, sample); zipf weights via num/detmath.h, never
- * libm. Importers (3.3) are not here. */
+ * libm. Importers (3.3) are in trace/import.h. */
 #ifndef PLENA_TRACE_GEN_H
 #define PLENA_TRACE_GEN_H
 
@@ -33,7 +33,10 @@ struct plena_trace_gen_opts {
     int random_weights;
     int decode; /* phase decode: T single-token decodes, batch T, seq_len 1 */
     uint32_t mlen, blen;
-    char dist_text[64]; /* as given, e.g. "zipf:1.2" (for ids and provenance) */
+    char dist_text[64];         /* as given, e.g. "zipf:1.2" (for ids and provenance) */
+    const uint32_t *hot_ids;    /* --hot-ids: the hot set instead of the shuffle */
+    size_t n_hot_ids;           /* 0 = shuffle; else must equal hot_n */
+    const char *created_at_utc; /* --timestamp; NULL = absent (byte-identical output) */
 };
 
 void plena_trace_gen_opts_default(struct plena_trace_gen_opts *o);
@@ -45,5 +48,9 @@ int plena_trace_gen_parse_dist(const char *s, struct plena_trace_gen_opts *o,
  * trace does not validate (a bug; nothing is appended). */
 int plena_trace_gen(const struct plena_trace_gen_opts *o, struct plena_buf *out,
                     struct plena_err *err);
+/* The same trace as a tree (validated); *tree is the caller's (json_decref). */
+struct json_t;
+int plena_trace_gen_tree(const struct plena_trace_gen_opts *o, struct json_t **tree,
+                         struct plena_err *err);
 
 #endif

@@ -1,10 +1,13 @@
 /* JSON writing in the two forms of spec/traces-and-replay.md 0.3/0.4: pretty
  * (keys sorted by byte order, 2-space indent, arrays of scalars on one line,
  * final newline) and canonical (no whitespace, for hashing). Numbers use the
- * shortest round-tripping %.{p}g. Does not write NaN/Inf (callers reject them
+ * shortest round-tripping %.{p}g; every real inside a `topk_weights` or
+ * `route_weights` array is a binary32 route weight and gets the binary32 rule
+ * of 0.3 (p = 1..9, read back with strtof). Does not write NaN/Inf (callers reject them
  * earlier; a non-finite value is written as null as a last resort). */
 #include "trace/trace.h"
 
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +21,14 @@ void plena_trace_format_double(char *buf, size_t n, double v)
     for (int p = 1; p <= 17; p++) {
         snprintf(buf, n, "%.*g", p, v);
         if (strtod(buf, NULL) == v) return;
+    }
+}
+
+void plena_trace_format_float(char *buf, size_t n, float v)
+{
+    for (int p = 1; p <= 9; p++) {
+        snprintf(buf, n, "%.*g", p, (double)v);
+        if (strtof(buf, NULL) == v) return;
     }
 }
 
@@ -60,7 +71,8 @@ static int cmp_keys(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static int write_value(struct plena_buf *b, const json_t *v, int pretty, int level)
+/* f32: v lies inside a route-weight array (binary32 values). */
+static int write_value(struct plena_buf *b, const json_t *v, int pretty, int level, int f32)
 {
     char num[64];
     switch (json_typeof(v)) {
@@ -71,7 +83,10 @@ static int write_value(struct plena_buf *b, const json_t *v, int pretty, int lev
     case JSON_REAL: {
         double d = json_real_value(v);
         if (!isfinite(d)) return plena_buf_puts(b, "null");
-        plena_trace_format_double(num, sizeof num, d);
+        if (f32 && fabs(d) <= FLT_MAX)
+            plena_trace_format_float(num, sizeof num, (float)d);
+        else
+            plena_trace_format_double(num, sizeof num, d);
         return plena_buf_puts(b, num);
     }
     case JSON_STRING: return put_string(b, json_string_value(v), json_string_length(v));
@@ -85,7 +100,7 @@ static int write_value(struct plena_buf *b, const json_t *v, int pretty, int lev
         for (size_t i = 0; i < n; i++) {
             if (i && plena_buf_puts(b, pretty && flat ? ", " : ",")) return -1;
             if (pretty && !flat && indent(b, level + 1)) return -1;
-            if (write_value(b, json_array_get(v, i), pretty, level + 1)) return -1;
+            if (write_value(b, json_array_get(v, i), pretty, level + 1, f32)) return -1;
         }
         if (pretty && !flat && indent(b, level)) return -1;
         return plena_buf_puts(b, "]");
@@ -106,7 +121,12 @@ static int write_value(struct plena_buf *b, const json_t *v, int pretty, int lev
             if (!rc && pretty) rc = indent(b, level + 1);
             if (!rc) rc = put_string(b, keys[i], strlen(keys[i]));
             if (!rc) rc = plena_buf_puts(b, pretty ? ": " : ":");
-            if (!rc) rc = write_value(b, json_object_get(v, keys[i]), pretty, level + 1);
+            /* The binary32 rule covers the weight arrays only, not a member
+             * of that name holding an object (the JSON Schema has one). */
+            const json_t *m = json_object_get(v, keys[i]);
+            int w = json_is_array(m) &&
+                    (!strcmp(keys[i], "topk_weights") || !strcmp(keys[i], "route_weights"));
+            if (!rc) rc = write_value(b, m, pretty, level + 1, w);
         }
         plena_free(keys);
         if (!rc && pretty) rc = indent(b, level);
@@ -119,7 +139,7 @@ static int write_value(struct plena_buf *b, const json_t *v, int pretty, int lev
 
 int plena_trace_json_write(struct plena_buf *b, const struct json_t *v, int pretty)
 {
-    if (write_value(b, v, pretty, 0)) return -1;
+    if (write_value(b, v, pretty, 0, 0)) return -1;
     if (pretty && plena_buf_puts(b, "\n")) return -1;
     return b->failed ? -1 : 0;
 }

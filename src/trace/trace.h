@@ -161,8 +161,12 @@ size_t plena_trace_hot_experts(const int64_t *counts, size_t n, int64_t *out);
 struct json_t;
 /* Appends `v` to `b`: pretty (keys sorted, 2-space indent, scalar arrays on one
  * line, final newline) or canonical (no whitespace). 0 or -1 (out of memory). */
+/* Reals inside a `topk_weights` or `route_weights` array are binary32 route
+ * weights and are written with plena_trace_format_float. */
 int plena_trace_json_write(struct plena_buf *b, const struct json_t *v, int pretty);
 /* Shortest %.{p}g (p = 1..17) that reads back to the same double. */
 void plena_trace_format_double(char *buf, size_t n, double v);
+/* Shortest %.{p}g (p = 1..9) that reads back (strtof) to the same float. */
+void plena_trace_format_float(char *buf, size_t n, float v);
 
 #endif

@@ -1,0 +1,89 @@
+/* Building traces and handling trace sets (spec/traces-and-replay.md 1.10,
+ * 3.1, 3.4): one builder that every producer (gen, importers) calls, so model
+ * fields, statistics and logical bytes are derived in one place and every
+ * trace is validated before anyone writes it; the canonical order of a set;
+ * reading a set or single traces into a list; the replay tier (2.3).
+ * Does not read or write files: callers pass bytes and get buffers back. */
+#ifndef PLENA_TRACE_BUILD_H
+#define PLENA_TRACE_BUILD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/fileio.h"
+#include "gen/model.h"
+#include "trace/trace.h"
+
+struct json_t;
+
+/* stable_id of 1.8, in place: bytes outside [A-Za-z0-9_-] become '_', at most
+ * 128 bytes. */
+void plena_trace_stable_id(char *s);
+
+/* Everything a trace needs beyond the model. Strings are borrowed. */
+struct plena_trace_spec {
+    const struct plena_moe_model *model; /* fields of 3.4 */
+    uint32_t layer;                      /* model.layer_index */
+    const char *trace_id;                /* passed through stable_id */
+    const char *created_by;
+    const char *created_at_utc; /* NULL = absent (only with --timestamp) */
+    const char *benchmark, *sample_id, *phase;
+    uint32_t batch_size, seq_len, tokens; /* batch_size x seq_len = tokens */
+    int64_t decode_step;                  /* 0 = absent */
+    int64_t sample_index;                 /* < 0 = absent */
+    int64_t input_tokens;                 /* < 0 = absent */
+    const char *category;                 /* NULL = absent */
+    const char *source, *weight_source;
+    const int64_t *ids;        /* tokens x top_k, row-major */
+    const float *weights;      /* tokens x top_k; NULL = (float)(1/K) each */
+    struct json_t *provenance; /* stolen (also on error); NULL = absent */
+    uint32_t mlen, blen;
+};
+
+/* Builds the trace tree, writes it (pretty) and validates it. On success
+ * *out owns the tree. PLENA_E_FAILED when it does not validate (the message
+ * names the first finding), PLENA_E_NOMEM. */
+int plena_trace_build(const struct plena_trace_spec *s, struct json_t **out, struct plena_err *err);
+
+/* ---- lists of traces and trace sets (1.10) ---- */
+struct plena_trace_doc {
+    struct json_t *tree; /* owned */
+    char trace_id[129];
+    char origin[320]; /* "FILE" or "FILE:LINE", for messages */
+};
+struct plena_trace_docs {
+    struct plena_trace_doc *v;
+    size_t n, cap;
+};
+void plena_trace_docs_free(struct plena_trace_docs *d);
+/* Takes ownership of tree (also on failure). 0 or PLENA_E_NOMEM. */
+int plena_trace_docs_add(struct plena_trace_docs *d, struct json_t *tree, const char *origin);
+/* Canonical order of 1.10: (benchmark, sample_index, sample_id, phase in the
+ * order prefill, decode, smoke, unknown, decode_step, layer_index, trace_id).
+ * An absent sample_index sorts before every present one, an absent or null
+ * decode_step before step 1. Stable for equal keys. */
+void plena_trace_docs_sort(struct plena_trace_docs *d);
+/* Appends each trace in canonical form plus "\n", in list order. */
+int plena_trace_docs_write_set(const struct plena_trace_docs *d, struct plena_buf *out);
+/* Reads a set (name for messages) or, with is_set 0, one trace document;
+ * every trace is validated (options opt, may be NULL). The first invalid
+ * trace fails with PLENA_E_FAILED "name:LINE: CODE at PATH: message"; a
+ * repeated trace_id against the list already held is V100. */
+int plena_trace_docs_read(struct plena_trace_docs *d, const char *name, const char *bytes,
+                          size_t len, int is_set, const struct plena_trace_validate_options *opt,
+                          struct plena_err *err);
+
+/* ---- replay tier (2.3) ---- */
+struct plena_trace_replay_options {
+    uint32_t settings_mlen; /* MLEN of the settings the replay would use */
+    uint32_t mlen_override; /* --mlen; 0 = none */
+};
+/* Appends R001-R006 findings for one trace that already passed the V rules
+ * (a trace with errors gets no R findings: no cascades). Returns 0 when no R
+ * rule failed, PLENA_E_FAILED otherwise, PLENA_E_NOMEM. */
+int plena_trace_validate_replay(const char *bytes, size_t len,
+                                const struct plena_trace_replay_options *ro,
+                                struct plena_trace_report *report);
+
+#endif

@@ -1,0 +1,402 @@
+/* Trace sets, writer numbers, replay tier and generator statistics
+ * (spec/traces-and-replay.md 0.3, 1.10, 2.3, 3.2):
+ * - binary32 shortest formatting of route weights (0.3), hand-checked values;
+ * - canonical set order (1.10) on hand-made keys;
+ * - R001 / R006 fixtures made from the 1.9 example;
+ * - the stored golden of `trace gen --model tiny-route-32x4 --tokens 16
+ *   --dist zipf:1.2 --seed 7` (a REGRESSION golden: generated once by the code
+ *   after its counts and weights were reviewed by hand; it pins the bytes,
+ *   it does not prove them right);
+ * - chi-square sanity of uniform and Zipf counts over 10^5 tokens;
+ * - CLI: gen --layers/--out-dir, split/pack round trip, split refusing to
+ *   overwrite, import exit codes (needs $PLENA_BIN; skipped without it). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/fileio.h"
+#include "trace/build.h"
+#include "trace/gen.h"
+#include "trace/trace.h"
+
+static void test_float_format(void **state)
+{
+    (void)state;
+    char b[64];
+    /* 0.1f = 0.100000001490116..., shortest binary32 spelling "0.1" */
+    plena_trace_format_float(b, sizeof b, 0.1f);
+    assert_string_equal(b, "0.1");
+    /* (float)(1/3) = 0.3333333432674408; float spacing there is 2^-25 =
+     * 3.0e-8, so 8 digits "0.33333334" read back to it, 7 ("0.3333333") do not */
+    plena_trace_format_float(b, sizeof b, (float)(1.0 / 3.0));
+    assert_string_equal(b, "0.33333334");
+    /* 16777217 is not a float: (float) rounds to 16777216 */
+    plena_trace_format_float(b, sizeof b, 16777216.0f);
+    assert_string_equal(b, "16777216");
+    plena_trace_format_float(b, sizeof b, 1.0f);
+    assert_string_equal(b, "1");
+    plena_trace_format_float(b, sizeof b, 0.125f);
+    assert_string_equal(b, "0.125");
+    plena_trace_format_float(b, sizeof b, 3.4028234663852886e38f); /* FLT_MAX */
+    assert_string_equal(b, "3.4028235e+38");
+    plena_trace_format_float(b, sizeof b, 1.4e-45f); /* smallest subnormal */
+    assert_string_equal(b, "1e-45");
+    /* the writer: binary32 inside topk_weights/route_weights only */
+    json_t *v = json_pack("{s:{s:[[f]]},s:f}", "routing", "topk_weights", (double)0.1f, "other",
+                          (double)0.1f);
+    struct plena_buf out;
+    plena_buf_init(&out);
+    assert_int_equal(plena_trace_json_write(&out, v, 0), 0);
+    plena_buf_append(&out, "", 1);
+    assert_string_equal(out.data, "{\"other\":0.10000000149011612,\"routing\":{\"topk_weights\":[["
+                                  "0.1]]}}");
+    plena_buf_free(&out);
+    json_decref(v);
+}
+
+static json_t *key_doc(const char *bench, int sidx, const char *sid, const char *phase, int step,
+                       int layer, const char *id)
+{
+    json_t *w = json_pack("{s:s,s:s,s:s}", "benchmark", bench, "sample_id", sid, "phase", phase);
+    if (sidx >= 0) json_object_set_new(w, "sample_index", json_integer(sidx));
+    json_object_set_new(w, "decode_step", step > 0 ? json_integer(step) : json_null());
+    return json_pack("{s:s,s:o,s:{s:i}}", "trace_id", id, "workload", w, "model", "layer_index",
+                     layer);
+}
+
+static void test_canonical_order(void **state)
+{
+    (void)state;
+    struct plena_trace_docs d = {0};
+    /* Given in scrambled order; expected order by (benchmark, sample_index,
+     * sample_id, phase prefill<decode<smoke<unknown, decode_step, layer,
+     * trace_id), absent sample_index / null step first. */
+    plena_trace_docs_add(&d, key_doc("b", -1, "s", "unknown", 0, 0, "h"), "");
+    plena_trace_docs_add(&d, key_doc("b", -1, "s", "decode", 2, 0, "f"), "");
+    plena_trace_docs_add(&d, key_doc("b", -1, "s", "decode", 1, 3, "e"), "");
+    plena_trace_docs_add(&d, key_doc("b", -1, "s", "prefill", 0, 1, "d"), "");
+    plena_trace_docs_add(&d, key_doc("a", 5, "z", "prefill", 0, 0, "c"), "");
+    plena_trace_docs_add(&d, key_doc("a", 2, "z", "prefill", 0, 0, "b"), "");
+    plena_trace_docs_add(&d, key_doc("b", -1, "s", "decode", 1, 1, "e0"), "");
+    plena_trace_docs_add(&d, key_doc("b", -1, "s", "smoke", 0, 0, "g"), "");
+    plena_trace_docs_add(&d, key_doc("a", -1, "zz", "decode", 0, 9, "a"), "");
+    plena_trace_docs_add(&d, key_doc("b", -1, "s", "prefill", 0, 1, "c2"), "");
+    plena_trace_docs_sort(&d);
+    static const char *const want[] = {"a", "b", "c", "c2", "d", "e0", "e", "f", "g", "h"};
+    assert_int_equal(d.n, 10);
+    for (size_t i = 0; i < d.n; i++)
+        assert_string_equal(d.v[i].trace_id, want[i]);
+    plena_trace_docs_free(&d);
+}
+
+static char *example;
+static size_t example_len;
+
+static void replay_case(json_t *doc, uint32_t settings_mlen, uint32_t override, const char *code,
+                        const char *path, const char *msg)
+{
+    struct plena_buf b;
+    plena_buf_init(&b);
+    assert_int_equal(plena_trace_json_write(&b, doc, 1), 0);
+    struct plena_trace_report r;
+    plena_trace_report_init(&r);
+    assert_int_equal(plena_trace_validate_bytes(b.data, b.len, NULL, &r), 0); /* V tier passes */
+    struct plena_trace_replay_options ro = {settings_mlen, override};
+    int rc = plena_trace_validate_replay(b.data, b.len, &ro, &r);
+    if (!code) {
+        if (rc)
+            fail_msg("unexpected %s at %s: %s", r.errors[0].code, r.errors[0].path,
+                     r.errors[0].message);
+    } else {
+        assert_int_equal(rc, PLENA_E_FAILED);
+        assert_int_equal(r.n_errors, 1);
+        assert_string_equal(r.errors[0].code, code);
+        assert_string_equal(r.errors[0].path, path);
+        if (!strstr(r.errors[0].message, msg)) fail_msg("message: %s", r.errors[0].message);
+    }
+    plena_trace_report_free(&r);
+    plena_buf_free(&b);
+}
+
+static void test_replay_tier(void **state)
+{
+    (void)state;
+    struct plena_err err = {0};
+    char path[4096];
+    snprintf(path, sizeof path, "%s/src/trace/testdata/example_v2.json", PLENA_SOURCE_DIR);
+    assert_int_equal(plena_file_read_all(path, &example, &example_len, &err), 0);
+    json_t *doc = json_loadb(example, example_len, 0, NULL);
+    assert_non_null(doc);
+    /* the 1.9 example: H = 64, replay.mlen 64 */
+    replay_case(doc, 64, 0, NULL, NULL, NULL);
+    /* settings MLEN 32 and no --mlen: replay.mlen 64 differs -> R006 */
+    replay_case(doc, 32, 0, "R006", "replay.mlen", "is 64, but the settings' MLEN is 32");
+    /* --mlen 32 overrides: no R006, and 64 % 32 == 0 */
+    replay_case(doc, 128, 32, NULL, NULL, NULL);
+    /* --mlen 128: H = 64 is not a multiple -> R001 (and R006 is not checked) */
+    replay_case(doc, 64, 128, "R001", "model.hidden_size", "hidden_size 64");
+    /* H = 96 (logical bytes removed, they depend on H) with MLEN 64 -> R001 */
+    json_object_del(doc, "logical_bytes");
+    json_object_set_new(json_object_get(doc, "model"), "hidden_size", json_integer(96));
+    replay_case(doc, 64, 0, "R001", "model.hidden_size", "hidden_size 96");
+    json_decref(doc);
+    plena_free(example);
+}
+
+static void test_golden(void **state)
+{
+    (void)state;
+    const struct plena_moe_model *m = plena_gen_preset_find("tiny-route-32x4");
+    assert_non_null(m);
+    struct plena_trace_gen_opts o;
+    plena_trace_gen_opts_default(&o);
+    o.model = m;
+    o.seed = 7;
+    o.tokens = 16;
+    assert_int_equal(plena_trace_gen_parse_dist("zipf:1.2", &o, NULL), 0);
+    struct plena_buf b;
+    plena_buf_init(&b);
+    assert_int_equal(plena_trace_gen(&o, &b, NULL), 0);
+    char path[4096], *want;
+    size_t n;
+    struct plena_err err = {0};
+    snprintf(path, sizeof path, "%s/src/trace/testdata/gen_zipf1.2_seed7.json", PLENA_SOURCE_DIR);
+    assert_int_equal(plena_file_read_all(path, &want, &n, &err), 0);
+    assert_int_equal(b.len, n);
+    assert_memory_equal(b.data, want, n);
+    plena_free(want);
+    plena_buf_free(&b);
+}
+
+/* Counts of one generated trace of T tokens. */
+static void gen_counts(uint32_t E, uint32_t K, const char *dist, uint32_t T, int64_t *counts)
+{
+    struct plena_moe_model m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.name, sizeof m.name, "chi");
+    m.hidden = 64;
+    m.moe_inter = 64;
+    m.num_experts = E;
+    m.top_k = K;
+    struct plena_trace_gen_opts o;
+    plena_trace_gen_opts_default(&o);
+    o.model = &m;
+    o.seed = 12345;
+    o.tokens = T;
+    assert_int_equal(plena_trace_gen_parse_dist(dist, &o, NULL), 0);
+    json_t *t;
+    assert_int_equal(plena_trace_gen_tree(&o, &t, NULL), 0);
+    const json_t *c = json_object_get(json_object_get(t, "routing"), "expert_counts");
+    for (uint32_t e = 0; e < E; e++)
+        counts[e] = json_integer_value(json_array_get(c, e));
+    json_decref(t);
+}
+
+/* Pearson chi-square against expected shares p (sum 1) of n slots. The
+ * bound 60 for 15 degrees of freedom is loose on purpose: P(chi2_15 > 60) is
+ * about 2e-7, so only a broken sampler (wrong weights, off-by-one id, a
+ * biased bounded()) exceeds it; it is a sanity check, not a test of quality.
+ * With a fixed seed the value is deterministic anyway. */
+static double chi2(const int64_t *c, const double *p, size_t E, double n)
+{
+    double x = 0;
+    for (size_t e = 0; e < E; e++) {
+        double mu = n * p[e];
+        x += ((double)c[e] - mu) * ((double)c[e] - mu) / mu;
+    }
+    return x;
+}
+
+static void test_chi_square(void **state)
+{
+    (void)state;
+    enum { E = 16, T = 100000 };
+    int64_t c[E];
+    double p[E];
+    /* uniform, K = 2 without replacement: each expert has share 1/E of the slots */
+    gen_counts(E, 2, "uniform", T, c);
+    for (int e = 0; e < E; e++)
+        p[e] = 1.0 / E;
+    double x = chi2(c, p, E, 2.0 * T);
+    print_message("uniform chi2 = %g (15 dof)\n", x);
+    assert_true(x < 60);
+    /* zipf:1.2 with K = 1: one weighted draw per token, p_e = (e+1)^-1.2 / sum */
+    gen_counts(E, 1, "zipf:1.2", T, c);
+    double z = 0;
+    for (int e = 0; e < E; e++)
+        z += pow(e + 1, -1.2);
+    for (int e = 0; e < E; e++)
+        p[e] = pow(e + 1, -1.2) / z;
+    x = chi2(c, p, E, T);
+    print_message("zipf:1.2 chi2 = %g (15 dof)\n", x);
+    assert_true(x < 60);
+    /* and it is skewed: expert 0 gets more than expert 15 by far */
+    assert_true(c[0] > 10 * c[15]);
+}
+
+/* ---- CLI ---- */
+
+static char dir[64];
+
+static int run(const char *args)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "cd %s && '%s' %s >out.txt 2>err.txt", dir, getenv("PLENA_BIN"),
+             args);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *slurp(const char *name, size_t *n)
+{
+    char path[256], *d = NULL;
+    size_t len = 0;
+    struct plena_err err = {0};
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (plena_file_read_all(path, &d, &len, &err)) return NULL;
+    if (n) *n = len;
+    return d;
+}
+
+static void put(const char *name, const char *text)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_cli_split_pack(void **state)
+{
+    (void)state;
+    if (!getenv("PLENA_BIN") || access(getenv("PLENA_BIN"), X_OK)) skip();
+    snprintf(dir, sizeof dir, "/tmp/plena_trace_set_XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    /* 2 layers x 2 samples -> a set of 4 in canonical order */
+    assert_int_equal(run("trace gen --model tiny-route-32x4 --tokens 5 --dist uniform --seed 3 "
+                         "--layers 0,2 --samples 2 --route-weights random --out s.jsonl"),
+                     0);
+    size_t n1, n2;
+    char *a = slurp("s.jsonl", &n1);
+    assert_non_null(a);
+    size_t lines = 0;
+    for (size_t i = 0; i < n1; i++)
+        lines += a[i] == '\n';
+    assert_int_equal(lines, 4);
+    assert_int_equal(run("trace split s.jsonl --out-dir parts"), 0);
+    assert_int_equal(run("trace pack parts/syn_uniform_tiny-route-32x4_t5_s3_n1_l2.json "
+                         "parts/syn_uniform_tiny-route-32x4_t5_s3_n0_l0.json "
+                         "parts/syn_uniform_tiny-route-32x4_t5_s3_n1_l0.json "
+                         "parts/syn_uniform_tiny-route-32x4_t5_s3_n0_l2.json --out s2.jsonl"),
+                     0);
+    char *b = slurp("s2.jsonl", &n2);
+    assert_non_null(b);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(a, b, n1); /* split then pack is byte-identical */
+    plena_free(b);
+    /* split refuses to overwrite, --force overwrites */
+    assert_int_equal(run("trace split s.jsonl --out-dir parts"), 4);
+    assert_int_equal(run("trace split s.jsonl --out-dir parts --force"), 0);
+    /* pack of a repeated trace: V100 */
+    assert_int_equal(run("trace pack s.jsonl parts/syn_uniform_tiny-route-32x4_t5_s3_n1_l2.json "
+                         "--out s3.jsonl"),
+                     1);
+    /* gen --out-dir: one pretty file per trace, equal to the split files */
+    assert_int_equal(run("trace gen --model tiny-route-32x4 --tokens 5 --dist uniform --seed 3 "
+                         "--layers 2 --samples 2 --route-weights random --out-dir g"),
+                     0);
+    char *g = slurp("g/syn_uniform_tiny-route-32x4_t5_s3_n1_l2.json", &n1);
+    char *p = slurp("parts/syn_uniform_tiny-route-32x4_t5_s3_n1_l2.json", &n2);
+    assert_non_null(g);
+    assert_non_null(p);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(g, p, n1);
+    plena_free(g);
+    plena_free(p);
+    plena_free(a);
+    /* --timestamp adds created_at_utc (and the trace still validates) */
+    assert_int_equal(run("trace gen --model tiny-route-32x4 --tokens 2 --dist uniform --seed 3 "
+                         "--timestamp --out ts.json"),
+                     0);
+    a = slurp("ts.json", NULL);
+    assert_non_null(strstr(a, "\"created_at_utc\": \"20"));
+    plena_free(a);
+    assert_int_equal(run("trace validate ts.json"), 0);
+    /* --hot-ids: the hot set is exactly these experts */
+    /* F = 1 puts all mass on the 5 hot experts; K = 4 of them per token */
+    assert_int_equal(run("trace gen --model tiny-route-32x4 --tokens 200 --dist hot:5:1 --seed 3 "
+                         "--hot-ids 1,7,9,20,30 --out hot.json"),
+                     0);
+    a = slurp("hot.json", NULL);
+    assert_non_null(strstr(a, "\"active_experts\": [1, 7, 9, 20, 30]"));
+    plena_free(a);
+    assert_int_equal(run("trace gen --model tiny-route-32x4 --tokens 2 --dist hot:5:1 --seed 3 "
+                         "--hot-ids 1,7 --out hot.json"),
+                     2);
+}
+
+static void test_cli_import(void **state)
+{
+    (void)state;
+    if (!getenv("PLENA_BIN") || access(getenv("PLENA_BIN"), X_OK)) skip();
+    put("e8k2.json", "{\"hidden_size\": 64, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
+                     "\"moe_intermediate_size\": 64}");
+    put("r.csv", "sample_id,layer,phase,decode_step,token,slot,expert\n"
+                 "s0,0,prefill,,0,0,1\ns0,0,prefill,,0,1,2\n"
+                 "s1,0,prefill,,0,0,1\ns1,0,prefill,,0,1,9\n");
+    /* the bad record stops the import: input error */
+    assert_int_equal(run("trace import --from csv r.csv --model ./e8k2.json "
+                         "--allow-uniform-weights --out x.jsonl"),
+                     3);
+    char *e = slurp("err.txt", NULL);
+    assert_non_null(strstr(e, "r.csv:5: column expert: expert id 9 outside 0..7"));
+    plena_free(e);
+    /* --keep-going: the good trace is written, exit 1 */
+    assert_int_equal(run("trace import --from csv r.csv --model ./e8k2.json "
+                         "--allow-uniform-weights --keep-going --out-dir imp"),
+                     1);
+    char *a = slurp("imp/csv_s0_l0_prefill.json", NULL);
+    assert_non_null(a);
+    plena_free(a);
+    assert_int_equal(run("trace validate imp/csv_s0_l0_prefill.json"), 0);
+    /* raw int16 through the CLI; --raw needs --phase */
+    char path[256];
+    snprintf(path, sizeof path, "%s/ids.bin", dir);
+    FILE *f = fopen(path, "wb");
+    static const unsigned char raw[4] = {3, 0, 1, 0};
+    fwrite(raw, 1, 4, f);
+    fclose(f);
+    assert_int_equal(run("trace import --from vllm --raw ids.bin --shape 1,1,2 --dtype int16 "
+                         "--model ./e8k2.json --allow-uniform-weights"),
+                     2);
+    assert_int_equal(run("trace import --from vllm --raw ids.bin --shape 1,1,2 --dtype int16 "
+                         "--phase decode --model ./e8k2.json --allow-uniform-weights"),
+                     0);
+    a = slurp("out.txt", NULL);
+    assert_non_null(strstr(a, "\"trace_id\": \"vllm_req0_l0_decode_d1\""));
+    plena_free(a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_float_format), cmocka_unit_test(test_canonical_order),
+        cmocka_unit_test(test_replay_tier),  cmocka_unit_test(test_golden),
+        cmocka_unit_test(test_chi_square),   cmocka_unit_test(test_cli_split_pack),
+        cmocka_unit_test(test_cli_import),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
