@@ -182,28 +182,30 @@ int plena_prog_header(struct plena_prog *p, const char *fmt, ...)
 
 /* ---- rendering ---- */
 
-static unsigned field_value(const struct plena_insn *in, const char *f)
-{
-    if (!strncmp(f, "rd", 2)) return in->rd;
-    if (!strncmp(f, "rs1", 3)) return in->rs1;
-    if (!strncmp(f, "rs2", 3)) return in->rs2;
-    if (!strncmp(f, "rs3", 3)) return in->rs3;
-    if (!strncmp(f, "funct1", 6)) return in->funct1;
-    return in->imm;
-}
-
-/* Renders one instruction from its operand form (forms.def descriptor). */
-static int render_insn(struct plena_buf *b, const struct plena_insn *in)
-{
-    const struct plena_op_info *info = plena_isa_info(in->op);
-    const char *d = plena_form_descriptor(info->form);
+/* Parsed operand form of one opcode (forms.def descriptor): which field
+ * feeds each written operand and how it is printed. Parsed once per render
+ * call, not per instruction (rendering is on the --program-only hot path). */
+enum rfield { RF_RD, RF_RS1, RF_RS2, RF_RS3, RF_FUNCT1, RF_IMM };
+struct rform {
+    int parsed;
+    const char *name;
+    size_t name_len;
+    unsigned n;
     struct {
-        char kind[4];
-        int optional;
-        unsigned v;
+        char prefix[3]; /* "gp", "f", "a" or "" */
+        uint8_t field, optional;
     } ops[8];
-    unsigned n = 0;
-    while (*d && n < 8) {
+};
+
+static void parse_form(struct rform *r, uint8_t op)
+{
+    const struct plena_op_info *info = plena_isa_info(op);
+    const char *d = plena_form_descriptor(info->form);
+    r->parsed = 1;
+    r->name = info->name;
+    r->name_len = strlen(info->name);
+    r->n = 0;
+    while (*d && r->n < 8) {
         while (*d == ' ')
             d++;
         if (!*d) break;
@@ -218,37 +220,79 @@ static int render_insn(struct plena_buf *b, const struct plena_insn *in)
         const char *end = strchr(f, ' ');
         if (!end) end = f + strlen(f);
         if (!(kl == 1 && d[0] == 'X') && !(kl == 2 && !strncmp(d, "XG", 2))) {
-            memcpy(ops[n].kind, d, kl < 3 ? kl : 3);
-            ops[n].kind[kl < 3 ? kl : 3] = 0;
-            ops[n].optional = opt;
-            ops[n].v = field_value(in, f);
-            n++;
+            unsigned i = r->n++;
+            const char *pre = kl == 1 && d[0] == 'G'   ? "gp"
+                              : kl == 1 && d[0] == 'F' ? "f"
+                              : kl == 1 && d[0] == 'A' ? "a"
+                                                       : "";
+            memcpy(r->ops[i].prefix, pre, strlen(pre) + 1);
+            r->ops[i].optional = (uint8_t)opt;
+            r->ops[i].field = !strncmp(f, "rd", 2)       ? RF_RD
+                              : !strncmp(f, "rs1", 3)    ? RF_RS1
+                              : !strncmp(f, "rs2", 3)    ? RF_RS2
+                              : !strncmp(f, "rs3", 3)    ? RF_RS3
+                              : !strncmp(f, "funct1", 6) ? RF_FUNCT1
+                                                         : RF_IMM;
         }
         d = end;
     }
-    /* optional operands are written up to the last non-zero one */
-    unsigned last = n;
-    while (last > 0 && ops[last - 1].optional && ops[last - 1].v == 0)
-        last--;
-    plena_buf_puts(b, info->name);
-    for (unsigned i = 0; i < last; i++) {
-        plena_buf_puts(b, i ? ", " : " ");
-        const char *k = ops[i].kind;
-        if (!strcmp(k, "G"))
-            plena_buf_printf(b, "gp%u", ops[i].v);
-        else if (!strcmp(k, "F"))
-            plena_buf_printf(b, "f%u", ops[i].v);
-        else if (!strcmp(k, "A"))
-            plena_buf_printf(b, "a%u", ops[i].v);
-        else
-            plena_buf_printf(b, "%u", ops[i].v);
+}
+
+static unsigned rfield_value(const struct plena_insn *in, unsigned f)
+{
+    switch (f) {
+    case RF_RD: return in->rd;
+    case RF_RS1: return in->rs1;
+    case RF_RS2: return in->rs2;
+    case RF_RS3: return in->rs3;
+    case RF_FUNCT1: return in->funct1;
+    default: return in->imm;
     }
-    return plena_buf_puts(b, "\n");
+}
+
+static char *put_u32(char *o, uint32_t v)
+{
+    char t[10];
+    unsigned n = 0;
+    do {
+        t[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *o++ = t[--n];
+    return o;
+}
+
+/* Renders one instruction from its operand form. */
+static int render_insn(struct plena_buf *b, struct rform *forms, const struct plena_insn *in)
+{
+    struct rform *r = &forms[in->op & 63];
+    if (!r->parsed) parse_form(r, in->op);
+    unsigned v[8], last = r->n;
+    for (unsigned i = 0; i < r->n; i++)
+        v[i] = rfield_value(in, r->ops[i].field);
+    /* optional operands are written up to the last non-zero one */
+    while (last > 0 && r->ops[last - 1].optional && v[last - 1] == 0)
+        last--;
+    char line[160], *o = line;
+    memcpy(o, r->name, r->name_len);
+    o += r->name_len;
+    for (unsigned i = 0; i < last; i++) {
+        if (i) *o++ = ',';
+        *o++ = ' ';
+        for (const char *q = r->ops[i].prefix; *q; q++)
+            *o++ = *q;
+        o = put_u32(o, v[i]);
+    }
+    *o++ = '\n';
+    return plena_buf_append(b, line, (size_t)(o - line));
 }
 
 int plena_prog_render_asm(const struct plena_prog *p, struct plena_buf *out)
 {
     plena_buf_append(out, p->header.data ? p->header.data : "", p->header.len);
+    struct rform forms[64];
+    memset(forms, 0, sizeof forms);
     int have_prev = 0;
     unsigned prev_stage = 0;
     uint32_t prev_pair = PLENA_PAIR_NONE;
@@ -277,7 +321,7 @@ int plena_prog_render_asm(const struct plena_prog *p, struct plena_buf *out)
                 plena_buf_printf(out, "; %s\n", p->text.data + p->items[j].comment);
             in_run = 0;
         }
-        render_insn(out, &it->insn);
+        render_insn(out, forms, &it->insn);
         have_prev = 1;
         prev_stage = it->stage;
         prev_pair = it->pair;

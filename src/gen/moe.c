@@ -300,6 +300,99 @@ int plena_moe_residual_add_back(struct plena_ctx *c, const struct plena_tensor *
 
 /* ---- 3.3.5 projection ---- */
 
+/* Prefetch of one K chunk of column block cb into MRAM slots 0..ns-1. The
+ * slot and HBM offset pointers are advanced by S_ADDI_INT between tiles
+ * (2 instructions per tile instead of up to 3 with two li). */
+static void prefetch_chunk(struct plena_ctx *c, ST stage, const struct plena_proj *pj, unsigned aw,
+                           uint32_t cb, uint32_t kt0, uint32_t ns, uint32_t bytes)
+{
+    struct plena_regset saved = c->live;
+    uint8_t g[3];
+    if (plena_regs_take(c, 3, 0, 0, g)) return;
+    const uint64_t mlen2 = (uint64_t)MLEN * MLEN;
+    const uint64_t tstep = (uint64_t)MLEN * pj->N_p * bytes;
+    plena_emit(c, stage, PLENA_OP_S_ADDI_INT, g[0], 0, 0, 0, 0, 0);
+    plena_emit_li(c, stage, g[1], ((uint64_t)kt0 * MLEN * pj->N_p + (uint64_t)cb * MLEN) * bytes);
+    for (uint32_t s = 0; s < ns; s++) {
+        plena_emit(c, stage, PLENA_OP_H_PREFETCH_M, g[0], g[1], aw, 1, pj->bf16_plain, 0);
+        if (s + 1 < ns) {
+            plena_emit_addi(c, stage, g[0], g[0], mlen2, g[2]);
+            plena_emit_addi(c, stage, g[1], g[1], tstep, g[2]);
+        }
+    }
+    c->live = saved;
+}
+
+/* Compute part of one K chunk (3.3.5) with the tile-in-chunk level unrolled
+ * at emit time: one activation register per tile (pre-advanced to its K
+ * tile), one MRAM pointer stepped by MLEN^2 between the chunk's M_MMs and
+ * stepped back to the next micro-column with one S_SUB_INT, so one M_MM
+ * costs about 2 executed instructions instead of 4 (the pair budget of 1.6
+ * is what this buys). Row groups are the outer hardware loop and
+ * micro-columns the inner one: (g, jj) blocks are independent accumulator
+ * lifetimes, so the order changes no bit. Returns 0 (emitting nothing) when
+ * the registers or immediates do not fit; the caller then uses the
+ * per-tile loop form. */
+static int fast_chunk(struct plena_ctx *c, const struct plena_tensor *x,
+                      const struct plena_tensor *d, uint32_t dc, uint32_t kt0, uint32_t ns,
+                      uint32_t ngroups, ST cs)
+{
+    const uint64_t mlen2 = (uint64_t)MLEN * MLEN, xstep = (uint64_t)x->prow * VLEN;
+    const uint64_t jstep = (uint64_t)BLEN * MLEN, gstep = (uint64_t)BLEN * VLEN;
+    const int l2 = ngroups >= 2;
+    /* gM steps ns-1 times by MLEN^2 per micro-column, then moves to the next
+     * micro-column: net back = (ns-1)*MLEN^2 - BLEN*MLEN */
+    const int64_t back = (int64_t)(ns - 1) * (int64_t)mlen2 - (int64_t)jstep;
+    const unsigned fixed = 3 + (unsigned)l2 + (back > 0 ? 1u : 0u);
+    if (ns + fixed > 9 || mlen2 > PLENA_IMM18_MAX || jstep > PLENA_IMM18_MAX ||
+        gstep > PLENA_IMM18_MAX || (uint64_t)MLEN > PLENA_IMM18_MAX)
+        return 0;
+    if (c->p->status) return 1;
+    struct plena_regset saved = c->live;
+    uint8_t g[9];
+    if (plena_regs_take(c, fixed + ns, 0, 0, g)) return 1;
+    unsigned c1 = g[0], gR = g[1], gM = g[2], k = 3;
+    unsigned c2 = l2 ? g[k++] : 0;
+    unsigned gK = back > 0 ? g[k++] : 0;
+    const uint8_t *ga = &g[k];
+    for (uint32_t s = 0; s < ns; s++) {
+        uint64_t v = plena_row(x, 0, kt0 + s, VLEN);
+        if (s == 0 || xstep > PLENA_IMM18_MAX)
+            plena_emit_li(c, cs, ga[s], v);
+        else
+            plena_emit(c, cs, PLENA_OP_S_ADDI_INT, ga[s], ga[s - 1], 0, 0, 0, (uint32_t)xstep);
+    }
+    if (back > 0) plena_emit_li(c, cs, gK, (uint64_t)back);
+    plena_emit_li(c, cs, gR, plena_row(d, 0, dc, VLEN));
+    plena_loop_begin(c, cs, c2, ngroups); /* ngroups == 1: no loop instructions */
+    plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gM, 0, 0, 0, 0, 0);
+    plena_loop_begin(c, cs, c1, MLEN / BLEN);
+    for (uint32_t s = 0; s < ns; s++) {
+        plena_emit(c, cs, PLENA_OP_M_MM, 0, gM, ga[s], 0, 0, 0);
+        if (s + 1 < ns) plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gM, gM, 0, 0, 0, (uint32_t)mlen2);
+    }
+    plena_emit(c, cs, PLENA_OP_M_MM_WO, gR, 0, 0, 0, 0, 0);
+    if (MLEN / BLEN >= 2) {
+        if (back > 0)
+            plena_emit(c, cs, PLENA_OP_S_SUB_INT, gM, gM, gK, 0, 0, 0);
+        else if (back < 0)
+            plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gM, gM, 0, 0, 0, (uint32_t)-back);
+        plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gR, gR, 0, 0, 0, BLEN);
+    }
+    plena_loop_end(c, cs);
+    if (l2) {
+        /* next row group: activations +BLEN rows; result pointer advanced by
+         * MLEN (micro-columns) above, so + BLEN*VLEN - MLEN here */
+        for (uint32_t s = 0; s < ns; s++)
+            plena_emit(c, cs, PLENA_OP_S_ADDI_INT, ga[s], ga[s], 0, 0, 0, (uint32_t)gstep);
+        uint64_t adv = gstep - (MLEN / BLEN >= 2 ? (uint64_t)MLEN : 0);
+        if (adv) plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gR, gR, 0, 0, 0, (uint32_t)adv);
+    }
+    plena_loop_end(c, cs);
+    c->live = saved;
+    return 1;
+}
+
 int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *st,
                           const struct plena_proj *pj)
 {
@@ -361,6 +454,12 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
         for (uint32_t q = 0; q < nch && !c->p->status; q++) {
             uint32_t kt0 = q * chunk, ns = nct - kt0 < chunk ? nct - kt0 : chunk;
             uint8_t g[10];
+            prefetch_chunk(c, st->prefetch, pj, aw, cb, kt0, ns, bytes);
+            if (fast_chunk(c, pj->x, q == 0 ? y : &ytmp, q == 0 ? cb : 0, kt0, ns, ngroups,
+                           st->compute)) {
+                c->live = with_a;
+                goto chunk_add;
+            }
             if (plena_regs_take(c, 9, 0, 0, g)) return c->p->status;
             unsigned c1 = g[0], c2 = g[1], c3 = g[2], gMj = g[3], gRj = g[4], gAg = g[5],
                      gRg = g[6], gM = g[7], gA = g[8];
@@ -370,14 +469,6 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
                 uint8_t s1[1];
                 if (plena_regs_take(c, 1, 0, 0, s1)) return c->p->status;
                 scr = s1[0];
-            }
-            for (uint32_t s = 0; s < ns; s++) {
-                uint32_t kt = kt0 + s;
-                plena_emit_li(c, st->prefetch, gM, s * mlen2);
-                plena_emit_li(c, st->prefetch, gA,
-                              ((uint64_t)kt * MLEN * pj->N_p + (uint64_t)cb * MLEN) * bytes);
-                plena_emit(c, st->prefetch, PLENA_OP_H_PREFETCH_M, gM, gA, aw, 1, pj->bf16_plain,
-                           0);
             }
             const struct plena_tensor *d = q == 0 ? y : &ytmp;
             uint32_t dc = q == 0 ? cb : 0;
@@ -419,11 +510,12 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
             }
             plena_loop_end(c, cs);
             c->live = with_a;
+        chunk_add:
             if (q >= 1) {
                 struct plena_tensor ycol = *y;
                 ycol.base = plena_row(y, 0, cb, VLEN);
-                rows_blocks(c, cs, PLENA_OP_V_ADD_VV, RB_VV, od(&ycol, 0, VLEN), od(&ycol, 0, VLEN),
-                            od(&ytmp, 0, VLEN), 0, rup(pj->rows, BLEN), 1, 1);
+                rows_blocks(c, st->compute, PLENA_OP_V_ADD_VV, RB_VV, od(&ycol, 0, VLEN),
+                            od(&ycol, 0, VLEN), od(&ytmp, 0, VLEN), 0, rup(pj->rows, BLEN), 1, 1);
             }
         }
     }

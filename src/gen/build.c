@@ -1,0 +1,666 @@
+/* MoE build directory writer (spec/moe-lowering.md 2.1-2.5, 6.1, 7.3;
+ * spec/traces-and-replay.md 5.2): test data generation, staging of every ABI
+ * tensor into in-memory images, and the atomic directory writer (sparse
+ * hbm.bin). Only experts the routing can reach are materialised (FIXED: the
+ * selected ones; DEVICE: all). It never runs the emulator. */
+#include "gen/build.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/fileio.h"
+#include "isa/program.h"
+#include "num/prng.h"
+
+static uint32_t rup32(uint32_t v, uint32_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+void plena_gen_machine_from_settings(const struct plena_settings *s, struct plena_gen_machine *m)
+{
+    plena_gen_machine_default(m);
+    m->mlen = s->mlen;
+    m->vlen = s->vlen;
+    m->blen = s->blen;
+    m->vram_elems = s->vector_sram_size * s->vlen;
+    m->mram_tiles = s->matrix_sram_size / s->mlen;
+    m->fp_depth = s->fp_sram_depth;
+    m->int_depth = s->int_sram_depth;
+    m->max_loop = s->max_loop_instructions;
+    m->p_m = s->hbm_m_prefetch_amount;
+    m->p_v = s->hbm_v_prefetch_amount;
+    m->hbm_size = s->hbm_size;
+}
+
+void plena_moe_build_opts_init(struct plena_moe_build_opts *o, const struct plena_moe_model *mdl,
+                               const struct plena_gen_machine *m, uint32_t T)
+{
+    memset(o, 0, sizeof *o);
+    plena_moe_cfg_from_model(mdl, m, &o->cfg);
+    o->T = T;
+    o->weights = PLENA_MOE_WEIGHTS_RANDOM;
+    o->weight_seed = 42;
+    o->input = PLENA_MOE_INPUT_RANDOM;
+    o->input_seed = 42;
+    o->mx_mode = PLENA_MX_PLENA;
+}
+
+uint64_t plena_moe_expert_base(const struct plena_moe_map *mp, int q, uint32_t e)
+{
+    if (mp->windowed)
+        return ((uint64_t)(mp->w0[q] + e / mp->epw) << 32) + (uint64_t)(e % mp->epw) * mp->stride;
+    return mp->table[q] + (uint64_t)e * mp->stride;
+}
+
+const struct plena_hbm_region *plena_moe_build_region(const struct plena_moe_build *b,
+                                                      uint64_t base)
+{
+    for (size_t i = 0; i < b->n_hbm; i++)
+        if (b->hbm[i].base == base) return &b->hbm[i];
+    return NULL;
+}
+
+/* ---- routing generators ---- */
+
+void plena_moe_routing_balanced(uint32_t T, uint32_t E, uint32_t k, uint32_t *ids, float *w)
+{
+    for (uint32_t t = 0; t < T; t++)
+        for (uint32_t j = 0; j < k; j++) {
+            ids[t * k + j] = (uint32_t)(((uint64_t)t * k + j) % E);
+            w[t * k + j] = 1.0f / (float)k;
+        }
+}
+
+void plena_moe_routing_random(uint32_t T, uint32_t E, uint32_t k, uint64_t seed, uint32_t *ids,
+                              float *w)
+{
+    uint32_t *perm = plena_malloc((size_t)E * sizeof *perm);
+    for (uint32_t t = 0; t < T; t++) {
+        struct plena_prng g;
+        const uint64_t words[3] = {PLENA_PRNG_TAG_ROUTING, 0, t};
+        plena_prng_derive(&g, seed, words, 3);
+        for (uint32_t e = 0; e < E; e++)
+            perm[e] = e;
+        if (perm) plena_prng_shuffle_u32(&g, perm, E);
+        double sc[256], sum = 0;
+        for (uint32_t j = 0; j < k && j < 256; j++) {
+            sc[j] = exp(plena_prng_uniform(&g));
+            sum += sc[j];
+        }
+        for (uint32_t j = 0; j < k; j++) {
+            ids[t * k + j] = perm ? perm[j] : j;
+            w[t * k + j] = j < 256 ? (float)(sc[j] / sum) : 0.0f;
+        }
+    }
+    plena_free(perm);
+}
+
+/* ---- value generation ---- */
+
+struct gen_ctx {
+    const struct plena_moe_build_opts *o;
+    struct plena_moe_build *b;
+    struct plena_err *err;
+};
+
+/* Logical tensor [K][N] (row-major) of role/expert; a = 1/sqrt(fan_in). */
+static void gen_values(const struct plena_moe_build_opts *o, unsigned role, uint32_t expert,
+                       uint32_t K, uint32_t N, uint32_t fan_in, float *out)
+{
+    const size_t n = (size_t)K * N;
+    if (o->weights == PLENA_MOE_WEIGHTS_ZERO) {
+        memset(out, 0, n * sizeof *out);
+        return;
+    }
+    struct plena_prng g;
+    const uint64_t words[3] = {PLENA_PRNG_TAG_WEIGHTS, role, expert};
+    plena_prng_derive(&g, o->weight_seed, words, 3);
+    const double a = 1.0 / sqrt((double)(fan_in ? fan_in : 1));
+    if (o->weights == PLENA_MOE_WEIGHTS_REPRESENTABLE) {
+        /* 7.3: {-1,-0.5,-0.25,0,0.25,0.5,1} x 2^round(log2 a): exact in MX and BF16 */
+        static const float set[7] = {-1.0f, -0.5f, -0.25f, 0.0f, 0.25f, 0.5f, 1.0f};
+        const float p = ldexpf(1.0f, (int)floor(log2(a) + 0.5));
+        for (size_t i = 0; i < n; i++)
+            out[i] = set[plena_prng_bounded(&g, 7)] * p;
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = (float)((2.0 * plena_prng_uniform(&g) - 1.0) * a);
+}
+
+/* ---- staging ---- */
+
+static int add_region(struct plena_moe_build *b, uint64_t base, uint64_t n, uint8_t **bytes)
+{
+    if (b->n_hbm == b->cap_hbm) {
+        size_t nc = b->cap_hbm ? 2 * b->cap_hbm : 16;
+        struct plena_hbm_region *r = plena_realloc(b->hbm, nc * sizeof *r);
+        if (!r) return PLENA_E_NOMEM;
+        b->hbm = r;
+        b->cap_hbm = nc;
+    }
+    uint8_t *p = plena_calloc(n ? n : 1, 1);
+    if (!p) return PLENA_E_NOMEM;
+    b->hbm[b->n_hbm].base = base;
+    b->hbm[b->n_hbm].n = n;
+    b->hbm[b->n_hbm].bytes = p;
+    b->n_hbm++;
+    *bytes = p;
+    return 0;
+}
+
+/* MXFP8 [K_p, N_p] from logical [K][N] (zero padded), host encoder, block 8. */
+static int stage_mx(struct plena_moe_build *b, uint64_t base, const float *v, uint32_t K,
+                    uint32_t N, uint32_t K_p, uint32_t N_p)
+{
+    uint8_t *bytes;
+    const uint64_t ne = (uint64_t)K_p * N_p;
+    if (add_region(b, base, ne + ne / 8, &bytes)) return PLENA_E_NOMEM;
+    float *row = plena_calloc(N_p, sizeof *row);
+    if (!row) return PLENA_E_NOMEM;
+    for (uint32_t r = 0; r < K_p; r++) {
+        memset(row, 0, (size_t)N_p * sizeof *row);
+        if (r < K) memcpy(row, v + (size_t)r * N, (size_t)N * sizeof *row);
+        plena_num_mx_encode_row(b->mx_mode, PLENA_MX_HOST, row, N_p, 8, bytes + (uint64_t)r * N_p,
+                                bytes + ne + (uint64_t)r * (N_p / 8));
+    }
+    plena_free(row);
+    return 0;
+}
+
+/* VRAM element address of logical (r, col) of tensor t (2.2). */
+static uint64_t vaddr(const struct plena_tensor *t, uint32_t r, uint32_t col, uint32_t V)
+{
+    return t->base + (uint64_t)(col / V) * t->prow * V + (uint64_t)r * V + col % V;
+}
+
+static int vram_need(struct plena_moe_build *b, const struct plena_tensor *t, uint32_t V)
+{
+    uint64_t end = t->base + (uint64_t)(t->pcol / V) * t->prow * V;
+    if (end <= b->n_vram) return 0;
+    uint16_t *nv = plena_realloc(b->vram, end * sizeof *nv);
+    if (!nv) return PLENA_E_NOMEM;
+    memset(nv + b->n_vram, 0, (end - b->n_vram) * sizeof *nv);
+    b->vram = nv;
+    b->n_vram = end;
+    return 0;
+}
+
+/* Logical [rows][cols] floats into VRAM tensor t as BF16 (RNE). */
+static int stage_vram(struct plena_moe_build *b, const struct plena_tensor *t, const float *v,
+                      uint32_t rows, uint32_t cols, uint32_t V)
+{
+    if (!t || vram_need(b, t, V)) return PLENA_E_NOMEM;
+    for (uint32_t r = 0; r < rows; r++)
+        for (uint32_t c = 0; c < cols; c++)
+            b->vram[vaddr(t, r, c, V)] = plena_num_bf16_from_f32(v[(size_t)r * cols + c]);
+    return 0;
+}
+
+static int fail_nomem(struct plena_err *err)
+{
+    return PLENA_FAIL(err, PLENA_E_NOMEM, "plena_moe_build", "out of memory");
+}
+
+/* RMSNorm of the staged BF16 rows in double (gate scaling only; the exact
+ * device values do not matter for choosing m). */
+static void xnorm64(const struct plena_moe_build *b, const struct plena_tensor *h, uint32_t t,
+                    uint32_t H, uint32_t V, double *x)
+{
+    double ss = 0;
+    for (uint32_t c = 0; c < H; c++) {
+        x[c] = plena_num_bf16_to_f32(b->vram[vaddr(h, t, c, V)]);
+        ss += x[c] * x[c];
+    }
+    double m = 1.0 / sqrt(ss / H + b->cfg.eps);
+    for (uint32_t c = 0; c < H; c++)
+        x[c] *= m;
+}
+
+static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_build *b,
+                     struct plena_err *err)
+{
+    const struct plena_moe_cfg *cfg = &b->cfg;
+    const struct plena_moe_map *mp = &b->info.map;
+    const uint32_t V = cfg->m.vlen, T = b->T, H = cfg->H, I = cfg->I, E = cfg->E, k = cfg->k;
+    const int routed = cfg->routing != PLENA_ROUTING_NONE;
+    const int device = cfg->routing == PLENA_ROUTING_DEVICE;
+    const int fixed = cfg->routing == PLENA_ROUTING_FIXED;
+    const int gate = cfg->Is && cfg->gate == PLENA_SHARED_GATE_SIGMOID;
+    const struct plena_moe_emit_info *info = &b->info;
+    int rc = 0;
+    float *tmp = NULL;
+
+    /* which experts exist in the tables */
+    if (routed) {
+        b->present = plena_calloc(E, 1);
+        if (!b->present) return fail_nomem(err);
+        if (fixed) {
+            for (uint32_t p = 0; p < T * k; p++) {
+                if (b->fixed_ids[p] >= E)
+                    return PLENA_FAIL(err, PLENA_E_INPUT, "fixed routing",
+                                      "pair %u (token %u, rank %u): expert id %u >= E = %u", p,
+                                      p / k, p % k, b->fixed_ids[p], E);
+                b->present[b->fixed_ids[p]] = 1;
+            }
+        } else {
+            memset(b->present, 1, E);
+        }
+    }
+
+    /* ---- VRAM: h, gamma ---- */
+    const struct plena_tensor *th = plena_moe_abi_find(info, "h");
+    size_t big = (size_t)H * (T > H ? T : H);
+    size_t need = (size_t)H * (mp->I_p > mp->E_p ? mp->I_p : mp->E_p);
+    if (need < (size_t)H * mp->Is_p) need = (size_t)H * mp->Is_p;
+    if (need < big) need = big;
+    if (need < (size_t)E * H) need = (size_t)E * H;
+    tmp = plena_calloc(need ? need : 1, sizeof *tmp);
+    if (!tmp) return fail_nomem(err);
+    if (o->input == PLENA_MOE_INPUT_RANDOM) {
+        struct plena_prng g;
+        const uint64_t words[2] = {PLENA_PRNG_TAG_ACTIVATIONS, 0};
+        plena_prng_derive(&g, o->input_seed, words, 2);
+        const float sc = ldexpf(1.0f, o->input_scale_log2);
+        for (size_t i = 0; i < (size_t)T * H; i++)
+            tmp[i] = plena_num_round_bf16((float)(2.0 * plena_prng_uniform(&g) - 1.0)) * sc;
+        if (o->router_gaps && device)
+            for (uint32_t t = 0; t < T; t++)
+                for (uint32_t d = 0; d < 4 && d < H; d++)
+                    tmp[(size_t)t * H + d] = d == t % 4 ? sc : 0.0f;
+    } else {
+        memset(tmp, 0, (size_t)T * H * sizeof *tmp);
+    }
+    if ((rc = stage_vram(b, th, tmp, T, H, V))) goto nomem;
+    const struct plena_tensor *tg = plena_moe_abi_find(info, "gamma");
+    if (tg) {
+        /* RMSNorm weight = 1 (HF init); zero-centred norms stage 1 + 0 */
+        for (uint32_t c = 0; c < H; c++)
+            tmp[c] = 1.0f;
+        if ((rc = stage_vram(b, tg, tmp, 1, H, V))) goto nomem;
+    }
+
+    /* ---- router ---- */
+    if (device) {
+        /* logical [H][E] */
+        if (o->router_gaps) {
+            memset(tmp, 0, (size_t)H * E * sizeof *tmp);
+            uint32_t step = E / (k + 1);
+            if (step < 1) step = 1;
+            for (uint32_t d = 0; d < 4 && d < H; d++) {
+                for (uint32_t e = 0; e < E; e++)
+                    tmp[(size_t)d * E + e] = -2.0f;
+                for (uint32_t j = 0; j <= k && j < E; j++) {
+                    uint32_t id = (uint32_t)(((uint64_t)E - 1 - d % E + (uint64_t)j * step) % E);
+                    tmp[(size_t)d * E + id] = -0.125f * (float)(j + 1);
+                }
+            }
+        } else {
+            gen_values(o, PLENA_ROLE_ROUTER, 0, H, E, H, tmp);
+        }
+        if (cfg->router_form == PLENA_ROUTER_DOT) {
+            /* VRAM [E, H_p], row e = column e of the logical [H][E] */
+            float *tr = plena_malloc((size_t)E * H * sizeof *tr);
+            if (!tr) goto nomem;
+            for (uint32_t e = 0; e < E; e++)
+                for (uint32_t c = 0; c < H; c++)
+                    tr[(size_t)e * H + c] = tmp[(size_t)c * E + e];
+            rc = stage_vram(b, plena_moe_abi_find(info, "router_w"), tr, E, H, V);
+            plena_free(tr);
+            if (rc) goto nomem;
+        } else {
+            if ((rc = stage_mx(b, mp->router_hbm, tmp, H, E, mp->H_p, mp->E_p))) goto nomem;
+        }
+        if (cfg->router_bias) {
+            const struct plena_tensor *tb = plena_moe_abi_find(info, "router_b");
+            if (o->router_gaps)
+                memset(tmp, 0, (size_t)mp->eb * V * sizeof *tmp);
+            else {
+                memset(tmp, 0, (size_t)mp->eb * V * sizeof *tmp);
+                gen_values(o, PLENA_ROLE_ROUTER_BIAS, 0, 1, E, H, tmp);
+            }
+            /* [eb, VLEN]: row b holds bias[b*V ..] */
+            if ((rc = stage_vram(b, tb, tmp, mp->eb, V, V))) goto nomem;
+        }
+    }
+
+    /* ---- routed experts ---- */
+    if (routed) {
+        static const unsigned roles[3] = {PLENA_ROLE_GATE, PLENA_ROLE_UP, PLENA_ROLE_DOWN};
+        for (uint32_t e = 0; e < E; e++) {
+            if (!b->present[e]) continue;
+            for (int q = 0; q < 3; q++) {
+                uint32_t K = q < 2 ? H : I, N = q < 2 ? I : H;
+                uint32_t Kp = q < 2 ? mp->H_p : mp->I_p, Np = q < 2 ? mp->I_p : mp->H_p;
+                gen_values(o, roles[q], e, K, N, K, tmp);
+                uint64_t base = plena_moe_expert_base(mp, q, e);
+                if ((rc = stage_mx(b, base, tmp, K, N, Kp, Np))) goto nomem;
+            }
+        }
+        if (cfg->expert_bias) {
+            static const char *names[3] = {"b_gate", "b_up", "b_down"};
+            static const unsigned broles[3] = {PLENA_ROLE_BIAS_GATE, PLENA_ROLE_BIAS_UP,
+                                               PLENA_ROLE_BIAS_DOWN};
+            for (int q = 0; q < 3; q++) {
+                const struct plena_tensor *tb = plena_moe_abi_find(info, names[q]);
+                uint32_t N = q < 2 ? I : H, fan = q < 2 ? H : I;
+                if (!tb || vram_need(b, tb, V)) goto nomem;
+                for (uint32_t e = 0; e < E; e++) {
+                    if (!b->present[e]) continue;
+                    gen_values(o, broles[q], e, 1, N, fan, tmp);
+                    for (uint32_t c = 0; c < N; c++)
+                        b->vram[vaddr(tb, e, c, V)] = plena_num_bf16_from_f32(tmp[c]);
+                }
+            }
+        }
+    }
+
+    /* ---- shared experts ---- */
+    if (cfg->Is) {
+        const uint32_t Is = cfg->Is;
+        gen_values(o, PLENA_ROLE_SHARED_GATE, 0, H, Is, H, tmp);
+        if ((rc = stage_mx(b, mp->shared[0], tmp, H, Is, mp->H_p, mp->Is_p))) goto nomem;
+        gen_values(o, PLENA_ROLE_SHARED_UP, 0, H, Is, H, tmp);
+        if ((rc = stage_mx(b, mp->shared[1], tmp, H, Is, mp->H_p, mp->Is_p))) goto nomem;
+        gen_values(o, PLENA_ROLE_SHARED_DOWN, 0, Is, H, Is, tmp);
+        if ((rc = stage_mx(b, mp->shared[2], tmp, Is, H, mp->Is_p, mp->H_p))) goto nomem;
+    }
+    b->gate_shift = -1;
+    if (gate) {
+        gen_values(o, PLENA_ROLE_SHARED_SIGMOID, 0, 1, H, H, tmp);
+        double *x = plena_malloc((size_t)H * sizeof *x);
+        if (!x) goto nomem;
+        double mx = 0;
+        for (uint32_t t = 0; t < T; t++) {
+            xnorm64(b, th, t, H, V, x);
+            double z = 0;
+            for (uint32_t c = 0; c < H; c++)
+                z += x[c] * (double)plena_num_round_bf16(tmp[c]);
+            if (fabs(z) > mx) mx = fabs(z);
+        }
+        plena_free(x);
+        int m = 0;
+        while (mx * ldexp(1.0, -m) > 4.0 && m < 60)
+            m++;
+        b->gate_shift = m;
+        for (uint32_t c = 0; c < H; c++)
+            tmp[c] = ldexpf(tmp[c], -m);
+        if ((rc = stage_vram(b, plena_moe_abi_find(info, "w_g"), tmp, 1, H, V))) goto nomem;
+    }
+
+    /* ---- FP SRAM (fp16) ---- */
+    b->n_fp = mp->fp_base + mp->fp_used;
+    b->fp16 = plena_calloc(b->n_fp ? b->n_fp : 1, sizeof *b->fp16);
+    if (!b->fp16) goto nomem;
+    {
+        uint16_t *f = b->fp16 + mp->fp_base;
+        f[mp->off_one] = mp->h_one;
+        f[mp->off_na_routed] = mp->h_na_routed;
+        f[mp->off_na_shared] = mp->h_na_shared;
+        f[mp->off_lp] = mp->h_lp;
+        f[mp->off_ln] = mp->h_ln;
+        f[mp->off_eps] = mp->h_eps;
+        f[mp->off_invh] = mp->h_invh;
+        if (fixed)
+            for (uint32_t p = 0; p < T * k; p++)
+                f[mp->w_off + p] = plena_num_fp16_from_f32(b->fixed_w32[p]);
+    }
+    /* ---- INT SRAM ---- */
+    b->n_int = mp->int_base + mp->int_used;
+    b->ints = plena_calloc(b->n_int ? b->n_int : 1, sizeof *b->ints);
+    if (!b->ints) goto nomem;
+    if (fixed)
+        for (uint32_t p = 0; p < T * k; p++)
+            b->ints[mp->int_base + mp->ids_off + p] = b->fixed_ids[p];
+    if (mp->windowed)
+        for (uint32_t e = 0; e < E; e++)
+            b->ints[mp->int_base + mp->wtab_off + e] = e / mp->epw;
+    plena_free(tmp);
+    return 0;
+nomem:
+    plena_free(tmp);
+    return fail_nomem(err);
+}
+
+/* ---- layout.json ---- */
+
+int plena_moe_layout_json(const struct plena_moe_build *bd, struct plena_buf *b)
+{
+    const struct plena_moe_emit_info *info = &bd->info;
+    const struct plena_moe_cfg *cfg = &bd->cfg;
+    const struct plena_moe_map *m = &info->map;
+    static const char *space[] = {"vram", "hbm", "fp_sram", "int_sram"};
+    plena_buf_printf(b, "{\n  \"model\": \"%s\",\n  \"tokens\": %u,\n  \"tensors\": [\n", cfg->name,
+                     bd->T);
+    for (unsigned i = 0; i < info->n_abi; i++) {
+        const struct plena_tensor *t = &info->abi[i];
+        plena_buf_printf(b,
+                         "    {\"name\": \"%s\", \"space\": \"%s\", \"base\": %llu, \"rows\": %u, "
+                         "\"cols\": %u, \"prow\": %u, \"pcol\": %u}%s\n",
+                         t->name, space[t->space], (unsigned long long)t->base, t->rows, t->cols,
+                         t->prow, t->pcol, i + 1 < info->n_abi ? "," : "");
+    }
+    plena_buf_printf(b,
+                     "  ],\n  \"fp_sram\": {\"fp_base\": %u, \"zero_row\": 0, "
+                     "\"one\": {\"offset\": %u, \"value\": %.9g}, "
+                     "\"neg_alpha_routed\": {\"offset\": %u, \"value\": %.9g}, "
+                     "\"neg_alpha_shared\": {\"offset\": %u, \"value\": %.9g}, "
+                     "\"limit_pos\": {\"offset\": %u, \"value\": %.9g}, "
+                     "\"limit_neg\": {\"offset\": %u, \"value\": %.9g}, "
+                     "\"eps\": {\"offset\": %u, \"value\": %.9g}, "
+                     "\"inv_h\": {\"offset\": %u, \"value\": %.9g}, "
+                     "\"dot_scratch\": %u, \"w_off\": %u, \"gate_off\": %u, \"used\": %u},\n",
+                     m->fp_base, m->off_one, m->c_one, m->off_na_routed, m->c_na_routed,
+                     m->off_na_shared, m->c_na_shared, m->off_lp, m->c_lp, m->off_ln, m->c_ln,
+                     m->off_eps, m->c_eps, m->off_invh, m->c_invh, m->off_dot, m->w_off,
+                     m->gate_off, m->fp_used);
+    plena_buf_printf(b,
+                     "  \"int_sram\": {\"int_base\": %u, \"ids_off\": %u, \"wtab_off\": %u, "
+                     "\"spill_off\": %u, \"used\": %u},\n",
+                     m->int_base, m->ids_off, m->wtab_off, m->spill_off, m->int_used);
+    plena_buf_printf(b,
+                     "  \"hbm\": {\"expert_stride\": %llu, \"windowed\": %s, "
+                     "\"experts_per_window\": %u, \"end\": %llu, \"materialised_experts\": [",
+                     (unsigned long long)m->stride, m->windowed ? "true" : "false", m->epw,
+                     (unsigned long long)m->hbm_end);
+    int first = 1;
+    for (uint32_t e = 0; bd->present && e < cfg->E; e++)
+        if (bd->present[e]) {
+            plena_buf_printf(b, "%s%u", first ? "" : ", ", e);
+            first = 0;
+        }
+    plena_buf_puts(b, "]},\n  \"emit\": {\"topk_encoding\": {\"encoding\": \"");
+    plena_buf_puts(b, plena_topk_encoding_name(info->topk_encoding));
+    plena_buf_puts(b, "\", \"rmask\": ");
+    if (info->topk_rmask < 0)
+        plena_buf_puts(b, "null");
+    else
+        plena_buf_printf(b, "%d", info->topk_rmask);
+    plena_buf_puts(b, ", \"packed\": ");
+    if (info->topk_encoding == PLENA_TOPK_ENC_REGISTER)
+        plena_buf_printf(b, "%u", info->topk_packed);
+    else
+        plena_buf_puts(b, "null");
+    plena_buf_printf(b,
+                     "}, \"routed_lowering\": \"%s\", \"t_blk\": %u, \"n_blocks\": %u, "
+                     "\"pair_form\": \"%s\", \"n_pair_insns\": %u, \"vram_peak\": %llu, "
+                     "\"abi_elems\": %llu, \"approx_routing\": %s, \"gate_shift\": %d,\n"
+                     "    \"stages\": {",
+                     info->routed_lowering == PLENA_LOWERING_PAIR_MAJOR ? "pair_major" : "none",
+                     m->t_blk, m->n_blocks, plena_pair_form_name(info->pair_form),
+                     info->n_pair_insns, (unsigned long long)info->vram_peak,
+                     (unsigned long long)info->abi_elems, cfg->approx_routing ? "true" : "false",
+                     bd->gate_shift);
+    for (int s = 0; s < PLENA_STAGE_COUNT; s++)
+        plena_buf_printf(b, "%s\"%s\": {\"static\": %llu, \"dynamic\": %llu}", s ? ", " : "",
+                         plena_stage_name((enum plena_stage)s),
+                         (unsigned long long)info->static_count[s],
+                         (unsigned long long)info->dyn_count[s]);
+    plena_buf_puts(b, "}}\n}\n");
+    return b->failed ? PLENA_E_NOMEM : 0;
+}
+
+/* ---- writers ---- */
+
+static int write_buf(const char *dir, const char *name, const void *data, size_t n,
+                     struct plena_err *err)
+{
+    char path[4096];
+    if (plena_path_join(path, sizeof path, dir, name))
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, dir, "path too long");
+    return plena_file_write_atomic(path, data, n, err);
+}
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return 0;
+    return 1;
+}
+
+/* hbm.bin: ftruncate to the apparent size, pwrite only the non-zero 4 KiB
+ * chunks of each region, then rename over the target. */
+static int write_hbm(struct plena_moe_build *b, const char *dir, struct plena_err *err)
+{
+    char path[4096], tmpp[4200];
+    if (plena_path_join(path, sizeof path, dir, "hbm.bin"))
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, dir, "path too long");
+    snprintf(tmpp, sizeof tmpp, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmpp);
+    if (fd < 0) return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot create: %s", strerror(errno));
+    int rc = 0;
+    if (ftruncate(fd, (off_t)b->hbm_size) != 0) rc = 1;
+    b->hbm_bytes_written = 0;
+    for (size_t i = 0; i < b->n_hbm && !rc; i++) {
+        const struct plena_hbm_region *r = &b->hbm[i];
+        for (uint64_t o = 0; o < r->n && !rc; o += 4096) {
+            size_t n = r->n - o < 4096 ? (size_t)(r->n - o) : 4096;
+            if (all_zero(r->bytes + o, n)) continue;
+            if (r->base + o + n > b->hbm_size) {
+                rc = 2;
+                break;
+            }
+            if (pwrite(fd, r->bytes + o, n, (off_t)(r->base + o)) != (ssize_t)n) rc = 1;
+            b->hbm_bytes_written += n;
+        }
+    }
+    if (!rc && fsync(fd) != 0) rc = 1;
+    if (close(fd) != 0 && !rc) rc = 1;
+    if (!rc && rename(tmpp, path) != 0) rc = 1;
+    if (rc) {
+        unlink(tmpp);
+        if (rc == 2) return PLENA_FAIL(err, PLENA_E_INTERNAL, path, "region beyond image end");
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot write: %s", strerror(errno));
+    }
+    return 0;
+}
+
+static int write_dir(struct plena_moe_build *b, const struct plena_moe_build_opts *o,
+                     struct plena_err *err)
+{
+    const char *dir = o->out_dir;
+    if (plena_mkdir_p(dir, err)) return PLENA_E_OUTPUT;
+    struct plena_buf t;
+    plena_buf_init(&t);
+    int rc = plena_prog_render_asm(&b->prog, &t);
+    if (rc || t.failed) {
+        plena_buf_free(&t);
+        return fail_nomem(err);
+    }
+    rc = write_buf(dir, "program.asm", t.data, t.len, err);
+    plena_buf_free(&t);
+    if (rc) return rc;
+    char path[4096];
+    if (plena_path_join(path, sizeof path, dir, "program.mem"))
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, dir, "path too long");
+    if ((rc = plena_program_write_mem(path, b->words, b->n_words, err))) return rc;
+    if (!o->program_only) {
+        if ((rc = write_hbm(b, dir, err))) return rc;
+        /* little-endian images */
+        uint8_t *buf = plena_malloc((size_t)b->n_fp * 2 + (size_t)b->n_int * 4 + 8);
+        if (!buf) return fail_nomem(err);
+        for (uint32_t i = 0; i < b->n_fp; i++) {
+            buf[2 * i] = (uint8_t)b->fp16[i];
+            buf[2 * i + 1] = (uint8_t)(b->fp16[i] >> 8);
+        }
+        rc = write_buf(dir, "fp_sram.bin", buf, (size_t)b->n_fp * 2, err);
+        for (uint32_t i = 0; i < b->n_int && !rc; i++)
+            for (int j = 0; j < 4; j++)
+                buf[4 * i + j] = (uint8_t)(b->ints[i] >> (8 * j));
+        if (!rc) rc = write_buf(dir, "int_sram.bin", buf, (size_t)b->n_int * 4, err);
+        plena_free(buf);
+        if (rc) return rc;
+        uint8_t *vb = plena_malloc(b->n_vram * 2 + 2);
+        if (!vb) return fail_nomem(err);
+        for (uint64_t i = 0; i < b->n_vram; i++) {
+            vb[2 * i] = (uint8_t)b->vram[i];
+            vb[2 * i + 1] = (uint8_t)(b->vram[i] >> 8);
+        }
+        rc = write_buf(dir, "vram_preload.bin", vb, (size_t)b->n_vram * 2, err);
+        plena_free(vb);
+        if (rc) return rc;
+    }
+    plena_buf_init(&t);
+    if (plena_moe_layout_json(b, &t)) {
+        plena_buf_free(&t);
+        return fail_nomem(err);
+    }
+    rc = write_buf(dir, "layout.json", t.data, t.len, err);
+    plena_buf_free(&t);
+    return rc;
+}
+
+int plena_moe_build_run(const struct plena_moe_build_opts *o, struct plena_moe_build *b,
+                        struct plena_err *err)
+{
+    memset(b, 0, sizeof *b);
+    b->cfg = o->cfg;
+    b->T = o->T;
+    b->mx_mode = o->mx_mode;
+    b->weights = o->weights;
+    b->input = o->input;
+    b->gate_shift = -1;
+    const struct plena_moe_cfg *cfg = &b->cfg;
+    if (o->T == 0) return PLENA_FAIL(err, PLENA_E_INPUT, "tokens", "must be > 0 (got 0)");
+    if (cfg->routing == PLENA_ROUTING_FIXED) {
+        if (!o->fixed_ids || !o->fixed_w)
+            return PLENA_FAIL(err, PLENA_E_INPUT, "routing", "FIXED routing needs ids and weights");
+        size_t n = (size_t)o->T * cfg->k;
+        b->fixed_ids = plena_malloc(n * sizeof *b->fixed_ids);
+        b->fixed_w32 = plena_malloc(n * sizeof *b->fixed_w32);
+        if (!b->fixed_ids || !b->fixed_w32) return fail_nomem(err);
+        memcpy(b->fixed_ids, o->fixed_ids, n * sizeof *b->fixed_ids);
+        memcpy(b->fixed_w32, o->fixed_w, n * sizeof *b->fixed_w32);
+    }
+    int rc = plena_moe_generate(cfg, o->T, &b->prog, &b->info, err);
+    if (rc) return rc;
+    if (plena_prog_words(&b->prog, &b->words, &b->n_words)) return fail_nomem(err);
+    b->hbm_size = b->info.map.hbm_end;
+    if (!o->program_only && (rc = stage_all(o, b, err))) return rc;
+    (void)rup32;
+    if (o->out_dir && (rc = write_dir(b, o, err))) return rc;
+    return 0;
+}
+
+void plena_moe_build_free(struct plena_moe_build *b)
+{
+    plena_prog_free(&b->prog);
+    plena_free(b->words);
+    for (size_t i = 0; i < b->n_hbm; i++)
+        plena_free(b->hbm[i].bytes);
+    plena_free(b->hbm);
+    plena_free(b->fp16);
+    plena_free(b->ints);
+    plena_free(b->vram);
+    plena_free(b->present);
+    plena_free(b->fixed_ids);
+    plena_free(b->fixed_w32);
+    memset(b, 0, sizeof *b);
+}

@@ -1,0 +1,133 @@
+/* MoE build directory (spec/moe-lowering.md 2.1-2.5, 6.1, 7.3;
+ * spec/traces-and-replay.md 5.2 for random weights): generates the layer
+ * program, stages every ABI tensor (HBM weights through the host MX encoder,
+ * BF16 VRAM preload, fp16 FP SRAM image, INT SRAM image) and writes the build
+ * directory atomically (hbm.bin as a sparse file). It does not run the
+ * program or compare results (check.h does). */
+#ifndef PLENA_GEN_BUILD_H
+#define PLENA_GEN_BUILD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "gen/moe.h"
+#include "num/num.h"
+#include "settings/settings.h"
+
+enum plena_moe_weights {
+    PLENA_MOE_WEIGHTS_RANDOM = 0,
+    PLENA_MOE_WEIGHTS_ZERO = 1,
+    PLENA_MOE_WEIGHTS_REPRESENTABLE = 2
+};
+enum plena_moe_input { PLENA_MOE_INPUT_RANDOM = 0, PLENA_MOE_INPUT_ZEROS = 1 };
+
+/* Weight roles of derive(weight_seed, 2, role, expert_id): 0-6 are those of
+ * traces-and-replay.md 5.2; 7-12 are plena's choice for tensors that section
+ * does not name (router weight and bias, expert biases). */
+enum plena_moe_role {
+    PLENA_ROLE_GATE = 0,
+    PLENA_ROLE_UP = 1,
+    PLENA_ROLE_DOWN = 2,
+    PLENA_ROLE_SHARED_GATE = 3,
+    PLENA_ROLE_SHARED_UP = 4,
+    PLENA_ROLE_SHARED_DOWN = 5,
+    PLENA_ROLE_SHARED_SIGMOID = 6,
+    PLENA_ROLE_ROUTER = 7,
+    PLENA_ROLE_ROUTER_BIAS = 8,
+    PLENA_ROLE_BIAS_GATE = 10,
+    PLENA_ROLE_BIAS_UP = 11,
+    PLENA_ROLE_BIAS_DOWN = 12
+};
+
+struct plena_moe_build_opts {
+    struct plena_moe_cfg cfg; /* from plena_moe_build_opts_init; tests override fields */
+    uint32_t T;
+    /* FIXED routing: [T*k] ids and binary32 weights (pair order t*k+j) */
+    const uint32_t *fixed_ids;
+    const float *fixed_w;
+    enum plena_moe_weights weights;
+    uint64_t weight_seed;
+    enum plena_moe_input input;
+    uint64_t input_seed;
+    /* tests: h scaled by 2^input_scale_log2 (<= 0) so the residual stays
+     * below the layer output (moe-lowering 7.2: ||residual|| <= ||y64||) */
+    int input_scale_log2;
+    /* tests (7.3): router weights built so every token's top-(k+1) logits are
+     * 0.125 apart (times the normalised input), all negative, with the top id
+     * E-1-d for direction d = t mod 4 (so ids >= E/2 are selected); h rows
+     * carry +1 at column d and 0 at the other direction columns. */
+    int router_gaps;
+    enum plena_mx_mode mx_mode;
+    const char *out_dir; /* NULL: staged in memory only */
+    int program_only;    /* write program.asm, program.mem, layout.json only */
+};
+
+/* Defaults: cfg from the model and machine, random weights and input, seeds 42. */
+void plena_moe_build_opts_init(struct plena_moe_build_opts *o, const struct plena_moe_model *mdl,
+                               const struct plena_gen_machine *m, uint32_t T);
+/* Machine geometry from settings (MLEN, VLEN, BLEN, SRAM sizes, loop budget). */
+void plena_gen_machine_from_settings(const struct plena_settings *s, struct plena_gen_machine *m);
+
+struct plena_hbm_region {
+    uint64_t base, n;
+    uint8_t *bytes;
+};
+
+struct plena_moe_build {
+    struct plena_moe_cfg cfg;
+    uint32_t T;
+    struct plena_prog prog;
+    struct plena_moe_emit_info info;
+    uint32_t *words;
+    size_t n_words;
+    /* staged images */
+    struct plena_hbm_region *hbm;
+    size_t n_hbm, cap_hbm;
+    uint64_t hbm_size;          /* apparent size of hbm.bin (= map.hbm_end) */
+    uint64_t hbm_bytes_written; /* bytes actually pwritten (non-zero 4 KiB chunks) */
+    uint16_t *fp16;             /* fp_sram.bin entries */
+    uint32_t n_fp;
+    uint32_t *ints; /* int_sram.bin entries */
+    uint32_t n_int;
+    uint16_t *vram; /* vram_preload.bin (BF16 bits), n_vram elements from address 0 */
+    uint64_t n_vram;
+    uint8_t *present; /* [E]: expert materialised in the tables */
+    uint32_t *fixed_ids;
+    float *fixed_w32; /* binary32 route weights as given */
+    int gate_shift;   /* m of the 2^-m shared gate scaling (-1: no gate) */
+    enum plena_mx_mode mx_mode;
+    enum plena_moe_weights weights;
+    enum plena_moe_input input;
+};
+
+/* Builds (and writes when o->out_dir is set). b must be freed with
+ * plena_moe_build_free even on failure. */
+int plena_moe_build_run(const struct plena_moe_build_opts *o, struct plena_moe_build *b,
+                        struct plena_err *err);
+void plena_moe_build_free(struct plena_moe_build *b);
+
+/* layout.json text (6.1) into out. */
+int plena_moe_layout_json(const struct plena_moe_build *b, struct plena_buf *out);
+
+/* Fixed-routing generators for the CLI: balanced (ids (t*k+j) mod E, weights
+ * 1/k) and random (first k of a shuffle from derive(seed, 1, 0, t), weights a
+ * softmax of uniform scores). ids/w hold T*k entries. */
+void plena_moe_routing_balanced(uint32_t T, uint32_t E, uint32_t k, uint32_t *ids, float *w);
+void plena_moe_routing_random(uint32_t T, uint32_t E, uint32_t k, uint64_t seed, uint32_t *ids,
+                              float *w);
+
+/* HBM byte address of expert e's entry in projection table q (2.3; both
+ * the stride and the windowed form). */
+uint64_t plena_moe_expert_base(const struct plena_moe_map *mp, int q, uint32_t e);
+/* The staged region starting exactly at base, or NULL. */
+const struct plena_hbm_region *plena_moe_build_region(const struct plena_moe_build *b,
+                                                      uint64_t base);
+
+/* HBM element/scale addresses of an MXFP8 [K_p, N_p] tensor at base (2.3). */
+static inline uint64_t plena_mx_scale_base(uint64_t base, uint32_t K_p, uint32_t N_p)
+{
+    return base + (uint64_t)K_p * N_p;
+}
+
+#endif

@@ -1,0 +1,441 @@
+/* Reference glue (spec/moe-lowering.md 7.1-7.2): reference inputs decoded
+ * from the staged bytes, an in-process emulator run on the same images, the
+ * read-back of output/ids/weights/gate values with the 2.2 address formula,
+ * and the bit-exact + float64 comparison. No timing, no files written. */
+#include "gen/check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "emu/emu.h"
+#include "isa/program.h"
+
+static uint64_t vaddr(const struct plena_tensor *t, uint32_t r, uint32_t col, uint32_t V)
+{
+    return t->base + (uint64_t)(col / V) * t->prow * V + (uint64_t)r * V + col % V;
+}
+
+static int nomem(struct plena_err *err)
+{
+    return PLENA_FAIL(err, PLENA_E_NOMEM, "moe check", "out of memory");
+}
+
+/* Logical [K][N] from the staged MXFP8 [K_p, N_p] at base. */
+static float *decode_mx(const struct plena_moe_build *b, uint64_t base, uint32_t K, uint32_t N,
+                        uint32_t K_p, uint32_t N_p, struct plena_err *err)
+{
+    const struct plena_hbm_region *r = plena_moe_build_region(b, base);
+    if (!r) {
+        PLENA_FAIL(err, PLENA_E_INTERNAL, "moe check", "no staged HBM tensor at byte %llu",
+                   (unsigned long long)base);
+        return NULL;
+    }
+    float *out = plena_malloc(((size_t)K * N + 1) * sizeof *out);
+    float *row = plena_malloc((size_t)N_p * sizeof *row);
+    if (!out || !row) {
+        plena_free(out);
+        plena_free(row);
+        nomem(err);
+        return NULL;
+    }
+    const uint64_t ne = (uint64_t)K_p * N_p;
+    for (uint32_t k = 0; k < K; k++) {
+        plena_num_mx_decode_row(b->mx_mode, r->bytes + (uint64_t)k * N_p,
+                                r->bytes + ne + (uint64_t)k * (N_p / 8), N_p, 8, row);
+        memcpy(out + (size_t)k * N, row, (size_t)N * sizeof *row);
+    }
+    plena_free(row);
+    return out;
+}
+
+/* Logical [rows][cols] from the staged VRAM preload of tensor name. */
+static float *from_vram(const struct plena_moe_build *b, const char *name, uint32_t rows,
+                        uint32_t cols, struct plena_err *err)
+{
+    const struct plena_tensor *t = plena_moe_abi_find(&b->info, name);
+    const uint32_t V = b->cfg.m.vlen;
+    if (!t) {
+        PLENA_FAIL(err, PLENA_E_INTERNAL, "moe check", "no ABI tensor %s", name);
+        return NULL;
+    }
+    float *o = plena_malloc(((size_t)rows * cols + 1) * sizeof *o);
+    if (!o) {
+        nomem(err);
+        return NULL;
+    }
+    for (uint32_t r = 0; r < rows; r++)
+        for (uint32_t c = 0; c < cols; c++) {
+            uint64_t a = vaddr(t, r, c, V);
+            o[(size_t)r * cols + c] = a < b->n_vram ? plena_num_bf16_to_f32(b->vram[a]) : 0.0f;
+        }
+    return o;
+}
+
+/* fp16 image entry as the machine holds it: bf16(f32(fp16)). */
+static float fp_entry(const struct plena_moe_build *b, uint32_t i)
+{
+    float f = i < b->n_fp ? plena_num_fp16_to_f32(b->fp16[i]) : 0.0f;
+    return plena_num_round_bf16(f);
+}
+
+int plena_moe_refdata_from_build(const struct plena_moe_build *b, struct plena_moe_refdata *rd,
+                                 struct plena_err *err)
+{
+    memset(rd, 0, sizeof *rd);
+    const struct plena_moe_cfg *cfg = &b->cfg;
+    const struct plena_moe_map *mp = &b->info.map;
+    const int routed = cfg->routing != PLENA_ROUTING_NONE;
+    const uint32_t H = cfg->H, I = cfg->I, E = cfg->E, k = cfg->k, T = b->T, V = cfg->m.vlen;
+    if (!b->vram || !b->fp16)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "moe check", "build has no staged images");
+    struct plena_moe_ref_cfg *c = &rd->cfg;
+    c->T = T;
+    c->H = H;
+    c->I = routed ? I : 0;
+    c->Is = cfg->Is;
+    c->E = routed ? E : 0;
+    c->k = routed ? k : 0;
+    c->mlen = cfg->m.mlen;
+    c->chunk_tiles = cfg->chunk_tiles ? cfg->chunk_tiles : 4;
+    c->routing = cfg->routing;
+    c->router_form = cfg->router_form;
+    c->router_bias = cfg->router_bias;
+    c->expert_bias = cfg->expert_bias;
+    c->activation = cfg->activation;
+    c->placement = cfg->placement;
+    c->shared_gate = cfg->Is ? cfg->gate : PLENA_SHARED_GATE_NONE;
+    c->residual = cfg->residual == PLENA_RESIDUAL_PRE_NORM ? PLENA_REF_RESIDUAL_PRE_NORM
+                                                           : PLENA_REF_RESIDUAL_NONE;
+    struct plena_moe_ref_in *in = &rd->in;
+    const uint32_t fb = mp->fp_base;
+    in->c.one = fp_entry(b, fb + mp->off_one);
+    in->c.neg_alpha_routed = fp_entry(b, fb + mp->off_na_routed);
+    in->c.neg_alpha_shared = fp_entry(b, fb + mp->off_na_shared);
+    in->c.limit_pos = fp_entry(b, fb + mp->off_lp);
+    in->c.limit_neg = fp_entry(b, fb + mp->off_ln);
+    in->c.eps = fp_entry(b, fb + mp->off_eps);
+    in->c.inv_h = fp_entry(b, fb + mp->off_invh);
+
+    if (!(rd->h = from_vram(b, "h", T, H, err))) return err ? err->code : PLENA_E_INTERNAL;
+    in->h = rd->h;
+    if (c->residual == PLENA_REF_RESIDUAL_PRE_NORM) {
+        if (!(rd->gamma = from_vram(b, "gamma", 1, H, err))) return PLENA_E_INTERNAL;
+        in->gamma = rd->gamma;
+    }
+    if (cfg->routing == PLENA_ROUTING_DEVICE) {
+        if (cfg->router_form == PLENA_ROUTER_GEMM)
+            rd->router_w = decode_mx(b, mp->router_hbm, H, E, mp->H_p, mp->E_p, err);
+        else
+            rd->router_w = from_vram(b, "router_w", E, H, err);
+        if (!rd->router_w) return PLENA_E_INTERNAL;
+        in->router_w = rd->router_w;
+        if (cfg->router_bias) {
+            float *rows = from_vram(b, "router_b", mp->eb, V, err);
+            if (!rows) return PLENA_E_INTERNAL;
+            rd->router_b = rows; /* [eb][V] flat = bias[e] at e */
+            in->router_b = rd->router_b;
+        }
+    }
+    if (routed) {
+        for (int q = 0; q < 3; q++) {
+            rd->w[q] = plena_calloc(E, sizeof(float *));
+            if (cfg->expert_bias) rd->bias[q] = plena_calloc(E, sizeof(float *));
+            if (!rd->w[q] || (cfg->expert_bias && !rd->bias[q])) return nomem(err);
+        }
+        static const char *bn[3] = {"b_gate", "b_up", "b_down"};
+        for (uint32_t e = 0; e < E; e++) {
+            if (!b->present || !b->present[e]) continue;
+            for (int q = 0; q < 3; q++) {
+                uint32_t K = q < 2 ? H : I, N = q < 2 ? I : H;
+                uint32_t Kp = q < 2 ? mp->H_p : mp->I_p, Np = q < 2 ? mp->I_p : mp->H_p;
+                rd->w[q][e] = decode_mx(b, plena_moe_expert_base(mp, q, e), K, N, Kp, Np, err);
+                if (!rd->w[q][e]) return PLENA_E_INTERNAL;
+                if (cfg->expert_bias) {
+                    const struct plena_tensor *t = plena_moe_abi_find(&b->info, bn[q]);
+                    rd->bias[q][e] = plena_malloc((size_t)N * sizeof(float));
+                    if (!t || !rd->bias[q][e]) return nomem(err);
+                    for (uint32_t i = 0; i < N; i++)
+                        rd->bias[q][e][i] = plena_num_bf16_to_f32(b->vram[vaddr(t, e, i, V)]);
+                }
+            }
+        }
+        in->w_gate = (const float *const *)rd->w[0];
+        in->w_up = (const float *const *)rd->w[1];
+        in->w_down = (const float *const *)rd->w[2];
+        if (cfg->expert_bias) {
+            in->b_gate = (const float *const *)rd->bias[0];
+            in->b_up = (const float *const *)rd->bias[1];
+            in->b_down = (const float *const *)rd->bias[2];
+        }
+    }
+    if (cfg->Is) {
+        const uint32_t Is = cfg->Is;
+        rd->ws[0] = decode_mx(b, mp->shared[0], H, Is, mp->H_p, mp->Is_p, err);
+        rd->ws[1] = decode_mx(b, mp->shared[1], H, Is, mp->H_p, mp->Is_p, err);
+        rd->ws[2] = decode_mx(b, mp->shared[2], Is, H, mp->Is_p, mp->H_p, err);
+        if (!rd->ws[0] || !rd->ws[1] || !rd->ws[2]) return PLENA_E_INTERNAL;
+        in->ws_gate = rd->ws[0];
+        in->ws_up = rd->ws[1];
+        in->ws_down = rd->ws[2];
+        if (cfg->gate == PLENA_SHARED_GATE_SIGMOID) {
+            if (!(rd->w_sg = from_vram(b, "w_g", 1, H, err))) return PLENA_E_INTERNAL;
+            in->w_sg = rd->w_sg;
+        }
+    }
+    if (cfg->routing == PLENA_ROUTING_FIXED) {
+        size_t n = (size_t)T * k;
+        rd->fixed_ids = plena_malloc(n * sizeof *rd->fixed_ids);
+        rd->fixed_w = plena_malloc(n * sizeof *rd->fixed_w);
+        if (!rd->fixed_ids || !rd->fixed_w) return nomem(err);
+        for (size_t p = 0; p < n; p++) {
+            rd->fixed_ids[p] = b->ints[mp->int_base + mp->ids_off + p];
+            rd->fixed_w[p] = fp_entry(b, fb + mp->w_off + (uint32_t)p);
+        }
+        in->fixed_ids = rd->fixed_ids;
+        in->fixed_w = rd->fixed_w;
+    }
+    return 0;
+}
+
+void plena_moe_refdata_free(struct plena_moe_refdata *rd)
+{
+    plena_free(rd->h);
+    plena_free(rd->gamma);
+    plena_free(rd->router_w);
+    plena_free(rd->router_b);
+    for (int q = 0; q < 3; q++) {
+        plena_free(rd->ws[q]);
+        if (rd->w[q])
+            for (uint32_t e = 0; e < rd->cfg.E; e++)
+                plena_free(rd->w[q][e]);
+        if (rd->bias[q])
+            for (uint32_t e = 0; e < rd->cfg.E; e++)
+                plena_free(rd->bias[q][e]);
+        plena_free(rd->w[q]);
+        plena_free(rd->bias[q]);
+    }
+    plena_free(rd->w_sg);
+    plena_free(rd->fixed_w);
+    plena_free(rd->fixed_ids);
+    memset(rd, 0, sizeof *rd);
+}
+
+/* ---- emulator run ---- */
+
+static int load_memory(struct plena_emu *emu, const struct plena_moe_build *b,
+                       struct plena_err *err)
+{
+    for (size_t i = 0; i < b->n_hbm; i++)
+        if (plena_emu_hbm_write(emu, b->hbm[i].base, b->hbm[i].bytes, (size_t)b->hbm[i].n, err))
+            return PLENA_E_INPUT;
+    for (uint64_t a = 0; a < b->n_vram; a++)
+        if (b->vram[a]) plena_emu_vram_set(emu, a, b->vram[a]);
+    for (uint32_t i = 0; i < b->n_fp; i++)
+        plena_emu_fpsram_set(emu, i, plena_num_bf16_from_f32(plena_num_fp16_to_f32(b->fp16[i])));
+    for (uint32_t i = 0; i < b->n_int; i++)
+        plena_emu_intsram_set(emu, i, b->ints[i]);
+    return 0;
+}
+
+static int load_files(struct plena_emu *emu, const char *dir, struct plena_err *err)
+{
+    char p[4096];
+    static const char *names[4] = {"hbm.bin", "vram_preload.bin", "fp_sram.bin", "int_sram.bin"};
+    for (int i = 0; i < 4; i++) {
+        if (plena_path_join(p, sizeof p, dir, names[i]))
+            return PLENA_FAIL(err, PLENA_E_INPUT, dir, "path too long");
+        int rc = i == 0   ? plena_emu_load_hbm_file(emu, p, err)
+                 : i == 1 ? plena_emu_load_vram_file(emu, p, err)
+                 : i == 2 ? plena_emu_load_fpsram_file(emu, p, err)
+                          : plena_emu_load_intsram_file(emu, p, err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+struct counter {
+    uint64_t *pc, *op;
+    size_t n;
+};
+
+static void count_obs(void *ctx, const struct plena_emu_event *ev)
+{
+    struct counter *c = ctx;
+    if (ev->pc < c->n) c->pc[ev->pc]++;
+    c->op[ev->op & 63]++;
+}
+
+int plena_moe_emulate(const struct plena_moe_build *b, const struct plena_settings *s,
+                      const char *dir, struct plena_moe_device *d, struct plena_err *err)
+{
+    memset(d, 0, sizeof *d);
+    const struct plena_moe_cfg *cfg = &b->cfg;
+    const struct plena_moe_map *mp = &b->info.map;
+    const uint32_t T = b->T, H = cfg->H, V = cfg->m.vlen;
+    if (s->mlen != cfg->m.mlen || s->vlen != cfg->m.vlen || s->blen != cfg->m.blen)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "moe check",
+                          "settings geometry (MLEN %u, VLEN %u, BLEN %u) differs from the build's "
+                          "(%u, %u, %u)",
+                          s->mlen, s->vlen, s->blen, cfg->m.mlen, cfg->m.vlen, cfg->m.blen);
+    struct plena_emu *emu = NULL;
+    uint64_t hsz = s->hbm_size > b->hbm_size ? 0 : (b->hbm_size + 4095) / 4096 * 4096;
+    int rc = plena_emu_new(s, hsz, &emu, err);
+    if (rc) return rc;
+    rc = dir ? load_files(emu, dir, err) : load_memory(emu, b, err);
+    if (rc) {
+        plena_emu_free(emu);
+        return rc;
+    }
+    struct plena_program prog;
+    memset(&prog, 0, sizeof prog);
+    prog.words = b->words;
+    prog.n = b->n_words;
+    struct plena_emu_result res;
+    d->pc_count = plena_calloc(b->n_words + 1, sizeof *d->pc_count);
+    if (!d->pc_count) {
+        plena_emu_free(emu);
+        return nomem(err);
+    }
+    struct counter cnt = {d->pc_count, d->op_count, b->n_words};
+    rc = plena_emu_run(emu, &prog, count_obs, &cnt, &res, err);
+    if (rc) {
+        plena_emu_free(emu);
+        return rc;
+    }
+    d->executed = res.instructions_executed;
+    if (res.status == PLENA_RUN_TRAPPED) {
+        d->trapped = 1;
+        plena_emu_format_trap(&res.trap, &prog, d->trap, sizeof d->trap);
+    }
+    const struct plena_tensor *ot =
+        plena_moe_abi_find(&b->info, cfg->routing != PLENA_ROUTING_NONE ? "acc" : "S");
+    const uint32_t k = cfg->routing != PLENA_ROUTING_NONE ? cfg->k : 0;
+    const uint32_t r0 = (mp->n_blocks - 1) * mp->t_blk;
+    d->t0 = r0;
+    d->p0 = r0 * k;
+    d->n_pairs = (T - r0) * k;
+    const int gate = cfg->Is && cfg->gate == PLENA_SHARED_GATE_SIGMOID;
+    d->n_gate = gate ? T - r0 : 0;
+    d->out = plena_malloc((size_t)T * H * sizeof *d->out);
+    d->ids = plena_malloc((d->n_pairs + 1) * sizeof *d->ids);
+    d->w = plena_malloc((d->n_pairs + 1) * sizeof *d->w);
+    d->gate = plena_malloc((d->n_gate + 1) * sizeof *d->gate);
+    if (!ot || !d->out || !d->ids || !d->w || !d->gate) {
+        plena_emu_free(emu);
+        return nomem(err);
+    }
+    for (uint32_t t = 0; t < T; t++)
+        for (uint32_t c = 0; c < H; c++)
+            d->out[(size_t)t * H + c] = plena_emu_vram_get(emu, vaddr(ot, t, c, V));
+    for (uint32_t i = 0; i < d->n_pairs; i++) {
+        d->ids[i] = plena_emu_intsram_get(emu, mp->int_base + mp->ids_off + i);
+        d->w[i] = plena_emu_fpsram_get(emu, mp->fp_base + mp->w_off + i);
+    }
+    for (uint32_t i = 0; i < d->n_gate; i++)
+        d->gate[i] = plena_emu_fpsram_get(emu, mp->fp_base + mp->gate_off + i);
+    plena_emu_free(emu);
+    return 0;
+}
+
+void plena_moe_device_free(struct plena_moe_device *d)
+{
+    plena_free(d->out);
+    plena_free(d->ids);
+    plena_free(d->w);
+    plena_free(d->gate);
+    plena_free(d->pc_count);
+    memset(d, 0, sizeof *d);
+}
+
+/* ---- comparison ---- */
+
+int plena_moe_check(const struct plena_moe_build *b, const struct plena_moe_device *d,
+                    struct plena_moe_check_result *r, struct plena_err *err)
+{
+    memset(r, 0, sizeof *r);
+    r->first_mismatch = -1;
+    struct plena_moe_refdata rd;
+    int rc = plena_moe_refdata_from_build(b, &rd, err);
+    if (rc) {
+        plena_moe_refdata_free(&rd);
+        return rc;
+    }
+    const uint32_t T = b->T, H = b->cfg.H, k = rd.cfg.k;
+    const size_t n = (size_t)T * H, np = (size_t)T * k;
+    float *out = plena_malloc(n * sizeof *out), *dev = plena_malloc(n * sizeof *dev);
+    uint32_t *ids = plena_malloc((np + 1) * sizeof *ids), *ids64 = plena_malloc((np + 1) * 4);
+    float *w = plena_malloc((np + 1) * sizeof *w), *g = plena_malloc((T + 1) * sizeof *g);
+    double *o64 = plena_malloc(n * sizeof *o64);
+    if (!out || !dev || !ids || !ids64 || !w || !g || !o64) {
+        rc = nomem(err);
+        goto done;
+    }
+    struct plena_moe_ref_out ro = {out, k ? ids : NULL, k ? w : NULL, g};
+    if ((rc = plena_moe_reference(&rd.cfg, &rd.in, &ro, err))) goto done;
+    /* output bits: every element of rows < T, cols < H; +0 vs -0 counts */
+    r->elements = n;
+    r->ref_all_zero = 1;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t ref = plena_num_bf16_from_f32(out[i]);
+        dev[i] = plena_num_bf16_to_f32(d->out[i]);
+        if (out[i] != 0.0f) r->ref_all_zero = 0;
+        if ((d->out[i] & 0x7FFF) > 0x7F80 || isnan(out[i])) r->nan_count++;
+        if (ref != d->out[i]) {
+            if (r->first_mismatch < 0) {
+                r->first_mismatch = (int64_t)i;
+                r->first_dev = d->out[i];
+                r->first_ref = ref;
+            }
+            r->mismatches++;
+        }
+    }
+    for (uint32_t i = 0; i < d->n_pairs; i++) {
+        if (d->ids[i] != ids[d->p0 + i]) r->id_mismatches++;
+        if (d->w[i] != plena_num_bf16_from_f32(w[d->p0 + i])) r->w_mismatches++;
+    }
+    const int gate = b->cfg.Is && b->cfg.gate == PLENA_SHARED_GATE_SIGMOID;
+    if (gate) {
+        r->gate_min = INFINITY;
+        r->gate_max = -INFINITY;
+        for (uint32_t i = 0; i < d->n_gate; i++) {
+            if (d->gate[i] != plena_num_bf16_from_f32(g[d->t0 + i])) r->gate_mismatches++;
+        }
+        for (uint32_t t = 0; t < T; t++) {
+            if (g[t] < r->gate_min) r->gate_min = g[t];
+            if (g[t] > r->gate_max) r->gate_max = g[t];
+            if (!(g[t] > 0.0f && g[t] < 1.0f)) r->gate_saturated = 1;
+            if (g[t] != g[0]) r->gate_distinct = 1;
+        }
+    }
+    r->bit_exact = r->mismatches == 0 && r->nan_count == 0 && r->id_mismatches == 0 &&
+                   r->w_mismatches == 0 && r->gate_mismatches == 0 && !d->trapped;
+    /* float64 bound with the device ids (earlier token blocks: the bit-exact
+     * reference's ids, equal to the device's whenever the check passes) */
+    for (uint32_t i = 0; i < d->n_pairs; i++)
+        ids[d->p0 + i] = d->ids[i];
+    if ((rc = plena_moe_reference_f64(&rd.cfg, &rd.in, NULL, o64, k ? ids64 : NULL, err)))
+        goto done;
+    r->ids_f64_ok = 1;
+    if (rd.cfg.routing == PLENA_ROUTING_DEVICE)
+        for (size_t p = 0; p < np; p++)
+            if (ids64[p] != ids[p]) r->ids_f64_ok = 0;
+    if (k && (rc = plena_moe_reference_f64(&rd.cfg, &rd.in, ids, o64, NULL, err))) goto done;
+    r->rel_rms = plena_moe_rel_rms(&rd.cfg, &rd.in, dev, o64);
+    /* zero weights or zero input: the maths is not exercised (traces 5.3
+     * zero_input_smoke), the bound does not apply */
+    r->numerical = b->weights != PLENA_MOE_WEIGHTS_ZERO && b->input != PLENA_MOE_INPUT_ZEROS;
+    r->bound_ok = r->numerical ? r->rel_rms >= 0 && r->rel_rms <= PLENA_MOE_REL_RMS_BOUND : 1;
+    r->passed = r->bit_exact && r->bound_ok && r->ids_f64_ok;
+done:
+    plena_free(out);
+    plena_free(dev);
+    plena_free(ids);
+    plena_free(ids64);
+    plena_free(w);
+    plena_free(g);
+    plena_free(o64);
+    plena_moe_refdata_free(&rd);
+    return rc;
+}

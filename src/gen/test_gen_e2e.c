@@ -1,0 +1,716 @@
+/* End-to-end MoE tests through the emulator (spec/moe-lowering.md 7.4, 7.5):
+ * build (staged images), in-process emulator run, bit-exact comparison with
+ * the reference model and the float64 bound. Expected values are the
+ * reference model's, which is written from the spec (src/ref/), never the
+ * generator's; structural assertions (encodings, packed values, stage sets)
+ * come from the spec tables. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/alloc.h"
+#include "gen/build.h"
+#include "gen/check.h"
+#include "isa/encoding.h"
+#include "isa/isa.h"
+
+static struct plena_settings g_set;
+static struct plena_gen_machine g_m;
+static char g_tmp[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    plena_settings_reference(&g_set);
+    g_set.vector_sram_size = 16384; /* 1 M elements: small, fast */
+    plena_gen_machine_from_settings(&g_set, &g_m);
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/plena_gen_e2e_XXXXXX");
+    assert_non_null(mkdtemp(g_tmp));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+struct tcase {
+    const char *preset;
+    uint32_t T;
+    enum plena_moe_weights weights;
+    int router_gaps;
+    void (*tweak)(struct plena_moe_build_opts *o);
+    int to_files;
+};
+
+static void opts_for(const struct tcase *tc, struct plena_moe_build_opts *o, uint32_t **ids,
+                     float **w)
+{
+    const struct plena_moe_model *mdl = plena_gen_preset_find(tc->preset);
+    assert_non_null(mdl);
+    plena_moe_build_opts_init(o, mdl, &g_m, tc->T);
+    o->weights = tc->weights;
+    o->weight_seed = 7;
+    o->input_seed = 11;
+    o->input_scale_log2 = -4;
+    o->router_gaps = tc->router_gaps;
+    *ids = NULL;
+    *w = NULL;
+    if (o->cfg.routing == PLENA_ROUTING_FIXED) {
+        *ids = plena_malloc((size_t)tc->T * o->cfg.k * sizeof **ids);
+        *w = plena_malloc((size_t)tc->T * o->cfg.k * sizeof **w);
+        plena_moe_routing_random(tc->T, o->cfg.E, o->cfg.k, 5, *ids, *w);
+        o->fixed_ids = *ids;
+        o->fixed_w = *w;
+    }
+    if (tc->tweak) tc->tweak(o);
+}
+
+/* Builds, runs and checks; returns the result (build kept in *b). */
+static void run_case(const struct tcase *tc, struct plena_moe_build *b, struct plena_moe_device *d,
+                     struct plena_moe_check_result *r)
+{
+    struct plena_moe_build_opts o;
+    uint32_t *ids;
+    float *w;
+    opts_for(tc, &o, &ids, &w);
+    char dir[400];
+    static int seq;
+    snprintf(dir, sizeof dir, "%s/b%d", g_tmp, seq++);
+    if (tc->to_files) o.out_dir = dir;
+    struct plena_err err;
+    plena_err_clear(&err);
+    int rc = plena_moe_build_run(&o, b, &err);
+    if (rc) fprintf(stderr, "build %s: %s\n", tc->preset, err.msg);
+    assert_int_equal(rc, 0);
+    rc = plena_moe_emulate(b, &g_set, tc->to_files ? dir : NULL, d, &err);
+    if (rc) fprintf(stderr, "emulate %s: %s\n", tc->preset, err.msg);
+    assert_int_equal(rc, 0);
+    if (d->trapped) fprintf(stderr, "%s: %s\n", tc->preset, d->trap);
+    assert_false(d->trapped);
+    rc = plena_moe_check(b, d, r, &err);
+    if (rc) fprintf(stderr, "check %s: %s\n", tc->preset, err.msg);
+    assert_int_equal(rc, 0);
+    if (!r->passed || getenv("PLENA_E2E_VERBOSE"))
+        fprintf(stderr,
+                "%s T=%u: mismatches %llu/%llu (first %lld dev 0x%04x ref 0x%04x) ids %u w %u "
+                "gate %u nan %llu rel_rms %.5f ids64 %d\n",
+                tc->preset, tc->T, (unsigned long long)r->mismatches,
+                (unsigned long long)r->elements, (long long)r->first_mismatch, r->first_dev,
+                r->first_ref, r->id_mismatches, r->w_mismatches, r->gate_mismatches,
+                (unsigned long long)r->nan_count, r->rel_rms, r->ids_f64_ok);
+    plena_free(ids);
+    plena_free(w);
+}
+
+static void expect_pass(const struct tcase *tc, struct plena_moe_build *b,
+                        struct plena_moe_device *d)
+{
+    struct plena_moe_check_result r;
+    run_case(tc, b, d, &r);
+    assert_true(r.bit_exact);
+    assert_true(r.bound_ok);
+    assert_true(r.ids_f64_ok);
+    assert_false(r.ref_all_zero);
+}
+
+/* ---- program inspection helpers ---- */
+
+static const struct plena_insn *insn_at(const struct plena_moe_build *b, size_t i, int *stage)
+{
+    const struct plena_item *it = &b->prog.items[i];
+    if (it->kind != PLENA_ITEM_INSN) return NULL;
+    if (stage) *stage = it->stage;
+    return &it->insn;
+}
+
+static uint64_t count_static(const struct plena_moe_build *b, int op, int stage)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < b->prog.n_items; i++) {
+        int st;
+        const struct plena_insn *in = insn_at(b, i, &st);
+        if (in && (op < 0 || in->op == op) && (stage < 0 || st == stage)) n++;
+    }
+    return n;
+}
+
+/* Executed instructions per stage, attributed by the assembler's label pass
+ * over the rendered program.asm (the markers), plus the attribution mode. */
+static void stage_exec_from_labels(const struct plena_moe_build *b,
+                                   const struct plena_moe_device *d, uint64_t *per_stage,
+                                   enum plena_attribution *mode)
+{
+    struct plena_buf t;
+    plena_buf_init(&t);
+    assert_int_equal(plena_prog_render_asm(&b->prog, &t), 0);
+    struct plena_labels l;
+    struct plena_err err;
+    plena_err_clear(&err);
+    assert_int_equal(plena_labels_from_asm(t.data, t.len, "program.asm", &l, &err), 0);
+    assert_int_equal(l.n, b->n_words);
+    memset(per_stage, 0, PLENA_STAGE_COUNT * sizeof *per_stage);
+    for (size_t pc = 0; pc < l.n; pc++)
+        per_stage[l.v[pc].stage] += d->pc_count[pc];
+    *mode = l.mode;
+    assert_int_equal(l.n_unresolved, 0);
+    plena_labels_free(&l);
+    plena_buf_free(&t);
+}
+
+/* A-series cross-check: markers mode, per-stage executed counts (from the
+ * labels) equal the builder's predicted dynamic counts, per-opcode predicted
+ * counts equal the executed ones, nothing executed in `other`. Returns 0 when
+ * everything holds (so fault tests can assert failure). */
+static int attribution_ok(const struct plena_moe_build *b, const struct plena_moe_device *d)
+{
+    uint64_t st[PLENA_STAGE_COUNT];
+    enum plena_attribution mode;
+    stage_exec_from_labels(b, d, st, &mode);
+    if (mode != PLENA_ATTR_MARKERS) return 1;
+    for (int s = 0; s < PLENA_STAGE_COUNT; s++)
+        if (st[s] != b->info.dyn_count[s]) {
+            fprintf(stderr, "stage %s: executed %llu predicted %llu\n",
+                    plena_stage_name((enum plena_stage)s), (unsigned long long)st[s],
+                    (unsigned long long)b->info.dyn_count[s]);
+            return 2;
+        }
+    for (int op = 0; op < 64; op++)
+        if (d->op_count[op] != b->info.dyn_op[op]) {
+            fprintf(stderr, "opcode 0x%02x: executed %llu predicted %llu\n", op,
+                    (unsigned long long)d->op_count[op], (unsigned long long)b->info.dyn_op[op]);
+            return 3;
+        }
+    if (st[PLENA_STAGE_OTHER]) return 4;
+    return 0;
+}
+
+static const int routed_stages[] = {PLENA_STAGE_ROUTER_TOPK,
+                                    PLENA_STAGE_ACCUMULATOR_INIT,
+                                    PLENA_STAGE_GATHER,
+                                    PLENA_STAGE_EXPERT_WEIGHT_ADDRESS,
+                                    PLENA_STAGE_EXPERT_WEIGHT_PREFETCH,
+                                    PLENA_STAGE_EXPERT_PROJECTION,
+                                    PLENA_STAGE_EXPERT_ACTIVATION,
+                                    PLENA_STAGE_EXPERT_BIAS,
+                                    PLENA_STAGE_EXPERT_ROUTE_WEIGHT,
+                                    PLENA_STAGE_SCATTER_COMBINE};
+
+/* A1: an unrouted program bills nothing to the routed stages. */
+static int a1_ok(const struct plena_moe_build *b, const struct plena_moe_device *d)
+{
+    uint64_t st[PLENA_STAGE_COUNT];
+    enum plena_attribution mode;
+    stage_exec_from_labels(b, d, st, &mode);
+    for (size_t i = 0; i < sizeof routed_stages / sizeof *routed_stages; i++)
+        if (st[routed_stages[i]]) return 0;
+    return 1;
+}
+
+/* A2: in an unrouted program every instruction outside residual_setup is a
+ * shared_expert_* instruction (the shared emitters' only stages). */
+static int a2_ok(const struct plena_moe_build *b)
+{
+    for (size_t i = 0; i < b->prog.n_items; i++) {
+        int st;
+        if (!insn_at(b, i, &st)) continue;
+        if (st != PLENA_STAGE_RESIDUAL_SETUP && st != PLENA_STAGE_SHARED_EXPERT_PROJECTION &&
+            st != PLENA_STAGE_SHARED_EXPERT_ACTIVATION && st != PLENA_STAGE_SHARED_EXPERT_GATE)
+            return 0;
+    }
+    return 1;
+}
+
+static uint64_t g_union[PLENA_STAGE_COUNT]; /* A6: stages billed across the matrix */
+
+static void note_union(const struct plena_moe_build *b)
+{
+    for (int s = 0; s < PLENA_STAGE_COUNT; s++)
+        g_union[s] += b->info.dyn_count[s];
+}
+
+static void free_case(struct plena_moe_build *b, struct plena_moe_device *d)
+{
+    plena_moe_device_free(d);
+    plena_moe_build_free(b);
+}
+
+/* S1 + A1 + A2: tiny-ds-shared T=8 */
+static void test_s1(void **state)
+{
+    (void)state;
+    struct tcase tc = {"tiny-ds-shared", 8, PLENA_MOE_WEIGHTS_RANDOM, 0, NULL, 1};
+    struct plena_moe_build b;
+    struct plena_moe_device d;
+    expect_pass(&tc, &b, &d);
+    assert_int_equal(attribution_ok(&b, &d), 0);
+    assert_true(a1_ok(&b, &d));
+    assert_true(a2_ok(&b));
+    note_union(&b);
+    free_case(&b, &d);
+}
+
+/* S2 + G1 + A1/A2: tiny-qwen2-gated T=8 */
+static void test_s2(void **state)
+{
+    (void)state;
+    struct tcase tc = {"tiny-qwen2-gated", 8, PLENA_MOE_WEIGHTS_RANDOM, 0, NULL, 0};
+    struct plena_moe_build b;
+    struct plena_moe_device d;
+    struct plena_moe_check_result r;
+    run_case(&tc, &b, &d, &r);
+    assert_true(r.bit_exact);
+    assert_true(r.bound_ok);
+    assert_int_equal(d.n_gate, 8);
+    /* G1: every gate value strictly inside (0, 1), at least two distinct */
+    int distinct = 0;
+    for (uint32_t t = 0; t < d.n_gate; t++) {
+        float g = plena_num_bf16_to_f32(d.gate[t]);
+        assert_true(g > 0.0f && g < 1.0f);
+        if (d.gate[t] != d.gate[0]) distinct = 1;
+    }
+    assert_true(distinct);
+    assert_false(r.gate_saturated);
+    assert_true(r.gate_distinct);
+    assert_true(b.info.dyn_count[PLENA_STAGE_SHARED_EXPERT_GATE] > 0);
+    assert_int_equal(attribution_ok(&b, &d), 0);
+    assert_true(a1_ok(&b, &d));
+    assert_true(a2_ok(&b));
+    note_union(&b);
+    free_case(&b, &d);
+}
+
+static void force_register(struct plena_moe_build_opts *o)
+{
+    o->cfg.topk_policy = PLENA_TOPK_FORCE_REGISTER;
+}
+static void dot_bias(struct plena_moe_build_opts *o)
+{
+    o->cfg.router_form = PLENA_ROUTER_DOT;
+    o->cfg.router_bias = 1;
+}
+static void unroll_pairs(struct plena_moe_build_opts *o)
+{
+    o->cfg.loop_policy = PLENA_LOOPS_UNROLL_PAIRS;
+}
+static void tblk3(struct plena_moe_build_opts *o)
+{
+    o->cfg.force_tblk = 3;
+}
+
+/* V_TOPK rmask fields and C_SET_TOPK_REG words of a build */
+static void topk_shape(const struct plena_moe_build *b, int *rmask, unsigned *n_set,
+                       uint32_t *packed_loaded)
+{
+    *rmask = -1;
+    *n_set = 0;
+    *packed_loaded = 0;
+    const struct plena_insn *prev = NULL;
+    for (size_t i = 0; i < b->prog.n_items; i++) {
+        const struct plena_insn *in = insn_at(b, i, NULL);
+        if (!in) continue;
+        if (in->op == PLENA_OP_V_TOPK) {
+            if (*rmask >= 0) assert_int_equal(*rmask, in->rs3);
+            *rmask = in->rs3;
+        }
+        if (in->op == PLENA_OP_C_SET_TOPK_REG) {
+            (*n_set)++;
+            /* preceded by the load of the packed value into the same register */
+            assert_non_null(prev);
+            assert_int_equal(prev->op, PLENA_OP_S_ADDI_INT);
+            assert_int_equal(prev->rd, in->rd);
+            assert_int_equal(prev->rs1, 0);
+            *packed_loaded = prev->imm;
+        }
+        prev = in;
+    }
+    /* machine words: C_SET_TOPK_REG encodes as rd<<6 | 0x38 */
+    unsigned nw = 0;
+    for (size_t i = 0; i < b->n_words; i++)
+        if ((b->words[i] & 0x3F) == 0x38) {
+            assert_int_equal(b->words[i] & ~(uint32_t)(0xF << 6), 0x38);
+            nw++;
+        }
+    assert_int_equal(nw, *n_set);
+}
+
+struct rcase {
+    const char *preset;
+    uint32_t T;
+    enum plena_topk_encoding enc;
+    int rmask;
+    uint32_t packed; /* 0 = none */
+};
+
+static void routing_case(const struct rcase *rc, void (*tweak)(struct plena_moe_build_opts *),
+                         struct plena_moe_build *b, struct plena_moe_device *d)
+{
+    struct tcase tc = {rc->preset, rc->T, PLENA_MOE_WEIGHTS_RANDOM, 1, tweak, 0};
+    expect_pass(&tc, b, d);
+    assert_int_equal(b->info.topk_encoding, rc->enc);
+    int rmask;
+    unsigned nset;
+    uint32_t loaded;
+    topk_shape(b, &rmask, &nset, &loaded);
+    assert_int_equal(rmask, rc->rmask);
+    if (rc->packed) {
+        assert_int_equal(nset, b->info.map.n_blocks);
+        assert_int_equal(loaded, rc->packed);
+        assert_int_equal(b->info.topk_packed, rc->packed);
+    } else {
+        assert_int_equal(nset, 0);
+    }
+    assert_int_equal(attribution_ok(b, d), 0);
+    note_union(b);
+}
+
+/* R1: (32, 4) GEMM and DOT + bias: RMASK0, no C_SET_TOPK_REG */
+static void test_r1(void **state)
+{
+    (void)state;
+    struct rcase rc = {"tiny-route-32x4", 4, PLENA_TOPK_ENC_RMASK0, 0, 0};
+    struct plena_moe_build b, b2;
+    struct plena_moe_device d, d2;
+    routing_case(&rc, NULL, &b, &d);
+    routing_case(&rc, dot_bias, &b2, &d2);
+    assert_int_equal(count_static(&b2, PLENA_OP_M_MM, PLENA_STAGE_ROUTER_TOPK), 0);
+    assert_true(count_static(&b, PLENA_OP_M_MM, PLENA_STAGE_ROUTER_TOPK) > 0); /* A4 */
+    assert_int_equal(count_static(&b, PLENA_OP_M_MM, PLENA_STAGE_RESIDUAL_SETUP), 0);
+    assert_int_equal(count_static(&b, PLENA_OP_M_MM, PLENA_STAGE_OTHER), 0);
+    /* R7: forced register gives the same ids, weights and output bits */
+    struct plena_moe_build b3;
+    struct plena_moe_device d3;
+    struct rcase rf = {"tiny-route-32x4", 4, PLENA_TOPK_ENC_REGISTER, 15, 8196};
+    routing_case(&rf, force_register, &b3, &d3);
+    assert_memory_equal(d.out, d3.out, (size_t)4 * 64 * 2);
+    assert_memory_equal(d.ids, d3.ids, d.n_pairs * 4);
+    assert_memory_equal(d.w, d3.w, d.n_pairs * 2);
+    free_case(&b, &d);
+    free_case(&b2, &d2);
+    free_case(&b3, &d3);
+}
+
+/* R2 (+R7): (128, 8) RMASK1, eb = 2 */
+static void test_r2(void **state)
+{
+    (void)state;
+    struct rcase rc = {"tiny-route-128x8", 4, PLENA_TOPK_ENC_RMASK1, 1, 0};
+    struct plena_moe_build b, b3;
+    struct plena_moe_device d, d3;
+    routing_case(&rc, NULL, &b, &d);
+    assert_int_equal(b.info.map.eb, 2);
+    struct rcase rf = {"tiny-route-128x8", 4, PLENA_TOPK_ENC_REGISTER, 15, 32776};
+    routing_case(&rf, force_register, &b3, &d3);
+    assert_memory_equal(d.out, d3.out, (size_t)4 * 64 * 2);
+    assert_memory_equal(d.ids, d3.ids, d.n_pairs * 4);
+    assert_memory_equal(d.w, d3.w, d.n_pairs * 2);
+    free_case(&b, &d);
+    free_case(&b3, &d3);
+}
+
+/* R3-R5: REGISTER shapes */
+static void test_r3_r5(void **state)
+{
+    (void)state;
+    const struct rcase rcs[3] = {{"tiny-route-16x1", 4, PLENA_TOPK_ENC_REGISTER, 15, 4097},
+                                 {"tiny-route-60x4", 4, PLENA_TOPK_ENC_REGISTER, 15, 15364},
+                                 {"tiny-route-64x6", 4, PLENA_TOPK_ENC_REGISTER, 15, 16390}};
+    for (int i = 0; i < 3; i++) {
+        struct plena_moe_build b;
+        struct plena_moe_device d;
+        routing_case(&rcs[i], NULL, &b, &d);
+        if (i == 0)
+            for (uint32_t p = 0; p < d.n_pairs; p++)
+                assert_int_equal(d.w[p], 0x3F80); /* (16, 1): weight exactly 1.0 */
+        int high = 0;
+        for (uint32_t p = 0; p < d.n_pairs; p++)
+            if (d.ids[p] >= b.cfg.E / 2) high = 1;
+        assert_true(high);
+        free_case(&b, &d);
+    }
+}
+
+/* R6: (256, 8): 65544, 4 logit rows per token, expert 255 rank 0 of token 0 */
+static void test_r6(void **state)
+{
+    (void)state;
+    struct rcase rc = {"tiny-route-256x8", 4, PLENA_TOPK_ENC_REGISTER, 15, 65544};
+    struct plena_moe_build b;
+    struct plena_moe_device d;
+    routing_case(&rc, NULL, &b, &d);
+    assert_int_equal(b.info.map.eb, 4);
+    const struct plena_tensor *lg = plena_moe_abi_find(&b.info, "logits");
+    assert_non_null(lg);
+    assert_int_equal(lg->rows, b.info.map.t_blk * 4);
+    assert_int_equal(d.p0, 0);
+    assert_int_equal(d.ids[0], 255);
+    free_case(&b, &d);
+}
+
+/* R8: fixed routing, input placement */
+static void test_r8(void **state)
+{
+    (void)state;
+    const char *presets[2] = {"tiny-fixed", "tiny-llama4"};
+    for (int i = 0; i < 2; i++) {
+        struct tcase tc = {presets[i], 4, PLENA_MOE_WEIGHTS_RANDOM, 0, NULL, i == 0};
+        struct plena_moe_build b;
+        struct plena_moe_device d;
+        expect_pass(&tc, &b, &d);
+        assert_int_equal(b.info.topk_encoding, PLENA_TOPK_ENC_NONE);
+        assert_int_equal(b.info.topk_rmask, -1);
+        assert_int_equal(count_static(&b, -1, PLENA_STAGE_ROUTER_TOPK), 0);
+        assert_int_equal(count_static(&b, PLENA_OP_V_TOPK, -1), 0);
+        assert_int_equal(count_static(&b, PLENA_OP_C_SET_TOPK_REG, -1), 0);
+        /* the staged ids are exactly the given routing (pair order) */
+        for (uint32_t p = 0; p < d.n_pairs; p++)
+            assert_int_equal(d.ids[p], b.fixed_ids[p]);
+        if (i == 1) assert_true(b.info.dyn_count[PLENA_STAGE_EXPERT_ROUTE_WEIGHT] > 0);
+        assert_int_equal(attribution_ok(&b, &d), 0);
+        note_union(&b);
+        free_case(&b, &d);
+    }
+}
+
+/* S3: tiny-ds-fused T=4 (24 pairs), REGISTER 16390 */
+static void test_s3(void **state)
+{
+    (void)state;
+    struct rcase rc = {"tiny-ds-fused", 4, PLENA_TOPK_ENC_REGISTER, 15, 16390};
+    struct plena_moe_build b;
+    struct plena_moe_device d;
+    routing_case(&rc, NULL, &b, &d);
+    assert_int_equal(d.n_pairs, 24);
+    assert_int_equal(b.info.dyn_count[PLENA_STAGE_OTHER], 0); /* A5 */
+    free_case(&b, &d);
+}
+
+/* K1: tiny-ksplit: block adds in both projection stages */
+static void test_k1(void **state)
+{
+    (void)state;
+    struct tcase tc = {"tiny-ksplit", 4, PLENA_MOE_WEIGHTS_RANDOM, 1, NULL, 0};
+    struct plena_moe_build b;
+    struct plena_moe_device d;
+    expect_pass(&tc, &b, &d);
+    assert_true(count_static(&b, PLENA_OP_V_ADD_VV, PLENA_STAGE_EXPERT_PROJECTION) > 0);
+    assert_true(count_static(&b, PLENA_OP_V_ADD_VV, PLENA_STAGE_SHARED_EXPERT_PROJECTION) > 0);
+    assert_int_equal(attribution_ok(&b, &d), 0);
+    note_union(&b);
+    free_case(&b, &d);
+}
+
+/* L1: loop forms and token blocking are bit-identical */
+static void test_l1(void **state)
+{
+    (void)state;
+    const char *presets[2] = {"tiny-ds-fused", "tiny-route-256x8"};
+    for (int i = 0; i < 2; i++) {
+        struct tcase base = {presets[i], 8, PLENA_MOE_WEIGHTS_RANDOM, 1, NULL, 0};
+        struct tcase un = base, tb = base;
+        un.tweak = unroll_pairs;
+        tb.tweak = tblk3;
+        struct plena_moe_build b0, b1, b2;
+        struct plena_moe_device d0, d1, d2;
+        expect_pass(&base, &b0, &d0);
+        expect_pass(&un, &b1, &d1);
+        expect_pass(&tb, &b2, &d2);
+        assert_int_equal(b0.info.pair_form, PLENA_PAIRS_LOOPED);
+        assert_int_equal(b1.info.pair_form, PLENA_PAIRS_UNROLLED);
+        assert_int_equal(b2.info.map.t_blk, 3);
+        assert_int_equal(b2.info.map.n_blocks, 3);
+        assert_memory_equal(d0.out, d1.out, (size_t)8 * 64 * 2);
+        assert_memory_equal(d0.out, d2.out, (size_t)8 * 64 * 2);
+        assert_memory_equal(d0.ids, d1.ids, d0.n_pairs * 4);
+        assert_memory_equal(d0.w, d1.w, d0.n_pairs * 2);
+        assert_int_equal(attribution_ok(&b1, &d1), 0);
+        assert_int_equal(attribution_ok(&b2, &d2), 0);
+        free_case(&b0, &d0);
+        free_case(&b1, &d1);
+        free_case(&b2, &d2);
+    }
+    /* static routed-section size independent of T in the looped form */
+    struct plena_moe_build_opts o;
+    plena_moe_build_opts_init(&o, plena_gen_preset_find("tiny-ds-fused"), &g_m, 2);
+    o.program_only = 1;
+    struct plena_moe_build a, c;
+    struct plena_err err;
+    assert_int_equal(plena_moe_build_run(&o, &a, &err), 0);
+    o.T = 16;
+    assert_int_equal(plena_moe_build_run(&o, &c, &err), 0);
+    assert_int_equal(a.info.pair_form, PLENA_PAIRS_LOOPED);
+    assert_int_equal(a.info.routed_static, c.info.routed_static);
+    plena_moe_build_free(&a);
+    plena_moe_build_free(&c);
+}
+
+/* A3 / A6 / tiny-gpt-oss coverage and the union of billed stages */
+static void test_a6_union(void **state)
+{
+    (void)state;
+    struct tcase tc = {"tiny-gpt-oss", 4, PLENA_MOE_WEIGHTS_RANDOM, 1, NULL, 0};
+    struct plena_moe_build b;
+    struct plena_moe_device d;
+    expect_pass(&tc, &b, &d);
+    assert_int_equal(attribution_ok(&b, &d), 0);
+    assert_true(b.info.dyn_count[PLENA_STAGE_EXPERT_BIAS] > 0);
+    note_union(&b);
+    /* A3: accumulator_init holds exactly the zeroing of all acc rows:
+     * prow x H_p/VLEN S_MAP_V_FP (one per row and column block) */
+    const struct plena_tensor *acc = plena_moe_abi_find(&b.info, "acc");
+    assert_int_equal(b.info.dyn_op[PLENA_OP_S_MAP_V_FP] >= (uint64_t)acc->prow, 1);
+    assert_int_equal(count_static(&b, PLENA_OP_M_MM, PLENA_STAGE_ACCUMULATOR_INIT), 0);
+    free_case(&b, &d);
+    for (int s = 0; s < PLENA_STAGE_COUNT; s++) {
+        if (s == PLENA_STAGE_OTHER)
+            assert_int_equal(g_union[s], 0);
+        else if (!g_union[s])
+            fail_msg("stage %s never billed", plena_stage_name((enum plena_stage)s));
+    }
+}
+
+#ifdef PLENA_TESTING
+/* 7.5 negatives */
+static void with_fault(struct plena_moe_build_opts *o, enum plena_moe_fault f)
+{
+    o->cfg.fault = f;
+}
+static void f_shift(struct plena_moe_build_opts *o)
+{
+    with_fault(o, PLENA_FAULT_TOPK_SHIFT_7);
+}
+static void f_drop(struct plena_moe_build_opts *o)
+{
+    with_fault(o, PLENA_FAULT_DROP_GATE_MUL);
+}
+static void f_shared(struct plena_moe_build_opts *o)
+{
+    with_fault(o, PLENA_FAULT_SHARED_AS_ROUTED);
+}
+static void f_nomark(struct plena_moe_build_opts *o)
+{
+    with_fault(o, PLENA_FAULT_NO_MARKERS);
+}
+
+static void test_faults(void **state)
+{
+    (void)state;
+    const char *shift_presets[4] = {"tiny-route-16x1", "tiny-route-60x4", "tiny-route-64x6",
+                                    "tiny-route-256x8"};
+    for (int i = 0; i < 4; i++) {
+        struct tcase tc = {shift_presets[i], 4, PLENA_MOE_WEIGHTS_RANDOM, 1, f_shift, 0};
+        struct plena_moe_build b;
+        struct plena_moe_device d;
+        struct plena_moe_check_result r;
+        run_case(&tc, &b, &d, &r);
+        assert_false(r.bit_exact);
+        assert_true(r.id_mismatches > 0);
+        free_case(&b, &d);
+    }
+    {
+        struct tcase tc = {"tiny-qwen2-gated", 8, PLENA_MOE_WEIGHTS_RANDOM, 0, f_drop, 0};
+        struct plena_moe_build b;
+        struct plena_moe_device d;
+        struct plena_moe_check_result r;
+        run_case(&tc, &b, &d, &r);
+        assert_false(r.bit_exact);
+        assert_false(r.bound_ok);
+        free_case(&b, &d);
+    }
+    {
+        struct tcase tc = {"tiny-qwen2-gated", 8, PLENA_MOE_WEIGHTS_RANDOM, 0, f_shared, 0};
+        struct plena_moe_build b;
+        struct plena_moe_device d;
+        struct plena_moe_check_result r;
+        run_case(&tc, &b, &d, &r);
+        assert_false(a1_ok(&b, &d));
+        assert_false(a2_ok(&b));
+        free_case(&b, &d);
+    }
+    {
+        struct tcase tc = {"tiny-ds-shared", 8, PLENA_MOE_WEIGHTS_RANDOM, 0, f_nomark, 0};
+        struct plena_moe_build b;
+        struct plena_moe_device d;
+        struct plena_moe_check_result r;
+        run_case(&tc, &b, &d, &r);
+        uint64_t st[PLENA_STAGE_COUNT];
+        enum plena_attribution mode;
+        stage_exec_from_labels(&b, &d, st, &mode);
+        assert_int_equal(mode, PLENA_ATTR_LEGACY);
+        assert_int_not_equal(attribution_ok(&b, &d), 0);
+        free_case(&b, &d);
+    }
+}
+#endif
+
+/* build directory: file set, sparse hbm.bin, --program-only set */
+static void test_build_dir(void **state)
+{
+    (void)state;
+    struct plena_moe_build_opts o;
+    plena_moe_build_opts_init(&o, plena_gen_preset_find("tiny-fixed"), &g_m, 2);
+    uint32_t ids[4] = {15, 3, 3, 9};
+    float w[4] = {0.7f, 0.3f, 0.1f, 0.9f};
+    o.fixed_ids = ids;
+    o.fixed_w = w;
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/dir", g_tmp);
+    o.out_dir = dir;
+    struct plena_moe_build b;
+    struct plena_err err;
+    assert_int_equal(plena_moe_build_run(&o, &b, &err), 0);
+    static const char *files[7] = {"program.asm",  "program.mem",      "hbm.bin",    "fp_sram.bin",
+                                   "int_sram.bin", "vram_preload.bin", "layout.json"};
+    for (int i = 0; i < 7; i++) {
+        char p[500];
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        assert_int_equal(access(p, R_OK), 0);
+    }
+    /* only experts 3, 9 and 15 are materialised: 3 experts x 3 tables */
+    int n = 0;
+    for (uint32_t e = 0; e < 16; e++)
+        n += b.present[e];
+    assert_int_equal(n, 3);
+    /* route weight chain: binary32 -> fp16 (RNE) in the image */
+    assert_int_equal(b.fp16[b.info.map.fp_base + b.info.map.w_off + 0],
+                     plena_num_fp16_from_f32(0.7f));
+    assert_int_equal(b.ints[b.info.map.int_base + b.info.map.ids_off + 3], 9);
+    plena_moe_build_free(&b);
+    /* program-only writes exactly three files */
+    snprintf(dir, sizeof dir, "%s/ponly", g_tmp);
+    o.program_only = 1;
+    assert_int_equal(plena_moe_build_run(&o, &b, &err), 0);
+    char p[500];
+    snprintf(p, sizeof p, "%s/hbm.bin", dir);
+    assert_int_not_equal(access(p, F_OK), 0);
+    snprintf(p, sizeof p, "%s/layout.json", dir);
+    assert_int_equal(access(p, F_OK), 0);
+    plena_moe_build_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_s1),       cmocka_unit_test(test_s2),
+        cmocka_unit_test(test_s3),       cmocka_unit_test(test_r1),
+        cmocka_unit_test(test_r2),       cmocka_unit_test(test_r3_r5),
+        cmocka_unit_test(test_r6),       cmocka_unit_test(test_r8),
+        cmocka_unit_test(test_k1),       cmocka_unit_test(test_l1),
+        cmocka_unit_test(test_a6_union), cmocka_unit_test(test_build_dir),
+#ifdef PLENA_TESTING
+        cmocka_unit_test(test_faults),
+#endif
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

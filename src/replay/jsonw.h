@@ -1,0 +1,71 @@
+/* Result writing for the replay layer (spec/traces-and-replay.md 0.3, 0.4):
+ * pretty JSON with sorted keys, canonical JSON and its SHA-256, the ONE table
+ * of volatile keys, shortest round-trip numbers (binary64 and binary32),
+ * RFC 4180 CSV and crash-tolerant JSONL append. Pure formatting: it never
+ * decides what goes into a result (result.h does) and never prints. */
+#ifndef PLENA_REPLAY_JSONW_H
+#define PLENA_REPLAY_JSONW_H
+
+#include <jansson.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/fileio.h"
+
+/* ---- numbers (0.3) ---- */
+/* Shortest "%.{p}g", p = 1..17, that strtod reads back to v. Integral values
+ * print without ".0" ("2"), 1e21 as "1e+21". v must be finite. */
+void plena_replay_fmt_double(char *buf, size_t n, double v);
+/* Same for a binary32 value, p = 1..9, read back with strtof. */
+void plena_replay_fmt_float(char *buf, size_t n, float v);
+
+/* ---- volatile keys (0.4, timing-and-profile.md 8.4): one table ---- */
+extern const char *const plena_replay_volatile_keys[];
+extern const size_t plena_replay_n_volatile_keys;
+int plena_replay_is_volatile_key(const char *key);
+/* Deletes every volatile key at every depth of v, in place. */
+void plena_replay_strip_volatile(json_t *v);
+
+/* ---- JSON text ---- */
+/* Pretty (0.3: keys sorted by byte order, 2-space indent, one member per line,
+ * all-scalar arrays on one line with ", ", final newline) or canonical (0.4:
+ * no whitespace). Returns 0, or -1 on out of memory or a non-finite real. */
+int plena_replay_json_pretty(struct plena_buf *b, const json_t *v);
+int plena_replay_json_canonical(struct plena_buf *b, const json_t *v);
+/* SHA-256 hex of the canonical form; with strip_volatile a deep copy without
+ * volatile keys is hashed (v is not changed). */
+int plena_replay_json_sha256(const json_t *v, int strip_volatile, char hex[65],
+                             struct plena_err *err);
+/* Pretty form written atomically to path. */
+int plena_replay_json_write_file(const json_t *v, const char *path, struct plena_err *err);
+/* Reads and parses a JSON file (duplicate keys rejected). PLENA_E_INPUT names
+ * the path and the parse position; a missing file is PLENA_E_INPUT too. */
+int plena_replay_json_read_file(const char *path, json_t **out, struct plena_err *err);
+
+/* ---- CSV (0.3: RFC 4180, LF line ends, empty cell = null) ---- */
+struct plena_csv {
+    struct plena_buf buf;
+    size_t n_cols;
+    size_t col; /* cells written in the current row */
+};
+void plena_csv_init(struct plena_csv *c);
+void plena_csv_free(struct plena_csv *c);
+int plena_csv_header(struct plena_csv *c, const char *const *cols, size_t n_cols);
+int plena_csv_cell_str(struct plena_csv *c, const char *s); /* NULL = empty cell */
+/* A JSON scalar: null -> empty, booleans true/false, numbers as in JSON,
+ * strings quoted when needed. Arrays/objects are written as canonical JSON. */
+int plena_csv_cell_json(struct plena_csv *c, const json_t *v);
+/* Ends a row; -1 when the row does not have exactly n_cols cells. */
+int plena_csv_end_row(struct plena_csv *c);
+
+/* ---- JSONL append (0.3) ---- */
+/* Opens (creating) path for appending; bytes after the last '\n' (a torn line
+ * from a crash) are truncated away and their count returned in *torn_bytes so
+ * the CLI can report it once. */
+int plena_jsonl_open(const char *path, int *fd, size_t *torn_bytes, struct plena_err *err);
+/* One write() of the canonical record plus '\n', then fsync. */
+int plena_jsonl_append(int fd, const json_t *rec, const char *path, struct plena_err *err);
+
+#endif

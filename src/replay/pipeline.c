@@ -1,0 +1,993 @@
+/* Steps 2-8 of spec/traces-and-replay.md 5.2 for one prepared trace, and the
+ * results.json assembly of 5.5-5.7. Stage rows, the shared-vs-routed split and
+ * the routing tax come from the run's stage_profile.json / stage picoseconds,
+ * summed in picoseconds and rounded once. Generation (step 4) needs the
+ * generator's build-directory writer (gen/build.h), which has not landed: until
+ * it does, `generate` fails with a message saying so and the result is written
+ * decided-false with exit 3, exactly the spec's "generator refused" branch. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/fileio.h"
+#include "common/sha256.h"
+#include "gen/build.h"
+#ifdef PLENA_REPLAY_HAVE_CHECK
+#include "gen/check.h"
+#endif
+#include "num/num.h"
+#include "ref/ref.h"
+#include "replay/functional.h"
+#include "settings/settings.h"
+#include "isa/stages.h"
+#include "profile/profile.h"
+#include "replay/export.h"
+#include "replay/jsonw.h"
+#include "replay/replay.h"
+#include "replay/result.h"
+#include "run/run.h"
+
+#ifndef PLENA_VERSION
+#define PLENA_VERSION "0.0.0"
+#endif
+
+enum branch { BR_ROUTED, BR_SHARED, BR_COMBINE, BR_RESIDUAL, BR_OTHER };
+
+/* 5.6, from stage names only (upstream defect 17) */
+static enum branch branch_of(enum plena_stage s)
+{
+    switch (s) {
+    case PLENA_STAGE_ROUTER_TOPK:
+    case PLENA_STAGE_EXPERT_WEIGHT_ADDRESS:
+    case PLENA_STAGE_EXPERT_WEIGHT_PREFETCH:
+    case PLENA_STAGE_EXPERT_PROJECTION:
+    case PLENA_STAGE_EXPERT_ACTIVATION:
+    case PLENA_STAGE_EXPERT_BIAS:
+    case PLENA_STAGE_EXPERT_ROUTE_WEIGHT: return BR_ROUTED;
+    case PLENA_STAGE_SHARED_EXPERT_PROJECTION:
+    case PLENA_STAGE_SHARED_EXPERT_ACTIVATION:
+    case PLENA_STAGE_SHARED_EXPERT_GATE: return BR_SHARED;
+    case PLENA_STAGE_ACCUMULATOR_INIT:
+    case PLENA_STAGE_GATHER:
+    case PLENA_STAGE_SCATTER_COMBINE: return BR_COMBINE;
+    case PLENA_STAGE_RESIDUAL_SETUP: return BR_RESIDUAL;
+    case PLENA_STAGE_OTHER:
+    case PLENA_STAGE_COUNT: break;
+    }
+    return BR_OTHER;
+}
+
+static const char *branch_name(enum branch b)
+{
+    static const char *const n[] = {"routed", "shared", "combine", "residual", "other"};
+    return n[b];
+}
+
+static int is_tax_stage(enum plena_stage s)
+{
+    return s == PLENA_STAGE_ACCUMULATOR_INIT || s == PLENA_STAGE_GATHER ||
+           s == PLENA_STAGE_EXPERT_WEIGHT_ADDRESS || s == PLENA_STAGE_EXPERT_ROUTE_WEIGHT ||
+           s == PLENA_STAGE_SCATTER_COMBINE;
+}
+
+static uint64_t ceil_div(uint64_t a, uint64_t b)
+{
+    return b ? a / b + (a % b != 0) : a;
+}
+
+static json_t *ratio(uint64_t a, uint64_t b)
+{
+    return b ? json_real((double)a / (double)b) : json_null();
+}
+
+/* 5.6 object from per-stage picoseconds; routed_lowering from the profile */
+json_t *plena_replay_split_json(const uint64_t *pic, uint64_t clock_ps, const char *routed_lowering)
+{
+    struct plena_profile_split sp;
+    plena_profile_split_compute(pic, clock_ps, &sp);
+    uint64_t part[5] = {0}, total = 0;
+    for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++) {
+        part[branch_of((enum plena_stage)s)] += pic[s];
+        total += pic[s];
+    }
+    uint64_t excluded = part[BR_COMBINE] + part[BR_RESIDUAL] + part[BR_OTHER];
+    json_t *o = json_object();
+    json_object_set_new(o, "shared_picos", json_integer((json_int_t)part[BR_SHARED]));
+    json_object_set_new(o, "routed_picos", json_integer((json_int_t)part[BR_ROUTED]));
+    json_object_set_new(o, "excluded_picos", json_integer((json_int_t)excluded));
+    json_object_set_new(o, "combine_picos", json_integer((json_int_t)part[BR_COMBINE]));
+    json_object_set_new(o, "residual_picos", json_integer((json_int_t)part[BR_RESIDUAL]));
+    json_object_set_new(o, "other_picos", json_integer((json_int_t)part[BR_OTHER]));
+    json_object_set_new(o, "total_profiled_picos", json_integer((json_int_t)total));
+    json_object_set_new(o, "shared_cycles",
+                        json_integer((json_int_t)ceil_div(part[BR_SHARED], clock_ps)));
+    json_object_set_new(o, "routed_cycles",
+                        json_integer((json_int_t)ceil_div(part[BR_ROUTED], clock_ps)));
+    uint64_t sr = part[BR_SHARED] + part[BR_ROUTED];
+    json_object_set_new(o, "shared_fraction", ratio(part[BR_SHARED], sr));
+    json_object_set_new(o, "routed_fraction", ratio(part[BR_ROUTED], sr));
+    json_object_set_new(o, "shared_to_routed_ratio", ratio(part[BR_SHARED], part[BR_ROUTED]));
+    json_object_set_new(o, "routed_lowering", json_string(routed_lowering));
+    json_object_set_new(o, "note", json_string(plena_profile_text_shared_vs_routed));
+    (void)sp; /* the profile helper's figures equal ours; kept for its ceil rule */
+    return o;
+}
+
+/* 5.7 stage_derived */
+json_t *plena_replay_tax_json(const uint64_t *pic, uint64_t clock_ps)
+{
+    uint64_t tax = 0, total = 0;
+    for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++) {
+        total += pic[s];
+        if (is_tax_stage((enum plena_stage)s)) tax += pic[s];
+    }
+    return json_pack("{s:s,s:I,s:I,s:o,s:n,s:n,s:n}", "method", "stage_derived",
+                     "routing_tax_picos", (json_int_t)tax, "routing_tax_cycles",
+                     (json_int_t)ceil_div(tax, clock_ps), "routing_tax_fraction",
+                     total ? json_real((double)tax / (double)total) : json_integer(0),
+                     "delta_cycles", "delta_hbm_bytes_read", "delta_hbm_bytes_written");
+}
+
+/* 15 stage rows (5.8 stages.csv columns without trace_id) from a profile v4 */
+static json_t *stage_rows(const json_t *profile, uint64_t clock_ps)
+{
+    json_t *rows = json_array();
+    json_t *st = json_object_get(profile, "stages");
+    for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++) {
+        const char *name = plena_stage_name((enum plena_stage)s);
+        json_t *e = json_object_get(st, name);
+        json_t *rp = json_object_get(e, "resource_proxy_picos");
+        json_t *r = json_object();
+        json_object_set_new(r, "stage", json_string(name));
+        json_object_set_new(r, "branch", json_string(branch_name(branch_of((enum plena_stage)s))));
+        const char *copy[] = {"instructions",     "wall_picos",           "wall_cycles",
+                              "time_fraction",    "instruction_fraction", "hbm_bytes_read",
+                              "hbm_bytes_written"};
+        for (size_t i = 0; i < 7; i++) {
+            json_t *v = json_object_get(e, copy[i]);
+            json_object_set_new(r, copy[i], v ? json_incref(v) : json_null());
+        }
+        const char *res[] = {"matrix", "vector", "scalar", "dma", "other"};
+        for (size_t i = 0; i < 5; i++) {
+            char k[32];
+            snprintf(k, sizeof k, "%s_cycles", res[i]);
+            json_t *v = json_object_get(rp, res[i]);
+            json_object_set_new(r, k,
+                                json_is_integer(v) ? json_integer((json_int_t)ceil_div(
+                                                         (uint64_t)json_integer_value(v), clock_ps))
+                                                   : json_null());
+        }
+        json_array_append_new(rows, r);
+    }
+    return rows;
+}
+
+struct ctx {
+    const struct plena_replay_item *it;
+    const struct plena_replay_opts *o;
+    char dir[4096];
+    struct plena_replay_checks checks;
+    int generated;
+    int ran;
+    struct plena_run_outcome run;
+    json_t *run_stats;  /* parsed run_stats.json or NULL */
+    json_t *profile;    /* parsed stage_profile.json or NULL */
+    json_t *functional; /* 5.3 object */
+    json_t *repeat;     /* 6.3 object or NULL */
+    int smoke;
+    struct plena_settings settings;
+    int settings_ok;
+    struct plena_moe_build build;
+    int have_build;
+    uint32_t *ids; /* [T*k] trace ids */
+    double *w64;   /* [T*k] trace weights as numbers */
+    float *w32;    /* [T*k] binary32 */
+    uint32_t T, K;
+};
+
+static int path_in(const struct ctx *c, const char *name, char *buf, size_t n)
+{
+    return plena_path_join(buf, n, c->dir, name);
+}
+
+/* The model of the trace (5.2 step 4): shape, shared branch, activation and
+ * placement from `model`; everything else from the preset named by
+ * model.name, else the moe-lowering.md 6.1 defaults. Routing is FIXED. */
+static void trace_model(const json_t *model, struct plena_moe_model *m)
+{
+    const char *name = json_string_value(json_object_get(model, "name"));
+    const struct plena_moe_model *pre = name ? plena_gen_preset_find(name) : NULL;
+    memset(m, 0, sizeof *m);
+    if (pre) {
+        *m = *pre;
+    } else {
+        m->rms_eps = 1e-6f;
+        m->norm_topk_prob = 1;
+        m->router_form = PLENA_ROUTER_GEMM;
+    }
+    snprintf(m->name, sizeof m->name, "%s", name ? name : "trace");
+#define I(k) ((uint32_t)json_integer_value(json_object_get(model, k)))
+    m->hidden = I("hidden_size");
+    m->moe_inter = I("intermediate_size");
+    m->num_experts = I("num_experts");
+    m->top_k = I("top_k");
+    m->n_shared = I("shared_experts");
+    m->shared_inter = m->n_shared ? I("shared_intermediate_size") : 0;
+#undef I
+    const json_t *g = json_object_get(model, "shared_gate");
+    m->shared_gate =
+        (json_is_string(g) && !strcmp(json_string_value(g), "sigmoid")) || json_is_true(g)
+            ? PLENA_SHARED_GATE_SIGMOID
+            : PLENA_SHARED_GATE_NONE;
+    const char *act = json_string_value(json_object_get(model, "activation_policy"));
+    m->activation = act && !strcmp(act, "gpt_oss_clamp_gated") ? PLENA_ACT_GPT_OSS_CLAMP_GATED
+                                                               : PLENA_ACT_STANDARD_SWIGLU;
+    const char *pl = json_string_value(json_object_get(model, "route_weight_placement"));
+    m->route_placement = pl && !strcmp(pl, "input") ? PLENA_ROUTE_INPUT : PLENA_ROUTE_OUTPUT;
+    m->routing = PLENA_ROUTING_FIXED;
+    m->router_bias = 0; /* no router under fixed routing */
+}
+
+static int load_routing(struct ctx *c, struct plena_err *err)
+{
+    const json_t *t = c->it->trace;
+    const json_t *r = json_object_get(t, "routing");
+    c->T = (uint32_t)json_integer_value(
+        json_object_get(json_object_get(t, "workload"), "token_count"));
+    c->K = (uint32_t)json_integer_value(json_object_get(json_object_get(t, "model"), "top_k"));
+    size_t n = (size_t)c->T * c->K;
+    c->ids = plena_calloc(n ? n : 1, sizeof *c->ids);
+    c->w64 = plena_calloc(n ? n : 1, sizeof *c->w64);
+    c->w32 = plena_calloc(n ? n : 1, sizeof *c->w32);
+    if (!c->ids || !c->w64 || !c->w32)
+        return PLENA_FAIL(err, PLENA_E_NOMEM, c->dir, "out of memory");
+    const json_t *ids = json_object_get(r, "topk_indices"),
+                 *ws = json_object_get(r, "topk_weights");
+    for (uint32_t i = 0; i < c->T; i++)
+        for (uint32_t j = 0; j < c->K; j++) {
+            size_t p = (size_t)i * c->K + j;
+            c->ids[p] = (uint32_t)json_integer_value(json_array_get(json_array_get(ids, i), j));
+            c->w64[p] = json_number_value(json_array_get(json_array_get(ws, i), j));
+            c->w32[p] = (float)c->w64[p]; /* first link of the 5.2 chain */
+        }
+    return 0;
+}
+
+/* Step 4: the same library entry point as `plena moe` (gen/build.h). */
+static int generate(struct ctx *c, struct plena_err *err)
+{
+    struct plena_err gerr;
+    plena_err_clear(&gerr);
+    char m[1100];
+    int rc = plena_settings_load(c->o->settings_path, &c->settings, &gerr);
+    if (!rc && (c->o->mlen || c->o->blen)) {
+        char a1[64], a2[64], a3[64];
+        const char *as[3];
+        size_t na = 0;
+        if (c->o->mlen) {
+            snprintf(a1, sizeof a1, "CONFIG.MLEN=%u", c->o->mlen);
+            snprintf(a2, sizeof a2, "CONFIG.VLEN=%u", c->o->mlen);
+            as[na++] = a1;
+            as[na++] = a2;
+        }
+        if (c->o->blen) {
+            snprintf(a3, sizeof a3, "CONFIG.BLEN=%u", c->o->blen);
+            as[na++] = a3;
+        }
+        rc = plena_settings_override_many(&c->settings, as, na, &gerr);
+    }
+    if (rc) {
+        plena_replay_check_set(&c->checks, "generate", 0, "settings: %s",
+                               plena_err_format(&gerr, m, sizeof m));
+        return 0;
+    }
+    c->settings_ok = 1;
+    if ((rc = load_routing(c, err))) return rc;
+    struct plena_moe_model mdl;
+    trace_model(json_object_get(c->it->trace, "model"), &mdl);
+    struct plena_gen_machine mach;
+    plena_gen_machine_from_settings(&c->settings, &mach);
+    struct plena_moe_build_opts bo;
+    plena_moe_build_opts_init(&bo, &mdl, &mach, c->T);
+    bo.fixed_ids = c->ids;
+    bo.fixed_w = c->w32;
+    bo.weights = c->o->weights == PLENA_REPLAY_W_ZERO            ? PLENA_MOE_WEIGHTS_ZERO
+                 : c->o->weights == PLENA_REPLAY_W_REPRESENTABLE ? PLENA_MOE_WEIGHTS_REPRESENTABLE
+                                                                 : PLENA_MOE_WEIGHTS_RANDOM;
+    bo.weight_seed = c->o->weight_seed;
+    bo.input =
+        c->o->input == PLENA_REPLAY_IN_ZEROS ? PLENA_MOE_INPUT_ZEROS : PLENA_MOE_INPUT_RANDOM;
+    bo.input_seed = c->o->input_seed;
+    bo.mx_mode = c->settings.mx_mode;
+    bo.out_dir = c->dir;
+    c->have_build = 1;
+    rc = plena_moe_build_run(&bo, &c->build, &gerr);
+    if (rc == PLENA_E_OUTPUT || rc == PLENA_E_NOMEM) {
+        if (err) *err = gerr;
+        return rc;
+    }
+    if (rc) {
+        plena_replay_check_set(&c->checks, "generate", 0, "generator refused: %s",
+                               plena_err_format(&gerr, m, sizeof m));
+        return 0;
+    }
+    c->generated = 1;
+    plena_replay_check_set(&c->checks, "generate", 1, "%zu instructions, %u pairs",
+                           c->build.n_words, c->T * c->K);
+    return 0;
+}
+
+/* Routing integrity (5.2): int_sram.bin as written holds the trace's ids. */
+static void check_routing_integrity(struct ctx *c)
+{
+    char p[4200], detail[512];
+    size_t n = (size_t)c->T * c->K;
+    uint32_t base = c->build.info.map.int_base + c->build.info.map.ids_off;
+    char *data = NULL;
+    size_t len = 0;
+    int ok = 0;
+    if (!path_in(c, "int_sram.bin", p, sizeof p) && !plena_file_read_all(p, &data, &len, NULL) &&
+        len >= ((size_t)base + n) * 4) {
+        uint32_t *img = plena_calloc(n ? n : 1, sizeof *img);
+        int64_t *tr = plena_calloc(n ? n : 1, sizeof *tr);
+        if (img && tr) {
+            for (size_t i = 0; i < n; i++) {
+                const unsigned char *q = (const unsigned char *)data + ((size_t)base + i) * 4;
+                img[i] = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
+                         (uint32_t)q[3] << 24;
+                tr[i] = c->ids[i];
+            }
+            ok = plena_replay_routing_integrity(img, tr, n, detail, sizeof detail);
+        } else {
+            snprintf(detail, sizeof detail, "out of memory");
+        }
+        plena_free(img);
+        plena_free(tr);
+    } else {
+        snprintf(detail, sizeof detail, "int_sram.bin missing or shorter than %zu entries",
+                 (size_t)base + n);
+    }
+    plena_free(data);
+    plena_replay_check_set(&c->checks, "routing_integrity", ok, "%s", detail);
+}
+
+/* Output region (T x H) from vram_dump.bin of the timed run, with the
+ * column-block formula of moe-lowering.md 2.2. A missing dump fails: there is
+ * no fallback to any other dump (upstream defect 24). */
+static int read_output(struct ctx *c, const char *dir, uint16_t *out, char *why, size_t why_n)
+{
+    const struct plena_tensor *t = plena_moe_abi_find(&c->build.info, c->build.cfg.E ? "acc" : "S");
+    if (!t) {
+        snprintf(why, why_n, "layout has no output tensor");
+        return -1;
+    }
+    char p[4200];
+    if (plena_path_join(p, sizeof p, dir, "vram_dump.bin")) {
+        snprintf(why, why_n, "path too long");
+        return -1;
+    }
+    FILE *f = fopen(p, "rb");
+    if (!f) {
+        snprintf(why, why_n, "no vram_dump.bin in the build directory");
+        return -1;
+    }
+    uint32_t H = c->build.cfg.H, vlen = c->settings.vlen;
+    int rc = 0;
+    for (uint32_t r = 0; r < c->T && !rc; r++)
+        for (uint32_t col = 0; col < H && !rc; col++) {
+            uint64_t a =
+                t->base + (uint64_t)(col / vlen) * t->prow * vlen + (uint64_t)r * vlen + col % vlen;
+            unsigned char b2[2];
+            if (fseek(f, (long)(a * 2), SEEK_SET) || fread(b2, 1, 2, f) != 2) {
+                snprintf(why, why_n, "vram_dump.bin too short for the output region");
+                rc = -1;
+            } else {
+                out[(size_t)r * H + col] = (uint16_t)(b2[0] | b2[1] << 8);
+            }
+        }
+    fclose(f);
+    return rc;
+}
+
+/* Step 6: reference on the staged data + comparison (5.3). */
+static int functional_step(struct ctx *c, struct plena_err *err)
+{
+    double conv = plena_replay_route_weight_max_error(c->w64, (size_t)c->T * c->K);
+#ifdef PLENA_REPLAY_HAVE_CHECK
+    size_t n = (size_t)c->T * c->build.cfg.H;
+    uint16_t *out = plena_calloc(n ? n : 1, sizeof *out);
+    float *ref = plena_calloc(n ? n : 1, sizeof *ref);
+    double *ref64 = plena_calloc(n ? n : 1, sizeof *ref64);
+    float *gate = plena_calloc(c->T ? c->T : 1, sizeof *gate);
+    struct plena_moe_refdata rd;
+    memset(&rd, 0, sizeof rd);
+    char why[256] = "";
+    int rc = 0;
+    if (!out || !ref || !ref64 || !gate) {
+        rc = PLENA_FAIL(err, PLENA_E_NOMEM, c->dir, "out of memory");
+        goto done;
+    }
+    if (read_output(c, c->dir, out, why, sizeof why)) {
+        plena_replay_check_set(&c->checks, "functional", 0, "%s", why);
+        goto done;
+    }
+    struct plena_err rerr;
+    plena_err_clear(&rerr);
+    char m[1100];
+    if (plena_moe_refdata_from_build(&c->build, &rd, &rerr)) {
+        plena_replay_check_set(&c->checks, "functional", 0, "reference inputs: %s",
+                               plena_err_format(&rerr, m, sizeof m));
+        goto done;
+    }
+    struct plena_moe_ref_out ro = {ref, NULL, NULL, gate};
+    if (plena_moe_reference(&rd.cfg, &rd.in, &ro, &rerr) ||
+        plena_moe_reference_f64(&rd.cfg, &rd.in, rd.in.fixed_ids, ref64, NULL, &rerr)) {
+        plena_replay_check_set(&c->checks, "functional", 0, "reference model: %s",
+                               plena_err_format(&rerr, m, sizeof m));
+        goto done;
+    }
+    /* the gate values are read from the reference (the same BF16 values the
+     * program computes; the bit-exact output comparison covers their use) */
+    struct plena_replay_cmp_in ci;
+    memset(&ci, 0, sizeof ci);
+    ci.out = out;
+    ci.ref = ref;
+    ci.ref64 = ref64;
+    float *outf = plena_calloc(n ? n : 1, sizeof *outf);
+    if (!outf) {
+        rc = PLENA_FAIL(err, PLENA_E_NOMEM, c->dir, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++)
+        outf[i] = plena_num_bf16_to_f32(out[i]);
+    ci.rel_rms_f64 = plena_moe_rel_rms(&rd.cfg, &rd.in, outf, ref64);
+    plena_free(outf);
+    ci.rel_rms_bound = PLENA_MOE_REL_RMS_BOUND;
+    ci.T = c->T;
+    ci.H = c->build.cfg.H;
+    ci.smoke = c->smoke;
+    ci.has_sigmoid_gate = c->build.cfg.gate == PLENA_SHARED_GATE_SIGMOID && c->build.cfg.Is;
+    ci.gate = gate;
+    ci.route_weight_max_conversion_error = conv;
+    int passed = 0;
+    c->functional = plena_replay_functional_compare(&ci, &passed);
+    if (!c->functional) {
+        rc = PLENA_FAIL(err, PLENA_E_NOMEM, c->dir, "out of memory");
+        goto done;
+    }
+    plena_replay_check_set(
+        &c->checks, "functional", passed, "%s %s: %lld mismatches",
+        c->smoke ? "zero_input_smoke" : "reference", passed ? "passed" : "failed",
+        (long long)json_integer_value(json_object_get(c->functional, "mismatches")));
+    if (c->o->keep_dumps) {
+        uint16_t *rb = (uint16_t *)ref64; /* reuse: n BF16 values fit in n doubles */
+        for (size_t i = 0; i < n; i++)
+            rb[i] = plena_num_bf16_from_f32(ref[i]);
+        char p[4200];
+        if (!path_in(c, "reference_output.bin", p, sizeof p))
+            (void)plena_file_write_atomic(p, rb, n * 2, NULL);
+    }
+done:
+    plena_moe_refdata_free(&rd);
+    plena_free(out);
+    plena_free(ref);
+    plena_free(ref64);
+    plena_free(gate);
+    return rc;
+#else
+    (void)err;
+    (void)read_output;
+    c->functional =
+        json_pack("{s:s,s:b,s:f,s:b}", "kind", c->smoke ? "zero_input_smoke" : "reference",
+                  "numerical", 0, "route_weight_max_conversion_error", conv, "passed", 0);
+    plena_replay_check_set(&c->checks, "functional", 0,
+                           "the generator's reference glue (gen/check.c: reference inputs from the "
+                           "staged build) is not available in this build");
+    return 0;
+#endif
+}
+
+/* One emulator run of the build directory (step 5, and each repeat of step 7):
+ * dumps, stats and profile go into `dir` only, never a shared directory
+ * (upstream defect 24). */
+static int run_build(struct ctx *c, const char *dir, struct plena_run_outcome *ro_out,
+                     unsigned dump_mask, struct plena_err *err)
+{
+    char prog[4200], hbm[4200], fps[4200], ints[4200], vram[4200], stats[4200], prof[4200];
+    path_in(c, "program.asm", prog, sizeof prog);
+    path_in(c, "hbm.bin", hbm, sizeof hbm);
+    path_in(c, "fp_sram.bin", fps, sizeof fps);
+    path_in(c, "int_sram.bin", ints, sizeof ints);
+    path_in(c, "vram_preload.bin", vram, sizeof vram);
+    if (plena_path_join(stats, sizeof stats, dir, "run_stats.json") ||
+        plena_path_join(prof, sizeof prof, dir, "stage_profile.json"))
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, dir, "path too long");
+    struct plena_run_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ro.program_path = prog;
+    ro.hbm_path = hbm;
+    ro.fpsram_path = fps;
+    ro.intsram_path = access(ints, F_OK) ? NULL : ints;
+    ro.vram_path = access(vram, F_OK) ? NULL : vram;
+    ro.settings = c->settings_ok ? &c->settings : NULL;
+    ro.settings_path = c->o->settings_path;
+    ro.hbm_model = -1;
+    ro.dump_dir = dir;
+    ro.dump_mask = dump_mask;
+    ro.stats_path = stats;
+    ro.profile_path = c->o->profile ? prof : NULL;
+    ro.overlap = c->o->overlap;
+    ro.threads = 1;
+    ro.label = c->it->trace_id;
+    return plena_run_execute(&ro, ro_out, err);
+}
+
+/* profile_accounting (5.5): profile totals equal the run's, exactly, and the
+ * stages come from markers with none unresolved */
+static void check_profile_accounting(struct ctx *c)
+{
+    const json_t *p = c->profile;
+    const struct plena_run_outcome *r = &c->run;
+    json_t *cl = json_object_get(p, "classification");
+    json_int_t pp = json_integer_value(json_object_get(p, "total_profiled_picos"));
+    json_int_t br = json_integer_value(json_object_get(p, "total_hbm_bytes_read"));
+    json_int_t bw = json_integer_value(json_object_get(p, "total_hbm_bytes_written"));
+    const char *attr = json_string_value(json_object_get(cl, "stage_attribution"));
+    size_t unresolved = json_array_size(json_object_get(cl, "unresolved_stage_markers"));
+    int ok = p && (uint64_t)pp == r->serial_picos && (uint64_t)br == r->bytes_read &&
+             (uint64_t)bw == r->bytes_written && attr && !strcmp(attr, "markers") &&
+             unresolved == 0;
+    plena_replay_check_set(&c->checks, "profile_accounting", ok,
+                           "profile %lld ps / run %llu ps, bytes read %lld/%llu, written "
+                           "%lld/%llu, attribution %s, %zu unresolved markers",
+                           (long long)pp, (unsigned long long)r->serial_picos, (long long)br,
+                           (unsigned long long)r->bytes_read, (long long)bw,
+                           (unsigned long long)r->bytes_written, attr ? attr : "(none)",
+                           unresolved);
+}
+
+static void load_json_in(const char *dir, const char *name, json_t **out)
+{
+    char p[4200];
+    *out = NULL;
+    if (!plena_path_join(p, sizeof p, dir, name)) (void)plena_replay_json_read_file(p, out, NULL);
+}
+
+/* Step 5. */
+static int run_step(struct ctx *c, struct plena_err *err)
+{
+    struct plena_err rerr;
+    plena_err_clear(&rerr);
+    int rc = run_build(c, c->dir, &c->run, PLENA_DUMP_DEFAULT, &rerr);
+    if (rc) {
+        if (rc == PLENA_E_OUTPUT || rc == PLENA_E_NOMEM) {
+            if (err) *err = rerr;
+            return rc;
+        }
+        char m[1100];
+        plena_replay_check_set(&c->checks, "emulate", 0, "run error: %s",
+                               plena_err_format(&rerr, m, sizeof m));
+        return 0;
+    }
+    c->ran = 1;
+    plena_replay_check_set(&c->checks, "emulate", c->run.status == PLENA_RUN_OUT_COMPLETED, "%s",
+                           c->run.status == PLENA_RUN_OUT_COMPLETED ? "completed"
+                                                                    : c->run.trap_message);
+    load_json_in(c->dir, "run_stats.json", &c->run_stats);
+    if (c->o->profile) {
+        load_json_in(c->dir, "stage_profile.json", &c->profile);
+        check_profile_accounting(c);
+    }
+    return 0;
+}
+
+/* output_sha256 of a run directory's dump (NULL when it cannot be read) */
+static json_t *output_hash(struct ctx *c, const char *dir)
+{
+    size_t n = (size_t)c->T * c->build.cfg.H;
+    uint16_t *out = plena_calloc(n ? n : 1, sizeof *out);
+    char why[256];
+    json_t *v = NULL;
+    if (out && !read_output(c, dir, out, why, sizeof why)) {
+        struct plena_sha256 sh;
+        plena_sha256_init(&sh);
+        for (size_t i = 0; i < n; i++) {
+            uint8_t b[2] = {(uint8_t)(out[i] & 0xff), (uint8_t)(out[i] >> 8)};
+            plena_sha256_update(&sh, b, 2);
+        }
+        uint8_t d[32];
+        char hex[65];
+        plena_sha256_final(&sh, d);
+        plena_sha256_to_hex(d, hex);
+        v = json_string(hex);
+    }
+    plena_free(out);
+    return v;
+}
+
+/* Step 7, the repeat gate of 6.3: N runs of the same build inputs, each in
+ * its own repeat/NN directory; every series must hold exactly one value and
+ * every run must produce every metric (a missing one fails, never raises). */
+static int repeat_step(struct ctx *c, struct plena_err *err)
+{
+    static const char *const metrics[] = {"sim_latency_picos",     "sim_latency_cycles",
+                                          "serial_latency_cycles", "hbm_bytes_read",
+                                          "hbm_bytes_written",     "instructions_executed",
+                                          "output_sha256",         "stage_profile_sha256"};
+    const size_t n_metrics = c->o->profile ? 8 : 7;
+    json_t *series = json_object();
+    for (size_t k = 0; k < n_metrics; k++)
+        json_object_set_new(series, metrics[k], json_array());
+    for (unsigned r = 0; r < c->o->repeat; r++) {
+        char sub[64], dir[4200];
+        snprintf(sub, sizeof sub, "repeat/%02u", r + 1);
+        if (path_in(c, sub, dir, sizeof dir) || plena_mkdir_p(dir, err)) {
+            json_decref(series);
+            return PLENA_FAIL(err, PLENA_E_OUTPUT, c->dir, "cannot create %s", sub);
+        }
+        struct plena_run_outcome ro;
+        struct plena_err rerr;
+        plena_err_clear(&rerr);
+        json_t *v[8] = {NULL};
+        if (!run_build(c, dir, &ro, PLENA_DUMP_VRAM, &rerr) &&
+            ro.status == PLENA_RUN_OUT_COMPLETED) {
+            v[0] = json_integer((json_int_t)ro.reported_picos);
+            v[1] = json_integer((json_int_t)ro.reported_cycles);
+            v[2] = json_integer((json_int_t)ro.serial_cycles);
+            v[3] = json_integer((json_int_t)ro.bytes_read);
+            v[4] = json_integer((json_int_t)ro.bytes_written);
+            v[5] = json_integer((json_int_t)ro.instructions_executed);
+            v[6] = output_hash(c, dir);
+            if (c->o->profile) {
+                json_t *pj = NULL;
+                char hex[65];
+                load_json_in(dir, "stage_profile.json", &pj);
+                if (pj && !plena_replay_json_sha256(pj, 1, hex, NULL)) v[7] = json_string(hex);
+                json_decref(pj);
+            }
+        }
+        for (size_t k = 0; k < n_metrics; k++)
+            json_array_append_new(json_object_get(series, metrics[k]), v[k] ? v[k] : json_null());
+        if (!c->o->keep_dumps) {
+            char p[4300];
+            if (!plena_path_join(p, sizeof p, dir, "vram_dump.bin")) unlink(p);
+        }
+    }
+    json_t *mism = json_array();
+    for (size_t k = 0; k < n_metrics; k++) {
+        json_t *a = json_object_get(series, metrics[k]);
+        int ok = 1;
+        for (size_t i = 0; i < json_array_size(a); i++)
+            if (json_is_null(json_array_get(a, i)) ||
+                !json_equal(json_array_get(a, i), json_array_get(a, 0)))
+                ok = 0;
+        if (!ok) json_array_append_new(mism, json_string(metrics[k]));
+    }
+    int passed = json_array_size(mism) == 0;
+    c->repeat = json_pack("{s:I,s:b,s:o,s:o}", "repeats", (json_int_t)c->o->repeat, "passed",
+                          passed, "series", series, "mismatched", mism);
+    char p[4200];
+    if (c->repeat && !path_in(c, "repeat_gate.json", p, sizeof p))
+        (void)plena_replay_json_write_file(c->repeat, p, NULL);
+    plena_replay_check_set(&c->checks, "repeat", passed, "%u runs, %zu mismatched series",
+                           c->o->repeat, json_array_size(mism));
+    return 0;
+}
+
+static json_t *num_or_null(int have, uint64_t v)
+{
+    return have ? json_integer((json_int_t)v) : json_null();
+}
+
+static json_t *get(const json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return v ? json_incref(v) : json_null();
+}
+
+static json_t *build_result(struct ctx *c, const struct plena_replay_gate *g,
+                            const char *decided_at)
+{
+    const struct plena_replay_item *it = c->it;
+    const struct plena_replay_opts *o = c->o;
+    json_t *t = it->trace;
+    json_t *model = json_object_get(t, "model"), *wl = json_object_get(t, "workload"),
+           *routing = json_object_get(t, "routing");
+    json_int_t T = json_integer_value(json_object_get(wl, "token_count"));
+    json_int_t K = json_integer_value(json_object_get(model, "top_k"));
+    json_int_t E = json_integer_value(json_object_get(model, "num_experts"));
+    json_int_t H = json_integer_value(json_object_get(model, "hidden_size"));
+    json_int_t I = json_integer_value(json_object_get(model, "intermediate_size"));
+    json_t *sh_n = json_object_get(model, "shared_experts");
+    json_t *sh_is = json_object_get(model, "shared_intermediate_size");
+    json_t *sh_g = json_object_get(model, "shared_gate");
+    json_int_t Is = json_is_integer(sh_is) ? json_integer_value(sh_is) : 0;
+    const char *gate_s = json_is_string(sh_g) ? json_string_value(sh_g)
+                         : json_is_true(sh_g) ? "sigmoid"
+                                              : "none";
+
+    /* selected experts: ascending ids present in the trace */
+    json_t *sel = json_array();
+    unsigned char *seen = plena_calloc((size_t)(E > 0 ? E : 1), 1);
+    json_t *ids = json_object_get(routing, "topk_indices");
+    for (size_t i = 0; seen && i < json_array_size(ids); i++)
+        for (size_t j = 0; j < json_array_size(json_array_get(ids, i)); j++) {
+            json_int_t e = json_integer_value(json_array_get(json_array_get(ids, i), j));
+            if (e >= 0 && e < E) seen[e] = 1;
+        }
+    json_int_t n_sel = 0;
+    for (json_int_t e = 0; seen && e < E; e++)
+        if (seen[e]) {
+            json_array_append_new(sel, json_integer(e));
+            n_sel++;
+        }
+    plena_free(seen);
+
+    json_t *trace =
+        json_pack("{s:s,s:s,s:i,s:s}", "trace_id", it->trace_id, "trace_sha256", it->trace_sha256,
+                  "trace_schema_version", it->schema_version, "source_path", it->source_path);
+    json_int_t mlen =
+        o->mlen ? o->mlen
+                : json_integer_value(json_object_get(json_object_get(t, "replay"), "mlen"));
+    json_int_t blen =
+        o->blen ? o->blen
+                : json_integer_value(json_object_get(json_object_get(t, "replay"), "blen"));
+    json_t *inputs = json_pack(
+        "{s:s,s:s,s:s,s:I,s:s,s:I,s:s,s:b,s:b,s:I,s:I,s:I,s:I,s:s,s:b}", "fingerprint",
+        it->fingerprint, "lowering", o->lowering, "weights", plena_replay_weights_name(o->weights),
+        "weight_seed", (json_int_t)o->weight_seed, "input", plena_replay_input_name(o->input),
+        "input_seed", (json_int_t)o->input_seed, "routing_mode",
+        o->routing_device ? "device" : "fixed", "profile", o->profile, "overlap", o->overlap,
+        "repeat", (json_int_t)o->repeat, "mlen", mlen, "vlen", mlen, "blen", blen, "plena_version",
+        PLENA_VERSION, "pruned_inputs", o->prune_inputs && c->generated);
+    json_object_set_new(inputs, "settings_sha256", json_string(""));
+    {
+        char sh[65];
+        if (!plena_replay_settings_sha256(o->settings_path, sh, NULL))
+            json_object_set_new(inputs, "settings_sha256", json_string(sh));
+    }
+    json_t *shape =
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:I,s:I,s:I,s:s,s:n}", "tokens", T, "hidden", H,
+                  "intermediate", I, "num_experts", E, "top_k", K, "pair_count", T * K,
+                  "selected_experts", sel, "selected_expert_count", n_sel, "shared_experts",
+                  json_is_integer(sh_n) ? json_integer_value(sh_n) : 0, "shared_intermediate_size",
+                  Is, "shared_gate", gate_s, "topk_encoding");
+
+    int ran = c->ran;
+    const struct plena_run_outcome *r = &c->run;
+    json_t *run = json_pack(
+        "{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:f}", "status",
+        !ran                                   ? "not_run"
+        : r->status == PLENA_RUN_OUT_COMPLETED ? "completed"
+        : r->status == PLENA_RUN_OUT_TRAPPED   ? "trapped"
+                                               : "error",
+        "sim_latency_picos", num_or_null(ran, r->reported_picos), "sim_latency_cycles",
+        num_or_null(ran, r->reported_cycles), "serial_latency_picos",
+        num_or_null(ran, r->serial_picos), "serial_latency_cycles",
+        num_or_null(ran, r->serial_cycles), "hidden_prefetch_cycles",
+        num_or_null(ran && r->overlap_on, r->overlap.hidden_prefetch_cycles), "hbm_bytes_read",
+        num_or_null(ran, r->bytes_read), "hbm_bytes_written", num_or_null(ran, r->bytes_written),
+        "instructions_executed", num_or_null(ran, r->instructions_executed), "trap",
+        ran && r->status == PLENA_RUN_OUT_TRAPPED ? json_string(r->trap_message) : json_null(),
+        "host_seconds", ran ? r->host_wall_seconds : 0.0);
+
+    int prof = c->profile != NULL;
+    uint64_t clock = ran && r->settings_loaded ? r->settings.clock_period_ps : 1;
+    json_t *svr = prof ? plena_replay_split_json(
+                             r->stage_wall_picos, clock,
+                             json_string_value(json_object_get(
+                                 json_object_get(json_object_get(c->profile, "classification"),
+                                                 "attribution_notes"),
+                                 "routed_lowering")))
+                       : json_null();
+    json_t *tax = prof ? plena_replay_tax_json(r->stage_wall_picos, clock) : json_null();
+    json_t *stages = prof ? stage_rows(c->profile, clock) : json_array();
+
+    json_int_t min_w = (n_sel * 3 * H * I + Is * 3 * H) * 9 / 8;
+    json_t *pr = json_object_get(c->profile, "total_hbm_bytes_read");
+    json_t *pw = json_object_get(c->profile, "total_hbm_bytes_written");
+    json_t *bytes = json_pack(
+        "{s:I,s:I,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:o}", "logical_input_hidden_bf16_bytes", T * H * 2,
+        "logical_routed_hidden_bf16_bytes", T * K * H * 2, "logical_route_weight_bf16_bytes",
+        T * K * 2, "min_expert_weight_bytes", min_w, "physical_hbm_bytes_read",
+        num_or_null(ran, r->bytes_read), "physical_hbm_bytes_written",
+        num_or_null(ran, r->bytes_written), "profile_hbm_bytes_read",
+        pr ? json_incref(pr) : json_null(), "profile_hbm_bytes_written",
+        pw ? json_incref(pw) : json_null(), "physical_read_matches_profile",
+        prof && ran ? json_boolean(json_integer_value(pr) == (json_int_t)r->bytes_read)
+                    : json_null(),
+        "physical_written_matches_profile",
+        prof && ran ? json_boolean(json_integer_value(pw) == (json_int_t)r->bytes_written)
+                    : json_null());
+
+    const char *fkind = c->smoke ? "zero_input_smoke" : "reference";
+    json_t *functional =
+        c->functional ? json_incref(c->functional)
+                      : json_pack("{s:s,s:b,s:b}", "kind", fkind, "numerical", 0, "passed", 0);
+    int fpassed = json_is_true(json_object_get(functional, "passed"));
+
+    json_t *summary = json_object();
+#define S(k, v) json_object_set_new(summary, k, v)
+    S("trace_id", json_string(it->trace_id));
+    S("benchmark", get(wl, "benchmark"));
+    S("model", get(model, "name"));
+    S("sample_id", get(wl, "sample_id"));
+    S("sample_index", get(wl, "sample_index"));
+    S("category", get(wl, "category"));
+    S("layer", get(model, "layer_index"));
+    S("phase", get(wl, "phase"));
+    S("decode_step", get(wl, "decode_step"));
+    S("token_count", json_integer(T));
+    S("top_k", json_integer(K));
+    S("num_experts", json_integer(E));
+    S("pair_count", json_integer(T * K));
+    S("selected_expert_count", json_integer(n_sel));
+    S("shared_experts", get(shape, "shared_experts"));
+    S("shared_intermediate_size", json_integer(Is));
+    S("shared_gate", json_string(gate_s));
+    S("routing_source", get(routing, "source"));
+    S("weight_source", json_object_get(routing, "weight_source") ? get(routing, "weight_source")
+                                                                 : json_string("unspecified"));
+    S("lowering", json_string(o->lowering));
+    S("weights", json_string(plena_replay_weights_name(o->weights)));
+    S("input", json_string(plena_replay_input_name(o->input)));
+    S("routing_mode", json_string(o->routing_device ? "device" : "fixed"));
+    S("issue_model", json_string(o->overlap ? "overlap_overlay" : "serial"));
+    S("sim_latency_cycles", get(run, "sim_latency_cycles"));
+    S("serial_latency_cycles", get(run, "serial_latency_cycles"));
+    S("sim_latency_picos", get(run, "sim_latency_picos"));
+    S("hbm_bytes_read", get(run, "hbm_bytes_read"));
+    S("hbm_bytes_written", get(run, "hbm_bytes_written"));
+    S("instructions_executed", get(run, "instructions_executed"));
+    S("total_profiled_picos", get(svr, "total_profiled_picos"));
+    S("shared_picos", get(svr, "shared_picos"));
+    S("routed_picos", get(svr, "routed_picos"));
+    S("shared_fraction", get(svr, "shared_fraction"));
+    S("routing_tax_picos", get(tax, "routing_tax_picos"));
+    S("routing_tax_cycles", get(tax, "routing_tax_cycles"));
+    S("routing_tax_fraction", get(tax, "routing_tax_fraction"));
+    S("logical_input_hidden_bf16_bytes", get(bytes, "logical_input_hidden_bf16_bytes"));
+    S("logical_routed_hidden_bf16_bytes", get(bytes, "logical_routed_hidden_bf16_bytes"));
+    S("logical_route_weight_bf16_bytes", get(bytes, "logical_route_weight_bf16_bytes"));
+    S("min_expert_weight_bytes", get(bytes, "min_expert_weight_bytes"));
+    S("physical_read_matches_profile", get(bytes, "physical_read_matches_profile"));
+    S("physical_written_matches_profile", get(bytes, "physical_written_matches_profile"));
+    S("functional_kind", json_string(fkind));
+    /* 5.3: a smoke run is never a numerical pass: the cell stays empty */
+    S("functional_numerical_pass", c->smoke ? json_null() : json_boolean(fpassed));
+    S("gate_passed", json_boolean(g->passed));
+    S("fingerprint", json_string(it->fingerprint));
+    char rel[300];
+    snprintf(rel, sizeof rel, "%s/%s", it->dir_name, PLENA_REPLAY_RESULT_FILE);
+    S("result_path", json_string(rel));
+#undef S
+
+    json_t *notes = json_pack(
+        "{s:s,s:s,s:s}", "shared_vs_routed", plena_profile_text_shared_vs_routed, "routed_lowering",
+        json_is_object(svr) ? json_string_value(json_object_get(svr, "routed_lowering")) : "none",
+        "routing_tax_scope", plena_replay_routing_tax_scope);
+    json_t *res = json_pack(
+        "{s:i,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:s,s:o}", "schema_version",
+        PLENA_REPLAY_RESULT_SCHEMA, "result_kind", PLENA_REPLAY_RESULT_KIND, "trace", trace,
+        "inputs", inputs, "shape", shape, "run", run, "run_stats",
+        c->run_stats ? json_incref(c->run_stats) : json_null(), "summary", summary, "stages",
+        stages, "shared_vs_routed", svr, "routing_tax", tax, "bytes", bytes, "functional",
+        functional, "repeat", c->repeat ? json_incref(c->repeat) : json_null(), "measurement_note",
+        plena_replay_measurement_note, "notes", notes);
+    if (res) json_object_set_new(res, "gate", plena_replay_gate_json(&c->checks, g, decided_at));
+    return res;
+}
+
+static void ctx_free(struct ctx *c)
+{
+    json_decref(c->functional);
+    json_decref(c->repeat);
+    json_decref(c->run_stats);
+    json_decref(c->profile);
+    if (c->have_build) plena_moe_build_free(&c->build);
+    plena_free(c->ids);
+    plena_free(c->w64);
+    plena_free(c->w32);
+}
+
+static void unlink_in(const struct ctx *c, const char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char p[4200];
+        if (!path_in(c, names[i], p, sizeof p)) unlink(p);
+    }
+}
+
+int plena_replay_run(const struct plena_replay_item *it, const struct plena_replay_opts *o,
+                     struct plena_replay_outcome *out, struct plena_err *err)
+{
+    memset(out, 0, sizeof *out);
+    struct ctx c;
+    memset(&c, 0, sizeof c);
+    c.it = it;
+    c.o = o;
+    c.smoke = o->weights == PLENA_REPLAY_W_ZERO || o->input == PLENA_REPLAY_IN_ZEROS;
+    if (plena_path_join(c.dir, sizeof c.dir, o->out_dir, it->dir_name))
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, o->out_dir, "path too long");
+    char results[4200];
+    path_in(&c, PLENA_REPLAY_RESULT_FILE, results, sizeof results);
+
+    /* step 2 */
+    if (o->skip_existing && plena_replay_can_skip(results, it->fingerprint)) {
+        out->skipped = 1;
+        out->gate_passed = 1;
+        return 0;
+    }
+    /* step 3: the old result goes first, its artifacts are about to change */
+    int rc = plena_mkdir_p(c.dir, err);
+    if (!rc) {
+        plena_replay_clean_tmp(c.dir);
+        rc = plena_replay_result_remove(c.dir, err);
+    }
+    char tpath[4200];
+    if (!rc) {
+        path_in(&c, "trace.json", tpath, sizeof tpath);
+        rc = plena_replay_json_write_file(it->trace, tpath, err);
+    }
+    if (rc) {
+        out->exit_code = 4;
+        return rc;
+    }
+    plena_replay_check_set(&c.checks, "validate", 1, "trace valid (V and replay-tier rules)");
+
+    /* step 4 */
+    int gen_refused = 0;
+    if ((rc = generate(&c, err))) goto fail;
+    if (!c.generated) gen_refused = 1;
+    if (c.generated && o->after_generate) o->after_generate(o->hook_ctx, c.dir);
+    if (c.generated) check_routing_integrity(&c);
+    /* steps 5-6 */
+    if (c.generated && (rc = run_step(&c, err))) goto fail;
+    if (c.ran && o->after_run) o->after_run(o->hook_ctx, c.dir);
+    if (c.generated && c.ran && (rc = functional_step(&c, err))) goto fail;
+    /* step 7 */
+    if (c.generated && c.ran && o->repeat >= 2 && (rc = repeat_step(&c, err))) goto fail;
+
+    /* step 8: decide, then publish */
+    struct plena_replay_gate_req req = {
+        o->profile, o->repeat >= 2, c.smoke ? PLENA_GATE_ZERO_INPUT_SMOKE : PLENA_GATE_NUMERICAL};
+    struct plena_replay_gate g;
+    plena_replay_gate_decide(&c.checks, &req, &g);
+    char decided[32];
+    plena_replay_utc_now(decided);
+    json_t *res = build_result(&c, &g, decided);
+    if (!res) {
+        rc = PLENA_FAIL(err, PLENA_E_NOMEM, c.dir, "out of memory building the result");
+        goto fail;
+    }
+    rc = plena_replay_result_publish(c.dir, res, err);
+    json_decref(res);
+    if (rc) goto fail;
+    /* after the decision: dumps unless --keep-dumps; regenerable inputs with
+     * --prune-inputs (5.4; the program, layout and trace.json stay) */
+    static const char *const dumps[] = {"vram_dump.bin",   "mram_dump.bin",
+                                        "fpsram_dump.bin", "intsram_dump.bin",
+                                        "hbm_dump.bin",    "reference_output.bin"};
+    static const char *const inputs[] = {"hbm.bin", "fp_sram.bin", "int_sram.bin",
+                                         "vram_preload.bin"};
+    if (!o->keep_dumps) unlink_in(&c, dumps, sizeof dumps / sizeof dumps[0]);
+    if (o->prune_inputs && c.generated) unlink_in(&c, inputs, sizeof inputs / sizeof inputs[0]);
+    out->gate_passed = g.passed;
+    snprintf(out->kind, sizeof out->kind, "%s", plena_replay_gate_kind_name(g.kind));
+    size_t off = 0;
+    for (size_t i = 0; i < g.n_failed && off < sizeof out->failed; i++)
+        off += (size_t)snprintf(out->failed + off, sizeof out->failed - off, "%s%s", i ? "," : "",
+                                g.failed[i]);
+    out->sim_latency_cycles = c.ran ? c.run.reported_cycles : 0;
+    out->exit_code = g.passed ? 0 : gen_refused ? 3 : 1;
+    ctx_free(&c);
+    return 0;
+fail:
+    out->exit_code = rc == PLENA_E_NOMEM ? 5 : 4;
+    ctx_free(&c);
+    return rc;
+}

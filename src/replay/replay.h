@@ -1,0 +1,110 @@
+/* Replay of route traces (spec/traces-and-replay.md 5): options (5.1), the
+ * per-trace pipeline (5.2) into a build directory with a decided results.json
+ * (5.5), and the fingerprint of 0.4. The CLI (src/cli/cmd_replay.c) owns the
+ * process pool, printing and exit codes; this module never prints. */
+#ifndef PLENA_REPLAY_REPLAY_H
+#define PLENA_REPLAY_REPLAY_H
+
+#include <jansson.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "trace/trace.h"
+
+enum plena_replay_weights {
+    PLENA_REPLAY_W_RANDOM = 0,
+    PLENA_REPLAY_W_REPRESENTABLE,
+    PLENA_REPLAY_W_ZERO
+};
+enum plena_replay_input { PLENA_REPLAY_IN_RANDOM = 0, PLENA_REPLAY_IN_ZEROS };
+
+struct plena_replay_opts {
+    const char *out_dir;
+    const char *lowering; /* "pair-major" */
+    enum plena_replay_weights weights;
+    uint64_t weight_seed;
+    enum plena_replay_input input;
+    uint64_t input_seed;
+    int routing_device; /* --routing device (exit 2 until the generator has it) */
+    int profile;
+    int overlap;
+    unsigned repeat;           /* 0 = no repeat gate, else >= 2 */
+    uint32_t mlen, blen;       /* 0 = from the trace */
+    const char *settings_path; /* NULL = built-in lookup */
+    /* not in the fingerprint */
+    int skip_existing;
+    int keep_dumps;
+    int prune_inputs;
+    /* Test hooks (may be NULL): called with the build directory after step 4
+     * (generation) and after step 5 (the run, dumps present). Tests use them
+     * to corrupt an image or a dump and watch the gate fail. */
+    void (*after_generate)(void *ctx, const char *build_dir);
+    void (*after_run)(void *ctx, const char *build_dir);
+    void *hook_ctx;
+};
+
+void plena_replay_opts_default(struct plena_replay_opts *o);
+const char *plena_replay_weights_name(enum plena_replay_weights w);
+const char *plena_replay_input_name(enum plena_replay_input i);
+
+/* One trace, validated and identified (step 1). */
+struct plena_replay_item {
+    json_t *trace; /* owned */
+    char trace_id[129];
+    char dir_name[129]; /* build directory name (v1: stable_id) */
+    char trace_sha256[65];
+    char fingerprint[65];
+    int schema_version;
+    char source_path[1024];
+};
+void plena_replay_item_free(struct plena_replay_item *it);
+
+/* Settings hash entering the fingerprint: SHA-256 of the effective settings
+ * rendered as TOML (so the built-in copy and an identical file agree). */
+int plena_replay_settings_sha256(const char *settings_path, char hex[65], struct plena_err *err);
+
+/* The fingerprint object of 0.4 (trace_sha256 NULL: a campaign's
+ * config_fingerprint, without that member). */
+json_t *plena_replay_fingerprint_object(const char *trace_sha256, const struct plena_replay_opts *o,
+                                        const char *settings_sha256);
+int plena_replay_fingerprint(const char *trace_sha256, const struct plena_replay_opts *o,
+                             const char *settings_sha256, char hex[65], struct plena_err *err);
+
+/* Step 1: validates the bytes (V rules, then the replay-tier rules this module
+ * can check), computes trace_sha256 and the fingerprint. PLENA_E_FAILED when
+ * the trace is invalid (report filled; replay-tier findings are appended to
+ * the report as errors R001/R006). Nothing is written. */
+int plena_replay_prepare(const char *bytes, size_t len, const char *source_path,
+                         const struct plena_replay_opts *o, const char *settings_sha256,
+                         struct plena_replay_item *it, struct plena_trace_report *report,
+                         struct plena_err *err);
+
+struct plena_replay_outcome {
+    int skipped; /* --skip-existing found a passed result */
+    int gate_passed;
+    int exit_code;    /* 0.2 */
+    char kind[24];    /* numerical / zero_input_smoke */
+    char failed[512]; /* comma-separated failed checks */
+    uint64_t sim_latency_cycles;
+};
+
+/* Steps 2-8 for one prepared trace. Returns 0 when a decided result was
+ * written (or the trace was skipped); out->exit_code says pass (0), gate
+ * failed (1), generator refused (3), output error (4). Non-zero return:
+ * nothing decided (err filled). */
+int plena_replay_run(const struct plena_replay_item *it, const struct plena_replay_opts *o,
+                     struct plena_replay_outcome *out, struct plena_err *err);
+
+/* 5.6 shared_vs_routed object and 5.7 stage_derived routing tax from
+ * per-stage picoseconds (PLENA_STAGE_COUNT entries), summed in picoseconds
+ * and rounded once. */
+json_t *plena_replay_split_json(const uint64_t *stage_picos, uint64_t clock_ps,
+                                const char *routed_lowering);
+json_t *plena_replay_tax_json(const uint64_t *stage_picos, uint64_t clock_ps);
+
+/* Deletes leftover "*.tmp.*" files of an interrupted atomic write in dir (0.3). */
+void plena_replay_clean_tmp(const char *dir);
+
+#endif

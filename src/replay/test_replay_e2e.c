@@ -1,0 +1,363 @@
+/* End-to-end replays of the 1.9 example trace (H = I = 64, 8 experts top-2,
+ * shared gated 128) through generator, emulator and reference model
+ * (spec/traces-and-replay.md 5, 6; upstream defects 5, 6, 7, 9, 11, 12, 17,
+ * 18, 31): the numerical gate passes; zero weights are smoke only; one
+ * flipped output element or one altered INT SRAM id fails the gate with
+ * gate.passed false in the file; --overlap reports overlap_overlay; the
+ * split and the routing tax add up exactly from the stage profile; and a
+ * shared-only program has routed_picos = 0. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/fileio.h"
+#include "isa/stages.h"
+#include "replay/jsonw.h"
+#include "settings/settings.h"
+#include "replay/replay.h"
+#include "replay/result.h"
+
+static char g_tmp[64];
+static char g_settings[128];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/plena_replay_e2e_XXXXXX");
+    return mkdtemp(g_tmp) ? 0 : -1;
+}
+
+/* The shipped settings with a 16384-row VRAM: same timing, but the VRAM dump
+ * each run writes is 2 MiB instead of 512 MiB, which keeps the test fast. */
+static void write_small_settings(const char *path)
+{
+    const char *ref = plena_settings_reference_text();
+    const char *hit = strstr(ref, "[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE]\nvalue = 4194304\n");
+    assert_non_null(hit);
+    struct plena_buf b;
+    plena_buf_init(&b);
+    plena_buf_append(&b, ref, (size_t)(hit - ref));
+    plena_buf_puts(&b, "[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE]\nvalue = 16384\n");
+    plena_buf_puts(&b, hit + strlen("[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE]\nvalue = 4194304\n"));
+    assert_int_equal(plena_file_write_atomic(path, b.data, b.len, NULL), 0);
+    plena_buf_free(&b);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* prepares the example and replays it with o; returns the parsed result */
+static json_t *replay_example(struct plena_replay_opts *o, struct plena_replay_outcome *oc)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/src/trace/testdata/example_v2.json", PLENA_SOURCE_DIR);
+    char *bytes;
+    size_t len;
+    assert_int_equal(plena_file_read_all(path, &bytes, &len, NULL), 0);
+    o->out_dir = g_tmp;
+    snprintf(g_settings, sizeof g_settings, "%s/small.toml", g_tmp);
+    write_small_settings(g_settings);
+    o->settings_path = g_settings;
+    char sh[65];
+    assert_int_equal(plena_replay_settings_sha256(g_settings, sh, NULL), 0);
+    struct plena_replay_item it;
+    struct plena_trace_report rep;
+    plena_trace_report_init(&rep);
+    assert_int_equal(plena_replay_prepare(bytes, len, path, o, sh, &it, &rep, NULL), 0);
+    plena_trace_report_free(&rep);
+    plena_free(bytes);
+    struct plena_err err;
+    plena_err_clear(&err);
+    int rc = plena_replay_run(&it, o, oc, &err);
+    if (rc) fprintf(stderr, "replay: %s: %s\n", err.where, err.msg);
+    assert_int_equal(rc, 0);
+    char res[300];
+    snprintf(res, sizeof res, "%s/%s/results.json", g_tmp, it.dir_name);
+    plena_replay_item_free(&it);
+    json_t *r;
+    assert_int_equal(plena_replay_json_read_file(res, &r, NULL), 0);
+    return r;
+}
+
+static json_t *jget(json_t *r, const char *a, const char *b)
+{
+    return json_object_get(json_object_get(r, a), b);
+}
+
+static void test_example_passes_numerical_gate(void **state)
+{
+    (void)state;
+    struct plena_replay_opts o;
+    plena_replay_opts_default(&o);
+    struct plena_replay_outcome oc;
+    json_t *r = replay_example(&o, &oc);
+    assert_int_equal(oc.exit_code, 0);
+    assert_true(json_is_true(jget(r, "gate", "passed")));
+    assert_string_equal(json_string_value(jget(r, "gate", "kind")), "numerical");
+    assert_true(json_is_true(jget(r, "functional", "numerical")));
+    assert_int_equal(json_integer_value(jget(r, "functional", "mismatches")), 0);
+    assert_int_equal(json_integer_value(jget(r, "functional", "elements")), 4 * 64);
+    assert_true(json_is_true(jget(r, "summary", "functional_numerical_pass")));
+    assert_string_equal(json_string_value(jget(r, "summary", "issue_model")), "serial");
+    /* the example's weights are exact in fp16 and BF16 */
+    assert_true(json_number_value(jget(r, "functional", "route_weight_max_conversion_error")) ==
+                0.0);
+    /* 5 selected experts (0, 1, 3, 5, 6), 8 pairs */
+    assert_int_equal(json_integer_value(jget(r, "shape", "selected_expert_count")), 5);
+    assert_int_equal(json_integer_value(jget(r, "shape", "pair_count")), 8);
+    /* every `passed` in a passing result is true */
+    json_t *checks = jget(r, "gate", "checks");
+    for (size_t i = 0; i < json_array_size(checks); i++)
+        assert_true(json_is_true(json_object_get(json_array_get(checks, i), "passed")));
+
+    /* split and tax add up exactly from the stage profile (defect 18) */
+    char pp[300];
+    snprintf(pp, sizeof pp, "%s/example_e8k2_t4_l0/stage_profile.json", g_tmp);
+    json_t *prof;
+    assert_int_equal(plena_replay_json_read_file(pp, &prof, NULL), 0);
+    json_int_t total = json_integer_value(json_object_get(prof, "total_profiled_picos"));
+    json_t *sv = json_object_get(r, "shared_vs_routed");
+    assert_int_equal(json_integer_value(json_object_get(sv, "shared_picos")) +
+                         json_integer_value(json_object_get(sv, "routed_picos")) +
+                         json_integer_value(json_object_get(sv, "excluded_picos")),
+                     total);
+    const char *tax_stages[] = {"accumulator_init", "gather", "expert_weight_address",
+                                "expert_route_weight", "scatter_combine"};
+    json_int_t tax = 0;
+    for (size_t i = 0; i < 5; i++)
+        tax += json_integer_value(json_object_get(
+            json_object_get(json_object_get(prof, "stages"), tax_stages[i]), "wall_picos"));
+    assert_int_equal(json_integer_value(jget(r, "routing_tax", "routing_tax_picos")), tax);
+    assert_int_equal(json_array_size(json_object_get(r, "stages")), PLENA_STAGE_COUNT);
+    json_decref(prof);
+    /* dumps are gone without --keep-dumps; the decided result stays */
+    char vd[300];
+    snprintf(vd, sizeof vd, "%s/example_e8k2_t4_l0/vram_dump.bin", g_tmp);
+    assert_int_not_equal(access(vd, F_OK), 0);
+    json_decref(r);
+}
+
+static void test_zero_weights_are_smoke(void **state)
+{
+    (void)state;
+    struct plena_replay_opts o;
+    plena_replay_opts_default(&o);
+    o.weights = PLENA_REPLAY_W_ZERO;
+    struct plena_replay_outcome oc;
+    json_t *r = replay_example(&o, &oc);
+    assert_string_equal(json_string_value(jget(r, "gate", "kind")), "zero_input_smoke");
+    assert_string_equal(json_string_value(jget(r, "functional", "kind")), "zero_input_smoke");
+    assert_true(json_is_false(jget(r, "functional", "numerical")));
+    assert_true(json_is_null(jget(r, "summary", "functional_numerical_pass")));
+    json_decref(r);
+}
+
+/* flips the lowest mantissa bit of output row 0, column 0 in vram_dump.bin */
+static void flip_output(void *ctx, const char *dir)
+{
+    (void)ctx;
+    char p[4200];
+    snprintf(p, sizeof p, "%s/layout.json", dir);
+    json_t *l;
+    assert_int_equal(plena_replay_json_read_file(p, &l, NULL), 0);
+    json_t *ts = json_object_get(l, "tensors");
+    long long base = -1;
+    for (size_t i = 0; i < json_array_size(ts); i++) {
+        json_t *t = json_array_get(ts, i);
+        if (!strcmp(json_string_value(json_object_get(t, "name")), "acc"))
+            base = json_integer_value(json_object_get(t, "base"));
+    }
+    json_decref(l);
+    assert_true(base >= 0);
+    snprintf(p, sizeof p, "%s/vram_dump.bin", dir);
+    FILE *f = fopen(p, "r+b");
+    assert_non_null(f);
+    fseek(f, (long)(base * 2), SEEK_SET);
+    int b = fgetc(f);
+    fseek(f, (long)(base * 2), SEEK_SET);
+    fputc(b ^ 1, f);
+    fclose(f);
+}
+
+static void test_flipped_output_element_fails(void **state)
+{
+    (void)state;
+    struct plena_replay_opts o;
+    plena_replay_opts_default(&o);
+    o.after_run = flip_output;
+    struct plena_replay_outcome oc;
+    json_t *r = replay_example(&o, &oc);
+    assert_int_equal(oc.exit_code, 1);
+    assert_true(json_is_false(jget(r, "gate", "passed"))); /* decided false, in the file */
+    assert_int_equal(json_integer_value(jget(r, "functional", "mismatches")), 1);
+    assert_true(json_is_false(jget(r, "summary", "functional_numerical_pass")));
+    json_decref(r);
+}
+
+/* changes pair 5's expert id in int_sram.bin after generation */
+static void alter_id(void *ctx, const char *dir)
+{
+    (void)ctx;
+    char p[4200];
+    snprintf(p, sizeof p, "%s/layout.json", dir);
+    json_t *l;
+    assert_int_equal(plena_replay_json_read_file(p, &l, NULL), 0);
+    json_t *is = json_object_get(l, "int_sram");
+    long long at = json_integer_value(json_object_get(is, "int_base")) +
+                   json_integer_value(json_object_get(is, "ids_off")) + 5;
+    json_decref(l);
+    snprintf(p, sizeof p, "%s/int_sram.bin", dir);
+    FILE *f = fopen(p, "r+b");
+    assert_non_null(f);
+    fseek(f, (long)(at * 4), SEEK_SET);
+    fputc(4, f); /* the trace routes pair 5 (token 2, slot 1) to expert 3 */
+    fclose(f);
+}
+
+static void test_altered_id_fails_routing_integrity(void **state)
+{
+    (void)state;
+    struct plena_replay_opts o;
+    plena_replay_opts_default(&o);
+    o.after_generate = alter_id;
+    struct plena_replay_outcome oc;
+    json_t *r = replay_example(&o, &oc);
+    assert_int_equal(oc.exit_code, 1);
+    assert_true(json_is_false(jget(r, "gate", "passed")));
+    json_t *failed = jget(r, "gate", "failed");
+    int found = 0;
+    for (size_t i = 0; i < json_array_size(failed); i++)
+        found |= !strcmp(json_string_value(json_array_get(failed, i)), "routing_integrity");
+    assert_true(found);
+    json_decref(r);
+}
+
+static void test_overlap_issue_model(void **state)
+{
+    (void)state;
+    struct plena_replay_opts o;
+    plena_replay_opts_default(&o);
+    o.overlap = 1;
+    struct plena_replay_outcome oc;
+    json_t *r = replay_example(&o, &oc);
+    assert_string_equal(json_string_value(jget(r, "summary", "issue_model")), "overlap_overlay");
+    assert_true(json_is_integer(jget(r, "run", "hidden_prefetch_cycles")));
+    assert_true(json_integer_value(jget(r, "run", "sim_latency_cycles")) <=
+                json_integer_value(jget(r, "run", "serial_latency_cycles")));
+    json_decref(r);
+}
+
+/* defects 17 and 18: the split comes from stage names only, and picoseconds
+ * are summed before rounding once. A shared-only profile (no routed stage
+ * billed) gives routed_picos = 0; 1500 + 2500 + 1 ps of shared work at a
+ * 1000 ps clock is 5 cycles, not the 2 + 3 + 1 of per-stage rounding. */
+static void test_shared_only_split_and_rounding(void **state)
+{
+    (void)state;
+    uint64_t pic[PLENA_STAGE_COUNT] = {0};
+    pic[PLENA_STAGE_SHARED_EXPERT_PROJECTION] = 1500;
+    pic[PLENA_STAGE_SHARED_EXPERT_ACTIVATION] = 2500;
+    pic[PLENA_STAGE_SHARED_EXPERT_GATE] = 1;
+    pic[PLENA_STAGE_RESIDUAL_SETUP] = 700;
+    pic[PLENA_STAGE_ACCUMULATOR_INIT] = 300; /* combine: excluded, and routing tax */
+    pic[PLENA_STAGE_OTHER] = 10;
+    json_t *sv = plena_replay_split_json(pic, 1000, "none");
+    assert_int_equal(json_integer_value(json_object_get(sv, "routed_picos")), 0);
+    assert_int_equal(json_integer_value(json_object_get(sv, "shared_picos")), 4001);
+    assert_int_equal(json_integer_value(json_object_get(sv, "shared_cycles")), 5);
+    assert_int_equal(json_integer_value(json_object_get(sv, "excluded_picos")), 1010);
+    assert_int_equal(json_integer_value(json_object_get(sv, "combine_picos")), 300);
+    assert_int_equal(json_integer_value(json_object_get(sv, "residual_picos")), 700);
+    assert_int_equal(json_integer_value(json_object_get(sv, "other_picos")), 10);
+    assert_int_equal(json_integer_value(json_object_get(sv, "total_profiled_picos")), 5011);
+    assert_true(json_is_null(json_object_get(sv, "shared_to_routed_ratio")));
+    assert_true(json_number_value(json_object_get(sv, "shared_fraction")) == 1.0);
+    json_decref(sv);
+    json_t *tax = plena_replay_tax_json(pic, 1000);
+    assert_int_equal(json_integer_value(json_object_get(tax, "routing_tax_picos")), 300);
+    assert_int_equal(json_integer_value(json_object_get(tax, "routing_tax_cycles")), 1);
+    assert_true(json_is_null(json_object_get(tax, "delta_cycles")));
+    json_decref(tax);
+}
+
+/* defect 24: no dump in the build dir -> functional fails, no fallback */
+static void remove_dump(void *ctx, const char *dir)
+{
+    (void)ctx;
+    char p[4200];
+    snprintf(p, sizeof p, "%s/vram_dump.bin", dir);
+    assert_int_equal(unlink(p), 0);
+}
+
+static void test_missing_dump_fails(void **state)
+{
+    (void)state;
+    struct plena_replay_opts o;
+    plena_replay_opts_default(&o);
+    o.after_run = remove_dump;
+    struct plena_replay_outcome oc;
+    json_t *r = replay_example(&o, &oc);
+    assert_int_equal(oc.exit_code, 1);
+    assert_true(json_is_false(jget(r, "gate", "passed")));
+    json_t *checks = jget(r, "gate", "checks");
+    int seen = 0;
+    for (size_t i = 0; i < json_array_size(checks); i++) {
+        json_t *k = json_array_get(checks, i);
+        if (!strcmp(json_string_value(json_object_get(k, "name")), "functional")) {
+            seen = 1;
+            assert_true(json_is_false(json_object_get(k, "passed")));
+            assert_non_null(strstr(json_string_value(json_object_get(k, "detail")), "vram_dump"));
+        }
+    }
+    assert_true(seen);
+    json_decref(r);
+}
+
+/* 6.3: repeats run in distinct repeat/NN directories and agree */
+static void test_repeat_gate(void **state)
+{
+    (void)state;
+    struct plena_replay_opts o;
+    plena_replay_opts_default(&o);
+    o.repeat = 2;
+    struct plena_replay_outcome oc;
+    json_t *r = replay_example(&o, &oc);
+    assert_int_equal(oc.exit_code, 0);
+    assert_true(json_is_true(jget(r, "repeat", "passed")));
+    assert_int_equal(json_array_size(json_object_get(jget(r, "repeat", "series"), "output_sha256")),
+                     2);
+    for (int i = 1; i <= 2; i++) {
+        char p[300];
+        snprintf(p, sizeof p, "%s/example_e8k2_t4_l0/repeat/%02d/run_stats.json", g_tmp, i);
+        assert_int_equal(access(p, F_OK), 0);
+    }
+    json_decref(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_example_passes_numerical_gate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_zero_weights_are_smoke, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flipped_output_element_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_altered_id_fails_routing_integrity, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overlap_issue_model, setup, teardown),
+        cmocka_unit_test(test_shared_only_split_and_rounding),
+        cmocka_unit_test_setup_teardown(test_missing_dump_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_repeat_gate, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,186 @@
+/* Run-level exports (spec/traces-and-replay.md 5.8; upstream defects 19, 31):
+ * zero-row exports keep their headers, a result missing a field is an error
+ * naming the file, rows are sorted by the 5.8 key, directories without a
+ * result are listed as skipped, --passed-only filters failures, and a run
+ * without routing-tax figures gives an empty (null) cell, never a crash. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/fileio.h"
+#include "replay/export.h"
+#include "replay/jsonw.h"
+#include "replay/result.h"
+
+static char g_root[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(g_root, sizeof g_root, "/tmp/plena_export_XXXXXX");
+    return mkdtemp(g_root) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_root);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static char *slurp(const char *name)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s", g_root, name);
+    char *d;
+    size_t n;
+    if (plena_file_read_all(p, &d, &n, NULL)) return NULL;
+    return d;
+}
+
+/* a minimal complete result: every summary column present */
+static json_t *make_result(const char *id, const char *bench, int sample_index, int layer,
+                           int passed, const char *kind)
+{
+    json_t *s = json_object();
+    for (size_t i = 0; i < plena_replay_n_summary_cols; i++)
+        json_object_set_new(s, plena_replay_summary_cols[i], json_null());
+    json_object_set_new(s, "trace_id", json_string(id));
+    json_object_set_new(s, "benchmark", json_string(bench));
+    json_object_set_new(s, "sample_index", json_integer(sample_index));
+    json_object_set_new(s, "sample_id", json_string("s"));
+    json_object_set_new(s, "phase", json_string("prefill"));
+    json_object_set_new(s, "layer", json_integer(layer));
+    json_object_set_new(s, "gate_passed", json_boolean(passed));
+    json_object_set_new(s, "issue_model", json_string("serial"));
+    json_object_del(s, "result_path");
+    json_t *st = json_object();
+    for (size_t i = 1; i < plena_replay_n_stage_cols; i++)
+        json_object_set_new(st, plena_replay_stage_cols[i], json_integer(0));
+    json_object_set_new(st, "stage", json_string("gather"));
+    json_object_set_new(st, "branch", json_string("combine"));
+    json_t *tax = json_pack("{s:s,s:I,s:I,s:f}", "method", "stage_derived", "routing_tax_picos",
+                            (json_int_t)1500, "routing_tax_cycles", (json_int_t)2,
+                            "routing_tax_fraction", 0.25);
+    return json_pack("{s:i,s:s,s:o,s:[o],s:n,s:o,s:{s:b,s:s}}", "schema_version", 1, "result_kind",
+                     "plena.replay", "summary", s, "stages", st, "shared_vs_routed", "routing_tax",
+                     tax, "gate", "passed", passed, "kind", kind);
+}
+
+static void put_result(const char *dir, json_t *r)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s", g_root, dir);
+    mkdir(p, 0755);
+    assert_int_equal(plena_replay_result_publish(p, r, NULL), 0);
+    json_decref(r);
+}
+
+static void test_zero_rows_have_headers(void **state)
+{
+    (void)state;
+    struct plena_replay_export_counts c;
+    assert_int_equal(plena_replay_export(g_root, 0, &c, NULL), 0);
+    char *s = slurp("summary.csv");
+    assert_non_null(s);
+    assert_true(!strncmp(s, "trace_id,benchmark,model,sample_id,", 35));
+    assert_non_null(strstr(s, ",gate_passed,fingerprint,result_path\n"));
+    assert_int_equal(strchr(s, '\n')[1], 0); /* exactly one line */
+    plena_free(s);
+    s = slurp("routing_tax.csv");
+    assert_string_equal(s, "trace_id,method,routing_tax_picos,routing_tax_cycles,"
+                           "routing_tax_fraction,delta_cycles,delta_hbm_bytes_read,"
+                           "delta_hbm_bytes_written\n");
+    plena_free(s);
+    s = slurp("stages.csv");
+    assert_non_null(s);
+    plena_free(s);
+    s = slurp("shared_vs_routed.csv");
+    assert_true(!strncmp(s, "trace_id,benchmark,phase,layer,token_count,shared_picos,", 56));
+    plena_free(s);
+    json_t *j;
+    char p[256];
+    snprintf(p, sizeof p, "%s/replay_summary.json", g_root);
+    assert_int_equal(plena_replay_json_read_file(p, &j, NULL), 0);
+    assert_int_equal(json_array_size(json_object_get(j, "runs")), 0);
+    json_decref(j);
+}
+
+static void test_sorted_skipped_and_filtered(void **state)
+{
+    (void)state;
+    put_result("b_dir", make_result("t_b", "bench", 2, 0, 1, "numerical"));
+    put_result("a_dir", make_result("t_a", "bench", 10, 0, 0, "numerical"));
+    put_result("c_dir", make_result("t_c", "bench", 2, 1, 1, "zero_input_smoke"));
+    put_result("d_dir", make_result("t_d", "alpha", 99, 0, 1, "numerical"));
+    char p[256];
+    snprintf(p, sizeof p, "%s/empty_dir", g_root);
+    mkdir(p, 0755);
+    struct plena_replay_export_counts c;
+    assert_int_equal(plena_replay_export(g_root, 0, &c, NULL), 0);
+    assert_int_equal(c.passed_numerical, 2);
+    assert_int_equal(c.passed_smoke, 1);
+    assert_int_equal(c.failed, 1);
+    assert_int_equal(c.skipped, 1);
+    assert_int_equal(c.exported, 4);
+    char *s = slurp("summary.csv");
+    /* order: alpha first (benchmark), then sample_index 2 (layer 0, 1), then 10 */
+    char *a = strstr(s, "\nt_d,"), *b = strstr(s, "\nt_b,"), *cc = strstr(s, "\nt_c,"),
+         *d = strstr(s, "\nt_a,");
+    assert_true(a && b && cc && d && a < b && b < cc && cc < d);
+    assert_non_null(strstr(s, ",b_dir/results.json\n"));
+    plena_free(s);
+    s = slurp("routing_tax.csv");
+    assert_non_null(strstr(s, "\nt_b,stage_derived,1500,2,0.25,,,\n"));
+    plena_free(s);
+    s = slurp("replay_summary.json");
+    assert_non_null(strstr(s, "\"build_dir\": \"empty_dir\""));
+    plena_free(s);
+
+    assert_int_equal(plena_replay_export(g_root, 1, &c, NULL), 0);
+    assert_int_equal(c.exported, 3);
+    s = slurp("summary.csv");
+    assert_null(strstr(s, "\nt_a,"));
+    plena_free(s);
+}
+
+static void test_missing_field_names_file(void **state)
+{
+    (void)state;
+    json_t *r = make_result("t_x", "bench", 0, 0, 1, "numerical");
+    json_object_del(json_object_get(r, "summary"), "sim_latency_cycles");
+    put_result("x_dir", r);
+    struct plena_err e;
+    plena_err_clear(&e);
+    assert_int_equal(plena_replay_export(g_root, 0, NULL, &e), PLENA_E_INPUT);
+    assert_non_null(strstr(e.where, "x_dir/results.json"));
+    assert_non_null(strstr(e.msg, "summary.sim_latency_cycles"));
+
+    /* unknown schema version is an error too */
+    r = make_result("t_x", "bench", 0, 0, 1, "numerical");
+    json_object_set_new(r, "schema_version", json_integer(7));
+    put_result("x_dir", r);
+    plena_err_clear(&e);
+    assert_int_equal(plena_replay_export(g_root, 0, NULL, &e), PLENA_E_INPUT);
+    assert_non_null(strstr(e.msg, "schema_version"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_zero_rows_have_headers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sorted_skipped_and_filtered, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_field_names_file, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

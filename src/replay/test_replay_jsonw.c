@@ -1,0 +1,267 @@
+/* Writing rules of spec/traces-and-replay.md 0.3/0.4: number formatting,
+ * pretty and canonical JSON, SHA-256 of a canonical object (expected digests
+ * computed outside plena with `printf '%s' TEXT | sha256sum`), volatile keys
+ * at every depth, RFC 4180 CSV and the torn-tail JSONL append. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/fileio.h"
+#include "replay/jsonw.h"
+
+static void test_numbers(void **state)
+{
+    (void)state;
+    char b[64];
+    plena_replay_fmt_double(b, sizeof b, 0.1);
+    assert_string_equal(b, "0.1");
+    plena_replay_fmt_double(b, sizeof b, 1e21);
+    assert_string_equal(b, "1e+21");
+    plena_replay_fmt_double(b, sizeof b, 1.5);
+    assert_string_equal(b, "1.5");
+    plena_replay_fmt_double(b, sizeof b, 2.0);
+    assert_string_equal(b, "2");
+    plena_replay_fmt_double(b, sizeof b, 0.53125);
+    assert_string_equal(b, "0.53125");
+    plena_replay_fmt_double(b, sizeof b, 0.1 + 0.2); /* needs all 17 digits */
+    assert_string_equal(b, "0.30000000000000004");
+    plena_replay_fmt_double(b, sizeof b, 1.0 / 3.0); /* 16 digits read back */
+    assert_string_equal(b, "0.3333333333333333");
+    /* the literal 0.3 rule: p = 1 already reads back, so 100.0 is "1e+02"
+     * (the same rule the trace module uses, so hashes agree) */
+    plena_replay_fmt_double(b, sizeof b, 100.0);
+    assert_string_equal(b, "1e+02");
+    plena_replay_fmt_double(b, sizeof b, -0.0);
+    assert_string_equal(b, "-0");
+    /* binary32: 0.1f is 0.100000001490116..., shortest float form is "0.1",
+     * while the double form needs 9 digits */
+    plena_replay_fmt_float(b, sizeof b, 0.1f);
+    assert_string_equal(b, "0.1");
+    plena_replay_fmt_double(b, sizeof b, (double)0.1f);
+    assert_string_equal(b, "0.10000000149011612");
+    plena_replay_fmt_float(b, sizeof b, 1.0f / 3.0f);
+    assert_string_equal(b, "0.33333334"); /* numpy repr of float32(1/3) */
+    plena_replay_fmt_float(b, sizeof b, 0.375f);
+    assert_string_equal(b, "0.375");
+    plena_replay_fmt_float(b, sizeof b, 3.0f);
+    assert_string_equal(b, "3");
+}
+
+static char *render(const json_t *v, int pretty)
+{
+    struct plena_buf b;
+    plena_buf_init(&b);
+    int rc = pretty ? plena_replay_json_pretty(&b, v) : plena_replay_json_canonical(&b, v);
+    assert_int_equal(rc, 0);
+    plena_buf_append(&b, "", 1);
+    return b.data;
+}
+
+static void test_pretty_and_canonical(void **state)
+{
+    (void)state;
+    json_t *v = json_loads("{\"b\":1,\"a\":[1,2.0,\"x\"],\"c\":{\"z\":null,\"B\":true},"
+                           "\"d\":[{\"q\":1}],\"e\":[],\"f\":{}}",
+                           0, NULL);
+    assert_non_null(v);
+    char *p = render(v, 1);
+    const char *want = "{\n"
+                       "  \"a\": [1, 2, \"x\"],\n"
+                       "  \"b\": 1,\n"
+                       "  \"c\": {\n"
+                       "    \"B\": true,\n"
+                       "    \"z\": null\n"
+                       "  },\n"
+                       "  \"d\": [\n"
+                       "    {\n"
+                       "      \"q\": 1\n"
+                       "    }\n"
+                       "  ],\n"
+                       "  \"e\": [],\n"
+                       "  \"f\": {}\n"
+                       "}\n";
+    assert_string_equal(p, want);
+    plena_free(p);
+    char *c = render(v, 0);
+    assert_string_equal(
+        c, "{\"a\":[1,2,\"x\"],\"b\":1,\"c\":{\"B\":true,\"z\":null},\"d\":[{\"q\":1}],"
+           "\"e\":[],\"f\":{}}");
+    plena_free(c);
+    json_decref(v);
+
+    /* (jansson cannot hold a non-finite real: json_real() refuses it, so the
+     * writer never sees one) */
+}
+
+static void test_canonical_sha256(void **state)
+{
+    (void)state;
+    char hex[65];
+    /* canonical '{"a":[1,2],"b":1}' (sha256sum of that text) */
+    json_t *v = json_loads("{ \"b\" : 1, \"a\" : [ 1, 2 ] }", 0, NULL);
+    assert_int_equal(plena_replay_json_sha256(v, 0, hex, NULL), 0);
+    assert_string_equal(hex, "94a786c3662bc7beeb598efa7d8cb58d7bea25d6c275ea9785a0230ff1f8c2ba");
+    json_decref(v);
+    /* escapes: only " \ and control characters; numbers shortest:
+     * '{"k":"a\"b\\c\u0001","n":[0.1,1e+21,1.5,2,-3]}' */
+    v = json_pack("{s:s,s:[f,f,f,f,i]}", "k", "a\"b\\c\x01", "n", 0.1, 1e21, 1.5, 2.0, -3);
+    char *c = render(v, 0);
+    assert_string_equal(c, "{\"k\":\"a\\\"b\\\\c\\u0001\",\"n\":[0.1,1e+21,1.5,2,-3]}");
+    plena_free(c);
+    assert_int_equal(plena_replay_json_sha256(v, 0, hex, NULL), 0);
+    assert_string_equal(hex, "0d88aa01ef3e2e086d45aad5f8d99ea73f674446ea30159f339177ac605aea7d");
+    json_decref(v);
+    /* non-ASCII stays raw UTF-8 */
+    v = json_pack("{s:s}", "u", "\xc3\xa9");
+    c = render(v, 0);
+    assert_string_equal(c, "{\"u\":\"\xc3\xa9\"}");
+    plena_free(c);
+    json_decref(v);
+}
+
+static void test_volatile_keys(void **state)
+{
+    (void)state;
+    /* the table holds every key the spec lists (0.4 and run-stats 8.4) */
+    const char *must[] = {"build_dir",
+                          "command",
+                          "config_path",
+                          "cwd",
+                          "settings_path",
+                          "source_path",
+                          "result_path",
+                          "log_path",
+                          "stats_path",
+                          "profile_path",
+                          "created_at_utc",
+                          "started_at_utc",
+                          "ended_at_utc",
+                          "decided_at_utc",
+                          "updated_at_utc",
+                          "host_seconds",
+                          "host_wall_seconds",
+                          "worker",
+                          "worker_pid",
+                          "rank",
+                          "run_id",
+                          "hostname",
+                          "host_wall_time_seconds",
+                          "stage_profile_path",
+                          "threads"};
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+        assert_true(plena_replay_is_volatile_key(must[i]));
+    assert_false(plena_replay_is_volatile_key("passed"));
+    assert_false(plena_replay_is_volatile_key("fingerprint"));
+
+    json_t *a =
+        json_loads("{\"x\":1,\"host_seconds\":3.5,\"run\":{\"cwd\":\"/a\",\"y\":[{\"worker\""
+                   ":1,\"z\":2}]},\"gate\":{\"passed\":true,\"decided_at_utc\":\"t1\"}}",
+                   0, NULL);
+    json_t *b = json_loads("{\"x\":1,\"host_seconds\":9,\"run\":{\"cwd\":\"/b\",\"y\":[{\"worker\""
+                           ":7,\"z\":2}]},\"gate\":{\"passed\":true,\"decided_at_utc\":\"t2\"}}",
+                           0, NULL);
+    char ha[65], hb[65], hraw[65];
+    assert_int_equal(plena_replay_json_sha256(a, 1, ha, NULL), 0);
+    assert_int_equal(plena_replay_json_sha256(b, 1, hb, NULL), 0);
+    assert_string_equal(ha, hb);
+    assert_int_equal(plena_replay_json_sha256(a, 0, hraw, NULL), 0);
+    assert_string_not_equal(ha, hraw);
+    /* the source object is untouched by hashing */
+    assert_non_null(json_object_get(a, "host_seconds"));
+    plena_replay_strip_volatile(a);
+    char *c = render(a, 0);
+    assert_string_equal(c, "{\"gate\":{\"passed\":true},\"run\":{\"y\":[{\"z\":2}]},\"x\":1}");
+    plena_free(c);
+    json_decref(a);
+    json_decref(b);
+}
+
+static void test_csv(void **state)
+{
+    (void)state;
+    struct plena_csv c;
+    plena_csv_init(&c);
+    const char *cols[] = {"id", "note", "n", "ok", "empty"};
+    assert_int_equal(plena_csv_header(&c, cols, 5), 0);
+    assert_int_equal(plena_csv_cell_str(&c, "t0"), 0);
+    assert_int_equal(plena_csv_cell_str(&c, "a,\"b\"\nc"), 0);
+    json_t *r = json_real(0.1), *t = json_true(), *n = json_null();
+    assert_int_equal(plena_csv_cell_json(&c, r), 0);
+    assert_int_equal(plena_csv_cell_json(&c, t), 0);
+    assert_int_equal(plena_csv_cell_json(&c, n), 0);
+    assert_int_equal(plena_csv_end_row(&c), 0);
+    /* a short row is refused */
+    assert_int_equal(plena_csv_cell_str(&c, "x"), 0);
+    assert_int_equal(plena_csv_end_row(&c), -1);
+    plena_buf_append(&c.buf, "", 1);
+    assert_string_equal(c.buf.data, "id,note,n,ok,empty\nt0,\"a,\"\"b\"\"\nc\",0.1,true,\n"
+                                    "x");
+    json_decref(r);
+    json_decref(t);
+    json_decref(n);
+    plena_csv_free(&c);
+
+    /* zero rows: header only */
+    plena_csv_init(&c);
+    assert_int_equal(plena_csv_header(&c, cols, 5), 0);
+    plena_buf_append(&c.buf, "", 1);
+    assert_string_equal(c.buf.data, "id,note,n,ok,empty\n");
+    plena_csv_free(&c);
+}
+
+static void test_jsonl_torn_tail(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/plena_jsonw_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/m.jsonl", dir);
+    const char *pre = "{\"a\":1}\n{\"a\":2}\n{\"a\":3,\"b";
+    assert_int_equal(plena_file_write_atomic(path, pre, strlen(pre), NULL), 0);
+    int fd;
+    size_t torn = 0;
+    assert_int_equal(plena_jsonl_open(path, &fd, &torn, NULL), 0);
+    assert_int_equal(torn, strlen("{\"a\":3,\"b"));
+    json_t *rec = json_pack("{s:i,s:s}", "z", 4, "a", "x");
+    assert_int_equal(plena_jsonl_append(fd, rec, path, NULL), 0);
+    close(fd);
+    json_decref(rec);
+    char *data;
+    size_t len;
+    assert_int_equal(plena_file_read_all(path, &data, &len, NULL), 0);
+    assert_string_equal(data, "{\"a\":1}\n{\"a\":2}\n{\"a\":\"x\",\"z\":4}\n");
+    plena_free(data);
+    /* a clean file loses nothing; a file with no newline at all is all tail */
+    assert_int_equal(plena_jsonl_open(path, &fd, &torn, NULL), 0);
+    assert_int_equal(torn, 0);
+    close(fd);
+    assert_int_equal(plena_file_write_atomic(path, "{\"a\"", 4, NULL), 0);
+    assert_int_equal(plena_jsonl_open(path, &fd, &torn, NULL), 0);
+    assert_int_equal(torn, 4);
+    close(fd);
+    unlink(path);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_numbers),
+        cmocka_unit_test(test_pretty_and_canonical),
+        cmocka_unit_test(test_canonical_sha256),
+        cmocka_unit_test(test_volatile_keys),
+        cmocka_unit_test(test_csv),
+        cmocka_unit_test(test_jsonl_torn_tail),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
