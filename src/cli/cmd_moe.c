@@ -180,8 +180,9 @@ static int run_check(const struct plena_moe_build *b, const struct plena_setting
     /* the float64 id comparison needs test data with guaranteed logit gaps
      * (7.2); with random router weights a near-tie may legitimately differ,
      * so it is reported, and the ids are checked bit-exactly instead */
-    int ok = r.bit_exact && r.bound_ok && !(b->cfg.Is && b->cfg.gate == PLENA_SHARED_GATE_SIGMOID && r.numerical &&
-                           r.gate_saturated);
+    int ok =
+        r.bit_exact && r.bound_ok &&
+        !(b->cfg.Is && b->cfg.gate == PLENA_SHARED_GATE_SIGMOID && r.numerical && r.gate_saturated);
     printf("check: %s\n", ok ? "PASSED" : "FAILED");
     plena_moe_device_free(&d);
     return ok ? 0 : 1;

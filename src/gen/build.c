@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -536,7 +537,9 @@ static int write_hbm(struct plena_moe_build *b, const char *dir, struct plena_er
     int fd = mkstemp(tmpp);
     if (fd < 0) return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot create: %s", strerror(errno));
     int rc = 0;
-    if (ftruncate(fd, (off_t)b->hbm_size) != 0) rc = 1;
+    /* mkstemp creates 0600; the image is an ordinary result file */
+    if (fchmod(fd, 0644) != 0) rc = 1;
+    if (!rc && ftruncate(fd, (off_t)b->hbm_size) != 0) rc = 1;
     b->hbm_bytes_written = 0;
     for (size_t i = 0; i < b->n_hbm && !rc; i++) {
         const struct plena_hbm_region *r = &b->hbm[i];

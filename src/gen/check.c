@@ -349,6 +349,18 @@ void plena_moe_device_free(struct plena_moe_device *d)
     memset(d, 0, sizeof *d);
 }
 
+void plena_moe_count_stage_op(const struct plena_moe_build *b, const uint64_t *pc_count,
+                              uint64_t out[PLENA_STAGE_COUNT][64])
+{
+    memset(out, 0, sizeof(uint64_t) * PLENA_STAGE_COUNT * 64);
+    size_t pc = 0;
+    for (size_t i = 0; i < b->prog.n_items; i++) {
+        const struct plena_item *it = &b->prog.items[i];
+        if (it->kind != PLENA_ITEM_INSN) continue;
+        out[it->stage % PLENA_STAGE_COUNT][it->insn.op & 63] += pc_count[pc++];
+    }
+}
+
 /* ---- comparison ---- */
 
 int plena_moe_check(const struct plena_moe_build *b, const struct plena_moe_device *d,
@@ -418,10 +430,11 @@ int plena_moe_check(const struct plena_moe_build *b, const struct plena_moe_devi
     if ((rc = plena_moe_reference_f64(&rd.cfg, &rd.in, NULL, o64, k ? ids64 : NULL, err)))
         goto done;
     r->ids_f64_ok = 1;
-    if (rd.cfg.routing == PLENA_ROUTING_DEVICE)
-        for (size_t p = 0; p < np; p++)
-            if (ids64[p] != ids[p]) r->ids_f64_ok = 0;
-    if (k && (rc = plena_moe_reference_f64(&rd.cfg, &rd.in, ids, o64, NULL, err))) goto done;
+    for (size_t p = 0; p < np; p++)
+        if (ids64[p] != ids[p]) r->ids_f64_ok = 0;
+    /* recompute with the device ids only when the float64 selection differs */
+    if (k && !r->ids_f64_ok && (rc = plena_moe_reference_f64(&rd.cfg, &rd.in, ids, o64, NULL, err)))
+        goto done;
     r->rel_rms = plena_moe_rel_rms(&rd.cfg, &rd.in, dev, o64);
     /* zero weights or zero input: the maths is not exercised (traces 5.3
      * zero_input_smoke), the bound does not apply */

@@ -48,6 +48,11 @@ int plena_moe_emulate(const struct plena_moe_build *b, const struct plena_settin
                       const char *dir, struct plena_moe_device *d, struct plena_err *err);
 void plena_moe_device_free(struct plena_moe_device *d);
 
+/* Executed counts per (stage, opcode) from per-pc counts and the builder's
+ * per-instruction stage (test C1, bench/moe_costs). */
+void plena_moe_count_stage_op(const struct plena_moe_build *b, const uint64_t *pc_count,
+                              uint64_t out[PLENA_STAGE_COUNT][64]);
+
 struct plena_moe_check_result {
     uint64_t elements, mismatches, nan_count;
     int64_t first_mismatch; /* element index t*H + c, -1 when none */

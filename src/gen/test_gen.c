@@ -268,7 +268,7 @@ static void test_hbm_window(void **state)
 static void test_presets_validate(void **state)
 {
     (void)state;
-    assert_int_equal(plena_gen_preset_count(), 27);
+    assert_int_equal(plena_gen_preset_count(), 28); /* 14 full-size + 1 demo + 13 tiny */
     for (unsigned i = 0; i < plena_gen_preset_count(); i++) {
         const struct plena_moe_model *m = plena_gen_preset_at(i);
         struct plena_err err;

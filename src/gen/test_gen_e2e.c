@@ -258,6 +258,23 @@ static void test_s1(void **state)
     assert_true(a1_ok(&b, &d));
     assert_true(a2_ok(&b));
     note_union(&b);
+    /* the comparison itself: a sign flip (also +0 vs -0) is one mismatch,
+     * a NaN fails */
+    struct plena_moe_check_result r;
+    struct plena_err err;
+    d.out[5] ^= 0x8000;
+    assert_int_equal(plena_moe_check(&b, &d, &r, &err), 0);
+    assert_int_equal(r.mismatches, 1);
+    assert_false(r.bit_exact);
+    d.out[5] ^= 0x8000;
+    uint16_t keep = d.out[7];
+    d.out[7] = 0x7FC1;
+    assert_int_equal(plena_moe_check(&b, &d, &r, &err), 0);
+    assert_int_equal(r.nan_count, 1);
+    assert_false(r.bit_exact);
+    d.out[7] = keep;
+    assert_int_equal(plena_moe_check(&b, &d, &r, &err), 0);
+    assert_true(r.bit_exact);
     free_case(&b, &d);
 }
 
@@ -654,6 +671,118 @@ static void test_faults(void **state)
 }
 #endif
 
+/* C1: the M_MM / H_PREFETCH_M tables of 8.2 (H = I = I_s = 64, k = 2) */
+static void c1_row(const struct plena_settings *s, const char *preset, uint32_t T, int routed,
+                   uint64_t want_mm, uint64_t want_pf)
+{
+    struct plena_gen_machine m;
+    plena_gen_machine_from_settings(s, &m);
+    struct plena_moe_build_opts o;
+    plena_moe_build_opts_init(&o, plena_gen_preset_find(preset), &m, T);
+    o.weights = PLENA_MOE_WEIGHTS_ZERO;
+    o.cfg.residual = PLENA_RESIDUAL_NONE;
+    uint32_t ids[128];
+    float w[128];
+    if (routed) {
+        plena_moe_routing_balanced(T, o.cfg.E, o.cfg.k, ids, w);
+        o.fixed_ids = ids;
+        o.fixed_w = w;
+    }
+    struct plena_moe_build b;
+    struct plena_moe_device d;
+    struct plena_err err;
+    assert_int_equal(plena_moe_build_run(&o, &b, &err), 0);
+    assert_int_equal(plena_moe_emulate(&b, s, NULL, &d, &err), 0);
+    static uint64_t c[PLENA_STAGE_COUNT][64];
+    plena_moe_count_stage_op(&b, d.pc_count, c);
+    assert_int_equal(c[PLENA_STAGE_EXPERT_PROJECTION][PLENA_OP_M_MM] +
+                         c[PLENA_STAGE_SHARED_EXPERT_PROJECTION][PLENA_OP_M_MM],
+                     want_mm);
+    assert_int_equal(c[PLENA_STAGE_EXPERT_WEIGHT_PREFETCH][PLENA_OP_H_PREFETCH_M] +
+                         c[PLENA_STAGE_SHARED_EXPERT_PROJECTION][PLENA_OP_H_PREFETCH_M],
+                     want_pf);
+    for (int op = 0; op < 64; op++)
+        assert_int_equal(d.op_count[op], b.info.dyn_op[op]);
+    free_case(&b, &d);
+}
+
+static void test_c1(void **state)
+{
+    (void)state;
+    struct plena_settings s = g_set;
+    s.blen = 64;
+    static const uint32_t rt[4] = {1, 4, 16, 64};
+    for (int i = 0; i < 4; i++)
+        c1_row(&s, "tiny-fixed", rt[i], 1, 6ull * rt[i], 6ull * rt[i]);
+    static const uint32_t st[5] = {1, 4, 8, 16, 64};
+    for (int i = 0; i < 5; i++)
+        c1_row(&s, "tiny-ds-shared", st[i], 0, 3, 3);
+    s.blen = 4;
+    c1_row(&s, "tiny-fixed", 1, 1, 96, 6);
+    c1_row(&s, "tiny-fixed", 4, 1, 384, 24);
+    c1_row(&s, "tiny-fixed", 16, 1, 1536, 96);
+    c1_row(&s, "tiny-ds-shared", 1, 0, 48, 3);
+    c1_row(&s, "tiny-ds-shared", 8, 0, 96, 3);
+    c1_row(&s, "tiny-ds-shared", 64, 0, 768, 3);
+}
+
+/* the CLI: a checked small run, and the rejections of the brief */
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+    char cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    return st == -1 ? -1 : (st >> 8) & 0xFF;
+}
+
+static void test_cli(void **state)
+{
+    (void)state;
+    const char *bin = getenv("PLENA_BIN");
+    if (!bin || access(bin, X_OK) != 0) skip();
+    assert_int_equal(sh("'%s' moe --model tiny-ds-fused --tokens 2 --check --profile --out "
+                        "'%s/cli' >/dev/null",
+                        bin, g_tmp),
+                     0);
+    char p[500];
+    snprintf(p, sizeof p, "%s/cli/stage_profile.json", g_tmp);
+    assert_int_equal(access(p, R_OK), 0);
+    assert_int_not_equal(sh("'%s' moe --model no-such-model --tokens 2 --no-run --out '%s/x' "
+                            "2>/dev/null",
+                            bin, g_tmp),
+                         0);
+    assert_int_not_equal(
+        sh("'%s' moe --model tiny-fixed --tokens 0 --no-run --out '%s/x' 2>/dev/null", bin, g_tmp),
+        0);
+    FILE *f;
+    snprintf(p, sizeof p, "%s/k6.json", g_tmp);
+    assert_non_null(f = fopen(p, "w"));
+    fputs("{\"hidden_size\": 64, \"num_experts\": 4, \"num_experts_per_tok\": 6, "
+          "\"moe_intermediate_size\": 64}",
+          f);
+    fclose(f);
+    assert_int_not_equal(
+        sh("'%s' moe --model '%s' --tokens 2 --no-run --out '%s/x' 2>/dev/null", bin, p, g_tmp), 0);
+    snprintf(p, sizeof p, "%s/h96.json", g_tmp);
+    assert_non_null(f = fopen(p, "w"));
+    fputs("{\"hidden_size\": 96, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
+          "\"moe_intermediate_size\": 64}",
+          f);
+    fclose(f);
+    assert_int_not_equal(
+        sh("'%s' moe --model '%s' --tokens 2 --no-run --out '%s/x' 2>/dev/null", bin, p, g_tmp), 0);
+    /* a route trace of the wrong shape (E = 8 vs tiny-fixed's 16) */
+    assert_int_not_equal(sh("'%s' moe --model tiny-fixed --tokens 4 --routing "
+                            "'%s/src/trace/testdata/example_v2.json' --no-run --out '%s/x' "
+                            "2>/dev/null",
+                            bin, PLENA_SOURCE_DIR, g_tmp),
+                         0);
+}
+
 /* build directory: file set, sparse hbm.bin, --program-only set */
 static void test_build_dir(void **state)
 {
@@ -708,6 +837,7 @@ int main(void)
         cmocka_unit_test(test_r6),       cmocka_unit_test(test_r8),
         cmocka_unit_test(test_k1),       cmocka_unit_test(test_l1),
         cmocka_unit_test(test_a6_union), cmocka_unit_test(test_build_dir),
+        cmocka_unit_test(test_c1),       cmocka_unit_test(test_cli),
 #ifdef PLENA_TESTING
         cmocka_unit_test(test_faults),
 #endif
