@@ -231,7 +231,45 @@ int plena_campaign_report(const struct plena_campaign_set *s, const char *out_di
                           struct plena_err *err);
 
 /* ---- MPI (7.7) ---- */
-/* 1 when built with MPI. */
+/* 1 when built with MPI. Without it every function below returns
+ * PLENA_E_USAGE "built without MPI" (plena_campaign_mpi_finish returns code). */
 int plena_campaign_have_mpi(void);
+
+struct plena_campaign_mpi; /* opaque: ranks, the node communicator */
+struct plena_campaign_mpi_opts {
+    const char *scratch; /* parent of the rank-local scratch dirs; NULL = $TMPDIR or /tmp */
+    int shared_fs;       /* ranks write straight into out_dir, send only completions */
+};
+
+/* MPI_Init (only when asked for: the same binary runs without mpirun) and the
+ * shared-memory split of 7.5. */
+int plena_campaign_mpi_init(struct plena_campaign_mpi **m, struct plena_err *err);
+int plena_campaign_mpi_rank(const struct plena_campaign_mpi *m);
+int plena_campaign_mpi_size(const struct plena_campaign_mpi *m);
+/* Collective: rank 0's values to every rank (buf[n-1] ends the string). */
+void plena_campaign_mpi_bcast_ints(struct plena_campaign_mpi *m, int64_t *v, size_t n);
+void plena_campaign_mpi_bcast_str(struct plena_campaign_mpi *m, char *buf, size_t n);
+/* Collective: the worst (largest) exit code over the ranks; frees m and
+ * finalizes MPI. Every rank exits with the returned code. */
+int plena_campaign_mpi_finish(struct plena_campaign_mpi *m, int code);
+
+/* Collective campaign run: rank 0 passes the set (others NULL) and computes
+ * the resume state, broadcasts the unfinished traces in cost order, item k
+ * runs on rank k mod R with the node's width divided by the ranks on the
+ * node; rank 0 writes every result, the manifest and the rest (single
+ * writer). On rank 0 *sum is the campaign's; elsewhere only interrupted and
+ * exit_code (0 or 5) are set. A failure on rank 0 before the broadcast is
+ * returned there; the other ranks then return 0. */
+int plena_campaign_run_mpi(struct plena_campaign_mpi *m, const struct plena_campaign_set *s,
+                           const struct plena_campaign_run_opts *o,
+                           const struct plena_campaign_mpi_opts *mo,
+                           struct plena_campaign_run_summary *sum, struct plena_err *err);
+/* Collective determinism gate: the serial pass on rank 0, the parallel pass
+ * (J workers in total) sharded over the ranks and gathered by rank 0, which
+ * alone compares and writes determinism.json. *sum is meaningful on rank 0. */
+int plena_campaign_determinism_mpi(struct plena_campaign_mpi *m, const struct plena_campaign_set *s,
+                                   const struct plena_campaign_det_opts *o,
+                                   const struct plena_campaign_mpi_opts *mo,
+                                   struct plena_campaign_det_summary *sum, struct plena_err *err);
 
 #endif

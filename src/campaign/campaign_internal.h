@@ -48,4 +48,67 @@ int plena_campaign_job_init(struct plena_campaign_job *j, const struct plena_cam
 int plena_campaign_result_state(const char *root, const char *dir, const char *fingerprint,
                                 json_t **res);
 
+/* ---- the run's coordinator state (run.c), shared with mpi.c so rank 0
+ * logs remote completions through the same code as local ones ---- */
+struct plena_campaign_run_ctx {
+    const struct plena_campaign_set *s;
+    const struct plena_campaign_run_opts *o;
+    struct plena_campaign_run_summary *sum;
+    char replay_root[4200];
+    char manifest_path[4200], failures_path[4200], progress_path[4200];
+    int manifest_fd, failures_fd;
+    unsigned *prior_attempts; /* per set index: failed/errored attempts counted */
+    char run_id[64], started[32];
+    struct plena_campaign_progress p;
+    double t_first; /* first dispatch, 0 before */
+    double t_tick;  /* last periodic progress callback */
+    struct plena_err *err;
+    int io_failed;
+    size_t last_done;
+    struct plena_campaign_job *jobs; /* the queue: unfinished traces in cost order */
+    size_t n_queue;
+};
+
+/* Setup, resume state (7.6) and the queue; on error everything is freed. */
+int plena_campaign_run_begin(struct plena_campaign_run_ctx *c, const struct plena_campaign_set *s,
+                             const struct plena_campaign_run_opts *o,
+                             struct plena_campaign_run_summary *sum, struct plena_err *err);
+/* Pool callbacks: `done` judges the result in c->replay_root and logs the
+ * attempt (manifest, failures); `tick` updates progress. ctx is the run ctx. */
+void plena_campaign_run_done(void *ctx, struct plena_campaign_job *j);
+void plena_campaign_run_tick(void *ctx, size_t n_running, size_t n_dispatched);
+int plena_campaign_run_probe_record(struct plena_campaign_run_ctx *c,
+                                    const struct plena_campaign_job *pj, struct plena_err *err);
+/* Final progress, exports, status and the summary's exit code. */
+int plena_campaign_run_end(struct plena_campaign_run_ctx *c, int interrupted,
+                           struct plena_err *err);
+void plena_campaign_run_free(struct plena_campaign_run_ctx *c);
+/* width.json; extra (may be NULL) is merged in (the MPI fields). */
+int plena_campaign_write_width(const char *out_dir, const struct plena_campaign_width *w,
+                               const json_t *extra, struct plena_err *err);
+
+/* ---- determinism gate pieces (determinism.c), shared with mpi.c ---- */
+struct plena_campaign_det_plan {
+    size_t *pick; /* set indices of the subset, canonical order */
+    size_t n;
+    unsigned width; /* J of 7.4 */
+    char serial[4300], parallel[4300];
+};
+/* Subset, J, fresh serial/ and parallel/ directories. */
+int plena_campaign_det_begin(const struct plena_campaign_set *s,
+                             const struct plena_campaign_det_opts *o,
+                             struct plena_campaign_det_plan *pl, struct plena_err *err);
+/* The serial pass (width 1) into pl->serial. */
+int plena_campaign_det_serial(const struct plena_campaign_set *s,
+                              const struct plena_campaign_det_opts *o,
+                              const struct plena_campaign_det_plan *pl, int *interrupted,
+                              struct plena_err *err);
+/* Compares serial/ with parallel/ and writes determinism.json (extra, may be
+ * NULL, merged in). */
+int plena_campaign_det_verdict(const struct plena_campaign_set *s,
+                               const struct plena_campaign_det_opts *o,
+                               const struct plena_campaign_det_plan *pl, const json_t *extra,
+                               struct plena_campaign_det_summary *sum, struct plena_err *err);
+void plena_campaign_det_plan_free(struct plena_campaign_det_plan *pl);
+
 #endif

@@ -55,19 +55,23 @@ static void det_done(void *ctx, struct plena_campaign_job *j)
     (void)j;
 }
 
-int plena_campaign_determinism(const struct plena_campaign_set *s,
-                               const struct plena_campaign_det_opts *o,
-                               struct plena_campaign_det_summary *sum, struct plena_err *err)
+void plena_campaign_det_plan_free(struct plena_campaign_det_plan *pl)
 {
-    memset(sum, 0, sizeof *sum);
+    plena_free(pl->pick);
+    pl->pick = NULL;
+}
+
+int plena_campaign_det_begin(const struct plena_campaign_set *s,
+                             const struct plena_campaign_det_opts *o,
+                             struct plena_campaign_det_plan *pl, struct plena_err *err)
+{
+    memset(pl, 0, sizeof *pl);
     unsigned K = o->samples ? o->samples : 20;
     /* subset: first K distinct (benchmark, sample_id), all their traces */
-    size_t *pick = plena_calloc(s->n ? s->n : 1, sizeof *pick);
+    pl->pick = plena_calloc(s->n ? s->n : 1, sizeof *pl->pick);
     size_t *firsts = plena_calloc(s->n ? s->n : 1, sizeof *firsts);
-    struct plena_campaign_job *jobs = plena_calloc(2 * (s->n ? s->n : 1), sizeof *jobs);
-    json_t *comps = json_array(), *rep = NULL;
     int rc = 0;
-    if (!pick || !firsts || !jobs || !comps) {
+    if (!pl->pick || !firsts) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, "determinism", "out of memory");
         goto out;
     }
@@ -84,40 +88,67 @@ int plena_campaign_determinism(const struct plena_campaign_set *s,
             if (n_units == K) continue;
             firsts[n_units++] = i;
         }
-        pick[n++] = i;
+        pl->pick[n++] = i;
     }
-    sum->trace_count = n;
+    pl->n = n;
     unsigned J = o->jobs < 4 ? o->jobs : 4;
     if (J < 2) J = 2;
     if (J > n) J = (unsigned)(n ? n : 1);
-    sum->parallel_width = J;
-
-    char base[4200], serial[4300], parallel[4300];
+    pl->width = J;
+    char base[4200];
     snprintf(base, sizeof base, "%s/determinism", o->out_dir);
-    snprintf(serial, sizeof serial, "%s/serial", base);
-    snprintf(parallel, sizeof parallel, "%s/parallel", base);
-    if ((rc = fresh_dir(serial, err)) || (rc = fresh_dir(parallel, err))) goto out;
-    int intr = 0;
-    for (size_t k = 0; k < n && !rc; k++) {
-        rc = plena_campaign_job_init(&jobs[k], &s->v[pick[k]], pick[k], o->out_dir, serial, err);
-        if (!rc)
-            rc = plena_campaign_job_init(&jobs[n + k], &s->v[pick[k]], pick[k], o->out_dir,
-                                         parallel, err);
-    }
+    snprintf(pl->serial, sizeof pl->serial, "%s/serial", base);
+    snprintf(pl->parallel, sizeof pl->parallel, "%s/parallel", base);
+    if ((rc = fresh_dir(pl->serial, err)) || (rc = fresh_dir(pl->parallel, err))) goto out;
+out:
+    plena_free(firsts);
+    if (rc) plena_campaign_det_plan_free(pl);
+    return rc;
+}
+
+/* Jobs of the subset rooted at `root`, in canonical order. */
+static int det_jobs(const struct plena_campaign_set *s, const struct plena_campaign_det_opts *o,
+                    const struct plena_campaign_det_plan *pl, const char *root,
+                    struct plena_campaign_job **jobs, struct plena_err *err)
+{
+    *jobs = plena_calloc(pl->n ? pl->n : 1, sizeof **jobs);
+    if (!*jobs) return PLENA_FAIL(err, PLENA_E_NOMEM, "determinism", "out of memory");
+    int rc = 0;
+    for (size_t k = 0; k < pl->n && !rc; k++)
+        rc = plena_campaign_job_init(&(*jobs)[k], &s->v[pl->pick[k]], pl->pick[k], o->out_dir, root,
+                                     err);
+    return rc;
+}
+
+int plena_campaign_det_serial(const struct plena_campaign_set *s,
+                              const struct plena_campaign_det_opts *o,
+                              const struct plena_campaign_det_plan *pl, int *interrupted,
+                              struct plena_err *err)
+{
+    struct plena_campaign_job *jobs = NULL;
+    int rc = det_jobs(s, o, pl, pl->serial, &jobs, err);
     if (!rc)
-        rc = plena_campaign_pool(&o->worker, jobs, n, 1, o->stop, det_done, NULL, NULL, &intr, err);
-    if (!rc && !intr)
-        rc = plena_campaign_pool(&o->worker, jobs + n, n, J, o->stop, det_done, NULL, NULL, &intr,
-                                 err);
-    if (rc) goto out;
-    if (intr) {
-        sum->interrupted = 1;
-        snprintf(sum->status, sizeof sum->status, "failed");
-        goto out; /* no verdict written: the gate did not complete */
-    }
+        rc = plena_campaign_pool(&o->worker, jobs, pl->n, 1, o->stop, det_done, NULL, NULL,
+                                 interrupted, err);
+    plena_free(jobs);
+    return rc;
+}
+
+int plena_campaign_det_verdict(const struct plena_campaign_set *s,
+                               const struct plena_campaign_det_opts *o,
+                               const struct plena_campaign_det_plan *pl, const json_t *extra,
+                               struct plena_campaign_det_summary *sum, struct plena_err *err)
+{
+    const char *serial = pl->serial, *parallel = pl->parallel;
+    size_t n = pl->n;
+    unsigned J = pl->width;
+    sum->trace_count = n;
+    sum->parallel_width = J;
+    json_t *comps = json_array(), *rep = NULL;
+    if (!comps) return PLENA_FAIL(err, PLENA_E_NOMEM, "determinism", "out of memory");
     static const char *const files[] = {PLENA_REPLAY_RESULT_FILE, "stage_profile.json"};
     for (size_t k = 0; k < n; k++) {
-        const struct plena_campaign_trace *t = &s->v[pick[k]];
+        const struct plena_campaign_trace *t = &s->v[pl->pick[k]];
         json_t *jf = json_array();
         int all = 1;
         for (size_t f = 0; f < 2; f++) {
@@ -149,16 +180,45 @@ int plena_campaign_determinism(const struct plena_campaign_set *s,
                     "config_fingerprint", o->config_fingerprint, "trace_count", (json_int_t)n,
                     "parallel_width", (json_int_t)J, "comparisons", comps, "mismatches",
                     (json_int_t)sum->mismatches);
-    char p[4300];
-    snprintf(p, sizeof p, "%s/determinism.json", o->out_dir);
-    rc = plena_replay_json_write_file(rep, p, err);
-out:
+    int rc;
+    if (!rep)
+        rc = PLENA_FAIL(err, PLENA_E_NOMEM, "determinism", "out of memory");
+    else {
+        if (extra) json_object_update(rep, (json_t *)extra);
+        char p[4300];
+        snprintf(p, sizeof p, "%s/determinism.json", o->out_dir);
+        rc = plena_replay_json_write_file(rep, p, err);
+    }
     json_decref(rep);
     json_decref(comps);
-    plena_free(pick);
-    plena_free(firsts);
-    plena_free(jobs);
     return rc;
+}
+
+int plena_campaign_determinism(const struct plena_campaign_set *s,
+                               const struct plena_campaign_det_opts *o,
+                               struct plena_campaign_det_summary *sum, struct plena_err *err)
+{
+    memset(sum, 0, sizeof *sum);
+    struct plena_campaign_det_plan pl;
+    int rc = plena_campaign_det_begin(s, o, &pl, err);
+    if (rc) return rc;
+    sum->trace_count = pl.n;
+    sum->parallel_width = pl.width;
+    struct plena_campaign_job *jobs = NULL;
+    int intr = 0;
+    rc = plena_campaign_det_serial(s, o, &pl, &intr, err);
+    if (!rc && !intr) rc = det_jobs(s, o, &pl, pl.parallel, &jobs, err);
+    if (!rc && !intr)
+        rc = plena_campaign_pool(&o->worker, jobs, pl.n, pl.width, o->stop, det_done, NULL, NULL,
+                                 &intr, err);
+    if (!rc && intr) {
+        sum->interrupted = 1;
+        snprintf(sum->status, sizeof sum->status, "failed");
+    } else if (!rc)
+        rc = plena_campaign_det_verdict(s, o, &pl, NULL, sum, err);
+    plena_free(jobs);
+    plena_campaign_det_plan_free(&pl);
+    return rc; /* interrupted: no verdict written, the gate did not complete */
 }
 
 int plena_campaign_determinism_check(const char *out_dir, const char *config_fingerprint,

@@ -449,10 +449,3 @@ out:
     plena_buf_free(&md);
     return rc;
 }
-
-#ifndef PLENA_HAVE_MPI
-int plena_campaign_have_mpi(void)
-{
-    return 0;
-}
-#endif

@@ -142,24 +142,7 @@ int plena_campaign_manifest_read(const char *path, int truncate, json_t **lines,
 }
 
 /* ---- run ---- */
-struct run_ctx {
-    const struct plena_campaign_set *s;
-    const struct plena_campaign_run_opts *o;
-    struct plena_campaign_run_summary *sum;
-    char replay_root[4200];
-    char manifest_path[4200], failures_path[4200], progress_path[4200];
-    int manifest_fd, failures_fd;
-    unsigned *prior_attempts; /* per set index: failed/errored attempts counted */
-    char run_id[64], started[32];
-    struct plena_campaign_progress p;
-    double t_first; /* first dispatch, 0 before */
-    double t_tick;  /* last periodic progress callback */
-    struct plena_err *err;
-    int io_failed;
-    size_t last_done;
-};
-
-static void progress_fill(struct run_ctx *c, size_t running)
+static void progress_fill(struct plena_campaign_run_ctx *c, size_t running)
 {
     struct plena_campaign_progress *p = &c->p;
     p->running = running;
@@ -171,7 +154,7 @@ static void progress_fill(struct run_ctx *c, size_t running)
     p->eta = p->rate > 0 ? (double)p->remaining / p->rate : -1;
 }
 
-static void write_progress(struct run_ctx *c)
+static void write_progress(struct plena_campaign_run_ctx *c)
 {
     char now[32];
     utc_now(now);
@@ -189,9 +172,9 @@ static void write_progress(struct run_ctx *c)
     json_decref(j);
 }
 
-static int manifest_line(struct run_ctx *c, const struct plena_campaign_trace *t, unsigned attempt,
-                         const char *status, const json_t *res, int exit_code, int recovered,
-                         const char *error, double host_seconds, int worker)
+static int manifest_line(struct plena_campaign_run_ctx *c, const struct plena_campaign_trace *t,
+                         unsigned attempt, const char *status, const json_t *res, int exit_code,
+                         int recovered, const char *error, double host_seconds, int worker)
 {
     const json_t *gp = json_object_get(json_object_get(res, "gate"), "passed");
     const json_t *cyc = json_object_get(json_object_get(res, "run"), "sim_latency_cycles");
@@ -218,8 +201,8 @@ static int manifest_line(struct run_ctx *c, const struct plena_campaign_trace *t
     return rc;
 }
 
-static void failure_line(struct run_ctx *c, const struct plena_campaign_job *j, unsigned attempt,
-                         const json_t *res)
+static void failure_line(struct plena_campaign_run_ctx *c, const struct plena_campaign_job *j,
+                         unsigned attempt, const json_t *res)
 {
     json_t *failed = json_array();
     const json_t *f = json_object_get(json_object_get(res, "gate"), "failed");
@@ -235,9 +218,9 @@ static void failure_line(struct run_ctx *c, const struct plena_campaign_job *j, 
     json_decref(l);
 }
 
-static void on_done(void *ctx, struct plena_campaign_job *j)
+void plena_campaign_run_done(void *ctx, struct plena_campaign_job *j)
 {
-    struct run_ctx *c = ctx;
+    struct plena_campaign_run_ctx *c = ctx;
     const struct plena_campaign_trace *t = &c->s->v[j->trace];
     json_t *res = NULL;
     int st = plena_campaign_result_state(c->replay_root, j->dir_name, j->fingerprint, &res);
@@ -273,9 +256,9 @@ static void on_done(void *ctx, struct plena_campaign_job *j)
     json_decref(res);
 }
 
-static void run_tick(void *ctx, size_t n_running, size_t n_dispatched)
+void plena_campaign_run_tick(void *ctx, size_t n_running, size_t n_dispatched)
 {
-    struct run_ctx *c = ctx;
+    struct plena_campaign_run_ctx *c = ctx;
     (void)n_dispatched;
     if (c->t_first <= 0) c->t_first = plena_campaign_now();
     progress_fill(c, n_running);
@@ -306,8 +289,8 @@ static int write_status(const char *out_dir, const char *action, const char *sta
     return rc;
 }
 
-static int write_width(const char *out_dir, const struct plena_campaign_width *w,
-                       struct plena_err *err)
+int plena_campaign_write_width(const char *out_dir, const struct plena_campaign_width *w,
+                               const json_t *extra, struct plena_err *err)
 {
     char p[4200];
     int rc = jpath(p, sizeof p, out_dir, "width.json", err);
@@ -318,59 +301,73 @@ static int write_width(const char *out_dir, const struct plena_campaign_width *w
         w->mem_available_kb >= 0 ? json_integer(w->mem_available_kb) : json_null(), "rss_probe_kb",
         w->rss_probe_kb >= 0 ? json_integer(w->rss_probe_kb) : json_null(), "memory_fraction",
         w->memory_fraction);
+    if (!j) return PLENA_FAIL(err, PLENA_E_NOMEM, p, "out of memory");
+    if (extra) json_object_update(j, (json_t *)extra);
     rc = plena_replay_json_write_file(j, p, err);
     json_decref(j);
     return rc;
 }
 
-int plena_campaign_run(const struct plena_campaign_set *s, const struct plena_campaign_run_opts *o,
-                       struct plena_campaign_run_summary *sum, struct plena_err *err)
+void plena_campaign_run_free(struct plena_campaign_run_ctx *c)
+{
+    if (c->manifest_fd >= 0) close(c->manifest_fd);
+    if (c->failures_fd >= 0) close(c->failures_fd);
+    c->manifest_fd = c->failures_fd = -1;
+    plena_free(c->prior_attempts);
+    plena_free(c->jobs);
+    c->prior_attempts = NULL;
+    c->jobs = NULL;
+}
+
+int plena_campaign_run_begin(struct plena_campaign_run_ctx *c, const struct plena_campaign_set *s,
+                             const struct plena_campaign_run_opts *o,
+                             struct plena_campaign_run_summary *sum, struct plena_err *err)
 {
     memset(sum, 0, sizeof *sum);
-    struct run_ctx c;
-    memset(&c, 0, sizeof c);
-    c.s = s;
-    c.o = o;
-    c.sum = sum;
-    c.err = err;
-    c.manifest_fd = c.failures_fd = -1;
-    c.last_done = (size_t)-1;
-    sum->total = c.p.total = s->n;
+    memset(c, 0, sizeof *c);
+    c->s = s;
+    c->o = o;
+    c->sum = sum;
+    c->err = err;
+    c->manifest_fd = c->failures_fd = -1;
+    c->last_done = (size_t)-1;
+    sum->total = c->p.total = s->n;
     size_t *order = plena_calloc(s->n ? s->n : 1, sizeof *order);
-    c.prior_attempts = plena_calloc(s->n ? s->n : 1, sizeof *c.prior_attempts);
-    struct plena_campaign_job *jobs = plena_calloc(s->n ? s->n : 1, sizeof *jobs);
+    c->prior_attempts = plena_calloc(s->n ? s->n : 1, sizeof *c->prior_attempts);
+    c->jobs = plena_calloc(s->n ? s->n : 1, sizeof *c->jobs);
     json_t *lines = NULL;
+    unsigned char *has_passed = NULL;
     int rc = 0;
-    if (!order || !c.prior_attempts || !jobs) {
+    if (!order || !c->prior_attempts || !c->jobs) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, "campaign", "out of memory");
         goto out;
     }
     if ((rc = plena_mkdir_p(o->out_dir, err))) goto out;
-    if ((rc = jpath(c.replay_root, sizeof c.replay_root, o->out_dir, "replay", err))) goto out;
-    if ((rc = plena_mkdir_p(c.replay_root, err))) goto out;
+    if ((rc = jpath(c->replay_root, sizeof c->replay_root, o->out_dir, "replay", err))) goto out;
+    if ((rc = plena_mkdir_p(c->replay_root, err))) goto out;
     plena_replay_clean_tmp(o->out_dir);
-    plena_replay_clean_tmp(c.replay_root);
-    jpath(c.manifest_path, sizeof c.manifest_path, o->out_dir, "manifest.jsonl", err);
-    jpath(c.failures_path, sizeof c.failures_path, o->out_dir, "failures.jsonl", err);
-    jpath(c.progress_path, sizeof c.progress_path, o->out_dir, "progress.json", err);
+    plena_replay_clean_tmp(c->replay_root);
+    jpath(c->manifest_path, sizeof c->manifest_path, o->out_dir, "manifest.jsonl", err);
+    jpath(c->failures_path, sizeof c->failures_path, o->out_dir, "failures.jsonl", err);
+    jpath(c->progress_path, sizeof c->progress_path, o->out_dir, "progress.json", err);
     {
         time_t now = time(NULL);
         struct tm tm;
         gmtime_r(&now, &tm);
-        snprintf(c.run_id, sizeof c.run_id, "%04d%02d%02dT%02d%02d%02dZ-%ld", tm.tm_year + 1900,
+        snprintf(c->run_id, sizeof c->run_id, "%04d%02d%02dT%02d%02d%02dZ-%ld", tm.tm_year + 1900,
                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (long)getpid());
-        utc_now(c.started);
+        utc_now(c->started);
     }
     if ((rc = write_status(o->out_dir, "run", "running", o->determinism_state, err))) goto out;
 
     /* resume state from the manifest (7.6) */
-    if ((rc = plena_campaign_manifest_read(c.manifest_path, 1, &lines, &sum->torn_manifest_bytes,
+    if ((rc = plena_campaign_manifest_read(c->manifest_path, 1, &lines, &sum->torn_manifest_bytes,
                                            err)))
         goto out;
     size_t tf;
-    if ((rc = plena_jsonl_open(c.manifest_path, &c.manifest_fd, &tf, err))) goto out;
-    if ((rc = plena_jsonl_open(c.failures_path, &c.failures_fd, &tf, err))) goto out;
-    unsigned char *has_passed = plena_calloc(s->n ? s->n : 1, 1);
+    if ((rc = plena_jsonl_open(c->manifest_path, &c->manifest_fd, &tf, err))) goto out;
+    if ((rc = plena_jsonl_open(c->failures_path, &c->failures_fd, &tf, err))) goto out;
+    has_passed = plena_calloc(s->n ? s->n : 1, 1);
     if (!has_passed) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, "campaign", "out of memory");
         goto out;
@@ -388,43 +385,93 @@ int plena_campaign_run(const struct plena_campaign_set *s, const struct plena_ca
             if (stt && !strcmp(stt, "passed"))
                 has_passed[i] = 1;
             else if (!o->reset_attempts)
-                c.prior_attempts[i]++;
+                c->prior_attempts[i]++;
             break;
         }
     }
     plena_campaign_cost_order(s, order);
-    size_t n_queue = 0;
     unsigned max_att = o->max_attempts ? o->max_attempts : 3;
     for (size_t k = 0; k < s->n && !rc; k++) {
         size_t i = order[k];
         const struct plena_campaign_trace *t = &s->v[i];
-        int stt =
-            plena_campaign_result_state(c.replay_root, t->item.dir_name, t->item.fingerprint, NULL);
+        int stt = plena_campaign_result_state(c->replay_root, t->item.dir_name, t->item.fingerprint,
+                                              NULL);
         if (stt > 0) {
-            c.p.skipped_existing++;
-            c.p.passed++;
+            c->p.skipped_existing++;
+            c->p.passed++;
             sum->skipped_existing++;
             sum->passed++;
             if (!has_passed[i]) { /* finished before a crash: log it once */
                 json_t *res = NULL;
-                plena_campaign_result_state(c.replay_root, t->item.dir_name, t->item.fingerprint,
+                plena_campaign_result_state(c->replay_root, t->item.dir_name, t->item.fingerprint,
                                             &res);
                 rc =
-                    manifest_line(&c, t, c.prior_attempts[i] + 1, "passed", res, 0, 1, NULL, 0, -1);
+                    manifest_line(c, t, c->prior_attempts[i] + 1, "passed", res, 0, 1, NULL, 0, -1);
                 json_decref(res);
                 sum->recovered++;
             }
             continue;
         }
-        if (c.prior_attempts[i] >= max_att) {
-            c.p.given_up++;
+        if (c->prior_attempts[i] >= max_att) {
+            c->p.given_up++;
             sum->given_up++;
             continue;
         }
-        rc = plena_campaign_job_init(&jobs[n_queue++], t, i, o->out_dir, c.replay_root, err);
+        rc = plena_campaign_job_init(&c->jobs[c->n_queue++], t, i, o->out_dir, c->replay_root, err);
     }
+out:
     plena_free(has_passed);
-    if (rc) goto out;
+    json_decref(lines);
+    plena_free(order);
+    if (rc) plena_campaign_run_free(c);
+    return rc;
+}
+
+int plena_campaign_run_probe_record(struct plena_campaign_run_ctx *c,
+                                    const struct plena_campaign_job *pj, struct plena_err *err)
+{
+    char pp[4200];
+    int rc = jpath(pp, sizeof pp, c->o->out_dir, "rss_probe.json", err);
+    if (rc) return rc;
+    int st = plena_campaign_result_state(c->replay_root, pj->dir_name, pj->fingerprint, NULL);
+    json_t *pr =
+        json_pack("{s:s,s:I,s:i,s:b}", "trace_id", pj->trace_id, "max_rss_kb",
+                  (json_int_t)pj->max_rss_kb, "exit_code", pj->exit_code, "passed", st > 0);
+    rc = plena_replay_json_write_file(pr, pp, err);
+    json_decref(pr);
+    return rc;
+}
+
+int plena_campaign_run_end(struct plena_campaign_run_ctx *c, int interrupted, struct plena_err *err)
+{
+    const struct plena_campaign_run_opts *o = c->o;
+    struct plena_campaign_run_summary *sum = c->sum;
+    progress_fill(c, 0);
+    c->p.final = 1;
+    write_progress(c);
+    if (o->progress) o->progress(o->progress_ctx, &c->p);
+    if (c->io_failed) return err && err->code ? (int)err->code : PLENA_E_OUTPUT;
+    sum->interrupted = interrupted;
+    if (!interrupted && !o->skip_exports) {
+        struct plena_replay_export_counts ec;
+        struct plena_err e2;
+        plena_err_clear(&e2);
+        if (plena_replay_export(c->replay_root, 0, &ec, &e2))
+            plena_err_format(&e2, sum->export_error, sizeof sum->export_error);
+    }
+    sum->exit_code = interrupted ? 5 : sum->passed == c->s->n ? 0 : 1;
+    return write_status(o->out_dir, "run", interrupted ? "interrupted" : "finished",
+                        o->determinism_state, err);
+}
+
+int plena_campaign_run(const struct plena_campaign_set *s, const struct plena_campaign_run_opts *o,
+                       struct plena_campaign_run_summary *sum, struct plena_err *err)
+{
+    struct plena_campaign_run_ctx c;
+    int rc = plena_campaign_run_begin(&c, s, o, sum, err);
+    if (rc) return rc;
+    struct plena_campaign_job *jobs = c.jobs;
+    size_t n_queue = c.n_queue;
 
     /* width (7.5) */
     size_t first = 0;
@@ -444,58 +491,27 @@ int plena_campaign_run(const struct plena_campaign_set *s, const struct plena_ca
         if (n_queue && mem >= 0) {
             /* the probe is the costliest trace, replayed as an ordinary run */
             sum->width.width = 1;
-            rc = plena_campaign_pool(&o->worker, jobs, 1, 1, o->stop, on_done, run_tick, &c,
-                                     &interrupted, err);
+            rc = plena_campaign_pool(&o->worker, jobs, 1, 1, o->stop, plena_campaign_run_done,
+                                     plena_campaign_run_tick, &c, &interrupted, err);
             if (rc) goto out;
             first = 1;
             struct plena_campaign_job *pj = &jobs[0];
             rss = pj->finished && !pj->signal && pj->max_rss_kb > 0 ? pj->max_rss_kb : 0;
-            char pp[4200];
-            jpath(pp, sizeof pp, o->out_dir, "rss_probe.json", err);
-            int st =
-                plena_campaign_result_state(c.replay_root, pj->dir_name, pj->fingerprint, NULL);
-            json_t *pr =
-                json_pack("{s:s,s:I,s:i,s:b}", "trace_id", pj->trace_id, "max_rss_kb",
-                          (json_int_t)pj->max_rss_kb, "exit_code", pj->exit_code, "passed", st > 0);
-            rc = plena_replay_json_write_file(pr, pp, err);
-            json_decref(pr);
-            if (rc) goto out;
+            if ((rc = plena_campaign_run_probe_record(&c, pj, err))) goto out;
         }
         plena_campaign_width_formula(plena_campaign_cores(), mem, n_queue ? rss : 1, frac,
                                      n_queue > first ? n_queue - first : 1, o->max_jobs,
                                      &sum->width);
         if (!n_queue) sum->width.rss_probe_kb = -1;
     }
-    if ((rc = write_width(o->out_dir, &sum->width, err))) goto out;
+    if ((rc = plena_campaign_write_width(o->out_dir, &sum->width, NULL, err))) goto out;
     if (!interrupted && first < n_queue)
         rc = plena_campaign_pool(&o->worker, jobs + first, n_queue - first, sum->width.width,
-                                 o->stop, on_done, run_tick, &c, &interrupted, err);
+                                 o->stop, plena_campaign_run_done, plena_campaign_run_tick, &c,
+                                 &interrupted, err);
     if (rc) goto out;
-    progress_fill(&c, 0);
-    c.p.final = 1;
-    write_progress(&c);
-    if (o->progress) o->progress(o->progress_ctx, &c.p);
-    if (c.io_failed) {
-        rc = err && err->code ? (int)err->code : PLENA_E_OUTPUT;
-        goto out;
-    }
-    sum->interrupted = interrupted;
-    if (!interrupted && !o->skip_exports) {
-        struct plena_replay_export_counts ec;
-        struct plena_err e2;
-        plena_err_clear(&e2);
-        if (plena_replay_export(c.replay_root, 0, &ec, &e2))
-            plena_err_format(&e2, sum->export_error, sizeof sum->export_error);
-    }
-    sum->exit_code = interrupted ? 5 : sum->passed == s->n ? 0 : 1;
-    rc = write_status(o->out_dir, "run", interrupted ? "interrupted" : "finished",
-                      o->determinism_state, err);
+    rc = plena_campaign_run_end(&c, interrupted, err);
 out:
-    if (c.manifest_fd >= 0) close(c.manifest_fd);
-    if (c.failures_fd >= 0) close(c.failures_fd);
-    json_decref(lines);
-    plena_free(order);
-    plena_free(c.prior_attempts);
-    plena_free(jobs);
+    plena_campaign_run_free(&c);
     return rc;
 }

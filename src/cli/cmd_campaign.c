@@ -24,6 +24,16 @@ static void on_signal(int sig)
     g_stop = 1;
 }
 
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 #define MAX_INPUTS   256
 #define MAX_PASS     64
 #define MAX_TARGETFS 32
@@ -47,6 +57,8 @@ struct copts {
     /* run / determinism */
     unsigned jobs, samples, max_attempts, max_jobs;
     int jobs_auto, reset_attempts, no_gate, mpi, progress_none;
+    int shared_fs;       /* --mpi: ranks write straight into --out */
+    const char *scratch; /* --mpi: parent of the rank-local scratch dirs */
     double progress_interval, memory_fraction;
 };
 
@@ -58,7 +70,8 @@ static const char usage_text[] =
     "  determinism  --samples K [--jobs J]   serial vs parallel gate -> determinism.json\n"
     "  run          --jobs J|auto [--max-attempts 3] [--reset-attempts]\n"
     "               [--no-determinism-gate] [--progress-interval S] [--progress none]\n"
-    "               [--memory-fraction F] [--max-jobs N] [--mpi]\n"
+    "               [--memory-fraction F] [--max-jobs N]\n"
+    "               [--mpi [--shared-fs] [--scratch DIR]]  under mpirun, 7.7\n"
     "  status       counts from the manifest and results (writes nothing)\n"
     "  report       report.json, report.csv, report.md\n"
     "common options:\n"
@@ -68,6 +81,11 @@ static const char usage_text[] =
     "  replay options (enter the fingerprint, passed to every worker):\n"
     "  --lowering L --weights W --weight-seed N --input I --input-seed N --routing R\n"
     "  --profile|--no-profile --overlap --repeat N --mlen N --blen N --settings FILE\n"
+    "  --mpi                 run/determinism over MPI ranks: mpirun -n R plena campaign run\n"
+    "                        --mpi ...; rank 0 writes everything, the others replay into\n"
+    "                        a scratch dir under --scratch DIR [$TMPDIR or /tmp] and send\n"
+    "                        results.json/stage_profile.json, or with --shared-fs write\n"
+    "                        straight into --out (a file system every rank sees)\n"
     "  --worker-cmd 'ARGV'   testing hook: worker argv template with {trace} {out}\n"
     "                        {trace_id} {dir} {fingerprint} [plena replay {trace} --out {out}]\n"
     "--by fields: category (missing = uncategorized), benchmark, phase, sample_id, layer.\n"
@@ -78,7 +96,8 @@ static void print_usage(void)
     fputs(usage_text, stdout);
     for (size_t i = 0; i < plena_replay_n_volatile_keys; i++)
         printf("%s%s", i ? ", " : "  ", plena_replay_volatile_keys[i]);
-    printf("\nexit: 0 success, 1 a trace or gate failed, 2 usage (also --mpi without MPI),\n"
+    printf("\nmpi: %s\n", plena_campaign_have_mpi() ? "built with MPI" : "built without MPI");
+    printf("exit: 0 success, 1 a trace or gate failed, 2 usage (also --mpi without MPI),\n"
            "      3 input (corrupt manifest, invalid input file), 4 output, 5 interrupted\n");
 }
 
@@ -199,6 +218,11 @@ static int parse_args(int argc, char **argv, struct copts *o)
             o->no_gate = 1;
         } else if (!strcmp(a, "--mpi")) {
             o->mpi = 1;
+        } else if (!strcmp(a, "--shared-fs")) {
+            o->shared_fs = 1;
+        } else if (!strcmp(a, "--scratch")) {
+            NEED();
+            o->scratch = v;
         } else if (!strcmp(a, "--progress")) {
             NEED();
             if (strcmp(v, "none"))
@@ -381,88 +405,286 @@ static int do_select(const struct copts *o, struct plena_campaign_set *set, stru
     return rc ? plena_cli_report("campaign select", err) : 0;
 }
 
+static void det_opts(const struct copts *o, const struct plena_campaign_worker *w, const char *cfp,
+                     struct plena_campaign_det_opts *d)
+{
+    memset(d, 0, sizeof *d);
+    d->out_dir = o->out;
+    d->samples = o->samples;
+    d->jobs = o->jobs_auto ? 4 : o->jobs;
+    d->config_fingerprint = cfp;
+    d->worker = *w;
+    d->stop = &g_stop;
+}
+
+/* exit code of a finished gate, printing its line */
+static int det_verdict(const struct copts *o, const struct plena_campaign_det_summary *s)
+{
+    if (s->interrupted) {
+        fprintf(stderr, "plena campaign determinism: interrupted; no verdict written\n");
+        return 5;
+    }
+    int ok = !strcmp(s->status, "passed") || !strcmp(s->status, "skipped");
+    printf("%s determinism status=%s traces=%zu parallel_width=%u mismatches=%zu report=%s/"
+           "determinism.json\n",
+           ok ? "PASS" : "FAIL", s->status, s->trace_count, s->parallel_width, s->mismatches,
+           o->out);
+    return !strcmp(s->status, "passed") ? 0 : 1;
+}
+
 static int run_determinism(const struct copts *o, const struct plena_campaign_set *set,
                            const struct plena_campaign_worker *w, const char *cfp,
                            struct plena_err *err)
 {
     struct plena_campaign_det_opts d;
-    memset(&d, 0, sizeof d);
-    d.out_dir = o->out;
-    d.samples = o->samples;
-    d.jobs = o->jobs_auto ? 4 : o->jobs;
-    d.config_fingerprint = cfp;
-    d.worker = *w;
-    d.stop = &g_stop;
+    det_opts(o, w, cfp, &d);
     struct plena_campaign_det_summary s;
     int rc = plena_mkdir_p(o->out, err);
     if (!rc) rc = plena_campaign_determinism(set, &d, &s, err);
     if (rc) return plena_cli_report("campaign determinism", err);
-    if (s.interrupted) {
-        fprintf(stderr, "plena campaign determinism: interrupted; no verdict written\n");
-        return 5;
+    return det_verdict(o, &s);
+}
+
+/* The gate decision of `campaign run`: 0 go, 2 run the gate first, else the
+ * exit code of a refusal (printed). *dstate is what the report records. */
+static int gate_decision(const struct copts *o, const char *cfp, const char **dstate,
+                         struct plena_err *err)
+{
+    *dstate = "passed";
+    if (o->no_gate) {
+        *dstate = "bypassed";
+        fprintf(stderr, "plena campaign run: determinism gate bypassed (--no-determinism-gate); "
+                        "the report records it\n");
+        return 0;
     }
-    int ok = !strcmp(s.status, "passed") || !strcmp(s.status, "skipped");
-    printf("%s determinism status=%s traces=%zu parallel_width=%u mismatches=%zu report=%s/"
-           "determinism.json\n",
-           ok ? "PASS" : "FAIL", s.status, s.trace_count, s.parallel_width, s.mismatches, o->out);
-    return !strcmp(s.status, "passed") ? 0 : 1;
+    int c = plena_campaign_determinism_check(o->out, cfp, err);
+    if (c == 1) {
+        int code = plena_cli_report("campaign run", err);
+        return code == 2 ? 1 : code; /* never confused with "run the gate" */
+    }
+    if (c == 2)
+        fprintf(stderr, "plena campaign run: no determinism report for this configuration: "
+                        "running the determinism gate first\n");
+    return c == 2 ? 2 : 0;
+}
+
+static void refuse_note(const struct copts *o)
+{
+    fprintf(stderr, "plena campaign run: refusing to run: %s/determinism.json is not passed\n",
+            o->out);
+}
+
+static struct pctx g_pc;
+
+static void run_opts(const struct copts *o, const struct plena_campaign_worker *w,
+                     const char *dstate, int with_progress, struct plena_campaign_run_opts *ro)
+{
+    g_pc = (struct pctx){isatty(2), o->progress_none, o->progress_interval, 0, (size_t)-1, 0};
+    memset(ro, 0, sizeof *ro);
+    ro->out_dir = o->out;
+    ro->jobs = o->jobs_auto ? 0 : o->jobs;
+    ro->max_attempts = o->max_attempts;
+    ro->reset_attempts = o->reset_attempts;
+    ro->memory_fraction = o->memory_fraction;
+    ro->max_jobs = o->max_jobs;
+    ro->worker = *w;
+    ro->stop = &g_stop;
+    ro->progress = with_progress ? print_progress : NULL;
+    ro->progress_ctx = &g_pc;
+    ro->determinism_state = dstate;
+}
+
+/* prints the summary of a finished run; returns its exit code */
+static int run_summary(const struct plena_campaign_run_summary *s, int rc, const char *extra,
+                       struct plena_err *err)
+{
+    if (s->torn_manifest_bytes)
+        fprintf(stderr,
+                "plena campaign run: manifest.jsonl: dropped a torn last line (%zu bytes); that "
+                "trace is rerun unless its result passed\n",
+                s->torn_manifest_bytes);
+    if (rc) return plena_cli_report("campaign run", err);
+    if (s->export_error[0])
+        fprintf(stderr, "plena campaign run: warning: exports not rebuilt: %s\n", s->export_error);
+    printf("%s campaign traces=%zu passed=%zu failed=%zu errors=%zu given_up=%zu "
+           "skipped_existing=%zu recovered=%zu width=%u reason=%s%s%s\n",
+           s->exit_code == 0 ? "PASS" : "FAIL", s->total, s->passed, s->failed, s->errored,
+           s->given_up, s->skipped_existing, s->recovered, s->width.width, s->width.reason, extra,
+           s->interrupted ? " interrupted=true" : "");
+    if (s->interrupted) fprintf(stderr, "plena campaign run: interrupted; rerun to resume\n");
+    return s->exit_code;
 }
 
 static int do_run(const struct copts *o, const struct plena_campaign_set *set,
                   const struct plena_campaign_worker *w, const char *cfp, struct plena_err *err)
 {
-    const char *dstate = "passed";
-    if (o->no_gate) {
-        dstate = "bypassed";
-        fprintf(stderr, "plena campaign run: determinism gate bypassed (--no-determinism-gate); "
-                        "the report records it\n");
-    } else {
-        int c = plena_campaign_determinism_check(o->out, cfp, err);
-        if (c == 1) return plena_cli_report("campaign run", err);
-        if (c == 2) {
-            fprintf(stderr, "plena campaign run: no determinism report for this configuration: "
-                            "running the determinism gate first\n");
-            int rc = run_determinism(o, set, w, cfp, err);
-            if (rc) {
-                fprintf(stderr,
-                        "plena campaign run: refusing to run: %s/determinism.json is not "
-                        "passed\n",
-                        o->out);
-                return rc;
-            }
+    const char *dstate;
+    int g = gate_decision(o, cfp, &dstate, err);
+    if (g == 2) {
+        int rc = run_determinism(o, set, w, cfp, err);
+        if (rc) {
+            refuse_note(o);
+            return rc;
         }
-    }
-    struct pctx pc = {isatty(2), o->progress_none, o->progress_interval, 0, (size_t)-1, 0};
+    } else if (g)
+        return g;
     struct plena_campaign_run_opts ro;
-    memset(&ro, 0, sizeof ro);
-    ro.out_dir = o->out;
-    ro.jobs = o->jobs_auto ? 0 : o->jobs;
-    ro.max_attempts = o->max_attempts;
-    ro.reset_attempts = o->reset_attempts;
-    ro.memory_fraction = o->memory_fraction;
-    ro.max_jobs = o->max_jobs;
-    ro.worker = *w;
-    ro.stop = &g_stop;
-    ro.progress = print_progress;
-    ro.progress_ctx = &pc;
-    ro.determinism_state = dstate;
+    run_opts(o, w, dstate, 1, &ro);
     struct plena_campaign_run_summary s;
     int rc = plena_campaign_run(set, &ro, &s, err);
-    if (s.torn_manifest_bytes)
-        fprintf(stderr,
-                "plena campaign run: manifest.jsonl: dropped a torn last line (%zu bytes); that "
-                "trace is rerun unless its result passed\n",
-                s.torn_manifest_bytes);
-    if (rc) return plena_cli_report("campaign run", err);
-    if (s.export_error[0])
-        fprintf(stderr, "plena campaign run: warning: exports not rebuilt: %s\n", s.export_error);
-    printf("%s campaign traces=%zu passed=%zu failed=%zu errors=%zu given_up=%zu "
-           "skipped_existing=%zu recovered=%zu width=%u reason=%s%s\n",
-           s.exit_code == 0 ? "PASS" : "FAIL", s.total, s.passed, s.failed, s.errored, s.given_up,
-           s.skipped_existing, s.recovered, s.width.width, s.width.reason,
-           s.interrupted ? " interrupted=true" : "");
-    if (s.interrupted) fprintf(stderr, "plena campaign run: interrupted; rerun to resume\n");
-    return s.exit_code;
+    return run_summary(&s, rc, "", err);
+}
+
+/* Loads the inputs and applies selection.json when one exists; 0 or the
+ * exit code (printed). */
+static int load_inputs(struct copts *o, struct plena_campaign_set *set, char cfp[65],
+                       struct plena_err *err)
+{
+    char settings_sha[65];
+    memset(set, 0, sizeof *set);
+    if (plena_replay_settings_sha256(o->ro.settings_path, settings_sha, err) ||
+        plena_campaign_config_fingerprint(&o->ro, settings_sha, cfp, err))
+        return plena_cli_report("campaign", err);
+    if (plena_campaign_load(o->traces, o->n_traces, &o->ro, settings_sha, o->skip_invalid, set,
+                            err)) {
+        plena_campaign_set_free(set);
+        return plena_cli_report("campaign", err);
+    }
+    if (!strcmp(o->action, "select")) return 0;
+    /* every other action works on the selection when one exists */
+    char p[4300];
+    snprintf(p, sizeof p, "%s/selection.json", o->out);
+    struct stat st;
+    if (!stat(p, &st)) {
+        json_t *sel = NULL;
+        if (plena_replay_json_read_file(p, &sel, err) ||
+            plena_campaign_apply_selection(set, sel, err)) {
+            json_decref(sel);
+            plena_campaign_set_free(set);
+            return plena_cli_report("campaign", err);
+        }
+        json_decref(sel);
+    }
+    return 0;
+}
+
+static void list_invalid(const struct plena_campaign_set *set)
+{
+    for (size_t i = 0; i < set->n_invalid; i++)
+        fprintf(stderr, "plena campaign: skipped invalid trace %s\n", set->invalid[i]);
+}
+
+/* `run` and `determinism` under mpirun (spec 7.7). Rank 0 loads, decides and
+ * prints; every rank takes part in each collective step and exits with the
+ * worst code of all ranks. */
+static int mpi_main(struct copts *o)
+{
+    struct plena_err err;
+    plena_err_clear(&err);
+    struct plena_campaign_mpi *m = NULL;
+    if (plena_campaign_mpi_init(&m, &err)) return plena_cli_report("campaign", &err);
+    install_signals(); /* after MPI_Init, which may install handlers of its own */
+    int rank = plena_campaign_mpi_rank(m);
+    char where[64];
+    snprintf(where, sizeof where, "campaign %s (rank %d)", o->action, rank);
+    struct plena_campaign_mpi_opts mo = {o->scratch, o->shared_fs};
+    struct plena_campaign_set set;
+    memset(&set, 0, sizeof set);
+    char cfp[65] = "";
+    const char *dstate = "passed";
+    int is_det = !strcmp(o->action, "determinism");
+    int64_t plan[2] = {0, 0}; /* [0] nonzero: every rank stops; [1] run the gate */
+    int code = 0;
+    struct plena_campaign_worker w;
+    char **owned = NULL;
+    if (build_worker(o, &w, &owned, &err)) {
+        /* readlink of our own binary failed: nothing can run on this rank */
+        code = plena_cli_report(where, &err);
+        static const char *const none[] = {"/nonexistent/plena"};
+        w.argv = none;
+        w.argc = 1;
+    }
+    if (rank == 0) {
+        if (!code) code = load_inputs(o, &set, cfp, &err);
+        if (!code) {
+            list_invalid(&set);
+            if (is_det)
+                plan[1] = 1;
+            else {
+                int g = gate_decision(o, cfp, &dstate, &err);
+                if (g == 2)
+                    plan[1] = 1;
+                else
+                    code = g;
+            }
+        }
+        if (!code && plena_mkdir_p(o->out, &err)) code = plena_cli_report(where, &err);
+        plan[0] = code;
+    }
+    plena_campaign_mpi_bcast_ints(m, plan, 2);
+    plena_campaign_mpi_bcast_str(m, cfp, sizeof cfp);
+    if (plan[0]) goto out;
+    if (plan[1]) {
+        struct plena_campaign_det_opts d;
+        det_opts(o, &w, cfp, &d);
+        struct plena_campaign_det_summary ds;
+        int rc = plena_campaign_determinism_mpi(m, rank == 0 ? &set : NULL, &d, &mo, &ds, &err);
+        if (rc)
+            code = plena_cli_report(where, &err);
+        else if (rank == 0)
+            code = det_verdict(o, &ds);
+        else
+            code = ds.interrupted ? 5 : 0;
+        int64_t g = code;
+        plena_campaign_mpi_bcast_ints(m, &g, 1); /* rank 0's verdict decides for all */
+        if (is_det) goto out;
+        if (g) {
+            if (rank == 0) refuse_note(o);
+            goto out;
+        }
+    }
+    struct plena_campaign_run_opts ro;
+    run_opts(o, &w, dstate, rank == 0, &ro);
+    struct plena_campaign_run_summary s;
+    int rc = plena_campaign_run_mpi(m, rank == 0 ? &set : NULL, &ro, &mo, &s, &err);
+    if (rank == 0) {
+        char extra[96];
+        snprintf(extra, sizeof extra, " ranks=%d", plena_campaign_mpi_size(m));
+        code = run_summary(&s, rc, extra, &err);
+    } else
+        code = rc ? plena_cli_report(where, &err) : s.exit_code;
+out:
+    plena_free(owned);
+    plena_campaign_set_free(&set);
+    fflush(stdout);
+    return plena_campaign_mpi_finish(m, code);
+}
+
+/* plena campaign canonical-hash FILE [--drop KEY]...: SHA-256 of the JSON
+ * file's canonical form with the volatile keys of 0.4 removed (and top-level
+ * KEYs dropped), as the determinism gate compares results; for scripts. */
+static int canonical_hash(int argc, char **argv)
+{
+    if (argc < 3) return plena_cli_usage_error("campaign", "canonical-hash FILE [--drop KEY]...");
+    struct plena_err err;
+    plena_err_clear(&err);
+    json_t *v = NULL;
+    if (plena_replay_json_read_file(argv[2], &v, &err))
+        return plena_cli_report("campaign canonical-hash", &err);
+    for (int i = 3; i < argc; i++) {
+        if (strcmp(argv[i], "--drop") || i + 1 >= argc) {
+            json_decref(v);
+            return plena_cli_usage_error("campaign", "canonical-hash: unknown option '%s'",
+                                         argv[i]);
+        }
+        json_object_del(v, argv[++i]);
+    }
+    char hex[65];
+    int rc = plena_replay_json_sha256(v, 1, hex, &err);
+    json_decref(v);
+    if (rc) return plena_cli_report("campaign canonical-hash", &err);
+    printf("%s\n", hex);
+    return 0;
 }
 
 int plena_cmd_campaign(int argc, char **argv)
@@ -471,6 +693,7 @@ int plena_cmd_campaign(int argc, char **argv)
         print_usage();
         return 0;
     }
+    if (argc >= 2 && !strcmp(argv[1], "canonical-hash")) return canonical_hash(argc, argv);
     struct copts o;
     int rc = parse_args(argc, argv, &o);
     if (rc < 0) return 0;
@@ -481,46 +704,24 @@ int plena_cmd_campaign(int argc, char **argv)
         return plena_cli_usage_error("campaign", "unknown action '%s'", act);
     if (o.mpi && !plena_campaign_have_mpi())
         return plena_cli_usage_error("campaign", "--mpi: built without MPI");
+    if (o.mpi && strcmp(act, "run") && strcmp(act, "determinism"))
+        return plena_cli_usage_error("campaign", "--mpi: only run and determinism are distributed");
+    if (!o.mpi && (o.shared_fs || o.scratch))
+        return plena_cli_usage_error("campaign", "--shared-fs and --scratch need --mpi");
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    if (o.mpi) return mpi_main(&o);
+    install_signals();
 
     struct plena_err err;
     plena_err_clear(&err);
-    char settings_sha[65], cfp[65];
-    if ((rc = plena_replay_settings_sha256(o.ro.settings_path, settings_sha, &err)))
-        return plena_cli_report("campaign", &err);
-    if ((rc = plena_campaign_config_fingerprint(&o.ro, settings_sha, cfp, &err)))
-        return plena_cli_report("campaign", &err);
+    char cfp[65];
     struct plena_campaign_set set;
-    if ((rc = plena_campaign_load(o.traces, o.n_traces, &o.ro, settings_sha, o.skip_invalid, &set,
-                                  &err))) {
-        plena_campaign_set_free(&set);
-        return plena_cli_report("campaign", &err);
-    }
+    if ((rc = load_inputs(&o, &set, cfp, &err))) return rc;
     int code = 0;
     if (!strcmp(act, "select")) {
         code = do_select(&o, &set, &err);
         plena_campaign_set_free(&set);
         return code;
-    }
-    /* every other action works on the selection when one exists */
-    char p[4300];
-    snprintf(p, sizeof p, "%s/selection.json", o.out);
-    struct stat st;
-    if (!stat(p, &st)) {
-        json_t *sel = NULL;
-        if ((rc = plena_replay_json_read_file(p, &sel, &err)) ||
-            (rc = plena_campaign_apply_selection(&set, sel, &err))) {
-            json_decref(sel);
-            plena_campaign_set_free(&set);
-            return plena_cli_report("campaign", &err);
-        }
-        json_decref(sel);
     }
     if (!strcmp(act, "status")) {
         struct plena_campaign_status s;
@@ -545,10 +746,7 @@ int plena_cmd_campaign(int argc, char **argv)
         plena_campaign_set_free(&set);
         return code;
     }
-    if (set.n_invalid) {
-        for (size_t i = 0; i < set.n_invalid; i++)
-            fprintf(stderr, "plena campaign: skipped invalid trace %s\n", set.invalid[i]);
-    }
+    list_invalid(&set);
     struct plena_campaign_worker w;
     char **owned = NULL;
     if ((rc = build_worker(&o, &w, &owned, &err))) {
