@@ -406,6 +406,7 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
     } else if (shared) {
         memcpy(s.acc, s.ss, th * sizeof(float));
     }
+    if (out->moe_out) memcpy(out->moe_out, s.acc, th * sizeof(float));
     /* Step 14: residual add-back, bf16(out + residual). */
     if (cfg->residual == PLENA_REF_RESIDUAL_PRE_NORM)
         for (size_t i = 0; i < th; i++)

@@ -196,3 +196,33 @@ double plena_moe_rel_rms(const struct plena_moe_ref_cfg *cfg, const struct plena
     if (den == 0.0) return -1.0;
     return sqrt(num / den);
 }
+
+double plena_moe_rel_rms_moe(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                             const float *moe_out, const double *out64)
+{
+    double num = 0.0, den = 0.0;
+    size_t n = (size_t)cfg->T * cfg->H;
+    for (size_t i = 0; i < n; i++) {
+        double r = cfg->residual == PLENA_REF_RESIDUAL_PRE_NORM ? (double)in->h[i] : 0.0;
+        double y64 = out64[i] - r;
+        double d = (double)moe_out[i] - y64;
+        num += d * d;
+        den += y64 * y64;
+    }
+    if (den == 0.0) return -1.0;
+    return sqrt(num / den);
+}
+
+double plena_moe_rel_rms_full(const struct plena_moe_ref_cfg *cfg, const float *out,
+                              const double *out64)
+{
+    double num = 0.0, den = 0.0;
+    size_t n = (size_t)cfg->T * cfg->H;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)out[i] - out64[i];
+        num += d * d;
+        den += out64[i] * out64[i];
+    }
+    if (den == 0.0) return -1.0;
+    return sqrt(num / den);
+}

@@ -180,6 +180,50 @@ static void check_against_f64(uint32_t H, uint32_t I, uint32_t Is, uint32_t E, u
     free(pg), free(pu), free(pd);
 }
 
+/* Residual-dominated layer (x uniform-like in [-1, 1], small weights, as replay
+ * stages them): the MoE-level bound and the full-output bound hold, and an
+ * output that forgot the residual add-back fails the full-output bound. */
+static void test_bound_with_large_residual(void **state)
+{
+    (void)state;
+    enum { T = 4, H = 128, I = 64, E = 8, K = 2 };
+    struct plena_moe_ref_cfg cfg = {.T = T, .H = H, .I = I, .E = E, .k = K, .mlen = 64,
+                                    .chunk_tiles = 4, .routing = PLENA_ROUTING_FIXED,
+                                    .residual = PLENA_REF_RESIDUAL_PRE_NORM};
+    float *h = fill((size_t)T * H, 1.0f);
+    float gamma[H];
+    for (int i = 0; i < H; i++) gamma[i] = 1.0f;
+    const float *pg[E], *pu[E], *pd[E];
+    for (int e = 0; e < E; e++) {
+        pg[e] = fill((size_t)H * I, 0.0625f);
+        pu[e] = fill((size_t)H * I, 0.0625f);
+        pd[e] = fill((size_t)I * H, 0.0625f);
+    }
+    uint32_t ids[T * K];
+    float fw[T * K];
+    for (int i = 0; i < T * K; i++) {
+        ids[i] = (uint32_t)((i * 3) % E);
+        fw[i] = 0.5f;
+    }
+    struct plena_moe_ref_consts c = consts;
+    c.inv_h = plena_num_round_bf16(1.0f / (float)H);
+    struct plena_moe_ref_in in = {.h = h, .gamma = gamma, .w_gate = pg, .w_up = pu,
+                                  .w_down = pd, .fixed_ids = ids, .fixed_w = fw, .c = c};
+    float out[T * H], moe[T * H];
+    double o64[T * H];
+    struct plena_moe_ref_out o = {.out = out, .moe_out = moe};
+    assert_int_equal(plena_moe_reference(&cfg, &in, &o, NULL), 0);
+    assert_int_equal(plena_moe_reference_f64(&cfg, &in, NULL, o64, NULL, NULL), 0);
+    double moe_rel = plena_moe_rel_rms_moe(&cfg, &in, moe, o64);
+    double full_rel = plena_moe_rel_rms_full(&cfg, out, o64);
+    assert_true(moe_rel >= 0.0 && moe_rel <= PLENA_MOE_REL_RMS_BOUND);
+    assert_true(full_rel >= 0.0 && full_rel <= PLENA_MOE_REL_RMS_BOUND);
+    /* A mirrored "no residual add-back" bug: the output is the MoE output. */
+    assert_true(plena_moe_rel_rms_full(&cfg, moe, o64) > PLENA_MOE_REL_RMS_BOUND);
+    free(h);
+    for (int e = 0; e < E; e++) free((void *)pg[e]), free((void *)pu[e]), free((void *)pd[e]);
+}
+
 static void test_matches_f64_routed_shared(void **state)
 {
     (void)state;
@@ -200,6 +244,7 @@ int main(void)
         cmocka_unit_test(test_topk_worked_example),
         cmocka_unit_test(test_matches_f64_routed_shared),
         cmocka_unit_test(test_matches_f64_ksplit_gpt_oss),
+        cmocka_unit_test(test_bound_with_large_residual),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
