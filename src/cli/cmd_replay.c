@@ -110,24 +110,6 @@ static int add_input(struct input **v, size_t *n, size_t *cap, const char *data,
     return 0;
 }
 
-static int read_stdin(char **data, size_t *len)
-{
-    struct plena_buf b;
-    plena_buf_init(&b);
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0)
-        plena_buf_append(&b, chunk, n);
-    plena_buf_append(&b, "", 1);
-    if (b.failed) {
-        plena_buf_free(&b);
-        return -1;
-    }
-    *data = b.data;
-    *len = b.len - 1;
-    return 0;
-}
-
 static volatile sig_atomic_t g_stop;
 static void on_signal(int sig)
 {
@@ -304,7 +286,8 @@ int plena_cmd_replay(int argc, char **argv)
         char *data = NULL;
         size_t len = 0;
         int std = !strcmp(files[f], "-");
-        if (std ? read_stdin(&data, &len) : plena_file_read_all(files[f], &data, &len, &err)) {
+        if (std ? plena_cli_read_stdin(&data, &len)
+                : plena_file_read_all(files[f], &data, &len, &err)) {
             if (std) PLENA_FAIL(&err, PLENA_E_INPUT, "-", "cannot read standard input");
             code = max_code(code, plena_cli_report("replay", &err));
             plena_err_clear(&err);
@@ -315,21 +298,13 @@ int plena_cmd_replay(int argc, char **argv)
         if (!is_set) {
             add_input(&ins, &n_ins, &cap_ins, data, len, files[f]);
         } else {
-            long line = 0;
-            for (size_t p = 0; p < len;) {
-                size_t e = p;
-                while (e < len && data[e] != '\n')
-                    e++;
-                line++;
-                size_t q = p;
-                while (q < e && (data[q] == ' ' || data[q] == '\t' || data[q] == '\r'))
-                    q++;
-                if (q < e) {
-                    char src[1100];
-                    snprintf(src, sizeof src, "%s:%ld", files[f], line);
-                    add_input(&ins, &n_ins, &cap_ins, data + p, e - p, src);
-                }
-                p = e + 1;
+            struct plena_trace_lines it = {data, len, 0, 0};
+            const char *text;
+            size_t n;
+            while (plena_trace_lines_next(&it, &text, &n)) {
+                char src[1100];
+                snprintf(src, sizeof src, "%s:%ld", files[f], it.line);
+                add_input(&ins, &n_ins, &cap_ins, text, n, src);
             }
         }
         plena_free(data);

@@ -86,19 +86,19 @@ static int is_set_path(const char *path, int force_set)
 static int read_input(const char *path, char **data, size_t *len, struct plena_err *err)
 {
     if (strcmp(path, "-")) return plena_file_read_all(path, data, len, err);
+    if (plena_cli_read_stdin(data, len))
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "-", "out of memory reading standard input");
+    return 0;
+}
+
+/* Prints v in the pretty form (0.3) to stdout and drops the reference. */
+static void print_json(json_t *v)
+{
     struct plena_buf b;
     plena_buf_init(&b);
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0)
-        plena_buf_append(&b, chunk, n);
-    if (b.failed || plena_buf_append(&b, "", 1)) {
-        plena_buf_free(&b);
-        return PLENA_FAIL(err, PLENA_E_NOMEM, "-", "out of memory reading standard input");
-    }
-    *data = b.data;
-    *len = b.len - 1;
-    return 0;
+    if (plena_trace_json_write(&b, v, 1) == 0) fwrite(b.data, 1, b.len, stdout);
+    plena_buf_free(&b);
+    json_decref(v);
 }
 
 /* ---- validate ---- */
@@ -139,25 +139,20 @@ static void print_findings(const char *file, long line, const struct plena_trace
 static int replay_set(const char *data, size_t len, const struct plena_trace_replay_options *ro,
                       struct plena_trace_set_report *s)
 {
-    size_t pos = 0, k = 0;
-    long line = 0;
-    while (pos < len && k < s->n_entries) {
-        const char *nl = memchr(data + pos, '\n', len - pos);
-        size_t end = nl ? (size_t)(nl - data) : len;
-        line++;
-        if (s->entries[k].line == line) {
-            struct plena_trace_report *r = &s->entries[k].report;
-            if (r->valid) {
-                size_t before = r->n_errors;
-                if (plena_trace_validate_replay(data + pos, end - pos, ro, r) == PLENA_E_NOMEM)
-                    return -1;
-                for (size_t i = before; i < r->n_errors; i++)
-                    r->errors[i].line = line;
-                if (!r->valid) s->valid = 0;
-            }
-            k++;
+    struct plena_trace_lines it = {data, len, 0, 0};
+    const char *text;
+    size_t n, k = 0;
+    while (k < s->n_entries && plena_trace_lines_next(&it, &text, &n)) {
+        if (s->entries[k].line != it.line) continue;
+        struct plena_trace_report *r = &s->entries[k].report;
+        if (r->valid) {
+            size_t before = r->n_errors;
+            if (plena_trace_validate_replay(text, n, ro, r) == PLENA_E_NOMEM) return -1;
+            for (size_t i = before; i < r->n_errors; i++)
+                r->errors[i].line = it.line;
+            if (!r->valid) s->valid = 0;
         }
-        pos = end + 1;
+        k++;
     }
     return 0;
 }
@@ -313,11 +308,7 @@ static int cmd_validate(int argc, char **argv)
             all_valid &= json_is_true(json_object_get(json_array_get(files, k), "valid"));
         json_object_set_new(top, "valid", json_boolean(all_valid));
         json_object_set_new(top, "files", files);
-        struct plena_buf b;
-        plena_buf_init(&b);
-        if (plena_trace_json_write(&b, top, 1) == 0) fwrite(b.data, 1, b.len, stdout);
-        plena_buf_free(&b);
-        json_decref(top);
+        print_json(top);
     } else {
         json_decref(files);
     }
@@ -404,9 +395,9 @@ static int stats_one(const char *path, long line, const char *doc, size_t len, i
         json_array_append_new(traces, o);
     } else {
         char df[40], g[40], mm[40];
-        plena_trace_format_double(df, sizeof df, st.duplicate_factor);
-        plena_trace_format_double(g, sizeof g, st.gini);
-        plena_trace_format_double(mm, sizeof mm, st.max_mean_ratio);
+        plena_json_fmt_double(df, sizeof df, st.duplicate_factor);
+        plena_json_fmt_double(g, sizeof g, st.gini);
+        plena_json_fmt_double(mm, sizeof mm, st.max_mean_ratio);
         if (line)
             printf("%s:%ld: %s\n", path, line, trace_id);
         else
@@ -457,20 +448,12 @@ static int cmd_stats(int argc, char **argv)
             continue;
         }
         if (is_set_path(path, force_set)) {
-            size_t pos = 0;
-            long line = 0;
-            while (pos < len) {
-                const char *nl = memchr(data + pos, '\n', len - pos);
-                size_t end = nl ? (size_t)(nl - data) : len;
-                line++;
-                size_t k = pos;
-                while (k < end && (data[k] == ' ' || data[k] == '\t' || data[k] == '\r'))
-                    k++;
-                if (k < end) {
-                    int code = stats_one(path, line, data + pos, end - pos, as_json, traces);
-                    if (code > exit_code) exit_code = code;
-                }
-                pos = end + 1;
+            struct plena_trace_lines it = {data, len, 0, 0};
+            const char *text;
+            size_t n;
+            while (plena_trace_lines_next(&it, &text, &n)) {
+                int code = stats_one(path, it.line, text, n, as_json, traces);
+                if (code > exit_code) exit_code = code;
             }
         } else {
             int code = stats_one(path, 0, data, len, as_json, traces);
@@ -482,11 +465,7 @@ static int cmd_stats(int argc, char **argv)
         json_t *top = json_object();
         json_object_set_new(top, "schema_version", json_integer(1));
         json_object_set_new(top, "traces", traces);
-        struct plena_buf b;
-        plena_buf_init(&b);
-        if (plena_trace_json_write(&b, top, 1) == 0) fwrite(b.data, 1, b.len, stdout);
-        plena_buf_free(&b);
-        json_decref(top);
+        print_json(top);
     } else {
         json_decref(traces);
     }
@@ -546,6 +525,20 @@ static void now_utc(char *buf, size_t n)
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* --model (preset or model file) into *m and, when stamp (char[32]) is not
+ * NULL, the --timestamp creation time into stamp and *created. 0 or the exit
+ * code (gen and import). */
+static int model_and_stamp(const char *cmd, const char *model, struct plena_moe_model *m,
+                           char *stamp, const char **created)
+{
+    if (stamp) {
+        now_utc(stamp, 32);
+        *created = stamp;
+    }
+    struct plena_err err = {0};
+    return plena_gen_model_resolve(model, m, &err) ? plena_cli_report(cmd, &err) : 0;
 }
 
 static int ends_with(const char *s, const char *suf)
@@ -759,15 +752,9 @@ static int cmd_gen(int argc, char **argv)
     o.hot_ids = hot;
     o.n_hot_ids = n_hot;
     char stamp[32];
-    if (timestamp) {
-        now_utc(stamp, sizeof stamp);
-        o.created_at_utc = stamp;
-    }
     struct plena_moe_model m;
-    if (plena_gen_model_resolve(model, &m, &err)) {
-        code = plena_cli_report("trace gen", &err);
-        goto done;
-    }
+    code = model_and_stamp("trace gen", model, &m, timestamp ? stamp : NULL, &o.created_at_utc);
+    if (code) goto done;
     o.model = &m;
     if (!n_layers) {
         layers = plena_malloc(sizeof *layers);
@@ -979,15 +966,9 @@ static int cmd_import(int argc, char **argv)
     o.layer_map = map;
     o.n_layer_map = n_map;
     char stamp[32];
-    if (timestamp) {
-        now_utc(stamp, sizeof stamp);
-        o.created_at_utc = stamp;
-    }
     struct plena_moe_model m;
-    if (plena_gen_model_resolve(model, &m, &err)) {
-        code = plena_cli_report("trace import", &err);
-        goto done;
-    }
+    code = model_and_stamp("trace import", model, &m, timestamp ? stamp : NULL, &o.created_at_utc);
+    if (code) goto done;
     o.model = &m;
     char *data = NULL;
     size_t len = 0;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/fileio.h"
 
 static const struct {
     const char *name;
@@ -42,6 +43,23 @@ int plena_cli_usage_error(const char *cmd, const char *fmt, ...)
     fprintf(stderr, "\nTry 'plena %s --help'.\n", cmd);
     va_end(ap);
     return 2;
+}
+
+int plena_cli_read_stdin(char **data, size_t *len)
+{
+    struct plena_buf b;
+    plena_buf_init(&b);
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0)
+        plena_buf_append(&b, chunk, n);
+    if (b.failed || plena_buf_append(&b, "", 1)) {
+        plena_buf_free(&b);
+        return -1;
+    }
+    *data = b.data;
+    *len = b.len - 1;
+    return 0;
 }
 
 int plena_cli_not_built(const char *cmd)

@@ -378,6 +378,50 @@ static int read_full(int fd, void *buf, size_t n)
     return 0;
 }
 
+/* Opens an SRAM preload (numerics 9/10): its size must be a multiple of
+ * `elem` bytes and at most `max`; `what` names the memory and `limit` how max
+ * comes from the settings, for the message. */
+static int open_preload(const char *path, unsigned elem, uint64_t max, const char *what,
+                        const char *limit, int *fd, uint64_t *size, struct plena_err *err)
+{
+    int orc = open_sized(path, fd, size, err);
+    if (orc) return orc;
+    if (*size % elem || *size > max) {
+        close(*fd);
+        char shape[32];
+        if (elem == 2)
+            snprintf(shape, sizeof shape, "an even size");
+        else
+            snprintf(shape, sizeof shape, "a multiple of %u", elem);
+        return PLENA_FAIL(err, PLENA_E_INPUT, path,
+                          "%s preload is %llu bytes: expected %s of at most %llu bytes (%s)", what,
+                          (unsigned long long)*size, shape, (unsigned long long)max, limit);
+    }
+    return 0;
+}
+
+/* open_preload, then the whole file into *buf (plena_free). */
+static int read_preload(const char *path, unsigned elem, uint64_t max, const char *what,
+                        const char *limit, uint8_t **buf, uint64_t *size, struct plena_err *err)
+{
+    int fd;
+    int orc = open_preload(path, elem, max, what, limit, &fd, size, err);
+    if (orc) return orc;
+    *buf = plena_malloc(*size ? (size_t)*size : 1);
+    if (!*buf) {
+        close(fd);
+        return PLENA_FAIL(err, PLENA_E_NOMEM, path, "out of memory");
+    }
+    int rc = read_full(fd, *buf, (size_t)*size);
+    close(fd);
+    if (rc) {
+        plena_free(*buf);
+        *buf = NULL;
+        return PLENA_FAIL(err, PLENA_E_INPUT, path, "read error");
+    }
+    return 0;
+}
+
 /* Numerics 7: file byte i is HBM byte i; longer than HBM_SIZE is invalid. */
 int plena_emu_load_hbm_file(struct plena_emu *e, const char *path, struct plena_err *err)
 {
@@ -414,29 +458,12 @@ int plena_emu_load_hbm_file(struct plena_emu *e, const char *path, struct plena_
 
 int plena_emu_load_fpsram_file(struct plena_emu *e, const char *path, struct plena_err *err)
 {
-    int fd;
+    char limit[64];
+    snprintf(limit, sizeof limit, "FP_SRAM_DEPTH %u x 2", e->fp_depth);
+    uint8_t *buf;
     uint64_t size;
-    int orc = open_sized(path, &fd, &size, err);
-    if (orc) return orc;
-    uint64_t max = 2ull * e->fp_depth;
-    if (size % 2 || size > max) {
-        close(fd);
-        return PLENA_FAIL(err, PLENA_E_INPUT, path,
-                          "FP SRAM preload is %llu bytes: expected an even size of at most %llu "
-                          "bytes (FP_SRAM_DEPTH %u x 2)",
-                          (unsigned long long)size, (unsigned long long)max, e->fp_depth);
-    }
-    uint8_t *buf = plena_malloc(size ? (size_t)size : 1);
-    if (!buf) {
-        close(fd);
-        return PLENA_FAIL(err, PLENA_E_NOMEM, path, "out of memory");
-    }
-    int rc = read_full(fd, buf, (size_t)size);
-    close(fd);
-    if (rc) {
-        plena_free(buf);
-        return PLENA_FAIL(err, PLENA_E_INPUT, path, "read error");
-    }
+    int rc = read_preload(path, 2, 2ull * e->fp_depth, "FP SRAM", limit, &buf, &size, err);
+    if (rc) return rc;
     memset(e->fpsram, 0, (size_t)e->fp_depth * 2);
     for (uint64_t i = 0; i < size / 2; i++) {
         uint16_t h = (uint16_t)(buf[2 * i] | (buf[2 * i + 1] << 8));
@@ -448,29 +475,12 @@ int plena_emu_load_fpsram_file(struct plena_emu *e, const char *path, struct ple
 
 int plena_emu_load_intsram_file(struct plena_emu *e, const char *path, struct plena_err *err)
 {
-    int fd;
+    char limit[64];
+    snprintf(limit, sizeof limit, "INT_SRAM_DEPTH %u x 4", e->int_depth);
+    uint8_t *buf;
     uint64_t size;
-    int orc = open_sized(path, &fd, &size, err);
-    if (orc) return orc;
-    uint64_t max = 4ull * e->int_depth;
-    if (size % 4 || size > max) {
-        close(fd);
-        return PLENA_FAIL(err, PLENA_E_INPUT, path,
-                          "INT SRAM preload is %llu bytes: expected a multiple of 4 of at most "
-                          "%llu bytes (INT_SRAM_DEPTH %u x 4)",
-                          (unsigned long long)size, (unsigned long long)max, e->int_depth);
-    }
-    uint8_t *buf = plena_malloc(size ? (size_t)size : 1);
-    if (!buf) {
-        close(fd);
-        return PLENA_FAIL(err, PLENA_E_NOMEM, path, "out of memory");
-    }
-    int rc = read_full(fd, buf, (size_t)size);
-    close(fd);
-    if (rc) {
-        plena_free(buf);
-        return PLENA_FAIL(err, PLENA_E_INPUT, path, "read error");
-    }
+    int rc = read_preload(path, 4, 4ull * e->int_depth, "INT SRAM", limit, &buf, &size, err);
+    if (rc) return rc;
     memset(e->intsram, 0, (size_t)e->int_depth * 4);
     for (uint64_t i = 0; i < size / 4; i++) {
         const uint8_t *b = buf + 4 * i;
@@ -485,19 +495,13 @@ int plena_emu_load_intsram_file(struct plena_emu *e, const char *path, struct pl
  * preload keeps VRAM sparse. */
 int plena_emu_load_vram_file(struct plena_emu *e, const char *path, struct plena_err *err)
 {
+    char limit[96];
+    snprintf(limit, sizeof limit, "VECTOR_SRAM_SIZE %llu x VLEN %u x 2",
+             (unsigned long long)e->vram_rows, e->vlen);
     int fd;
     uint64_t size;
-    int orc = open_sized(path, &fd, &size, err);
+    int orc = open_preload(path, 2, e->vram_rows * e->vlen * 2, "VRAM", limit, &fd, &size, err);
     if (orc) return orc;
-    uint64_t max = e->vram_rows * e->vlen * 2;
-    if (size % 2 || size > max) {
-        close(fd);
-        return PLENA_FAIL(err, PLENA_E_INPUT, path,
-                          "VRAM preload is %llu bytes: expected an even size of at most %llu bytes "
-                          "(VECTOR_SRAM_SIZE %llu x VLEN %u x 2)",
-                          (unsigned long long)size, (unsigned long long)max,
-                          (unsigned long long)e->vram_rows, e->vlen);
-    }
     size_t page_bytes = (size_t)e->page_elems * 2;
     uint8_t *buf = plena_malloc(page_bytes);
     if (!buf) {
@@ -635,87 +639,80 @@ static void put_le16(struct awriter *w, const uint16_t *v, size_t n)
     }
 }
 
-static int dump_vram(struct plena_emu *e, const char *dir, struct plena_err *err)
+/* One dump file: `body` streams its contents into w (ctx is its own). */
+typedef void dump_body(struct plena_emu *e, struct awriter *w, void *ctx);
+
+static int dump_file(struct plena_emu *e, const char *dir, const char *name, dump_body *body,
+                     void *ctx, struct plena_err *err)
 {
     struct awriter *w = plena_malloc(sizeof *w);
     if (!w) return PLENA_FAIL(err, PLENA_E_NOMEM, dir, "out of memory");
-    int rc = aw_open(w, dir, "vram_dump.bin", err);
+    int rc = aw_open(w, dir, name, err);
     if (!rc) {
-        uint64_t left = e->vram_rows * e->vlen;
-        for (uint64_t p = 0; p < e->n_vpages && !w->failed; p++) {
-            size_t n = left > e->page_elems ? (size_t)e->page_elems : (size_t)left;
-            put_le16(w, e->vpages[p] ? e->vpages[p] : e->zero_page, n);
-            left -= n;
-        }
+        body(e, w, ctx);
         rc = aw_close(w, err);
     }
     plena_free(w);
     return rc;
 }
 
-static int dump_mram(struct plena_emu *e, const char *dir, struct plena_err *err)
+static void vram_body(struct plena_emu *e, struct awriter *w, void *ctx)
 {
-    struct awriter *w = plena_malloc(sizeof *w);
-    if (!w) return PLENA_FAIL(err, PLENA_E_NOMEM, dir, "out of memory");
-    int rc = aw_open(w, dir, "mram_dump.bin", err);
-    if (!rc) {
-        uint64_t n = (uint64_t)e->tiles * e->mlen2;
-        uint16_t tmp[2048];
-        for (uint64_t i = 0; i < n;) {
-            size_t c = n - i > 2048 ? 2048 : (size_t)(n - i);
-            plena_num_bf16_row_from_f32(e->mram + i, tmp, c);
-            put_le16(w, tmp, c);
-            i += c;
-        }
-        rc = aw_close(w, err);
+    (void)ctx;
+    uint64_t left = e->vram_rows * e->vlen;
+    for (uint64_t p = 0; p < e->n_vpages && !w->failed; p++) {
+        size_t n = left > e->page_elems ? (size_t)e->page_elems : (size_t)left;
+        put_le16(w, e->vpages[p] ? e->vpages[p] : e->zero_page, n);
+        left -= n;
     }
-    plena_free(w);
-    return rc;
 }
 
-static int dump_small(struct plena_emu *e, const char *dir, int ints, struct plena_err *err)
+static void mram_body(struct plena_emu *e, struct awriter *w, void *ctx)
 {
-    struct awriter *w = plena_malloc(sizeof *w);
-    if (!w) return PLENA_FAIL(err, PLENA_E_NOMEM, dir, "out of memory");
-    int rc = aw_open(w, dir, ints ? "intsram_dump.bin" : "fpsram_dump.bin", err);
-    if (!rc) {
-        if (ints) {
-            for (uint32_t i = 0; i < e->int_depth; i++) {
-                uint32_t v = e->intsram[i];
-                uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16),
-                                (uint8_t)(v >> 24)};
-                aw_put(w, b, 4);
-            }
-        } else {
-            put_le16(w, e->fpsram, e->fp_depth);
-        }
-        rc = aw_close(w, err);
+    (void)ctx;
+    uint64_t n = (uint64_t)e->tiles * e->mlen2;
+    uint16_t tmp[2048];
+    for (uint64_t i = 0; i < n;) {
+        size_t c = n - i > 2048 ? 2048 : (size_t)(n - i);
+        plena_num_bf16_row_from_f32(e->mram + i, tmp, c);
+        put_le16(w, tmp, c);
+        i += c;
     }
-    plena_free(w);
-    return rc;
+}
+
+static void fpsram_body(struct plena_emu *e, struct awriter *w, void *ctx)
+{
+    (void)ctx;
+    put_le16(w, e->fpsram, e->fp_depth);
+}
+
+static void intsram_body(struct plena_emu *e, struct awriter *w, void *ctx)
+{
+    (void)ctx;
+    for (uint32_t i = 0; i < e->int_depth; i++) {
+        uint32_t v = e->intsram[i];
+        uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+        aw_put(w, b, 4);
+    }
+}
+
+/* ctx: a page buffer of EMU_PAGE_BYTES (HBM is read through the overlay). */
+static void hbm_body(struct plena_emu *e, struct awriter *w, void *ctx)
+{
+    uint8_t *pg = ctx;
+    for (uint64_t a = 0; a < e->hbm_hi && !w->failed; a += EMU_PAGE_BYTES) {
+        size_t n = e->hbm_hi - a > EMU_PAGE_BYTES ? EMU_PAGE_BYTES : (size_t)(e->hbm_hi - a);
+        emu_hbm_read(e, a, pg, n);
+        aw_put(w, pg, n);
+    }
 }
 
 static int dump_hbm(struct plena_emu *e, const char *dir, struct plena_err *err)
 {
-    struct awriter *w = plena_malloc(sizeof *w);
     uint8_t *pg = plena_malloc(EMU_PAGE_BYTES);
-    int rc;
-    if (!w || !pg) {
-        rc = PLENA_FAIL(err, PLENA_E_NOMEM, dir, "out of memory");
-    } else {
-        rc = aw_open(w, dir, "hbm_dump.bin", err);
-        if (!rc) {
-            for (uint64_t a = 0; a < e->hbm_hi && !w->failed; a += EMU_PAGE_BYTES) {
-                size_t n =
-                    e->hbm_hi - a > EMU_PAGE_BYTES ? EMU_PAGE_BYTES : (size_t)(e->hbm_hi - a);
-                emu_hbm_read(e, a, pg, n);
-                aw_put(w, pg, n);
-            }
-            rc = aw_close(w, err);
-        }
-    }
+    if (!pg) return PLENA_FAIL(err, PLENA_E_NOMEM, dir, "out of memory");
+    int rc = dump_file(e, dir, "hbm_dump.bin", hbm_body, pg, err);
     plena_free(pg);
-    plena_free(w);
     return rc;
 }
 
@@ -723,10 +720,14 @@ int plena_emu_write_dumps(struct plena_emu *e, const char *dir, unsigned mask,
                           struct plena_err *err)
 {
     int rc = plena_mkdir_p(dir, err);
-    if (!rc && (mask & PLENA_DUMP_VRAM)) rc = dump_vram(e, dir, err);
-    if (!rc && (mask & PLENA_DUMP_MRAM)) rc = dump_mram(e, dir, err);
-    if (!rc && (mask & PLENA_DUMP_FPSRAM)) rc = dump_small(e, dir, 0, err);
-    if (!rc && (mask & PLENA_DUMP_INTSRAM)) rc = dump_small(e, dir, 1, err);
+    if (!rc && (mask & PLENA_DUMP_VRAM))
+        rc = dump_file(e, dir, "vram_dump.bin", vram_body, NULL, err);
+    if (!rc && (mask & PLENA_DUMP_MRAM))
+        rc = dump_file(e, dir, "mram_dump.bin", mram_body, NULL, err);
+    if (!rc && (mask & PLENA_DUMP_FPSRAM))
+        rc = dump_file(e, dir, "fpsram_dump.bin", fpsram_body, NULL, err);
+    if (!rc && (mask & PLENA_DUMP_INTSRAM))
+        rc = dump_file(e, dir, "intsram_dump.bin", intsram_body, NULL, err);
     if (!rc && (mask & PLENA_DUMP_HBM)) rc = dump_hbm(e, dir, err);
     return rc;
 }

@@ -357,25 +357,31 @@ static void test_loaders(void **state)
     assert_int_equal(plena_emu_vram_get(e, 3), 0);
     assert_int_equal(plena_emu_vram_get(e, 64 * 200), 0); /* the rest of VRAM is 0 */
 
-    /* invalid sizes */
+    /* invalid sizes (whole messages for one file of each kind) */
     static uint8_t big[4100];
     struct plena_err err;
     memset(&err, 0, sizeof err);
     tu_write(dir, "fp3.bin", big, 3, path);
-    expect_input_error(plena_emu_load_fpsram_file(e, path, &err), &err, "fp3.bin", "3 bytes");
+    expect_input_error(plena_emu_load_fpsram_file(e, path, &err), &err, "fp3.bin",
+                       "FP SRAM preload is 3 bytes: expected an even size of at most 2048 bytes "
+                       "(FP_SRAM_DEPTH 1024 x 2)");
     memset(&err, 0, sizeof err);
     tu_write(dir, "fp2050.bin", big, 2050, path);
     expect_input_error(plena_emu_load_fpsram_file(e, path, &err), &err, "fp2050.bin", "2050 bytes");
     memset(&err, 0, sizeof err);
     tu_write(dir, "int6.bin", big, 6, path);
-    expect_input_error(plena_emu_load_intsram_file(e, path, &err), &err, "int6.bin", "6 bytes");
+    expect_input_error(plena_emu_load_intsram_file(e, path, &err), &err, "int6.bin",
+                       "INT SRAM preload is 6 bytes: expected a multiple of 4 of at most 4096 "
+                       "bytes (INT_SRAM_DEPTH 1024 x 4)");
     memset(&err, 0, sizeof err);
     tu_write(dir, "int4100.bin", big, 4100, path);
     expect_input_error(plena_emu_load_intsram_file(e, path, &err), &err, "int4100.bin",
                        "4100 bytes");
     memset(&err, 0, sizeof err);
     tu_write(dir, "v5.bin", big, 5, path);
-    expect_input_error(plena_emu_load_vram_file(e, path, &err), &err, "v5.bin", "5 bytes");
+    expect_input_error(plena_emu_load_vram_file(e, path, &err), &err, "v5.bin",
+                       "VRAM preload is 5 bytes: expected an even size of at most 32768 bytes "
+                       "(VECTOR_SRAM_SIZE 256 x VLEN 64 x 2)");
     /* oversized VRAM preload and HBM image: sparse files */
     snprintf(path, sizeof path, "%s/vbig.bin", dir);
     int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);

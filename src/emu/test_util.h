@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "common/test_support.h"
 #include "emu/emu.h"
 #include "num/num.h"
 
@@ -115,42 +116,29 @@ static inline void tu_vset(struct plena_emu *e, uint64_t a, float x)
     plena_emu_vram_set(e, a, B(x));
 }
 
+/* Temp-directory helpers: thin names over common/test_support.h. */
 static inline char *tu_tmpdir(void)
 {
     char *d = malloc(64);
-    snprintf(d, 64, "/tmp/plena_emu_test_XXXXXX");
-    assert_non_null(mkdtemp(d));
+    assert_int_equal(plena_test_mkdtemp(d, 64, "emu_test"), 0);
     return d;
 }
 static inline void tu_write(const char *dir, const char *name, const void *data, size_t n,
                             char *path_out)
 {
-    snprintf(path_out, 512, "%s/%s", dir, name);
-    FILE *f = fopen(path_out, "wb");
-    assert_non_null(f);
-    if (n) assert_int_equal(fwrite(data, 1, n, f), n);
-    fclose(f);
+    plena_test_write_file(dir, name, data, n);
+    plena_test_path(path_out, 512, dir, name);
 }
+/* Whole file dir/name (free with free(): plena_free is free). */
 static inline uint8_t *tu_read(const char *dir, const char *name, size_t *n)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc((size_t)len + 1);
-    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
+    uint8_t *buf = (uint8_t *)plena_test_read_file(dir, name, n);
+    assert_non_null(buf);
     return buf;
 }
 static inline void tu_rmrf(const char *dir)
 {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(plena_test_rmtree(dir), 0);
 }
 
 #endif

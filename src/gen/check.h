@@ -58,8 +58,9 @@ struct plena_moe_check_result {
     int64_t first_mismatch; /* element index t*H + c, -1 when none */
     uint16_t first_dev, first_ref;
     uint32_t id_mismatches, w_mismatches, gate_mismatches;
-    double rel_rms;
-    int bound_ok;
+    double rel_rms;      /* float64 bound on the MoE output (plena_moe_rel_rms_moe) */
+    double rel_rms_full; /* whole output incl. residual (plena_moe_rel_rms_full) */
+    int bound_ok;        /* both <= PLENA_MOE_REL_RMS_BOUND */
     int numerical;  /* 0 for zero weights / zero input (bound not applied) */
     int ids_f64_ok; /* device ids equal the float64 ids (DEVICE routing) */
     float gate_min, gate_max;

@@ -95,8 +95,16 @@ static int resolve_file(const char *path, struct plena_moe_model *m, struct plen
     }
     int rc = 0;
     memset(m, 0, sizeof *m);
+    /* The model's name is the file's base name without a `.json` suffix
+     * ("configs/ds.json" -> "ds"): the same text whether the trace was
+     * generated from the file (trace model.name, replay) or `plena moe
+     * --model` read it, so their program.asm and layout.json agree. */
     const char *base = strrchr(path, '/');
-    snprintf(m->name, sizeof m->name, "%s", base ? base + 1 : path);
+    base = base ? base + 1 : path;
+    size_t nb = strlen(base);
+    if (nb > 5 && !strcmp(base + nb - 5, ".json")) nb -= 5;
+    snprintf(m->name, sizeof m->name, "%.*s", (int)(nb < sizeof m->name ? nb : sizeof m->name - 1),
+             base);
     static const char *const k_h[] = {"hidden_size", NULL};
     static const char *const k_e[] = {"num_experts", "num_local_experts", "n_routed_experts", NULL};
     static const char *const k_k[] = {"num_experts_per_tok", "experts_per_token", "moe_topk", NULL};

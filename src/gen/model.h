@@ -20,7 +20,7 @@ enum plena_router_form { PLENA_ROUTER_GEMM = 0, PLENA_ROUTER_DOT = 1 };
 enum plena_shared_gate { PLENA_SHARED_GATE_NONE = 0, PLENA_SHARED_GATE_SIGMOID = 1 };
 
 struct plena_moe_model {
-    char name[128];        /* preset name or the config file's base name */
+    char name[128];        /* preset name or the config file's base name without ".json" */
     uint32_t hidden;       /* H */
     uint32_t moe_inter;    /* I: width of one routed expert */
     uint32_t num_experts;  /* E (0 with routing NONE) */

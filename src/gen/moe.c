@@ -414,9 +414,12 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
     if (chunk > nct) chunk = nct;
     if (chunk > c->m->mram_tiles)
         return plena_prog_fail(c->p, PLENA_E_SHAPE,
-                               "projection needs %u MRAM tiles, the machine has %u (STREAM_F32 "
+                               "MRAM: a projection chunk needs %u tiles of MLEN x MLEN (%s), limit "
+                               "%u tiles (MATRIX_SRAM_SIZE / MLEN); driven by %s (STREAM_F32 "
                                "re-streaming is not implemented)",
-                               chunk, c->m->mram_tiles);
+                               chunk, pj->stream_f32 ? "the router streams all K tiles" : "C",
+                               c->m->mram_tiles,
+                               pj->stream_f32 ? "model.hidden_size" : "the chunk size C");
     const uint32_t nch = cdiv(nct, chunk);
     const uint64_t mlen2 = (uint64_t)MLEN * MLEN;
     unsigned aw = pj->areg;
@@ -1162,27 +1165,38 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
     uint64_t fp_avail = m->fp_depth > cfg->fp_base ? m->fp_depth - cfg->fp_base : 0;
     uint64_t int_fixed = (mp->windowed ? cfg->E : 0) + 16;
     uint64_t int_avail = m->int_depth > cfg->int_base ? m->int_depth - cfg->int_base : 0;
-    if (fp_fixed > fp_avail)
-        return plena_prog_fail(c->p, PLENA_E_SRAM, "FP SRAM region: %llu fixed entries exceed %llu",
-                               (unsigned long long)fp_fixed, (unsigned long long)fp_avail);
-    if (int_fixed > int_avail)
-        return plena_prog_fail(c->p, PLENA_E_SRAM,
-                               "INT SRAM region: %llu fixed entries exceed %llu",
-                               (unsigned long long)int_fixed, (unsigned long long)int_avail);
+    /* Failures name the resource, the requirement, the limit and the model
+     * fields behind it (traces-and-replay.md 2.3 R005 quotes these). */
+    const uint32_t per_fp = k + (gate ? 1 : 0);
+    const uint32_t tok_need = cfg->routing == PLENA_ROUTING_FIXED ? T : 1;
+    uint64_t fp_need = fp_fixed + (uint64_t)tok_need * per_fp;
+    uint64_t int_need = int_fixed + (uint64_t)tok_need * k;
+    if (fp_need > fp_avail)
+        return plena_prog_fail(
+            c->p, PLENA_E_SRAM,
+            "FP SRAM: %s %u token(s) needs %llu entries (VLEN %u zero row + 16 constants%s + "
+            "top_k %u route weights%s per token), limit %llu (FP_SRAM_DEPTH %u - fp_base %u); "
+            "driven by model.top_k%s%s",
+            tok_need > 1 ? "fixed routing of" : "a token block of", tok_need,
+            (unsigned long long)fp_need, V, dot ? " + router dot scratch" : "", k,
+            gate ? " + 1 gate value" : "", (unsigned long long)fp_avail, m->fp_depth, cfg->fp_base,
+            dot ? ", model.num_experts" : "", gate ? ", model.shared_gate" : "");
+    if (int_need > int_avail)
+        return plena_prog_fail(
+            c->p, PLENA_E_SRAM,
+            "INT SRAM: %s %u token(s) needs %llu entries (top_k %u expert ids per token%s + 16 "
+            "spill slots), limit %llu (INT_SRAM_DEPTH %u - int_base %u); driven by "
+            "model.top_k%s",
+            tok_need > 1 ? "fixed routing of" : "a token block of", tok_need,
+            (unsigned long long)int_need, k, mp->windowed ? " + num_experts window table" : "",
+            (unsigned long long)int_avail, m->int_depth, cfg->int_base,
+            mp->windowed ? ", model.num_experts, model.intermediate_size" : "");
     uint64_t tb = T;
-    uint32_t per_fp = k + (gate ? 1 : 0);
     if (per_fp && (fp_avail - fp_fixed) / per_fp < tb) tb = (fp_avail - fp_fixed) / per_fp;
     if (k && (int_avail - int_fixed) / k < tb) tb = (int_avail - int_fixed) / k;
     if (cfg->force_tblk && cfg->force_tblk < tb) tb = cfg->force_tblk;
-    if (tb < 1)
-        return plena_prog_fail(c->p, PLENA_E_SRAM,
-                               "SRAM region (route weights / expert ids / gate values) does not "
-                               "fit one token (T_blk < 1)");
-    if (cfg->routing == PLENA_ROUTING_FIXED && tb < T)
-        return plena_prog_fail(c->p, PLENA_E_SRAM,
-                               "fixed routing of %u tokens needs the whole routing table in SRAM "
-                               "(T_blk %llu < T)",
-                               T, (unsigned long long)tb);
+    if (tb < 1) /* impossible after the two checks above */
+        return plena_prog_fail(c->p, PLENA_E_SRAM, "SRAM: T_blk < 1");
     mp->t_blk = (uint32_t)tb;
     mp->n_blocks = cdiv(T, mp->t_blk);
     uint32_t pr = 0;
@@ -1503,5 +1517,66 @@ int plena_moe_generate(const struct plena_moe_cfg *cfg, uint32_t T, struct plena
     int rc = plena_moe_emit_layer(&c, cfg, T, info);
     info->vram_peak = va.peak;
     plena_vram_fini(&va);
+    return rc;
+}
+
+int plena_gen_capacity_check(const struct plena_moe_model *mdl, const struct plena_gen_machine *m,
+                             uint32_t T, struct plena_gen_capacity *cap, struct plena_err *err)
+{
+    struct plena_gen_capacity local;
+    if (!cap) cap = &local;
+    memset(cap, 0, sizeof *cap);
+    struct plena_moe_cfg cfg;
+    plena_moe_cfg_from_model(mdl, m, &cfg);
+    struct plena_moe_emit_info *info = plena_malloc(sizeof *info);
+    if (!info) return PLENA_FAIL(err, PLENA_E_NOMEM, "capacity", "out of memory"), PLENA_E_GENMEM;
+    struct plena_prog prog;
+    struct plena_err e = {0};
+    int rc = plena_moe_generate(&cfg, T, &prog, info, &e);
+    cap->vram_limit = m->vram_elems;
+    cap->hbm_limit = m->hbm_size;
+    cap->insn_limit = UINT32_MAX;
+    if (rc == PLENA_E_VRAM) {
+        /* The requirement is the same generator's peak with room to spare. */
+        plena_prog_free(&prog);
+        struct plena_moe_cfg big = cfg;
+        big.m.vram_elems = 1ull << 62;
+        int rc2 = plena_moe_generate(&big, T, &prog, info, NULL);
+        if (!rc2) cap->vram_need = info->vram_peak;
+        if (rc2 || cap->vram_need <= m->vram_elems) {
+            if (err) *err = e;
+        } else {
+            PLENA_FAIL(err, PLENA_E_INPUT, "capacity",
+                       "VRAM: %u token(s) need %llu elements (peak of the generator's allocator), "
+                       "limit %llu (VECTOR_SRAM_SIZE x VLEN); driven by model.hidden_size %u, "
+                       "model.intermediate_size %u, model.shared_intermediate_size %u%s and the "
+                       "token count",
+                       T, (unsigned long long)cap->vram_need, (unsigned long long)m->vram_elems,
+                       mdl->hidden, mdl->moe_inter, mdl->shared_inter,
+                       mdl->expert_bias ? ", model.num_experts (expert biases)" : "");
+        }
+    } else if (rc) {
+        if (err) *err = e;
+    } else {
+        const struct plena_moe_map *mp = &info->map;
+        cap->t_blk = mp->t_blk;
+        cap->fp_need = mp->fp_used;
+        cap->fp_limit = m->fp_depth > cfg.fp_base ? m->fp_depth - cfg.fp_base : 0;
+        cap->int_need = mp->int_used;
+        cap->int_limit = m->int_depth > cfg.int_base ? m->int_depth - cfg.int_base : 0;
+        cap->vram_need = info->vram_peak;
+        cap->hbm_need = mp->hbm_end;
+        cap->n_insns = prog.n_insns;
+        if (cap->n_insns > cap->insn_limit) {
+            rc = PLENA_E_SHAPE;
+            PLENA_FAIL(err, PLENA_E_INPUT, "capacity",
+                       "instruction count: %u token(s) need %llu instructions (%s pairs), limit "
+                       "%llu (32-bit PC); driven by model.top_k %u and the token count",
+                       T, (unsigned long long)cap->n_insns, plena_pair_form_name(info->pair_form),
+                       (unsigned long long)cap->insn_limit, mdl->top_k);
+        }
+    }
+    plena_prog_free(&prog);
+    plena_free(info);
     return rc;
 }

@@ -119,6 +119,28 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
 int plena_moe_generate(const struct plena_moe_cfg *cfg, uint32_t T, struct plena_prog *prog,
                        struct plena_moe_emit_info *info, struct plena_err *err);
 
+/* ---- capacity (2.6; traces-and-replay.md 2.3 R005) ---- */
+/* What a layer needs of each machine resource and what the machine has. */
+struct plena_gen_capacity {
+    uint32_t t_blk;                 /* token block size the generator chose */
+    uint64_t fp_need, fp_limit;     /* FP SRAM entries from fp_base */
+    uint64_t int_need, int_limit;   /* INT SRAM entries from int_base */
+    uint64_t vram_need, vram_limit; /* VRAM elements: the allocator's peak */
+    uint64_t hbm_need, hbm_limit;   /* HBM bytes (over the limit: warning only, 2.3) */
+    uint64_t n_insns, insn_limit;   /* static instructions; the PC is 32 bits */
+};
+/* Would the generator lower `mdl` (with the routing in mdl->routing) for T
+ * tokens on machine m? Runs the generator itself (plena_moe_generate), so the
+ * rules are its own: T_blk of 2.6 (FP SRAM, INT SRAM; fixed routing needs the
+ * whole routing table), the VRAM allocator, the MRAM chunk, and the
+ * instruction count. On failure err names the resource, the requirement,
+ * the limit and the model fields behind it, and the return is PLENA_E_SRAM,
+ * PLENA_E_VRAM, PLENA_E_SHAPE (MRAM, shape) or PLENA_E_GENMEM. An HBM image
+ * beyond HBM_SIZE is not a failure (reads past the capacity return zeros);
+ * cap->hbm_need > cap->hbm_limit tells the caller to warn. cap may be NULL. */
+int plena_gen_capacity_check(const struct plena_moe_model *mdl, const struct plena_gen_machine *m,
+                             uint32_t T, struct plena_gen_capacity *cap, struct plena_err *err);
+
 /* ---- emitters (3.3) ---- */
 int plena_moe_fp_zero_row_init(struct plena_ctx *c, enum plena_stage stage);
 int plena_moe_true_zero_rows(struct plena_ctx *c, enum plena_stage stage,

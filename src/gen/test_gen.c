@@ -14,6 +14,7 @@
 
 #include "common/alloc.h"
 #include "gen/moe.h"
+#include "num/num.h"
 
 static struct plena_gen_machine machine(uint32_t blen)
 {
@@ -268,7 +269,7 @@ static void test_hbm_window(void **state)
 static void test_presets_validate(void **state)
 {
     (void)state;
-    assert_int_equal(plena_gen_preset_count(), 28); /* 14 full-size + 1 demo + 13 tiny */
+    assert_int_equal(plena_gen_preset_count(), 29); /* 14 full-size + 1 demo + 14 tiny */
     for (unsigned i = 0; i < plena_gen_preset_count(); i++) {
         const struct plena_moe_model *m = plena_gen_preset_at(i);
         struct plena_err err;
@@ -312,6 +313,7 @@ static void test_model_file(void **state)
     fclose(f);
     struct plena_moe_model m;
     assert_int_equal(plena_gen_model_resolve(path, &m, NULL), 0);
+    assert_string_equal(m.name, "cfg"); /* base name without ".json" */
     assert_int_equal(m.hidden, 2048);
     assert_int_equal(m.num_experts, 60);
     assert_int_equal(m.top_k, 4);
@@ -786,6 +788,111 @@ static void test_windowed_presets(void **state)
     }
 }
 
+/* F2 (moe-lowering 5, 7.4): the fused shared gate/up tensor [H, n*m] is MX
+ * encoded in blocks of 8 along a row. With n = 2, m = 12 (tiny-straddle) the
+ * block of columns 8..15 holds expert 1's columns 8..11 and expert 2's
+ * columns 0..3; with m = 16 no block straddles. Expert 1 carries amax 1.0,
+ * expert 2 the value 1.375 * 2^-8 (amax 2^8 apart). Per expert, 1.375 * 2^-8
+ * has its own scale 2^-8 and e4m3 1.375 (exact). Fused, the block scale is
+ * 2^0, y = 1.375 * 2^-8 = 0.6875 * 2^-7 falls in PLENA-e4m3's subnormal
+ * binade: u = 8 * 0.6875 = 5.5, HR(5.5) = 6 (tie to even), decoded
+ * 6/8 * 2^-7 = 1.5 * 2^-8. */
+static void straddle_row(uint32_t n, uint32_t m, float *fused_dec, float *sep_dec)
+{
+    float row[64] = {0}, part[64];
+    uint8_t codes[64], scales[8];
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t c = 0; c < m; c++)
+            row[i * m + c] = i == 0 ? (c % 2 ? -1.0f : 1.0f) : 1.375f * 0x1p-8f;
+    plena_num_mx_encode_row(PLENA_MX_PLENA, PLENA_MX_HOST, row, 64, 8, codes, scales);
+    plena_num_mx_decode_row(PLENA_MX_PLENA, codes, scales, 64, 8, fused_dec);
+    for (uint32_t i = 0; i < n; i++) {
+        memset(part, 0, sizeof part);
+        memcpy(part, row + i * m, m * sizeof *part);
+        plena_num_mx_encode_row(PLENA_MX_PLENA, PLENA_MX_HOST, part, 64, 8, codes, scales);
+        float dec[64];
+        plena_num_mx_decode_row(PLENA_MX_PLENA, codes, scales, 64, 8, dec);
+        memcpy(sep_dec + i * m, dec, m * sizeof *dec);
+    }
+}
+
+static void test_f2_mx_straddle(void **state)
+{
+    (void)state;
+    const struct plena_moe_model *st = plena_gen_preset_find("tiny-straddle");
+    assert_non_null(st);
+    assert_int_equal(st->n_shared, 2);
+    assert_int_equal(st->moe_inter, 12);
+    assert_int_equal(st->shared_inter, plena_moe_fused_shared_intermediate(2, 12));
+    float fused[64], sep[64];
+    /* m = 12: expert 2's columns 0..3 share expert 1's block */
+    straddle_row(st->n_shared, st->moe_inter, fused, sep);
+    for (uint32_t c = 0; c < 24; c++) {
+        int straddling = c >= 12 && c < 16;
+        float want_sep = c < 12 ? (c % 2 ? -1.0f : 1.0f) : 1.375f * 0x1p-8f;
+        assert_true(sep[c] == want_sep);
+        assert_true(fused[c] == (straddling ? 1.5f * 0x1p-8f : want_sep));
+    }
+    /* m = 16 control: blocks align with the experts, fused == separate */
+    straddle_row(2, 16, fused, sep);
+    assert_memory_equal(fused, sep, 32 * sizeof *fused);
+    assert_true(fused[16] == 1.375f * 0x1p-8f);
+}
+
+/* plena_gen_capacity_check (moe-lowering 2.6): requirements counted by hand
+ * from the FP/INT SRAM maps of 2.4/2.5 (VLEN 64 + 16 constants + T_blk * k
+ * route weights; T_blk * k ids + 16 spill slots). */
+static void test_capacity_check(void **state)
+{
+    (void)state;
+    struct plena_gen_machine m;
+    plena_gen_machine_default(&m);
+    struct plena_gen_capacity cap;
+    struct plena_err err;
+    plena_err_clear(&err);
+    const struct plena_moe_model *r128 = plena_gen_preset_find("tiny-route-128x8");
+    m.fp_depth = 100; /* (100 - 80) / 8 = 2 tokens per block */
+    assert_int_equal(plena_gen_capacity_check(r128, &m, 8, &cap, &err), 0);
+    assert_int_equal(cap.t_blk, 2);
+    assert_int_equal(cap.fp_need, 80 + 2 * 8);
+    assert_int_equal(cap.fp_limit, 100);
+    assert_int_equal(cap.int_need, 2 * 8 + 16);
+    assert_int_equal(cap.int_limit, 1024);
+    assert_true(cap.vram_need > 0 && cap.vram_need <= cap.vram_limit);
+    assert_true(cap.n_insns > 0 && cap.hbm_need > 0);
+    m.fp_depth = 87; /* one token needs 88 */
+    assert_int_equal(plena_gen_capacity_check(r128, &m, 8, &cap, &err), PLENA_E_SRAM);
+    assert_non_null(strstr(err.msg, "FP SRAM"));
+    assert_non_null(strstr(err.msg, "needs 88 entries"));
+    assert_non_null(strstr(err.msg, "limit 87"));
+    assert_non_null(strstr(err.msg, "model.top_k"));
+    /* MRAM: tiny-ksplit's GEMM router streams all 5 K tiles of H = 320 */
+    plena_gen_machine_default(&m);
+    m.mram_tiles = 3;
+    plena_err_clear(&err);
+    assert_int_equal(
+        plena_gen_capacity_check(plena_gen_preset_find("tiny-ksplit"), &m, 2, &cap, &err),
+        PLENA_E_SHAPE);
+    assert_non_null(strstr(err.msg, "MRAM"));
+    assert_non_null(strstr(err.msg, "needs 5 tiles"));
+    assert_non_null(strstr(err.msg, "limit 3 tiles"));
+    /* VRAM: the requirement quoted is the allocator's peak of a fitting run */
+    plena_gen_machine_default(&m);
+    const struct plena_moe_model *ds = plena_gen_preset_find("tiny-ds-shared");
+    assert_int_equal(plena_gen_capacity_check(ds, &m, 8, &cap, NULL), 0);
+    uint64_t need = cap.vram_need;
+    m.vram_elems = need - 1;
+    plena_err_clear(&err);
+    assert_int_equal(plena_gen_capacity_check(ds, &m, 8, &cap, &err), PLENA_E_VRAM);
+    char want[96];
+    snprintf(want, sizeof want, "need %llu elements", (unsigned long long)need);
+    assert_non_null(strstr(err.msg, want));
+    assert_non_null(strstr(err.msg, "VRAM"));
+    assert_non_null(strstr(err.msg, "model.hidden_size"));
+    m.vram_elems = need;
+    assert_int_equal(plena_gen_capacity_check(ds, &m, 8, &cap, NULL), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -808,6 +915,8 @@ int main(void)
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_token_blocks),
         cmocka_unit_test(test_windowed_presets),
+        cmocka_unit_test(test_f2_mx_straddle),
+        cmocka_unit_test(test_capacity_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

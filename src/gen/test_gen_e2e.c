@@ -21,6 +21,7 @@
 #include "gen/check.h"
 #include "isa/encoding.h"
 #include "isa/isa.h"
+#include "num/num.h"
 
 static struct plena_settings g_set;
 static struct plena_gen_machine g_m;
@@ -279,6 +280,45 @@ static void test_s1(void **state)
 }
 
 /* S2 + G1 + A1/A2: tiny-qwen2-gated T=8 */
+/* A2 exact: shared_expert_gate holds exactly the gate loop of 3.3.10 plus
+ * the broadcast of 3.3.9, counted by hand for H_p = VLEN (one column block,
+ * so neither column loop is a hardware loop) and T = T_blk tokens; every
+ * address below 2^18 makes each `li` one S_ADDI_INT.
+ *   gate prologue: li gpG, li gpX, S_LD_FP f_one, li (q row)          4
+ *   C_LOOP_START (token loop, T)                                       1
+ *   per token: S_ADD_FP f_z=0, S_ADDI gpXc, li gpWc, V_MUL_VV,
+ *     V_RED_SUM, S_SUB_FP, S_EXP_FP, S_ADD_FP, S_RECI_FP, S_ST_FP,
+ *     S_ADDI gpG, S_ADDI gpX, C_LOOP_END                               13
+ *   broadcast prologue: S_ADDI gF, li gR, C_LOOP_START                 3
+ *   per token: S_LD_FP, V_MUL_VF, S_ADDI gF, S_ADDI gR, C_LOOP_END     5
+ * static = 4 + 1 + 13 + 3 + 5 = 26; executed = 4 + 1 + 13 T + 3 + 5 T. */
+static void a2_gate_exact(const struct plena_moe_build *b, const struct plena_moe_device *d,
+                          uint32_t T)
+{
+    assert_int_equal(b->info.map.n_blocks, 1);
+    const int G = PLENA_STAGE_SHARED_EXPERT_GATE;
+    assert_int_equal(count_static(b, -1, G), 26);
+    assert_int_equal(b->info.gate_static, 26);
+    uint64_t st[PLENA_STAGE_COUNT];
+    enum plena_attribution mode;
+    stage_exec_from_labels(b, d, st, &mode);
+    assert_int_equal(st[G], 4 + 1 + 13 * (uint64_t)T + 3 + 5 * (uint64_t)T);
+    /* per opcode, executed in the gate stage */
+    uint64_t(*so)[64] = plena_calloc(PLENA_STAGE_COUNT, sizeof *so);
+    assert_non_null(so);
+    plena_moe_count_stage_op(b, d->pc_count, so);
+    assert_int_equal(so[G][PLENA_OP_V_MUL_VV], T);
+    assert_int_equal(so[G][PLENA_OP_V_RED_SUM], T);
+    assert_int_equal(so[G][PLENA_OP_S_EXP_FP], T);
+    assert_int_equal(so[G][PLENA_OP_S_RECI_FP], T);
+    assert_int_equal(so[G][PLENA_OP_S_ST_FP], T);
+    assert_int_equal(so[G][PLENA_OP_V_MUL_VF], T);
+    assert_int_equal(so[G][PLENA_OP_S_LD_FP], 1 + (uint64_t)T);
+    assert_int_equal(so[G][PLENA_OP_C_LOOP_START], 2);
+    assert_int_equal(so[G][PLENA_OP_C_LOOP_END], 2 * (uint64_t)T);
+    plena_free(so);
+}
+
 static void test_s2(void **state)
 {
     (void)state;
@@ -304,6 +344,7 @@ static void test_s2(void **state)
     assert_int_equal(attribution_ok(&b, &d), 0);
     assert_true(a1_ok(&b, &d));
     assert_true(a2_ok(&b));
+    a2_gate_exact(&b, &d, 8);
     note_union(&b);
     free_case(&b, &d);
 }
@@ -828,16 +869,189 @@ static void test_build_dir(void **state)
     plena_moe_build_free(&b);
 }
 
+/* ---- F1: fusion identity (moe-lowering 5, 7.4) ---- */
+
+static double silu64(double g)
+{
+    return g / (1.0 + exp(-g));
+}
+
+/* y[t] = sum over intermediate columns j in [j0, j1) of
+ * silu(x.G[:,j]) * (x.U[:,j]) * D[j,:], in double (x = h rows, T x H). */
+static void shared64(const float *x, uint32_t T, uint32_t H, uint32_t Is, const float *G,
+                     const float *U, const float *D, uint32_t j0, uint32_t j1, double *y)
+{
+    for (uint32_t t = 0; t < T; t++)
+        for (uint32_t j = j0; j < j1; j++) {
+            double g = 0, u = 0;
+            for (uint32_t r = 0; r < H; r++) {
+                g += (double)x[t * H + r] * G[(size_t)r * Is + j];
+                u += (double)x[t * H + r] * U[(size_t)r * Is + j];
+            }
+            double a = silu64(g) * u;
+            for (uint32_t c = 0; c < H; c++)
+                y[t * H + c] += a * D[(size_t)j * H + c];
+        }
+}
+
+static double rel_diff(const double *a, const double *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += (a[i] - b[i]) * (a[i] - b[i]);
+        den += b[i] * b[i];
+    }
+    return sqrt(num) / sqrt(den);
+}
+
+static void shared_only(struct plena_moe_build_opts *o)
+{
+    o->cfg.routing = PLENA_ROUTING_NONE;
+    o->cfg.E = o->cfg.k = 0;
+    o->cfg.residual = PLENA_RESIDUAL_NONE; /* output = S, x = h */
+}
+
+/* Copies rows [r0, r0 + rows) x columns [c0, c0 + cols) of the MXFP8 tensor
+ * [K_p, N_p] at src (blocks of 8 along a row, c0 and cols multiples of 8) into
+ * the MXFP8 tensor [rows, cols] at dst: element and scale bytes, no
+ * re-encoding. */
+static void copy_mx(const struct plena_hbm_region *src, uint32_t K_p, uint32_t N_p,
+                    struct plena_hbm_region *dst, uint32_t r0, uint32_t rows, uint32_t c0,
+                    uint32_t cols)
+{
+    assert_int_equal(dst->n, (uint64_t)rows * cols * 9 / 8);
+    assert_true(src->n >= (uint64_t)K_p * N_p * 9 / 8);
+    for (uint32_t r = 0; r < rows; r++) {
+        memcpy(dst->bytes + (size_t)r * cols, src->bytes + (size_t)(r0 + r) * N_p + c0, cols);
+        memcpy(dst->bytes + (size_t)rows * cols + (size_t)r * (cols / 8),
+               src->bytes + (size_t)K_p * N_p + (size_t)(r0 + r) * (N_p / 8) + c0 / 8, cols / 8);
+    }
+}
+
+static void build_shared_only(const char *preset, struct plena_moe_build *b)
+{
+    struct tcase tc = {preset, 4, PLENA_MOE_WEIGHTS_RANDOM, 0, shared_only, 0};
+    struct plena_moe_build_opts o;
+    uint32_t *ids;
+    float *w;
+    opts_for(&tc, &o, &ids, &w);
+    struct plena_err err;
+    plena_err_clear(&err);
+    int rc = plena_moe_build_run(&o, b, &err);
+    if (rc) fprintf(stderr, "build %s: %s\n", preset, err.msg);
+    assert_int_equal(rc, 0);
+}
+
+static void emulate(const struct plena_moe_build *b, struct plena_moe_device *d)
+{
+    struct plena_err err;
+    plena_err_clear(&err);
+    assert_int_equal(plena_moe_emulate(b, &g_set, NULL, d, &err), 0);
+    assert_false(d->trapped);
+}
+
+static void test_f1_fusion_identity(void **state)
+{
+    (void)state;
+    /* fused: tiny-ds-fused's shared branch, 2 x 64 -> 128 */
+    struct plena_moe_build fb, sb[2];
+    build_shared_only("tiny-ds-fused", &fb);
+    const uint32_t T = 4, H = 64, m = 64, Is = 128;
+    assert_int_equal(fb.cfg.Is, Is);
+    assert_int_equal(fb.cfg.n_shared, 2);
+    struct plena_moe_refdata rd;
+    struct plena_err err;
+    plena_err_clear(&err);
+    assert_int_equal(plena_moe_refdata_from_build(&fb, &rd, &err), 0);
+    const float *G = rd.in.ws_gate, *U = rd.in.ws_up, *D = rd.in.ws_down, *x = rd.in.h;
+    /* float64: fused vs the two experts G_i = G[:, 64i..], D_i = D[64i.., :] */
+    double *yf = calloc((size_t)T * H, sizeof *yf), *ys = calloc((size_t)T * H, sizeof *ys);
+    shared64(x, T, H, Is, G, U, D, 0, Is, yf);
+    double *y2 = calloc((size_t)T * H, sizeof *y2);
+    shared64(x, T, H, Is, G, U, D, 0, m, ys); /* expert 1 and expert 2 apart, then summed */
+    shared64(x, T, H, Is, G, U, D, m, 2 * m, y2);
+    for (size_t e = 0; e < (size_t)T * H; e++)
+        ys[e] += y2[e];
+    free(y2);
+    double rd64 = rel_diff(ys, yf, (size_t)T * H);
+    assert_true(rd64 <= 1e-12);
+    /* emulated separate: two one-expert shared layers (tiny-ds-shared, width
+     * 64) carrying exactly the fused tensors' bytes of expert i */
+    for (int i = 0; i < 2; i++) {
+        build_shared_only("tiny-ds-shared", &sb[i]);
+        const struct plena_moe_map *fm = &fb.info.map, *sm = &sb[i].info.map;
+        struct plena_hbm_region *g =
+            (struct plena_hbm_region *)plena_moe_build_region(&sb[i], sm->shared[0]);
+        struct plena_hbm_region *u =
+            (struct plena_hbm_region *)plena_moe_build_region(&sb[i], sm->shared[1]);
+        struct plena_hbm_region *dn =
+            (struct plena_hbm_region *)plena_moe_build_region(&sb[i], sm->shared[2]);
+        assert_non_null(g);
+        assert_non_null(u);
+        assert_non_null(dn);
+        copy_mx(plena_moe_build_region(&fb, fm->shared[0]), H, Is, g, 0, H, i * m, m);
+        copy_mx(plena_moe_build_region(&fb, fm->shared[1]), H, Is, u, 0, H, i * m, m);
+        copy_mx(plena_moe_build_region(&fb, fm->shared[2]), Is, H, dn, i * m, m, 0, H);
+        struct plena_moe_refdata ri;
+        assert_int_equal(plena_moe_refdata_from_build(&sb[i], &ri, &err), 0);
+        assert_memory_equal(ri.in.h, x, (size_t)T * H * sizeof *x); /* same input */
+        for (uint32_t r = 0; r < H; r++)
+            for (uint32_t c = 0; c < m; c++) {
+                assert_true(ri.in.ws_gate[r * m + c] == G[r * Is + i * m + c]);
+                assert_true(ri.in.ws_down[c * H + r] == D[(i * m + c) * H + r]);
+            }
+        plena_moe_refdata_free(&ri);
+    }
+    struct plena_moe_device df, d0, d1;
+    emulate(&fb, &df);
+    emulate(&sb[0], &d0);
+    emulate(&sb[1], &d1);
+    double *ef = calloc((size_t)T * H, sizeof *ef), *es = calloc((size_t)T * H, sizeof *es);
+    int equal = 1;
+    for (size_t e = 0; e < (size_t)T * H; e++) {
+        float s1 = plena_num_bf16_to_f32(d0.out[e]), s2 = plena_num_bf16_to_f32(d1.out[e]);
+        float sum = plena_num_round_bf16(s1 + s2); /* the separate outputs added in BF16 */
+        ef[e] = plena_num_bf16_to_f32(df.out[e]);
+        es[e] = sum;
+        if (ef[e] != es[e]) equal = 0;
+    }
+    double rf = rel_diff(ef, yf, (size_t)T * H), rs = rel_diff(es, yf, (size_t)T * H);
+    if (getenv("PLENA_E2E_VERBOSE"))
+        fprintf(stderr, "F1: f64 rel %.3g; emulated fused %.5f separate %.5f (%s)\n", rd64, rf, rs,
+                equal ? "equal" : "not equal");
+    assert_true(rf <= 0.02); /* not required equal to each other: each within the bound */
+    assert_true(rs <= 0.02);
+    free(ef);
+    free(es);
+    free(yf);
+    free(ys);
+    plena_moe_device_free(&df);
+    plena_moe_device_free(&d0);
+    plena_moe_device_free(&d1);
+    plena_moe_refdata_free(&rd);
+    plena_moe_build_free(&fb);
+    plena_moe_build_free(&sb[0]);
+    plena_moe_build_free(&sb[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_s1),       cmocka_unit_test(test_s2),
-        cmocka_unit_test(test_s3),       cmocka_unit_test(test_r1),
-        cmocka_unit_test(test_r2),       cmocka_unit_test(test_r3_r5),
-        cmocka_unit_test(test_r6),       cmocka_unit_test(test_r8),
-        cmocka_unit_test(test_k1),       cmocka_unit_test(test_l1),
-        cmocka_unit_test(test_a6_union), cmocka_unit_test(test_build_dir),
-        cmocka_unit_test(test_c1),       cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_s1),
+        cmocka_unit_test(test_s2),
+        cmocka_unit_test(test_f1_fusion_identity),
+        cmocka_unit_test(test_s3),
+        cmocka_unit_test(test_r1),
+        cmocka_unit_test(test_r2),
+        cmocka_unit_test(test_r3_r5),
+        cmocka_unit_test(test_r6),
+        cmocka_unit_test(test_r8),
+        cmocka_unit_test(test_k1),
+        cmocka_unit_test(test_l1),
+        cmocka_unit_test(test_a6_union),
+        cmocka_unit_test(test_build_dir),
+        cmocka_unit_test(test_c1),
+        cmocka_unit_test(test_cli),
 #ifdef PLENA_TESTING
         cmocka_unit_test(test_faults),
 #endif

@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "common/test_support.h"
 #include "isa/asm.h"
 #include "isa/disasm.h"
 #include "isa/isa.h"
@@ -466,94 +466,74 @@ static void test_alloc_failure(void **state)
 
 /* ---- CLI ($PLENA_BIN) ---- */
 
-static int run(const char *cmd)
+/* dir/name read whole; fails the test when unreadable. */
+static char *read_in(const char *dir, const char *name)
 {
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    char *text = plena_test_read_file(dir, name, NULL);
+    assert_non_null(text);
+    return text;
 }
 
 static void test_cli(void **state)
 {
     (void)state;
-    const char *bin = getenv("PLENA_BIN");
-    if (!bin || access(bin, X_OK)) {
+    const char *bin = plena_test_bin();
+    if (!bin) {
         fprintf(stderr, "PLENA_BIN not set or not executable: CLI checks skipped\n");
         skip();
     }
-    char dir[64];
-    snprintf(dir, sizeof dir, "/tmp/plena_test_cli.XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    char cmd[2048], path[256];
-    snprintf(path, sizeof path, "%s/a.asm", dir);
-    const char *src = "; @stage=router_topk\nV_TOPK gp1, gp2, gp3, 1\n; @stage=gather @pair=4\n"
-                      "M_MV_WO gp3, 4\n; @stage=expert_bais\nC_BREAK\n";
-    struct plena_err err = {0};
-    assert_int_equal(plena_file_write_atomic(path, src, strlen(src), &err), 0);
-    snprintf(cmd, sizeof cmd, "%s asm %s -o %s/a.mem --stage-map %s/map.json 2>%s/err.txt", bin,
-             path, dir, dir, dir);
-    assert_int_equal(run(cmd), 0);
-    char p2[300];
-    snprintf(p2, sizeof p2, "%s/a.mem", dir);
-    char *text;
-    size_t len;
-    assert_int_equal(plena_file_read_all(p2, &text, &len, &err), 0);
+    char dir[64], path[256];
+    assert_int_equal(plena_test_mkdtemp(dir, sizeof dir, "test_cli"), 0);
+    plena_test_path(path, sizeof path, dir, "a.asm");
+    plena_test_write_text(dir, "a.asm",
+                          "; @stage=router_topk\nV_TOPK gp1, gp2, gp3, 1\n; @stage=gather @pair=4\n"
+                          "M_MV_WO gp3, 4\n; @stage=expert_bais\nC_BREAK\n");
+    assert_int_equal(plena_test_sh("%s asm %s -o %s/a.mem --stage-map %s/map.json 2>%s/err.txt",
+                                   bin, path, dir, dir, dir),
+                     0);
+    char *text = read_in(dir, "a.mem");
     assert_string_equal(text, "0x0004C877\n0x000100CB\n0x00000034\n");
     plena_free(text);
-    snprintf(p2, sizeof p2, "%s/err.txt", dir);
-    assert_int_equal(plena_file_read_all(p2, &text, &len, &err), 0);
+    text = read_in(dir, "err.txt");
     assert_non_null(strstr(text, "a.asm:5:10: warning: unknown stage 'expert_bais'"));
     plena_free(text);
-    snprintf(p2, sizeof p2, "%s/map.json", dir);
-    assert_int_equal(plena_file_read_all(p2, &text, &len, &err), 0);
+    text = read_in(dir, "map.json");
     assert_non_null(strstr(text, "\"mode\": \"markers\""));
     assert_non_null(strstr(text, "{\"pc\": 2, \"line\": 6, \"stage\": \"gather\", \"pair\": 4}"));
     assert_non_null(
         strstr(text, "{\"name\": \"expert_bais\", \"first_line\": 5, \"occurrences\": 1}"));
     plena_free(text);
     /* upstream encoder */
-    snprintf(cmd, sizeof cmd, "%s asm %s -o %s/u.mem --encoder=upstream 2>/dev/null", bin, path,
-             dir);
-    assert_int_equal(run(cmd), 0);
-    snprintf(p2, sizeof p2, "%s/u.mem", dir);
-    assert_int_equal(plena_file_read_all(p2, &text, &len, &err), 0);
+    assert_int_equal(
+        plena_test_sh("%s asm %s -o %s/u.mem --encoder=upstream 2>/dev/null", bin, path, dir), 0);
+    text = read_in(dir, "u.mem");
     assert_string_equal(text, "0x0004C877\n0x000010CB\n0x00000034\n");
     plena_free(text);
     /* strict: unknown stage is an input error (exit 3) with file:line:col */
-    snprintf(cmd, sizeof cmd, "%s asm %s -o %s/s.mem --strict 2>%s/err2.txt", bin, path, dir, dir);
-    assert_int_equal(run(cmd), 3);
-    snprintf(p2, sizeof p2, "%s/err2.txt", dir);
-    assert_int_equal(plena_file_read_all(p2, &text, &len, &err), 0);
+    assert_int_equal(
+        plena_test_sh("%s asm %s -o %s/s.mem --strict 2>%s/err2.txt", bin, path, dir, dir), 3);
+    text = read_in(dir, "err2.txt");
     assert_non_null(strstr(text, "a.asm:5:10: error: unknown stage 'expert_bais' (expected one of: "
                                  "router_topk, "));
     plena_free(text);
-    snprintf(p2, sizeof p2, "%s/s.mem", dir);
-    assert_int_not_equal(access(p2, F_OK), 0);
+    char p2[300];
+    assert_int_not_equal(access(plena_test_path(p2, sizeof p2, dir, "s.mem"), F_OK), 0);
     /* usage errors, unwritable output, missing input */
-    snprintf(cmd, sizeof cmd, "%s asm %s 2>/dev/null", bin, path);
-    assert_int_equal(run(cmd), 2);
-    snprintf(cmd, sizeof cmd, "%s asm %s -o x.mem --encoder=foo 2>/dev/null", bin, path);
-    assert_int_equal(run(cmd), 2);
-    snprintf(cmd, sizeof cmd, "%s asm %s -o %s/nodir/x.mem 2>/dev/null", bin, path, dir);
-    assert_int_equal(run(cmd), 4);
-    snprintf(cmd, sizeof cmd, "%s asm %s/missing.asm -o %s/x.mem 2>/dev/null", bin, dir, dir);
-    assert_int_equal(run(cmd), 3);
-    snprintf(cmd, sizeof cmd, "%s asm --help >/dev/null", bin);
-    assert_int_equal(run(cmd), 0);
+    assert_int_equal(plena_test_sh("%s asm %s 2>/dev/null", bin, path), 2);
+    assert_int_equal(plena_test_sh("%s asm %s -o x.mem --encoder=foo 2>/dev/null", bin, path), 2);
+    assert_int_equal(plena_test_sh("%s asm %s -o %s/nodir/x.mem 2>/dev/null", bin, path, dir), 4);
+    assert_int_equal(plena_test_sh("%s asm %s/missing.asm -o %s/x.mem 2>/dev/null", bin, dir, dir),
+                     3);
+    assert_int_equal(plena_test_sh("%s asm --help >/dev/null", bin), 0);
     /* disasm */
-    snprintf(cmd, sizeof cmd, "%s disasm %s/a.mem -o %s/d.asm", bin, dir, dir);
-    assert_int_equal(run(cmd), 0);
-    snprintf(p2, sizeof p2, "%s/d.asm", dir);
-    assert_int_equal(plena_file_read_all(p2, &text, &len, &err), 0);
+    assert_int_equal(plena_test_sh("%s disasm %s/a.mem -o %s/d.asm", bin, dir, dir), 0);
+    text = read_in(dir, "d.asm");
     assert_string_equal(text, "V_TOPK gp1, gp2, gp3, 1\nM_MV_WO gp3, 4\nC_BREAK\n");
     plena_free(text);
-    snprintf(p2, sizeof p2, "%s/bad.mem", dir);
-    assert_int_equal(plena_file_write_atomic(p2, "0x1\n0xG\n", 8, &err), 0);
-    snprintf(cmd, sizeof cmd, "%s disasm %s 2>/dev/null >/dev/null", bin, p2);
-    assert_int_equal(run(cmd), 3);
-    snprintf(cmd, sizeof cmd, "%s disasm --help >/dev/null", bin);
-    assert_int_equal(run(cmd), 0);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(run(cmd), 0);
+    plena_test_write_text(dir, "bad.mem", "0x1\n0xG\n");
+    assert_int_equal(plena_test_sh("%s disasm %s/bad.mem 2>/dev/null >/dev/null", bin, dir), 3);
+    assert_int_equal(plena_test_sh("%s disasm --help >/dev/null", bin), 0);
+    assert_int_equal(plena_test_rmtree(dir), 0);
 }
 
 int main(void)

@@ -345,16 +345,78 @@ void plena_num_mx_encode_block_host(enum plena_mx_mode mode, const float *x, siz
         plena_encode_block(x, n, codes, scale, 0);
 }
 
+/* ---- fast PLENA-mode block encoder (tested bit for bit against the _ref
+ * block encoders above by test_num_fast.c) ----
+ *
+ * Why it is exact:
+ * - y = x * 2^-e instead of x / 2^e: 2^-e is an exact f32 for every clamped
+ *   e in [-127, 127], and both operations return the correctly rounded value
+ *   of the same real number x * 2^-e, so they agree bit for bit even when
+ *   the result is subnormal or overflows. Still, a subnormal or zero product
+ *   is recomputed with the division, the _ref path's exact operation, so the
+ *   argument is not needed where it would be subtle.
+ * - Q(y) read from the bits: for |y| >= 2^-5, EPS = fl32(1e-9) < 2^-29 is
+ *   below half an ulp of |y| (2^(E-24) >= 2^-29), so t = fl32(|y| + EPS) = |y|
+ *   and raw = E, the unbiased exponent of y. For E > 7 the code is the
+ *   saturated 0x77; for -5 <= E <= 7, mant = |y| / 2^E is exact,
+ *   u = (mant - 1) * 8 is exact, floor(4u) is the top five mantissa bits,
+ *   and HR() keeps the top three plus the round-half-even rule on the next
+ *   two (section 4.2). Every other y (|y| < 2^-5, zero, subnormal, Inf, NaN)
+ *   goes to plena_num_e4m3_quantize_ref. */
+static void plena_encode_block_fast(const float *x, size_t n, uint8_t *codes, uint8_t *scale,
+                                    int zero_special)
+{
+    uint32_t amax_bits = 0; /* |x| of non-NaN elements compare as integers */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a = plena_num_f32_bits(x[i]) & 0x7FFFFFFFu;
+        if (a <= 0x7F800000u && a > amax_bits) amax_bits = a;
+    }
+    if (amax_bits == 0 || amax_bits == 0x7F800000u) {
+        /* all zero / NaN, or an Inf: rare, the reference handles them */
+        plena_encode_block(x, n, codes, scale, zero_special);
+        return;
+    }
+    float amax = plena_num_f32_from_bits(amax_bits);
+    int e = plena_num_floor_log2(amax + plena_num_f32_from_bits(EPS_BITS));
+    if (e < -127) e = -127;
+    if (e > 127) e = 127;
+    *scale = (uint8_t)(e + 127);
+    const float d = pow2f(e), inv = pow2f(-e);
+    /* Pass 1, branch-free: Q(y) from the bits for 2^-5 <= |y| (finite);
+     * `slow` collects the elements outside that range. */
+    uint32_t slow = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b = plena_num_f32_bits(x[i] * inv);
+        uint32_t ex = (b >> 23) & 0xFFu;
+        uint32_t m5 = (b >> 18) & 0x1Fu;
+        uint32_t q = m5 >> 2, r = m5 & 3u;
+        q += (r >> 1) & ((r | q) & 1u); /* r == 3, or r == 2 with q odd */
+        q -= q >> 3;                    /* 8 -> 7: no carry into the exponent */
+        uint32_t code = ex > 127u + 7u ? 0x77u : (((ex - 120u) << 3) | q) & 0x7Fu;
+        codes[i] = (uint8_t)(((b >> 24) & 0x80u) | code);
+        slow |= (uint32_t)(ex < 127u - 5u) | (uint32_t)(ex == 0xFFu);
+    }
+    if (!slow) return;
+    /* Pass 2: zero, small, subnormal, NaN or overflowed y take the
+     * reference quantizer with the reference division. */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t ex = (plena_num_f32_bits(x[i] * inv) >> 23) & 0xFFu;
+        if (ex < 127u - 5u || ex == 0xFFu)
+            codes[i] = x[i] == 0.0f ? 0x00 : plena_num_e4m3_quantize_ref(x[i] / d);
+    }
+}
+
 void plena_num_mx_encode_row(enum plena_mx_mode mode, enum plena_mx_encoder enc, const float *x,
                              size_t n, size_t block, uint8_t *codes, uint8_t *scales)
 {
+    const int zero_special = enc != PLENA_MX_HOST;
     for (size_t b = 0; b * block < n; b++) {
         size_t len = n - b * block < block ? n - b * block : block;
-        if (enc == PLENA_MX_HOST)
-            plena_num_mx_encode_block_host(mode, x + b * block, len, codes + b * block, &scales[b]);
+        if (mode == PLENA_MX_OCP)
+            ocp_encode_block(x + b * block, len, codes + b * block, &scales[b]);
         else
-            plena_num_mx_encode_block_device(mode, x + b * block, len, codes + b * block,
-                                             &scales[b]);
+            plena_encode_block_fast(x + b * block, len, codes + b * block, &scales[b],
+                                    zero_special);
     }
 }
 

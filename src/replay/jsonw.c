@@ -1,11 +1,11 @@
-/* Pretty/canonical JSON, volatile keys, numbers, CSV and JSONL append of
- * spec/traces-and-replay.md 0.3-0.4. See jsonw.h. Non-finite reals are refused
- * (-1) rather than written: the spec says they are an error earlier. */
+/* Volatile keys, hashing and JSON files, CSV and JSONL append of
+ * spec/traces-and-replay.md 0.3-0.4. See jsonw.h. The JSON text itself comes
+ * from the common writer (common/json.h); non-finite reals are refused (-1)
+ * rather than written: the spec says they are an error earlier. */
 #include "replay/jsonw.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,22 +14,6 @@
 
 #include "common/alloc.h"
 #include "common/sha256.h"
-
-void plena_replay_fmt_double(char *buf, size_t n, double v)
-{
-    for (int p = 1; p <= 17; p++) {
-        snprintf(buf, n, "%.*g", p, v);
-        if (strtod(buf, NULL) == v) return;
-    }
-}
-
-void plena_replay_fmt_float(char *buf, size_t n, float v)
-{
-    for (int p = 1; p <= 9; p++) {
-        snprintf(buf, n, "%.*g", p, (double)v);
-        if (strtof(buf, NULL) == v) return;
-    }
-}
 
 /* The one table (0.4 plus the run-stats list of timing-and-profile.md 8.4). */
 const char *const plena_replay_volatile_keys[] = {
@@ -86,122 +70,6 @@ void plena_replay_strip_volatile(json_t *v)
                 plena_replay_strip_volatile(val);
         }
     }
-}
-
-static int put_string(struct plena_buf *b, const char *s, size_t len)
-{
-    if (plena_buf_append(b, "\"", 1)) return -1;
-    size_t start = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c != '"' && c != '\\' && c >= 0x20) continue;
-        if (plena_buf_append(b, s + start, i - start)) return -1;
-        if (c == '"' || c == '\\') {
-            char esc[2] = {'\\', (char)c};
-            if (plena_buf_append(b, esc, 2)) return -1;
-        } else if (plena_buf_printf(b, "\\u%04x", c)) {
-            return -1;
-        }
-        start = i + 1;
-    }
-    if (plena_buf_append(b, s + start, len - start)) return -1;
-    return plena_buf_append(b, "\"", 1);
-}
-
-static int is_scalar(const json_t *v)
-{
-    return !json_is_object(v) && !json_is_array(v);
-}
-
-static int newline_indent(struct plena_buf *b, int level)
-{
-    if (plena_buf_append(b, "\n", 1)) return -1;
-    for (int i = 0; i < level; i++)
-        if (plena_buf_append(b, "  ", 2)) return -1;
-    return 0;
-}
-
-static int cmp_keys(const void *a, const void *b)
-{
-    /* strcmp compares as unsigned char: byte order, as 0.3 asks */
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-static int put_number(struct plena_buf *b, const json_t *v)
-{
-    char num[64];
-    if (json_is_integer(v)) return plena_buf_printf(b, "%lld", (long long)json_integer_value(v));
-    double d = json_real_value(v);
-    if (!isfinite(d)) return -1;
-    plena_replay_fmt_double(num, sizeof num, d);
-    return plena_buf_puts(b, num);
-}
-
-static int write_value(struct plena_buf *b, const json_t *v, int pretty, int level)
-{
-    if (level > 256) return -1; /* our own results are shallow; refuse runaway input */
-    switch (json_typeof(v)) {
-    case JSON_NULL: return plena_buf_puts(b, "null");
-    case JSON_TRUE: return plena_buf_puts(b, "true");
-    case JSON_FALSE: return plena_buf_puts(b, "false");
-    case JSON_INTEGER:
-    case JSON_REAL: return put_number(b, v);
-    case JSON_STRING: return put_string(b, json_string_value(v), json_string_length(v));
-    case JSON_ARRAY: {
-        size_t n = json_array_size(v);
-        if (n == 0) return plena_buf_puts(b, "[]");
-        int flat = 1;
-        for (size_t i = 0; i < n; i++)
-            if (!is_scalar(json_array_get(v, i))) flat = 0;
-        if (plena_buf_puts(b, "[")) return -1;
-        for (size_t i = 0; i < n; i++) {
-            if (i && plena_buf_puts(b, pretty && flat ? ", " : ",")) return -1;
-            if (pretty && !flat && newline_indent(b, level + 1)) return -1;
-            if (write_value(b, json_array_get(v, i), pretty, level + 1)) return -1;
-        }
-        if (pretty && !flat && newline_indent(b, level)) return -1;
-        return plena_buf_puts(b, "]");
-    }
-    case JSON_OBJECT: {
-        size_t n = json_object_size(v);
-        if (n == 0) return plena_buf_puts(b, "{}");
-        const char **keys = plena_calloc(n, sizeof *keys);
-        if (!keys) return -1;
-        size_t k = 0;
-        const char *key;
-        json_t *val;
-        json_object_foreach((json_t *)v, key, val)
-        {
-            if (k < n) keys[k++] = key;
-        }
-        qsort(keys, k, sizeof *keys, cmp_keys);
-        int rc = plena_buf_puts(b, "{");
-        for (size_t i = 0; i < k && !rc; i++) {
-            if (i) rc = plena_buf_puts(b, ",");
-            if (!rc && pretty) rc = newline_indent(b, level + 1);
-            if (!rc) rc = put_string(b, keys[i], strlen(keys[i]));
-            if (!rc) rc = plena_buf_puts(b, pretty ? ": " : ":");
-            if (!rc) rc = write_value(b, json_object_get(v, keys[i]), pretty, level + 1);
-        }
-        plena_free(keys);
-        if (!rc && pretty) rc = newline_indent(b, level);
-        if (!rc) rc = plena_buf_puts(b, "}");
-        return rc;
-    }
-    }
-    return -1;
-}
-
-int plena_replay_json_pretty(struct plena_buf *b, const json_t *v)
-{
-    if (write_value(b, v, 1, 0) || plena_buf_puts(b, "\n")) return -1;
-    return b->failed ? -1 : 0;
-}
-
-int plena_replay_json_canonical(struct plena_buf *b, const json_t *v)
-{
-    if (write_value(b, v, 0, 0)) return -1;
-    return b->failed ? -1 : 0;
 }
 
 int plena_replay_json_sha256(const json_t *v, int strip_volatile, char hex[65],

@@ -13,13 +13,30 @@
 
 #include "common/err.h"
 #include "common/fileio.h"
+#include "common/json.h"
 
-/* ---- numbers (0.3) ---- */
-/* Shortest "%.{p}g", p = 1..17, that strtod reads back to v. Integral values
- * print without ".0" ("2"), 1e21 as "1e+21". v must be finite. */
-void plena_replay_fmt_double(char *buf, size_t n, double v);
-/* Same for a binary32 value, p = 1..9, read back with strtof. */
-void plena_replay_fmt_float(char *buf, size_t n, float v);
+/* ---- numbers (0.3) and JSON text (0.3, 0.4) ----
+ * The writer and number spellings live in common/json.h (shared with trace/);
+ * these names stay for existing callers (campaign/). Replay output refuses
+ * values nested deeper than 256 levels (PLENA_JSON_SHALLOW). */
+static inline void plena_replay_fmt_double(char *buf, size_t n, double v)
+{
+    plena_json_fmt_double(buf, n, v);
+}
+static inline void plena_replay_fmt_float(char *buf, size_t n, float v)
+{
+    plena_json_fmt_float(buf, n, v);
+}
+/* Pretty (0.3) or canonical (0.4) text; 0, or -1 on out of memory, a
+ * non-finite real or too deep a value. */
+static inline int plena_replay_json_pretty(struct plena_buf *b, const json_t *v)
+{
+    return plena_json_dump(b, v, PLENA_JSON_PRETTY | PLENA_JSON_SHALLOW);
+}
+static inline int plena_replay_json_canonical(struct plena_buf *b, const json_t *v)
+{
+    return plena_json_dump(b, v, PLENA_JSON_SHALLOW);
+}
 
 /* ---- volatile keys (0.4, timing-and-profile.md 8.4): one table ---- */
 extern const char *const plena_replay_volatile_keys[];
@@ -28,12 +45,7 @@ int plena_replay_is_volatile_key(const char *key);
 /* Deletes every volatile key at every depth of v, in place. */
 void plena_replay_strip_volatile(json_t *v);
 
-/* ---- JSON text ---- */
-/* Pretty (0.3: keys sorted by byte order, 2-space indent, one member per line,
- * all-scalar arrays on one line with ", ", final newline) or canonical (0.4:
- * no whitespace). Returns 0, or -1 on out of memory or a non-finite real. */
-int plena_replay_json_pretty(struct plena_buf *b, const json_t *v);
-int plena_replay_json_canonical(struct plena_buf *b, const json_t *v);
+/* ---- hashing and files ---- */
 /* SHA-256 hex of the canonical form; with strip_volatile a deep copy without
  * volatile keys is hashed (v is not changed). */
 int plena_replay_json_sha256(const json_t *v, int strip_volatile, char hex[65],

@@ -22,6 +22,7 @@
 #include "num/num.h"
 #include "ref/ref.h"
 #include "replay/functional.h"
+#include "replay/gates.h"
 #include "settings/settings.h"
 #include "isa/stages.h"
 #include "profile/profile.h"
@@ -187,6 +188,7 @@ struct ctx {
     double *w64;   /* [T*k] trace weights as numbers */
     float *w32;    /* [T*k] binary32 */
     uint32_t T, K;
+    int in_memory; /* stand-alone gates: stage in memory, never write the build */
 };
 
 static int path_in(const struct ctx *c, const char *name, char *buf, size_t n)
@@ -303,7 +305,7 @@ static int generate(struct ctx *c, struct plena_err *err)
         c->o->input == PLENA_REPLAY_IN_ZEROS ? PLENA_MOE_INPUT_ZEROS : PLENA_MOE_INPUT_RANDOM;
     bo.input_seed = c->o->input_seed;
     bo.mx_mode = c->settings.mx_mode;
-    bo.out_dir = c->dir;
+    bo.out_dir = c->in_memory ? NULL : c->dir;
     c->have_build = 1;
     rc = plena_moe_build_run(&bo, &c->build, &gerr);
     if (rc == PLENA_E_OUTPUT || rc == PLENA_E_NOMEM) {
@@ -403,11 +405,12 @@ static int functional_step(struct ctx *c, struct plena_err *err)
     float *ref = plena_calloc(n ? n : 1, sizeof *ref);
     double *ref64 = plena_calloc(n ? n : 1, sizeof *ref64);
     float *gate = plena_calloc(c->T ? c->T : 1, sizeof *gate);
+    float *moe = plena_calloc(n ? n : 1, sizeof *moe);
     struct plena_moe_refdata rd;
     memset(&rd, 0, sizeof rd);
     char why[256] = "";
     int rc = 0;
-    if (!out || !ref || !ref64 || !gate) {
+    if (!out || !ref || !ref64 || !gate || !moe) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, c->dir, "out of memory");
         goto done;
     }
@@ -423,7 +426,7 @@ static int functional_step(struct ctx *c, struct plena_err *err)
                                plena_err_format(&rerr, m, sizeof m));
         goto done;
     }
-    struct plena_moe_ref_out ro = {ref, NULL, NULL, gate};
+    struct plena_moe_ref_out ro = {.out = ref, .gate = gate, .moe_out = moe};
     if (plena_moe_reference(&rd.cfg, &rd.in, &ro, &rerr) ||
         plena_moe_reference_f64(&rd.cfg, &rd.in, rd.in.fixed_ids, ref64, NULL, &rerr)) {
         plena_replay_check_set(&c->checks, "functional", 0, "reference model: %s",
@@ -444,7 +447,8 @@ static int functional_step(struct ctx *c, struct plena_err *err)
     }
     for (size_t i = 0; i < n; i++)
         outf[i] = plena_num_bf16_to_f32(out[i]);
-    ci.rel_rms_f64 = plena_moe_rel_rms(&rd.cfg, &rd.in, outf, ref64);
+    ci.rel_rms_f64 = plena_moe_rel_rms_moe(&rd.cfg, &rd.in, moe, ref64);
+    ci.rel_rms_f64_full = plena_moe_rel_rms_full(&rd.cfg, outf, ref64);
     plena_free(outf);
     ci.rel_rms_bound = PLENA_MOE_REL_RMS_BOUND;
     ci.T = c->T;
@@ -477,6 +481,7 @@ done:
     plena_free(ref);
     plena_free(ref64);
     plena_free(gate);
+    plena_free(moe);
     return rc;
 #else
     (void)err;
@@ -635,7 +640,14 @@ static int repeat_step(struct ctx *c, struct plena_err *err)
         json_t *v[8] = {NULL};
         if (!run_build(c, dir, &ro, PLENA_DUMP_VRAM, &rerr) &&
             ro.status == PLENA_RUN_OUT_COMPLETED) {
-            v[0] = json_integer((json_int_t)ro.reported_picos);
+            /* TEST-ONLY switch (spec 6.1 "can fail"): PLENA_TEST_NONDETERMINISM=1
+             * adds 1 ps to the last repeat's latency so the gate's FAIL path
+             * can be exercised end to end. Never set it outside tests. */
+            uint64_t skew = r + 1 == c->o->repeat && getenv("PLENA_TEST_NONDETERMINISM") &&
+                                    !strcmp(getenv("PLENA_TEST_NONDETERMINISM"), "1")
+                                ? 1
+                                : 0;
+            v[0] = json_integer((json_int_t)(ro.reported_picos + skew));
             v[1] = json_integer((json_int_t)ro.reported_cycles);
             v[2] = json_integer((json_int_t)ro.serial_cycles);
             v[3] = json_integer((json_int_t)ro.bytes_read);
@@ -657,15 +669,10 @@ static int repeat_step(struct ctx *c, struct plena_err *err)
             if (!plena_path_join(p, sizeof p, dir, "vram_dump.bin")) unlink(p);
         }
     }
-    json_t *mism = json_array();
-    for (size_t k = 0; k < n_metrics; k++) {
-        json_t *a = json_object_get(series, metrics[k]);
-        int ok = 1;
-        for (size_t i = 0; i < json_array_size(a); i++)
-            if (json_is_null(json_array_get(a, i)) ||
-                !json_equal(json_array_get(a, i), json_array_get(a, 0)))
-                ok = 0;
-        if (!ok) json_array_append_new(mism, json_string(metrics[k]));
+    json_t *mism = plena_replay_repeat_mismatched(series, metrics, n_metrics);
+    if (!mism) {
+        json_decref(series);
+        return PLENA_FAIL(err, PLENA_E_NOMEM, c->dir, "out of memory");
     }
     int passed = json_array_size(mism) == 0;
     c->repeat = json_pack("{s:I,s:b,s:o,s:o}", "repeats", (json_int_t)c->o->repeat, "passed",
@@ -990,4 +997,78 @@ fail:
     out->exit_code = rc == PLENA_E_NOMEM ? 5 : 4;
     ctx_free(&c);
     return rc;
+}
+
+/* ---- replay session for the stand-alone gates (gates.h) ---- */
+struct plena_replay_session {
+    struct ctx c;
+    struct plena_replay_opts o;
+};
+
+void plena_replay_session_free(struct plena_replay_session *s)
+{
+    if (!s) return;
+    ctx_free(&s->c);
+    plena_free(s);
+}
+
+int plena_replay_session_open(const struct plena_replay_item *it, const struct plena_replay_opts *o,
+                              const char *build_dir, struct plena_replay_session **out,
+                              struct plena_err *err)
+{
+    *out = NULL;
+    struct plena_replay_session *s = plena_calloc(1, sizeof *s);
+    if (!s) return PLENA_FAIL(err, PLENA_E_NOMEM, build_dir, "out of memory");
+    s->o = *o;
+    s->o.keep_dumps = 0; /* the gates never write reference_output.bin */
+    s->c.it = it;
+    s->c.o = &s->o;
+    s->c.in_memory = 1;
+    s->c.smoke = o->weights == PLENA_REPLAY_W_ZERO || o->input == PLENA_REPLAY_IN_ZEROS;
+    if (snprintf(s->c.dir, sizeof s->c.dir, "%s", build_dir) >= (int)sizeof s->c.dir) {
+        plena_free(s);
+        return PLENA_FAIL(err, PLENA_E_INPUT, build_dir, "path too long");
+    }
+    int rc = generate(&s->c, err);
+    if (!rc && !s->c.generated) {
+        const struct plena_replay_check *g = plena_replay_check_find(&s->c.checks, "generate");
+        rc = PLENA_FAIL(err, PLENA_E_INPUT, build_dir, "cannot regenerate the build: %s",
+                        g ? g->detail : "unknown");
+    }
+    if (!rc) rc = plena_replay_build_load_images(&s->c.build, build_dir, err);
+    if (rc) {
+        plena_replay_session_free(s);
+        return rc;
+    }
+    memset(&s->c.checks, 0, sizeof s->c.checks);
+    *out = s;
+    return 0;
+}
+
+int plena_replay_session_functional(struct plena_replay_session *s, json_t **functional,
+                                    struct plena_replay_checks *checks, struct plena_err *err)
+{
+    *functional = NULL;
+    json_decref(s->c.functional);
+    s->c.functional = NULL;
+    check_routing_integrity(&s->c);
+    int rc = functional_step(&s->c, err);
+    if (rc) return rc;
+    *functional = s->c.functional ? json_incref(s->c.functional) : NULL;
+    *checks = s->c.checks;
+    return 0;
+}
+
+int plena_replay_session_repeat(struct plena_replay_session *s, unsigned repeats, json_t **repeat,
+                                struct plena_err *err)
+{
+    *repeat = NULL;
+    json_decref(s->c.repeat);
+    s->c.repeat = NULL;
+    s->o.repeat = repeats;
+    int rc = repeat_step(&s->c, err);
+    if (rc) return rc;
+    if (!s->c.repeat) return PLENA_FAIL(err, PLENA_E_NOMEM, s->c.dir, "out of memory");
+    *repeat = json_incref(s->c.repeat);
+    return 0;
 }

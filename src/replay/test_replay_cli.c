@@ -19,6 +19,8 @@
 
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "common/test_support.h"
+#include "replay/test_replay_util.h"
 #include "replay/jsonw.h"
 #include "settings/settings.h"
 #include "replay/result.h"
@@ -35,34 +37,15 @@ static int setup(void **state)
     if (!g_bin) g_bin = PLENA_BINARY_DIR "/plena";
     snprintf(g_example, sizeof g_example, "%s/src/trace/testdata/example_v2.json",
              PLENA_SOURCE_DIR);
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/plena_replay_cli_XXXXXX");
-    if (!mkdtemp(g_tmp)) return -1;
+    if (plena_test_mkdtemp(g_tmp, sizeof g_tmp, "replay_cli")) return -1;
     snprintf(g_settings, sizeof g_settings, "%s/small.toml", g_tmp);
     return 0;
-}
-
-/* The shipped settings with a 16384-row VRAM: same timing, but the VRAM dump
- * each run writes is 2 MiB instead of 512 MiB, which keeps the test fast. */
-static void write_small_settings(const char *path)
-{
-    const char *ref = plena_settings_reference_text();
-    const char *hit = strstr(ref, "[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE]\nvalue = 4194304\n");
-    assert_non_null(hit);
-    struct plena_buf b;
-    plena_buf_init(&b);
-    plena_buf_append(&b, ref, (size_t)(hit - ref));
-    plena_buf_puts(&b, "[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE]\nvalue = 16384\n");
-    plena_buf_puts(&b, hit + strlen("[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE]\nvalue = 4194304\n"));
-    assert_int_equal(plena_file_write_atomic(path, b.data, b.len, NULL), 0);
-    plena_buf_free(&b);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
-    return system(cmd) == 0 ? 0 : -1;
+    return plena_test_rmtree(g_tmp);
 }
 
 /* runs plena with argv (NULL-terminated), stdout/stderr to files in g_tmp */
@@ -97,7 +80,7 @@ static int exists(const char *path)
 static void test_usage_and_input_errors(void **state)
 {
     (void)state;
-    write_small_settings(g_settings);
+    replay_test_write_small_settings(g_settings);
     char out[256], bad[256];
     snprintf(out, sizeof out, "%s/out", g_tmp);
     assert_int_equal(run((const char *[]){"replay", "--help", NULL}), 0);
@@ -147,7 +130,7 @@ static void test_usage_and_input_errors(void **state)
 static void test_decided_result_and_rerun(void **state)
 {
     (void)state;
-    write_small_settings(g_settings);
+    replay_test_write_small_settings(g_settings);
     char out[256], res[300], sum[300];
     snprintf(out, sizeof out, "%s/out", g_tmp);
     snprintf(res, sizeof res, "%s/example_e8k2_t4_l0/results.json", out);
@@ -247,7 +230,7 @@ static void canonical_hash(const char *out, int i, char hex[65])
 static void test_killed_replay_resumes(void **state)
 {
     (void)state;
-    write_small_settings(g_settings);
+    replay_test_write_small_settings(g_settings);
     enum { N = 6 };
     char set[256], a[256], b[256];
     snprintf(set, sizeof set, "%s/set.jsonl", g_tmp);
@@ -320,7 +303,7 @@ static int same_file(const char *a, const char *b)
 static void test_replay_equals_moe(void **state)
 {
     (void)state;
-    write_small_settings(g_settings);
+    replay_test_write_small_settings(g_settings);
     char cfg[256], moe[256], rp[256];
     snprintf(cfg, sizeof cfg, "%s/tiny-e8k2-shared.json", g_tmp);
     snprintf(moe, sizeof moe, "%s/moe", g_tmp);

@@ -19,6 +19,8 @@
 
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "common/test_support.h"
+#include "replay/test_replay_util.h"
 #include "isa/stages.h"
 #include "replay/jsonw.h"
 #include "settings/settings.h"
@@ -31,32 +33,13 @@ static char g_settings[128];
 static int setup(void **state)
 {
     (void)state;
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/plena_replay_e2e_XXXXXX");
-    return mkdtemp(g_tmp) ? 0 : -1;
-}
-
-/* The shipped settings with a 16384-row VRAM: same timing, but the VRAM dump
- * each run writes is 2 MiB instead of 512 MiB, which keeps the test fast. */
-static void write_small_settings(const char *path)
-{
-    const char *ref = plena_settings_reference_text();
-    const char *hit = strstr(ref, "[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE]\nvalue = 4194304\n");
-    assert_non_null(hit);
-    struct plena_buf b;
-    plena_buf_init(&b);
-    plena_buf_append(&b, ref, (size_t)(hit - ref));
-    plena_buf_puts(&b, "[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE]\nvalue = 16384\n");
-    plena_buf_puts(&b, hit + strlen("[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE]\nvalue = 4194304\n"));
-    assert_int_equal(plena_file_write_atomic(path, b.data, b.len, NULL), 0);
-    plena_buf_free(&b);
+    return plena_test_mkdtemp(g_tmp, sizeof g_tmp, "replay_e2e");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
-    return system(cmd) == 0 ? 0 : -1;
+    return plena_test_rmtree(g_tmp);
 }
 
 /* prepares the example and replays it with o; returns the parsed result */
@@ -69,7 +52,7 @@ static json_t *replay_example(struct plena_replay_opts *o, struct plena_replay_o
     assert_int_equal(plena_file_read_all(path, &bytes, &len, NULL), 0);
     o->out_dir = g_tmp;
     snprintf(g_settings, sizeof g_settings, "%s/small.toml", g_tmp);
-    write_small_settings(g_settings);
+    replay_test_write_small_settings(g_settings);
     o->settings_path = g_settings;
     char sh[65];
     assert_int_equal(plena_replay_settings_sha256(g_settings, sh, NULL), 0);

@@ -17,6 +17,7 @@
 
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "common/test_support.h"
 #include "replay/export.h"
 #include "replay/jsonw.h"
 #include "replay/result.h"
@@ -26,26 +27,18 @@ static char g_root[64];
 static int setup(void **state)
 {
     (void)state;
-    snprintf(g_root, sizeof g_root, "/tmp/plena_export_XXXXXX");
-    return mkdtemp(g_root) ? 0 : -1;
+    return plena_test_mkdtemp(g_root, sizeof g_root, "export");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_root);
-    return system(cmd) == 0 ? 0 : -1;
+    return plena_test_rmtree(g_root);
 }
 
 static char *slurp(const char *name)
 {
-    char p[256];
-    snprintf(p, sizeof p, "%s/%s", g_root, name);
-    char *d;
-    size_t n;
-    if (plena_file_read_all(p, &d, &n, NULL)) return NULL;
-    return d;
+    return plena_test_read_file(g_root, name, NULL);
 }
 
 /* a minimal complete result: every summary column present */

@@ -190,6 +190,14 @@ static void test_gate_saturation_and_bound(void **state)
     assert_false(passed);
     assert_int_equal(check_passed(f, "f64_bound"), 0);
     json_decref(f);
+
+    /* the whole-output check (a residual add-back bug) fails on its own */
+    in.rel_rms_f64 = 0.001;
+    in.rel_rms_f64_full = 0.5;
+    f = plena_replay_functional_compare(&in, &passed);
+    assert_false(passed);
+    assert_int_equal(check_passed(f, "f64_bound"), 0);
+    json_decref(f);
 }
 
 static void test_routing_integrity(void **state)

@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
+#include "common/test_support.h"
 #include "run/gates.h"
 
 static char tmpdir[256];
@@ -209,12 +209,8 @@ static int run_cli(const char *args, const char *out_dir)
 {
     const char *bin = getenv("PLENA_BIN");
     assert_non_null(bin);
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' gates timing --out '%s' %s >'%s.stdout' 2>'%s.stderr'", bin,
-             out_dir, args, out_dir, out_dir);
-    int st = system(cmd);
-    assert_true(WIFEXITED(st));
-    return WEXITSTATUS(st);
+    return plena_test_sh("'%s' gates timing --out '%s' %s >'%s.stdout' 2>'%s.stderr'", bin, out_dir,
+                         args, out_dir, out_dir);
 }
 
 static json_t *summary(const char *out_dir)
@@ -324,16 +320,13 @@ static void test_usage_errors(void **state)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/plena_test_gates_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return plena_test_mkdtemp(tmpdir, sizeof tmpdir, "test_gates");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return plena_test_rmtree(tmpdir);
 }
 
 int main(void)

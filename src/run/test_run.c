@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "common/test_support.h"
 #include "isa/stages.h"
 #include "run/run.h"
 
@@ -26,49 +26,32 @@ static char settings_path[512];
 
 static void write_text(const char *name, const char *text)
 {
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", tmp, name);
-    assert_int_equal(plena_file_write_atomic(p, text, strlen(text), NULL), 0);
+    plena_test_write_text(tmp, name, text);
 }
 
 static void write_zeros(const char *name, size_t n)
 {
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", tmp, name);
     char *z = calloc(1, n ? n : 1);
-    assert_int_equal(plena_file_write_atomic(p, z, n, NULL), 0);
+    plena_test_write_file(tmp, name, z, n);
     free(z);
 }
 
 static char *slurp(const char *name, size_t *len)
 {
-    char p[512], *t;
-    size_t n;
-    snprintf(p, sizeof p, "%s/%s", tmp, name);
-    if (plena_file_read_all(p, &t, &n, NULL)) return NULL;
-    if (len) *len = n;
-    return t;
+    return plena_test_read_file(tmp, name, len);
 }
 
 /* Runs the CLI in tmp; returns the exit status. */
 static int run_cli(const char *args, const char *tag)
 {
-    const char *bin = getenv("PLENA_BIN");
-    assert_non_null(bin);
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' run --settings '%s' %s >'%s.out' 2>'%s.err'", tmp,
-             bin, settings_path, args, tag, tag);
-    int st = system(cmd);
-    assert_true(WIFEXITED(st));
-    return WEXITSTATUS(st);
+    assert_non_null(getenv("PLENA_BIN"));
+    return plena_test_sh("cd '%s' && '%s' run --settings '%s' %s >'%s.out' 2>'%s.err'", tmp,
+                         getenv("PLENA_BIN"), settings_path, args, tag, tag);
 }
 
 static int contains(const char *name, const char *needle)
 {
-    char *t = slurp(name, NULL);
-    int r = t && strstr(t, needle) != NULL;
-    plena_free(t);
-    return r;
+    return plena_test_file_contains(tmp, name, needle);
 }
 
 static json_t *load(const char *name)
@@ -440,8 +423,7 @@ static void test_parse_helpers(void **state)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(tmp, sizeof tmp, "/tmp/plena_test_run_XXXXXX");
-    if (!mkdtemp(tmp)) return -1;
+    if (plena_test_mkdtemp(tmp, sizeof tmp, "test_run")) return -1;
     /* small VRAM keeps dumps tiny; MAX_LOOP_INSTRUCTIONS small for the budget trap */
     struct plena_settings s;
     plena_settings_reference(&s);
@@ -463,9 +445,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    return system(cmd) == 0 ? 0 : -1;
+    return plena_test_rmtree(tmp);
 }
 
 int main(void)

@@ -316,27 +316,36 @@ static int add_one(struct plena_trace_docs *d, const char *origin, const char *b
     return 0;
 }
 
+int plena_trace_lines_next(struct plena_trace_lines *it, const char **s, size_t *n)
+{
+    while (it->pos < it->len) {
+        const char *b = it->bytes, *nl = memchr(b + it->pos, '\n', it->len - it->pos);
+        size_t start = it->pos, end = nl ? (size_t)(nl - b) : it->len;
+        it->line++;
+        it->pos = end + 1;
+        for (size_t i = start; i < end; i++)
+            if (b[i] != ' ' && b[i] != '\t' && b[i] != '\r') {
+                *s = b + start;
+                *n = end - start;
+                return 1;
+            }
+    }
+    return 0;
+}
+
 int plena_trace_docs_read(struct plena_trace_docs *d, const char *name, const char *bytes,
                           size_t len, int is_set, const struct plena_trace_validate_options *opt,
                           struct plena_err *err)
 {
     if (!is_set) return add_one(d, name, bytes, len, opt, err);
-    size_t pos = 0;
-    long line = 0;
-    while (pos < len) {
-        const char *nl = memchr(bytes + pos, '\n', len - pos);
-        size_t end = nl ? (size_t)(nl - bytes) : len;
-        line++;
-        int blank = 1;
-        for (size_t i = pos; i < end && blank; i++)
-            if (bytes[i] != ' ' && bytes[i] != '\t' && bytes[i] != '\r') blank = 0;
-        if (!blank) {
-            char origin[320];
-            snprintf(origin, sizeof origin, "%s:%ld", name, line);
-            int rc = add_one(d, origin, bytes + pos, end - pos, opt, err);
-            if (rc) return rc;
-        }
-        pos = end + 1;
+    struct plena_trace_lines it = {bytes, len, 0, 0};
+    const char *s;
+    size_t n;
+    while (plena_trace_lines_next(&it, &s, &n)) {
+        char origin[320];
+        snprintf(origin, sizeof origin, "%s:%ld", name, it.line);
+        int rc = add_one(d, origin, s, n, opt, err);
+        if (rc) return rc;
     }
     return 0;
 }

@@ -12,6 +12,7 @@
 
 #include "common/err.h"
 #include "common/fileio.h"
+#include "gen/builder.h"
 #include "gen/model.h"
 #include "trace/trace.h"
 
@@ -85,5 +86,13 @@ struct plena_trace_replay_options {
 int plena_trace_validate_replay(const char *bytes, size_t len,
                                 const struct plena_trace_replay_options *ro,
                                 struct plena_trace_report *report);
+/* The same with the machine of the replay's settings for R005 (gen's
+ * capacity check); plena_trace_validate_replay uses
+ * plena_gen_machine_default() with the replay MLEN. --mlen still overrides
+ * machine->mlen and vlen. */
+int plena_trace_validate_replay_machine(const char *bytes, size_t len,
+                                        const struct plena_trace_replay_options *ro,
+                                        const struct plena_gen_machine *machine,
+                                        struct plena_trace_report *report);
 
 #endif

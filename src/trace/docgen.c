@@ -231,8 +231,8 @@ static void constraint_text(struct plena_buf *b, enum plena_trace_field id)
     int any = 0;
     while (f->type == PLENA_TRACE_T_ARRAY && child(f->id, "[]") != PLENA_TF_COUNT)
         f = plena_trace_field_at(child(f->id, "[]"));
-    plena_trace_format_double(lo, sizeof lo, f->lo);
-    plena_trace_format_double(hi, sizeof hi, f->hi);
+    plena_json_fmt_double(lo, sizeof lo, f->lo);
+    plena_json_fmt_double(hi, sizeof hi, f->hi);
     int is_str = f->type == PLENA_TRACE_T_STRING || f->type == PLENA_TRACE_T_STR_OR_NULL;
     if (is_str && isfinite(f->hi)) {
         plena_buf_printf(b, "%s..%s bytes", lo, hi);

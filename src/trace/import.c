@@ -72,7 +72,7 @@ static const char *describe(const json_t *v, char *buf, size_t n)
     case JSON_ARRAY: return "array";
     case JSON_INTEGER: snprintf(buf, n, "integer %lld", (long long)json_integer_value(v)); break;
     case JSON_REAL:
-        plena_trace_format_double(num, sizeof num, json_real_value(v));
+        plena_json_fmt_double(num, sizeof num, json_real_value(v));
         snprintf(buf, n, "real %s", num);
         break;
     case JSON_STRING: snprintf(buf, n, "string \"%.40s\"", json_string_value(v)); break;
@@ -186,20 +186,13 @@ static int weights_missing(struct imp *st, const char *where, const char *what)
 typedef int (*line_fn)(struct imp *st, long line, long index, const char *s, size_t n);
 static int each_line(struct imp *st, const char *bytes, size_t len, line_fn fn)
 {
-    size_t pos = 0;
-    long line = 0, index = 0;
-    while (pos < len) {
-        const char *nl = memchr(bytes + pos, '\n', len - pos);
-        size_t end = nl ? (size_t)(nl - bytes) : len;
-        line++;
-        int blank = 1;
-        for (size_t i = pos; i < end && blank; i++)
-            if (bytes[i] != ' ' && bytes[i] != '\t' && bytes[i] != '\r') blank = 0;
-        if (!blank) {
-            int rc = fn(st, line, index++, bytes + pos, end - pos);
-            if (rc && (!st->o->keep_going || rc == PLENA_E_NOMEM)) return rc;
-        }
-        pos = end + 1;
+    struct plena_trace_lines it = {bytes, len, 0, 0};
+    const char *s;
+    size_t n;
+    long index = 0;
+    while (plena_trace_lines_next(&it, &s, &n)) {
+        int rc = fn(st, it.line, index++, s, n);
+        if (rc && (!st->o->keep_going || rc == PLENA_E_NOMEM)) return rc;
     }
     return 0;
 }

@@ -1,8 +1,9 @@
 /* Replay-tier rules R001-R006 (spec/traces-and-replay.md 2.3): would the
  * generator accept this trace's shape? The checks are the generator's own
  * (plena_gen_model_validate); this file only maps their verdict to a rule
- * code and path. Runs only on traces that passed every V rule. R005 (the
- * capacity check) is not done yet: gen exposes no capacity function. */
+ * code and path. Runs only on traces that passed every V rule. R005 is
+ * gen's capacity check (plena_gen_capacity_check) for the trace's shape and
+ * token count; its message is the generator's own. */
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include "common/alloc.h"
 #include "gen/model.h"
+#include "gen/moe.h"
 #include "trace/build.h"
 
 static int add(struct plena_trace_report *r, const char *code, const char *path, const char *fmt,
@@ -43,6 +45,14 @@ static uint32_t u32(const json_t *o, const char *k)
 int plena_trace_validate_replay(const char *bytes, size_t len,
                                 const struct plena_trace_replay_options *ro,
                                 struct plena_trace_report *report)
+{
+    return plena_trace_validate_replay_machine(bytes, len, ro, NULL, report);
+}
+
+int plena_trace_validate_replay_machine(const char *bytes, size_t len,
+                                        const struct plena_trace_replay_options *ro,
+                                        const struct plena_gen_machine *machine,
+                                        struct plena_trace_report *report)
 {
     if (report->n_errors || report->n_errors_truncated) return PLENA_E_FAILED; /* no cascades */
     json_t *root = json_loadb(bytes, len, 0, NULL);
@@ -86,9 +96,36 @@ int plena_trace_validate_replay(const char *bytes, size_t len,
     /* R003: widths are zero-padded to MLEN (moe-lowering.md 0), so only the
      * ranges of 1.3 apply and the V rules already checked them. R004: the
      * generator lowers both activation policies at every shape. */
-    /* TODO(R005): call gen's capacity check (VRAM, MRAM, FP/INT SRAM, HBM,
-     * instruction memory; a one-token block must fit) once src/gen exports
-     * it; until then R005 is never reported. */
+    /* R005: the generator's own capacity check for the replay's layer: the
+     * trace's shape with fixed routing and its token count, the rest of the
+     * layer from the preset named by model.name as replay does
+     * (traces-and-replay.md 5 step 4), on the settings' machine. */
+    if (!rc && report->valid) {
+        struct plena_moe_model cm = m;
+        const struct plena_moe_model *pre = plena_gen_preset_find(m.name);
+        if (pre) {
+            cm.rms_eps = pre->rms_eps;
+            cm.expert_bias = pre->expert_bias;
+            cm.zero_centred_norm = pre->zero_centred_norm;
+        }
+        if (!cm.n_shared) cm.shared_inter = 0;
+        const char *pl = json_string_value(json_object_get(mo, "route_weight_placement"));
+        cm.route_placement = pl && !strcmp(pl, "input") ? PLENA_ROUTE_INPUT : PLENA_ROUTE_OUTPUT;
+        struct plena_gen_machine mach;
+        if (machine)
+            mach = *machine;
+        else
+            plena_gen_machine_default(&mach);
+        if (!machine || ro->mlen_override) mach.mlen = mach.vlen = mlen;
+        uint32_t T = u32(json_object_get(root, "workload"), "token_count");
+        struct plena_err ce = {0};
+        int crc = plena_gen_capacity_check(&cm, &mach, T, NULL, &ce);
+        if (crc == PLENA_E_GENMEM)
+            rc = PLENA_E_NOMEM;
+        else if (crc)
+            rc = add(report, "R005", "(document)", "the generator's capacity check fails: %s",
+                     ce.msg);
+    }
     uint32_t tmlen = u32(rp, "mlen");
     if (!rc && !ro->mlen_override && tmlen != ro->settings_mlen)
         rc = add(report, "R006", "replay.mlen",

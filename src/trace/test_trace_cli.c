@@ -11,43 +11,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "common/test_support.h"
 
 static char dir[64];
 static char example[4096];
 
+/* Runs `plena ARGS` in dir, stdout and stderr both into out.txt; *out (when
+ * out is not NULL) gets that text, NULL when unreadable. Returns the exit code. */
 static int run(const char *args, char **out)
 {
-    char cmd[8192], path[128];
-    snprintf(path, sizeof path, "%s/out.txt", dir);
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' %s >out.txt 2>&1", dir, getenv("PLENA_BIN"), args);
-    int st = system(cmd);
-    size_t len;
-    struct plena_err err = {0};
-    if (out && plena_file_read_all(path, out, &len, &err)) *out = NULL;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static void write_file(const char *name, const char *text)
-{
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
+    int rc = plena_test_sh("cd %s && '%s' %s >out.txt 2>&1", dir, getenv("PLENA_BIN"), args);
+    if (out) *out = plena_test_read_file(dir, "out.txt", NULL);
+    return rc;
 }
 
 static void test_cli(void **state)
 {
     (void)state;
-    if (!getenv("PLENA_BIN") || access(getenv("PLENA_BIN"), X_OK)) skip();
-    snprintf(dir, sizeof dir, "/tmp/plena_trace_cli_XXXXXX");
-    assert_non_null(mkdtemp(dir));
+    if (!plena_test_bin()) skip();
+    assert_int_equal(plena_test_mkdtemp(dir, sizeof dir, "trace_cli"), 0);
     snprintf(example, sizeof example, "%s/src/trace/testdata/example_v2.json", PLENA_SOURCE_DIR);
     char *out = NULL, args[4200];
 
@@ -67,7 +52,7 @@ static void test_cli(void **state)
     assert_non_null(strstr(out, "\"hot_experts\": [3, 1, 0, 5, 6]"));
     plena_free(out);
 
-    write_file("bad.json", "{\"schema_version\": true}");
+    plena_test_write_text(dir, "bad.json", "{\"schema_version\": true}");
     assert_int_equal(run("trace validate bad.json", &out), 1);
     assert_non_null(strstr(out, "bad.json: error V008 at schema_version: expected integer, got "
                                 "boolean true"));
@@ -78,7 +63,7 @@ static void test_cli(void **state)
     assert_non_null(strstr(out, "\"valid\": false"));
     plena_free(out);
 
-    write_file("set.jsonl", "{}\n\n[]\n");
+    plena_test_write_text(dir, "set.jsonl", "{}\n\n[]\n");
     assert_int_equal(run("trace validate set.jsonl", &out), 1);
     assert_non_null(strstr(out, "set.jsonl:3: error V002 at (document)"));
     assert_non_null(strstr(out, "set.jsonl:1: error V003"));
@@ -110,12 +95,11 @@ static void test_cli(void **state)
                          NULL),
                      0);
     {
-        char p1[128], p2[128], *d1, *d2;
-        size_t n1, n2;
-        snprintf(p1, sizeof p1, "%s/g1.json", dir);
-        snprintf(p2, sizeof p2, "%s/g2.json", dir);
-        assert_int_equal(plena_file_read_all(p1, &d1, &n1, NULL), 0);
-        assert_int_equal(plena_file_read_all(p2, &d2, &n2, NULL), 0);
+        size_t n1 = 0, n2 = 0;
+        char *d1 = plena_test_read_file(dir, "g1.json", &n1);
+        char *d2 = plena_test_read_file(dir, "g2.json", &n2);
+        assert_non_null(d1);
+        assert_non_null(d2);
         assert_int_equal(n1, n2);
         assert_memory_equal(d1, d2, n1);
         plena_free(d1);
@@ -135,9 +119,7 @@ static void test_cli(void **state)
         run("trace gen --model no-such-model --tokens 4 --dist uniform --seed 1", NULL), 3);
     assert_int_equal(run("trace gen --help", NULL), 0);
 
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(plena_test_rmtree(dir), 0);
 }
 
 int main(void)

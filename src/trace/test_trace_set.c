@@ -1,6 +1,6 @@
 /* Trace sets, writer numbers, replay tier and generator statistics
  * (spec/traces-and-replay.md 0.3, 1.10, 2.3, 3.2):
- * - binary32 shortest formatting of route weights (0.3), hand-checked values;
+ * - the trace writer applies the binary32 rule to route weights (0.3);
  * - canonical set order (1.10) on hand-made keys;
  * - R001 / R006 fixtures made from the 1.9 example;
  * - the stored golden of `trace gen --model tiny-route-32x4 --tokens 16
@@ -21,38 +21,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "common/test_support.h"
 #include "trace/build.h"
 #include "trace/gen.h"
 #include "trace/trace.h"
 
-static void test_float_format(void **state)
+static void test_route_weights_written_as_binary32(void **state)
 {
     (void)state;
-    char b[64];
-    /* 0.1f = 0.100000001490116..., shortest binary32 spelling "0.1" */
-    plena_trace_format_float(b, sizeof b, 0.1f);
-    assert_string_equal(b, "0.1");
-    /* (float)(1/3) = 0.3333333432674408; float spacing there is 2^-25 =
-     * 3.0e-8, so 8 digits "0.33333334" read back to it, 7 ("0.3333333") do not */
-    plena_trace_format_float(b, sizeof b, (float)(1.0 / 3.0));
-    assert_string_equal(b, "0.33333334");
-    /* 16777217 is not a float: (float) rounds to 16777216 */
-    plena_trace_format_float(b, sizeof b, 16777216.0f);
-    assert_string_equal(b, "16777216");
-    plena_trace_format_float(b, sizeof b, 1.0f);
-    assert_string_equal(b, "1");
-    plena_trace_format_float(b, sizeof b, 0.125f);
-    assert_string_equal(b, "0.125");
-    plena_trace_format_float(b, sizeof b, 3.4028234663852886e38f); /* FLT_MAX */
-    assert_string_equal(b, "3.4028235e+38");
-    plena_trace_format_float(b, sizeof b, 1.4e-45f); /* smallest subnormal */
-    assert_string_equal(b, "1e-45");
-    /* the writer: binary32 inside topk_weights/route_weights only */
+    /* the trace writer applies the binary32 rule of 0.3 (spellings are
+     * tested in common/test_json.c): inside topk_weights/route_weights only */
     json_t *v = json_pack("{s:{s:[[f]]},s:f}", "routing", "topk_weights", (double)0.1f, "other",
                           (double)0.1f);
     struct plena_buf out;
@@ -63,6 +44,35 @@ static void test_float_format(void **state)
                                   "0.1]]}}");
     plena_buf_free(&out);
     json_decref(v);
+}
+
+/* 1.10 sets: blank lines (spaces, tabs, CR only) are skipped but numbered;
+ * the last line needs no '\n'. */
+static void test_set_lines(void **state)
+{
+    (void)state;
+    const char *text = "a\n \t\r\n\n{\"x\": 1}\r\nc";
+    struct plena_trace_lines it = {text, strlen(text), 0, 0};
+    const char *s;
+    size_t n;
+    assert_true(plena_trace_lines_next(&it, &s, &n));
+    assert_int_equal(it.line, 1);
+    assert_int_equal(n, 1);
+    assert_memory_equal(s, "a", 1);
+    assert_true(plena_trace_lines_next(&it, &s, &n));
+    assert_int_equal(it.line, 4);
+    assert_int_equal(n, 9); /* the CR stays: the JSON parser skips it */
+    assert_memory_equal(s, "{\"x\": 1}\r", 9);
+    assert_true(plena_trace_lines_next(&it, &s, &n));
+    assert_int_equal(it.line, 5);
+    assert_int_equal(n, 1);
+    assert_memory_equal(s, "c", 1);
+    assert_false(plena_trace_lines_next(&it, &s, &n));
+    /* only blank lines, and nothing at all */
+    struct plena_trace_lines blank = {"\n \n\r\n", 5, 0, 0}, none = {"", 0, 0, 0};
+    assert_false(plena_trace_lines_next(&blank, &s, &n));
+    assert_int_equal(blank.line, 3);
+    assert_false(plena_trace_lines_next(&none, &s, &n));
 }
 
 static json_t *key_doc(const char *bench, int sidx, const char *sid, const char *phase, int step,
@@ -249,42 +259,22 @@ static void test_chi_square(void **state)
 
 static char dir[64];
 
+/* Runs `plena ARGS` in dir (stdout to out.txt, stderr to err.txt). */
 static int run(const char *args)
 {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "cd %s && '%s' %s >out.txt 2>err.txt", dir, getenv("PLENA_BIN"),
-             args);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return plena_test_sh("cd %s && '%s' %s >out.txt 2>err.txt", dir, getenv("PLENA_BIN"), args);
 }
 
 static char *slurp(const char *name, size_t *n)
 {
-    char path[256], *d = NULL;
-    size_t len = 0;
-    struct plena_err err = {0};
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (plena_file_read_all(path, &d, &len, &err)) return NULL;
-    if (n) *n = len;
-    return d;
-}
-
-static void put(const char *name, const char *text)
-{
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
+    return plena_test_read_file(dir, name, n);
 }
 
 static void test_cli_split_pack(void **state)
 {
     (void)state;
-    if (!getenv("PLENA_BIN") || access(getenv("PLENA_BIN"), X_OK)) skip();
-    snprintf(dir, sizeof dir, "/tmp/plena_trace_set_XXXXXX");
-    assert_non_null(mkdtemp(dir));
+    if (!plena_test_bin()) skip();
+    assert_int_equal(plena_test_mkdtemp(dir, sizeof dir, "trace_set"), 0);
     /* 2 layers x 2 samples -> a set of 4 in canonical order */
     assert_int_equal(run("trace gen --model tiny-route-32x4 --tokens 5 --dist uniform --seed 3 "
                          "--layers 0,2 --samples 2 --route-weights random --out s.jsonl"),
@@ -351,12 +341,14 @@ static void test_cli_split_pack(void **state)
 static void test_cli_import(void **state)
 {
     (void)state;
-    if (!getenv("PLENA_BIN") || access(getenv("PLENA_BIN"), X_OK)) skip();
-    put("e8k2.json", "{\"hidden_size\": 64, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
-                     "\"moe_intermediate_size\": 64}");
-    put("r.csv", "sample_id,layer,phase,decode_step,token,slot,expert\n"
-                 "s0,0,prefill,,0,0,1\ns0,0,prefill,,0,1,2\n"
-                 "s1,0,prefill,,0,0,1\ns1,0,prefill,,0,1,9\n");
+    if (!plena_test_bin()) skip();
+    plena_test_write_text(dir, "e8k2.json",
+                          "{\"hidden_size\": 64, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
+                          "\"moe_intermediate_size\": 64}");
+    plena_test_write_text(dir, "r.csv",
+                          "sample_id,layer,phase,decode_step,token,slot,expert\n"
+                          "s0,0,prefill,,0,0,1\ns0,0,prefill,,0,1,2\n"
+                          "s1,0,prefill,,0,0,1\ns1,0,prefill,,0,1,9\n");
     /* the bad record stops the import: input error */
     assert_int_equal(run("trace import --from csv r.csv --model ./e8k2.json "
                          "--allow-uniform-weights --out x.jsonl"),
@@ -373,12 +365,8 @@ static void test_cli_import(void **state)
     plena_free(a);
     assert_int_equal(run("trace validate imp/csv_s0_l0_prefill.json"), 0);
     /* raw int16 through the CLI; --raw needs --phase */
-    char path[256];
-    snprintf(path, sizeof path, "%s/ids.bin", dir);
-    FILE *f = fopen(path, "wb");
     static const unsigned char raw[4] = {3, 0, 1, 0};
-    fwrite(raw, 1, 4, f);
-    fclose(f);
+    plena_test_write_file(dir, "ids.bin", raw, sizeof raw);
     assert_int_equal(run("trace import --from vllm --raw ids.bin --shape 1,1,2 --dtype int16 "
                          "--model ./e8k2.json --allow-uniform-weights"),
                      2);
@@ -388,14 +376,19 @@ static void test_cli_import(void **state)
     a = slurp("out.txt", NULL);
     assert_non_null(strstr(a, "\"trace_id\": \"vllm_req0_l0_decode_d1\""));
     plena_free(a);
+    assert_int_equal(plena_test_rmtree(dir), 0);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_float_format), cmocka_unit_test(test_canonical_order),
-        cmocka_unit_test(test_replay_tier),  cmocka_unit_test(test_golden),
-        cmocka_unit_test(test_chi_square),   cmocka_unit_test(test_cli_split_pack),
+        cmocka_unit_test(test_route_weights_written_as_binary32),
+        cmocka_unit_test(test_set_lines),
+        cmocka_unit_test(test_canonical_order),
+        cmocka_unit_test(test_replay_tier),
+        cmocka_unit_test(test_golden),
+        cmocka_unit_test(test_chi_square),
+        cmocka_unit_test(test_cli_split_pack),
         cmocka_unit_test(test_cli_import),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

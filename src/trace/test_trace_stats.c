@@ -1,14 +1,13 @@
 /* Statistics of spec/traces-and-replay.md 1.6 against hand-computed values:
  * the 1.9 example (gini 0.53125, duplicate factor 1.6, lists), edge cases
- * (all zero, one hot expert, perfectly balanced) and the pretty JSON writer
- * of 0.3 (sorted keys, scalar arrays on one line, shortest doubles). */
+ * (all zero, one hot expert, perfectly balanced). The JSON writer of 0.3 is
+ * tested in common/test_json.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <jansson.h>
 #include <string.h>
 
 #include "trace/trace.h"
@@ -74,52 +73,11 @@ static void test_edges(void **state)
     assert_memory_equal(out, want, sizeof want);
 }
 
-static void test_pretty_json(void **state)
-{
-    (void)state;
-    json_t *v = json_loads("{\"b\": [1, 2.5, 0.1], \"a\": {\"z\": [[1], []], \"y\": 1.0}, "
-                           "\"c\": \"q\\\"\\u0001\"}",
-                           0, NULL);
-    assert_non_null(v);
-    struct plena_buf b;
-    plena_buf_init(&b);
-    assert_int_equal(plena_trace_json_write(&b, v, 1), 0);
-    const char *want = "{\n"
-                       "  \"a\": {\n"
-                       "    \"y\": 1,\n"
-                       "    \"z\": [\n"
-                       "      [1],\n"
-                       "      []\n"
-                       "    ]\n"
-                       "  },\n"
-                       "  \"b\": [1, 2.5, 0.1],\n"
-                       "  \"c\": \"q\\\"\\u0001\"\n"
-                       "}\n";
-    assert_int_equal(b.len, strlen(want));
-    assert_memory_equal(b.data, want, b.len);
-    plena_buf_free(&b);
-    plena_buf_init(&b);
-    assert_int_equal(plena_trace_json_write(&b, v, 0), 0);
-    const char *canon = "{\"a\":{\"y\":1,\"z\":[[1],[]]},\"b\":[1,2.5,0.1],\"c\":\"q\\\"\\u0001\"}";
-    assert_int_equal(b.len, strlen(canon));
-    assert_memory_equal(b.data, canon, b.len);
-    plena_buf_free(&b);
-    json_decref(v);
-    char num[40];
-    plena_trace_format_double(num, sizeof num, 1.6);
-    assert_string_equal(num, "1.6");
-    plena_trace_format_double(num, sizeof num, 0.1 + 0.2);
-    assert_string_equal(num, "0.30000000000000004");
-    plena_trace_format_double(num, sizeof num, 1e300);
-    assert_string_equal(num, "1e+300");
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_example_stats),
         cmocka_unit_test(test_edges),
-        cmocka_unit_test(test_pretty_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

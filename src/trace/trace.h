@@ -11,6 +11,7 @@
 
 #include "common/err.h"
 #include "common/fileio.h"
+#include "common/json.h"
 
 /* ---- the field table (fields.def) ---- */
 enum plena_trace_field {
@@ -157,16 +158,27 @@ size_t plena_trace_active_experts(const int64_t *counts, size_t n, int64_t *out)
 size_t plena_trace_cold_experts(const int64_t *counts, size_t n, int64_t *out);
 size_t plena_trace_hot_experts(const int64_t *counts, size_t n, int64_t *out);
 
+/* ---- trace sets: JSON Lines (section 1.10) ---- */
+/* Cursor over the lines of a set: '\n' ends a line (a last line without one
+ * counts), lines of only spaces, tabs and CR are blank and skipped, but every
+ * line is numbered. Start with {bytes, len} (pos and line 0). */
+struct plena_trace_lines {
+    const char *bytes;
+    size_t len;
+    size_t pos;
+    long line; /* 1-based number of the line last returned */
+};
+/* Next non-blank line into *s, *n (without its '\n'): 1, or 0 at the end. */
+int plena_trace_lines_next(struct plena_trace_lines *it, const char **s, size_t *n);
+
 /* ---- JSON writing (section 0.3 pretty form, 0.4 canonical form) ---- */
-struct json_t;
-/* Appends `v` to `b`: pretty (keys sorted, 2-space indent, scalar arrays on one
- * line, final newline) or canonical (no whitespace). 0 or -1 (out of memory). */
-/* Reals inside a `topk_weights` or `route_weights` array are binary32 route
- * weights and are written with plena_trace_format_float. */
-int plena_trace_json_write(struct plena_buf *b, const struct json_t *v, int pretty);
-/* Shortest %.{p}g (p = 1..17) that reads back to the same double. */
-void plena_trace_format_double(char *buf, size_t n, double v);
-/* Shortest %.{p}g (p = 1..9) that reads back (strtof) to the same float. */
-void plena_trace_format_float(char *buf, size_t n, float v);
+/* Appends `v` to `b` with the common writer (common/json.h): pretty (keys
+ * sorted, 2-space indent, scalar arrays on one line, final newline) or
+ * canonical (no whitespace). Reals inside a `topk_weights` or `route_weights`
+ * array are binary32 route weights (plena_json_fmt_float). 0 or -1. */
+static inline int plena_trace_json_write(struct plena_buf *b, const json_t *v, int pretty)
+{
+    return plena_json_dump(b, v, PLENA_JSON_ROUTE_WEIGHTS_F32 | (pretty ? PLENA_JSON_PRETTY : 0u));
+}
 
 #endif

@@ -167,7 +167,7 @@ static const char *describe(const json_t *v, char *buf, size_t n)
     case JSON_NULL: return "null";
     case JSON_INTEGER: snprintf(buf, n, "integer %lld", (long long)json_integer_value(v)); break;
     case JSON_REAL:
-        plena_trace_format_double(num, sizeof num, json_real_value(v));
+        plena_json_fmt_double(num, sizeof num, json_real_value(v));
         snprintf(buf, n, "real %s", num);
         break;
     case JSON_STRING: {
@@ -632,7 +632,7 @@ static void walk_weights(struct ctx *c, const struct routing_dims *dm)
         }
         if (!row_ok || !have_ws) continue;
         snprintf(p, sizeof p, "routing.topk_weights[%zu]", t);
-        plena_trace_format_double(a, sizeof a, sum);
+        plena_json_fmt_double(a, sizeof a, sum);
         if (sum_mode == W_ENFORCE && !(fabs(sum - 1.0) <= 4e-3))
             fail(c, "V049", p, "weights sum to %s, expected 1 within 4e-3 for weight_source %s", a,
                  ws);
@@ -643,10 +643,9 @@ static void walk_weights(struct ctx *c, const struct routing_dims *dm)
             warn(c, "W030", p, "weights sum to %s, not 1 within 4e-3 (weight_source %s)", a, ws);
         if (order_bad < m) {
             snprintf(p, sizeof p, "routing.topk_weights[%zu][%zu]", t, order_bad);
-            plena_trace_format_double(a, sizeof a,
-                                      json_number_value(json_array_get(row, order_bad)));
-            plena_trace_format_double(b, sizeof b,
-                                      json_number_value(json_array_get(row, order_bad - 1)));
+            plena_json_fmt_double(a, sizeof a, json_number_value(json_array_get(row, order_bad)));
+            plena_json_fmt_double(b, sizeof b,
+                                  json_number_value(json_array_get(row, order_bad - 1)));
             if (order_mode == W_ENFORCE)
                 fail(c, "V050", p,
                      "weight %s is greater than the previous weight %s: weight_source %s requires "
@@ -725,8 +724,8 @@ static void check_stats(struct ctx *c, const int64_t *counts, size_t E)
         double v = json_number_value(c->val[PLENA_TF_ROUTING_DUPLICATE_FACTOR]);
         double want = st.duplicate_factor;
         if (!(fabs(v - want) <= 1e-9 * fabs(want))) {
-            plena_trace_format_double(a, sizeof a, v);
-            plena_trace_format_double(b, sizeof b, want);
+            plena_json_fmt_double(a, sizeof a, v);
+            plena_json_fmt_double(b, sizeof b, want);
             fail(c, "V054", "routing.duplicate_factor",
                  "is %s, expected %s (sum of counts / active experts, relative tolerance 1e-9)", a,
                  b);
@@ -735,8 +734,8 @@ static void check_stats(struct ctx *c, const int64_t *counts, size_t E)
     if (ok(c, PLENA_TF_ROUTING_GINI)) {
         double v = json_number_value(c->val[PLENA_TF_ROUTING_GINI]);
         if (!(fabs(v - st.gini) <= 1e-9)) {
-            plena_trace_format_double(a, sizeof a, v);
-            plena_trace_format_double(b, sizeof b, st.gini);
+            plena_json_fmt_double(a, sizeof a, v);
+            plena_json_fmt_double(b, sizeof b, st.gini);
             fail(c, "V054", "routing.gini",
                  "is %s, expected %s (recomputed from expert_counts, tolerance 1e-9)", a, b);
         }
@@ -983,30 +982,23 @@ int plena_trace_validate_set_bytes(const char *bytes, size_t len,
     size_t max_errors = opt->max_errors ? opt->max_errors : PLENA_TRACE_MAX_ERRORS_DEFAULT;
     plena_trace_set_report_free(rep);
     rep->valid = 1;
-    size_t pos = 0;
-    long line = 0;
-    while (pos < len) {
-        const char *nl = memchr(bytes + pos, '\n', len - pos);
-        size_t end = nl ? (size_t)(nl - bytes) : len;
-        line++;
-        int blank = 1;
-        for (size_t i = pos; i < end && blank; i++)
-            if (bytes[i] != ' ' && bytes[i] != '\t' && bytes[i] != '\r') blank = 0;
-        if (!blank) {
-            if (plena_grow((void **)&rep->entries, &rep->cap_entries, rep->n_entries + 1,
-                           sizeof *rep->entries))
-                return PLENA_E_NOMEM;
-            struct plena_trace_set_entry *e = &rep->entries[rep->n_entries++];
-            e->line = line;
-            plena_trace_report_init(&e->report);
-            int rc = plena_trace_validate_bytes(bytes + pos, end - pos, opt, &e->report);
-            if (rc == PLENA_E_NOMEM) return rc;
-            for (size_t i = 0; i < e->report.n_errors; i++)
-                e->report.errors[i].line = line;
-            for (size_t i = 0; i < e->report.n_warnings; i++)
-                e->report.warnings[i].line = line;
-        }
-        pos = end + 1;
+    struct plena_trace_lines it = {bytes, len, 0, 0};
+    const char *s;
+    size_t n;
+    while (plena_trace_lines_next(&it, &s, &n)) {
+        long line = it.line;
+        if (plena_grow((void **)&rep->entries, &rep->cap_entries, rep->n_entries + 1,
+                       sizeof *rep->entries))
+            return PLENA_E_NOMEM;
+        struct plena_trace_set_entry *e = &rep->entries[rep->n_entries++];
+        e->line = line;
+        plena_trace_report_init(&e->report);
+        int rc = plena_trace_validate_bytes(s, n, opt, &e->report);
+        if (rc == PLENA_E_NOMEM) return rc;
+        for (size_t i = 0; i < e->report.n_errors; i++)
+            e->report.errors[i].line = line;
+        for (size_t i = 0; i < e->report.n_warnings; i++)
+            e->report.warnings[i].line = line;
     }
     /* V100: sort (trace_id, line); every repeat after the first is an error. */
     struct id_line *ids = plena_calloc(rep->n_entries + 1, sizeof *ids);

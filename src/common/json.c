@@ -1,0 +1,158 @@
+/* The JSON text writer and number spellings of spec/traces-and-replay.md
+ * 0.3/0.4 (see json.h). Strings escape only '"', '\\' and control bytes
+ * (as \u00XX); other bytes, UTF-8 included, are copied raw. */
+#include "common/json.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+
+void plena_json_fmt_double(char *buf, size_t n, double v)
+{
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, n, "%.*g", p, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}
+
+void plena_json_fmt_float(char *buf, size_t n, float v)
+{
+    for (int p = 1; p <= 9; p++) {
+        snprintf(buf, n, "%.*g", p, (double)v);
+        if (strtof(buf, NULL) == v) return;
+    }
+}
+
+static int put_string(struct plena_buf *b, const char *s, size_t len)
+{
+    if (plena_buf_append(b, "\"", 1)) return -1;
+    size_t start = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c != '"' && c != '\\' && c >= 0x20) continue;
+        if (plena_buf_append(b, s + start, i - start)) return -1;
+        if (c == '"' || c == '\\') {
+            char esc[2] = {'\\', (char)c};
+            if (plena_buf_append(b, esc, 2)) return -1;
+        } else if (plena_buf_printf(b, "\\u%04x", c)) {
+            return -1;
+        }
+        start = i + 1;
+    }
+    if (plena_buf_append(b, s + start, len - start)) return -1;
+    return plena_buf_append(b, "\"", 1);
+}
+
+static int is_scalar(const json_t *v)
+{
+    return !json_is_object(v) && !json_is_array(v);
+}
+
+static int newline_indent(struct plena_buf *b, int level)
+{
+    if (plena_buf_append(b, "\n", 1)) return -1;
+    for (int i = 0; i < level; i++)
+        if (plena_buf_append(b, "  ", 2)) return -1;
+    return 0;
+}
+
+static int cmp_keys(const void *a, const void *b)
+{
+    /* strcmp compares as unsigned char: byte order, as 0.3 asks */
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* f32: v lies inside a route-weight array (PLENA_JSON_ROUTE_WEIGHTS_F32). */
+static int put_real(struct plena_buf *b, double d, int f32)
+{
+    char num[64];
+    if (!isfinite(d)) return -1;
+    if (f32 && fabs(d) <= FLT_MAX)
+        plena_json_fmt_float(num, sizeof num, (float)d);
+    else
+        plena_json_fmt_double(num, sizeof num, d);
+    return plena_buf_puts(b, num);
+}
+
+static int is_weight_array(unsigned flags, const char *key, const json_t *m)
+{
+    return (flags & PLENA_JSON_ROUTE_WEIGHTS_F32) && json_is_array(m) &&
+           (!strcmp(key, "topk_weights") || !strcmp(key, "route_weights"));
+}
+
+static int write_value(struct plena_buf *b, const json_t *v, unsigned flags, int level, int f32);
+
+static int write_array(struct plena_buf *b, const json_t *v, unsigned flags, int level, int f32)
+{
+    int pretty = (flags & PLENA_JSON_PRETTY) != 0;
+    size_t n = json_array_size(v);
+    if (n == 0) return plena_buf_puts(b, "[]");
+    int flat = 1;
+    for (size_t i = 0; i < n; i++)
+        if (!is_scalar(json_array_get(v, i))) flat = 0;
+    if (plena_buf_puts(b, "[")) return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (i && plena_buf_puts(b, pretty && flat ? ", " : ",")) return -1;
+        if (pretty && !flat && newline_indent(b, level + 1)) return -1;
+        if (write_value(b, json_array_get(v, i), flags, level + 1, f32)) return -1;
+    }
+    if (pretty && !flat && newline_indent(b, level)) return -1;
+    return plena_buf_puts(b, "]");
+}
+
+static int write_object(struct plena_buf *b, const json_t *v, unsigned flags, int level)
+{
+    int pretty = (flags & PLENA_JSON_PRETTY) != 0;
+    size_t n = json_object_size(v);
+    if (n == 0) return plena_buf_puts(b, "{}");
+    const char **keys = plena_calloc(n, sizeof *keys);
+    if (!keys) return -1;
+    size_t k = 0;
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)v, key, val)
+    {
+        if (k < n) keys[k++] = key;
+    }
+    qsort(keys, k, sizeof *keys, cmp_keys);
+    int rc = plena_buf_puts(b, "{");
+    for (size_t i = 0; i < k && !rc; i++) {
+        if (i) rc = plena_buf_puts(b, ",");
+        if (!rc && pretty) rc = newline_indent(b, level + 1);
+        if (!rc) rc = put_string(b, keys[i], strlen(keys[i]));
+        if (!rc) rc = plena_buf_puts(b, pretty ? ": " : ":");
+        const json_t *m = json_object_get(v, keys[i]);
+        if (!rc) rc = write_value(b, m, flags, level + 1, is_weight_array(flags, keys[i], m));
+    }
+    plena_free(keys);
+    if (!rc && pretty) rc = newline_indent(b, level);
+    if (!rc) rc = plena_buf_puts(b, "}");
+    return rc;
+}
+
+static int write_value(struct plena_buf *b, const json_t *v, unsigned flags, int level, int f32)
+{
+    if ((flags & PLENA_JSON_SHALLOW) && level > PLENA_JSON_SHALLOW_DEPTH) return -1;
+    switch (json_typeof(v)) {
+    case JSON_NULL: return plena_buf_puts(b, "null");
+    case JSON_TRUE: return plena_buf_puts(b, "true");
+    case JSON_FALSE: return plena_buf_puts(b, "false");
+    case JSON_INTEGER: return plena_buf_printf(b, "%lld", (long long)json_integer_value(v));
+    case JSON_REAL: return put_real(b, json_real_value(v), f32);
+    case JSON_STRING: return put_string(b, json_string_value(v), json_string_length(v));
+    case JSON_ARRAY: return write_array(b, v, flags, level, f32);
+    case JSON_OBJECT: return write_object(b, v, flags, level);
+    }
+    return -1;
+}
+
+int plena_json_dump(struct plena_buf *b, const json_t *v, unsigned flags)
+{
+    if (write_value(b, v, flags, 0, 0)) return -1;
+    if ((flags & PLENA_JSON_PRETTY) && plena_buf_puts(b, "\n")) return -1;
+    return b->failed ? -1 : 0;
+}

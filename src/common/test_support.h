@@ -1,0 +1,41 @@
+/* Helpers shared by the cmocka tests of every module: a fresh mkdtemp
+ * directory, whole-file writes and reads inside it, removing it again, and
+ * running the `plena` CLI ($PLENA_BIN) through the shell for its exit code.
+ * Built as the static library plena_test_support (tests only, never part of
+ * libplena); the write helpers fail the calling test through cmocka. */
+#ifndef PLENA_COMMON_TEST_SUPPORT_H
+#define PLENA_COMMON_TEST_SUPPORT_H
+
+#include <stddef.h>
+
+/* Creates a fresh directory "/tmp/plena_<tag>_XXXXXX" (mkdtemp) into dir
+ * (capacity n). Returns 0, or -1 when it does not fit or mkdtemp fails. */
+int plena_test_mkdtemp(char *dir, size_t n, const char *tag);
+/* Removes dir and everything below it (rm -rf). Returns 0 or -1. */
+int plena_test_rmtree(const char *dir);
+
+/* "dir/name" into buf (capacity n); name alone when dir is NULL. Fails the
+ * test when it does not fit. Returns buf. */
+char *plena_test_path(char *buf, size_t n, const char *dir, const char *name);
+/* Writes len bytes (atomically) to dir/name; fails the test on error. */
+void plena_test_write_file(const char *dir, const char *name, const void *data, size_t len);
+/* Same for a NUL-terminated text. */
+void plena_test_write_text(const char *dir, const char *name, const char *text);
+/* Writes text with its first occurrence of `from` replaced by `to` to
+ * dir/name; fails the test when `from` does not occur. */
+void plena_test_write_replaced(const char *dir, const char *name, const char *text,
+                               const char *from, const char *to);
+/* Reads dir/name whole, NUL-terminated (free with plena_free); *len (may be
+ * NULL) gets its size. NULL when the file cannot be read. */
+char *plena_test_read_file(const char *dir, const char *name, size_t *len);
+/* 1 when dir/name contains needle, else 0 (also when unreadable). */
+int plena_test_file_contains(const char *dir, const char *name, const char *needle);
+
+/* $PLENA_BIN when it is set and executable, else NULL (callers skip). */
+const char *plena_test_bin(void);
+/* Formats a shell command (at most 16 KiB) and runs it with system().
+ * Returns its exit code, 128 + the signal when it was killed, or -1 when it
+ * could not be run or the command did not fit. */
+int plena_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

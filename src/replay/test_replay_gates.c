@@ -1,0 +1,330 @@
+/* `plena gates repeat|functional BUILD_DIR` (spec/traces-and-replay.md 6.1,
+ * 6.3, 6.4): a small replay (the hand-written e8k2 example, --keep-dumps) is
+ * gated by $PLENA_BIN and through the library; each gate is shown to fail on
+ * an injected defect (nondeterminism behind the test-only switch, one flipped
+ * output byte, a deleted dump: no fallback) with exit 1, and a missing build
+ * directory exits 3. The pure repeat decision is tested on hand-made series. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/fileio.h"
+#include "replay/gates.h"
+#include "replay/jsonw.h"
+#include "settings/settings.h"
+
+static char g_tmp[64];
+static const char *g_bin;
+static char g_bd[256]; /* the build directory of the kept-dumps replay */
+
+static void write_small_settings(const char *path)
+{
+    /* the shipped settings with a 16384-row VRAM: same timing, 2 MiB dumps */
+    const char *ref = plena_settings_reference_text();
+    const char *key = "[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE]\nvalue = 4194304\n";
+    const char *hit = strstr(ref, key);
+    if (!hit) abort();
+    struct plena_buf b;
+    plena_buf_init(&b);
+    plena_buf_append(&b, ref, (size_t)(hit - ref));
+    plena_buf_puts(&b, "[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE]\nvalue = 16384\n");
+    plena_buf_puts(&b, hit + strlen(key));
+    if (plena_file_write_atomic(path, b.data, b.len, NULL)) abort();
+    plena_buf_free(&b);
+}
+
+/* runs plena with args (NULL-terminated), stdout/stderr to files in g_tmp */
+static int run(const char *const *args)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        char o[128], e[128];
+        snprintf(o, sizeof o, "%s/stdout.txt", g_tmp);
+        snprintf(e, sizeof e, "%s/stderr.txt", g_tmp);
+        if (!freopen(o, "w", stdout) || !freopen(e, "w", stderr)) _exit(120);
+        const char *argv[64];
+        size_t n = 0;
+        argv[n++] = g_bin;
+        for (size_t i = 0; args[i] && n < 63; i++)
+            argv[n++] = args[i];
+        argv[n] = NULL;
+        execv(g_bin, (char *const *)argv);
+        _exit(127);
+    }
+    int st;
+    waitpid(p, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static char *read_stdout(void)
+{
+    char p[128], *s = NULL;
+    size_t len;
+    snprintf(p, sizeof p, "%s/stdout.txt", g_tmp);
+    assert_int_equal(plena_file_read_all(p, &s, &len, NULL), 0);
+    return s;
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static json_t *read_json_in(const char *dir, const char *name)
+{
+    char p[400];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    json_t *j = NULL;
+    assert_int_equal(plena_replay_json_read_file(p, &j, NULL), 0);
+    return j;
+}
+
+/* copy of the build directory, so each defect is injected in its own */
+static void copy_build(const char *name, char *out, size_t n)
+{
+    snprintf(out, n, "%s/%s", g_tmp, name);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", out, g_bd, out);
+    assert_int_equal(system(cmd), 0);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    g_bin = getenv("PLENA_BIN");
+    if (!g_bin) g_bin = PLENA_BINARY_DIR "/plena";
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/plena_replay_gates_XXXXXX");
+    if (!mkdtemp(g_tmp)) return -1;
+    char settings[128], out[128], example[512];
+    snprintf(settings, sizeof settings, "%s/small.toml", g_tmp);
+    snprintf(out, sizeof out, "%s/out", g_tmp);
+    snprintf(example, sizeof example, "%s/src/trace/testdata/example_v2.json", PLENA_SOURCE_DIR);
+    write_small_settings(settings);
+    int rc = run((const char *[]){"replay", example, "--out", out, "--settings", settings,
+                                  "--keep-dumps", NULL});
+    snprintf(g_bd, sizeof g_bd, "%s/example_e8k2_t4_l0", out);
+    /* the gates below judge a replay that passed */
+    return rc == 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* 6.3 decision on hand-made series */
+static void test_repeat_decision(void **state)
+{
+    (void)state;
+    const char *const m[] = {"a", "b", "c", "d", "e", "f", "g"};
+    json_t *s = json_pack("{s:[i,i,i],s:[s,s,s],s:[i,n,i],s:[i,i,i],s:[n,n,n],s:[]}", "a", 5, 5, 5,
+                          "b", "x", "x", "x", "c", 7, 7, "d", 1, 2, 1, "f", "g");
+    /* e is absent: a metric no run produced fails too */
+    json_t *mm = plena_replay_repeat_mismatched(s, m, 7);
+    assert_int_equal(json_array_size(mm), 5);
+    assert_string_equal(json_string_value(json_array_get(mm, 0)), "c"); /* null = missing */
+    assert_string_equal(json_string_value(json_array_get(mm, 1)), "d"); /* two values */
+    assert_string_equal(json_string_value(json_array_get(mm, 2)), "e"); /* absent */
+    assert_string_equal(json_string_value(json_array_get(mm, 3)), "f"); /* never produced */
+    assert_string_equal(json_string_value(json_array_get(mm, 4)), "g"); /* no runs */
+    json_decref(mm);
+    mm = plena_replay_repeat_mismatched(s, m, 2);
+    assert_int_equal(json_array_size(mm), 0);
+    json_decref(mm);
+    json_decref(s);
+}
+
+static void test_repeat_passes(void **state)
+{
+    (void)state;
+    /* no --settings: the file recorded in run_stats.json is used */
+    assert_int_equal(run((const char *[]){"gates", "repeat", g_bd, "--repeats", "2", NULL}), 0);
+    char *so = read_stdout();
+    assert_true(!strncmp(so, "PASS repeat ", 12));
+    plena_free(so);
+    json_t *j = read_json_in(g_bd, "repeat_gate.json");
+    assert_true(json_is_true(json_object_get(j, "passed")));
+    assert_int_equal(json_integer_value(json_object_get(j, "repeats")), 2);
+    assert_int_equal(json_array_size(json_object_get(j, "mismatched")), 0);
+    json_t *series = json_object_get(j, "series");
+    /* profiling is on by default: 7 metrics + the stage profile hash */
+    assert_int_equal(json_object_size(series), 8);
+    const char *key;
+    json_t *v;
+    json_object_foreach(series, key, v)
+    {
+        assert_int_equal(json_array_size(v), 2);
+        assert_false(json_is_null(json_array_get(v, 0)));
+    }
+    json_decref(j);
+    char p[400];
+    snprintf(p, sizeof p, "%s/repeat/01/run_stats.json", g_bd);
+    assert_true(exists(p));
+    snprintf(p, sizeof p, "%s/repeat/02/run_stats.json", g_bd);
+    assert_true(exists(p));
+
+    /* the library gives the same decision */
+    struct plena_replay_gate_opts o = {g_bd, NULL, 3};
+    struct plena_replay_gate_report r;
+    struct plena_err err = {0};
+    assert_int_equal(plena_replay_gate_repeat(&o, &r, &err), 0);
+    assert_true(r.passed);
+}
+
+static void test_repeat_nondeterminism_fails(void **state)
+{
+    (void)state;
+    char bd[300];
+    copy_build("nondet", bd, sizeof bd);
+    setenv("PLENA_TEST_NONDETERMINISM", "1", 1);
+    int rc = run((const char *[]){"gates", "repeat", bd, NULL});
+    unsetenv("PLENA_TEST_NONDETERMINISM");
+    assert_int_equal(rc, 1);
+    char *so = read_stdout();
+    assert_true(!strncmp(so, "FAIL repeat sim_latency_picos ", 30));
+    plena_free(so);
+    json_t *j = read_json_in(bd, "repeat_gate.json");
+    assert_true(json_is_false(json_object_get(j, "passed")));
+    assert_int_equal(json_integer_value(json_object_get(j, "repeats")), 3);
+    json_t *mm = json_object_get(j, "mismatched");
+    assert_int_equal(json_array_size(mm), 1);
+    assert_string_equal(json_string_value(json_array_get(mm, 0)), "sim_latency_picos");
+    json_decref(j);
+}
+
+static void test_functional_passes(void **state)
+{
+    (void)state;
+    assert_int_equal(run((const char *[]){"gates", "functional", g_bd, NULL}), 0);
+    char *so = read_stdout();
+    assert_true(!strncmp(so, "PASS functional kind=reference numerical=true ", 46));
+    plena_free(so);
+    json_t *j = read_json_in(g_bd, "functional_gate.json");
+    assert_true(json_is_true(json_object_get(j, "passed")));
+    assert_int_equal(json_integer_value(json_object_get(j, "mismatches")), 0);
+    assert_int_equal(json_integer_value(json_object_get(j, "elements")), 4 * 64);
+    /* the same output hash as the replay recorded */
+    json_t *res = read_json_in(g_bd, "results.json");
+    assert_string_equal(
+        json_string_value(json_object_get(j, "output_sha256")),
+        json_string_value(json_object_get(json_object_get(res, "functional"), "output_sha256")));
+    json_decref(res);
+    json_t *ck = json_object_get(j, "checks");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(ck, 0), "name")),
+                        "routing_integrity");
+    json_decref(j);
+    struct plena_replay_gate_opts o = {g_bd, NULL, 0};
+    struct plena_replay_gate_report r;
+    struct plena_err err = {0};
+    assert_int_equal(plena_replay_gate_functional(&o, &r, &err), 0);
+    assert_true(r.passed);
+}
+
+/* one byte of the output region: located by the reference's first 8 bytes
+ * (row 0, columns 0-3 lie in one VLEN block), which occur once in the dump */
+static void test_functional_flipped_byte_fails(void **state)
+{
+    (void)state;
+    char bd[300], p[400], rp[400];
+    copy_build("flip", bd, sizeof bd);
+    snprintf(p, sizeof p, "%s/vram_dump.bin", bd);
+    snprintf(rp, sizeof rp, "%s/reference_output.bin", bd);
+    char *dump, *ref;
+    size_t dlen, rlen;
+    assert_int_equal(plena_file_read_all(p, &dump, &dlen, NULL), 0);
+    assert_int_equal(plena_file_read_all(rp, &ref, &rlen, NULL), 0);
+    assert_int_equal(rlen, 4 * 64 * 2);
+    size_t hits = 0, at = 0;
+    for (size_t i = 0; i + 8 <= dlen; i += 2)
+        if (!memcmp(dump + i, ref, 8)) {
+            hits++;
+            at = i;
+        }
+    assert_int_equal(hits, 1);
+    dump[at + 1] ^= 0x01; /* an exponent bit of element (0, 0) */
+    assert_int_equal(plena_file_write_atomic(p, dump, dlen, NULL), 0);
+    plena_free(dump);
+    plena_free(ref);
+    assert_int_equal(run((const char *[]){"gates", "functional", bd, NULL}), 1);
+    char *so = read_stdout();
+    assert_true(!strncmp(so, "FAIL functional ", 16));
+    assert_non_null(strstr(so, "bit_exact"));
+    assert_non_null(strstr(so, "mismatches=1"));
+    plena_free(so);
+    json_t *j = read_json_in(bd, "functional_gate.json");
+    assert_true(json_is_false(json_object_get(j, "passed")));
+    assert_true(json_is_false(json_object_get(j, "numerical")));
+    assert_int_equal(json_integer_value(json_object_get(j, "mismatches")), 1);
+    json_decref(j);
+}
+
+static void test_functional_without_dump_fails(void **state)
+{
+    (void)state;
+    char bd[300], p[400];
+    copy_build("nodump", bd, sizeof bd);
+    snprintf(p, sizeof p, "%s/vram_dump.bin", bd);
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(run((const char *[]){"gates", "functional", bd, NULL}), 1);
+    char *so = read_stdout();
+    assert_true(!strncmp(so, "FAIL functional functional ", 27));
+    plena_free(so);
+    json_t *j = read_json_in(bd, "functional_gate.json");
+    assert_true(json_is_false(json_object_get(j, "passed")));
+    json_t *ck = json_object_get(j, "checks");
+    json_t *last = json_array_get(ck, json_array_size(ck) - 1);
+    assert_string_equal(json_string_value(json_object_get(last, "name")), "functional");
+    assert_non_null(strstr(json_string_value(json_object_get(last, "detail")), "vram_dump.bin"));
+    json_decref(j);
+}
+
+static void test_missing_inputs_and_usage(void **state)
+{
+    (void)state;
+    char nope[200], bd[300], p[400];
+    snprintf(nope, sizeof nope, "%s/no_such_build", g_tmp);
+    assert_int_equal(run((const char *[]){"gates", "repeat", nope, NULL}), 3);
+    assert_int_equal(run((const char *[]){"gates", "functional", nope, NULL}), 3);
+    assert_false(exists(nope));
+    /* a pruned build (no hbm.bin) cannot be gated: input error, no result */
+    copy_build("pruned", bd, sizeof bd);
+    snprintf(p, sizeof p, "%s/hbm.bin", bd);
+    assert_int_equal(unlink(p), 0);
+    snprintf(p, sizeof p, "%s/functional_gate.json", bd);
+    unlink(p);
+    assert_int_equal(run((const char *[]){"gates", "functional", bd, NULL}), 3);
+    assert_false(exists(p));
+    /* usage */
+    assert_int_equal(run((const char *[]){"gates", "repeat", g_bd, "--repeats", "1", NULL}), 2);
+    assert_int_equal(run((const char *[]){"gates", "repeat", NULL}), 2);
+    assert_int_equal(run((const char *[]){"gates", "functional", g_bd, "--repeats", "2", NULL}), 2);
+    assert_int_equal(run((const char *[]){"gates", "bogus", NULL}), 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_repeat_decision),
+        cmocka_unit_test(test_repeat_passes),
+        cmocka_unit_test(test_repeat_nondeterminism_fails),
+        cmocka_unit_test(test_functional_passes),
+        cmocka_unit_test(test_functional_flipped_byte_fails),
+        cmocka_unit_test(test_functional_without_dump_fails),
+        cmocka_unit_test(test_missing_inputs_and_usage),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
