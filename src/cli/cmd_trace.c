@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "gen/build.h"
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "gen/model.h"
@@ -137,7 +138,7 @@ static void print_findings(const char *file, long line, const struct plena_trace
 
 /* The replay tier for every valid line of a set (entries are in line order). */
 static int replay_set(const char *data, size_t len, const struct plena_trace_replay_options *ro,
-                      struct plena_trace_set_report *s)
+                      const struct plena_gen_machine *mach, struct plena_trace_set_report *s)
 {
     struct plena_trace_lines it = {data, len, 0, 0};
     const char *text;
@@ -147,7 +148,8 @@ static int replay_set(const char *data, size_t len, const struct plena_trace_rep
         struct plena_trace_report *r = &s->entries[k].report;
         if (r->valid) {
             size_t before = r->n_errors;
-            if (plena_trace_validate_replay(text, n, ro, r) == PLENA_E_NOMEM) return -1;
+            if (plena_trace_validate_replay_machine(text, n, ro, mach, r) == PLENA_E_NOMEM)
+                return -1;
             for (size_t i = before; i < r->n_errors; i++)
                 r->errors[i].line = it.line;
             if (!r->valid) s->valid = 0;
@@ -202,16 +204,17 @@ static int cmd_validate(int argc, char **argv)
         }
     }
     if (n_files == 0) return plena_cli_usage_error("trace validate", "no FILE given");
+    struct plena_gen_machine mach;
+    plena_gen_machine_default(&mach);
     if (replay) {
+        /* the settings the replay would use (same lookup as plena replay):
+         * R005 sizes against that machine's SRAM and VRAM */
         struct plena_settings st;
         struct plena_err serr = {0};
-        if (settings_path) {
-            if (plena_settings_load(settings_path, &st, &serr))
-                return plena_cli_report("trace validate", &serr);
-        } else {
-            plena_settings_reference(&st);
-        }
+        if (plena_settings_load(settings_path, &st, &serr))
+            return plena_cli_report("trace validate", &serr);
         ro.settings_mlen = st.mlen;
+        plena_gen_machine_from_settings(&st, &mach);
     }
     int exit_code = 0;
     json_t *files = json_array();
@@ -240,7 +243,8 @@ static int cmd_validate(int argc, char **argv)
         if (is_set_path(path, force_set)) {
             struct plena_trace_set_report s = {0};
             int rc = plena_trace_validate_set_bytes(data, len, &opt, &s);
-            if (replay && rc != PLENA_E_NOMEM && replay_set(data, len, &ro, &s)) rc = PLENA_E_NOMEM;
+            if (replay && rc != PLENA_E_NOMEM && replay_set(data, len, &ro, &mach, &s))
+                rc = PLENA_E_NOMEM;
             if (rc == PLENA_E_NOMEM) {
                 fprintf(stderr, "plena trace validate: %s: out of memory\n", path);
                 exit_code = 5;
@@ -271,7 +275,7 @@ static int cmd_validate(int argc, char **argv)
             plena_trace_report_init(&r);
             int rc = plena_trace_validate_bytes(data, len, &opt, &r);
             if (replay && rc == 0 &&
-                plena_trace_validate_replay(data, len, &ro, &r) == PLENA_E_NOMEM)
+                plena_trace_validate_replay_machine(data, len, &ro, &mach, &r) == PLENA_E_NOMEM)
                 rc = PLENA_E_NOMEM;
             if (rc == PLENA_E_NOMEM) {
                 fprintf(stderr, "plena trace validate: %s: out of memory\n", path);

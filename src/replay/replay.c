@@ -5,6 +5,7 @@
  * (6.1); an old result is deleted before a new attempt (6.5). It does not
  * fork or print: the CLI runs the pool. */
 #include "replay/replay.h"
+#include "gen/build.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -144,7 +145,10 @@ int plena_replay_prepare(const char *bytes, size_t len, const char *source_path,
     struct plena_settings s;
     if ((rc = plena_settings_load(o->settings_path, &s, err))) return rc;
     struct plena_trace_replay_options ro = {s.mlen, o->mlen};
-    rc = plena_trace_validate_replay(bytes, len, &ro, report);
+    /* R005 sizes against the machine this replay will run on */
+    struct plena_gen_machine mach;
+    plena_gen_machine_from_settings(&s, &mach);
+    rc = plena_trace_validate_replay_machine(bytes, len, &ro, &mach, report);
     if (rc == PLENA_E_NOMEM) return PLENA_FAIL(err, PLENA_E_NOMEM, source_path, "out of memory");
     if (!report->valid) return PLENA_E_FAILED;
     json_int_t mlen = o->mlen ? (json_int_t)o->mlen : geti(it->trace, "replay", "mlen");
