@@ -146,10 +146,10 @@ static void observe(void *ctx, const struct plena_emu_event *ev)
     uint64_t d = plena_timing_account(o->timing, ev);
     if (o->overlap) plena_overlap_observe(o->overlap, ev, d);
     if (o->profile) {
-        uint64_t wr = 0;
-        for (size_t i = 0; i < ev->n_txn; i++)
-            wr += ev->txn[i].is_write;
-        plena_profile_add(o->profile, ev->pc, ev->op, d, ev->n_txn - wr, wr);
+        /* the timing model already split this instruction's transactions */
+        uint64_t rd = 0, wr = 0;
+        if (ev->n_txn) plena_timing_last_bytes(o->timing, &rd, &wr);
+        plena_profile_add(o->profile, ev->pc, ev->op, d, rd / 64, wr / 64);
     }
 }
 

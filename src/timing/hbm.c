@@ -5,21 +5,35 @@
  * Ticks are considered only while an instruction is served (see serve()).
  * Ticks where nothing can happen are skipped (the skip target is the earliest
  * tick at which some command could become legal or a refresh / idle close is
- * due); an exhaustive tick-by-tick mode exists only to test that equivalence.
- * It does not move data: it only decides when transactions complete. */
+ * due), and each channel looks only at its banks with pending requests, one
+ * representative request per bank and command kind (all requests of a bank
+ * needing the same command are equally legal, so the oldest one stands for
+ * them). The exhaustive mode is the literal definition of 3.6 (every tick,
+ * every pending request in sequence order) and exists to test that
+ * equivalence. It does not move data: it only decides when transactions
+ * complete. */
 #include <string.h>
 
 #include "common/alloc.h"
 #include "timing/timing.h"
 
 #define NONE UINT64_MAX
+#define NIL  UINT32_MAX /* no request / no bank */
 
 struct bank {
     uint64_t row;
     uint64_t next_act, next_pre, next_col, last_use;
     uint32_t n_hits; /* pending requests targeting the open row */
     uint8_t open;
-    uint32_t open_pos; /* position in its channel's open list while open */
+    uint8_t reps_dirty; /* rep_* must be recomputed (list or open row changed) */
+    uint32_t open_pos;  /* position in its channel's open list while open */
+    /* Fast path only: this bank's pending requests, ascending sequence number
+     * (a doubly linked list through struct req), their count, and the cached
+     * oldest pending read hit, write hit and non-hit. */
+    uint32_t head, tail;
+    uint32_t n_pend;
+    uint32_t act_pos; /* position in its pseudo channel's active list while n_pend > 0 */
+    uint32_t rep_rd, rep_wr, rep_nh;
 };
 
 struct pch {
@@ -28,12 +42,30 @@ struct pch {
     uint64_t faw[4]; /* ring of the last 4 ACT times; faw[faw_head] is the oldest when full */
     uint32_t n_faw, faw_head;
     uint8_t has_act;
+    /* Fast path only. Banks with pending requests (a slice of active_all),
+     * and over them the bank-level part of each command's earliest legal
+     * time (3.5 legality is a max of channel, pseudo-channel, bank-group and
+     * bank terms, so the min over banks factors out the shared terms):
+     *   col_min[0|1]  min next_col of banks with a read | write hit
+     *   act_min       min max(next_act, bank-group nRRDL limit) of closed banks
+     *                 with a pending request
+     *   pre_min       min next_pre of open banks with a pending non-hit and no hit
+     * Only commands on this pseudo channel's banks, queueing and closes change
+     * them. col_min is valid unless col_dirty, act_min and pre_min unless
+     * row_dirty (a RD or WR, the frequent case, usually leaves them valid). */
+    uint32_t *active;
+    size_t n_active;
+    uint64_t col_min[2], act_min, pre_min;
+    uint8_t col_dirty, row_dirty;
+    /* pc_col_term(0 | 1) and pc_act_term, kept current by the commands */
+    uint64_t col_term[2], act_term;
 };
 
 struct chan {
     uint64_t row_bus_free, col_bus_free;
-    uint32_t *pend; /* request indices of this channel, ascending sequence number */
+    uint32_t *pend; /* exhaustive mode: request indices, ascending sequence number */
     size_t n_pend, cap_pend;
+    size_t n_req; /* fast path: pending requests of this channel */
     /* Skip-ahead cache: earliest time anything in this channel (a command of
      * one of its requests, an idle close of one of its banks) could happen.
      * Legality depends only on the channel's own state and blocked_until, so
@@ -41,6 +73,11 @@ struct chan {
      * it, a bank closed, requests queued, a refresh). */
     uint64_t cand;
     uint8_t dirty;
+    /* A lower bound of the idle-close time of every open bank without a
+     * pending hit (exact after each idle-close scan). Such a bank's time is
+     * fixed while it stays in that set (no command can touch it but a PRE,
+     * which closes it), so entering the set is the only update needed. */
+    uint64_t idle_min;
     uint32_t *open; /* this channel's open banks (a slice of open_all), any order */
     size_t n_open;
 };
@@ -51,6 +88,7 @@ struct req {
     uint32_t pc;   /* flat pseudo-channel index (ch * P + pc) */
     uint32_t bgi;  /* flat (pc, bank group) index */
     uint32_t ch;
+    uint32_t prev, next; /* fast path: neighbours in the bank's pending list */
     uint8_t is_write;
     uint8_t l_pc, l_bg, l_bank; /* local indices, for the trace hook */
 };
@@ -66,7 +104,19 @@ struct plena_hbm {
     uint8_t *bg_has;
     struct chan *chans;
     size_t banks_per_channel; /* a channel's banks are contiguous in banks[] */
+    size_t banks_per_pc;      /* and so are a pseudo channel's */
     uint32_t *open_all;
+    uint32_t *active_all;
+    /* Fast path: the channels that received requests in the instruction being
+     * served, ascending (step 4 visits channels in index order); and a lower
+     * bound of every channel's idle_min. */
+    uint32_t *busy;
+    size_t n_busy;
+    uint64_t idle_min_all;
+    /* timing constants in ps */
+    uint64_t rrds_ps, rrdl_ps, faw_ps, idle_ps, cl_ps, cwl_ps, rd_done_ps, wr_done_ps, rtp_ps,
+        wr_ps, wtr_ps, rcd_ps, ras_ps, rc_ps, rp_ps;
+    int64_t rd_to_wr;  /* read-to-write turnaround in ticks (may be negative) */
     uint64_t cur;      /* first tick not yet processed */
     uint64_t next_ref; /* next refresh window start W */
     uint64_t blocked_until;
@@ -176,13 +226,40 @@ int plena_hbm_new(const struct plena_hbm_params *p, struct plena_hbm **out, stru
     h->chans = plena_calloc(p->channels, sizeof *h->chans);
     h->banks_per_channel = h->n_banks / p->channels;
     h->open_all = plena_calloc(h->n_banks, sizeof *h->open_all);
-    if (!h->banks || !h->pcs || !h->bg_last || !h->bg_has || !h->chans || !h->open_all) {
+    h->active_all = plena_calloc(h->n_banks, sizeof *h->active_all);
+    h->busy = plena_calloc(p->channels, sizeof *h->busy);
+    if (!h->banks || !h->pcs || !h->bg_last || !h->bg_has || !h->chans || !h->open_all ||
+        !h->active_all || !h->busy) {
         size_t n_banks = h->n_banks;
         plena_hbm_free(h);
         return PLENA_FAIL(err, PLENA_E_NOMEM, "hbm", "out of memory (%zu banks)", n_banks);
     }
-    for (uint32_t c = 0; c < p->channels; c++)
+    for (uint32_t c = 0; c < p->channels; c++) {
         h->chans[c].open = h->open_all + (size_t)c * h->banks_per_channel;
+        h->chans[c].idle_min = NONE;
+    }
+    h->banks_per_pc = h->n_banks / n_pc;
+    for (size_t i = 0; i < n_pc; i++)
+        h->pcs[i].active = h->active_all + i * h->banks_per_pc;
+    for (size_t b = 0; b < h->n_banks; b++)
+        h->banks[b].head = h->banks[b].tail = NIL;
+    h->rrds_ps = (uint64_t)p->nRRDS * h->T;
+    h->rrdl_ps = (uint64_t)p->nRRDL * h->T;
+    h->faw_ps = (uint64_t)p->nFAW * h->T;
+    h->idle_ps = (uint64_t)p->row_idle_close * h->T;
+    h->cl_ps = (uint64_t)p->nCL * h->T;
+    h->cwl_ps = (uint64_t)p->nCWL * h->T;
+    h->rd_done_ps = (uint64_t)(p->nCL + p->nBL) * h->T;
+    h->wr_done_ps = (uint64_t)(p->nCWL + p->nBL) * h->T;
+    h->rtp_ps = (uint64_t)p->nRTP * h->T;
+    h->wr_ps = (uint64_t)p->nWR * h->T;
+    h->wtr_ps = (uint64_t)p->nWTR * h->T;
+    h->rcd_ps = (uint64_t)p->nRCD * h->T;
+    h->ras_ps = (uint64_t)p->nRAS * h->T;
+    h->rc_ps = (uint64_t)p->nRC * h->T;
+    h->rp_ps = (uint64_t)p->nRP * h->T;
+    h->rd_to_wr = (int64_t)p->nCL + p->nBL + 2 - (int64_t)p->nCWL;
+    h->idle_min_all = NONE;
     h->next_ref = (uint64_t)p->nREFI * h->T;
     *out = h;
     return 0;
@@ -200,6 +277,8 @@ void plena_hbm_free(struct plena_hbm *h)
     plena_free(h->bg_has);
     plena_free(h->chans);
     plena_free(h->open_all);
+    plena_free(h->active_all);
+    plena_free(h->busy);
     plena_free(h->reqs);
     plena_free(h);
 }
@@ -222,33 +301,24 @@ int plena_hbm_out_of_memory(const struct plena_hbm *h)
 
 void plena_hbm_map(const struct plena_hbm *h, uint64_t addr, struct plena_hbm_loc *loc)
 {
-    uint64_t b = addr >> 6;
-    b >>= h->c_bits;
-    uint64_t pc = b & (((uint64_t)1 << h->p_bits) - 1);
-    b >>= h->p_bits;
-    uint64_t ch = b & (((uint64_t)1 << h->h_bits) - 1);
-    b >>= h->h_bits;
-    uint64_t bg = b & (((uint64_t)1 << h->g_bits) - 1);
-    b >>= h->g_bits;
-    uint64_t bk = b & (((uint64_t)1 << h->k_bits) - 1);
-    b >>= h->k_bits;
-    if (h->p.address_hash_bit > 0) {
-        /* Hash the granule number into the selection bits (3.3): moves an MX
-         * tensor's scale stream off its element stream's bank. */
-        uint64_t key = addr >> h->p.address_hash_bit;
-        pc ^= key & (((uint64_t)1 << h->p_bits) - 1);
-        key >>= h->p_bits;
-        ch ^= key & (((uint64_t)1 << h->h_bits) - 1);
-        key >>= h->h_bits;
-        bg ^= key & (((uint64_t)1 << h->g_bits) - 1);
-        key >>= h->g_bits;
-        bk ^= key & (((uint64_t)1 << h->k_bits) - 1);
-    }
-    loc->channel = (unsigned)ch;
-    loc->pseudo_channel = (unsigned)pc;
-    loc->bank_group = (unsigned)bg;
-    loc->bank = (unsigned)bk;
-    loc->row = b;
+    /* Above the column, b holds pc, channel, bank group and bank in that
+     * order, low bits first: one field "sel" of p+h+g+k bits. */
+    unsigned n_sel = h->p_bits + h->h_bits + h->g_bits + h->k_bits;
+    uint64_t sel_mask = ((uint64_t)1 << n_sel) - 1;
+    uint64_t b = addr >> (6 + h->c_bits);
+    uint64_t sel = b & sel_mask;
+    /* Hash the granule number into the selection bits (3.3): moves an MX
+     * tensor's scale stream off its element stream's bank. The key's fields
+     * are XORed in the same order, so one XOR of the whole field does it. */
+    if (h->p.address_hash_bit > 0) sel ^= (addr >> h->p.address_hash_bit) & sel_mask;
+    loc->pseudo_channel = (unsigned)(sel & (((uint64_t)1 << h->p_bits) - 1));
+    sel >>= h->p_bits;
+    loc->channel = (unsigned)(sel & (((uint64_t)1 << h->h_bits) - 1));
+    sel >>= h->h_bits;
+    loc->bank_group = (unsigned)(sel & (((uint64_t)1 << h->g_bits) - 1));
+    sel >>= h->g_bits;
+    loc->bank = (unsigned)sel;
+    loc->row = b >> n_sel;
 }
 
 /* ---- state helpers ---- */
@@ -262,6 +332,15 @@ static void emit(struct plena_hbm *h, uint64_t t, const char *cmd, const struct 
         h->trace(h->trace_ctx, t, cmd, 0, 0, 0, 0, 0, -1);
 }
 
+/* The bank's cached representatives and its pseudo channel's aggregates are stale. */
+static void bank_changed(struct plena_hbm *h, uint32_t b)
+{
+    struct pch *pc = &h->pcs[b / h->banks_per_pc];
+    h->banks[b].reps_dirty = 1;
+    pc->col_dirty = 1;
+    pc->row_dirty = 1;
+}
+
 static void close_bank(struct plena_hbm *h, uint32_t b)
 {
     struct bank *bk = &h->banks[b];
@@ -271,6 +350,7 @@ static void close_bank(struct plena_hbm *h, uint32_t b)
     h->banks[last].open_pos = bk->open_pos;
     bk->open = 0;
     bk->n_hits = 0;
+    bank_changed(h, b);
     c->dirty = 1;
 }
 
@@ -280,29 +360,40 @@ static int is_hit(const struct plena_hbm *h, const struct req *r)
     return bk->open && bk->row == r->row;
 }
 
+/* Pseudo-channel terms of the legality rules of 3.5 (the rest is the
+ * channel's command bus and the bank's own limits). */
+static uint64_t pc_col_term(const struct plena_hbm *h, const struct pch *pc, int is_write)
+{
+    uint64_t lead = is_write ? h->cwl_ps : h->cl_ps; /* t + lead >= bus_free */
+    uint64_t x = pc->bus_free >= lead ? pc->bus_free - lead : 0;
+    return max64(x, is_write ? pc->next_wr : pc->next_rd);
+}
+
+static uint64_t pc_act_term(const struct plena_hbm *h, const struct pch *pc)
+{
+    uint64_t x = 0;
+    if (pc->has_act) x = pc->last_act + h->rrds_ps;
+    if (pc->n_faw == 4) x = max64(x, pc->faw[pc->faw_head] + h->faw_ps);
+    return x;
+}
+
+static uint64_t bg_term(const struct plena_hbm *h, uint32_t bgi)
+{
+    return h->bg_has[bgi] ? h->bg_last[bgi] + h->rrdl_ps : 0;
+}
+
 /* Earliest time at which the column command of hit r is legal (3.5), state unchanged. */
 static uint64_t col_ready(const struct plena_hbm *h, const struct req *r)
 {
-    const struct pch *pc = &h->pcs[r->pc];
     uint64_t x = max64(h->chans[r->ch].col_bus_free, h->banks[r->bank].next_col);
-    if (r->is_write) {
-        x = max64(x, pc->next_wr);
-        x = max64(x, add_ticks(pc->bus_free, -(int64_t)h->p.nCWL, h->T));
-    } else {
-        x = max64(x, pc->next_rd);
-        x = max64(x, add_ticks(pc->bus_free, -(int64_t)h->p.nCL, h->T));
-    }
-    return x;
+    return max64(x, pc_col_term(h, &h->pcs[r->pc], r->is_write));
 }
 
 static uint64_t act_ready(const struct plena_hbm *h, const struct req *r)
 {
-    const struct pch *pc = &h->pcs[r->pc];
     uint64_t x = max64(h->chans[r->ch].row_bus_free, h->banks[r->bank].next_act);
-    if (pc->has_act) x = max64(x, pc->last_act + (uint64_t)h->p.nRRDS * h->T);
-    if (h->bg_has[r->bgi]) x = max64(x, h->bg_last[r->bgi] + (uint64_t)h->p.nRRDL * h->T);
-    if (pc->n_faw == 4) x = max64(x, pc->faw[pc->faw_head] + (uint64_t)h->p.nFAW * h->T);
-    return x;
+    x = max64(x, pc_act_term(h, &h->pcs[r->pc]));
+    return max64(x, bg_term(h, r->bgi));
 }
 
 /* PRE for non-hit r on an open bank: NONE while a pending request targets the open row. */
@@ -313,31 +404,67 @@ static uint64_t pre_ready(const struct plena_hbm *h, const struct req *r)
     return max64(h->chans[r->ch].row_bus_free, bk->next_pre);
 }
 
+/* Fast path: remove a request whose column command issued from its bank's list. */
+static void unlink_req(struct plena_hbm *h, struct req *r)
+{
+    struct bank *bk = &h->banks[r->bank];
+    if (r->prev != NIL)
+        h->reqs[r->prev].next = r->next;
+    else
+        bk->head = r->next;
+    if (r->next != NIL)
+        h->reqs[r->next].prev = r->prev;
+    else
+        bk->tail = r->prev;
+    bk->n_pend--;
+    if (bk->n_pend == 0) {
+        struct pch *pc = &h->pcs[r->pc];
+        uint32_t last = pc->active[--pc->n_active];
+        pc->active[bk->act_pos] = last;
+        h->banks[last].act_pos = bk->act_pos;
+    }
+}
+
 static void issue_col(struct plena_hbm *h, uint64_t t, struct req *r)
 {
     struct bank *bk = &h->banks[r->bank];
     struct pch *pc = &h->pcs[r->pc];
-    const struct plena_hbm_params *p = &h->p;
-    uint64_t T = h->T;
+    struct chan *c = &h->chans[r->ch];
     if (r->is_write) {
-        r->done = t + (uint64_t)(p->nCWL + p->nBL) * T;
+        r->done = t + h->wr_done_ps;
         pc->bus_free = r->done;
-        bk->next_pre = max64(bk->next_pre, r->done + (uint64_t)p->nWR * T);
-        pc->next_rd = max64(pc->next_rd, r->done + (uint64_t)p->nWTR * T);
+        bk->next_pre = max64(bk->next_pre, r->done + h->wr_ps);
+        pc->next_rd = max64(pc->next_rd, r->done + h->wtr_ps);
         emit(h, t, "WR", r);
     } else {
-        r->done = t + (uint64_t)(p->nCL + p->nBL) * T;
+        r->done = t + h->rd_done_ps;
         pc->bus_free = r->done;
-        bk->next_pre = max64(bk->next_pre, t + (uint64_t)p->nRTP * T);
-        int64_t turn = (int64_t)p->nCL + p->nBL + 2 - (int64_t)p->nCWL;
-        pc->next_wr = max64(pc->next_wr, add_ticks(t, turn, T));
+        bk->next_pre = max64(bk->next_pre, t + h->rtp_ps);
+        pc->next_wr = max64(pc->next_wr, add_ticks(t, h->rd_to_wr, h->T));
         emit(h, t, "RD", r);
     }
-    h->chans[r->ch].col_bus_free = t + T;
-    h->chans[r->ch].dirty = 1;
+    pc->col_term[0] = pc_col_term(h, pc, 0);
+    pc->col_term[1] = pc_col_term(h, pc, 1);
+    c->col_bus_free = t + h->T;
+    c->dirty = 1;
     bk->last_use = t;
     bk->n_hits--;
     h->n_pending--;
+    if (bk->n_hits == 0) {
+        /* the bank (still open) now waits for its idle close */
+        uint64_t tc = max64(t + h->idle_ps, bk->next_pre);
+        c->idle_min = min64(c->idle_min, tc);
+        h->idle_min_all = min64(h->idle_min_all, tc);
+    }
+    if (!h->exhaustive) {
+        unlink_req(h, r);
+        c->n_req--;
+        bk->reps_dirty = 1;
+        pc->col_dirty = 1;
+        /* the row aggregates see this bank only as a PRE candidate (a
+         * pending non-hit and no hit left); next_pre and n_hits changed */
+        if (bk->n_hits == 0 && bk->n_pend > 0) pc->row_dirty = 1;
+    }
 }
 
 static void issue_act(struct plena_hbm *h, uint64_t t, struct req *r)
@@ -345,16 +472,15 @@ static void issue_act(struct plena_hbm *h, uint64_t t, struct req *r)
     struct bank *bk = &h->banks[r->bank];
     struct pch *pc = &h->pcs[r->pc];
     struct chan *c = &h->chans[r->ch];
-    const struct plena_hbm_params *p = &h->p;
-    uint64_t T = h->T;
     bk->row = r->row;
     bk->open = 1;
     bk->open_pos = (uint32_t)c->n_open;
     c->open[c->n_open++] = r->bank;
     c->dirty = 1;
-    bk->next_col = t + (uint64_t)p->nRCD * T;
-    bk->next_pre = max64(bk->next_pre, t + (uint64_t)p->nRAS * T);
-    bk->next_act = t + (uint64_t)p->nRC * T;
+    bank_changed(h, r->bank);
+    bk->next_col = t + h->rcd_ps;
+    bk->next_pre = max64(bk->next_pre, t + h->ras_ps);
+    bk->next_act = t + h->rc_ps;
     pc->last_act = t;
     pc->has_act = 1;
     h->bg_last[r->bgi] = t;
@@ -362,14 +488,20 @@ static void issue_act(struct plena_hbm *h, uint64_t t, struct req *r)
     pc->faw[pc->faw_head] = t;
     pc->faw_head = (pc->faw_head + 1) & 3;
     if (pc->n_faw < 4) pc->n_faw++;
-    c->row_bus_free = t + 2 * T;
+    pc->act_term = pc_act_term(h, pc);
+    c->row_bus_free = t + 2 * h->T;
     bk->last_use = t;
     uint32_t n = 0;
-    for (size_t j = 0; j < c->n_pend; j++) {
-        const struct req *q = &h->reqs[c->pend[j]];
-        if (q->bank == r->bank && q->row == r->row) n++;
+    if (h->exhaustive) {
+        for (size_t j = 0; j < c->n_pend; j++) {
+            const struct req *q = &h->reqs[c->pend[j]];
+            if (q->bank == r->bank && q->row == r->row) n++;
+        }
+    } else {
+        for (uint32_t q = bk->head; q != NIL; q = h->reqs[q].next)
+            n += h->reqs[q].row == r->row;
     }
-    bk->n_hits = n;
+    bk->n_hits = n; /* >= 1: r itself */
     emit(h, t, "ACT", r);
 }
 
@@ -377,18 +509,210 @@ static void issue_pre(struct plena_hbm *h, uint64_t t, struct req *r)
 {
     struct bank *bk = &h->banks[r->bank];
     close_bank(h, r->bank);
-    bk->next_act = max64(bk->next_act, t + (uint64_t)h->p.nRP * h->T);
+    bk->next_act = max64(bk->next_act, t + h->rp_ps);
     h->chans[r->ch].row_bus_free = t + h->T;
     emit(h, t, "PRE", r);
 }
 
-/* Whether channel ch may have something to do at tick t. The exhaustive mode
- * never trusts the cache: it is the literal definition of 3.6. */
-static int channel_active(const struct plena_hbm *h, uint32_t ch, uint64_t t)
+/* Step 4 of 3.6 for one channel, literally (exhaustive mode): every pending
+ * request in sequence order. */
+static void channel_step_literal(struct plena_hbm *h, struct chan *c, uint64_t t)
+{
+    /* (a) column: oldest legal hit */
+    for (size_t j = 0; j < c->n_pend; j++) {
+        struct req *r = &h->reqs[c->pend[j]];
+        if (is_hit(h, r) && col_ready(h, r) <= t) {
+            issue_col(h, t, r);
+            memmove(&c->pend[j], &c->pend[j + 1], (c->n_pend - j - 1) * sizeof c->pend[0]);
+            c->n_pend--;
+            break;
+        }
+    }
+    /* (b) row, on the state left by (a): first non-hit whose command is legal */
+    for (size_t j = 0; j < c->n_pend; j++) {
+        struct req *r = &h->reqs[c->pend[j]];
+        if (is_hit(h, r)) continue;
+        if (!h->banks[r->bank].open) {
+            if (act_ready(h, r) <= t) {
+                issue_act(h, t, r);
+                break;
+            }
+        } else if (pre_ready(h, r) <= t) {
+            issue_pre(h, t, r);
+            break;
+        }
+    }
+}
+
+/* ---- fast path: representatives and pseudo-channel aggregates ---- */
+
+/* The oldest pending read hit, write hit and non-hit of a bank. Every
+ * request of a bank that needs the same command (RD, WR, or the ACT / PRE of
+ * a non-hit) has the same earliest legal time, so in 3.6 (a) and (b) the
+ * oldest one of each kind is the only one of them that can be chosen. */
+static void update_reps(struct plena_hbm *h, struct bank *bk)
+{
+    uint32_t rd = NIL, wr = NIL, nh = NIL;
+    int need_nh = bk->n_pend > bk->n_hits;
+    uint32_t hits_left = bk->n_hits;
+    for (uint32_t q = bk->head; q != NIL; q = h->reqs[q].next) {
+        const struct req *r = &h->reqs[q];
+        if (bk->open && r->row == bk->row) {
+            hits_left--;
+            if (r->is_write) {
+                if (wr == NIL) wr = q;
+            } else if (rd == NIL) {
+                rd = q;
+            }
+        } else if (nh == NIL) {
+            nh = q;
+            need_nh = 0;
+        }
+        if (!need_nh && (hits_left == 0 || (rd != NIL && wr != NIL))) break;
+    }
+    bk->rep_rd = rd;
+    bk->rep_wr = wr;
+    bk->rep_nh = nh;
+    bk->reps_dirty = 0;
+}
+
+static void take(struct req **best, struct req *r)
+{
+    if (!*best || r->seq < (*best)->seq) *best = r;
+}
+
+/* Recomputes the pseudo channel's column aggregates and returns its oldest
+ * column candidate legal at t, given which directions pass the channel and
+ * pseudo-channel terms (both 0: aggregates only). */
+static struct req *scan_col(struct plena_hbm *h, struct pch *pc, uint64_t t, int ok_rd, int ok_wr)
+{
+    uint64_t m_rd = NONE, m_wr = NONE;
+    struct req *best = NULL;
+    for (size_t k = 0; k < pc->n_active; k++) {
+        struct bank *bk = &h->banks[pc->active[k]];
+        if (bk->n_hits == 0) continue;
+        if (bk->reps_dirty) update_reps(h, bk);
+        int ready = bk->next_col <= t;
+        if (bk->rep_rd != NIL) {
+            m_rd = min64(m_rd, bk->next_col);
+            if (ok_rd && ready) take(&best, &h->reqs[bk->rep_rd]);
+        }
+        if (bk->rep_wr != NIL) {
+            m_wr = min64(m_wr, bk->next_col);
+            if (ok_wr && ready) take(&best, &h->reqs[bk->rep_wr]);
+        }
+    }
+    pc->col_min[0] = m_rd;
+    pc->col_min[1] = m_wr;
+    pc->col_dirty = 0;
+    return best;
+}
+
+/* The same for row commands (ACT passes the pseudo-channel terms iff ok_act). */
+static struct req *scan_row(struct plena_hbm *h, struct pch *pc, uint64_t t, int ok_act)
+{
+    uint64_t m_act = NONE, m_pre = NONE;
+    struct req *best = NULL;
+    for (size_t k = 0; k < pc->n_active; k++) {
+        uint32_t b = pc->active[k];
+        struct bank *bk = &h->banks[b];
+        if (bk->n_pend == bk->n_hits) continue; /* no non-hit */
+        if (bk->reps_dirty) update_reps(h, bk);
+        if (!bk->open) {
+            uint64_t x = max64(bk->next_act, bg_term(h, b / h->p.banks_per_group));
+            m_act = min64(m_act, x);
+            if (ok_act && x <= t) take(&best, &h->reqs[bk->rep_nh]);
+        } else if (bk->n_hits == 0) {
+            m_pre = min64(m_pre, bk->next_pre);
+            if (bk->next_pre <= t) take(&best, &h->reqs[bk->rep_nh]);
+        }
+    }
+    pc->act_min = m_act;
+    pc->pre_min = m_pre;
+    pc->row_dirty = 0;
+    return best;
+}
+
+/* Step 4 of 3.6 for one channel over its pseudo channels' aggregates and
+ * banks' representatives: the same choice as the literal scan (the legal
+ * candidate with the smallest sequence number). A pseudo channel whose
+ * shared terms or clean aggregates show nothing legal at t is not scanned. */
+static void channel_step_fast(struct plena_hbm *h, uint32_t ch, uint64_t t)
+{
+    struct chan *c = &h->chans[ch];
+    size_t P = h->p.pseudo_channels;
+    struct pch *pcs = &h->pcs[(size_t)ch * P];
+    struct req *best = NULL;
+    /* the cached candidate time was due (or stale): recompute it after this tick */
+    c->dirty = 1;
+    /* (a) column */
+    if (c->col_bus_free <= t) {
+        for (size_t i = 0; i < P; i++) {
+            struct pch *pc = &pcs[i];
+            if (pc->n_active == 0) continue;
+            int ok_rd = pc->col_term[0] <= t;
+            int ok_wr = pc->col_term[1] <= t;
+            if (!ok_rd && !ok_wr) continue;
+            if (!pc->col_dirty && !(ok_rd && pc->col_min[0] <= t) &&
+                !(ok_wr && pc->col_min[1] <= t))
+                continue;
+            struct req *r = scan_col(h, pc, t, ok_rd, ok_wr);
+            if (r) take(&best, r);
+        }
+        if (best) issue_col(h, t, best);
+    }
+    /* (b) row, on the state left by (a) */
+    if (c->row_bus_free > t) return;
+    best = NULL;
+    for (size_t i = 0; i < P; i++) {
+        struct pch *pc = &pcs[i];
+        if (pc->n_active == 0) continue;
+        int ok_act = pc->act_term <= t;
+        if (!pc->row_dirty && !(ok_act && pc->act_min <= t) && pc->pre_min > t) continue;
+        struct req *r = scan_row(h, pc, t, ok_act);
+        if (r) take(&best, r);
+    }
+    if (best) {
+        if (h->banks[best->bank].open)
+            issue_pre(h, t, best);
+        else
+            issue_act(h, t, best);
+    }
+}
+
+/* Earliest time anything in channel ch could happen, its state unchanged, or
+ * a lower bound of it (a stale column aggregate is replaced by its pseudo
+ * channel's terms: the tick reached that way rescans it). Processing a tick
+ * at which nothing happens changes nothing, so a lower bound is safe. */
+static uint64_t channel_cand(struct plena_hbm *h, uint32_t ch)
 {
     const struct chan *c = &h->chans[ch];
-    return h->exhaustive || c->dirty || c->cand <= t;
+    size_t P = h->p.pseudo_channels;
+    struct pch *pcs = &h->pcs[(size_t)ch * P];
+    uint64_t col = NONE, row = NONE;
+    for (size_t i = 0; i < P; i++) {
+        struct pch *pc = &pcs[i];
+        if (pc->n_active == 0) continue;
+        uint64_t t_rd = pc->col_term[0], t_wr = pc->col_term[1];
+        if (pc->col_dirty) {
+            col = min64(col, min64(t_rd, t_wr));
+        } else {
+            /* max(x, NONE) = NONE: an empty aggregate stays "never" */
+            col = min64(col, max64(t_rd, pc->col_min[0]));
+            col = min64(col, max64(t_wr, pc->col_min[1]));
+        }
+        if (pc->row_dirty) scan_row(h, pc, 0, 0);
+        row = min64(row, max64(pc->act_term, pc->act_min));
+        row = min64(row, pc->pre_min);
+    }
+    uint64_t req = min64(max64(c->col_bus_free, col), max64(c->row_bus_free, row));
+    uint64_t cand = h->p.row_idle_close > 0 ? c->idle_min : NONE;
+    /* no request command issues before a refresh block ends */
+    if (req != NONE) cand = min64(cand, max64(req, h->blocked_until));
+    return cand;
 }
+
+/* ---- the controller ---- */
 
 /* One controller tick (3.6). */
 static void tick(struct plena_hbm *h, uint64_t t)
@@ -405,90 +729,56 @@ static void tick(struct plena_hbm *h, uint64_t t)
             emit(h, t, "REF", NULL);
             h->next_ref += (uint64_t)p->nREFI * T;
         } while (h->next_ref <= t);
-        for (uint32_t ch = 0; ch < p->channels; ch++)
-            h->chans[ch].dirty = 1;
-    }
-    /* 2 idle close (no bus used); each bank's effect is independent of the others */
-    if (p->row_idle_close > 0) {
         for (uint32_t ch = 0; ch < p->channels; ch++) {
-            if (!channel_active(h, ch, t)) continue;
+            h->chans[ch].dirty = 1;
+            h->chans[ch].idle_min = NONE;
+        }
+        h->idle_min_all = NONE;
+    }
+    /* 2 idle close (no bus used); each bank's effect is independent of the
+     * others. The fast path scans a channel only once its lower bound is due,
+     * and makes the bound exact again. */
+    if (p->row_idle_close > 0 && (h->exhaustive || h->idle_min_all <= t)) {
+        uint64_t all = NONE;
+        for (uint32_t ch = 0; ch < p->channels; ch++) {
             struct chan *c = &h->chans[ch];
+            if (!h->exhaustive && c->idle_min > t) {
+                all = min64(all, c->idle_min);
+                continue;
+            }
+            uint64_t next = NONE;
             for (size_t i = 0; i < c->n_open;) {
                 uint32_t b = c->open[i];
                 struct bank *bk = &h->banks[b];
                 if (bk->n_hits == 0) {
-                    uint64_t tc =
-                        max64(bk->last_use + (uint64_t)p->row_idle_close * T, bk->next_pre);
+                    uint64_t tc = max64(bk->last_use + h->idle_ps, bk->next_pre);
                     if (tc <= t) {
                         close_bank(h, b); /* moves another open bank into slot i */
-                        bk->next_act = max64(bk->next_act, tc + (uint64_t)p->nRP * T);
+                        bk->next_act = max64(bk->next_act, tc + h->rp_ps);
                         continue;
                     }
+                    next = min64(next, tc);
                 }
                 i++;
             }
+            c->idle_min = next;
+            c->dirty = 1;
+            all = min64(all, next);
         }
+        h->idle_min_all = all;
     }
     /* 3 blocked */
     if (t < h->blocked_until) return;
     /* 4 per channel, ascending index */
-    for (uint32_t ch = 0; ch < p->channels; ch++) {
-        struct chan *c = &h->chans[ch];
-        if (c->n_pend == 0 || !channel_active(h, ch, t)) continue;
-        /* (a) column: oldest legal hit */
-        for (size_t j = 0; j < c->n_pend; j++) {
-            struct req *r = &h->reqs[c->pend[j]];
-            if (is_hit(h, r) && col_ready(h, r) <= t) {
-                issue_col(h, t, r);
-                memmove(&c->pend[j], &c->pend[j + 1], (c->n_pend - j - 1) * sizeof c->pend[0]);
-                c->n_pend--;
-                break;
-            }
+    if (!h->exhaustive) {
+        for (size_t k = 0; k < h->n_busy; k++) {
+            struct chan *c = &h->chans[h->busy[k]];
+            if (c->n_req > 0 && (c->dirty || c->cand <= t)) channel_step_fast(h, h->busy[k], t);
         }
-        /* (b) row, on the state left by (a): first non-hit whose command is legal */
-        for (size_t j = 0; j < c->n_pend; j++) {
-            struct req *r = &h->reqs[c->pend[j]];
-            if (is_hit(h, r)) continue;
-            if (!h->banks[r->bank].open) {
-                if (act_ready(h, r) <= t) {
-                    issue_act(h, t, r);
-                    break;
-                }
-            } else if (pre_ready(h, r) <= t) {
-                issue_pre(h, t, r);
-                break;
-            }
-        }
+        return;
     }
-}
-
-/* Earliest time anything in channel ch could happen, its state unchanged. */
-static uint64_t channel_cand(const struct plena_hbm *h, uint32_t ch)
-{
-    const struct plena_hbm_params *p = &h->p;
-    uint64_t c = NONE;
-    const struct chan *cn = &h->chans[ch];
-    if (p->row_idle_close > 0) {
-        for (size_t i = 0; i < cn->n_open; i++) {
-            const struct bank *bk = &h->banks[cn->open[i]];
-            if (bk->n_hits == 0)
-                c = min64(c,
-                          max64(bk->last_use + (uint64_t)p->row_idle_close * h->T, bk->next_pre));
-        }
-    }
-    for (size_t j = 0; j < cn->n_pend; j++) {
-        const struct req *r = &h->reqs[cn->pend[j]];
-        uint64_t x;
-        if (is_hit(h, r))
-            x = col_ready(h, r);
-        else if (!h->banks[r->bank].open)
-            x = act_ready(h, r);
-        else
-            x = pre_ready(h, r);
-        if (x == NONE) continue;
-        c = min64(c, max64(x, h->blocked_until));
-    }
-    return c;
+    for (uint32_t ch = 0; ch < p->channels; ch++)
+        if (h->chans[ch].n_pend > 0) channel_step_literal(h, &h->chans[ch], t);
 }
 
 /* Earliest tick after t at which tick() could do anything, given that the
@@ -498,8 +788,12 @@ static uint64_t channel_cand(const struct plena_hbm *h, uint32_t ch)
 static uint64_t next_tick(struct plena_hbm *h, uint64_t t)
 {
     uint64_t c = h->p.nREFI > 0 ? h->next_ref : NONE;
-    for (uint32_t ch = 0; ch < h->p.channels; ch++) {
+    /* channels without requests can only have idle closes due */
+    if (h->p.row_idle_close > 0) c = min64(c, h->idle_min_all);
+    for (size_t k = 0; k < h->n_busy; k++) {
+        uint32_t ch = h->busy[k];
         struct chan *cn = &h->chans[ch];
+        if (cn->n_req == 0) continue;
         if (cn->dirty) {
             cn->cand = channel_cand(h, ch);
             cn->dirty = 0;
@@ -511,15 +805,49 @@ static uint64_t next_tick(struct plena_hbm *h, uint64_t t)
     return c > t ? c : t + h->T;
 }
 
-static int enqueue(struct plena_hbm *h, const struct plena_hbm_txn *txn, size_t n)
+/* Drops every queued request (out of memory while queueing). */
+static void drop_queue(struct plena_hbm *h)
 {
-    if (plena_grow((void **)&h->reqs, &h->cap_reqs, n, sizeof *h->reqs) != 0) return -1;
+    size_t n_pc = (size_t)h->p.channels * h->p.pseudo_channels;
+    for (size_t i = 0; i < n_pc; i++) {
+        struct pch *pc = &h->pcs[i];
+        for (size_t k = 0; k < pc->n_active; k++) {
+            struct bank *bk = &h->banks[pc->active[k]];
+            bk->head = bk->tail = NIL;
+            bk->n_pend = 0;
+        }
+        pc->n_active = 0;
+        pc->col_dirty = pc->row_dirty = 1;
+    }
     for (uint32_t ch = 0; ch < h->p.channels; ch++) {
         struct chan *c = &h->chans[ch];
         c->n_pend = 0;
         c->dirty = 1;
+        c->idle_min = 0; /* open banks may have lost their hits: rescan */
+        c->n_req = 0;
     }
+    h->idle_min_all = 0;
+    h->n_busy = 0;
+    for (size_t i = 0; i < h->n_banks; i++) {
+        h->banks[i].n_hits = 0;
+        h->banks[i].reps_dirty = 1;
+    }
+    h->n_pending = 0;
+}
+
+static int enqueue(struct plena_hbm *h, const struct plena_hbm_txn *txn, size_t n)
+{
+    if (plena_grow((void **)&h->reqs, &h->cap_reqs, n, sizeof *h->reqs) != 0) return -1;
+    /* Fast path: only the channels receiving requests change; the others'
+     * cached candidate times stay valid (nothing changed their state). */
+    if (h->exhaustive)
+        for (uint32_t ch = 0; ch < h->p.channels; ch++) {
+            struct chan *c = &h->chans[ch];
+            c->n_pend = 0;
+            c->dirty = 1;
+        }
     h->n_reqs = n;
+    h->n_busy = 0;
     for (size_t i = 0; i < n; i++) {
         struct plena_hbm_loc loc;
         plena_hbm_map(h, txn[i].addr, &loc);
@@ -536,10 +864,38 @@ static int enqueue(struct plena_hbm *h, const struct plena_hbm_txn *txn, size_t 
         r->l_bg = (uint8_t)loc.bank_group;
         r->l_bank = (uint8_t)loc.bank;
         struct chan *c = &h->chans[r->ch];
-        if (plena_grow((void **)&c->pend, &c->cap_pend, c->n_pend + 1, sizeof c->pend[0]) != 0)
-            return -1;
-        c->pend[c->n_pend++] = (uint32_t)i;
         struct bank *bk = &h->banks[r->bank];
+        if (h->exhaustive) {
+            if (plena_grow((void **)&c->pend, &c->cap_pend, c->n_pend + 1, sizeof c->pend[0]) != 0)
+                return -1;
+            c->pend[c->n_pend++] = (uint32_t)i;
+        } else {
+            /* sequence numbers grow with i: appending keeps the list in order */
+            r->prev = bk->tail;
+            r->next = NIL;
+            if (bk->tail != NIL)
+                h->reqs[bk->tail].next = (uint32_t)i;
+            else
+                bk->head = (uint32_t)i;
+            bk->tail = (uint32_t)i;
+            if (bk->n_pend++ == 0) {
+                struct pch *pc = &h->pcs[r->pc];
+                bk->act_pos = (uint32_t)pc->n_active;
+                pc->active[pc->n_active++] = r->bank;
+            }
+            bank_changed(h, r->bank);
+            c->dirty = 1;
+            if (c->n_req++ == 0) {
+                /* insert into the ascending busy list (a handful of channels) */
+                size_t k = h->n_busy++;
+                while (k > 0 && h->busy[k - 1] > r->ch) {
+                    h->busy[k] = h->busy[k - 1];
+                    k--;
+                }
+                h->busy[k] = r->ch;
+            }
+        }
+        /* a hit takes the bank out of the idle-close set (idle_min stays a lower bound) */
         if (bk->open && bk->row == r->row) bk->n_hits++;
     }
     h->n_pending = n;
@@ -559,15 +915,11 @@ static uint64_t serve(struct plena_hbm *h, uint64_t t_start, const struct plena_
      * idle ticks with an empty queue instead gives 2003 rather than 1950
      * cycles for the random-order case. */
     uint64_t t0 = ceil_tick(t_start, h->T);
-    if (enqueue(h, txn, n) != 0) {
+    if (n >= NIL || enqueue(h, txn, n) != 0) {
         /* Out of memory: drop the request (no state change beyond the
          * sequence numbers) and report it through plena_hbm_out_of_memory. */
         h->oom = 1;
-        for (uint32_t ch = 0; ch < h->p.channels; ch++)
-            h->chans[ch].n_pend = 0;
-        for (size_t i = 0; i < h->n_banks; i++)
-            h->banks[i].n_hits = 0;
-        h->n_pending = 0;
+        drop_queue(h);
         return t_start;
     }
     h->cur = max64(h->cur, t0);

@@ -20,7 +20,8 @@ struct geom {
 
 struct plena_overlap {
     struct geom g;
-    struct entry *q; /* FIFO: live entries are q[head .. n) */
+    uint8_t other[256]; /* opcode -> class "other" (nothing to account: skip classifying) */
+    struct entry *q;    /* FIFO: live entries are q[head .. n) */
     size_t head, n, cap;
     uint64_t hidden;
     uint64_t prefetch_ops, compute_ops, barrier_ops, stalls;
@@ -171,6 +172,15 @@ int plena_overlap_new(const struct plena_settings *s, struct plena_overlap **out
     struct plena_overlap *o = plena_calloc(1, sizeof *o);
     if (!o) return PLENA_FAIL(err, PLENA_E_NOMEM, "overlap", "out of memory");
     o->g = geom_of(s);
+    /* the class depends on the opcode alone (5.1); only the ranges read registers */
+    for (unsigned op = 0; op < 256; op++) {
+        struct plena_emu_event ev;
+        struct plena_overlap_class_info ci;
+        memset(&ev, 0, sizeof ev);
+        ev.op = (uint8_t)op;
+        classify(&o->g, &ev, &ci);
+        o->other[op] = ci.cls == PLENA_OVERLAP_OTHER;
+    }
     *out = o;
     return 0;
 }
@@ -242,6 +252,7 @@ void plena_overlap_compute(struct plena_overlap *o, uint64_t duration_ps,
 void plena_overlap_observe(struct plena_overlap *o, const struct plena_emu_event *ev,
                            uint64_t duration_ps)
 {
+    if (o->other[ev->op]) return;
     struct plena_overlap_class_info ci;
     classify(&o->g, ev, &ci);
     switch (ci.cls) {
