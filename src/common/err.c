@@ -16,8 +16,8 @@ int plena_err_vset(struct plena_err *err, enum plena_status code, const char *sr
     return (int)code;
 }
 
-int plena_err_set(struct plena_err *err, enum plena_status code, const char *src_file,
-                  int src_line, const char *where, const char *fmt, ...)
+int plena_err_set(struct plena_err *err, enum plena_status code, const char *src_file, int src_line,
+                  const char *where, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

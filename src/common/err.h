@@ -35,9 +35,8 @@ struct plena_err {
 #define PLENA_FAIL(err, code, where, ...)                                                          \
     plena_err_set((err), (code), __FILE__, __LINE__, (where), __VA_ARGS__)
 
-int plena_err_set(struct plena_err *err, enum plena_status code, const char *src_file,
-                  int src_line, const char *where, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
+int plena_err_set(struct plena_err *err, enum plena_status code, const char *src_file, int src_line,
+                  const char *where, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 int plena_err_vset(struct plena_err *err, enum plena_status code, const char *src_file,
                    int src_line, const char *where, const char *fmt, va_list ap);
 

@@ -61,8 +61,7 @@ static void fsync_dir_of(const char *path)
     }
 }
 
-int plena_file_write_atomic(const char *path, const void *data, size_t len,
-                            struct plena_err *err)
+int plena_file_write_atomic(const char *path, const void *data, size_t len, struct plena_err *err)
 {
     static unsigned counter;
     char tmp[4200];
@@ -171,8 +170,7 @@ int plena_mkdir_p(const char *path, struct plena_err *err)
         *p = '/';
     }
     if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return PLENA_FAIL(err, PLENA_E_OUTPUT, buf, "cannot create directory: %s",
-                          strerror(errno));
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, buf, "cannot create directory: %s", strerror(errno));
     struct stat st;
     if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
         return PLENA_FAIL(err, PLENA_E_OUTPUT, buf, "not a directory");

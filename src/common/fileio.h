@@ -17,8 +17,7 @@
 int plena_file_read_all(const char *path, char **data, size_t *len, struct plena_err *err);
 
 /* Writes `len` bytes atomically. Errors are PLENA_E_OUTPUT naming the path. */
-int plena_file_write_atomic(const char *path, const void *data, size_t len,
-                            struct plena_err *err);
+int plena_file_write_atomic(const char *path, const void *data, size_t len, struct plena_err *err);
 
 /* Growable byte buffer for building text and binary outputs. */
 struct plena_buf {

@@ -444,10 +444,10 @@ int plena_moe_check(const struct plena_moe_build *b, const struct plena_moe_devi
     /* zero weights or zero input: the maths is not exercised (traces 5.3
      * zero_input_smoke), the bound does not apply */
     r->numerical = b->weights != PLENA_MOE_WEIGHTS_ZERO && b->input != PLENA_MOE_INPUT_ZEROS;
-    r->bound_ok = r->numerical ? r->rel_rms >= 0 && r->rel_rms <= PLENA_MOE_REL_RMS_BOUND &&
-                                     r->rel_rms_full >= 0 &&
-                                     r->rel_rms_full <= PLENA_MOE_REL_RMS_BOUND
-                               : 1;
+    r->bound_ok = r->numerical
+                      ? r->rel_rms >= 0 && r->rel_rms <= PLENA_MOE_REL_RMS_BOUND &&
+                            r->rel_rms_full >= 0 && r->rel_rms_full <= PLENA_MOE_REL_RMS_BOUND
+                      : 1;
     r->passed = r->bit_exact && r->bound_ok && r->ids_f64_ok;
 done:
     plena_free(out);

@@ -61,8 +61,8 @@ struct plena_moe_check_result {
     double rel_rms;      /* float64 bound on the MoE output (plena_moe_rel_rms_moe) */
     double rel_rms_full; /* whole output incl. residual (plena_moe_rel_rms_full) */
     int bound_ok;        /* both <= PLENA_MOE_REL_RMS_BOUND */
-    int numerical;  /* 0 for zero weights / zero input (bound not applied) */
-    int ids_f64_ok; /* device ids equal the float64 ids (DEVICE routing) */
+    int numerical;       /* 0 for zero weights / zero input (bound not applied) */
+    int ids_f64_ok;      /* device ids equal the float64 ids (DEVICE routing) */
     float gate_min, gate_max;
     int gate_distinct, gate_saturated; /* sigmoid gate only */
     int ref_all_zero;

@@ -18,22 +18,22 @@
 
 #include <stdint.h>
 
-#define PLENA_POS_OPCODE 0
+#define PLENA_POS_OPCODE  0
 #define PLENA_SIZE_OPCODE 6
-#define PLENA_POS_RD 6
-#define PLENA_SIZE_RD 4
-#define PLENA_POS_RS1 10
-#define PLENA_SIZE_RS1 4
-#define PLENA_POS_RS2 14
-#define PLENA_SIZE_RS2 4
-#define PLENA_POS_RS3 18
-#define PLENA_SIZE_RS3 4
-#define PLENA_POS_FUNCT1 22
+#define PLENA_POS_RD      6
+#define PLENA_SIZE_RD     4
+#define PLENA_POS_RS1     10
+#define PLENA_SIZE_RS1    4
+#define PLENA_POS_RS2     14
+#define PLENA_SIZE_RS2    4
+#define PLENA_POS_RS3     18
+#define PLENA_SIZE_RS3    4
+#define PLENA_POS_FUNCT1  22
 #define PLENA_SIZE_FUNCT1 4
-#define PLENA_POS_IMM18 14
-#define PLENA_SIZE_IMM18 18
-#define PLENA_POS_IMM22 10
-#define PLENA_SIZE_IMM22 22
+#define PLENA_POS_IMM18   14
+#define PLENA_SIZE_IMM18  18
+#define PLENA_POS_IMM22   10
+#define PLENA_SIZE_IMM22  22
 
 #define PLENA_IMM18_MAX ((1u << 18) - 1u)
 #define PLENA_IMM22_MAX ((1u << 22) - 1u)

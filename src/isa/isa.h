@@ -15,8 +15,14 @@ enum plena_op {
     PLENA_OP_COUNT /* 0x39: opcodes >= this decode as invalid */
 };
 
-enum plena_class { PLENA_CLASS_R, PLENA_CLASS_I18, PLENA_CLASS_I22, PLENA_CLASS_D,
-                   PLENA_CLASS_N, PLENA_CLASS_INV };
+enum plena_class {
+    PLENA_CLASS_R,
+    PLENA_CLASS_I18,
+    PLENA_CLASS_I22,
+    PLENA_CLASS_D,
+    PLENA_CLASS_N,
+    PLENA_CLASS_INV
+};
 
 enum plena_form {
 #define PLENA_FORM(id, desc) PLENA_FORM_##id,
@@ -25,11 +31,17 @@ enum plena_form {
     PLENA_FORM_COUNT
 };
 
-enum plena_unit { PLENA_UNIT_MATRIX, PLENA_UNIT_VECTOR, PLENA_UNIT_SCALAR, PLENA_UNIT_DMA,
-                  PLENA_UNIT_CONTROL, PLENA_UNIT_NONE };
+enum plena_unit {
+    PLENA_UNIT_MATRIX,
+    PLENA_UNIT_VECTOR,
+    PLENA_UNIT_SCALAR,
+    PLENA_UNIT_DMA,
+    PLENA_UNIT_CONTROL,
+    PLENA_UNIT_NONE
+};
 
 enum plena_cost {
-#define PLENA_COST_RULE(id, text) PLENA_COST_##id,
+#define PLENA_COST_RULE(id, text)         PLENA_COST_##id,
 #define PLENA_LATENCY(key, en, dis, used) PLENA_COST_##key,
 #include "isa/costs.def"
 #undef PLENA_COST_RULE
@@ -46,15 +58,15 @@ enum plena_latency {
 };
 
 struct plena_op_info {
-    const char *name;      /* mnemonic; INVALID_xx for invalid rows */
+    const char *name; /* mnemonic; INVALID_xx for invalid rows */
     uint8_t code;
     enum plena_class cls;
     enum plena_form form;
     enum plena_unit unit;
     enum plena_cost cost;
-    const char *operands;  /* canonical operand list (docs) */
+    const char *operands; /* canonical operand list (docs) */
     const char *synopsis;
-    int valid;             /* 0 for invalid opcodes */
+    int valid; /* 0 for invalid opcodes */
 };
 
 /* A decoded instruction: every field extracted (imm is imm18 or imm22 per the

@@ -23,9 +23,11 @@ static void test_codes_unique_and_named(void **state)
         seen[op]++;
         if (r->valid) assert_int_equal(plena_isa_lookup(r->name, (unsigned)strlen(r->name)), op);
     }
-    for (unsigned op = 0; op < PLENA_OP_COUNT; op++) assert_int_equal(seen[op], 1);
+    for (unsigned op = 0; op < PLENA_OP_COUNT; op++)
+        assert_int_equal(seen[op], 1);
     assert_int_equal(PLENA_OP_COUNT, 0x39);
-    for (unsigned op = 0x39; op < 64; op++) assert_false(plena_isa_info(op)->valid);
+    for (unsigned op = 0x39; op < 64; op++)
+        assert_false(plena_isa_info(op)->valid);
     assert_false(plena_isa_info(0x00)->valid);
     assert_false(plena_isa_info(0x31)->valid);
     assert_false(plena_isa_info(0x33)->valid);
@@ -43,9 +45,7 @@ static void test_roundtrip_extreme_fields(void **state)
             in.op = (uint8_t)op;
             uint8_t f = v ? 15 : 0;
             switch (r->cls) {
-            case PLENA_CLASS_R:
-                in.rd = in.rs1 = in.rs2 = in.rs3 = in.funct1 = f;
-                break;
+            case PLENA_CLASS_R: in.rd = in.rs1 = in.rs2 = in.rs3 = in.funct1 = f; break;
             case PLENA_CLASS_I18:
                 in.rd = in.rs1 = f;
                 in.imm = v ? PLENA_IMM18_MAX : 0;
@@ -94,11 +94,21 @@ static void test_spec_worked_encodings(void **state)
 static void test_stage_table(void **state)
 {
     (void)state;
-    static const char *expected[] = {
-        "router_topk", "accumulator_init", "gather", "expert_weight_address",
-        "expert_weight_prefetch", "expert_projection", "expert_activation", "expert_bias",
-        "expert_route_weight", "scatter_combine", "residual_setup", "shared_expert_projection",
-        "shared_expert_activation", "shared_expert_gate", "other"};
+    static const char *expected[] = {"router_topk",
+                                     "accumulator_init",
+                                     "gather",
+                                     "expert_weight_address",
+                                     "expert_weight_prefetch",
+                                     "expert_projection",
+                                     "expert_activation",
+                                     "expert_bias",
+                                     "expert_route_weight",
+                                     "scatter_combine",
+                                     "residual_setup",
+                                     "shared_expert_projection",
+                                     "shared_expert_activation",
+                                     "shared_expert_gate",
+                                     "other"};
     assert_int_equal(PLENA_STAGE_COUNT, 15);
     for (int i = 0; i < PLENA_STAGE_COUNT; i++) {
         assert_string_equal(plena_stage_name((enum plena_stage)i), expected[i]);

@@ -187,12 +187,19 @@ static void test_bound_with_large_residual(void **state)
 {
     (void)state;
     enum { T = 4, H = 128, I = 64, E = 8, K = 2 };
-    struct plena_moe_ref_cfg cfg = {.T = T, .H = H, .I = I, .E = E, .k = K, .mlen = 64,
-                                    .chunk_tiles = 4, .routing = PLENA_ROUTING_FIXED,
+    struct plena_moe_ref_cfg cfg = {.T = T,
+                                    .H = H,
+                                    .I = I,
+                                    .E = E,
+                                    .k = K,
+                                    .mlen = 64,
+                                    .chunk_tiles = 4,
+                                    .routing = PLENA_ROUTING_FIXED,
                                     .residual = PLENA_REF_RESIDUAL_PRE_NORM};
     float *h = fill((size_t)T * H, 1.0f);
     float gamma[H];
-    for (int i = 0; i < H; i++) gamma[i] = 1.0f;
+    for (int i = 0; i < H; i++)
+        gamma[i] = 1.0f;
     const float *pg[E], *pu[E], *pd[E];
     for (int e = 0; e < E; e++) {
         pg[e] = fill((size_t)H * I, 0.0625f);
@@ -207,8 +214,14 @@ static void test_bound_with_large_residual(void **state)
     }
     struct plena_moe_ref_consts c = consts;
     c.inv_h = plena_num_round_bf16(1.0f / (float)H);
-    struct plena_moe_ref_in in = {.h = h, .gamma = gamma, .w_gate = pg, .w_up = pu,
-                                  .w_down = pd, .fixed_ids = ids, .fixed_w = fw, .c = c};
+    struct plena_moe_ref_in in = {.h = h,
+                                  .gamma = gamma,
+                                  .w_gate = pg,
+                                  .w_up = pu,
+                                  .w_down = pd,
+                                  .fixed_ids = ids,
+                                  .fixed_w = fw,
+                                  .c = c};
     float out[T * H], moe[T * H];
     double o64[T * H];
     struct plena_moe_ref_out o = {.out = out, .moe_out = moe};
@@ -221,7 +234,8 @@ static void test_bound_with_large_residual(void **state)
     /* A mirrored "no residual add-back" bug: the output is the MoE output. */
     assert_true(plena_moe_rel_rms_full(&cfg, moe, o64) > PLENA_MOE_REL_RMS_BOUND);
     free(h);
-    for (int e = 0; e < E; e++) free((void *)pg[e]), free((void *)pu[e]), free((void *)pd[e]);
+    for (int e = 0; e < E; e++)
+        free((void *)pg[e]), free((void *)pu[e]), free((void *)pd[e]);
 }
 
 static void test_matches_f64_routed_shared(void **state)

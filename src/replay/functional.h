@@ -28,12 +28,12 @@ int plena_replay_routing_integrity(const uint32_t *image_ids, const int64_t *tra
                                    char *detail, size_t detail_n);
 
 struct plena_replay_cmp_in {
-    const uint16_t *out;  /* [T][H] BF16 bits read from the emulator dump */
-    const float *ref;     /* [T][H] bit-exact reference (BF16-exact floats) */
-    const double *ref64;  /* [T][H] float64 reference, or NULL */
-    double rel_rms_f64;   /* MoE-level bound, plena_moe_rel_rms_moe; < 0 when undefined */
+    const uint16_t *out;     /* [T][H] BF16 bits read from the emulator dump */
+    const float *ref;        /* [T][H] bit-exact reference (BF16-exact floats) */
+    const double *ref64;     /* [T][H] float64 reference, or NULL */
+    double rel_rms_f64;      /* MoE-level bound, plena_moe_rel_rms_moe; < 0 when undefined */
     double rel_rms_f64_full; /* whole output, plena_moe_rel_rms_full; < 0 when undefined */
-    double rel_rms_bound; /* PLENA_MOE_REL_RMS_BOUND */
+    double rel_rms_bound;    /* PLENA_MOE_REL_RMS_BOUND */
     size_t T, H;
     int smoke; /* weights zero or input zeros: zero_input_smoke kind */
     int has_sigmoid_gate;
