@@ -35,7 +35,7 @@ test-asan: setup $(ASAN_BUILD)/build.ninja
 
 # libFuzzer over the trace JSON reader and validator, bounded in time
 # (spec/traces-and-replay.md 2.4); the corpus lives in fuzz/corpus/.
-FUZZ_SECONDS ?= 30
+FUZZ_SECONDS ?= 60
 test-fuzz: setup
 	./scripts/fuzz.sh $(FUZZ_SECONDS)
 

@@ -316,23 +316,6 @@ static int add_one(struct plena_trace_docs *d, const char *origin, const char *b
     return 0;
 }
 
-int plena_trace_lines_next(struct plena_trace_lines *it, const char **s, size_t *n)
-{
-    while (it->pos < it->len) {
-        const char *b = it->bytes, *nl = memchr(b + it->pos, '\n', it->len - it->pos);
-        size_t start = it->pos, end = nl ? (size_t)(nl - b) : it->len;
-        it->line++;
-        it->pos = end + 1;
-        for (size_t i = start; i < end; i++)
-            if (b[i] != ' ' && b[i] != '\t' && b[i] != '\r') {
-                *s = b + start;
-                *n = end - start;
-                return 1;
-            }
-    }
-    return 0;
-}
-
 int plena_trace_docs_read(struct plena_trace_docs *d, const char *name, const char *bytes,
                           size_t len, int is_set, const struct plena_trace_validate_options *opt,
                           struct plena_err *err)

@@ -1026,3 +1026,22 @@ int plena_trace_validate_set_bytes(const char *bytes, size_t len,
         if (!rep->entries[i].report.valid) rep->valid = 0;
     return rep->valid ? 0 : PLENA_E_FAILED;
 }
+
+/* One line iterator for trace sets (1.10): skips blank lines, counts every
+ * line; shared by the validator, builder, importers and the CLI. */
+int plena_trace_lines_next(struct plena_trace_lines *it, const char **s, size_t *n)
+{
+    while (it->pos < it->len) {
+        const char *b = it->bytes, *nl = memchr(b + it->pos, '\n', it->len - it->pos);
+        size_t start = it->pos, end = nl ? (size_t)(nl - b) : it->len;
+        it->line++;
+        it->pos = end + 1;
+        for (size_t i = start; i < end; i++)
+            if (b[i] != ' ' && b[i] != '\t' && b[i] != '\r') {
+                *s = b + start;
+                *n = end - start;
+                return 1;
+            }
+    }
+    return 0;
+}
