@@ -172,10 +172,10 @@ static int run_check(const struct plena_moe_build *b, const struct plena_setting
                (unsigned long long)(r.first_mismatch / b->cfg.H),
                (unsigned long long)(r.first_mismatch % b->cfg.H), r.first_dev, r.first_ref);
     if (r.numerical)
-        printf("check: float64 rel_rms %.6f (MoE output), %.6f (full output), bound %.2f %s; "
-               "device ids %s float64 ids\n",
-               r.rel_rms, r.rel_rms_full, PLENA_MOE_REL_RMS_BOUND, r.bound_ok ? "ok" : "EXCEEDED",
-               r.ids_f64_ok ? "equal" : "DIFFER from");
+        printf("check: float64 rel_rms %.6f (MoE output), %.6f (RMSNorm), %.6f (full output), "
+               "bound %.2f %s; device ids %s float64 ids\n",
+               r.rel_rms, r.rel_rms_norm, r.rel_rms_full, PLENA_MOE_REL_RMS_BOUND,
+               r.bound_ok ? "ok" : "EXCEEDED", r.ids_f64_ok ? "equal" : "DIFFER from");
     else
         printf("check: zero weights or input: float64 bound not applicable (smoke only)\n");
     /* the float64 id comparison needs test data with guaranteed logit gaps

@@ -380,12 +380,13 @@ int plena_moe_check(const struct plena_moe_build *b, const struct plena_moe_devi
     uint32_t *ids = plena_malloc((np + 1) * sizeof *ids), *ids64 = plena_malloc((np + 1) * 4);
     float *w = plena_malloc((np + 1) * sizeof *w), *g = plena_malloc((T + 1) * sizeof *g);
     double *o64 = plena_malloc(n * sizeof *o64);
-    float *moe = plena_malloc(n * sizeof *moe);
-    if (!out || !dev || !ids || !ids64 || !w || !g || !o64 || !moe) {
+    float *moe = plena_malloc(n * sizeof *moe), *xn = plena_malloc(n * sizeof *xn);
+    double *o64x = plena_malloc(n * sizeof *o64x), *x64 = plena_malloc(n * sizeof *x64);
+    if (!out || !dev || !ids || !ids64 || !w || !g || !o64 || !moe || !xn || !o64x || !x64) {
         rc = nomem(err);
         goto done;
     }
-    struct plena_moe_ref_out ro = {out, k ? ids : NULL, k ? w : NULL, g, moe};
+    struct plena_moe_ref_out ro = {out, k ? ids : NULL, k ? w : NULL, g, moe, xn};
     if ((rc = plena_moe_reference(&rd.cfg, &rd.in, &ro, err))) goto done;
     /* output bits: every element of rows < T, cols < H; +0 vs -0 counts */
     r->elements = n;
@@ -436,17 +437,26 @@ int plena_moe_check(const struct plena_moe_build *b, const struct plena_moe_devi
     /* recompute with the device ids only when the float64 selection differs */
     if (k && !r->ids_f64_ok && (rc = plena_moe_reference_f64(&rd.cfg, &rd.in, ids, o64, NULL, err)))
         goto done;
-    /* docs/design.md: the bound on the MoE output before the add-back (the
-     * reference's checkpoint equals the device's when bit_exact holds), plus
-     * the whole output, which catches an add-back bug mirrored in both. */
-    r->rel_rms = plena_moe_rel_rms_moe(&rd.cfg, &rd.in, moe, o64);
+    /* docs/design.md: the MoE bound is taken on the output before the
+     * add-back, computed in float64 from the machine's normalised input (the
+     * reference's checkpoints equal the device's when bit_exact holds); the
+     * RMSNorm and the whole output (add-back) are bounded separately. */
+    if ((rc = plena_moe_reference_f64_x(&rd.cfg, &rd.in, xn, k ? ids : NULL, o64x, NULL, err)))
+        goto done;
+    r->rel_rms = plena_moe_rel_rms_moe(&rd.cfg, &rd.in, moe, o64x);
     r->rel_rms_full = plena_moe_rel_rms_full(&rd.cfg, dev, o64);
+    r->rel_rms_norm = 0.0;
+    if (rd.cfg.residual == PLENA_REF_RESIDUAL_PRE_NORM) {
+        plena_moe_rmsnorm_f64(&rd.cfg, &rd.in, x64);
+        r->rel_rms_norm = plena_moe_rel_rms_norm(&rd.cfg, xn, x64);
+    }
     /* zero weights or zero input: the maths is not exercised (traces 5.3
      * zero_input_smoke), the bound does not apply */
     r->numerical = b->weights != PLENA_MOE_WEIGHTS_ZERO && b->input != PLENA_MOE_INPUT_ZEROS;
     r->bound_ok = r->numerical
                       ? r->rel_rms >= 0 && r->rel_rms <= PLENA_MOE_REL_RMS_BOUND &&
-                            r->rel_rms_full >= 0 && r->rel_rms_full <= PLENA_MOE_REL_RMS_BOUND
+                            r->rel_rms_full >= 0 && r->rel_rms_full <= PLENA_MOE_REL_RMS_BOUND &&
+                            r->rel_rms_norm >= 0 && r->rel_rms_norm <= PLENA_MOE_REL_RMS_BOUND
                       : 1;
     r->passed = r->bit_exact && r->bound_ok && r->ids_f64_ok;
 done:
@@ -458,6 +468,9 @@ done:
     plena_free(g);
     plena_free(o64);
     plena_free(moe);
+    plena_free(xn);
+    plena_free(o64x);
+    plena_free(x64);
     plena_moe_refdata_free(&rd);
     return rc;
 }

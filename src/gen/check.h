@@ -60,6 +60,7 @@ struct plena_moe_check_result {
     uint32_t id_mismatches, w_mismatches, gate_mismatches;
     double rel_rms;      /* float64 bound on the MoE output (plena_moe_rel_rms_moe) */
     double rel_rms_full; /* whole output incl. residual (plena_moe_rel_rms_full) */
+    double rel_rms_norm; /* RMSNorm output (plena_moe_rel_rms_norm); 0 without PRE_NORM */
     int bound_ok;        /* both <= PLENA_MOE_REL_RMS_BOUND */
     int numerical;       /* 0 for zero weights / zero input (bound not applied) */
     int ids_f64_ok;      /* device ids equal the float64 ids (DEVICE routing) */

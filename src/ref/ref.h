@@ -80,6 +80,8 @@ struct plena_moe_ref_out {
     float *gate;    /* [T] or NULL (sigmoid gate values) */
     float *moe_out; /* [T][H] or NULL: the MoE output before the residual add-back
                      * (checkpoint for the float64 bound, see plena_moe_rel_rms_moe) */
+    float *x_norm;  /* [T][H] or NULL: the normalised MoE input after RMSNorm and the
+                     * norm-weight multiply (h itself without PRE_NORM) */
 };
 
 int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
@@ -92,6 +94,23 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
 int plena_moe_reference_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
                             const uint32_t *ids, double *out, uint32_t *ids_out,
                             struct plena_err *err);
+
+/* The float64 layer started from a given normalised input x_norm (the bit-exact
+ * reference's checkpoint) instead of computing RMSNorm from h; the residual
+ * add-back still uses h. Checking the MoE math on the machine's own input keeps
+ * the RMSNorm's systematic BF16 scale error (it enters the roughly quadratic
+ * SwiGLU twice) out of the MoE bound; plena_moe_rel_rms_norm bounds the norm
+ * itself. x_norm NULL = plena_moe_reference_f64. */
+int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
+                              const struct plena_moe_ref_in *in, const float *x_norm,
+                              const uint32_t *ids, double *out, uint32_t *ids_out,
+                              struct plena_err *err);
+/* Float64 RMSNorm of h times gamma: x64 [T][H] (PRE_NORM layers). */
+int plena_moe_rmsnorm_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                          double *x64);
+/* ||x_norm - x64|| / ||x64||; -1 when ||x64|| is 0. */
+double plena_moe_rel_rms_norm(const struct plena_moe_ref_cfg *cfg, const float *x_norm,
+                              const double *x64);
 
 /* rel_rms = ||(out - residual) - y64|| / ||y64|| where residual is the layer
  * input h for PRE_NORM layers (0 otherwise) and y64 = out64 - residual.

@@ -63,6 +63,32 @@ int plena_moe_reference_f64(const struct plena_moe_ref_cfg *cfg, const struct pl
                             const uint32_t *ids, double *out, uint32_t *ids_out,
                             struct plena_err *err)
 {
+    return plena_moe_reference_f64_x(cfg, in, NULL, ids, out, ids_out, err);
+}
+
+int plena_moe_rmsnorm_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                          double *x64)
+{
+    const uint32_t H = cfg->H;
+    for (uint32_t t = 0; t < cfg->T; t++) {
+        const float *h = in->h + (size_t)t * H;
+        double *x = x64 + (size_t)t * H;
+        double ms = 0.0;
+        for (uint32_t i = 0; i < H; i++)
+            ms += (double)h[i] * (double)h[i];
+        ms /= (double)H;
+        double r = 1.0 / sqrt(ms + (double)in->c.eps);
+        for (uint32_t i = 0; i < H; i++)
+            x[i] = (double)h[i] * r * (double)in->gamma[i];
+    }
+    return 0;
+}
+
+int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
+                              const struct plena_moe_ref_in *in, const float *x_norm,
+                              const uint32_t *ids, double *out, uint32_t *ids_out,
+                              struct plena_err *err)
+{
     const uint32_t T = cfg->T, H = cfg->H;
     int routed = cfg->routing != PLENA_ROUTING_NONE && cfg->E > 0;
     int shared = cfg->Is > 0;
@@ -83,8 +109,8 @@ int plena_moe_reference_f64(const struct plena_moe_ref_cfg *cfg, const struct pl
         const float *h = in->h + (size_t)t * H;
         double *y = out + (size_t)t * H;
         for (uint32_t i = 0; i < H; i++)
-            x[i] = h[i];
-        if (cfg->residual == PLENA_REF_RESIDUAL_PRE_NORM) {
+            x[i] = x_norm ? x_norm[(size_t)t * H + i] : h[i];
+        if (!x_norm && cfg->residual == PLENA_REF_RESIDUAL_PRE_NORM) {
             double ms = 0.0;
             for (uint32_t i = 0; i < H; i++)
                 ms += x[i] * x[i];
@@ -222,6 +248,20 @@ double plena_moe_rel_rms_full(const struct plena_moe_ref_cfg *cfg, const float *
         double d = (double)out[i] - out64[i];
         num += d * d;
         den += out64[i] * out64[i];
+    }
+    if (den == 0.0) return -1.0;
+    return sqrt(num / den);
+}
+
+double plena_moe_rel_rms_norm(const struct plena_moe_ref_cfg *cfg, const float *x_norm,
+                              const double *x64)
+{
+    double num = 0.0, den = 0.0;
+    size_t n = (size_t)cfg->T * cfg->H;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)x_norm[i] - x64[i];
+        num += d * d;
+        den += x64[i] * x64[i];
     }
     if (den == 0.0) return -1.0;
     return sqrt(num / den);

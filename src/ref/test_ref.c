@@ -222,11 +222,21 @@ static void test_bound_with_large_residual(void **state)
                                   .fixed_ids = ids,
                                   .fixed_w = fw,
                                   .c = c};
-    float out[T * H], moe[T * H];
-    double o64[T * H];
-    struct plena_moe_ref_out o = {.out = out, .moe_out = moe};
+    float out[T * H], moe[T * H], xn[T * H];
+    double o64[T * H], o64x[T * H], x64[T * H];
+    struct plena_moe_ref_out o = {.out = out, .moe_out = moe, .x_norm = xn};
     assert_int_equal(plena_moe_reference(&cfg, &in, &o, NULL), 0);
     assert_int_equal(plena_moe_reference_f64(&cfg, &in, NULL, o64, NULL, NULL), 0);
+    assert_int_equal(plena_moe_reference_f64_x(&cfg, &in, xn, NULL, o64x, NULL, NULL), 0);
+    assert_int_equal(plena_moe_rmsnorm_f64(&cfg, &in, x64), 0);
+    double norm_rel = plena_moe_rel_rms_norm(&cfg, xn, x64);
+    assert_true(norm_rel >= 0.0 && norm_rel <= PLENA_MOE_REL_RMS_BOUND);
+    /* a mirrored RMSNorm bug (e.g. dividing by H - 1 or a wrong eps) shows
+     * up as a scale error of the normalised input: 3% fails the bound */
+    for (int i = 0; i < T * H; i++) xn[i] *= 1.03f;
+    assert_true(plena_moe_rel_rms_norm(&cfg, xn, x64) > PLENA_MOE_REL_RMS_BOUND);
+    for (int i = 0; i < T * H; i++) xn[i] /= 1.03f;
+    assert_true(plena_moe_rel_rms_moe(&cfg, &in, moe, o64x) <= PLENA_MOE_REL_RMS_BOUND);
     double moe_rel = plena_moe_rel_rms_moe(&cfg, &in, moe, o64);
     double full_rel = plena_moe_rel_rms_full(&cfg, out, o64);
     assert_true(moe_rel >= 0.0 && moe_rel <= PLENA_MOE_REL_RMS_BOUND);

@@ -126,10 +126,12 @@ json_t *plena_replay_functional_compare(const struct plena_replay_cmp_in *in, in
         /* Both float64 checks of docs/design.md: the MoE output before the
          * residual add-back, and the whole output (catches add-back bugs). */
         int ok64 = in->ref64 && in->rel_rms_f64 >= 0 && in->rel_rms_f64 <= in->rel_rms_bound &&
-                   in->rel_rms_f64_full >= 0 && in->rel_rms_f64_full <= in->rel_rms_bound;
+                   in->rel_rms_f64_full >= 0 && in->rel_rms_f64_full <= in->rel_rms_bound &&
+                   in->rel_rms_f64_norm >= 0 && in->rel_rms_f64_norm <= in->rel_rms_bound;
         plena_replay_check_set(&ck, "f64_bound", ok64,
-                               "rel_rms_f64 %.6g (MoE output), %.6g (full output), bound %g",
-                               in->rel_rms_f64, in->rel_rms_f64_full, in->rel_rms_bound);
+                               "rel_rms_f64 %.6g (MoE output), %.6g (RMSNorm), %.6g (full output), bound %g",
+                               in->rel_rms_f64, in->rel_rms_f64_norm, in->rel_rms_f64_full,
+                               in->rel_rms_bound);
         plena_replay_check_set(&ck, "reference_nonzero", ref_nonzero,
                                ref_nonzero ? "reference output has non-zero elements"
                                            : "reference output is all zero");
@@ -157,6 +159,9 @@ json_t *plena_replay_functional_compare(const struct plena_replay_cmp_in *in, in
                                                           : json_null());
     json_object_set_new(o, "rel_rms_f64_full",
                         in->ref64 && in->rel_rms_f64_full >= 0 ? json_real(in->rel_rms_f64_full)
+                                                               : json_null());
+    json_object_set_new(o, "rel_rms_f64_norm",
+                        in->ref64 && in->rel_rms_f64_norm >= 0 ? json_real(in->rel_rms_f64_norm)
                                                                : json_null());
     json_object_set_new(o, "rel_rms_f64_bound", json_real(in->rel_rms_bound));
     json_object_set_new(o, "nan_count", json_integer((json_int_t)nan));

@@ -33,6 +33,7 @@ struct plena_replay_cmp_in {
     const double *ref64;     /* [T][H] float64 reference, or NULL */
     double rel_rms_f64;      /* MoE-level bound, plena_moe_rel_rms_moe; < 0 when undefined */
     double rel_rms_f64_full; /* whole output, plena_moe_rel_rms_full; < 0 when undefined */
+    double rel_rms_f64_norm; /* RMSNorm output, plena_moe_rel_rms_norm; 0 without PRE_NORM */
     double rel_rms_bound;    /* PLENA_MOE_REL_RMS_BOUND */
     size_t T, H;
     int smoke; /* weights zero or input zeros: zero_input_smoke kind */

@@ -406,11 +406,14 @@ static int functional_step(struct ctx *c, struct plena_err *err)
     double *ref64 = plena_calloc(n ? n : 1, sizeof *ref64);
     float *gate = plena_calloc(c->T ? c->T : 1, sizeof *gate);
     float *moe = plena_calloc(n ? n : 1, sizeof *moe);
+    float *xn = plena_calloc(n ? n : 1, sizeof *xn);
+    double *x64 = plena_calloc(n ? n : 1, sizeof *x64);
+    double *ref64x = plena_calloc(n ? n : 1, sizeof *ref64x);
     struct plena_moe_refdata rd;
     memset(&rd, 0, sizeof rd);
     char why[256] = "";
     int rc = 0;
-    if (!out || !ref || !ref64 || !gate || !moe) {
+    if (!out || !ref || !ref64 || !gate || !moe || !xn || !x64 || !ref64x) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, c->dir, "out of memory");
         goto done;
     }
@@ -426,9 +429,12 @@ static int functional_step(struct ctx *c, struct plena_err *err)
                                plena_err_format(&rerr, m, sizeof m));
         goto done;
     }
-    struct plena_moe_ref_out ro = {.out = ref, .gate = gate, .moe_out = moe};
+    struct plena_moe_ref_out ro = {.out = ref, .gate = gate, .moe_out = moe, .x_norm = xn};
+    /* float64: the whole layer from h (full-output check), the MoE from the
+     * machine's normalised input, and the RMSNorm itself (docs/design.md) */
     if (plena_moe_reference(&rd.cfg, &rd.in, &ro, &rerr) ||
-        plena_moe_reference_f64(&rd.cfg, &rd.in, rd.in.fixed_ids, ref64, NULL, &rerr)) {
+        plena_moe_reference_f64(&rd.cfg, &rd.in, rd.in.fixed_ids, ref64, NULL, &rerr) ||
+        plena_moe_reference_f64_x(&rd.cfg, &rd.in, xn, rd.in.fixed_ids, ref64x, NULL, &rerr)) {
         plena_replay_check_set(&c->checks, "functional", 0, "reference model: %s",
                                plena_err_format(&rerr, m, sizeof m));
         goto done;
@@ -447,7 +453,12 @@ static int functional_step(struct ctx *c, struct plena_err *err)
     }
     for (size_t i = 0; i < n; i++)
         outf[i] = plena_num_bf16_to_f32(out[i]);
-    ci.rel_rms_f64 = plena_moe_rel_rms_moe(&rd.cfg, &rd.in, moe, ref64);
+    ci.rel_rms_f64 = plena_moe_rel_rms_moe(&rd.cfg, &rd.in, moe, ref64x);
+    ci.rel_rms_f64_norm = 0.0;
+    if (rd.cfg.residual == PLENA_REF_RESIDUAL_PRE_NORM) {
+        plena_moe_rmsnorm_f64(&rd.cfg, &rd.in, x64);
+        ci.rel_rms_f64_norm = plena_moe_rel_rms_norm(&rd.cfg, xn, x64);
+    }
     ci.rel_rms_f64_full = plena_moe_rel_rms_full(&rd.cfg, outf, ref64);
     plena_free(outf);
     ci.rel_rms_bound = PLENA_MOE_REL_RMS_BOUND;
@@ -482,6 +493,9 @@ done:
     plena_free(ref64);
     plena_free(gate);
     plena_free(moe);
+    plena_free(xn);
+    plena_free(x64);
+    plena_free(ref64x);
     return rc;
 #else
     (void)err;
