@@ -474,3 +474,52 @@ done:
     plena_moe_refdata_free(&rd);
     return rc;
 }
+
+int plena_moe_cost_row(const struct plena_settings *s, const char *preset, uint32_t T, int routed,
+                       struct plena_moe_cost_row *row, struct plena_err *err)
+{
+    const struct plena_moe_model *mdl = plena_gen_preset_find(preset);
+    if (!mdl) return PLENA_FAIL(err, PLENA_E_INPUT, preset, "unknown preset");
+    struct plena_gen_machine m;
+    plena_gen_machine_from_settings(s, &m);
+    struct plena_moe_build_opts o;
+    plena_moe_build_opts_init(&o, mdl, &m, T);
+    o.weights = PLENA_MOE_WEIGHTS_ZERO;
+    o.cfg.residual = PLENA_RESIDUAL_NONE;
+    uint32_t ids[256];
+    float w[256];
+    if (routed) {
+        if ((size_t)T * o.cfg.k > 256)
+            return PLENA_FAIL(err, PLENA_E_INPUT, preset, "at most 256 pairs");
+        plena_moe_routing_balanced(T, o.cfg.E, o.cfg.k, ids, w);
+        o.fixed_ids = ids;
+        o.fixed_w = w;
+    }
+    struct plena_moe_build b;
+    struct plena_moe_device d;
+    memset(&d, 0, sizeof d);
+    int rc = plena_moe_build_run(&o, &b, err);
+    if (!rc) rc = plena_moe_emulate(&b, s, NULL, &d, err);
+    if (!rc) {
+        uint64_t(*c)[64] = plena_calloc(PLENA_STAGE_COUNT, sizeof *c);
+        if (!c) {
+            rc = PLENA_FAIL(err, PLENA_E_NOMEM, preset, "out of memory");
+        } else {
+            plena_moe_count_stage_op(&b, d.pc_count, c);
+            row->m_mm = c[PLENA_STAGE_EXPERT_PROJECTION][PLENA_OP_M_MM] +
+                        c[PLENA_STAGE_SHARED_EXPERT_PROJECTION][PLENA_OP_M_MM];
+            row->h_prefetch_m = c[PLENA_STAGE_EXPERT_WEIGHT_PREFETCH][PLENA_OP_H_PREFETCH_M] +
+                                c[PLENA_STAGE_SHARED_EXPERT_PROJECTION][PLENA_OP_H_PREFETCH_M];
+            uint32_t B = s->blen;
+            row->useful_rows = routed ? 1 : T;
+            row->tile_rows = B * ((row->useful_rows + B - 1) / B);
+            row->predicted_equals_executed = 1;
+            for (int op = 0; op < 64; op++)
+                if (d.op_count[op] != b.info.dyn_op[op]) row->predicted_equals_executed = 0;
+            plena_free(c);
+        }
+        plena_moe_device_free(&d);
+    }
+    plena_moe_build_free(&b);
+    return rc;
+}

@@ -73,4 +73,17 @@ struct plena_moe_check_result {
 int plena_moe_check(const struct plena_moe_build *b, const struct plena_moe_device *d,
                     struct plena_moe_check_result *r, struct plena_err *err);
 
+/* One row of the cost tables of moe-lowering 8.2 (test C1, bench/moe_costs):
+ * builds `preset` at T tokens with zero weights and no residual (balanced
+ * fixed routing when `routed`), runs it on the emulator, and counts M_MM billed
+ * to expert_projection/shared_expert_projection and H_PREFETCH_M billed to
+ * expert_weight_prefetch/shared_expert_projection. */
+struct plena_moe_cost_row {
+    uint64_t m_mm, h_prefetch_m;
+    uint32_t useful_rows, tile_rows; /* rows per M_MM tile: useful / BLEN-padded */
+    int predicted_equals_executed;   /* builder's per-opcode prediction == emulator */
+};
+int plena_moe_cost_row(const struct plena_settings *s, const char *preset, uint32_t T, int routed,
+                       struct plena_moe_cost_row *row, struct plena_err *err);
+
 #endif

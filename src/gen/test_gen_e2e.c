@@ -716,35 +716,12 @@ static void test_faults(void **state)
 static void c1_row(const struct plena_settings *s, const char *preset, uint32_t T, int routed,
                    uint64_t want_mm, uint64_t want_pf)
 {
-    struct plena_gen_machine m;
-    plena_gen_machine_from_settings(s, &m);
-    struct plena_moe_build_opts o;
-    plena_moe_build_opts_init(&o, plena_gen_preset_find(preset), &m, T);
-    o.weights = PLENA_MOE_WEIGHTS_ZERO;
-    o.cfg.residual = PLENA_RESIDUAL_NONE;
-    uint32_t ids[128];
-    float w[128];
-    if (routed) {
-        plena_moe_routing_balanced(T, o.cfg.E, o.cfg.k, ids, w);
-        o.fixed_ids = ids;
-        o.fixed_w = w;
-    }
-    struct plena_moe_build b;
-    struct plena_moe_device d;
+    struct plena_moe_cost_row r;
     struct plena_err err;
-    assert_int_equal(plena_moe_build_run(&o, &b, &err), 0);
-    assert_int_equal(plena_moe_emulate(&b, s, NULL, &d, &err), 0);
-    static uint64_t c[PLENA_STAGE_COUNT][64];
-    plena_moe_count_stage_op(&b, d.pc_count, c);
-    assert_int_equal(c[PLENA_STAGE_EXPERT_PROJECTION][PLENA_OP_M_MM] +
-                         c[PLENA_STAGE_SHARED_EXPERT_PROJECTION][PLENA_OP_M_MM],
-                     want_mm);
-    assert_int_equal(c[PLENA_STAGE_EXPERT_WEIGHT_PREFETCH][PLENA_OP_H_PREFETCH_M] +
-                         c[PLENA_STAGE_SHARED_EXPERT_PROJECTION][PLENA_OP_H_PREFETCH_M],
-                     want_pf);
-    for (int op = 0; op < 64; op++)
-        assert_int_equal(d.op_count[op], b.info.dyn_op[op]);
-    free_case(&b, &d);
+    assert_int_equal(plena_moe_cost_row(s, preset, T, routed, &r, &err), 0);
+    assert_int_equal(r.m_mm, want_mm);
+    assert_int_equal(r.h_prefetch_m, want_pf);
+    assert_true(r.predicted_equals_executed);
 }
 
 static void test_c1(void **state)

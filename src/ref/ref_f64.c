@@ -207,62 +207,49 @@ done:
     return rc;
 }
 
+/* ||(a - a_off) - (b - b_off)|| / ||b - b_off|| over n elements; an offset
+ * pointer may be NULL (zero). -1 when the denominator is 0. Every relative-RMS
+ * figure of the float64 checks is an instance of this one formula. */
+static double rel_err(size_t n, const float *a, const float *a_off, const double *b,
+                      const float *b_off)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double ref = b[i] - (b_off ? (double)b_off[i] : 0.0);
+        double d = ((double)a[i] - (a_off ? (double)a_off[i] : 0.0)) - ref;
+        num += d * d;
+        den += ref * ref;
+    }
+    return den == 0.0 ? -1.0 : sqrt(num / den);
+}
+
+static const float *residual_of(const struct plena_moe_ref_cfg *cfg,
+                                const struct plena_moe_ref_in *in)
+{
+    return cfg->residual == PLENA_REF_RESIDUAL_PRE_NORM ? in->h : NULL;
+}
+
 double plena_moe_rel_rms(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
                          const float *out, const double *out64)
 {
-    double num = 0.0, den = 0.0;
-    size_t n = (size_t)cfg->T * cfg->H;
-    for (size_t i = 0; i < n; i++) {
-        double r = cfg->residual == PLENA_REF_RESIDUAL_PRE_NORM ? (double)in->h[i] : 0.0;
-        double y64 = out64[i] - r;
-        double d = ((double)out[i] - r) - y64;
-        num += d * d;
-        den += y64 * y64;
-    }
-    if (den == 0.0) return -1.0;
-    return sqrt(num / den);
+    const float *r = residual_of(cfg, in);
+    return rel_err((size_t)cfg->T * cfg->H, out, r, out64, r);
 }
 
 double plena_moe_rel_rms_moe(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
                              const float *moe_out, const double *out64)
 {
-    double num = 0.0, den = 0.0;
-    size_t n = (size_t)cfg->T * cfg->H;
-    for (size_t i = 0; i < n; i++) {
-        double r = cfg->residual == PLENA_REF_RESIDUAL_PRE_NORM ? (double)in->h[i] : 0.0;
-        double y64 = out64[i] - r;
-        double d = (double)moe_out[i] - y64;
-        num += d * d;
-        den += y64 * y64;
-    }
-    if (den == 0.0) return -1.0;
-    return sqrt(num / den);
+    return rel_err((size_t)cfg->T * cfg->H, moe_out, NULL, out64, residual_of(cfg, in));
 }
 
 double plena_moe_rel_rms_full(const struct plena_moe_ref_cfg *cfg, const float *out,
                               const double *out64)
 {
-    double num = 0.0, den = 0.0;
-    size_t n = (size_t)cfg->T * cfg->H;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)out[i] - out64[i];
-        num += d * d;
-        den += out64[i] * out64[i];
-    }
-    if (den == 0.0) return -1.0;
-    return sqrt(num / den);
+    return rel_err((size_t)cfg->T * cfg->H, out, NULL, out64, NULL);
 }
 
 double plena_moe_rel_rms_norm(const struct plena_moe_ref_cfg *cfg, const float *x_norm,
                               const double *x64)
 {
-    double num = 0.0, den = 0.0;
-    size_t n = (size_t)cfg->T * cfg->H;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)x_norm[i] - x64[i];
-        num += d * d;
-        den += x64[i] * x64[i];
-    }
-    if (den == 0.0) return -1.0;
-    return sqrt(num / den);
+    return rel_err((size_t)cfg->T * cfg->H, x_norm, NULL, x64, NULL);
 }
