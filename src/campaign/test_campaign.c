@@ -22,6 +22,7 @@
 #include "campaign/campaign.h"
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "profile/profile.h"
 #include "replay/jsonw.h"
 
 static char g_tmp[64];
@@ -543,6 +544,81 @@ static void test_error_exits(void **state)
     assert_int_equal(run(missing, NULL), 3);
 }
 
+/* ---- report (7.9) from a campaign of real `plena replay` workers ---- */
+static void test_report_real_replay(void **state)
+{
+    (void)state;
+    char out[128], p[256], settings[256];
+    snprintf(out, sizeof out, "%s/real", g_tmp);
+    /* the shipped settings with a small VRAM so each dump stays 8 MiB */
+    snprintf(settings, sizeof settings, "%s/small.toml", g_tmp);
+    sh("sed '/^\\[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE\\]/{n;s/value = .*/value = 65536/}' "
+       "%s/configs/plena_settings.toml > %s",
+       PLENA_SOURCE_DIR, settings);
+    const char *r[] = {"campaign",
+                       "run",
+                       "--traces",
+                       g_set,
+                       "--out",
+                       out,
+                       "--jobs",
+                       "2",
+                       "--progress",
+                       "none",
+                       "--settings",
+                       settings,
+                       "--no-determinism-gate",
+                       NULL};
+    assert_int_equal(run(r, NULL), 0);
+    /* the report takes the run's options (they enter the fingerprint) */
+    const char *rep[] = {"campaign", "report",     "--traces", g_set, "--out",
+                         out,        "--settings", settings,   NULL};
+    assert_int_equal(run(rep, NULL), 0);
+
+    /* report.csv: the column list of 7.9, then the (benchmark, phase) row */
+    snprintf(p, sizeof p, "%s/report.csv", out);
+    char *csv = NULL;
+    size_t n;
+    assert_int_equal(plena_file_read_all(p, &csv, &n, NULL), 0);
+    const char *header =
+        "benchmark,phase,layer,runs,passed_numerical,passed_smoke,failed,cycles_min,"
+        "cycles_median,cycles_mean,cycles_p95,cycles_max,routing_tax_fraction_mean,"
+        "shared_fraction_mean,hbm_bytes_read_mean,hbm_bytes_written_mean\n";
+    assert_memory_equal(csv, header, strlen(header));
+    assert_non_null(strstr(csv, "\nsynthetic,prefill,,8,8,0,0,"));
+    plena_free(csv);
+
+    /* report.json: 8 numerical passes, min <= median <= max, the caveat
+     * notes byte-identical to the profile's constant */
+    snprintf(p, sizeof p, "%s/report.json", out);
+    json_t *d = NULL;
+    assert_int_equal(plena_replay_json_read_file(p, &d, NULL), 0);
+    assert_true(json_is_true(json_object_get(d, "passed")));
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(d, "replay"), "passed_numerical")), 8);
+    json_t *groups = json_object_get(d, "groups");
+    assert_true(json_array_size(groups) >= 1);
+    json_t *g0 = json_array_get(groups, 0);
+    double mn = json_number_value(json_object_get(g0, "cycles_min"));
+    double md = json_number_value(json_object_get(g0, "cycles_median"));
+    double mx = json_number_value(json_object_get(g0, "cycles_max"));
+    assert_true(mn > 0 && mn <= md && md <= mx);
+    json_t *notes = json_object_get(d, "notes");
+    int found = 0;
+    for (size_t i = 0; i < json_array_size(notes); i++)
+        found |= !strcmp(json_string_value(json_array_get(notes, i)),
+                         plena_profile_text_shared_vs_routed);
+    assert_true(found);
+    json_decref(d);
+
+    /* report.md carries the notes verbatim */
+    snprintf(p, sizeof p, "%s/report.md", out);
+    char *md_text = NULL;
+    assert_int_equal(plena_file_read_all(p, &md_text, &n, NULL), 0);
+    assert_non_null(strstr(md_text, plena_profile_text_shared_vs_routed));
+    plena_free(md_text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -553,6 +629,7 @@ int main(void)
         cmocka_unit_test(test_kill_and_resume),
         cmocka_unit_test(test_failures_and_attempts),
         cmocka_unit_test(test_error_exits),
+        cmocka_unit_test(test_report_real_replay),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
