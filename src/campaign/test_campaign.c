@@ -619,6 +619,47 @@ static void test_report_real_replay(void **state)
     plena_free(md_text);
 }
 
+/* ---- --jobs auto (7.5): probe the costliest trace, record the width ---- */
+static void test_jobs_auto(void **state)
+{
+    (void)state;
+    char out[128], p[256];
+    snprintf(out, sizeof out, "%s/auto", g_tmp);
+    const char *r[] = {"campaign",
+                       "run",
+                       "--traces",
+                       g_set,
+                       "--out",
+                       out,
+                       "--jobs",
+                       "auto",
+                       "--worker-cmd",
+                       g_worker,
+                       "--progress",
+                       "none",
+                       "--no-determinism-gate",
+                       NULL};
+    assert_int_equal(run(r, NULL), 0);
+    json_t *w = NULL, *probe = NULL;
+    snprintf(p, sizeof p, "%s/width.json", out);
+    assert_int_equal(plena_replay_json_read_file(p, &w, NULL), 0);
+    json_int_t width = json_integer_value(json_object_get(w, "width"));
+    json_int_t cores = json_integer_value(json_object_get(w, "cores"));
+    assert_true(width >= 1 && width <= 8);
+    /* width = max(1, min(cores - 2, floor(0.7 mem / rss), remaining)) */
+    assert_true(width <= (cores > 3 ? cores - 2 : 1));
+    assert_non_null(json_string_value(json_object_get(w, "reason")));
+    snprintf(p, sizeof p, "%s/rss_probe.json", out);
+    assert_int_equal(plena_replay_json_read_file(p, &probe, NULL), 0);
+    assert_true(json_integer_value(json_object_get(probe, "max_rss_kb")) > 0);
+    /* the probe is the costliest trace: token_count x top_k, 8 x 4 beats 4 x 1;
+     * ties by trace_id, so sample n0 of the 32x4 set */
+    assert_string_equal(json_string_value(json_object_get(probe, "trace_id")),
+                        "syn_uniform_tiny-route-32x4_t8_s2_n0_l0");
+    json_decref(w);
+    json_decref(probe);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -630,6 +671,7 @@ int main(void)
         cmocka_unit_test(test_failures_and_attempts),
         cmocka_unit_test(test_error_exits),
         cmocka_unit_test(test_report_real_replay),
+        cmocka_unit_test(test_jobs_auto),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
