@@ -714,59 +714,69 @@ static uint64_t channel_cand(struct plena_hbm *h, uint32_t ch)
 
 /* ---- the controller ---- */
 
+/* Step 1 of 3.6 at tick t: every refresh window at or before t. */
+static void refresh_step(struct plena_hbm *h, uint64_t t)
+{
+    const struct plena_hbm_params *p = &h->p;
+    if (p->nREFI == 0 || t < h->next_ref) return;
+    do {
+        for (uint32_t ch = 0; ch < p->channels; ch++)
+            while (h->chans[ch].n_open > 0)
+                close_bank(h, h->chans[ch].open[0]);
+        h->blocked_until = h->next_ref + (uint64_t)p->nRFC * h->T;
+        emit(h, t, "REF", NULL);
+        h->next_ref += (uint64_t)p->nREFI * h->T;
+    } while (h->next_ref <= t);
+    for (uint32_t ch = 0; ch < p->channels; ch++) {
+        h->chans[ch].dirty = 1;
+        h->chans[ch].idle_min = NONE;
+    }
+    h->idle_min_all = NONE;
+}
+
+/* Step 2 of 3.6 at tick t (no bus used); each bank's effect is independent
+ * of the others. The fast path scans a channel only once its lower bound is
+ * due, and makes the bound exact again. */
+static void idle_step(struct plena_hbm *h, uint64_t t)
+{
+    const struct plena_hbm_params *p = &h->p;
+    if (p->row_idle_close == 0 || (!h->exhaustive && h->idle_min_all > t)) return;
+    uint64_t all = NONE;
+    for (uint32_t ch = 0; ch < p->channels; ch++) {
+        struct chan *c = &h->chans[ch];
+        if (!h->exhaustive && c->idle_min > t) {
+            all = min64(all, c->idle_min);
+            continue;
+        }
+        uint64_t next = NONE;
+        for (size_t i = 0; i < c->n_open;) {
+            uint32_t b = c->open[i];
+            struct bank *bk = &h->banks[b];
+            if (bk->n_hits == 0) {
+                uint64_t tc = max64(bk->last_use + h->idle_ps, bk->next_pre);
+                if (tc <= t) {
+                    close_bank(h, b); /* moves another open bank into slot i */
+                    bk->next_act = max64(bk->next_act, tc + h->rp_ps);
+                    continue;
+                }
+                next = min64(next, tc);
+            }
+            i++;
+        }
+        c->idle_min = next;
+        c->dirty = 1;
+        all = min64(all, next);
+    }
+    h->idle_min_all = all;
+}
+
 /* One controller tick (3.6). */
 static void tick(struct plena_hbm *h, uint64_t t)
 {
     const struct plena_hbm_params *p = &h->p;
-    uint64_t T = h->T;
-    /* 1 refresh */
-    if (p->nREFI > 0 && t >= h->next_ref) {
-        do {
-            for (uint32_t ch = 0; ch < p->channels; ch++)
-                while (h->chans[ch].n_open > 0)
-                    close_bank(h, h->chans[ch].open[0]);
-            h->blocked_until = h->next_ref + (uint64_t)p->nRFC * T;
-            emit(h, t, "REF", NULL);
-            h->next_ref += (uint64_t)p->nREFI * T;
-        } while (h->next_ref <= t);
-        for (uint32_t ch = 0; ch < p->channels; ch++) {
-            h->chans[ch].dirty = 1;
-            h->chans[ch].idle_min = NONE;
-        }
-        h->idle_min_all = NONE;
-    }
-    /* 2 idle close (no bus used); each bank's effect is independent of the
-     * others. The fast path scans a channel only once its lower bound is due,
-     * and makes the bound exact again. */
-    if (p->row_idle_close > 0 && (h->exhaustive || h->idle_min_all <= t)) {
-        uint64_t all = NONE;
-        for (uint32_t ch = 0; ch < p->channels; ch++) {
-            struct chan *c = &h->chans[ch];
-            if (!h->exhaustive && c->idle_min > t) {
-                all = min64(all, c->idle_min);
-                continue;
-            }
-            uint64_t next = NONE;
-            for (size_t i = 0; i < c->n_open;) {
-                uint32_t b = c->open[i];
-                struct bank *bk = &h->banks[b];
-                if (bk->n_hits == 0) {
-                    uint64_t tc = max64(bk->last_use + h->idle_ps, bk->next_pre);
-                    if (tc <= t) {
-                        close_bank(h, b); /* moves another open bank into slot i */
-                        bk->next_act = max64(bk->next_act, tc + h->rp_ps);
-                        continue;
-                    }
-                    next = min64(next, tc);
-                }
-                i++;
-            }
-            c->idle_min = next;
-            c->dirty = 1;
-            all = min64(all, next);
-        }
-        h->idle_min_all = all;
-    }
+    /* the guards of steps 1 and 2 inline: most ticks need neither */
+    if (p->nREFI > 0 && t >= h->next_ref) refresh_step(h, t);
+    if (p->row_idle_close > 0 && (h->exhaustive || h->idle_min_all <= t)) idle_step(h, t);
     /* 3 blocked */
     if (t < h->blocked_until) return;
     /* 4 per channel, ascending index */
@@ -937,6 +947,66 @@ static uint64_t serve(struct plena_hbm *h, uint64_t t_start, const struct plena_
     return latest;
 }
 
+/* Sequential issue (3.8), fast path: the one pending request r of serve()
+ * with the tick loop replaced by its closed form. With r alone in the queue,
+ * step 4 can only issue r's next command (PRE if its bank is open on another
+ * row, ACT if closed, then RD / WR), at the earliest tick >= lo where the
+ * max() of its legality terms (3.5) and blocked_until is reached; nothing
+ * else changes r's terms before then except two events, which are applied in
+ * tick order first:
+ *  - a refresh window W at or before that tick: the ticks before W apply their
+ *    idle closes (step 2 at W - T covers them all: a bank's close is as of its
+ *    own tc), then tick W refreshes and closes idle banks, and r's command is
+ *    recomputed from W (its bank closed, blocked_until raised);
+ *  - an idle close due by that tick: applied (step 2), then recomputed. It
+ *    can only be r's bank when that bank is open on another row; the ACT then
+ *    needed is never legal before the PRE would have been (tc + nRP >=
+ *    next_pre), so recomputing from the same lo is the tick order.
+ * A row command at tick t leaves the column command to tick t + T at the
+ * earliest (step 4 (a) precedes (b)), and the ACT after a PRE waits for the
+ * row bus anyway. Equal to the tick loop command by command (test_hbm_seq). */
+static uint64_t serve_one(struct plena_hbm *h, uint64_t t_start, const struct plena_hbm_txn *txn)
+{
+    uint64_t T = h->T;
+    if (enqueue(h, txn, 1) != 0) {
+        h->oom = 1;
+        drop_queue(h);
+        return t_start;
+    }
+    struct req *r = &h->reqs[0];
+    struct bank *bk = &h->banks[r->bank];
+    uint64_t lo = max64(h->cur, ceil_tick(t_start, T));
+    refresh_step(h, lo);
+    idle_step(h, lo);
+    for (;;) {
+        int hit = bk->open && bk->row == r->row;
+        uint64_t x = hit ? col_ready(h, r) : !bk->open ? act_ready(h, r) : pre_ready(h, r);
+        uint64_t t = max64(lo, ceil_tick(max64(x, h->blocked_until), T));
+        if (h->p.nREFI > 0 && h->next_ref <= t) {
+            uint64_t w = h->next_ref; /* > lo: tick lo's refreshes are done */
+            idle_step(h, w - T);
+            refresh_step(h, w);
+            idle_step(h, w);
+            lo = w;
+            continue;
+        }
+        if (h->p.row_idle_close > 0 && h->idle_min_all <= t) {
+            idle_step(h, t); /* leaves idle_min_all > t */
+            continue;
+        }
+        if (hit) {
+            issue_col(h, t, r);
+            h->cur = t + T;
+            return max64(t_start, r->done);
+        }
+        if (bk->open)
+            issue_pre(h, t, r);
+        else
+            issue_act(h, t, r);
+        lo = t + T;
+    }
+}
+
 uint64_t plena_hbm_batch(struct plena_hbm *h, uint64_t t_start_ps, const struct plena_hbm_txn *txn,
                          size_t n)
 {
@@ -950,6 +1020,6 @@ uint64_t plena_hbm_sequential(struct plena_hbm *h, uint64_t t_start_ps,
     if (h->p.model == PLENA_HBM_MODEL_IDEAL || n == 0) return 0;
     uint64_t e = t_start_ps;
     for (size_t j = 0; j < n; j++)
-        e = serve(h, e, &txn[j], 1);
+        e = h->exhaustive ? serve(h, e, &txn[j], 1) : serve_one(h, e, &txn[j]);
     return e - t_start_ps;
 }
