@@ -15,12 +15,20 @@ mkdir -p "$TMP/in"
 "$BIN" trace gen --model tiny-route-32x4 --tokens 8 --dist uniform --seed 2 --samples 20 \
     --out "$TMP/in/b.jsonl"
 
+# the shipped settings with VECTOR_SRAM_SIZE 65536 rows: each replay's VRAM
+# dump is 8 MiB instead of 512 MiB (same timing figures), as in
+# bench/replay_throughput.sh
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+sed '/^\[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE\]/{n;s/value = .*/value = 65536/}' \
+    "$ROOT/configs/plena_settings.toml" > "$TMP/small.toml"
+
 now() { date +%s.%N; }
 # run_one LABEL PREFIX EXTRA: PREFIX is "" or an mpirun command line
 run_one() {
     label=$1 prefix=$2 extra=$3
     out="$TMP/$label"
-    set -- campaign run --traces "$TMP/in" --out "$out" --no-determinism-gate --progress none
+    set -- campaign run --traces "$TMP/in" --out "$out" --no-determinism-gate --progress none \
+        --settings "$TMP/small.toml"
     [ -n "${WORKER_CMD:-}" ] && set -- "$@" --worker-cmd "$WORKER_CMD"
     t0=$(now)
     # shellcheck disable=SC2086
