@@ -29,12 +29,16 @@ const char *plena_resource_name(enum plena_resource r)
  * .def UNIT column: S_LD/ST_FP and C_* both count as scalar here). */
 enum plena_resource plena_resource_of(unsigned op)
 {
-    if (op >= 0x01 && op <= 0x0C) return PLENA_RESOURCE_MATRIX;
-    if ((op >= 0x0D && op <= 0x16) || op == 0x32 || (op >= 0x35 && op <= 0x37))
-        return PLENA_RESOURCE_VECTOR;
-    if ((op >= 0x17 && op <= 0x27) || (op >= 0x2B && op <= 0x30) || op == 0x34 || op == 0x38)
-        return PLENA_RESOURCE_SCALAR;
-    if (op >= 0x28 && op <= 0x2A) return PLENA_RESOURCE_DMA;
+    /* Derived from isa.def's UNIT column (timing spec 7.5: control ops bill
+     * to `scalar`), so the opcode table stays the only list of opcodes. */
+    switch (plena_isa_info(op)->unit) {
+    case PLENA_UNIT_MATRIX: return PLENA_RESOURCE_MATRIX;
+    case PLENA_UNIT_VECTOR: return PLENA_RESOURCE_VECTOR;
+    case PLENA_UNIT_SCALAR:
+    case PLENA_UNIT_CONTROL: return PLENA_RESOURCE_SCALAR;
+    case PLENA_UNIT_DMA: return PLENA_RESOURCE_DMA;
+    case PLENA_UNIT_NONE: return PLENA_RESOURCE_OTHER;
+    }
     return PLENA_RESOURCE_OTHER;
 }
 
