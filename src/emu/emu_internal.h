@@ -40,7 +40,7 @@ struct plena_emu {
     /* Kernel selection. ref_paths != 0 runs every instruction through the
      * scalar reference code (num row helpers, emu_dot_block_ref, plain lane
      * loops); tests set it on one of two machines and compare all state bit
-     * for bit. kernel_isa is EMU_ISA_AVX2 when the host supports it (chosen
+     * for bit. kernel_isa is the best EMU_ISA_* the host supports (chosen
      * once in plena_emu_new; tests may lower it to EMU_ISA_GENERIC). */
     int ref_paths;
     int kernel_isa;
@@ -95,6 +95,7 @@ struct plena_emu {
 
 #define EMU_ISA_GENERIC 0 /* portable C (SSE2-width GCC vectors on x86-64) */
 #define EMU_ISA_AVX2    1 /* AVX2 matrix kernels (runtime-detected) */
+#define EMU_ISA_AVX512  2 /* AVX-512F 4x4 block kernel, else AVX2 (runtime-detected) */
 
 /* Sparse memory helpers. Row lookup is inline because every vector and matrix
  * instruction does it; only first-touch page allocation is out of line. */
@@ -187,8 +188,8 @@ void emu_dot_block_ref(const float *x, size_t rows, size_t n, const float *t, si
                        size_t cols, float *out);
 void emu_dot_block_fast(const float *x, size_t rows, size_t n, const float *t, size_t ts,
                         size_t cols, float *out);
-/* The same, on an explicit kernel family (EMU_ISA_*); EMU_ISA_AVX2 on a host
- * without AVX2 falls back to EMU_ISA_GENERIC. emu_dot_block_fast uses the
+/* The same, on an explicit kernel family (EMU_ISA_*); an ISA the host lacks
+ * falls back to the best one it has below it. emu_dot_block_fast uses the
  * best one the host has. */
 void emu_dot_block_isa(int isa, const float *x, size_t rows, size_t n, const float *t, size_t ts,
                        size_t cols, float *out);

@@ -4,7 +4,7 @@
  * instruction validates all addresses before its first write (precise traps).
  * Timing is not computed here: an event record goes to the observer.
  * Speed: BF16 rows convert inline, matrix kernels keep each output's chain in
- * a register lane (generic GCC vectors, AVX2 chosen at run time), and every
+ * a register lane (generic GCC vectors, AVX2 or AVX-512F chosen at run time), and every
  * fast path has a scalar reference twin selected by e->ref_paths, which
  * test_emu_perfpaths compares bit for bit. */
 #include "emu/emu_internal.h"
@@ -377,12 +377,156 @@ __attribute__((target("avx2"))) static void dot_block_avx2(const float *x, size_
     }
 }
 
+/* AVX-512F, cols == 4 and rows a multiple of 4 (BLEN 4 M_MM): the 16 chains
+ * of a 4x4 block are the 16 lanes of one zmm, lane 4i+j = x_i[r] * t[r][j].
+ * Per r: t[r][0..3] is broadcast to the four 128-bit lanes, and x is taken
+ * four r at a time as q = {x0[r..r+3] | x1[r..r+3] | x2[r..r+3] | x3[r..r+3]},
+ * from which vpermps picks {x0[r+k] x4, x1[r+k] x4, ...}. Multiply then add
+ * (no FMA), r increasing, step 0 a bare product: exactly _ref per lane. An
+ * M_MM is bound by the latency of its MLEN-1 dependent adds whatever the
+ * width; one zmm (vs two ymm pairs) just cuts the uops around that chain. */
+#define AVX512 __attribute__((target("avx512f"), always_inline)) inline
+
+static AVX512 __m512 x4_quads(const float *x, size_t n, size_t r)
+{
+    __m512 q = _mm512_castps128_ps512(_mm_loadu_ps(x + r));
+    q = _mm512_insertf32x4(q, _mm_loadu_ps(x + n + r), 1);
+    q = _mm512_insertf32x4(q, _mm_loadu_ps(x + 2 * n + r), 2);
+    return _mm512_insertf32x4(q, _mm_loadu_ps(x + 3 * n + r), 3);
+}
+
+static AVX512 __m512 x4_single(const float *x, size_t n, size_t r)
+{
+    __m512 q = _mm512_castps128_ps512(_mm_set1_ps(x[r]));
+    q = _mm512_insertf32x4(q, _mm_set1_ps(x[n + r]), 1);
+    q = _mm512_insertf32x4(q, _mm_set1_ps(x[2 * n + r]), 2);
+    return _mm512_insertf32x4(q, _mm_set1_ps(x[3 * n + r]), 3);
+}
+
+static AVX512 __m512 t4_bcast(const float *p)
+{
+    return _mm512_broadcast_f32x4(_mm_loadu_ps(p));
+}
+
+/* The 4x4 block of rows x[0..3]: returns the 16 chain results. */
+static AVX512 __m512 avx512_block44(const float *restrict x, size_t n, const float *restrict t,
+                                    size_t ts)
+{
+    const __m512i k0 = _mm512_set_epi32(12, 12, 12, 12, 8, 8, 8, 8, 4, 4, 4, 4, 0, 0, 0, 0);
+    const __m512i one = _mm512_set1_epi32(1);
+    const __m512i k1 = _mm512_add_epi32(k0, one), k2 = _mm512_add_epi32(k1, one),
+                  k3 = _mm512_add_epi32(k2, one);
+    __m512 acc;
+    size_t r = 0;
+    if (n >= 4) {
+        __m512 q = x4_quads(x, n, 0);
+        acc = _mm512_mul_ps(_mm512_permutexvar_ps(k0, q), t4_bcast(t));
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_permutexvar_ps(k1, q), t4_bcast(t + ts)));
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_permutexvar_ps(k2, q), t4_bcast(t + 2 * ts)));
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_permutexvar_ps(k3, q), t4_bcast(t + 3 * ts)));
+        for (r = 4; r + 4 <= n; r += 4) {
+            const float *tr = t + r * ts;
+            q = x4_quads(x, n, r);
+            acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_permutexvar_ps(k0, q), t4_bcast(tr)));
+            acc =
+                _mm512_add_ps(acc, _mm512_mul_ps(_mm512_permutexvar_ps(k1, q), t4_bcast(tr + ts)));
+            acc = _mm512_add_ps(acc,
+                                _mm512_mul_ps(_mm512_permutexvar_ps(k2, q), t4_bcast(tr + 2 * ts)));
+            acc = _mm512_add_ps(acc,
+                                _mm512_mul_ps(_mm512_permutexvar_ps(k3, q), t4_bcast(tr + 3 * ts)));
+        }
+    } else {
+        acc = _mm512_mul_ps(x4_single(x, n, 0), t4_bcast(t));
+        r = 1;
+    }
+    for (; r < n; r++)
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(x4_single(x, n, r), t4_bcast(t + r * ts)));
+    return acc;
+}
+
+__attribute__((target("avx512f"))) static void dot_block_avx512(const float *x, size_t rows,
+                                                                size_t n, const float *t, size_t ts,
+                                                                size_t cols, float *out)
+{
+    if (cols != 4 || rows % 4 || n == 0) {
+        dot_block_avx2(x, rows, n, t, ts, cols, out);
+        return;
+    }
+    for (size_t i0 = 0; i0 < rows; i0 += 4)
+        _mm512_storeu_ps(out + i0 * 4, avx512_block44(x + i0 * n, n, t, ts));
+}
+
+/* One step of the bf16 kernel: x lanes from V (see mm44_bf16_avx512). */
+#define MM44_STEP(V, idx, tr)                                                                      \
+    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_permutexvar_ps(idx, V), t4_bcast(tr)))
+
+/* M_MM at BLEN 4 with n % 16 == 0, reading the four VRAM rows as BF16 (decode
+ * = bits << 16, numerics 2.1, the same as load_rows) so no f32 copy of X is
+ * stored and reloaded. Per 16 r: a 4x4 transpose inside each 128-bit lane
+ * gives V_k with lane 4g+i = x_i[r0+4g+k]; step r0+4g+k takes lanes 4g+i
+ * (idx_g) of V_k. The arithmetic per lane is avx512_block44's. */
+__attribute__((target("avx512f"))) static void
+mm44_bf16_avx512(const uint16_t *const xr[4], size_t n, const float *t, size_t ts, float *m_acc)
+{
+    const __m512i idx[4] = {
+        _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+        _mm512_set_epi32(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4),
+        _mm512_set_epi32(11, 11, 11, 11, 10, 10, 10, 10, 9, 9, 9, 9, 8, 8, 8, 8),
+        _mm512_set_epi32(15, 15, 15, 15, 14, 14, 14, 14, 13, 13, 13, 13, 12, 12, 12, 12),
+    };
+    __m512 acc = _mm512_setzero_ps();
+    for (size_t r0 = 0; r0 < n; r0 += 16) {
+        __m512 a[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++)
+            a[i] = _mm512_castsi512_ps(_mm512_slli_epi32(
+                _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(xr[i] + r0))), 16));
+        __m512 t0 = _mm512_unpacklo_ps(a[0], a[1]), t1 = _mm512_unpackhi_ps(a[0], a[1]);
+        __m512 t2 = _mm512_unpacklo_ps(a[2], a[3]), t3 = _mm512_unpackhi_ps(a[2], a[3]);
+        __m512 v0 =
+            _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
+        __m512 v1 =
+            _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
+        __m512 v2 =
+            _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
+        __m512 v3 =
+            _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
+        const float *tr = t + r0 * ts;
+        int g = 0;
+        if (r0 == 0) { /* step 0 is the bare product (numerics 6) */
+            acc = _mm512_mul_ps(_mm512_permutexvar_ps(idx[0], v0), t4_bcast(tr));
+            MM44_STEP(v1, idx[0], tr + ts);
+            MM44_STEP(v2, idx[0], tr + 2 * ts);
+            MM44_STEP(v3, idx[0], tr + 3 * ts);
+            tr += 4 * ts;
+            g = 1;
+        }
+        for (; g < 4; g++) {
+            MM44_STEP(v0, idx[g], tr);
+            MM44_STEP(v1, idx[g], tr + ts);
+            MM44_STEP(v2, idx[g], tr + 2 * ts);
+            MM44_STEP(v3, idx[g], tr + 3 * ts);
+            tr += 4 * ts;
+        }
+    }
+    _mm512_storeu_ps(m_acc, _mm512_add_ps(_mm512_loadu_ps(m_acc), acc));
+}
+
+/* M_MM at BLEN 4: the block straight into m_acc (acc = acc + s per lane, the
+ * same single rounding as the scalar accumulate loop in op_mm). */
+__attribute__((target("avx512f"))) static void
+mm44_acc_avx512(const float *x, size_t n, const float *t, size_t ts, float *m_acc)
+{
+    __m512 s = avx512_block44(x, n, t, ts);
+    _mm512_storeu_ps(m_acc, _mm512_add_ps(_mm512_loadu_ps(m_acc), s));
+}
 #endif
 
 int emu_host_isa(void)
 {
 #ifdef EMU_X86
     __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2")) return EMU_ISA_AVX512;
     if (__builtin_cpu_supports("avx2")) return EMU_ISA_AVX2;
 #endif
     return EMU_ISA_GENERIC;
@@ -392,7 +536,12 @@ void emu_dot_block_isa(int isa, const float *x, size_t rows, size_t n, const flo
                        size_t cols, float *out)
 {
 #ifdef EMU_X86
-    if (isa == EMU_ISA_AVX2 && emu_host_isa() == EMU_ISA_AVX2) {
+    int host = emu_host_isa();
+    if (isa == EMU_ISA_AVX512 && host >= EMU_ISA_AVX512) {
+        dot_block_avx512(x, rows, n, t, ts, cols, out);
+        return;
+    }
+    if (isa >= EMU_ISA_AVX2 && host >= EMU_ISA_AVX2) {
         dot_block_avx2(x, rows, n, t, ts, cols, out);
         return;
     }
@@ -417,6 +566,10 @@ static inline void dot(const struct plena_emu *e, const float *x, size_t rows, s
         return;
     }
 #ifdef EMU_X86
+    if (e->kernel_isa == EMU_ISA_AVX512) {
+        dot_block_avx512(x, rows, n, t, ts, cols, out);
+        return;
+    }
     if (e->kernel_isa == EMU_ISA_AVX2) {
         dot_block_avx2(x, rows, n, t, ts, cols, out);
         return;
@@ -452,7 +605,6 @@ static int op_mm(struct plena_emu *e, const struct plena_insn *in, int transpose
                      (unsigned long long)c, e->blen);
     if ((t = check_vrows(e, v, e->blen, 1, &row0))) return t;
     const float *T = e->mram + tile * e->mlen2;
-    load_rows(e, row0, e->blen, 1, e->xbuf);
     const float *tp;
     size_t ts;
     if (!transposed) {
@@ -465,6 +617,21 @@ static int op_mm(struct plena_emu *e, const struct plena_insn *in, int transpose
         tp = e->tbuf;
         ts = e->blen;
     }
+#ifdef EMU_X86
+    if (e->blen == 4 && e->kernel_isa == EMU_ISA_AVX512 && !e->ref_paths) {
+        if (e->mlen % 16 == 0) { /* X straight from VRAM (VLEN == MLEN) */
+            const uint16_t *xr[4];
+            for (int i = 0; i < 4; i++)
+                xr[i] = emu_vram_row_ro(e, row0 + (uint64_t)i);
+            mm44_bf16_avx512(xr, e->mlen, tp, ts, e->m_acc);
+            return 0;
+        }
+        load_rows(e, row0, e->blen, 1, e->xbuf);
+        mm44_acc_avx512(e->xbuf, e->mlen, tp, ts, e->m_acc);
+        return 0;
+    }
+#endif
+    load_rows(e, row0, e->blen, 1, e->xbuf);
     dot(e, e->xbuf, e->blen, e->mlen, tp, ts, e->blen, e->obuf);
     for (size_t q = 0; q < (size_t)e->blen * e->blen; q++)
         e->m_acc[q] = e->m_acc[q] + e->obuf[q];

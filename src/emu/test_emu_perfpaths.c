@@ -3,7 +3,7 @@
  * conversions vs plena_num_bf16_row_* on every BF16 pattern and on f32 tie
  * points; every matrix kernel family vs emu_dot_block_ref on many shapes and
  * special values; and whole random programs of vector and matrix ops run on a
- * machine with ref_paths set and on machines with the generic and the AVX2
+ * machine with ref_paths set and on machines with the generic, AVX2 and AVX-512F
  * kernels, comparing all VRAM, FP registers and FP SRAM. The reference side
  * is the plain definition, never the code under test. */
 #include "emu/emu_internal.h"
@@ -130,19 +130,44 @@ static void check_kernel(int isa, size_t rows, size_t n, size_t cols, size_t ts,
     free(o2);
 }
 
+/* Numerics 6: a chain starts with the bare product, never 0 + product, so
+ * -0 * 1 summed over any n stays -0 (0x80000000); a kernel that seeds its
+ * accumulator with +0 would give +0. Random data almost never has an
+ * all-zero chain, hence this fixed case. */
+static void check_neg_zero_chain(int isa, size_t rows, size_t n, size_t cols)
+{
+    float x[64 * 66], t[66 * 8], o[64 * 8];
+    for (size_t i = 0; i < rows * n; i++)
+        x[i] = -0.0f;
+    for (size_t i = 0; i < n * cols; i++)
+        t[i] = 1.0f;
+    emu_dot_block_isa(isa, x, rows, n, t, cols, cols, o);
+    for (size_t i = 0; i < rows * cols; i++) {
+        uint32_t b;
+        memcpy(&b, &o[i], 4);
+        assert_int_equal(b, 0x80000000u);
+    }
+}
+
 static void test_kernels_vs_ref(void **state)
 {
     (void)state;
     static const size_t rows[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 64};
     static const size_t cols[] = {1, 2, 3, 4, 8, 12, 16, 20, 24, 64};
-    static const size_t ns[] = {1, 2, 16, 64};
+    /* n 7 and 66: the AVX-512 4x4 kernel's four-step groups plus a tail */
+    static const size_t ns[] = {1, 2, 7, 16, 66, 64};
     uint32_t s = 2024;
-    for (int isa = EMU_ISA_GENERIC; isa <= EMU_ISA_AVX2; isa++)
+    for (int isa = EMU_ISA_GENERIC; isa <= EMU_ISA_AVX512; isa++)
+        for (unsigned k = 0; k < 6; k++) {
+            check_neg_zero_chain(isa, 4, ns[k], 4);
+            check_neg_zero_chain(isa, 8, ns[k], 8);
+        }
+    for (int isa = EMU_ISA_GENERIC; isa <= EMU_ISA_AVX512; isa++)
         for (unsigned a = 0; a < 10; a++)
             for (unsigned c = 0; c < 10; c++)
-                for (unsigned k = 0; k < 4; k++) {
+                for (unsigned k = 0; k < 6; k++) {
                     check_kernel(isa, rows[a], ns[k], cols[c], cols[c] + (a % 3) * 4, &s, 3);
-                    if (k == 3) check_kernel(isa, rows[a], ns[k], cols[c], cols[c], &s, 30);
+                    if (k == 5) check_kernel(isa, rows[a], ns[k], cols[c], cols[c], &s, 30);
                 }
 }
 
@@ -316,13 +341,21 @@ static void test_programs_fast_vs_ref(void **state)
         for (uint32_t seed = 1; seed <= 3; seed++) {
             build(&p, g, seed * 7919u + gi, g->blen == 64 ? 60 : 250);
             struct plena_emu *ref = tu_new(&s), *gen = tu_new(&s), *avx = tu_new(&s);
+            struct plena_emu *avx2 = tu_new(&s);
             ref->ref_paths = 1;
             gen->kernel_isa = EMU_ISA_GENERIC;
             avx->kernel_isa = emu_host_isa();
+            /* the host's best is AVX-512F where it has it: run AVX2 as well */
+            avx2->kernel_isa = emu_host_isa() < EMU_ISA_AVX2 ? emu_host_isa() : EMU_ISA_AVX2;
             fill(ref, g, seed);
             fill(gen, g, seed);
             fill(avx, g, seed);
+            fill(avx2, g, seed);
             struct plena_emu_result r1 = tu_run(ref, &p), r2 = tu_run(gen, &p);
+            struct plena_emu_result r4 = tu_run(avx2, &p);
+            assert_int_equal(r4.status, PLENA_RUN_COMPLETED);
+            compare_machines(ref, avx2, g, "avx2");
+            plena_emu_free(avx2);
             uint64_t seen = 0;
             struct plena_emu_result r3 = tu_run_obs(avx, &p, count_obs, &seen);
             if (r1.status != PLENA_RUN_COMPLETED) fprintf(stderr, "trap: %s\n", r1.trap.detail);
@@ -339,13 +372,92 @@ static void test_programs_fast_vs_ref(void **state)
     }
 }
 
+/* M_MM / M_TMM straight into the matrix accumulator, which the program test
+ * only sees through BF16 write-outs (those hide a 1-ulp f32 difference):
+ * a few instructions per run, then m_acc compared bit for bit between the
+ * reference machine and every kernel family. Moderate finite operands with
+ * 0.5% specials (few NaNs, so most chains stay comparable), some with all-(-0) X rows and m_acc
+ * preset to -0: numerics 6 then gives -0, and +0 if a kernel started a chain
+ * at 0 + product. MLEN 20 covers MLEN not a multiple of 16. */
+static float rand_moderate(uint32_t *s)
+{
+    uint32_t r = rng(s);
+    if (r % 200 == 0) return f32_of(specials[rng(s) % (sizeof specials / sizeof specials[0])]);
+    return f32_of((r & 0x80000000u) | (120 + rng(s) % 14) << 23 | (rng(s) & 0x7FFFFFu));
+}
+
+static void test_mm_acc_fast_vs_ref(void **state)
+{
+    (void)state;
+    static const struct geom geoms[] = {{64, 4, 16}, {20, 4, 5}, {64, 16, 16}, {64, 8, 8}};
+    static struct tu_prog p;
+    for (unsigned gi = 0; gi < sizeof geoms / sizeof geoms[0]; gi++) {
+        const struct geom *g = &geoms[gi];
+        uint32_t L = g->mlen, Bl = g->blen;
+        struct plena_settings st;
+        settings_for(&st, g);
+        for (uint32_t seed = 1; seed <= 24; seed++) {
+            uint32_t s = seed * 104729u + gi;
+            int negz = seed % 4 == 0;
+            p.n = 0;
+            for (unsigned k = 0; k < 3; k++) {
+                uint32_t c = (rng(&s) % (L / Bl)) * Bl, v = rng(&s) % (SRC_ROWS - Bl + 1);
+                LI(&p, 6, (rng(&s) % TILES) * L * L + c * L);
+                LI(&p, 7, v * L);
+                if (rng(&s) % 3)
+                    R(&p, M_MM, 0, 6, 7);
+                else
+                    R(&p, M_TMM, 0, 7, 6);
+            }
+            struct plena_emu *m[4];
+            for (int q = 0; q < 4; q++) {
+                m[q] = tu_new(&st);
+                uint32_t fs = s;
+                for (uint64_t i = 0; i < (uint64_t)SRC_ROWS * L; i++) {
+                    uint32_t b;
+                    float f = rand_moderate(&fs);
+                    memcpy(&b, &f, 4);
+                    plena_emu_vram_set(m[q], i, negz ? 0x8000 : (uint16_t)(b >> 16));
+                }
+                for (uint64_t i = 0; i < (uint64_t)TILES * L * L; i++) {
+                    float f = rand_moderate(&fs);
+                    plena_emu_mram_set(m[q], i, negz ? fabsf(f) + 1.0f : f);
+                }
+                for (uint32_t i = 0; i < Bl * Bl; i++)
+                    m[q]->m_acc[i] = negz ? -0.0f : 0.0f;
+            }
+            m[0]->ref_paths = 1;
+            m[1]->kernel_isa = EMU_ISA_GENERIC;
+            m[2]->kernel_isa = emu_host_isa() < EMU_ISA_AVX2 ? emu_host_isa() : EMU_ISA_AVX2;
+            m[3]->kernel_isa = emu_host_isa();
+            for (int q = 0; q < 4; q++)
+                assert_int_equal(tu_run(m[q], &p).status, PLENA_RUN_COMPLETED);
+            for (int q = 1; q < 4; q++) {
+                for (uint32_t i = 0; i < Bl * Bl; i++) {
+                    float a = m[0]->m_acc[i], b = m[q]->m_acc[i];
+                    uint32_t ba, bb;
+                    if (isnan(a) && isnan(b)) continue;
+                    memcpy(&ba, &a, 4);
+                    memcpy(&bb, &b, 4);
+                    if (ba != bb)
+                        fprintf(stderr, "m_acc[%u] machine %d MLEN %u BLEN %u seed %u differs\n", i,
+                                q, L, Bl, seed);
+                    if (negz) assert_int_equal(ba, 0x80000000u);
+                    assert_int_equal(ba, bb);
+                }
+            }
+            for (int q = 0; q < 4; q++)
+                plena_emu_free(m[q]);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bf16_decode_all),
-        cmocka_unit_test(test_bf16_encode_ties),
-        cmocka_unit_test(test_kernels_vs_ref),
-        cmocka_unit_test(test_programs_fast_vs_ref),
+        cmocka_unit_test(test_bf16_decode_all),    cmocka_unit_test(test_bf16_encode_ties),
+        cmocka_unit_test(test_kernels_vs_ref),     cmocka_unit_test(test_programs_fast_vs_ref),
+        cmocka_unit_test(test_mm_acc_fast_vs_ref),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
