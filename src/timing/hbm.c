@@ -23,7 +23,8 @@
 struct bank {
     uint64_t row;
     uint64_t next_act, next_pre, next_col, last_use;
-    uint32_t n_hits; /* pending requests targeting the open row */
+    uint32_t n_hits;  /* pending requests targeting the open row */
+    uint32_t n_whits; /* how many of them are writes (fast path: ends update_reps early) */
     uint8_t open;
     uint8_t reps_dirty; /* rep_* must be recomputed (list or open row changed) */
     uint32_t open_pos;  /* position in its channel's open list while open */
@@ -97,6 +98,9 @@ struct plena_hbm {
     struct plena_hbm_params p;
     uint64_t T;
     unsigned c_bits, p_bits, h_bits, g_bits, k_bits;
+    /* address mapping constants of plena_hbm_map, precomputed */
+    unsigned n_sel;
+    uint64_t sel_mask, p_mask, h_mask, g_mask;
     struct bank *banks;
     size_t n_banks;
     struct pch *pcs;
@@ -217,6 +221,11 @@ int plena_hbm_new(const struct plena_hbm_params *p, struct plena_hbm **out, stru
                           "channel, bank group and bank (at most 40)",
                           h->c_bits + h->p_bits + h->h_bits + h->g_bits + h->k_bits);
     }
+    h->n_sel = h->p_bits + h->h_bits + h->g_bits + h->k_bits;
+    h->sel_mask = ((uint64_t)1 << h->n_sel) - 1;
+    h->p_mask = ((uint64_t)1 << h->p_bits) - 1;
+    h->h_mask = ((uint64_t)1 << h->h_bits) - 1;
+    h->g_mask = ((uint64_t)1 << h->g_bits) - 1;
     size_t n_pc = (size_t)p->channels * p->pseudo_channels;
     h->n_banks = n_pc * p->bank_groups * p->banks_per_group;
     h->banks = plena_calloc(h->n_banks, sizeof *h->banks);
@@ -299,37 +308,45 @@ int plena_hbm_out_of_memory(const struct plena_hbm *h)
     return h->oom;
 }
 
-void plena_hbm_map(const struct plena_hbm *h, uint64_t addr, struct plena_hbm_loc *loc)
+static inline void map_addr(const struct plena_hbm *h, uint64_t addr, struct plena_hbm_loc *loc)
 {
     /* Above the column, b holds pc, channel, bank group and bank in that
      * order, low bits first: one field "sel" of p+h+g+k bits. */
-    unsigned n_sel = h->p_bits + h->h_bits + h->g_bits + h->k_bits;
-    uint64_t sel_mask = ((uint64_t)1 << n_sel) - 1;
     uint64_t b = addr >> (6 + h->c_bits);
-    uint64_t sel = b & sel_mask;
+    uint64_t sel = b & h->sel_mask;
     /* Hash the granule number into the selection bits (3.3): moves an MX
      * tensor's scale stream off its element stream's bank. The key's fields
      * are XORed in the same order, so one XOR of the whole field does it. */
-    if (h->p.address_hash_bit > 0) sel ^= (addr >> h->p.address_hash_bit) & sel_mask;
-    loc->pseudo_channel = (unsigned)(sel & (((uint64_t)1 << h->p_bits) - 1));
+    if (h->p.address_hash_bit > 0) sel ^= (addr >> h->p.address_hash_bit) & h->sel_mask;
+    loc->pseudo_channel = (unsigned)(sel & h->p_mask);
     sel >>= h->p_bits;
-    loc->channel = (unsigned)(sel & (((uint64_t)1 << h->h_bits) - 1));
+    loc->channel = (unsigned)(sel & h->h_mask);
     sel >>= h->h_bits;
-    loc->bank_group = (unsigned)(sel & (((uint64_t)1 << h->g_bits) - 1));
+    loc->bank_group = (unsigned)(sel & h->g_mask);
     sel >>= h->g_bits;
     loc->bank = (unsigned)sel;
-    loc->row = b >> n_sel;
+    loc->row = b >> h->n_sel;
+}
+
+void plena_hbm_map(const struct plena_hbm *h, uint64_t addr, struct plena_hbm_loc *loc)
+{
+    map_addr(h, addr, loc);
 }
 
 /* ---- state helpers ---- */
 
-static void emit(struct plena_hbm *h, uint64_t t, const char *cmd, const struct req *r)
+static void emit_call(struct plena_hbm *h, uint64_t t, const char *cmd, const struct req *r)
 {
-    if (!h->trace) return;
     if (r)
         h->trace(h->trace_ctx, t, cmd, r->ch, r->l_pc, r->l_bg, r->l_bank, r->row, (int64_t)r->seq);
     else
         h->trace(h->trace_ctx, t, cmd, 0, 0, 0, 0, 0, -1);
+}
+
+/* the test for a hook inline: a call per command costs when tracing is off */
+static inline void emit(struct plena_hbm *h, uint64_t t, const char *cmd, const struct req *r)
+{
+    if (h->trace) emit_call(h, t, cmd, r);
 }
 
 /* The bank's cached representatives and its pseudo channel's aggregates are stale. */
@@ -350,6 +367,7 @@ static void close_bank(struct plena_hbm *h, uint32_t b)
     h->banks[last].open_pos = bk->open_pos;
     bk->open = 0;
     bk->n_hits = 0;
+    bk->n_whits = 0;
     bank_changed(h, b);
     c->dirty = 1;
 }
@@ -449,6 +467,7 @@ static void issue_col(struct plena_hbm *h, uint64_t t, struct req *r)
     c->dirty = 1;
     bk->last_use = t;
     bk->n_hits--;
+    bk->n_whits -= r->is_write;
     h->n_pending--;
     if (bk->n_hits == 0) {
         /* the bank (still open) now waits for its idle close */
@@ -457,8 +476,7 @@ static void issue_col(struct plena_hbm *h, uint64_t t, struct req *r)
         h->idle_min_all = min64(h->idle_min_all, tc);
     }
     if (!h->exhaustive) {
-        unlink_req(h, r);
-        c->n_req--;
+        /* the batch caller has unlinked r already, serve_one never linked it */
         bk->reps_dirty = 1;
         pc->col_dirty = 1;
         /* the row aggregates see this bank only as a PRE candidate (a
@@ -491,17 +509,25 @@ static void issue_act(struct plena_hbm *h, uint64_t t, struct req *r)
     pc->act_term = pc_act_term(h, pc);
     c->row_bus_free = t + 2 * h->T;
     bk->last_use = t;
-    uint32_t n = 0;
+    uint32_t n = 0, nw = 0;
     if (h->exhaustive) {
         for (size_t j = 0; j < c->n_pend; j++) {
             const struct req *q = &h->reqs[c->pend[j]];
-            if (q->bank == r->bank && q->row == r->row) n++;
+            if (q->bank == r->bank && q->row == r->row) {
+                n++;
+                nw += q->is_write;
+            }
         }
     } else {
         for (uint32_t q = bk->head; q != NIL; q = h->reqs[q].next)
-            n += h->reqs[q].row == r->row;
+            if (h->reqs[q].row == r->row) {
+                n++;
+                nw += h->reqs[q].is_write;
+            }
     }
-    bk->n_hits = n; /* >= 1: r itself */
+    /* >= 1 (r itself), but 0 for serve_one()'s unlisted request: it sets the count */
+    bk->n_hits = n;
+    bk->n_whits = nw;
     emit(h, t, "ACT", r);
 }
 
@@ -553,12 +579,13 @@ static void channel_step_literal(struct plena_hbm *h, struct chan *c, uint64_t t
 static void update_reps(struct plena_hbm *h, struct bank *bk)
 {
     uint32_t rd = NIL, wr = NIL, nh = NIL;
+    /* each kind still to find exists in the list: stop once all are found */
     int need_nh = bk->n_pend > bk->n_hits;
-    uint32_t hits_left = bk->n_hits;
+    int need_rd = bk->n_hits > bk->n_whits;
+    int need_wr = bk->n_whits > 0;
     for (uint32_t q = bk->head; q != NIL; q = h->reqs[q].next) {
         const struct req *r = &h->reqs[q];
         if (bk->open && r->row == bk->row) {
-            hits_left--;
             if (r->is_write) {
                 if (wr == NIL) wr = q;
             } else if (rd == NIL) {
@@ -568,7 +595,7 @@ static void update_reps(struct plena_hbm *h, struct bank *bk)
             nh = q;
             need_nh = 0;
         }
-        if (!need_nh && (hits_left == 0 || (rd != NIL && wr != NIL))) break;
+        if (!need_nh && (rd != NIL || !need_rd) && (wr != NIL || !need_wr)) break;
     }
     bk->rep_rd = rd;
     bk->rep_wr = wr;
@@ -576,30 +603,43 @@ static void update_reps(struct plena_hbm *h, struct bank *bk)
     bk->reps_dirty = 0;
 }
 
-static void take(struct req **best, struct req *r)
+/* Within one serve() request indices grow with sequence numbers, so the
+ * oldest candidate is the smallest index (NIL, the largest, is "none"). */
+static uint32_t take(uint32_t best, uint32_t q)
 {
-    if (!*best || r->seq < (*best)->seq) *best = r;
+    return q < best ? q : best;
 }
 
 /* Recomputes the pseudo channel's column aggregates and returns its oldest
  * column candidate legal at t, given which directions pass the channel and
  * pseudo-channel terms (both 0: aggregates only). */
-static struct req *scan_col(struct plena_hbm *h, struct pch *pc, uint64_t t, int ok_rd, int ok_wr)
+static uint32_t scan_col(struct plena_hbm *h, struct pch *pc, uint64_t t, int ok_rd, int ok_wr)
 {
     uint64_t m_rd = NONE, m_wr = NONE;
-    struct req *best = NULL;
+    uint32_t best = NIL;
     for (size_t k = 0; k < pc->n_active; k++) {
         struct bank *bk = &h->banks[pc->active[k]];
         if (bk->n_hits == 0) continue;
-        if (bk->reps_dirty) update_reps(h, bk);
-        int ready = bk->next_col <= t;
-        if (bk->rep_rd != NIL) {
-            m_rd = min64(m_rd, bk->next_col);
-            if (ok_rd && ready) take(&best, &h->reqs[bk->rep_rd]);
+        if (bk->reps_dirty) {
+            if (bk->n_pend == bk->n_hits && (bk->n_whits == 0 || bk->n_whits == bk->n_hits)) {
+                /* the frequent case of update_reps: every pending request
+                 * is a hit of one direction, the oldest is the head */
+                bk->rep_rd = bk->n_whits == 0 ? bk->head : NIL;
+                bk->rep_wr = bk->n_whits == 0 ? NIL : bk->head;
+                bk->rep_nh = NIL;
+                bk->reps_dirty = 0;
+            } else {
+                update_reps(h, bk);
+            }
         }
-        if (bk->rep_wr != NIL) {
-            m_wr = min64(m_wr, bk->next_col);
-            if (ok_wr && ready) take(&best, &h->reqs[bk->rep_wr]);
+        uint64_t nc = bk->next_col;
+        uint32_t rd = bk->rep_rd, wr = bk->rep_wr;
+        if (rd != NIL && nc < m_rd) m_rd = nc;
+        if (wr != NIL && nc < m_wr) m_wr = nc;
+        if (nc <= t) {
+            /* NIL never beats best */
+            if (ok_rd && rd < best) best = rd;
+            if (ok_wr && wr < best) best = wr;
         }
     }
     pc->col_min[0] = m_rd;
@@ -609,10 +649,10 @@ static struct req *scan_col(struct plena_hbm *h, struct pch *pc, uint64_t t, int
 }
 
 /* The same for row commands (ACT passes the pseudo-channel terms iff ok_act). */
-static struct req *scan_row(struct plena_hbm *h, struct pch *pc, uint64_t t, int ok_act)
+static uint32_t scan_row(struct plena_hbm *h, struct pch *pc, uint64_t t, int ok_act)
 {
     uint64_t m_act = NONE, m_pre = NONE;
-    struct req *best = NULL;
+    uint32_t best = NIL;
     for (size_t k = 0; k < pc->n_active; k++) {
         uint32_t b = pc->active[k];
         struct bank *bk = &h->banks[b];
@@ -621,10 +661,10 @@ static struct req *scan_row(struct plena_hbm *h, struct pch *pc, uint64_t t, int
         if (!bk->open) {
             uint64_t x = max64(bk->next_act, bg_term(h, b / h->p.banks_per_group));
             m_act = min64(m_act, x);
-            if (ok_act && x <= t) take(&best, &h->reqs[bk->rep_nh]);
+            if (ok_act && x <= t) best = take(best, bk->rep_nh);
         } else if (bk->n_hits == 0) {
             m_pre = min64(m_pre, bk->next_pre);
-            if (bk->next_pre <= t) take(&best, &h->reqs[bk->rep_nh]);
+            if (bk->next_pre <= t) best = take(best, bk->rep_nh);
         }
     }
     pc->act_min = m_act;
@@ -642,7 +682,7 @@ static void channel_step_fast(struct plena_hbm *h, uint32_t ch, uint64_t t)
     struct chan *c = &h->chans[ch];
     size_t P = h->p.pseudo_channels;
     struct pch *pcs = &h->pcs[(size_t)ch * P];
-    struct req *best = NULL;
+    uint32_t best = NIL;
     /* the cached candidate time was due (or stale): recompute it after this tick */
     c->dirty = 1;
     /* (a) column */
@@ -656,27 +696,31 @@ static void channel_step_fast(struct plena_hbm *h, uint32_t ch, uint64_t t)
             if (!pc->col_dirty && !(ok_rd && pc->col_min[0] <= t) &&
                 !(ok_wr && pc->col_min[1] <= t))
                 continue;
-            struct req *r = scan_col(h, pc, t, ok_rd, ok_wr);
-            if (r) take(&best, r);
+            best = take(best, scan_col(h, pc, t, ok_rd, ok_wr));
         }
-        if (best) issue_col(h, t, best);
+        if (best != NIL) {
+            struct req *r = &h->reqs[best];
+            unlink_req(h, r);
+            c->n_req--;
+            issue_col(h, t, r);
+        }
     }
     /* (b) row, on the state left by (a) */
     if (c->row_bus_free > t) return;
-    best = NULL;
+    best = NIL;
     for (size_t i = 0; i < P; i++) {
         struct pch *pc = &pcs[i];
         if (pc->n_active == 0) continue;
         int ok_act = pc->act_term <= t;
         if (!pc->row_dirty && !(ok_act && pc->act_min <= t) && pc->pre_min > t) continue;
-        struct req *r = scan_row(h, pc, t, ok_act);
-        if (r) take(&best, r);
+        best = take(best, scan_row(h, pc, t, ok_act));
     }
-    if (best) {
-        if (h->banks[best->bank].open)
-            issue_pre(h, t, best);
+    if (best != NIL) {
+        struct req *r = &h->reqs[best];
+        if (h->banks[r->bank].open)
+            issue_pre(h, t, r);
         else
-            issue_act(h, t, best);
+            issue_act(h, t, r);
     }
 }
 
@@ -840,6 +884,7 @@ static void drop_queue(struct plena_hbm *h)
     h->n_busy = 0;
     for (size_t i = 0; i < h->n_banks; i++) {
         h->banks[i].n_hits = 0;
+        h->banks[i].n_whits = 0;
         h->banks[i].reps_dirty = 1;
     }
     h->n_pending = 0;
@@ -847,7 +892,8 @@ static void drop_queue(struct plena_hbm *h)
 
 static int enqueue(struct plena_hbm *h, const struct plena_hbm_txn *txn, size_t n)
 {
-    if (plena_grow((void **)&h->reqs, &h->cap_reqs, n, sizeof *h->reqs) != 0) return -1;
+    if (n > h->cap_reqs && plena_grow((void **)&h->reqs, &h->cap_reqs, n, sizeof *h->reqs) != 0)
+        return -1;
     /* Fast path: only the channels receiving requests change; the others'
      * cached candidate times stay valid (nothing changed their state). */
     if (h->exhaustive)
@@ -860,7 +906,7 @@ static int enqueue(struct plena_hbm *h, const struct plena_hbm_txn *txn, size_t 
     h->n_busy = 0;
     for (size_t i = 0; i < n; i++) {
         struct plena_hbm_loc loc;
-        plena_hbm_map(h, txn[i].addr, &loc);
+        map_addr(h, txn[i].addr, &loc);
         struct req *r = &h->reqs[i];
         r->seq = h->seq++;
         r->row = loc.row;
@@ -906,10 +952,47 @@ static int enqueue(struct plena_hbm *h, const struct plena_hbm_txn *txn, size_t 
             }
         }
         /* a hit takes the bank out of the idle-close set (idle_min stays a lower bound) */
-        if (bk->open && bk->row == r->row) bk->n_hits++;
+        if (bk->open && bk->row == r->row) {
+            bk->n_hits++;
+            bk->n_whits += r->is_write;
+        }
     }
     h->n_pending = n;
     return 0;
+}
+
+/* enqueue(h, txn, 1) for serve_one(), which issues every command of its
+ * one request itself and never ticks: the request is kept out of the bank,
+ * pseudo-channel and channel lists (with every queue empty, as after any
+ * serve, they would hold it alone), and only what they would leave behind
+ * once it completes is set: the dirty flags and the hit count. */
+static void enqueue_one(struct plena_hbm *h, const struct plena_hbm_txn *txn)
+{
+    struct plena_hbm_loc loc;
+    map_addr(h, txn->addr, &loc);
+    struct req *r = &h->reqs[0];
+    r->seq = h->seq++;
+    r->row = loc.row;
+    r->done = 0;
+    r->ch = loc.channel;
+    r->pc = loc.channel * h->p.pseudo_channels + loc.pseudo_channel;
+    r->bgi = r->pc * h->p.bank_groups + loc.bank_group;
+    r->bank = r->bgi * h->p.banks_per_group + loc.bank;
+    r->is_write = txn->is_write != 0;
+    r->l_pc = (uint8_t)loc.pseudo_channel;
+    r->l_bg = (uint8_t)loc.bank_group;
+    r->l_bank = (uint8_t)loc.bank;
+    r->prev = r->next = NIL;
+    struct bank *bk = &h->banks[r->bank];
+    bank_changed(h, r->bank);
+    h->chans[r->ch].dirty = 1;
+    h->n_reqs = 1;
+    h->n_busy = 0;
+    if (bk->open && bk->row == r->row) {
+        bk->n_hits++;
+        bk->n_whits += r->is_write;
+    }
+    h->n_pending = 1;
 }
 
 /* All of txn[0..n) enter at t_start; returns the latest done time. */
@@ -968,16 +1051,18 @@ static uint64_t serve(struct plena_hbm *h, uint64_t t_start, const struct plena_
 static uint64_t serve_one(struct plena_hbm *h, uint64_t t_start, const struct plena_hbm_txn *txn)
 {
     uint64_t T = h->T;
-    if (enqueue(h, txn, 1) != 0) {
+    if (h->cap_reqs < 1 && plena_grow((void **)&h->reqs, &h->cap_reqs, 1, sizeof *h->reqs) != 0) {
         h->oom = 1;
         drop_queue(h);
         return t_start;
     }
+    enqueue_one(h, txn);
     struct req *r = &h->reqs[0];
     struct bank *bk = &h->banks[r->bank];
     uint64_t lo = max64(h->cur, ceil_tick(t_start, T));
-    refresh_step(h, lo);
-    idle_step(h, lo);
+    /* the guards of refresh_step and idle_step inline, as in tick() */
+    if (h->p.nREFI > 0 && lo >= h->next_ref) refresh_step(h, lo);
+    if (h->p.row_idle_close > 0 && h->idle_min_all <= lo) idle_step(h, lo);
     for (;;) {
         int hit = bk->open && bk->row == r->row;
         uint64_t x = hit ? col_ready(h, r) : !bk->open ? act_ready(h, r) : pre_ready(h, r);
@@ -999,10 +1084,14 @@ static uint64_t serve_one(struct plena_hbm *h, uint64_t t_start, const struct pl
             h->cur = t + T;
             return max64(t_start, r->done);
         }
-        if (bk->open)
+        if (bk->open) {
             issue_pre(h, t, r);
-        else
+        } else {
             issue_act(h, t, r);
+            /* r is in no bank list (enqueue_one): count its own hit */
+            bk->n_hits = 1;
+            bk->n_whits = r->is_write;
+        }
         lo = t + T;
     }
 }
