@@ -259,7 +259,6 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
 
     if (out->x_norm) memcpy(out->x_norm, s.x, th * sizeof(float));
 
-
     if (routed) {
         const uint32_t E = cfg->E, k = cfg->k;
         uint32_t *ids = out->ids;

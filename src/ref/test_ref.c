@@ -233,9 +233,11 @@ static void test_bound_with_large_residual(void **state)
     assert_true(norm_rel >= 0.0 && norm_rel <= PLENA_MOE_REL_RMS_BOUND);
     /* a mirrored RMSNorm bug (e.g. dividing by H - 1 or a wrong eps) shows
      * up as a scale error of the normalised input: 3% fails the bound */
-    for (int i = 0; i < T * H; i++) xn[i] *= 1.03f;
+    for (int i = 0; i < T * H; i++)
+        xn[i] *= 1.03f;
     assert_true(plena_moe_rel_rms_norm(&cfg, xn, x64) > PLENA_MOE_REL_RMS_BOUND);
-    for (int i = 0; i < T * H; i++) xn[i] /= 1.03f;
+    for (int i = 0; i < T * H; i++)
+        xn[i] /= 1.03f;
     assert_true(plena_moe_rel_rms_moe(&cfg, &in, moe, o64x) <= PLENA_MOE_REL_RMS_BOUND);
     double moe_rel = plena_moe_rel_rms_moe(&cfg, &in, moe, o64);
     double full_rel = plena_moe_rel_rms_full(&cfg, out, o64);

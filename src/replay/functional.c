@@ -128,10 +128,10 @@ json_t *plena_replay_functional_compare(const struct plena_replay_cmp_in *in, in
         int ok64 = in->ref64 && in->rel_rms_f64 >= 0 && in->rel_rms_f64 <= in->rel_rms_bound &&
                    in->rel_rms_f64_full >= 0 && in->rel_rms_f64_full <= in->rel_rms_bound &&
                    in->rel_rms_f64_norm >= 0 && in->rel_rms_f64_norm <= in->rel_rms_bound;
-        plena_replay_check_set(&ck, "f64_bound", ok64,
-                               "rel_rms_f64 %.6g (MoE output), %.6g (RMSNorm), %.6g (full output), bound %g",
-                               in->rel_rms_f64, in->rel_rms_f64_norm, in->rel_rms_f64_full,
-                               in->rel_rms_bound);
+        plena_replay_check_set(
+            &ck, "f64_bound", ok64,
+            "rel_rms_f64 %.6g (MoE output), %.6g (RMSNorm), %.6g (full output), bound %g",
+            in->rel_rms_f64, in->rel_rms_f64_norm, in->rel_rms_f64_full, in->rel_rms_bound);
         plena_replay_check_set(&ck, "reference_nonzero", ref_nonzero,
                                ref_nonzero ? "reference output has non-zero elements"
                                            : "reference output is all zero");
