@@ -21,27 +21,12 @@
 #include "common/fileio.h"
 #include "replay/gates.h"
 #include "replay/jsonw.h"
+#include "replay/test_replay_util.h"
 #include "settings/settings.h"
 
 static char g_tmp[64];
 static const char *g_bin;
 static char g_bd[256]; /* the build directory of the kept-dumps replay */
-
-static void write_small_settings(const char *path)
-{
-    /* the shipped settings with a 16384-row VRAM: same timing, 2 MiB dumps */
-    const char *ref = plena_settings_reference_text();
-    const char *key = "[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE]\nvalue = 4194304\n";
-    const char *hit = strstr(ref, key);
-    if (!hit) abort();
-    struct plena_buf b;
-    plena_buf_init(&b);
-    plena_buf_append(&b, ref, (size_t)(hit - ref));
-    plena_buf_puts(&b, "[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE]\nvalue = 16384\n");
-    plena_buf_puts(&b, hit + strlen(key));
-    if (plena_file_write_atomic(path, b.data, b.len, NULL)) abort();
-    plena_buf_free(&b);
-}
 
 /* runs plena with args (NULL-terminated), stdout/stderr to files in g_tmp */
 static int run(const char *const *args)
@@ -110,7 +95,7 @@ static int setup(void **state)
     snprintf(settings, sizeof settings, "%s/small.toml", g_tmp);
     snprintf(out, sizeof out, "%s/out", g_tmp);
     snprintf(example, sizeof example, "%s/src/trace/testdata/example_v2.json", PLENA_SOURCE_DIR);
-    write_small_settings(settings);
+    replay_test_write_small_settings(settings);
     int rc = run((const char *[]){"replay", example, "--out", out, "--settings", settings,
                                   "--keep-dumps", NULL});
     snprintf(g_bd, sizeof g_bd, "%s/example_e8k2_t4_l0", out);
