@@ -346,36 +346,39 @@ int plena_prog_words(const struct plena_prog *p, uint32_t **words, size_t *n)
 
 /* ---- emission helpers ---- */
 
+/* Takes the lowest free register in [first, limit) of one register file's
+ * live mask; -1 when the file is exhausted. Deterministic by construction. */
+static int take_lowest(unsigned *live, unsigned first, unsigned limit)
+{
+    for (unsigned r = first; r < limit; r++)
+        if (!(*live >> r & 1)) {
+            *live |= 1u << r;
+            return (int)r;
+        }
+    return -1;
+}
+
 int plena_regs_take(struct plena_ctx *c, unsigned n_gp, unsigned n_fp, unsigned n_a, uint8_t *out)
 {
+    /* gp0 and f0 are constant zero (1.4), so GP and FP start at 1; a0 is usable */
+    static const struct {
+        const char *name;
+        unsigned first, limit;
+    } files[3] = {{"GP", 1, 16}, {"FP", 1, 8}, {"A", 0, 8}};
+    const unsigned want[3] = {n_gp, n_fp, n_a};
+    unsigned live[3] = {c->live.gp, c->live.fp, c->live.a};
     unsigned k = 0;
-    for (unsigned i = 0; i < n_gp; i++) {
-        unsigned r = 1;
-        while (r < 16 && (c->live.gp >> r & 1))
-            r++;
-        if (r >= 16)
-            return plena_prog_fail(c->p, PLENA_E_REGS, "out of GP registers (%u requested)", n_gp);
-        c->live.gp |= (uint16_t)(1u << r);
-        out[k++] = (uint8_t)r;
-    }
-    for (unsigned i = 0; i < n_fp; i++) {
-        unsigned r = 1;
-        while (r < 8 && (c->live.fp >> r & 1))
-            r++;
-        if (r >= 8)
-            return plena_prog_fail(c->p, PLENA_E_REGS, "out of FP registers (%u requested)", n_fp);
-        c->live.fp |= (uint8_t)(1u << r);
-        out[k++] = (uint8_t)r;
-    }
-    for (unsigned i = 0; i < n_a; i++) {
-        unsigned r = 0;
-        while (r < 8 && (c->live.a >> r & 1))
-            r++;
-        if (r >= 8)
-            return plena_prog_fail(c->p, PLENA_E_REGS, "out of A registers (%u requested)", n_a);
-        c->live.a |= (uint8_t)(1u << r);
-        out[k++] = (uint8_t)r;
-    }
+    for (int f = 0; f < 3; f++)
+        for (unsigned i = 0; i < want[f]; i++) {
+            int r = take_lowest(&live[f], files[f].first, files[f].limit);
+            if (r < 0)
+                return plena_prog_fail(c->p, PLENA_E_REGS, "out of %s registers (%u requested)",
+                                       files[f].name, want[f]);
+            out[k++] = (uint8_t)r;
+        }
+    c->live.gp = (uint16_t)live[0];
+    c->live.fp = (uint8_t)live[1];
+    c->live.a = (uint8_t)live[2];
     return 0;
 }
 
