@@ -18,6 +18,33 @@
 #define EMU_TOPK_MAX_E 16383u
 #define EMU_TOPK_MAX_K 255u
 
+/* Deferred M_MMs (AVX-512F, BLEN 4, MLEN a multiple of 16): an M_MM is
+ * validated when it issues but computed in groups of up to EMU_MM_BATCH, so
+ * the kernel runs several independent 63-add chains at once instead of
+ * waiting on one chain's latency. The operands stay valid because every
+ * instruction that could change them (writes VRAM or MRAM) or observe m_acc
+ * flushes the group first (exec.c, mm_batch_safe); so does the end of a run. */
+#define EMU_MM_BATCH 4
+struct emu_mm_pending {
+    const float *q; /* X as quads: an X-quad cache entry (below) */
+    const float *t; /* T(base) + column start: row r at t + r*MLEN */
+};
+
+/* X-quad cache of the same path: an X block (the 4 consecutive VRAM rows an
+ * M_MM reads) decoded to f32 and rearranged into MLEN/4 "quads" of 16 floats,
+ * lane 4i+s = x_i[r+s]. A GEMM reads each activation block once per column
+ * group, so the decode and the cross-lane shuffles are done once per block,
+ * not once per M_MM. Validity: emu_vram_row_rw (every VRAM write during a
+ * run) drops the entries holding the row it returns; runs start empty; an
+ * entry is replaced only when no M_MM is pending (so pending ones never
+ * lose their operand). */
+#define EMU_XQ_ENTRIES 8
+struct emu_xq_entry {
+    uint64_t row0; /* first of the 4 rows */
+    float *q;      /* MLEN*4 floats, 64-byte aligned */
+    int valid;
+};
+
 struct emu_loop {
     uint32_t start_pc;
     uint8_t reg;
@@ -90,6 +117,15 @@ struct plena_emu {
     size_t txn_cap, n_txn;
     uint64_t *topk_keys; /* EMU_TOPK_MAX_E sort keys */
 
+    struct emu_mm_pending mm_pend[EMU_MM_BATCH];
+    uint32_t n_mm_pend;
+    struct emu_xq_entry xq[EMU_XQ_ENTRIES];
+    void *xq_mem;            /* the entries' storage (unaligned allocation) */
+    uint32_t xq_victim;      /* round-robin replacement */
+    uint32_t xq_mru;         /* the entry found last (checked first) */
+    int mm_deferred;         /* M_MM takes op_mm_deferred (set per run) */
+    uint64_t xq_lo, xq_span; /* rows [xq_lo, xq_lo + xq_span) hold every valid entry */
+
     struct plena_trap trap; /* detail of the trap being raised */
 };
 
@@ -120,9 +156,14 @@ static inline const uint16_t *emu_vram_row_ro(const struct plena_emu *e, uint64_
     return pg + r * e->vlen;
 }
 
-/* NULL: out of memory */
+void emu_xq_drop_row(struct plena_emu *e, uint64_t row); /* exec.c */
+void emu_xq_reset(struct plena_emu *e);
+
+/* NULL: out of memory. Every VRAM write goes through here, which keeps the
+ * X-quad cache exact (one compare when the row is outside every entry). */
 static inline uint16_t *emu_vram_row_rw(struct plena_emu *e, uint64_t row)
 {
+    if (row - e->xq_lo < e->xq_span) emu_xq_drop_row(e, row);
     uint64_t r;
     uint64_t p = emu_vpage_of(e, row, &r);
     uint16_t *pg = e->vpages[p];

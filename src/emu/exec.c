@@ -456,62 +456,107 @@ __attribute__((target("avx512f"))) static void dot_block_avx512(const float *x, 
         _mm512_storeu_ps(out + i0 * 4, avx512_block44(x + i0 * n, n, t, ts));
 }
 
-/* One step of the bf16 kernel: x lanes from V (see mm44_bf16_avx512). */
-#define MM44_STEP(V, idx, tr)                                                                      \
-    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_permutexvar_ps(idx, V), t4_bcast(tr)))
-
-/* M_MM at BLEN 4 with n % 16 == 0, reading the four VRAM rows as BF16 (decode
- * = bits << 16, numerics 2.1, the same as load_rows) so no f32 copy of X is
- * stored and reloaded. Per 16 r: a 4x4 transpose inside each 128-bit lane
- * gives V_k with lane 4g+i = x_i[r0+4g+k]; step r0+4g+k takes lanes 4g+i
- * (idx_g) of V_k. The arithmetic per lane is avx512_block44's. */
-__attribute__((target("avx512f"))) static void
-mm44_bf16_avx512(const uint16_t *const xr[4], size_t n, const float *t, size_t ts, float *m_acc)
+/* Fills an X-quad cache entry from the four BF16 rows x[0..3] (n a multiple
+ * of 16): quad r/4 has lane 4i+s = x_i[r+s], decoded as load_rows does
+ * (bits << 16, numerics 2.1). Per 16 r: the four rows' 16-element runs, then
+ * a 4x4 transpose of their 128-bit lanes. */
+__attribute__((target("avx512f"))) static void mm44_fill_quads(const uint16_t *const x[4], size_t n,
+                                                               float *q)
 {
-    const __m512i idx[4] = {
-        _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
-        _mm512_set_epi32(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4),
-        _mm512_set_epi32(11, 11, 11, 11, 10, 10, 10, 10, 9, 9, 9, 9, 8, 8, 8, 8),
-        _mm512_set_epi32(15, 15, 15, 15, 14, 14, 14, 14, 13, 13, 13, 13, 12, 12, 12, 12),
-    };
-    __m512 acc = _mm512_setzero_ps();
     for (size_t r0 = 0; r0 < n; r0 += 16) {
         __m512 a[4];
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++)
             a[i] = _mm512_castsi512_ps(_mm512_slli_epi32(
-                _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(xr[i] + r0))), 16));
-        __m512 t0 = _mm512_unpacklo_ps(a[0], a[1]), t1 = _mm512_unpackhi_ps(a[0], a[1]);
-        __m512 t2 = _mm512_unpacklo_ps(a[2], a[3]), t3 = _mm512_unpackhi_ps(a[2], a[3]);
-        __m512 v0 =
-            _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
-        __m512 v1 =
-            _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
-        __m512 v2 =
-            _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
-        __m512 v3 =
-            _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
-        const float *tr = t + r0 * ts;
-        int g = 0;
-        if (r0 == 0) { /* step 0 is the bare product (numerics 6) */
-            acc = _mm512_mul_ps(_mm512_permutexvar_ps(idx[0], v0), t4_bcast(tr));
-            MM44_STEP(v1, idx[0], tr + ts);
-            MM44_STEP(v2, idx[0], tr + 2 * ts);
-            MM44_STEP(v3, idx[0], tr + 3 * ts);
-            tr += 4 * ts;
-            g = 1;
-        }
-        for (; g < 4; g++) {
-            MM44_STEP(v0, idx[g], tr);
-            MM44_STEP(v1, idx[g], tr + ts);
-            MM44_STEP(v2, idx[g], tr + 2 * ts);
-            MM44_STEP(v3, idx[g], tr + 3 * ts);
-            tr += 4 * ts;
-        }
+                _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(x[i] + r0))), 16));
+        __m512 u0 = _mm512_shuffle_f32x4(a[0], a[1], 0x44);
+        __m512 u1 = _mm512_shuffle_f32x4(a[0], a[1], 0xEE);
+        __m512 u2 = _mm512_shuffle_f32x4(a[2], a[3], 0x44);
+        __m512 u3 = _mm512_shuffle_f32x4(a[2], a[3], 0xEE);
+        float *d = q + r0 * 4;
+        _mm512_store_ps(d, _mm512_shuffle_f32x4(u0, u2, 0x88));
+        _mm512_store_ps(d + 16, _mm512_shuffle_f32x4(u0, u2, 0xDD));
+        _mm512_store_ps(d + 32, _mm512_shuffle_f32x4(u1, u3, 0x88));
+        _mm512_store_ps(d + 48, _mm512_shuffle_f32x4(u1, u3, 0xDD));
     }
-    _mm512_storeu_ps(m_acc, _mm512_add_ps(_mm512_loadu_ps(m_acc), acc));
 }
 
+/* Product of step r + s for group member k: lane 4i+j = x_i[r+s] *
+ * t[r+s][j], x_i[r+s] being element s of 128-bit lane i of quad q[k] (an
+ * in-lane broadcast, cheaper than a cross-lane permute). */
+#define MM44_PROD(k, s) _mm512_mul_ps(_mm512_permute_ps(q[k], (s)*0x55), t4_bcast(t[k] + (s)*ts))
+
+/* The K pending M_MMs of p computed together: K independent sets of 16
+ * chains, interleaved step by step so the core overlaps their add latencies
+ * (one M_MM alone waits on 63 dependent adds). Per chain the arithmetic is
+ * avx512_block44's (product rounded, added in increasing r, step 0 a bare
+ * product), so each acc[k] is exactly _ref's. n is a multiple of 4. */
+static AVX512 void mm44_group(const struct emu_mm_pending *p, const int K, size_t n, size_t ts,
+                              __m512 acc[EMU_MM_BATCH])
+{
+    __m512 q[EMU_MM_BATCH];
+    const float *t[EMU_MM_BATCH];
+#pragma GCC unroll 4
+    for (int k = 0; k < K; k++) {
+        t[k] = p[k].t;
+        q[k] = _mm512_load_ps(p[k].q);
+        acc[k] = MM44_PROD(k, 0); /* step 0: the bare product (numerics 6) */
+    }
+#define MM44_STEP(s)                                                                               \
+    do {                                                                                           \
+        _Pragma("GCC unroll 4") for (int k = 0; k < K; k++) acc[k] =                               \
+            _mm512_add_ps(acc[k], MM44_PROD(k, s));                                                \
+    } while (0)
+    MM44_STEP(1);
+    MM44_STEP(2);
+    MM44_STEP(3);
+#pragma GCC unroll 1
+    for (size_t r = 4; r < n; r += 4) {
+#pragma GCC unroll 4
+        for (int k = 0; k < K; k++) {
+            t[k] += 4 * ts;
+            q[k] = _mm512_load_ps(p[k].q + r * 4);
+        }
+        MM44_STEP(0);
+        MM44_STEP(1);
+        MM44_STEP(2);
+        MM44_STEP(3);
+    }
+#undef MM44_STEP
+}
+
+/* m_acc += s_k for the pending M_MMs in issue order: the same single rounding
+ * per M_MM, in the same order, as executing them one by one. */
+static AVX512 void mm44_apply(float *m_acc, const int K, const __m512 acc[EMU_MM_BATCH])
+{
+    __m512 m = _mm512_loadu_ps(m_acc);
+#pragma GCC unroll 4
+    for (int k = 0; k < K; k++)
+        m = _mm512_add_ps(m, acc[k]);
+    _mm512_storeu_ps(m_acc, m);
+}
+
+__attribute__((target("avx512f"))) static void mm44_flush_avx512(struct plena_emu *e)
+{
+    __m512 acc[EMU_MM_BATCH];
+    const struct emu_mm_pending *p = e->mm_pend;
+    size_t n = e->mlen;
+    /* K a literal in each case, so each group unrolls into registers */
+#define MM44_CASE(K)                                                                               \
+    case K:                                                                                        \
+        mm44_group(p, K, n, n, acc);                                                               \
+        mm44_apply(e->m_acc, K, acc);                                                              \
+        break
+    switch (e->n_mm_pend) {
+        MM44_CASE(1);
+        MM44_CASE(2);
+        MM44_CASE(3);
+        MM44_CASE(4);
+    default: break;
+    }
+#undef MM44_CASE
+}
+_Static_assert(EMU_MM_BATCH == 4, "mm44_flush_avx512 has one case per group size");
 /* M_MM at BLEN 4: the block straight into m_acc (acc = acc + s per lane, the
  * same single rounding as the scalar accumulate loop in op_mm). */
 __attribute__((target("avx512f"))) static void
@@ -585,6 +630,76 @@ static void load_rows(struct plena_emu *e, uint64_t row0, uint64_t n, uint64_t s
         row_in(e, emu_vram_row_ro(e, row0 + i * step), dst + i * e->vlen, e->vlen);
 }
 
+/* Computes the deferred M_MMs (see struct emu_mm_pending) into m_acc. */
+static void mm_flush(struct plena_emu *e)
+{
+#ifdef EMU_X86
+    mm44_flush_avx512(e);
+#endif
+    e->n_mm_pend = 0;
+}
+
+/* ------------------------------------------------------ X-quad cache */
+
+void emu_xq_reset(struct plena_emu *e)
+{
+    for (unsigned i = 0; i < EMU_XQ_ENTRIES; i++)
+        e->xq[i].valid = 0;
+    e->xq_lo = e->xq_span = 0;
+}
+
+void emu_xq_drop_row(struct plena_emu *e, uint64_t row)
+{
+    int any = 0;
+    for (unsigned i = 0; i < EMU_XQ_ENTRIES; i++) {
+        struct emu_xq_entry *x = &e->xq[i];
+        if (x->valid && row - x->row0 < 4) x->valid = 0;
+        any |= x->valid;
+    }
+    if (!any) e->xq_lo = e->xq_span = 0;
+}
+
+#ifdef EMU_X86
+/* The quads of the X block at VRAM row row0, decoded on a miss. */
+static const float *xq_get(struct plena_emu *e, uint64_t row0)
+{
+    for (unsigned i = 0; i < EMU_XQ_ENTRIES; i++)
+        if (e->xq[i].valid && e->xq[i].row0 == row0) {
+            e->xq_mru = i;
+            return e->xq[i].q;
+        }
+    if (e->n_mm_pend) mm_flush(e); /* the victim may be a pending M_MM's operand */
+    struct emu_xq_entry *x = &e->xq[e->xq_victim];
+    e->xq_mru = e->xq_victim;
+    e->xq_victim = (e->xq_victim + 1) % EMU_XQ_ENTRIES;
+    const uint16_t *rows[4];
+    for (int i = 0; i < 4; i++)
+        rows[i] = emu_vram_row_ro(e, row0 + (uint64_t)i);
+    mm44_fill_quads(rows, e->mlen, x->q);
+    x->row0 = row0;
+    x->valid = 1;
+    /* widen the covered range (it only shrinks when the cache empties) */
+    uint64_t lo = e->xq_span ? e->xq_lo : row0, hi = e->xq_span ? e->xq_lo + e->xq_span : row0 + 4;
+    if (row0 < lo) lo = row0;
+    if (row0 + 4 > hi) hi = row0 + 4;
+    e->xq_lo = lo;
+    e->xq_span = hi - lo;
+    return x->q;
+}
+#endif
+
+/* Instructions that may run while M_MMs are pending: they write neither VRAM
+ * nor MRAM and do not touch m_acc, so computing the M_MMs later gives the
+ * same m_acc. (Pending M_MMs hold a decoded copy of X, but read T from MRAM
+ * and add into m_acc at flush.) Every other instruction flushes first; a
+ * missing entry costs speed, never correctness, so only what GEMM loops issue
+ * between their M_MMs is listed. */
+static const uint8_t mm_batch_safe[PLENA_OP_COUNT + 1] = {
+    [PLENA_OP_M_MM] = 1,         [PLENA_OP_S_ADD_INT] = 1,  [PLENA_OP_S_ADDI_INT] = 1,
+    [PLENA_OP_S_SUB_INT] = 1,    [PLENA_OP_S_MUL_INT] = 1,  [PLENA_OP_S_LUI_INT] = 1,
+    [PLENA_OP_C_LOOP_START] = 1, [PLENA_OP_C_LOOP_END] = 1,
+};
+
 static int op_mm(struct plena_emu *e, const struct plena_insn *in, int transposed)
 {
     uint64_t m = transposed ? e->g[in->rs2] : e->g[in->rs1];
@@ -619,13 +734,6 @@ static int op_mm(struct plena_emu *e, const struct plena_insn *in, int transpose
     }
 #ifdef EMU_X86
     if (e->blen == 4 && e->kernel_isa == EMU_ISA_AVX512 && !e->ref_paths) {
-        if (e->mlen % 16 == 0) { /* X straight from VRAM (VLEN == MLEN) */
-            const uint16_t *xr[4];
-            for (int i = 0; i < 4; i++)
-                xr[i] = emu_vram_row_ro(e, row0 + (uint64_t)i);
-            mm44_bf16_avx512(xr, e->mlen, tp, ts, e->m_acc);
-            return 0;
-        }
         load_rows(e, row0, e->blen, 1, e->xbuf);
         mm44_acc_avx512(e->xbuf, e->mlen, tp, ts, e->m_acc);
         return 0;
@@ -635,6 +743,27 @@ static int op_mm(struct plena_emu *e, const struct plena_insn *in, int transpose
     dot(e, e->xbuf, e->blen, e->mlen, tp, ts, e->blen, e->obuf);
     for (size_t q = 0; q < (size_t)e->blen * e->blen; q++)
         e->m_acc[q] = e->m_acc[q] + e->obuf[q];
+    return 0;
+}
+
+/* M_MM on the deferred path (e->mm_deferred: BLEN 4, AVX-512F, VLEN == MLEN
+ * a power of two and a multiple of 16). The checks of op_mm written
+ * with shifts and masks; any operand they reject goes to op_mm, which raises
+ * the trap with its message, so both paths trap alike. */
+static inline int op_mm_deferred(struct plena_emu *e, const struct plena_insn *in)
+{
+    uint64_t m = e->g[in->rs1], v = e->g[in->rs2];
+    uint64_t tile = m >> e->mlen2_shift, off = m & (e->mlen2 - 1), row0 = v >> e->vlen_shift;
+    /* off: a multiple of MLEN whose column start off/MLEN is a multiple of 4 */
+    if (tile >= e->tiles || (off & (4 * (uint64_t)e->mlen - 1)) || (v & (e->vlen - 1)) ||
+        row0 + 4 > e->vram_rows)
+        return op_mm(e, in, 0);
+    const struct emu_xq_entry *mru = &e->xq[e->xq_mru];
+    const float *q = mru->valid && mru->row0 == row0 ? mru->q : xq_get(e, row0); /* may flush */
+    struct emu_mm_pending *pm = &e->mm_pend[e->n_mm_pend]; /* the slot after that flush */
+    pm->q = q;
+    pm->t = e->mram + tile * e->mlen2 + (off >> e->mlen_shift);
+    if (++e->n_mm_pend == EMU_MM_BATCH) mm_flush(e);
     return 0;
 }
 
@@ -1260,6 +1389,7 @@ run_loop(struct plena_emu *e, const struct plena_insn *code, const uint32_t *wor
             ev.txn = NULL;
         }
         uint32_t *G = e->g;
+        if (e->n_mm_pend && !mm_batch_safe[in->op]) mm_flush(e);
         switch ((enum plena_op)in->op) {
         case PLENA_OP_INVALID_00:
         case PLENA_OP_INVALID_31:
@@ -1268,7 +1398,7 @@ run_loop(struct plena_emu *e, const struct plena_insn *code, const uint32_t *wor
             t = trapf(e, PLENA_TRAP_INVALID_OPCODE, "opcode 0x%02X is not an instruction",
                       words[pc] & 63u);
             break;
-        case PLENA_OP_M_MM: t = op_mm(e, in, 0); break;
+        case PLENA_OP_M_MM: t = e->mm_deferred ? op_mm_deferred(e, in) : op_mm(e, in, 0); break;
         case PLENA_OP_M_TMM: t = op_mm(e, in, 1); break;
         case PLENA_OP_M_BMM: t = op_broadcast(e, in, 0, 0); break;
         case PLENA_OP_M_BTMM: t = op_broadcast(e, in, 1, 0); break;
@@ -1429,8 +1559,10 @@ run_loop(struct plena_emu *e, const struct plena_insn *code, const uint32_t *wor
             i--;
             if (G[in->rd] > 1) {
                 G[in->rd]--;
+                uint64_t old = e->loops[i].base;
                 e->loops[i].base = tick;
-                loops_changed(e);
+                /* tick >= every base: the minimum moves only if this entry held it */
+                if (old + e->s.max_loop_instructions == e->budget_limit) loops_changed(e);
                 next = e->loops[i].start_pc + 1;
             } else {
                 G[in->rd] = 0;
@@ -1461,6 +1593,7 @@ run_loop(struct plena_emu *e, const struct plena_insn *code, const uint32_t *wor
         if (observe) obs(ctx, &ev);
         pc = next;
     }
+    mm_flush(e); /* whatever ended the run, the M_MMs before it took effect */
     res->instructions_executed = executed;
     if (t > 0) {
         res->status = PLENA_RUN_TRAPPED;
@@ -1495,7 +1628,12 @@ int plena_emu_run(struct plena_emu *e, const struct plena_program *prog, plena_e
     int rc = pair_loops(code, n, pair);
     if (!rc) {
         memset(&e->trap, 0, sizeof e->trap);
-        e->n_loops = 0; /* a run starts with an empty loop stack */
+        e->n_loops = 0;  /* a run starts with an empty loop stack */
+        emu_xq_reset(e); /* VRAM may have been loaded since the last run */
+        /* tests switch ref_paths / kernel_isa after plena_emu_new */
+        e->mm_deferred = e->blen == 4 && e->kernel_isa == EMU_ISA_AVX512 && !e->ref_paths &&
+                         e->mlen % 16 == 0 && e->vlen == e->mlen && e->mlen_shift >= 0 &&
+                         e->mlen2_shift >= 0 && e->vlen_shift >= 0;
         e->budget_limit = UINT64_MAX;
         if (obs)
             rc = run_loop(e, code, prog->words, n, pair, obs, obs_ctx, res, 1);

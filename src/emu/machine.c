@@ -223,9 +223,15 @@ int plena_emu_new(const struct plena_settings *s, uint64_t hbm_size, struct plen
     e->dma_bytes = plena_calloc(2 * (size_t)e->mlen + 64, 1);
     e->txn = plena_calloc(e->txn_cap, sizeof(struct plena_hbm_txn));
     e->topk_keys = plena_calloc(EMU_TOPK_MAX_E, sizeof(uint64_t));
+    e->xq_mem = plena_malloc((size_t)EMU_XQ_ENTRIES * e->mlen * 4 * sizeof(float) + 64);
+    if (e->xq_mem) {
+        uintptr_t a = ((uintptr_t)e->xq_mem + 63) & ~(uintptr_t)63;
+        for (unsigned i = 0; i < EMU_XQ_ENTRIES; i++)
+            e->xq[i].q = (float *)a + (size_t)i * e->mlen * 4;
+    }
     int ok = e->vpages && e->hbm_l1 && e->zero_page && e->mram && e->fpsram && e->intsram &&
              e->m_acc && e->v_acc && e->row_a && e->row_b && e->row_c && e->xbuf && e->tbuf &&
-             e->obuf && e->dma_bytes && e->txn && e->topk_keys;
+             e->obuf && e->dma_bytes && e->txn && e->topk_keys && e->xq_mem;
     if (ok && (uint64_t)e->ba * e->hlen == e->mlen) {
         e->hm_acc = plena_calloc((size_t)e->ba * e->mlen2, sizeof(float));
         e->hv_acc = plena_calloc((size_t)e->ba * e->mlen, sizeof(float));
@@ -266,6 +272,7 @@ void plena_emu_free(struct plena_emu *e)
     plena_free(e->dma_bytes);
     plena_free(e->txn);
     plena_free(e->topk_keys);
+    plena_free(e->xq_mem);
     plena_free(e);
 }
 

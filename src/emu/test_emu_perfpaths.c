@@ -452,12 +452,163 @@ static void test_mm_acc_fast_vs_ref(void **state)
     }
 }
 
+/* ----------------------------------------------- deferred M_MM (AVX-512F) */
+
+/* The deferred path (BLEN 4 on AVX-512F hosts) computes M_MMs in groups and
+ * keeps decoded X blocks in a cache. Each program below is run on the host's
+ * best machine and on a ref_paths machine (plain one-at-a-time M_MMs), and
+ * m_acc plus all VRAM are compared bit for bit. The programs put writes to a
+ * pending M_MM's operands, a cache eviction and a trap right where a wrong
+ * flush or a stale cache entry would change m_acc. */
+static void deferred_vs_ref(const struct tu_prog *p, uint32_t seed, const char *what)
+{
+    struct plena_settings st;
+    tu_settings(&st); /* MLEN 64, BLEN 4, 256 VRAM rows, 4 tiles */
+    struct plena_emu *m[2];
+    struct plena_emu_result r[2];
+    for (int q = 0; q < 2; q++) {
+        m[q] = tu_new(&st);
+        uint32_t s = seed;
+        for (uint64_t i = 0; i < 256 * 64; i++) {
+            float f = rand_moderate(&s);
+            uint32_t b;
+            memcpy(&b, &f, 4);
+            plena_emu_vram_set(m[q], i, (uint16_t)(b >> 16));
+        }
+        for (uint64_t i = 0; i < 4 * 64 * 64; i++)
+            plena_emu_mram_set(m[q], i, rand_moderate(&s));
+    }
+    m[0]->ref_paths = 1;
+    for (int q = 0; q < 2; q++)
+        r[q] = tu_run(m[q], p);
+    /* the host machine really took the deferred path where it exists */
+    assert_int_equal(m[1]->mm_deferred, emu_host_isa() == EMU_ISA_AVX512);
+    assert_int_equal(m[0]->mm_deferred, 0);
+    assert_int_equal(r[0].status, r[1].status);
+    assert_int_equal(r[0].instructions_executed, r[1].instructions_executed);
+    for (uint32_t i = 0; i < 16; i++) {
+        float a = m[0]->m_acc[i], b = m[1]->m_acc[i];
+        if (isnan(a) && isnan(b)) continue;
+        uint32_t ba, bb;
+        memcpy(&ba, &a, 4);
+        memcpy(&bb, &b, 4);
+        if (ba != bb) fprintf(stderr, "%s: m_acc[%u] ref %g deferred %g\n", what, i, a, b);
+        assert_int_equal(ba, bb);
+    }
+    for (uint64_t i = 0; i < 256 * 64; i++) {
+        uint16_t a = plena_emu_vram_get(m[0], i), b = plena_emu_vram_get(m[1], i);
+        if (a != b) fprintf(stderr, "%s: VRAM[%llu] differs\n", what, (unsigned long long)i);
+        assert_int_equal(a, b);
+    }
+    plena_emu_free(m[0]);
+    plena_emu_free(m[1]);
+}
+
+/* M_MM with tile t, column start c, X rows x..x+3 (registers 1 and 2). */
+static void mm(struct tu_prog *p, uint32_t t, uint32_t c, uint32_t x)
+{
+    LI(p, 1, t * 4096 + c * 64);
+    LI(p, 2, x * 64);
+    R(p, M_MM, 0, 1, 2);
+}
+
+static void wo(struct tu_prog *p, uint32_t row)
+{
+    LI(p, 3, row * 64);
+    R(p, M_MM_WO, 3, 0, 0);
+}
+
+static void test_mm_deferred_vs_ref(void **state)
+{
+    (void)state;
+    static struct tu_prog p;
+    /* a vector write to a pending M_MM's X row, then the same X again (the
+     * cached block must be dropped); the run ends with M_MMs pending */
+    p.n = 0;
+    mm(&p, 0, 0, 8);
+    mm(&p, 0, 4, 8);
+    LI(&p, 4, 9 * 64);
+    LI(&p, 5, 20 * 64);
+    R(&p, V_ADD_VV, 4, 4, 5);
+    mm(&p, 0, 8, 8);
+    wo(&p, 100);
+    mm(&p, 1, 0, 8);
+    mm(&p, 2, 12, 9);
+    deferred_vs_ref(&p, 11, "vector write");
+    /* M_MM_WO over X rows that are cached (not pending), then that X again */
+    p.n = 0;
+    mm(&p, 0, 0, 40);
+    wo(&p, 41);
+    mm(&p, 0, 0, 40);
+    mm(&p, 3, 60, 40);
+    wo(&p, 120);
+    deferred_vs_ref(&p, 12, "write-out over X");
+    /* H_PREFETCH_M over a pending M_MM's tile (zeros from HBM) */
+    p.n = 0;
+    mm(&p, 1, 0, 16);
+    mm(&p, 1, 4, 20);
+    LI(&p, 6, 4096);
+    R(&p, H_PREFETCH_M, 6, 0, 0);
+    mm(&p, 1, 8, 16);
+    deferred_vs_ref(&p, 13, "prefetch over T");
+    /* eight X blocks fill the cache, then a pending M_MM on the first and a
+     * ninth block whose decode evicts the first */
+    p.n = 0;
+    for (uint32_t b = 0; b < 8; b++) {
+        mm(&p, b % 4, 4 * b, 4 * b);
+        wo(&p, 200 + b);
+    }
+    mm(&p, 0, 0, 0);
+    mm(&p, 1, 0, 32);
+    mm(&p, 2, 0, 0);
+    deferred_vs_ref(&p, 14, "eviction");
+    /* M_TMM between M_MMs: m_acc must take the products in program order */
+    p.n = 0;
+    mm(&p, 0, 0, 24);
+    LI(&p, 1, 2 * 4096 + 8 * 64);
+    LI(&p, 2, 28 * 64);
+    R(&p, M_TMM, 0, 2, 1);
+    mm(&p, 3, 4, 24);
+    R(&p, M_TMM, 0, 2, 1);
+    mm(&p, 1, 0, 32);
+    deferred_vs_ref(&p, 17, "M_TMM order");
+    /* a trap after three M_MMs: they still took effect */
+    p.n = 0;
+    mm(&p, 0, 0, 60);
+    mm(&p, 1, 4, 64);
+    mm(&p, 2, 8, 68);
+    p.w[p.n++] = 0; /* INVALID_00 */
+    deferred_vs_ref(&p, 15, "trap");
+    /* a GEMM loop: three K blocks per micro-column (groups of 3), 16
+     * micro-columns, two row groups, write-outs in between */
+    p.n = 0;
+    tu_emit(&p, PLENA_OP_C_LOOP_START, 7, 0, 0, 0, 0, 2);
+    LI(&p, 9, 0); /* row-group offset, +4 rows per group */
+    LI(&p, 3, 128 * 64);
+    LI(&p, 1, 0);
+    tu_emit(&p, PLENA_OP_C_LOOP_START, 8, 0, 0, 0, 0, 16);
+    for (uint32_t k = 0; k < 3; k++) {
+        LI(&p, 2, k * 16 * 64);
+        R(&p, S_ADD_INT, 2, 2, 9);
+        R(&p, M_MM, 0, 1, 2);
+        if (k < 2) I(&p, S_ADDI_INT, 1, 1, 4096);
+    }
+    R(&p, M_MM_WO, 3, 0, 0);
+    I(&p, S_ADDI_INT, 3, 3, 4);
+    LI(&p, 10, 2 * 4096 - 256);
+    R(&p, S_SUB_INT, 1, 1, 10);
+    tu_emit(&p, PLENA_OP_C_LOOP_END, 8, 0, 0, 0, 0, 0);
+    I(&p, S_ADDI_INT, 9, 9, 4 * 64);
+    tu_emit(&p, PLENA_OP_C_LOOP_END, 7, 0, 0, 0, 0, 0);
+    deferred_vs_ref(&p, 16, "gemm loop");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_decode_all),    cmocka_unit_test(test_bf16_encode_ties),
         cmocka_unit_test(test_kernels_vs_ref),     cmocka_unit_test(test_programs_fast_vs_ref),
-        cmocka_unit_test(test_mm_acc_fast_vs_ref),
+        cmocka_unit_test(test_mm_acc_fast_vs_ref), cmocka_unit_test(test_mm_deferred_vs_ref),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
