@@ -750,7 +750,8 @@ static int op_mm(struct plena_emu *e, const struct plena_insn *in, int transpose
  * a power of two and a multiple of 16). The checks of op_mm written
  * with shifts and masks; any operand they reject goes to op_mm, which raises
  * the trap with its message, so both paths trap alike. */
-static inline int op_mm_deferred(struct plena_emu *e, const struct plena_insn *in)
+static inline __attribute__((always_inline)) int op_mm_deferred(struct plena_emu *e,
+                                                                const struct plena_insn *in)
 {
     uint64_t m = e->g[in->rs1], v = e->g[in->rs2];
     uint64_t tile = m >> e->mlen2_shift, off = m & (e->mlen2 - 1), row0 = v >> e->vlen_shift;
