@@ -753,6 +753,7 @@ static int op_mm(struct plena_emu *e, const struct plena_insn *in, int transpose
 static inline __attribute__((always_inline)) int op_mm_deferred(struct plena_emu *e,
                                                                 const struct plena_insn *in)
 {
+#ifdef EMU_X86
     uint64_t m = e->g[in->rs1], v = e->g[in->rs2];
     uint64_t tile = m >> e->mlen2_shift, off = m & (e->mlen2 - 1), row0 = v >> e->vlen_shift;
     /* off: a multiple of MLEN whose column start off/MLEN is a multiple of 4 */
@@ -766,6 +767,9 @@ static inline __attribute__((always_inline)) int op_mm_deferred(struct plena_emu
     pm->t = e->mram + tile * e->mlen2 + (off >> e->mlen_shift);
     if (++e->n_mm_pend == EMU_MM_BATCH) mm_flush(e);
     return 0;
+#else
+    return op_mm(e, in, 0); /* mm_deferred is never set off x86 */
+#endif
 }
 
 static int op_mv(struct plena_emu *e, const struct plena_insn *in, int transposed)
