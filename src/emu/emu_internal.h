@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "emu/emu.h"
+#include "num/num.h"
 
 #define EMU_LOOP_MAX   1024
 #define EMU_PAGE_BYTES 65536u /* VRAM and HBM page size */
@@ -115,7 +116,8 @@ struct plena_emu {
     uint8_t *dma_bytes;           /* one row of HBM bytes (elements or scales) */
     struct plena_hbm_txn *txn;    /* transaction list of one H_* instruction */
     size_t txn_cap, n_txn;
-    uint64_t *topk_keys; /* EMU_TOPK_MAX_E sort keys */
+    uint64_t *topk_keys;        /* EMU_TOPK_MAX_E sort keys */
+    struct plena_mx_lut mx_lut; /* MX decode tables of s.mx_mode (H_PREFETCH_*) */
 
     struct emu_mm_pending mm_pend[EMU_MM_BATCH];
     uint32_t n_mm_pend;

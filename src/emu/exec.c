@@ -1273,10 +1273,13 @@ static int op_dma(struct plena_emu *e, const struct plena_insn *in, enum plena_o
             if (mx) emu_hbm_read(e, sa, sbuf, (size_t)sbytes);
             float *out =
                 is_m ? e->mram + (tile0 + i / e->mlen) * e->mlen2 + (i % e->mlen) * e->mlen : x;
-            for (uint32_t k = 0; k < dim; k++) {
-                if (mx) {
+            if (mx && e->ref_paths) {
+                for (uint32_t k = 0; k < dim; k++)
                     out[k] = plena_num_mx_decode(mode, eb[k], sbuf[k / blk]);
-                } else {
+            } else if (mx) { /* the same product, operands from tables (num.h) */
+                plena_num_mx_decode_row_lut(&e->mx_lut, eb, sbuf, dim, blk, out);
+            } else {
+                for (uint32_t k = 0; k < dim; k++) {
                     uint16_t h = (uint16_t)(eb[2 * k] | (eb[2 * k + 1] << 8));
                     out[k] = ty->kind == PLENA_HBM_BF16 ? bf(h) : plena_num_fp16_to_f32(h);
                 }

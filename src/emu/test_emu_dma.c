@@ -5,6 +5,7 @@
 #include "emu/test_util.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <sys/stat.h>
 
 struct txn_log {
@@ -138,6 +139,41 @@ static void test_address_formation(void **state)
     }
     free(log);
     plena_emu_free(e);
+}
+
+/* H_PREFETCH_M decodes with the settings' MX mode (numerics 3-5): the same
+ * bytes in PLENA and OCP mode. Row 0: block 0 = {0x38, 0x78, 0x01, 0xB8}
+ * under scale byte 127 (2^0 in both), block 1 = {0x38} under scale byte 0.
+ * PLENA: 1, inf (e=15 m=0), 2^-10 (m/8 * 2^-7), -1; scale 0 -> 0.
+ * OCP e4m3fn/e8m0: 1, 256, 2^-9, -1; scale 0 -> 2^-127. */
+static void test_prefetch_mx_modes(void **state)
+{
+    (void)state;
+    static const float want[2][5] = {{1.0f, INFINITY, 0x1p-10f, -1.0f, 0.0f},
+                                     {1.0f, 256.0f, 0x1p-9f, -1.0f, 0x1p-127f}};
+    for (int ocp = 0; ocp < 2; ocp++) {
+        struct plena_settings s;
+        tu_settings(&s);
+        s.mx_mode = ocp ? PLENA_MX_OCP : PLENA_MX_PLENA;
+        struct plena_emu *e = tu_new(&s);
+        const uint8_t codes[9] = {0x38, 0x78, 0x01, 0xB8, 0, 0, 0, 0, 0x38};
+        const uint8_t scales[2] = {127, 0};
+        assert_int_equal(plena_emu_hbm_write(e, 0, codes, 9, NULL), 0);
+        assert_int_equal(plena_emu_hbm_write(e, 65536, scales, 2, NULL), 0);
+        struct tu_prog p = {.n = 0};
+        dma_regs(&p, 0, 0, 65536, 64);
+        LI(&p, 1, 0);
+        LI(&p, 2, 0);
+        R(&p, H_PREFETCH_M, 1, 2, 0);
+        tu_ok(e, &p);
+        const unsigned at[5] = {0, 1, 2, 3, 8};
+        for (int k = 0; k < 5; k++) {
+            float got = plena_emu_mram_get(e, at[k]);
+            if (got != want[ocp][k]) fprintf(stderr, "mode %d element %u: %g\n", ocp, at[k], got);
+            assert_true(got == want[ocp][k]);
+        }
+        plena_emu_free(e);
+    }
 }
 
 static const uint8_t image18[18] = {0x28, 0x30, 0x34, 0x38, 0x20, 0xA8, 0x00, 0x3C, 0x3A,
@@ -718,23 +754,15 @@ static void test_big_sparse_vram(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_g2_prefetch_list),
-        cmocka_unit_test(test_store_dump_320),
-        cmocka_unit_test(test_address_formation),
-        cmocka_unit_test(test_image_prefetch),
-        cmocka_unit_test(test_image_copy_on_write),
-        cmocka_unit_test(test_store_types),
-        cmocka_unit_test(test_hbm_limits),
-        cmocka_unit_test(test_loaders),
-        cmocka_unit_test(test_loops_nested),
-        cmocka_unit_test(test_loop_budget),
-        cmocka_unit_test(test_break),
-        cmocka_unit_test(test_loop_traps),
-        cmocka_unit_test(test_invalid_and_sram_traps),
-        cmocka_unit_test(test_format_trap),
-        cmocka_unit_test(test_event_fields),
-        cmocka_unit_test(test_determinism),
-        cmocka_unit_test(test_big_sparse_vram),
+        cmocka_unit_test(test_g2_prefetch_list),  cmocka_unit_test(test_store_dump_320),
+        cmocka_unit_test(test_address_formation), cmocka_unit_test(test_prefetch_mx_modes),
+        cmocka_unit_test(test_image_prefetch),    cmocka_unit_test(test_image_copy_on_write),
+        cmocka_unit_test(test_store_types),       cmocka_unit_test(test_hbm_limits),
+        cmocka_unit_test(test_loaders),           cmocka_unit_test(test_loops_nested),
+        cmocka_unit_test(test_loop_budget),       cmocka_unit_test(test_break),
+        cmocka_unit_test(test_loop_traps),        cmocka_unit_test(test_invalid_and_sram_traps),
+        cmocka_unit_test(test_format_trap),       cmocka_unit_test(test_event_fields),
+        cmocka_unit_test(test_determinism),       cmocka_unit_test(test_big_sparse_vram),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

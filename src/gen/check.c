@@ -41,9 +41,11 @@ static float *decode_mx(const struct plena_moe_build *b, uint64_t base, uint32_t
         return NULL;
     }
     const uint64_t ne = (uint64_t)K_p * N_p;
+    struct plena_mx_lut lut;
+    plena_num_mx_lut_init(&lut, b->mx_mode);
     for (uint32_t k = 0; k < K; k++) {
-        plena_num_mx_decode_row(b->mx_mode, r->bytes + (uint64_t)k * N_p,
-                                r->bytes + ne + (uint64_t)k * (N_p / 8), N_p, 8, row);
+        plena_num_mx_decode_row_lut(&lut, r->bytes + (uint64_t)k * N_p,
+                                    r->bytes + ne + (uint64_t)k * (N_p / 8), N_p, 8, row);
         memcpy(out + (size_t)k * N, row, (size_t)N * sizeof *row);
     }
     plena_free(row);

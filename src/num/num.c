@@ -427,6 +427,28 @@ void plena_num_mx_decode_row(enum plena_mx_mode mode, const uint8_t *codes, cons
         out[i] = plena_num_mx_decode(mode, codes[i], scales[i / block]);
 }
 
+void plena_num_mx_lut_init(struct plena_mx_lut *lut, enum plena_mx_mode mode)
+{
+    for (unsigned i = 0; i < 256; i++) {
+        uint8_t b = (uint8_t)i;
+        lut->code[i] = mode == PLENA_MX_OCP ? plena_num_ocp_e4m3fn_decode_ref(b)
+                                            : plena_num_e4m3_decode_ref(b);
+        lut->scale[i] =
+            mode == PLENA_MX_OCP ? plena_num_ocp_e8m0_decode_ref(b) : plena_num_e8m0_decode_ref(b);
+    }
+}
+
+void plena_num_mx_decode_row_lut(const struct plena_mx_lut *lut, const uint8_t *codes,
+                                 const uint8_t *scales, size_t n, size_t block, float *out)
+{
+    for (size_t b0 = 0, s = 0; b0 < n; b0 += block, s++) {
+        const float sc = lut->scale[scales[s]];
+        const size_t end = n - b0 < block ? n : b0 + block;
+        for (size_t i = b0; i < end; i++)
+            out[i] = lut->code[codes[i]] * sc;
+    }
+}
+
 /* ---- format traits ---- */
 
 static const struct plena_num_fmt_info fmt_table[] = {

@@ -64,6 +64,20 @@ void plena_num_mx_encode_row(enum plena_mx_mode mode, enum plena_mx_encoder enc,
 void plena_num_mx_decode_row(enum plena_mx_mode mode, const uint8_t *codes, const uint8_t *scales,
                              size_t n, size_t block, float *out);
 
+/* Decode tables of one MX mode: the f32 value of every element code and of
+ * every scale byte, taken from the reference decoders. A table decode is the
+ * same single multiplication of the same two operands as
+ * plena_num_mx_decode, so it is bit-identical (test_num checks all 65536
+ * pairs of both modes); it just skips the per-element decoding work. */
+struct plena_mx_lut {
+    float code[256];
+    float scale[256];
+};
+void plena_num_mx_lut_init(struct plena_mx_lut *lut, enum plena_mx_mode mode);
+/* plena_num_mx_decode_row through lut. */
+void plena_num_mx_decode_row_lut(const struct plena_mx_lut *lut, const uint8_t *codes,
+                                 const uint8_t *scales, size_t n, size_t block, float *out);
+
 /* ---- traits of the 8-bit code formats (formats.def) ---- */
 enum plena_fmt {
 #define X(id, name, dec, max_code, max_val) PLENA_FMT_##id,

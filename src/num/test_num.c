@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "num/num.h"
@@ -688,6 +689,44 @@ static void test_format_traits(void **state)
     assert_int_not_equal(plena_num_fmt_decode_table(PLENA_FMT_COUNT, t), 0);
 }
 
+/* The decode tables against plena_num_mx_decode on every (code, scale) pair
+ * of both modes, bit for bit (NaNs included), and the row form with a short
+ * last block. */
+static void test_mx_lut_all_pairs(void **state)
+{
+    (void)state;
+    static const enum plena_mx_mode modes[] = {PLENA_MX_PLENA, PLENA_MX_OCP};
+    for (int mi = 0; mi < 2; mi++) {
+        struct plena_mx_lut lut;
+        plena_num_mx_lut_init(&lut, modes[mi]);
+        static uint8_t codes[256 * 256], scales[256 * 256 / 8];
+        static float a[256 * 256], b[256 * 256];
+        for (unsigned s = 0; s < 256; s++)
+            for (unsigned c = 0; c < 256; c++) {
+                float want = plena_num_mx_decode(modes[mi], (uint8_t)c, (uint8_t)s);
+                float got = lut.code[c] * lut.scale[s];
+                uint32_t wb, gb;
+                memcpy(&wb, &want, 4);
+                memcpy(&gb, &got, 4);
+                if (wb != gb) fprintf(stderr, "mode %d code %u scale %u\n", mi, c, s);
+                assert_int_equal(wb, gb);
+            }
+        /* rows: every code under each scale, blocks of 8, n not a multiple of 8 */
+        for (unsigned i = 0; i < 256 * 256; i++)
+            codes[i] = (uint8_t)(i * 7u + i / 256u);
+        for (unsigned i = 0; i < 256 * 256 / 8; i++)
+            scales[i] = (uint8_t)(i * 13u);
+        size_t n = 256 * 256 - 3;
+        plena_num_mx_decode_row(modes[mi], codes, scales, n, 8, a);
+        memset(b, 0x55, sizeof b);
+        plena_num_mx_decode_row_lut(&lut, codes, scales, n, 8, b);
+        assert_memory_equal(a, b, n * sizeof *a);
+        const uint8_t *tail = (const uint8_t *)(b + n); /* nothing written past n */
+        for (size_t i = 0; i < (256 * 256 - n) * sizeof *b; i++)
+            assert_int_equal(tail[i], 0x55);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -700,6 +739,7 @@ int main(void)
         cmocka_unit_test(test_quantizer_edges),    cmocka_unit_test(test_worked_blocks_plena),
         cmocka_unit_test(test_block_scale_edges),  cmocka_unit_test(test_zero_block_row),
         cmocka_unit_test(test_worked_blocks_ocp),  cmocka_unit_test(test_format_traits),
+        cmocka_unit_test(test_mx_lut_all_pairs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
