@@ -160,6 +160,15 @@ int plena_emu_new(const struct plena_settings *s, uint64_t hbm_size, struct plen
         return PLENA_FAIL(err, PLENA_E_INPUT, "settings",
                           "inconsistent machine geometry (MLEN %u VLEN %u BLEN %u HLEN %u)",
                           s->mlen, s->vlen, s->blen, s->hlen);
+    /* the DMA decodes whole MX blocks of a row (and the settings file only
+     * allows blocks of 8 or 32): a block that does not divide MLEN is refused
+     * here rather than met mid-run */
+    const struct plena_hbm_type *ht[4] = {&s->hbm_m_weight_type, &s->hbm_m_kv_type,
+                                          &s->hbm_v_act_type, &s->hbm_v_kv_type};
+    for (int i = 0; i < 4; i++)
+        if (ht[i]->kind == PLENA_HBM_MX && (ht[i]->block == 0 || s->mlen % ht[i]->block))
+            return PLENA_FAIL(err, PLENA_E_INPUT, "settings",
+                              "MX block size %u does not divide MLEN %u", ht[i]->block, s->mlen);
     if (hbm_size == 0) hbm_size = s->hbm_size;
     if (hbm_size == 0 || hbm_size > (1ull << 48))
         return PLENA_FAIL(err, PLENA_E_INPUT, "settings", "HBM_SIZE %llu out of range",

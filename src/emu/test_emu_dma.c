@@ -176,6 +176,30 @@ static void test_prefetch_mx_modes(void **state)
     }
 }
 
+/* An MX type whose block does not divide MLEN is refused when the machine is
+ * made (a settings file cannot say so, a struct built in code can). */
+static void test_mx_block_checked(void **state)
+{
+    (void)state;
+    const uint32_t bad[2] = {0, 48};
+    for (int i = 0; i < 2; i++) {
+        struct plena_settings s;
+        tu_settings(&s);
+        s.hbm_v_act_type.block = bad[i];
+        struct plena_emu *e = NULL;
+        struct plena_err err = {0};
+        assert_int_equal(plena_emu_new(&s, 0, &e, &err), PLENA_E_INPUT);
+        assert_null(e);
+        char want[64];
+        snprintf(want, sizeof want, "MX block size %u does not divide MLEN 64", bad[i]);
+        assert_non_null(strstr(err.msg, want));
+    }
+    struct plena_settings s;
+    tu_settings(&s);
+    s.hbm_v_act_type.block = 32;
+    plena_emu_free(tu_new(&s));
+}
+
 static const uint8_t image18[18] = {0x28, 0x30, 0x34, 0x38, 0x20, 0xA8, 0x00, 0x3C, 0x3A,
                                     0x3F, 0xBF, 0x07, 0x01, 0x00, 0x3C, 0x38, 0x81, 0x7F};
 
@@ -754,15 +778,25 @@ static void test_big_sparse_vram(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_g2_prefetch_list),  cmocka_unit_test(test_store_dump_320),
-        cmocka_unit_test(test_address_formation), cmocka_unit_test(test_prefetch_mx_modes),
-        cmocka_unit_test(test_image_prefetch),    cmocka_unit_test(test_image_copy_on_write),
-        cmocka_unit_test(test_store_types),       cmocka_unit_test(test_hbm_limits),
-        cmocka_unit_test(test_loaders),           cmocka_unit_test(test_loops_nested),
-        cmocka_unit_test(test_loop_budget),       cmocka_unit_test(test_break),
-        cmocka_unit_test(test_loop_traps),        cmocka_unit_test(test_invalid_and_sram_traps),
-        cmocka_unit_test(test_format_trap),       cmocka_unit_test(test_event_fields),
-        cmocka_unit_test(test_determinism),       cmocka_unit_test(test_big_sparse_vram),
+        cmocka_unit_test(test_g2_prefetch_list),
+        cmocka_unit_test(test_store_dump_320),
+        cmocka_unit_test(test_address_formation),
+        cmocka_unit_test(test_prefetch_mx_modes),
+        cmocka_unit_test(test_mx_block_checked),
+        cmocka_unit_test(test_image_prefetch),
+        cmocka_unit_test(test_image_copy_on_write),
+        cmocka_unit_test(test_store_types),
+        cmocka_unit_test(test_hbm_limits),
+        cmocka_unit_test(test_loaders),
+        cmocka_unit_test(test_loops_nested),
+        cmocka_unit_test(test_loop_budget),
+        cmocka_unit_test(test_break),
+        cmocka_unit_test(test_loop_traps),
+        cmocka_unit_test(test_invalid_and_sram_traps),
+        cmocka_unit_test(test_format_trap),
+        cmocka_unit_test(test_event_fields),
+        cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_big_sparse_vram),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

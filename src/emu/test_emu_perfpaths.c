@@ -189,6 +189,10 @@ static void settings_for(struct plena_settings *s, const struct geom *g)
     s->matrix_sram_size = TILES * g->mlen;
     s->vector_sram_size = VROWS;
     s->hbm_m_prefetch_amount = g->mlen;
+    if (g->mlen % 8) { /* MX block 8 must divide MLEN (these programs use no DMA) */
+        struct plena_hbm_type bf16 = {PLENA_HBM_BF16, 0};
+        s->hbm_m_weight_type = s->hbm_m_kv_type = s->hbm_v_act_type = s->hbm_v_kv_type = bf16;
+    }
 }
 
 static uint16_t rand_bf16(uint32_t *s)
