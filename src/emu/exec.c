@@ -4,8 +4,10 @@
  * instruction validates all addresses before its first write (precise traps).
  * Timing is not computed here: an event record goes to the observer.
  * Speed: BF16 rows convert inline, matrix kernels keep each output's chain in
- * a register lane (generic GCC vectors, AVX2 or AVX-512F chosen at run time), and every
- * fast path has a scalar reference twin selected by e->ref_paths, which
+ * a register lane (generic GCC vectors, AVX2 or AVX-512F chosen at run time),
+ * BLEN 4 M_MMs on AVX-512F hosts are computed in deferred groups from a cache
+ * of decoded X blocks (op_mm_deferred, mm_flush, xq_get), and every fast path
+ * has a scalar reference twin selected by e->ref_paths, which
  * test_emu_perfpaths compares bit for bit. */
 #include "emu/emu_internal.h"
 
