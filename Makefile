@@ -5,7 +5,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all setup build demo test test-fast test-asan test-fuzz format-check docs bench clean
+.PHONY: all setup build demo test test-fast test-asan test-fuzz format-check docs bench golden clean
 
 all: build
 
@@ -46,6 +46,12 @@ docs: build
 
 bench: build
 	./bench/run_all.sh $(BUILD)
+
+# Rewrites tests/golden/expected from the current build: only for a deliberate
+# behaviour change (the CTest golden_outputs compares against it).
+golden: build
+	rm -rf tests/golden/expected
+	sh tests/golden/record.sh $(BUILD)/plena tests/golden/expected
 
 format-check: build
 	cmake --build $(BUILD) --target format-check

@@ -1,0 +1,106 @@
+#!/bin/sh
+# Golden recording: runs a fixed set of plena commands and writes everything
+# they print and write into OUT, so a restructuring or a speed-up can be
+# checked byte for byte against the committed recording in tests/golden/expected.
+#   tests/golden/record.sh PLENA_BIN OUT
+# Each case NAME gives OUT/NAME.out (stdout, then "--- stderr", then
+# "--- exit N") and, for cases that write a directory, OUT/NAME.files: one line
+# per file, "path sha256" (binaries and large files) or the path followed by
+# the text itself (JSON/CSV/text files up to 64 KiB). The scratch directory's
+# absolute path is replaced by <W> everywhere.
+# CTest `golden_outputs` runs this and diffs against tests/golden/expected;
+# `make golden` rewrites the expected files (do that only for a deliberate
+# behaviour change, and say so in the commit).
+set -eu
+BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+OUT=$2
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+W=$(mktemp -d "${TMPDIR:-/tmp}/plena_golden.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+cd "$W"
+unset PLENA_SETTINGS_TOML PLENA_TEST_NONDETERMINISM || true
+export LC_ALL=C TZ=UTC
+
+# Keys whose values are host time, wall-clock dates or process ids (the
+# volatile keys of docs/replay.md), replaced by <volatile>.
+VOLATILE='[a-z_]*_at_utc|host_[a-z_]*seconds|host_seconds|worker_pid|hostname'
+scrub() {
+    sed -E -e "s#$W#<W>#g" -e "s/(\"($VOLATILE)\": )[^,}]*/\1<volatile>/g"
+}
+
+# run NAME CMD...: stdout, stderr and exit status of one command.
+run() {
+    name=$1; shift
+    set +e
+    "$@" >"$W/.o" 2>"$W/.e"
+    rc=$?
+    set -e
+    { cat "$W/.o"; echo "--- stderr"; cat "$W/.e"; echo "--- exit $rc"; } | scrub >"$OUT/$name.out"
+}
+
+# files NAME DIR: every file under DIR, sorted, text inline or hashed.
+files() {
+    name=$1; dir=$2
+    : >"$OUT/$name.files"
+    (cd "$dir" && find . -type f | LC_ALL=C sort) | while read -r f; do
+        p="$dir/$f"
+        sz=$(wc -c <"$p")
+        case "$f" in
+        *.json|*.csv|*.md|*.txt|*.asm|*.jsonl|*.log)
+            if [ "$sz" -le 65536 ]; then
+                { echo "=== $f"; cat "$p"; echo; } | scrub >>"$OUT/$name.files"
+                continue
+            fi ;;
+        esac
+        echo "=== $f sha256 $(sha256sum <"$p" | cut -d' ' -f1) bytes $sz" >>"$OUT/$name.files"
+    done
+}
+
+# --- help texts of every command and subcommand
+run help_plena "$BIN" help
+for c in asm disasm run gates moe trace replay campaign; do
+    run "help_$c" "$BIN" "$c" --help
+done
+for s in validate stats gen import split pack; do
+    run "help_trace_$s" "$BIN" trace "$s" --help
+done
+run trace_rules "$BIN" trace rules
+
+# --- make demo (scripts/demo.sh on a fixed output directory)
+PLENA_DEMO_OUT=demo run demo sh "$SRC/scripts/demo.sh" "$(dirname "$BIN")"
+files demo demo
+
+# --- plena moe, three presets and both routing paths, with --profile
+run moe_gptoss "$BIN" moe --model tiny-gpt-oss --tokens 3 --out moe_gptoss --check --profile
+files moe_gptoss moe_gptoss
+run moe_llama4 "$BIN" moe --model tiny-llama4 --tokens 5 --routing random --seed 9 \
+    --out moe_llama4 --check --profile
+files moe_llama4 moe_llama4
+run moe_qwen2 "$BIN" moe --model tiny-qwen2-gated --tokens 4 --out moe_qwen2 --check --profile
+files moe_qwen2 moe_qwen2
+run moe_qwen3 "$BIN" moe --model qwen3-30b-a3b --tokens 2 --routing random --out moe_qwen3 \
+    --check --profile
+files moe_qwen3 moe_qwen3
+run moe_list "$BIN" moe --list-models
+
+# --- plena trace gen | validate | stats
+mkdir gen
+run trace_gen "$BIN" trace gen --model tiny-route-32x4 --tokens 8 --dist zipf:1.2 --seed 7 --out gen/gen.json
+files trace_gen gen
+run trace_gen_stdout "$BIN" trace gen --model tiny-ds-fused --tokens 5 --dist uniform --seed 3
+"$BIN" trace gen --model tiny-ds-fused --tokens 5 --dist uniform --seed 3 >fused.json 2>/dev/null || true
+run trace_validate "$BIN" trace validate "$SRC/src/trace/testdata/example_v2.json" \
+    "$SRC/src/trace/testdata/gen_zipf1.2_seed7.json" fused.json
+run trace_validate_replay "$BIN" trace validate --replay "$SRC/src/trace/testdata/example_v2.json" fused.json
+run trace_stats "$BIN" trace stats "$SRC/src/trace/testdata/gen_zipf1.2_seed7.json" fused.json
+run trace_stats_json "$BIN" trace stats --json "$SRC/src/trace/testdata/gen_zipf1.2_seed7.json"
+
+# --- plena replay of two traces
+run replay "$BIN" replay "$SRC/src/trace/testdata/gen_zipf1.2_seed7.json" fused.json --out replay
+files replay replay
+
+# --- plena gates timing
+run gates_timing "$BIN" gates timing --out gates
+files gates gates
