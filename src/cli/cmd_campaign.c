@@ -255,18 +255,18 @@ static int parse_args(int argc, char **argv, struct copts *o)
                 o->ro.lowering = v;
             } else if (!strcmp(a, "--weights")) {
                 if (!strcmp(v, "random"))
-                    o->ro.weights = PLENA_REPLAY_W_RANDOM;
+                    o->ro.weights = PLENA_WEIGHTS_RANDOM;
                 else if (!strcmp(v, "representable"))
-                    o->ro.weights = PLENA_REPLAY_W_REPRESENTABLE;
+                    o->ro.weights = PLENA_WEIGHTS_REPRESENTABLE;
                 else if (!strcmp(v, "zero"))
-                    o->ro.weights = PLENA_REPLAY_W_ZERO;
+                    o->ro.weights = PLENA_WEIGHTS_ZERO;
                 else
                     return plena_cli_usage_error("campaign", "--weights: unknown '%s'", v);
             } else if (!strcmp(a, "--input")) {
                 if (!strcmp(v, "random"))
-                    o->ro.input = PLENA_REPLAY_IN_RANDOM;
+                    o->ro.input = PLENA_INPUT_RANDOM;
                 else if (!strcmp(v, "zeros"))
-                    o->ro.input = PLENA_REPLAY_IN_ZEROS;
+                    o->ro.input = PLENA_INPUT_ZEROS;
                 else
                     return plena_cli_usage_error("campaign", "--input: unknown '%s'", v);
             } else if (!strcmp(a, "--routing")) {

@@ -239,8 +239,8 @@ int plena_cmd_moe(int argc, char **argv)
         }
     }
     if (list) {
-        for (unsigned i = 0; i < plena_gen_preset_count(); i++) {
-            const struct plena_moe_model *m = plena_gen_preset_at(i);
+        for (unsigned i = 0; i < plena_model_preset_count(); i++) {
+            const struct plena_moe_model *m = plena_model_preset_at(i);
             printf("%-20s H=%-5u I=%-5u E=%-4u k=%-3u shared=%u x %u%s\n", m->name, m->hidden,
                    m->moe_inter, m->num_experts, m->top_k, m->n_shared, m->shared_inter,
                    m->is_tiny ? " (tiny)" : "");
@@ -251,13 +251,13 @@ int plena_cmd_moe(int argc, char **argv)
     if (tokens <= 0)
         return plena_cli_usage_error("moe", "--tokens must be a positive integer (got %ld)",
                                      tokens);
-    enum plena_moe_weights wk;
+    enum plena_weights_mode wk;
     if (!strcmp(weights, "random"))
-        wk = PLENA_MOE_WEIGHTS_RANDOM;
+        wk = PLENA_WEIGHTS_RANDOM;
     else if (!strcmp(weights, "zero"))
-        wk = PLENA_MOE_WEIGHTS_ZERO;
+        wk = PLENA_WEIGHTS_ZERO;
     else if (!strcmp(weights, "representable"))
-        wk = PLENA_MOE_WEIGHTS_REPRESENTABLE;
+        wk = PLENA_WEIGHTS_REPRESENTABLE;
     else
         return plena_cli_usage_error("moe",
                                      "--weights: expected random, zero or representable, "
@@ -271,7 +271,7 @@ int plena_cmd_moe(int argc, char **argv)
     struct plena_settings set;
     if (plena_settings_load(settings_path, &set, &err)) return plena_cli_report("moe", &err);
     struct plena_moe_model mdl;
-    if (plena_gen_model_resolve(model, &mdl, &err)) return plena_cli_report("moe", &err);
+    if (plena_model_resolve(model, &mdl, &err)) return plena_cli_report("moe", &err);
     struct plena_gen_machine gm;
     plena_gen_machine_from_settings(&set, &gm);
     if (mdl.num_experts && mdl.top_k > mdl.num_experts) {
@@ -284,7 +284,7 @@ int plena_cmd_moe(int argc, char **argv)
                 mdl.name, mdl.hidden, gm.mlen);
         return 1;
     }
-    if (plena_gen_model_validate(&mdl, gm.mlen, &err)) return plena_cli_report("moe", &err);
+    if (plena_model_validate(&mdl, gm.mlen, &err)) return plena_cli_report("moe", &err);
     struct plena_moe_build_opts o;
     plena_moe_build_opts_init(&o, &mdl, &gm, (uint32_t)tokens);
     o.weights = wk;

@@ -191,19 +191,19 @@ int plena_cmd_replay(int argc, char **argv)
         } else if (!strcmp(a, "--weights")) {
             NEED_VALUE;
             if (!strcmp(v, "random"))
-                o.weights = PLENA_REPLAY_W_RANDOM;
+                o.weights = PLENA_WEIGHTS_RANDOM;
             else if (!strcmp(v, "representable"))
-                o.weights = PLENA_REPLAY_W_REPRESENTABLE;
+                o.weights = PLENA_WEIGHTS_REPRESENTABLE;
             else if (!strcmp(v, "zero"))
-                o.weights = PLENA_REPLAY_W_ZERO;
+                o.weights = PLENA_WEIGHTS_ZERO;
             else
                 BAD_VALUE();
         } else if (!strcmp(a, "--input")) {
             NEED_VALUE;
             if (!strcmp(v, "random"))
-                o.input = PLENA_REPLAY_IN_RANDOM;
+                o.input = PLENA_INPUT_RANDOM;
             else if (!strcmp(v, "zeros"))
-                o.input = PLENA_REPLAY_IN_ZEROS;
+                o.input = PLENA_INPUT_ZEROS;
             else
                 BAD_VALUE();
         } else if (!strcmp(a, "--weight-seed")) {

@@ -14,8 +14,9 @@
 #include "gen/build.h"
 #include "common/alloc.h"
 #include "common/fileio.h"
-#include "gen/model.h"
+#include "model/model.h"
 #include "settings/settings.h"
+#include "replay/tier.h"
 #include "trace/build.h"
 #include "trace/gen.h"
 #include "trace/import.h"
@@ -137,7 +138,7 @@ static void print_findings(const char *file, long line, const struct plena_trace
 }
 
 /* The replay tier for every valid line of a set (entries are in line order). */
-static int replay_set(const char *data, size_t len, const struct plena_trace_replay_options *ro,
+static int replay_set(const char *data, size_t len, const struct plena_replay_tier_opts *ro,
                       const struct plena_gen_machine *mach, struct plena_trace_set_report *s)
 {
     struct plena_trace_lines it = {data, len, 0, 0};
@@ -148,8 +149,7 @@ static int replay_set(const char *data, size_t len, const struct plena_trace_rep
         struct plena_trace_report *r = &s->entries[k].report;
         if (r->valid) {
             size_t before = r->n_errors;
-            if (plena_trace_validate_replay_machine(text, n, ro, mach, r) == PLENA_E_NOMEM)
-                return -1;
+            if (plena_replay_tier_check(text, n, ro, mach, r) == PLENA_E_NOMEM) return -1;
             for (size_t i = before; i < r->n_errors; i++)
                 r->errors[i].line = it.line;
             if (!r->valid) s->valid = 0;
@@ -162,7 +162,7 @@ static int replay_set(const char *data, size_t len, const struct plena_trace_rep
 static int cmd_validate(int argc, char **argv)
 {
     struct plena_trace_validate_options opt = {0};
-    struct plena_trace_replay_options ro = {0};
+    struct plena_replay_tier_opts ro = {0};
     const char *settings_path = NULL;
     int as_json = 0, force_set = 0, n_files = 0, replay = 0;
     for (int i = 1; i < argc; i++) {
@@ -275,7 +275,7 @@ static int cmd_validate(int argc, char **argv)
             plena_trace_report_init(&r);
             int rc = plena_trace_validate_bytes(data, len, &opt, &r);
             if (replay && rc == 0 &&
-                plena_trace_validate_replay_machine(data, len, &ro, &mach, &r) == PLENA_E_NOMEM)
+                plena_replay_tier_check(data, len, &ro, &mach, &r) == PLENA_E_NOMEM)
                 rc = PLENA_E_NOMEM;
             if (rc == PLENA_E_NOMEM) {
                 fprintf(stderr, "plena trace validate: %s: out of memory\n", path);
@@ -542,7 +542,7 @@ static int model_and_stamp(const char *cmd, const char *model, struct plena_moe_
         *created = stamp;
     }
     struct plena_err err = {0};
-    return plena_gen_model_resolve(model, m, &err) ? plena_cli_report(cmd, &err) : 0;
+    return plena_model_resolve(model, m, &err) ? plena_cli_report(cmd, &err) : 0;
 }
 
 static int ends_with(const char *s, const char *suf)

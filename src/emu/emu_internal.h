@@ -16,8 +16,6 @@
 #define EMU_PAGE_BYTES 65536u /* VRAM and HBM page size */
 #define HBM_PAGE_SHIFT 16
 #define HBM_L2_BITS    16 /* pages per second-level HBM table: 2^16 (4 GiB) */
-#define EMU_TOPK_MAX_E 16383u
-#define EMU_TOPK_MAX_K 255u
 
 /* Deferred M_MMs (AVX-512F, BLEN 4, MLEN a multiple of 16): an M_MM is
  * validated when it issues but computed in groups of up to EMU_MM_BATCH, so
@@ -116,7 +114,7 @@ struct plena_emu {
     uint8_t *dma_bytes;           /* one row of HBM bytes (elements or scales) */
     struct plena_hbm_txn *txn;    /* transaction list of one H_* instruction */
     size_t txn_cap, n_txn;
-    uint64_t *topk_keys;        /* EMU_TOPK_MAX_E sort keys */
+    uint64_t *topk_keys;        /* PLENA_TOPK_MAX_EXPERTS sort keys */
     struct plena_mx_lut mx_lut; /* MX decode tables of s.mx_mode (H_PREFETCH_*) */
 
     struct emu_mm_pending mm_pend[EMU_MM_BATCH];

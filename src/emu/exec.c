@@ -1159,8 +1159,8 @@ static int op_topk(struct plena_emu *e, const struct plena_insn *in, uint32_t *e
     }
     /* Descending key; equal keys keep the lower expert first (stable ranking). */
     qsort(keys, E, sizeof *keys, cmp_desc_u64);
-    float v[EMU_TOPK_MAX_K], w[EMU_TOPK_MAX_K];
-    uint32_t id[EMU_TOPK_MAX_K];
+    float v[PLENA_TOPK_MAX_K], w[PLENA_TOPK_MAX_K];
+    uint32_t id[PLENA_TOPK_MAX_K];
     for (uint32_t j = 0; j < k; j++) {
         id[j] = 0xFFFFFFFFu - (uint32_t)keys[j];
         float x = bf(emu_vram_row_ro(e, row0 + id[j] / e->vlen)[id[j] % e->vlen]);
@@ -1184,12 +1184,12 @@ static int op_topk(struct plena_emu *e, const struct plena_insn *in, uint32_t *e
 static int op_set_topk(struct plena_emu *e, const struct plena_insn *in)
 {
     uint32_t x = e->g[in->rd], E = x >> 8, k = x & 0xFFu;
-    uint32_t kmax = E < EMU_TOPK_MAX_K ? E : EMU_TOPK_MAX_K;
-    if (E < 1 || E > EMU_TOPK_MAX_E || k < 1 || k > kmax)
+    uint32_t kmax = E < PLENA_TOPK_MAX_K ? E : PLENA_TOPK_MAX_K;
+    if (E < 1 || E > PLENA_TOPK_MAX_EXPERTS || k < 1 || k > kmax)
         return trapf(e, PLENA_TRAP_TOPK_VALUE,
-                     "C_SET_TOPK_REG value %u gives E = %u, k = %u: expected 1 <= E <= 16383 and "
-                     "1 <= k <= min(E, 255)",
-                     x, E, k);
+                     "C_SET_TOPK_REG value %u gives E = %u, k = %u: expected 1 <= E <= %d and "
+                     "1 <= k <= min(E, %d)",
+                     x, E, k, PLENA_TOPK_MAX_EXPERTS, PLENA_TOPK_MAX_K);
     e->topk = x;
     e->topk_set = 1;
     return 0;

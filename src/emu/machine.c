@@ -231,7 +231,7 @@ int plena_emu_new(const struct plena_settings *s, uint64_t hbm_size, struct plen
     e->obuf = plena_calloc(wide * e->mlen, sizeof(float));
     e->dma_bytes = plena_calloc(2 * (size_t)e->mlen + 64, 1);
     e->txn = plena_calloc(e->txn_cap, sizeof(struct plena_hbm_txn));
-    e->topk_keys = plena_calloc(EMU_TOPK_MAX_E, sizeof(uint64_t));
+    e->topk_keys = plena_calloc(PLENA_TOPK_MAX_EXPERTS, sizeof(uint64_t));
     plena_num_mx_lut_init(&e->mx_lut, s->mx_mode);
     e->xq_mem = plena_malloc((size_t)EMU_XQ_ENTRIES * e->mlen * 4 * sizeof(float) + 64);
     if (e->xq_mem) {

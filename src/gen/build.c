@@ -46,9 +46,9 @@ void plena_moe_build_opts_init(struct plena_moe_build_opts *o, const struct plen
     memset(o, 0, sizeof *o);
     plena_moe_cfg_from_model(mdl, m, &o->cfg);
     o->T = T;
-    o->weights = PLENA_MOE_WEIGHTS_RANDOM;
+    o->weights = PLENA_WEIGHTS_RANDOM;
     o->weight_seed = 42;
-    o->input = PLENA_MOE_INPUT_RANDOM;
+    o->input = PLENA_INPUT_RANDOM;
     o->input_seed = 42;
     o->mx_mode = PLENA_MX_PLENA;
 }
@@ -116,7 +116,7 @@ static void gen_values(const struct plena_moe_build_opts *o, unsigned role, uint
                        uint32_t K, uint32_t N, uint32_t fan_in, float *out)
 {
     const size_t n = (size_t)K * N;
-    if (o->weights == PLENA_MOE_WEIGHTS_ZERO) {
+    if (o->weights == PLENA_WEIGHTS_ZERO) {
         memset(out, 0, n * sizeof *out);
         return;
     }
@@ -124,7 +124,7 @@ static void gen_values(const struct plena_moe_build_opts *o, unsigned role, uint
     const uint64_t words[3] = {PLENA_PRNG_TAG_WEIGHTS, role, expert};
     plena_prng_derive(&g, o->weight_seed, words, 3);
     const double a = 1.0 / sqrt((double)(fan_in ? fan_in : 1));
-    if (o->weights == PLENA_MOE_WEIGHTS_REPRESENTABLE) {
+    if (o->weights == PLENA_WEIGHTS_REPRESENTABLE) {
         /* 7.3: {-1,-0.5,-0.25,0,0.25,0.5,1} x 2^round(log2 a): exact in MX and BF16 */
         static const float set[7] = {-1.0f, -0.5f, -0.25f, 0.0f, 0.25f, 0.5f, 1.0f};
         const float p = ldexpf(1.0f, (int)floor(log2(a) + 0.5));
@@ -265,7 +265,7 @@ static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_buil
     if (need < (size_t)E * H) need = (size_t)E * H;
     tmp = plena_calloc(need ? need : 1, sizeof *tmp);
     if (!tmp) return fail_nomem(err);
-    if (o->input == PLENA_MOE_INPUT_RANDOM) {
+    if (o->input == PLENA_INPUT_RANDOM) {
         struct plena_prng g;
         const uint64_t words[2] = {PLENA_PRNG_TAG_ACTIVATIONS, 0};
         plena_prng_derive(&g, o->input_seed, words, 2);

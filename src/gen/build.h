@@ -15,13 +15,6 @@
 #include "num/num.h"
 #include "settings/settings.h"
 
-enum plena_moe_weights {
-    PLENA_MOE_WEIGHTS_RANDOM = 0,
-    PLENA_MOE_WEIGHTS_ZERO = 1,
-    PLENA_MOE_WEIGHTS_REPRESENTABLE = 2
-};
-enum plena_moe_input { PLENA_MOE_INPUT_RANDOM = 0, PLENA_MOE_INPUT_ZEROS = 1 };
-
 /* Weight roles of derive(weight_seed, 2, role, expert_id): 0-6 are those of
  * traces-and-replay.md 5.2; 7-12 are plena's choice for tensors that section
  * does not name (router weight and bias, expert biases). */
@@ -46,9 +39,9 @@ struct plena_moe_build_opts {
     /* FIXED routing: [T*k] ids and binary32 weights (pair order t*k+j) */
     const uint32_t *fixed_ids;
     const float *fixed_w;
-    enum plena_moe_weights weights;
+    enum plena_weights_mode weights;
     uint64_t weight_seed;
-    enum plena_moe_input input;
+    enum plena_input_mode input;
     uint64_t input_seed;
     /* tests: h scaled by 2^input_scale_log2 (<= 0) so the residual stays
      * below the layer output (moe-lowering 7.2: ||residual|| <= ||y64||) */
@@ -97,8 +90,8 @@ struct plena_moe_build {
     float *fixed_w32; /* binary32 route weights as given */
     int gate_shift;   /* m of the 2^-m shared gate scaling (-1: no gate) */
     enum plena_mx_mode mx_mode;
-    enum plena_moe_weights weights;
-    enum plena_moe_input input;
+    enum plena_weights_mode weights;
+    enum plena_input_mode input;
 };
 
 /* Builds (and writes when o->out_dir is set). b must be freed with

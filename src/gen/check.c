@@ -108,8 +108,8 @@ int plena_moe_refdata_from_build(const struct plena_moe_build *b, struct plena_m
     c->activation = cfg->activation;
     c->placement = cfg->placement;
     c->shared_gate = cfg->Is ? cfg->gate : PLENA_SHARED_GATE_NONE;
-    c->residual = cfg->residual == PLENA_RESIDUAL_PRE_NORM ? PLENA_REF_RESIDUAL_PRE_NORM
-                                                           : PLENA_REF_RESIDUAL_NONE;
+    c->residual =
+        cfg->residual == PLENA_RESIDUAL_PRE_NORM ? PLENA_RESIDUAL_PRE_NORM : PLENA_RESIDUAL_NONE;
     struct plena_moe_ref_in *in = &rd->in;
     const uint32_t fb = mp->fp_base;
     in->c.one = fp_entry(b, fb + mp->off_one);
@@ -122,7 +122,7 @@ int plena_moe_refdata_from_build(const struct plena_moe_build *b, struct plena_m
 
     if (!(rd->h = from_vram(b, "h", T, H, err))) return err ? err->code : PLENA_E_INTERNAL;
     in->h = rd->h;
-    if (c->residual == PLENA_REF_RESIDUAL_PRE_NORM) {
+    if (c->residual == PLENA_RESIDUAL_PRE_NORM) {
         if (!(rd->gamma = from_vram(b, "gamma", 1, H, err))) return PLENA_E_INTERNAL;
         in->gamma = rd->gamma;
     }
@@ -448,13 +448,13 @@ int plena_moe_check(const struct plena_moe_build *b, const struct plena_moe_devi
     r->rel_rms = plena_moe_rel_rms_moe(&rd.cfg, &rd.in, moe, o64x);
     r->rel_rms_full = plena_moe_rel_rms_full(&rd.cfg, dev, o64);
     r->rel_rms_norm = 0.0;
-    if (rd.cfg.residual == PLENA_REF_RESIDUAL_PRE_NORM) {
+    if (rd.cfg.residual == PLENA_RESIDUAL_PRE_NORM) {
         plena_moe_rmsnorm_f64(&rd.cfg, &rd.in, x64);
         r->rel_rms_norm = plena_moe_rel_rms_norm(&rd.cfg, xn, x64);
     }
     /* zero weights or zero input: the maths is not exercised (traces 5.3
      * zero_input_smoke), the bound does not apply */
-    r->numerical = b->weights != PLENA_MOE_WEIGHTS_ZERO && b->input != PLENA_MOE_INPUT_ZEROS;
+    r->numerical = b->weights != PLENA_WEIGHTS_ZERO && b->input != PLENA_INPUT_ZEROS;
     r->bound_ok = r->numerical
                       ? r->rel_rms >= 0 && r->rel_rms <= PLENA_MOE_REL_RMS_BOUND &&
                             r->rel_rms_full >= 0 && r->rel_rms_full <= PLENA_MOE_REL_RMS_BOUND &&
@@ -480,13 +480,13 @@ done:
 int plena_moe_cost_row(const struct plena_settings *s, const char *preset, uint32_t T, int routed,
                        struct plena_moe_cost_row *row, struct plena_err *err)
 {
-    const struct plena_moe_model *mdl = plena_gen_preset_find(preset);
+    const struct plena_moe_model *mdl = plena_model_preset_find(preset);
     if (!mdl) return PLENA_FAIL(err, PLENA_E_INPUT, preset, "unknown preset");
     struct plena_gen_machine m;
     plena_gen_machine_from_settings(s, &m);
     struct plena_moe_build_opts o;
     plena_moe_build_opts_init(&o, mdl, &m, T);
-    o.weights = PLENA_MOE_WEIGHTS_ZERO;
+    o.weights = PLENA_WEIGHTS_ZERO;
     o.cfg.residual = PLENA_RESIDUAL_NONE;
     uint32_t ids[256];
     float w[256];

@@ -655,11 +655,11 @@ int plena_moe_router_select(struct plena_ctx *c, const struct plena_moe_cfg *cfg
     const ST s = PLENA_STAGE_ROUTER_TOPK;
     if (c->p->status) return c->p->status;
     const uint32_t E = cfg->E, k = cfg->k;
-    if (!(E >= 1 && E <= 16383 && k >= 1 && k <= E && k <= 255))
+    if (!(E >= 1 && E <= PLENA_TOPK_MAX_EXPERTS && k >= 1 && k <= E && k <= PLENA_TOPK_MAX_K))
         return plena_prog_fail(c->p, PLENA_E_TOPK,
                                "top-k shape (E=%u, k=%u): expected 1 <= k <= "
-                               "min(E, 255), 1 <= E <= 16383",
-                               E, k);
+                               "min(E, %d), 1 <= E <= %d",
+                               E, k, PLENA_TOPK_MAX_K, PLENA_TOPK_MAX_EXPERTS);
     struct plena_regset saved = c->live;
     uint8_t g[5];
     if (plena_regs_take(c, 5, 0, 0, g)) return c->p->status;
@@ -1363,7 +1363,8 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
     const int prenorm = cfg->residual == PLENA_RESIDUAL_PRE_NORM;
     if (!routed && !shared)
         return plena_prog_fail(p, PLENA_E_SHAPE, "layer has neither routed nor shared experts");
-    if (routed && (cfg->E < 1 || cfg->E > 16383 || cfg->k < 1 || cfg->k > cfg->E || cfg->k > 255))
+    if (routed && (cfg->E < 1 || cfg->E > PLENA_TOPK_MAX_EXPERTS || cfg->k < 1 || cfg->k > cfg->E ||
+                   cfg->k > PLENA_TOPK_MAX_K))
         return plena_prog_fail(p, PLENA_E_TOPK, "top-k shape (E=%u, k=%u) invalid", cfg->E, cfg->k);
 #ifdef PLENA_TESTING
     if (cfg->fault == PLENA_FAULT_NO_MARKERS) p->no_markers = 1;

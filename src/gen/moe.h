@@ -10,10 +10,9 @@
 #include <stdint.h>
 
 #include "gen/builder.h"
-#include "gen/model.h"
+#include "model/model.h"
 
 enum plena_topk_policy { PLENA_TOPK_AUTO = 0, PLENA_TOPK_FORCE_REGISTER = 1 };
-enum plena_residual_mode { PLENA_RESIDUAL_NONE = 0, PLENA_RESIDUAL_PRE_NORM = 1 };
 enum plena_loop_policy { PLENA_LOOPS_AUTO = 0, PLENA_LOOPS_UNROLL_PAIRS = 1 };
 enum plena_topk_encoding {
     PLENA_TOPK_ENC_NONE = 0,

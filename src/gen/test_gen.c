@@ -264,76 +264,6 @@ static void test_hbm_window(void **state)
     assert_int_equal(plena_hbm_place(&h2, 1024, 0), (1ull << 32) - 128);
 }
 
-/* ---- presets ---- */
-
-static void test_presets_validate(void **state)
-{
-    (void)state;
-    assert_int_equal(plena_gen_preset_count(), 29); /* 14 full-size + 1 demo + 14 tiny */
-    for (unsigned i = 0; i < plena_gen_preset_count(); i++) {
-        const struct plena_moe_model *m = plena_gen_preset_at(i);
-        struct plena_err err;
-        plena_err_clear(&err);
-        if (plena_gen_model_validate(m, 64, &err)) fail_msg("%s: %s", m->name, err.msg);
-        struct plena_moe_model r;
-        assert_int_equal(plena_gen_model_resolve(m->name, &r, NULL), 0);
-        assert_string_equal(r.name, m->name);
-    }
-    const struct plena_moe_model *d = plena_gen_preset_find("deepseek-v2-lite");
-    assert_non_null(d);
-    assert_int_equal(d->shared_inter, plena_moe_fused_shared_intermediate(2, 1408));
-    assert_int_equal(plena_moe_fused_shared_intermediate(2, 1408), 2816);
-    assert_int_equal(plena_moe_fused_shared_intermediate(0, 1408), 0);
-    assert_int_equal(plena_moe_fused_shared_intermediate(65536, 65536), 0);
-    assert_null(plena_gen_preset_find("nope"));
-    struct plena_err err;
-    plena_err_clear(&err);
-    struct plena_moe_model r;
-    assert_int_equal(plena_gen_model_resolve("nope", &r, &err), PLENA_E_INPUT);
-    struct plena_moe_model bad = *plena_gen_preset_find("tiny-fixed");
-    bad.top_k = 17;
-    assert_int_not_equal(plena_gen_model_validate(&bad, 64, NULL), 0);
-    bad = *plena_gen_preset_find("tiny-fixed");
-    bad.hidden = 96;
-    assert_int_not_equal(plena_gen_model_validate(&bad, 64, NULL), 0);
-}
-
-static void test_model_file(void **state)
-{
-    (void)state;
-    char dir[] = "/tmp/plena_gen_XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char path[256];
-    snprintf(path, sizeof path, "%s/cfg.json", dir);
-    FILE *f = fopen(path, "w");
-    fputs("{\"hidden_size\": 2048, \"num_experts\": 60, \"num_experts_per_tok\": 4,"
-          " \"moe_intermediate_size\": 1408, \"shared_expert_intermediate_size\": 5632,"
-          " \"norm_topk_prob\": false}",
-          f);
-    fclose(f);
-    struct plena_moe_model m;
-    assert_int_equal(plena_gen_model_resolve(path, &m, NULL), 0);
-    assert_string_equal(m.name, "cfg"); /* base name without ".json" */
-    assert_int_equal(m.hidden, 2048);
-    assert_int_equal(m.num_experts, 60);
-    assert_int_equal(m.top_k, 4);
-    assert_int_equal(m.moe_inter, 1408);
-    assert_int_equal(m.shared_inter, 5632);
-    assert_int_equal(m.shared_gate, PLENA_SHARED_GATE_SIGMOID);
-    assert_int_equal(m.norm_topk_prob, 0);
-    assert_true(m.rms_eps == 1e-6f);
-    f = fopen(path, "w");
-    fputs("{\"hidden_size\": 2048, \"n_routed_experts\": 64, \"num_experts_per_tok\": 6,"
-          " \"moe_intermediate_size\": 1408, \"n_shared_experts\": 2}",
-          f);
-    fclose(f);
-    assert_int_equal(plena_gen_model_resolve(path, &m, NULL), 0);
-    assert_int_equal(m.shared_inter, 2816);
-    assert_int_equal(m.shared_gate, PLENA_SHARED_GATE_NONE);
-    remove(path);
-    rmdir(dir);
-}
-
 /* ---- emitters ---- */
 
 static void test_polymorphic_stage_masks(void **state)
@@ -413,7 +343,7 @@ static void test_polymorphic_stage_masks(void **state)
 
 static void cfg_for(const char *name, uint32_t blen, struct plena_moe_cfg *cfg)
 {
-    const struct plena_moe_model *m = plena_gen_preset_find(name);
+    const struct plena_moe_model *m = plena_model_preset_find(name);
     assert_non_null(m);
     struct plena_gen_machine gm = machine(blen);
     plena_moe_cfg_from_model(m, &gm, cfg);
@@ -432,8 +362,8 @@ static int gen(const struct plena_moe_cfg *cfg, uint32_t T, struct plena_prog *p
 static void test_every_preset_emits(void **state)
 {
     (void)state;
-    for (unsigned i = 0; i < plena_gen_preset_count(); i++) {
-        const struct plena_moe_model *m = plena_gen_preset_at(i);
+    for (unsigned i = 0; i < plena_model_preset_count(); i++) {
+        const struct plena_moe_model *m = plena_model_preset_at(i);
         if (!m->is_tiny) continue;
         struct plena_moe_cfg cfg;
         cfg_for(m->name, 4, &cfg);
@@ -819,11 +749,11 @@ static void straddle_row(uint32_t n, uint32_t m, float *fused_dec, float *sep_de
 static void test_f2_mx_straddle(void **state)
 {
     (void)state;
-    const struct plena_moe_model *st = plena_gen_preset_find("tiny-straddle");
+    const struct plena_moe_model *st = plena_model_preset_find("tiny-straddle");
     assert_non_null(st);
     assert_int_equal(st->n_shared, 2);
     assert_int_equal(st->moe_inter, 12);
-    assert_int_equal(st->shared_inter, plena_moe_fused_shared_intermediate(2, 12));
+    assert_int_equal(st->shared_inter, plena_model_fused_shared_width(2, 12));
     float fused[64], sep[64];
     /* m = 12: expert 2's columns 0..3 share expert 1's block */
     straddle_row(st->n_shared, st->moe_inter, fused, sep);
@@ -850,7 +780,7 @@ static void test_capacity_check(void **state)
     struct plena_gen_capacity cap;
     struct plena_err err;
     plena_err_clear(&err);
-    const struct plena_moe_model *r128 = plena_gen_preset_find("tiny-route-128x8");
+    const struct plena_moe_model *r128 = plena_model_preset_find("tiny-route-128x8");
     m.fp_depth = 100; /* (100 - 80) / 8 = 2 tokens per block */
     assert_int_equal(plena_gen_capacity_check(r128, &m, 8, &cap, &err), 0);
     assert_int_equal(cap.t_blk, 2);
@@ -871,14 +801,14 @@ static void test_capacity_check(void **state)
     m.mram_tiles = 3;
     plena_err_clear(&err);
     assert_int_equal(
-        plena_gen_capacity_check(plena_gen_preset_find("tiny-ksplit"), &m, 2, &cap, &err),
+        plena_gen_capacity_check(plena_model_preset_find("tiny-ksplit"), &m, 2, &cap, &err),
         PLENA_E_SHAPE);
     assert_non_null(strstr(err.msg, "MRAM"));
     assert_non_null(strstr(err.msg, "needs 5 tiles"));
     assert_non_null(strstr(err.msg, "limit 3 tiles"));
     /* VRAM: the requirement quoted is the allocator's peak of a fitting run */
     plena_gen_machine_default(&m);
-    const struct plena_moe_model *ds = plena_gen_preset_find("tiny-ds-shared");
+    const struct plena_moe_model *ds = plena_model_preset_find("tiny-ds-shared");
     assert_int_equal(plena_gen_capacity_check(ds, &m, 8, &cap, NULL), 0);
     uint64_t need = cap.vram_need;
     m.vram_elems = need - 1;
@@ -902,8 +832,6 @@ int main(void)
         cmocka_unit_test(test_regs_take),
         cmocka_unit_test(test_vram_allocator),
         cmocka_unit_test(test_hbm_window),
-        cmocka_unit_test(test_presets_validate),
-        cmocka_unit_test(test_model_file),
         cmocka_unit_test(test_polymorphic_stage_masks),
         cmocka_unit_test(test_every_preset_emits),
         cmocka_unit_test(test_topk_encodings),

@@ -49,7 +49,7 @@ static int teardown(void **state)
 struct tcase {
     const char *preset;
     uint32_t T;
-    enum plena_moe_weights weights;
+    enum plena_weights_mode weights;
     int router_gaps;
     void (*tweak)(struct plena_moe_build_opts *o);
     int to_files;
@@ -58,7 +58,7 @@ struct tcase {
 static void opts_for(const struct tcase *tc, struct plena_moe_build_opts *o, uint32_t **ids,
                      float **w)
 {
-    const struct plena_moe_model *mdl = plena_gen_preset_find(tc->preset);
+    const struct plena_moe_model *mdl = plena_model_preset_find(tc->preset);
     assert_non_null(mdl);
     plena_moe_build_opts_init(o, mdl, &g_m, tc->T);
     o->weights = tc->weights;
@@ -251,7 +251,7 @@ static void free_case(struct plena_moe_build *b, struct plena_moe_device *d)
 static void test_s1(void **state)
 {
     (void)state;
-    struct tcase tc = {"tiny-ds-shared", 8, PLENA_MOE_WEIGHTS_RANDOM, 0, NULL, 1};
+    struct tcase tc = {"tiny-ds-shared", 8, PLENA_WEIGHTS_RANDOM, 0, NULL, 1};
     struct plena_moe_build b;
     struct plena_moe_device d;
     expect_pass(&tc, &b, &d);
@@ -322,7 +322,7 @@ static void a2_gate_exact(const struct plena_moe_build *b, const struct plena_mo
 static void test_s2(void **state)
 {
     (void)state;
-    struct tcase tc = {"tiny-qwen2-gated", 8, PLENA_MOE_WEIGHTS_RANDOM, 0, NULL, 0};
+    struct tcase tc = {"tiny-qwen2-gated", 8, PLENA_WEIGHTS_RANDOM, 0, NULL, 0};
     struct plena_moe_build b;
     struct plena_moe_device d;
     struct plena_moe_check_result r;
@@ -414,7 +414,7 @@ struct rcase {
 static void routing_case(const struct rcase *rc, void (*tweak)(struct plena_moe_build_opts *),
                          struct plena_moe_build *b, struct plena_moe_device *d)
 {
-    struct tcase tc = {rc->preset, rc->T, PLENA_MOE_WEIGHTS_RANDOM, 1, tweak, 0};
+    struct tcase tc = {rc->preset, rc->T, PLENA_WEIGHTS_RANDOM, 1, tweak, 0};
     expect_pass(&tc, b, d);
     assert_int_equal(b->info.topk_encoding, rc->enc);
     int rmask;
@@ -522,7 +522,7 @@ static void test_r8(void **state)
     (void)state;
     const char *presets[2] = {"tiny-fixed", "tiny-llama4"};
     for (int i = 0; i < 2; i++) {
-        struct tcase tc = {presets[i], 4, PLENA_MOE_WEIGHTS_RANDOM, 0, NULL, i == 0};
+        struct tcase tc = {presets[i], 4, PLENA_WEIGHTS_RANDOM, 0, NULL, i == 0};
         struct plena_moe_build b;
         struct plena_moe_device d;
         expect_pass(&tc, &b, &d);
@@ -558,7 +558,7 @@ static void test_s3(void **state)
 static void test_k1(void **state)
 {
     (void)state;
-    struct tcase tc = {"tiny-ksplit", 4, PLENA_MOE_WEIGHTS_RANDOM, 1, NULL, 0};
+    struct tcase tc = {"tiny-ksplit", 4, PLENA_WEIGHTS_RANDOM, 1, NULL, 0};
     struct plena_moe_build b;
     struct plena_moe_device d;
     expect_pass(&tc, &b, &d);
@@ -575,7 +575,7 @@ static void test_l1(void **state)
     (void)state;
     const char *presets[2] = {"tiny-ds-fused", "tiny-route-256x8"};
     for (int i = 0; i < 2; i++) {
-        struct tcase base = {presets[i], 8, PLENA_MOE_WEIGHTS_RANDOM, 1, NULL, 0};
+        struct tcase base = {presets[i], 8, PLENA_WEIGHTS_RANDOM, 1, NULL, 0};
         struct tcase un = base, tb = base;
         un.tweak = unroll_pairs;
         tb.tweak = tblk3;
@@ -600,7 +600,7 @@ static void test_l1(void **state)
     }
     /* static routed-section size independent of T in the looped form */
     struct plena_moe_build_opts o;
-    plena_moe_build_opts_init(&o, plena_gen_preset_find("tiny-ds-fused"), &g_m, 2);
+    plena_moe_build_opts_init(&o, plena_model_preset_find("tiny-ds-fused"), &g_m, 2);
     o.program_only = 1;
     struct plena_moe_build a, c;
     struct plena_err err;
@@ -617,7 +617,7 @@ static void test_l1(void **state)
 static void test_a6_union(void **state)
 {
     (void)state;
-    struct tcase tc = {"tiny-gpt-oss", 4, PLENA_MOE_WEIGHTS_RANDOM, 1, NULL, 0};
+    struct tcase tc = {"tiny-gpt-oss", 4, PLENA_WEIGHTS_RANDOM, 1, NULL, 0};
     struct plena_moe_build b;
     struct plena_moe_device d;
     expect_pass(&tc, &b, &d);
@@ -667,7 +667,7 @@ static void test_faults(void **state)
     const char *shift_presets[4] = {"tiny-route-16x1", "tiny-route-60x4", "tiny-route-64x6",
                                     "tiny-route-256x8"};
     for (int i = 0; i < 4; i++) {
-        struct tcase tc = {shift_presets[i], 4, PLENA_MOE_WEIGHTS_RANDOM, 1, f_shift, 0};
+        struct tcase tc = {shift_presets[i], 4, PLENA_WEIGHTS_RANDOM, 1, f_shift, 0};
         struct plena_moe_build b;
         struct plena_moe_device d;
         struct plena_moe_check_result r;
@@ -677,7 +677,7 @@ static void test_faults(void **state)
         free_case(&b, &d);
     }
     {
-        struct tcase tc = {"tiny-qwen2-gated", 8, PLENA_MOE_WEIGHTS_RANDOM, 0, f_drop, 0};
+        struct tcase tc = {"tiny-qwen2-gated", 8, PLENA_WEIGHTS_RANDOM, 0, f_drop, 0};
         struct plena_moe_build b;
         struct plena_moe_device d;
         struct plena_moe_check_result r;
@@ -687,7 +687,7 @@ static void test_faults(void **state)
         free_case(&b, &d);
     }
     {
-        struct tcase tc = {"tiny-qwen2-gated", 8, PLENA_MOE_WEIGHTS_RANDOM, 0, f_shared, 0};
+        struct tcase tc = {"tiny-qwen2-gated", 8, PLENA_WEIGHTS_RANDOM, 0, f_shared, 0};
         struct plena_moe_build b;
         struct plena_moe_device d;
         struct plena_moe_check_result r;
@@ -697,7 +697,7 @@ static void test_faults(void **state)
         free_case(&b, &d);
     }
     {
-        struct tcase tc = {"tiny-ds-shared", 8, PLENA_MOE_WEIGHTS_RANDOM, 0, f_nomark, 0};
+        struct tcase tc = {"tiny-ds-shared", 8, PLENA_WEIGHTS_RANDOM, 0, f_nomark, 0};
         struct plena_moe_build b;
         struct plena_moe_device d;
         struct plena_moe_check_result r;
@@ -806,7 +806,7 @@ static void test_build_dir(void **state)
 {
     (void)state;
     struct plena_moe_build_opts o;
-    plena_moe_build_opts_init(&o, plena_gen_preset_find("tiny-fixed"), &g_m, 2);
+    plena_moe_build_opts_init(&o, plena_model_preset_find("tiny-fixed"), &g_m, 2);
     uint32_t ids[4] = {15, 3, 3, 9};
     float w[4] = {0.7f, 0.3f, 0.1f, 0.9f};
     o.fixed_ids = ids;
@@ -907,7 +907,7 @@ static void copy_mx(const struct plena_hbm_region *src, uint32_t K_p, uint32_t N
 
 static void build_shared_only(const char *preset, struct plena_moe_build *b)
 {
-    struct tcase tc = {preset, 4, PLENA_MOE_WEIGHTS_RANDOM, 0, shared_only, 0};
+    struct tcase tc = {preset, 4, PLENA_WEIGHTS_RANDOM, 0, shared_only, 0};
     struct plena_moe_build_opts o;
     uint32_t *ids;
     float *w;

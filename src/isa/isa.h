@@ -99,4 +99,14 @@ int plena_latency_reference(enum plena_latency k, int dc_en);
 /* For a cost that is a latency key, its enum plena_latency; else -1. */
 int plena_cost_latency(enum plena_cost c);
 
+/* Top-k shapes C_SET_TOPK_REG can name: the register packs (E << 8) | k with a
+ * 14-bit E and an 8-bit k (docs/isa.md, C_SET_TOPK_REG), and V_TOPK needs
+ * 1 <= k <= E. Every range check of E and k in plena uses these two. Plain
+ * int literals so messages and tables can also stringify them. */
+#define PLENA_TOPK_MAX_EXPERTS 16383
+#define PLENA_TOPK_MAX_K       255
+/* "16383" from PLENA_TOPK_STR(PLENA_TOPK_MAX_EXPERTS), for text tables */
+#define PLENA_TOPK_STR_(x) #x
+#define PLENA_TOPK_STR(x)  PLENA_TOPK_STR_(x)
+
 #endif

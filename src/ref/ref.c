@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "isa/isa.h"
 #include "num/num.h"
 
 static float bf(float x)
@@ -219,7 +220,7 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
         return PLENA_FAIL(err, PLENA_E_INPUT, "ref", "bad shape: H %u, MLEN %u, T %u", H, M, T);
     int routed = cfg->routing != PLENA_ROUTING_NONE && cfg->E > 0;
     int shared = cfg->Is > 0;
-    if (routed && (cfg->k == 0 || cfg->k > cfg->E || cfg->k > 255))
+    if (routed && (cfg->k == 0 || cfg->k > cfg->E || cfg->k > PLENA_TOPK_MAX_K))
         return PLENA_FAIL(err, PLENA_E_INPUT, "ref", "bad top_k %u for %u experts", cfg->k, cfg->E);
     const uint32_t Ip = roundup(cfg->I ? cfg->I : 1, M), Isp = shared ? roundup(cfg->Is, M) : 0;
     const uint32_t Ep = roundup(cfg->E ? cfg->E : 1, M);
@@ -250,7 +251,7 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
     memcpy(s.x, in->h, th * sizeof(float));
 
     /* Steps 1-4: residual copy (exact x*1.0), RMSNorm in place, gamma multiply. */
-    if (cfg->residual == PLENA_REF_RESIDUAL_PRE_NORM) {
+    if (cfg->residual == PLENA_RESIDUAL_PRE_NORM) {
         for (size_t i = 0; i < th; i++)
             s.res[i] = bf(s.x[i] * c->one);
         for (uint32_t t = 0; t < T; t++)
@@ -410,7 +411,7 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
     }
     if (out->moe_out) memcpy(out->moe_out, s.acc, th * sizeof(float));
     /* Step 14: residual add-back, bf16(out + residual). */
-    if (cfg->residual == PLENA_REF_RESIDUAL_PRE_NORM)
+    if (cfg->residual == PLENA_RESIDUAL_PRE_NORM)
         for (size_t i = 0; i < th; i++)
             s.acc[i] = bf(s.acc[i] + s.res[i]);
     memcpy(out->out, s.acc, th * sizeof(float));

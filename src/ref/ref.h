@@ -19,9 +19,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
-#include "gen/model.h"
-
-enum plena_ref_residual { PLENA_REF_RESIDUAL_NONE = 0, PLENA_REF_RESIDUAL_PRE_NORM = 1 };
+#include "model/model.h"
 
 struct plena_moe_ref_cfg {
     uint32_t T;                         /* tokens */
@@ -38,7 +36,7 @@ struct plena_moe_ref_cfg {
     enum plena_act_policy activation;
     enum plena_route_placement placement;
     enum plena_shared_gate shared_gate;
-    enum plena_ref_residual residual;
+    enum plena_residual_mode residual;
 };
 
 /* Effective (BF16-exact) constants as they sit in FP SRAM (section 2.4). */

@@ -110,7 +110,7 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
         double *y = out + (size_t)t * H;
         for (uint32_t i = 0; i < H; i++)
             x[i] = x_norm ? x_norm[(size_t)t * H + i] : h[i];
-        if (!x_norm && cfg->residual == PLENA_REF_RESIDUAL_PRE_NORM) {
+        if (!x_norm && cfg->residual == PLENA_RESIDUAL_PRE_NORM) {
             double ms = 0.0;
             for (uint32_t i = 0; i < H; i++)
                 ms += x[i] * x[i];
@@ -198,7 +198,7 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
             for (uint32_t i = 0; i < H; i++)
                 y[i] += gate * o[i];
         }
-        if (cfg->residual == PLENA_REF_RESIDUAL_PRE_NORM)
+        if (cfg->residual == PLENA_RESIDUAL_PRE_NORM)
             for (uint32_t i = 0; i < H; i++)
                 y[i] += h[i];
     }
@@ -226,7 +226,7 @@ static double rel_err(size_t n, const float *a, const float *a_off, const double
 static const float *residual_of(const struct plena_moe_ref_cfg *cfg,
                                 const struct plena_moe_ref_in *in)
 {
-    return cfg->residual == PLENA_REF_RESIDUAL_PRE_NORM ? in->h : NULL;
+    return cfg->residual == PLENA_RESIDUAL_PRE_NORM ? in->h : NULL;
 }
 
 double plena_moe_rel_rms(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,

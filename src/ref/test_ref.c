@@ -127,7 +127,7 @@ static void check_against_f64(uint32_t H, uint32_t I, uint32_t Is, uint32_t E, u
                                     .router_form = PLENA_ROUTER_GEMM,
                                     .activation = act,
                                     .shared_gate = gate,
-                                    .residual = PLENA_REF_RESIDUAL_PRE_NORM};
+                                    .residual = PLENA_RESIDUAL_PRE_NORM};
     float *h = fill((size_t)T * H, 0.03125f);
     float *gamma = malloc(H * sizeof(float));
     for (uint32_t i = 0; i < H; i++)
@@ -195,7 +195,7 @@ static void test_bound_with_large_residual(void **state)
                                     .mlen = 64,
                                     .chunk_tiles = 4,
                                     .routing = PLENA_ROUTING_FIXED,
-                                    .residual = PLENA_REF_RESIDUAL_PRE_NORM};
+                                    .residual = PLENA_RESIDUAL_PRE_NORM};
     float *h = fill((size_t)T * H, 1.0f);
     float gamma[H];
     for (int i = 0; i < H; i++)

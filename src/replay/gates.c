@@ -122,24 +122,6 @@ static void opened_free(struct opened *b)
     json_decref(b->results);
 }
 
-static int enum_of(const char *name, const char *(*fn)(int), int n, int *out)
-{
-    for (int i = 0; name && i < n; i++)
-        if (!strcmp(fn(i), name)) {
-            *out = i;
-            return 0;
-        }
-    return -1;
-}
-static const char *wname(int i)
-{
-    return plena_replay_weights_name((enum plena_replay_weights)i);
-}
-static const char *iname(int i)
-{
-    return plena_replay_input_name((enum plena_replay_input)i);
-}
-
 /* trace.json + results.json -> the replay's item and options, accepted only
  * when they reproduce inputs.fingerprint (so settings, seeds and shape are
  * exactly those of the replay). */
@@ -163,16 +145,13 @@ static int open_build(const struct plena_replay_gate_opts *go, struct opened *b,
     if (!fp) return PLENA_FAIL(err, PLENA_E_INPUT, rp, "$.inputs.fingerprint: expected a string");
     struct plena_replay_opts *o = &b->o;
     plena_replay_opts_default(o);
-    int w = 0, x = 0;
     const char *lowering = json_string_value(json_object_get(in, "lowering"));
     const char *routing = json_string_value(json_object_get(in, "routing_mode"));
-    if (enum_of(json_string_value(json_object_get(in, "weights")), wname, 3, &w) ||
-        enum_of(json_string_value(json_object_get(in, "input")), iname, 2, &x) || !lowering ||
-        !routing || strcmp(routing, "fixed"))
+    if (plena_weights_mode_parse(json_string_value(json_object_get(in, "weights")), &o->weights) ||
+        plena_input_mode_parse(json_string_value(json_object_get(in, "input")), &o->input) ||
+        !lowering || !routing || strcmp(routing, "fixed"))
         return PLENA_FAIL(err, PLENA_E_INPUT, rp,
                           "$.inputs: weights, input, lowering or routing_mode (fixed) unreadable");
-    o->weights = (enum plena_replay_weights)w;
-    o->input = (enum plena_replay_input)x;
     o->lowering = strcmp(lowering, "expert-major") ? "pair-major" : "expert-major";
     o->weight_seed = (uint64_t)json_integer_value(json_object_get(in, "weight_seed"));
     o->input_seed = (uint64_t)json_integer_value(json_object_get(in, "input_seed"));
@@ -297,7 +276,7 @@ int plena_replay_gate_functional(const struct plena_replay_gate_opts *go,
     memset(&ck, 0, sizeof ck);
     if (!rc) rc = plena_replay_session_functional(s, &fn, &ck, err);
     if (!rc) {
-        const int smoke = b.o.weights == PLENA_REPLAY_W_ZERO || b.o.input == PLENA_REPLAY_IN_ZEROS;
+        const int smoke = b.o.weights == PLENA_WEIGHTS_ZERO || b.o.input == PLENA_INPUT_ZEROS;
         /* no comparison possible (no dump): a failed 5.3 object, no fallback */
         if (!fn)
             fn = json_pack("{s:s,s:b,s:b}", "kind", smoke ? "zero_input_smoke" : "reference",

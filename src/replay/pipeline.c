@@ -16,6 +16,7 @@
 #include "common/fileio.h"
 #include "common/sha256.h"
 #include "gen/build.h"
+#include "model/trace_model.h"
 #ifdef PLENA_REPLAY_HAVE_CHECK
 #include "gen/check.h"
 #endif
@@ -196,44 +197,6 @@ static int path_in(const struct ctx *c, const char *name, char *buf, size_t n)
     return plena_path_join(buf, n, c->dir, name);
 }
 
-/* The model of the trace (5.2 step 4): shape, shared branch, activation and
- * placement from `model`; everything else from the preset named by
- * model.name, else the moe-lowering.md 6.1 defaults. Routing is FIXED. */
-static void trace_model(const json_t *model, struct plena_moe_model *m)
-{
-    const char *name = json_string_value(json_object_get(model, "name"));
-    const struct plena_moe_model *pre = name ? plena_gen_preset_find(name) : NULL;
-    memset(m, 0, sizeof *m);
-    if (pre) {
-        *m = *pre;
-    } else {
-        m->rms_eps = 1e-6f;
-        m->norm_topk_prob = 1;
-        m->router_form = PLENA_ROUTER_GEMM;
-    }
-    snprintf(m->name, sizeof m->name, "%s", name ? name : "trace");
-#define I(k) ((uint32_t)json_integer_value(json_object_get(model, k)))
-    m->hidden = I("hidden_size");
-    m->moe_inter = I("intermediate_size");
-    m->num_experts = I("num_experts");
-    m->top_k = I("top_k");
-    m->n_shared = I("shared_experts");
-    m->shared_inter = m->n_shared ? I("shared_intermediate_size") : 0;
-#undef I
-    const json_t *g = json_object_get(model, "shared_gate");
-    m->shared_gate =
-        (json_is_string(g) && !strcmp(json_string_value(g), "sigmoid")) || json_is_true(g)
-            ? PLENA_SHARED_GATE_SIGMOID
-            : PLENA_SHARED_GATE_NONE;
-    const char *act = json_string_value(json_object_get(model, "activation_policy"));
-    m->activation = act && !strcmp(act, "gpt_oss_clamp_gated") ? PLENA_ACT_GPT_OSS_CLAMP_GATED
-                                                               : PLENA_ACT_STANDARD_SWIGLU;
-    const char *pl = json_string_value(json_object_get(model, "route_weight_placement"));
-    m->route_placement = pl && !strcmp(pl, "input") ? PLENA_ROUTE_INPUT : PLENA_ROUTE_OUTPUT;
-    m->routing = PLENA_ROUTING_FIXED;
-    m->router_bias = 0; /* no router under fixed routing */
-}
-
 static int load_routing(struct ctx *c, struct plena_err *err)
 {
     const json_t *t = c->it->trace;
@@ -290,19 +253,23 @@ static int generate(struct ctx *c, struct plena_err *err)
     c->settings_ok = 1;
     if ((rc = load_routing(c, err))) return rc;
     struct plena_moe_model mdl;
-    trace_model(json_object_get(c->it->trace, "model"), &mdl);
+    if ((rc = plena_model_from_trace(json_object_get(c->it->trace, "model"), "model", &mdl,
+                                     &gerr))) {
+        plena_replay_check_set(&c->checks, "generate", 0, "trace model: %s",
+                               plena_err_format(&gerr, m, sizeof m));
+        return 0;
+    }
     struct plena_gen_machine mach;
     plena_gen_machine_from_settings(&c->settings, &mach);
     struct plena_moe_build_opts bo;
     plena_moe_build_opts_init(&bo, &mdl, &mach, c->T);
     bo.fixed_ids = c->ids;
     bo.fixed_w = c->w32;
-    bo.weights = c->o->weights == PLENA_REPLAY_W_ZERO            ? PLENA_MOE_WEIGHTS_ZERO
-                 : c->o->weights == PLENA_REPLAY_W_REPRESENTABLE ? PLENA_MOE_WEIGHTS_REPRESENTABLE
-                                                                 : PLENA_MOE_WEIGHTS_RANDOM;
+    bo.weights = c->o->weights == PLENA_WEIGHTS_ZERO            ? PLENA_WEIGHTS_ZERO
+                 : c->o->weights == PLENA_WEIGHTS_REPRESENTABLE ? PLENA_WEIGHTS_REPRESENTABLE
+                                                                : PLENA_WEIGHTS_RANDOM;
     bo.weight_seed = c->o->weight_seed;
-    bo.input =
-        c->o->input == PLENA_REPLAY_IN_ZEROS ? PLENA_MOE_INPUT_ZEROS : PLENA_MOE_INPUT_RANDOM;
+    bo.input = c->o->input == PLENA_INPUT_ZEROS ? PLENA_INPUT_ZEROS : PLENA_INPUT_RANDOM;
     bo.input_seed = c->o->input_seed;
     bo.mx_mode = c->settings.mx_mode;
     bo.out_dir = c->in_memory ? NULL : c->dir;
@@ -455,7 +422,7 @@ static int functional_step(struct ctx *c, struct plena_err *err)
         outf[i] = plena_num_bf16_to_f32(out[i]);
     ci.rel_rms_f64 = plena_moe_rel_rms_moe(&rd.cfg, &rd.in, moe, ref64x);
     ci.rel_rms_f64_norm = 0.0;
-    if (rd.cfg.residual == PLENA_REF_RESIDUAL_PRE_NORM) {
+    if (rd.cfg.residual == PLENA_RESIDUAL_PRE_NORM) {
         plena_moe_rmsnorm_f64(&rd.cfg, &rd.in, x64);
         ci.rel_rms_f64_norm = plena_moe_rel_rms_norm(&rd.cfg, xn, x64);
     }
@@ -759,8 +726,8 @@ static json_t *build_result(struct ctx *c, const struct plena_replay_gate *g,
                 : json_integer_value(json_object_get(json_object_get(t, "replay"), "blen"));
     json_t *inputs = json_pack(
         "{s:s,s:s,s:s,s:I,s:s,s:I,s:s,s:b,s:b,s:I,s:I,s:I,s:I,s:s,s:b}", "fingerprint",
-        it->fingerprint, "lowering", o->lowering, "weights", plena_replay_weights_name(o->weights),
-        "weight_seed", (json_int_t)o->weight_seed, "input", plena_replay_input_name(o->input),
+        it->fingerprint, "lowering", o->lowering, "weights", plena_weights_mode_name(o->weights),
+        "weight_seed", (json_int_t)o->weight_seed, "input", plena_input_mode_name(o->input),
         "input_seed", (json_int_t)o->input_seed, "routing_mode",
         o->routing_device ? "device" : "fixed", "profile", o->profile, "overlap", o->overlap,
         "repeat", (json_int_t)o->repeat, "mlen", mlen, "vlen", mlen, "blen", blen, "plena_version",
@@ -854,8 +821,8 @@ static json_t *build_result(struct ctx *c, const struct plena_replay_gate *g,
     S("weight_source", json_object_get(routing, "weight_source") ? get(routing, "weight_source")
                                                                  : json_string("unspecified"));
     S("lowering", json_string(o->lowering));
-    S("weights", json_string(plena_replay_weights_name(o->weights)));
-    S("input", json_string(plena_replay_input_name(o->input)));
+    S("weights", json_string(plena_weights_mode_name(o->weights)));
+    S("input", json_string(plena_input_mode_name(o->input)));
     S("routing_mode", json_string(o->routing_device ? "device" : "fixed"));
     S("issue_model", json_string(o->overlap ? "overlap_overlay" : "serial"));
     S("sim_latency_cycles", get(run, "sim_latency_cycles"));
@@ -931,7 +898,7 @@ int plena_replay_run(const struct plena_replay_item *it, const struct plena_repl
     memset(&c, 0, sizeof c);
     c.it = it;
     c.o = o;
-    c.smoke = o->weights == PLENA_REPLAY_W_ZERO || o->input == PLENA_REPLAY_IN_ZEROS;
+    c.smoke = o->weights == PLENA_WEIGHTS_ZERO || o->input == PLENA_INPUT_ZEROS;
     if (plena_path_join(c.dir, sizeof c.dir, o->out_dir, it->dir_name))
         return PLENA_FAIL(err, PLENA_E_OUTPUT, o->out_dir, "path too long");
     char results[4200];
@@ -1038,7 +1005,7 @@ int plena_replay_session_open(const struct plena_replay_item *it, const struct p
     s->c.it = it;
     s->c.o = &s->o;
     s->c.in_memory = 1;
-    s->c.smoke = o->weights == PLENA_REPLAY_W_ZERO || o->input == PLENA_REPLAY_IN_ZEROS;
+    s->c.smoke = o->weights == PLENA_WEIGHTS_ZERO || o->input == PLENA_INPUT_ZEROS;
     if (snprintf(s->c.dir, sizeof s->c.dir, "%s", build_dir) >= (int)sizeof s->c.dir) {
         plena_free(s);
         return PLENA_FAIL(err, PLENA_E_INPUT, build_dir, "path too long");

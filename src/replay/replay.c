@@ -19,13 +19,14 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "common/sha256.h"
-#include "gen/model.h"
+#include "model/model.h"
 #include "isa/stages.h"
 #include "profile/profile.h"
 #include "replay/export.h"
 #include "replay/jsonw.h"
 #include "replay/result.h"
 #include "settings/settings.h"
+#include "replay/tier.h"
 #include "trace/build.h"
 
 #ifndef PLENA_VERSION
@@ -36,23 +37,11 @@ void plena_replay_opts_default(struct plena_replay_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->lowering = "pair-major";
-    o->weights = PLENA_REPLAY_W_RANDOM;
+    o->weights = PLENA_WEIGHTS_RANDOM;
     o->weight_seed = 1;
-    o->input = PLENA_REPLAY_IN_RANDOM;
+    o->input = PLENA_INPUT_RANDOM;
     o->input_seed = 42;
     o->profile = 1;
-}
-
-const char *plena_replay_weights_name(enum plena_replay_weights w)
-{
-    return w == PLENA_REPLAY_W_ZERO            ? "zero"
-           : w == PLENA_REPLAY_W_REPRESENTABLE ? "representable"
-                                               : "random";
-}
-
-const char *plena_replay_input_name(enum plena_replay_input i)
-{
-    return i == PLENA_REPLAY_IN_ZEROS ? "zeros" : "random";
 }
 
 void plena_replay_item_free(struct plena_replay_item *it)
@@ -83,8 +72,8 @@ json_t *plena_replay_fingerprint_object(const char *trace_sha256, const struct p
 {
     json_t *f = json_pack(
         "{s:s,s:s,s:I,s:s,s:I,s:s,s:b,s:b,s:I,s:I,s:I,s:s,s:s}", "lowering", o->lowering, "weights",
-        plena_replay_weights_name(o->weights), "weight_seed", (json_int_t)o->weight_seed, "input",
-        plena_replay_input_name(o->input), "input_seed", (json_int_t)o->input_seed, "routing_mode",
+        plena_weights_mode_name(o->weights), "weight_seed", (json_int_t)o->weight_seed, "input",
+        plena_input_mode_name(o->input), "input_seed", (json_int_t)o->input_seed, "routing_mode",
         o->routing_device ? "device" : "fixed", "profile", o->profile, "overlap", o->overlap,
         "repeat", (json_int_t)o->repeat, "mlen", (json_int_t)o->mlen, "blen", (json_int_t)o->blen,
         "settings_sha256", settings_sha256, "plena_version", PLENA_VERSION);
@@ -144,11 +133,11 @@ int plena_replay_prepare(const char *bytes, size_t len, const char *source_path,
      * generator's own shape checks */
     struct plena_settings s;
     if ((rc = plena_settings_load(o->settings_path, &s, err))) return rc;
-    struct plena_trace_replay_options ro = {s.mlen, o->mlen};
+    struct plena_replay_tier_opts ro = {s.mlen, o->mlen};
     /* R005 sizes against the machine this replay will run on */
     struct plena_gen_machine mach;
     plena_gen_machine_from_settings(&s, &mach);
-    rc = plena_trace_validate_replay_machine(bytes, len, &ro, &mach, report);
+    rc = plena_replay_tier_check(bytes, len, &ro, &mach, report);
     if (rc == PLENA_E_NOMEM) return PLENA_FAIL(err, PLENA_E_NOMEM, source_path, "out of memory");
     if (!report->valid) return PLENA_E_FAILED;
     json_int_t mlen = o->mlen ? (json_int_t)o->mlen : geti(it->trace, "replay", "mlen");

@@ -11,21 +11,15 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "model/model.h"
 #include "trace/trace.h"
-
-enum plena_replay_weights {
-    PLENA_REPLAY_W_RANDOM = 0,
-    PLENA_REPLAY_W_REPRESENTABLE,
-    PLENA_REPLAY_W_ZERO
-};
-enum plena_replay_input { PLENA_REPLAY_IN_RANDOM = 0, PLENA_REPLAY_IN_ZEROS };
 
 struct plena_replay_opts {
     const char *out_dir;
     const char *lowering; /* "pair-major" */
-    enum plena_replay_weights weights;
+    enum plena_weights_mode weights;
     uint64_t weight_seed;
-    enum plena_replay_input input;
+    enum plena_input_mode input;
     uint64_t input_seed;
     int routing_device; /* --routing device (exit 2 until the generator has it) */
     int profile;
@@ -46,8 +40,6 @@ struct plena_replay_opts {
 };
 
 void plena_replay_opts_default(struct plena_replay_opts *o);
-const char *plena_replay_weights_name(enum plena_replay_weights w);
-const char *plena_replay_input_name(enum plena_replay_input i);
 
 /* One trace, validated and identified (step 1). */
 struct plena_replay_item {

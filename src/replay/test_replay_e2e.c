@@ -138,7 +138,7 @@ static void test_zero_weights_are_smoke(void **state)
     (void)state;
     struct plena_replay_opts o;
     plena_replay_opts_default(&o);
-    o.weights = PLENA_REPLAY_W_ZERO;
+    o.weights = PLENA_WEIGHTS_ZERO;
     struct plena_replay_outcome oc;
     json_t *r = replay_example(&o, &oc);
     assert_string_equal(json_string_value(jget(r, "gate", "kind")), "zero_input_smoke");

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "isa/isa.h"
+#include "model/trace_model.h"
 
 void plena_trace_stable_id(char *s)
 {
@@ -30,34 +32,6 @@ static json_t *int_array(const int64_t *v, size_t n)
     return a;
 }
 
-/* Model fields of 3.4 from a resolved model. */
-static json_t *model_object(const struct plena_moe_model *m, uint32_t layer)
-{
-    json_t *mo = json_object();
-    json_object_set_new(mo, "name", json_string(m->name));
-    json_object_set_new(mo, "layer_index", json_integer(layer));
-    json_object_set_new(mo, "hidden_size", json_integer(m->hidden));
-    json_object_set_new(mo, "intermediate_size", json_integer(m->moe_inter));
-    json_object_set_new(mo, "num_experts", json_integer(m->num_experts));
-    json_object_set_new(mo, "top_k", json_integer(m->top_k));
-    json_object_set_new(mo, "shared_experts", json_integer(m->shared_inter ? m->n_shared : 0));
-    if (m->shared_inter && m->n_shared) {
-        json_object_set_new(mo, "shared_intermediate_size", json_integer(m->shared_inter));
-        json_object_set_new(
-            mo, "shared_gate",
-            json_string(m->shared_gate == PLENA_SHARED_GATE_SIGMOID ? "sigmoid" : "none"));
-    }
-    json_object_set_new(mo, "activation_policy",
-                        json_string(m->activation == PLENA_ACT_GPT_OSS_CLAMP_GATED
-                                        ? "gpt_oss_clamp_gated"
-                                        : "standard_swiglu"));
-    json_object_set_new(mo, "route_weight_placement",
-                        json_string(m->route_placement == PLENA_ROUTE_INPUT ? "input" : "output"));
-    if (m->policy_name) json_object_set_new(mo, "policy_name", json_string(m->policy_name));
-    json_object_set_new(mo, "norm_topk_prob", json_boolean(m->norm_topk_prob));
-    return mo;
-}
-
 int plena_trace_build(const struct plena_trace_spec *s, json_t **out, struct plena_err *err)
 {
     const struct plena_moe_model *m = s->model;
@@ -67,13 +41,13 @@ int plena_trace_build(const struct plena_trace_spec *s, json_t **out, struct ple
     char id[192];
     snprintf(id, sizeof id, "%s", s->trace_id);
     plena_trace_stable_id(id);
-    if (E < 1 || E > 16383 || K < 1 || K > E || K > 255 || T < 1 ||
+    if (E < 1 || E > PLENA_TOPK_MAX_EXPERTS || K < 1 || K > E || K > PLENA_TOPK_MAX_K || T < 1 ||
         (uint64_t)T * K > ((uint64_t)1 << 28)) {
         json_decref(prov);
         return PLENA_FAIL(err, PLENA_E_INPUT, id,
-                          "shape refused: num_experts %u, top_k %u, %u tokens (expected 1..16383, "
-                          "1..min(E, 255), at most 2^28 slots)",
-                          E, K, T);
+                          "shape refused: num_experts %u, top_k %u, %u tokens (expected 1..%d, "
+                          "1..min(E, %d), at most 2^28 slots)",
+                          E, K, T, PLENA_TOPK_MAX_EXPERTS, PLENA_TOPK_MAX_K);
     }
     int64_t *counts = plena_calloc(E, sizeof *counts), *lst = plena_calloc(E, sizeof *lst);
     if (!counts || !lst) {
@@ -97,7 +71,7 @@ int plena_trace_build(const struct plena_trace_spec *s, json_t **out, struct ple
     json_object_set_new(root, "created_by", json_string(s->created_by));
     if (s->created_at_utc)
         json_object_set_new(root, "created_at_utc", json_string(s->created_at_utc));
-    json_object_set_new(root, "model", model_object(m, s->layer));
+    json_object_set_new(root, "model", plena_model_to_trace(m, s->layer));
     json_t *wo = json_object();
     json_object_set_new(wo, "benchmark", json_string(s->benchmark));
     json_object_set_new(wo, "sample_id", json_string(s->sample_id));

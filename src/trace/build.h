@@ -2,7 +2,8 @@
  * 3.1, 3.4): one builder that every producer (gen, importers) calls, so model
  * fields, statistics and logical bytes are derived in one place and every
  * trace is validated before anyone writes it; the canonical order of a set;
- * reading a set or single traces into a list; the replay tier (2.3).
+ * reading a set or single traces into a list. The replay-tier rules
+ * R001-R006 live in replay/tier.h (they ask the generator).
  * Does not read or write files: callers pass bytes and get buffers back. */
 #ifndef PLENA_TRACE_BUILD_H
 #define PLENA_TRACE_BUILD_H
@@ -12,8 +13,7 @@
 
 #include "common/err.h"
 #include "common/fileio.h"
-#include "gen/builder.h"
-#include "gen/model.h"
+#include "model/model.h"
 #include "trace/trace.h"
 
 struct json_t;
@@ -74,25 +74,5 @@ int plena_trace_docs_write_set(const struct plena_trace_docs *d, struct plena_bu
 int plena_trace_docs_read(struct plena_trace_docs *d, const char *name, const char *bytes,
                           size_t len, int is_set, const struct plena_trace_validate_options *opt,
                           struct plena_err *err);
-
-/* ---- replay tier (2.3) ---- */
-struct plena_trace_replay_options {
-    uint32_t settings_mlen; /* MLEN of the settings the replay would use */
-    uint32_t mlen_override; /* --mlen; 0 = none */
-};
-/* Appends R001-R006 findings for one trace that already passed the V rules
- * (a trace with errors gets no R findings: no cascades). Returns 0 when no R
- * rule failed, PLENA_E_FAILED otherwise, PLENA_E_NOMEM. */
-int plena_trace_validate_replay(const char *bytes, size_t len,
-                                const struct plena_trace_replay_options *ro,
-                                struct plena_trace_report *report);
-/* The same with the machine of the replay's settings for R005 (gen's
- * capacity check); plena_trace_validate_replay uses
- * plena_gen_machine_default() with the replay MLEN. --mlen still overrides
- * machine->mlen and vlen. */
-int plena_trace_validate_replay_machine(const char *bytes, size_t len,
-                                        const struct plena_trace_replay_options *ro,
-                                        const struct plena_gen_machine *machine,
-                                        struct plena_trace_report *report);
 
 #endif

@@ -13,6 +13,7 @@
 #include "num/detmath.h"
 #include "num/prng.h"
 #include "trace/build.h"
+#include "isa/isa.h"
 #include "trace/trace.h"
 
 void plena_trace_gen_opts_default(struct plena_trace_gen_opts *o)
@@ -47,7 +48,7 @@ int plena_trace_gen_parse_dist(const char *s, struct plena_trace_gen_opts *o, st
     } else if (!strncmp(s, "hot:", 4)) {
         o->dist = PLENA_TRACE_DIST_HOT;
         unsigned long n = strtoul(s + 4, &end, 10);
-        if (end == s + 4 || n == 0 || n > 16383 || (*end && *end != ':'))
+        if (end == s + 4 || n == 0 || n > PLENA_TOPK_MAX_EXPERTS || (*end && *end != ':'))
             return PLENA_FAIL(err, PLENA_E_USAGE, "--dist", "hot:N[:F] needs N >= 1, got '%s'", s);
         o->hot_n = (uint32_t)n;
         o->hot_f = 0.8;
@@ -136,10 +137,10 @@ int plena_trace_gen_tree(const struct plena_trace_gen_opts *o, json_t **tree, st
     *tree = NULL;
     const struct plena_moe_model *m = o->model;
     uint32_t E = m->num_experts, K = m->top_k, T = o->tokens;
-    if (E < 1 || E > 16383 || K < 1 || K > E || K > 255)
+    if (E < 1 || E > PLENA_TOPK_MAX_EXPERTS || K < 1 || K > E || K > PLENA_TOPK_MAX_K)
         return PLENA_FAIL(err, PLENA_E_INPUT, "--model",
-                          "model %s: num_experts %u / top_k %u outside 1..16383 / 1..min(E, 255)",
-                          m->name, E, K);
+                          "model %s: num_experts %u / top_k %u outside 1..%d / 1..min(E, %d)",
+                          m->name, E, K, PLENA_TOPK_MAX_EXPERTS, PLENA_TOPK_MAX_K);
     if (T < 1 || T > 16777216 || (uint64_t)T * K > ((uint64_t)1 << 28))
         return PLENA_FAIL(
             err, PLENA_E_INPUT, "--tokens",

@@ -9,7 +9,7 @@
 
 #include "common/err.h"
 #include "common/fileio.h"
-#include "gen/model.h"
+#include "model/model.h"
 
 enum plena_trace_dist {
     PLENA_TRACE_DIST_ROUND_ROBIN,
@@ -20,7 +20,7 @@ enum plena_trace_dist {
 };
 
 struct plena_trace_gen_opts {
-    const struct plena_moe_model *model; /* resolved (plena_gen_model_resolve) */
+    const struct plena_moe_model *model; /* resolved (plena_model_resolve) */
     uint64_t seed;
     uint32_t tokens; /* T */
     uint32_t layer;

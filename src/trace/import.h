@@ -12,7 +12,7 @@
 
 #include "common/err.h"
 #include "common/fileio.h"
-#include "gen/model.h"
+#include "model/model.h"
 #include "trace/build.h"
 
 enum plena_trace_import_format {

@@ -110,64 +110,10 @@ static void test_canonical_order(void **state)
     plena_trace_docs_free(&d);
 }
 
-static char *example;
-static size_t example_len;
-
-static void replay_case(json_t *doc, uint32_t settings_mlen, uint32_t override, const char *code,
-                        const char *path, const char *msg)
-{
-    struct plena_buf b;
-    plena_buf_init(&b);
-    assert_int_equal(plena_trace_json_write(&b, doc, 1), 0);
-    struct plena_trace_report r;
-    plena_trace_report_init(&r);
-    assert_int_equal(plena_trace_validate_bytes(b.data, b.len, NULL, &r), 0); /* V tier passes */
-    struct plena_trace_replay_options ro = {settings_mlen, override};
-    int rc = plena_trace_validate_replay(b.data, b.len, &ro, &r);
-    if (!code) {
-        if (rc)
-            fail_msg("unexpected %s at %s: %s", r.errors[0].code, r.errors[0].path,
-                     r.errors[0].message);
-    } else {
-        assert_int_equal(rc, PLENA_E_FAILED);
-        assert_int_equal(r.n_errors, 1);
-        assert_string_equal(r.errors[0].code, code);
-        assert_string_equal(r.errors[0].path, path);
-        if (!strstr(r.errors[0].message, msg)) fail_msg("message: %s", r.errors[0].message);
-    }
-    plena_trace_report_free(&r);
-    plena_buf_free(&b);
-}
-
-static void test_replay_tier(void **state)
-{
-    (void)state;
-    struct plena_err err = {0};
-    char path[4096];
-    snprintf(path, sizeof path, "%s/src/trace/testdata/example_v2.json", PLENA_SOURCE_DIR);
-    assert_int_equal(plena_file_read_all(path, &example, &example_len, &err), 0);
-    json_t *doc = json_loadb(example, example_len, 0, NULL);
-    assert_non_null(doc);
-    /* the 1.9 example: H = 64, replay.mlen 64 */
-    replay_case(doc, 64, 0, NULL, NULL, NULL);
-    /* settings MLEN 32 and no --mlen: replay.mlen 64 differs -> R006 */
-    replay_case(doc, 32, 0, "R006", "replay.mlen", "is 64, but the settings' MLEN is 32");
-    /* --mlen 32 overrides: no R006, and 64 % 32 == 0 */
-    replay_case(doc, 128, 32, NULL, NULL, NULL);
-    /* --mlen 128: H = 64 is not a multiple -> R001 (and R006 is not checked) */
-    replay_case(doc, 64, 128, "R001", "model.hidden_size", "hidden_size 64");
-    /* H = 96 (logical bytes removed, they depend on H) with MLEN 64 -> R001 */
-    json_object_del(doc, "logical_bytes");
-    json_object_set_new(json_object_get(doc, "model"), "hidden_size", json_integer(96));
-    replay_case(doc, 64, 0, "R001", "model.hidden_size", "hidden_size 96");
-    json_decref(doc);
-    plena_free(example);
-}
-
 static void test_golden(void **state)
 {
     (void)state;
-    const struct plena_moe_model *m = plena_gen_preset_find("tiny-route-32x4");
+    const struct plena_moe_model *m = plena_model_preset_find("tiny-route-32x4");
     assert_non_null(m);
     struct plena_trace_gen_opts o;
     plena_trace_gen_opts_default(&o);
@@ -385,7 +331,6 @@ int main(void)
         cmocka_unit_test(test_route_weights_written_as_binary32),
         cmocka_unit_test(test_set_lines),
         cmocka_unit_test(test_canonical_order),
-        cmocka_unit_test(test_replay_tier),
         cmocka_unit_test(test_golden),
         cmocka_unit_test(test_chi_square),
         cmocka_unit_test(test_cli_split_pack),

@@ -1,45 +1,68 @@
-/* MoE model descriptions: the preset table (models.def) and HF-style config
- * JSON files (spec/moe-lowering.md sections 6 and 6.1). Resolution and shape
- * validation only; lowering a model lives in moe.c. */
-#include "gen/model.h"
+/* The MoE layer description (model.h): presets (models.def), the enums'
+ * spellings, HF-style config files (docs/lowering.md "Model files") and the
+ * shape rules. Resolution and validation only; lowering lives in gen/. */
+#include "model/model.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
-#define ROW(name, H, I, E, k, ns, si, gate, act, place, routing, form, rb, eb, ntp, apx, eps, zc,  \
-            tiny, pol)                                                                             \
-    {name,                                                                                         \
-     H,                                                                                            \
-     I,                                                                                            \
-     E,                                                                                            \
-     k,                                                                                            \
-     ns,                                                                                           \
-     si,                                                                                           \
-     PLENA_SHARED_GATE_##gate,                                                                     \
-     ACT_##act,                                                                                    \
-     PLENA_ROUTE_##place,                                                                          \
-     PLENA_ROUTING_##routing,                                                                      \
-     PLENA_ROUTER_##form,                                                                          \
-     rb,                                                                                           \
-     eb,                                                                                           \
-     ntp,                                                                                          \
-     apx,                                                                                          \
-     eps,                                                                                          \
-     zc,                                                                                           \
-     tiny,                                                                                         \
-     pol},
+#include "isa/isa.h"
 
-#define ACT_SWIGLU PLENA_ACT_STANDARD_SWIGLU
-#define ACT_CLAMP  PLENA_ACT_GPT_OSS_CLAMP_GATED
-
+/* Presets: models.def rows with named fields (struct plena_moe_model). */
 static const struct plena_moe_model presets[] = {
-#define PLENA_MODEL ROW
-#include "gen/models.def"
+#define PLENA_MODEL(nm, ...) {.name = nm, __VA_ARGS__},
+#include "model/models.def"
 #undef PLENA_MODEL
 };
 
-const struct plena_moe_model *plena_gen_preset_find(const char *name)
+/* ---- spellings: one function triple per enum, expanded from its list ---- */
+#define SPELLING_ROW(c, s) {c, s},
+#define ENUM_FUNCTIONS(type, LIST)                                                                 \
+    static const struct {                                                                          \
+        enum plena_##type v;                                                                       \
+        const char *s;                                                                             \
+    } type##_spellings[] = {LIST(SPELLING_ROW)};                                                   \
+    const char *plena_##type##_name(enum plena_##type v)                                           \
+    {                                                                                              \
+        for (size_t i = 0; i < sizeof type##_spellings / sizeof type##_spellings[0]; i++)          \
+            if (type##_spellings[i].v == v) return type##_spellings[i].s;                          \
+        return "?";                                                                                \
+    }                                                                                              \
+    int plena_##type##_parse(const char *s, enum plena_##type *out)                                \
+    {                                                                                              \
+        for (size_t i = 0; s && i < sizeof type##_spellings / sizeof type##_spellings[0]; i++)     \
+            if (!strcmp(type##_spellings[i].s, s)) {                                               \
+                *out = type##_spellings[i].v;                                                      \
+                return 0;                                                                          \
+            }                                                                                      \
+        return -1;                                                                                 \
+    }                                                                                              \
+    const char *plena_##type##_choices(const char *sep, const char *last_sep, char *buf,           \
+                                       unsigned long n)                                            \
+    {                                                                                              \
+        const size_t k = sizeof type##_spellings / sizeof type##_spellings[0];                     \
+        size_t off = 0;                                                                            \
+        buf[0] = 0;                                                                                \
+        for (size_t i = 0; i < k && off < n; i++)                                                  \
+            off += (size_t)snprintf(buf + off, n - off, "%s%s",                                    \
+                                    i == 0       ? ""                                              \
+                                    : i + 1 == k ? last_sep                                        \
+                                                 : sep,                                            \
+                                    type##_spellings[i].s);                                        \
+        return buf;                                                                                \
+    }
+
+ENUM_FUNCTIONS(act_policy, PLENA_ACT_POLICY_LIST)
+ENUM_FUNCTIONS(route_placement, PLENA_ROUTE_PLACEMENT_LIST)
+ENUM_FUNCTIONS(routing_kind, PLENA_ROUTING_KIND_LIST)
+ENUM_FUNCTIONS(router_form, PLENA_ROUTER_FORM_LIST)
+ENUM_FUNCTIONS(shared_gate, PLENA_SHARED_GATE_LIST)
+ENUM_FUNCTIONS(residual_mode, PLENA_RESIDUAL_MODE_LIST)
+ENUM_FUNCTIONS(weights_mode, PLENA_WEIGHTS_MODE_LIST)
+ENUM_FUNCTIONS(input_mode, PLENA_INPUT_MODE_LIST)
+
+const struct plena_moe_model *plena_model_preset_find(const char *name)
 {
     if (!name) return NULL;
     for (unsigned i = 0; i < sizeof presets / sizeof presets[0]; i++)
@@ -47,17 +70,17 @@ const struct plena_moe_model *plena_gen_preset_find(const char *name)
     return NULL;
 }
 
-unsigned plena_gen_preset_count(void)
+unsigned plena_model_preset_count(void)
 {
     return (unsigned)(sizeof presets / sizeof presets[0]);
 }
 
-const struct plena_moe_model *plena_gen_preset_at(unsigned i)
+const struct plena_moe_model *plena_model_preset_at(unsigned i)
 {
-    return i < plena_gen_preset_count() ? &presets[i] : NULL;
+    return i < plena_model_preset_count() ? &presets[i] : NULL;
 }
 
-uint32_t plena_moe_fused_shared_intermediate(uint32_t n_shared, uint32_t moe_inter)
+uint32_t plena_model_fused_shared_width(uint32_t n_shared, uint32_t moe_inter)
 {
     uint64_t v = (uint64_t)n_shared * moe_inter;
     return v > UINT32_MAX ? 0 : (uint32_t)v;
@@ -142,7 +165,7 @@ static int resolve_file(const char *path, struct plena_moe_model *m, struct plen
         goto out;
     } else if (r == 1 && v > 0) {
         m->n_shared = v;
-        m->shared_inter = plena_moe_fused_shared_intermediate(v, m->moe_inter);
+        m->shared_inter = plena_model_fused_shared_width(v, m->moe_inter);
         m->shared_gate = PLENA_SHARED_GATE_NONE;
     }
     json_t *ntp = json_object_get(root, "norm_topk_prob");
@@ -159,12 +182,12 @@ out:
     return rc;
 }
 
-int plena_gen_model_resolve(const char *name_or_path, struct plena_moe_model *out,
-                            struct plena_err *err)
+int plena_model_resolve(const char *name_or_path, struct plena_moe_model *out,
+                        struct plena_err *err)
 {
     if (!name_or_path || !*name_or_path)
         return PLENA_FAIL(err, PLENA_E_INPUT, "--model", "empty model name");
-    const struct plena_moe_model *p = plena_gen_preset_find(name_or_path);
+    const struct plena_moe_model *p = plena_model_preset_find(name_or_path);
     if (p) {
         *out = *p;
         return 0;
@@ -175,20 +198,20 @@ int plena_gen_model_resolve(const char *name_or_path, struct plena_moe_model *ou
     return resolve_file(name_or_path, out, err);
 }
 
-int plena_gen_model_validate(const struct plena_moe_model *m, uint32_t mlen, struct plena_err *err)
+int plena_model_validate(const struct plena_moe_model *m, uint32_t mlen, struct plena_err *err)
 {
     const char *w = m->name;
     if (m->hidden == 0 || mlen == 0 || m->hidden % mlen)
         return PLENA_FAIL(err, PLENA_E_INPUT, w,
                           "hidden size %u must be a positive multiple of MLEN %u", m->hidden, mlen);
     if (m->routing != PLENA_ROUTING_NONE) {
-        if (m->num_experts < 1 || m->num_experts > 16383)
-            return PLENA_FAIL(err, PLENA_E_INPUT, w, "num_experts %u: expected 1..16383",
-                              m->num_experts);
-        if (m->top_k < 1 || m->top_k > m->num_experts || m->top_k > 255)
+        if (m->num_experts < 1 || m->num_experts > PLENA_TOPK_MAX_EXPERTS)
+            return PLENA_FAIL(err, PLENA_E_INPUT, w, "num_experts %u: expected 1..%d",
+                              m->num_experts, PLENA_TOPK_MAX_EXPERTS);
+        if (m->top_k < 1 || m->top_k > m->num_experts || m->top_k > PLENA_TOPK_MAX_K)
             return PLENA_FAIL(err, PLENA_E_INPUT, w,
-                              "top_k %u: expected 1 <= top_k <= min(num_experts %u, 255)", m->top_k,
-                              m->num_experts);
+                              "top_k %u: expected 1 <= top_k <= min(num_experts %u, %d)", m->top_k,
+                              m->num_experts, PLENA_TOPK_MAX_K);
         if (m->moe_inter == 0)
             return PLENA_FAIL(err, PLENA_E_INPUT, w, "moe_intermediate_size must be > 0");
     } else if (m->shared_inter == 0) {

@@ -1,4 +1,5 @@
-/* Replay-tier rule R005 (spec/traces-and-replay.md 2.3): the generator's
+/* Replay-tier rules (replay/tier.h): R001 and R006 on the schema example,
+ * and R005, the generator's
  * capacity check for the trace's shape and token count. Expected numbers are
  * the FP/INT SRAM maps of moe-lowering.md 2.4/2.5 counted by hand: with fixed
  * routing the whole routing table must fit (VLEN + 16 constants + T*(k + gate)
@@ -15,7 +16,8 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "gen/builder.h"
-#include "gen/model.h"
+#include "model/model.h"
+#include "replay/tier.h"
 #include "trace/build.h"
 #include "trace/gen.h"
 #include "trace/trace.h"
@@ -29,8 +31,8 @@ static int run(const char *bytes, size_t len, const struct plena_gen_machine *m,
 {
     plena_trace_report_init(r);
     assert_int_equal(plena_trace_validate_bytes(bytes, len, NULL, r), 0); /* V tier passes */
-    struct plena_trace_replay_options ro = {64, 0};
-    return plena_trace_validate_replay_machine(bytes, len, &ro, m, r);
+    struct plena_replay_tier_opts ro = {64, 0};
+    return plena_replay_tier_check(bytes, len, &ro, m, r);
 }
 
 static void expect_r005(const char *bytes, size_t len, const struct plena_gen_machine *m,
@@ -56,6 +58,59 @@ static void expect_ok(const char *bytes, size_t len, const struct plena_gen_mach
         fail_msg("unexpected %s at %s: %s", r.errors[0].code, r.errors[0].path,
                  r.errors[0].message);
     plena_trace_report_free(&r);
+}
+
+static void replay_case(json_t *doc, uint32_t settings_mlen, uint32_t override, const char *code,
+                        const char *path, const char *msg)
+{
+    struct plena_buf b;
+    plena_buf_init(&b);
+    assert_int_equal(plena_trace_json_write(&b, doc, 1), 0);
+    struct plena_trace_report r;
+    plena_trace_report_init(&r);
+    assert_int_equal(plena_trace_validate_bytes(b.data, b.len, NULL, &r), 0); /* V tier passes */
+    struct plena_replay_tier_opts ro = {settings_mlen, override};
+    int rc = plena_replay_tier_check(b.data, b.len, &ro, NULL, &r);
+    if (!code) {
+        if (rc)
+            fail_msg("unexpected %s at %s: %s", r.errors[0].code, r.errors[0].path,
+                     r.errors[0].message);
+    } else {
+        assert_int_equal(rc, PLENA_E_FAILED);
+        assert_int_equal(r.n_errors, 1);
+        assert_string_equal(r.errors[0].code, code);
+        assert_string_equal(r.errors[0].path, path);
+        if (!strstr(r.errors[0].message, msg)) fail_msg("message: %s", r.errors[0].message);
+    }
+    plena_trace_report_free(&r);
+    plena_buf_free(&b);
+}
+
+static void test_replay_tier(void **state)
+{
+    (void)state;
+    struct plena_err err = {0};
+    char path[4096];
+    snprintf(path, sizeof path, "%s/src/trace/testdata/example_v2.json", PLENA_SOURCE_DIR);
+    char *text = NULL;
+    size_t text_len = 0;
+    assert_int_equal(plena_file_read_all(path, &text, &text_len, &err), 0);
+    json_t *doc = json_loadb(text, text_len, 0, NULL);
+    assert_non_null(doc);
+    /* the 1.9 example: H = 64, replay.mlen 64 */
+    replay_case(doc, 64, 0, NULL, NULL, NULL);
+    /* settings MLEN 32 and no --mlen: replay.mlen 64 differs -> R006 */
+    replay_case(doc, 32, 0, "R006", "replay.mlen", "is 64, but the settings' MLEN is 32");
+    /* --mlen 32 overrides: no R006, and 64 % 32 == 0 */
+    replay_case(doc, 128, 32, NULL, NULL, NULL);
+    /* --mlen 128: H = 64 is not a multiple -> R001 (and R006 is not checked) */
+    replay_case(doc, 64, 128, "R001", "model.hidden_size", "hidden_size 64");
+    /* H = 96 (logical bytes removed, they depend on H) with MLEN 64 -> R001 */
+    json_object_del(doc, "logical_bytes");
+    json_object_set_new(json_object_get(doc, "model"), "hidden_size", json_integer(96));
+    replay_case(doc, 64, 0, "R001", "model.hidden_size", "hidden_size 96");
+    json_decref(doc);
+    plena_free(text);
 }
 
 /* example_v2.json: T = 4, E = 8, k = 2, shared 128 with a sigmoid gate.
@@ -94,7 +149,7 @@ static void test_example_sram_boundaries(void **state)
 static void test_huge_top_k(void **state)
 {
     (void)state;
-    struct plena_moe_model mdl = *plena_gen_preset_find("tiny-route-256x8");
+    struct plena_moe_model mdl = *plena_model_preset_find("tiny-route-256x8");
     mdl.top_k = 200;
     struct plena_trace_gen_opts o;
     plena_trace_gen_opts_default(&o);
@@ -137,6 +192,7 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replay_tier),
         cmocka_unit_test(test_example_sram_boundaries),
         cmocka_unit_test(test_huge_top_k),
     };

@@ -1,0 +1,244 @@
+/* model/: presets as data, enum spellings, model files, the route-trace
+ * `model` object both ways, and the top-k limits of the ISA. Expected values
+ * are written here by hand (from the published configs and docs/trace-schema.md),
+ * never produced by the code under test. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "isa/isa.h"
+#include "model/model.h"
+#include "model/trace_model.h"
+
+/* ---- presets ---- */
+
+static void test_presets_validate(void **state)
+{
+    (void)state;
+    assert_int_equal(plena_model_preset_count(), 29); /* 14 full-size + 1 demo + 14 tiny */
+    for (unsigned i = 0; i < plena_model_preset_count(); i++) {
+        const struct plena_moe_model *m = plena_model_preset_at(i);
+        struct plena_err err;
+        plena_err_clear(&err);
+        if (plena_model_validate(m, 64, &err)) fail_msg("%s: %s", m->name, err.msg);
+        struct plena_moe_model r;
+        assert_int_equal(plena_model_resolve(m->name, &r, NULL), 0);
+        assert_string_equal(r.name, m->name);
+    }
+    const struct plena_moe_model *d = plena_model_preset_find("deepseek-v2-lite");
+    assert_non_null(d);
+    assert_int_equal(d->shared_inter, plena_model_fused_shared_width(2, 1408));
+    assert_int_equal(plena_model_fused_shared_width(2, 1408), 2816);
+    assert_int_equal(plena_model_fused_shared_width(0, 1408), 0);
+    assert_int_equal(plena_model_fused_shared_width(65536, 65536), 0);
+    assert_null(plena_model_preset_find("nope"));
+    struct plena_err err;
+    plena_err_clear(&err);
+    struct plena_moe_model r;
+    assert_int_equal(plena_model_resolve("nope", &r, &err), PLENA_E_INPUT);
+    struct plena_moe_model bad = *plena_model_preset_find("tiny-fixed");
+    bad.top_k = 17;
+    assert_int_not_equal(plena_model_validate(&bad, 64, NULL), 0);
+    bad = *plena_model_preset_find("tiny-fixed");
+    bad.hidden = 96;
+    assert_int_not_equal(plena_model_validate(&bad, 64, NULL), 0);
+}
+
+static void test_model_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/plena_gen_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/cfg.json", dir);
+    FILE *f = fopen(path, "w");
+    fputs("{\"hidden_size\": 2048, \"num_experts\": 60, \"num_experts_per_tok\": 4,"
+          " \"moe_intermediate_size\": 1408, \"shared_expert_intermediate_size\": 5632,"
+          " \"norm_topk_prob\": false}",
+          f);
+    fclose(f);
+    struct plena_moe_model m;
+    assert_int_equal(plena_model_resolve(path, &m, NULL), 0);
+    assert_string_equal(m.name, "cfg"); /* base name without ".json" */
+    assert_int_equal(m.hidden, 2048);
+    assert_int_equal(m.num_experts, 60);
+    assert_int_equal(m.top_k, 4);
+    assert_int_equal(m.moe_inter, 1408);
+    assert_int_equal(m.shared_inter, 5632);
+    assert_int_equal(m.shared_gate, PLENA_SHARED_GATE_SIGMOID);
+    assert_int_equal(m.norm_topk_prob, 0);
+    assert_true(m.rms_eps == 1e-6f);
+    f = fopen(path, "w");
+    fputs("{\"hidden_size\": 2048, \"n_routed_experts\": 64, \"num_experts_per_tok\": 6,"
+          " \"moe_intermediate_size\": 1408, \"n_shared_experts\": 2}",
+          f);
+    fclose(f);
+    assert_int_equal(plena_model_resolve(path, &m, NULL), 0);
+    assert_int_equal(m.shared_inter, 2816);
+    assert_int_equal(m.shared_gate, PLENA_SHARED_GATE_NONE);
+    remove(path);
+    rmdir(dir);
+}
+
+/* Named fields of models.def land in the right struct members: two rows
+ * checked field by field against the published configs. */
+static void test_preset_fields(void **state)
+{
+    (void)state;
+    const struct plena_moe_model *g = plena_model_preset_find("gpt-oss-20b");
+    assert_non_null(g);
+    assert_int_equal(g->hidden, 2880);
+    assert_int_equal(g->moe_inter, 2880);
+    assert_int_equal(g->num_experts, 32);
+    assert_int_equal(g->top_k, 4);
+    assert_int_equal(g->n_shared, 0);
+    assert_int_equal(g->shared_inter, 0);
+    assert_int_equal(g->activation, PLENA_ACT_GPT_OSS_CLAMP_GATED);
+    assert_int_equal(g->routing, PLENA_ROUTING_DEVICE);
+    assert_int_equal(g->router_form, PLENA_ROUTER_DOT);
+    assert_int_equal(g->router_bias, 1);
+    assert_int_equal(g->expert_bias, 1);
+    assert_true(g->rms_eps == 1e-5f);
+    assert_string_equal(g->policy_name, "gpt_oss");
+    const struct plena_moe_model *q = plena_model_preset_find("qwen1.5-moe-a2.7b");
+    assert_non_null(q);
+    assert_int_equal(q->hidden, 2048);
+    assert_int_equal(q->moe_inter, 1408);
+    assert_int_equal(q->num_experts, 60);
+    assert_int_equal(q->top_k, 4);
+    assert_int_equal(q->n_shared, 1);
+    assert_int_equal(q->shared_inter, 5632);
+    assert_int_equal(q->shared_gate, PLENA_SHARED_GATE_SIGMOID);
+    assert_int_equal(q->activation, PLENA_ACT_STANDARD_SWIGLU);
+    assert_int_equal(q->route_placement, PLENA_ROUTE_OUTPUT);
+    assert_int_equal(q->routing, PLENA_ROUTING_FIXED);
+    assert_int_equal(q->router_form, PLENA_ROUTER_GEMM);
+    assert_int_equal(q->approx_routing_ok, 1);
+    assert_int_equal(q->is_tiny, 0);
+    const struct plena_moe_model *l = plena_model_preset_find("tiny-llama4");
+    assert_non_null(l);
+    assert_int_equal(l->route_placement, PLENA_ROUTE_INPUT);
+    assert_int_equal(l->is_tiny, 1);
+}
+
+/* Every enum: each spelling parses back to its value, unknown text and NULL
+ * are refused, and the choices text lists the spellings in table order. */
+static void test_spellings(void **state)
+{
+    (void)state;
+    enum plena_weights_mode w;
+    assert_int_equal(plena_weights_mode_parse("representable", &w), 0);
+    assert_int_equal(w, PLENA_WEIGHTS_REPRESENTABLE);
+    assert_string_equal(plena_weights_mode_name(PLENA_WEIGHTS_ZERO), "zero");
+    assert_int_equal(plena_weights_mode_parse("zeros", &w), -1);
+    assert_int_equal(plena_weights_mode_parse(NULL, &w), -1);
+    char buf[128];
+    assert_string_equal(plena_weights_mode_choices(", ", " or ", buf, sizeof buf),
+                        "random, zero or representable");
+    enum plena_input_mode in;
+    assert_int_equal(plena_input_mode_parse("zeros", &in), 0);
+    assert_int_equal(in, PLENA_INPUT_ZEROS);
+    assert_string_equal(plena_act_policy_name(PLENA_ACT_GPT_OSS_CLAMP_GATED),
+                        "gpt_oss_clamp_gated");
+    assert_string_equal(plena_act_policy_name(PLENA_ACT_STANDARD_SWIGLU), "standard_swiglu");
+    assert_string_equal(plena_route_placement_name(PLENA_ROUTE_INPUT), "input");
+    assert_string_equal(plena_shared_gate_name(PLENA_SHARED_GATE_SIGMOID), "sigmoid");
+    assert_string_equal(plena_routing_kind_name(PLENA_ROUTING_FIXED), "fixed");
+    assert_string_equal(plena_router_form_name(PLENA_ROUTER_DOT), "dot");
+    assert_string_equal(plena_residual_mode_name(PLENA_RESIDUAL_PRE_NORM), "pre_norm");
+    assert_string_equal(plena_residual_mode_name((enum plena_residual_mode)7), "?");
+    enum plena_residual_mode r;
+    assert_int_equal(plena_residual_mode_parse("pre_norm", &r), 0);
+    assert_int_equal(r, PLENA_RESIDUAL_PRE_NORM);
+}
+
+/* The ISA's top-k limits bound the model: E = 16383 and k = 255 pass,
+ * one more fails with the limit in the message. */
+static void test_topk_limits(void **state)
+{
+    (void)state;
+    assert_int_equal(PLENA_TOPK_MAX_EXPERTS, 16383);
+    assert_int_equal(PLENA_TOPK_MAX_K, 255);
+    struct plena_moe_model m = *plena_model_preset_find("tiny-route-256x8");
+    m.num_experts = 16383;
+    m.top_k = 255;
+    assert_int_equal(plena_model_validate(&m, 64, NULL), 0);
+    struct plena_err err;
+    plena_err_clear(&err);
+    m.num_experts = 16384;
+    assert_int_equal(plena_model_validate(&m, 64, &err), PLENA_E_INPUT);
+    assert_non_null(strstr(err.msg, "expected 1..16383"));
+    m.num_experts = 16383;
+    m.top_k = 256;
+    plena_err_clear(&err);
+    assert_int_equal(plena_model_validate(&m, 64, &err), PLENA_E_INPUT);
+    assert_non_null(strstr(err.msg, "min(num_experts 16383, 255)"));
+}
+
+/* The `model` object written for a trace and read back by replay: members
+ * and values as docs/trace-schema.md lists them, and the round trip gives
+ * the layer replay lowers (fixed routing, preset fields kept). */
+static void test_trace_object(void **state)
+{
+    (void)state;
+    const struct plena_moe_model *q = plena_model_preset_find("qwen1.5-moe-a2.7b");
+    json_t *mo = plena_model_to_trace(q, 3);
+    assert_non_null(mo);
+    char *text = json_dumps(mo, JSON_COMPACT);
+    assert_string_equal(
+        text, "{\"name\":\"qwen1.5-moe-a2.7b\",\"layer_index\":3,\"hidden_size\":2048,"
+              "\"intermediate_size\":1408,\"num_experts\":60,\"top_k\":4,\"shared_experts\":1,"
+              "\"shared_intermediate_size\":5632,\"shared_gate\":\"sigmoid\","
+              "\"activation_policy\":\"standard_swiglu\",\"route_weight_placement\":\"output\","
+              "\"policy_name\":\"qwen2_moe\",\"norm_topk_prob\":false}");
+    free(text);
+    struct plena_moe_model back;
+    assert_int_equal(plena_model_from_trace(mo, "model", &back, NULL), 0);
+    assert_string_equal(back.name, "qwen1.5-moe-a2.7b");
+    assert_int_equal(back.hidden, 2048);
+    assert_int_equal(back.shared_inter, 5632);
+    assert_int_equal(back.shared_gate, PLENA_SHARED_GATE_SIGMOID);
+    assert_int_equal(back.routing, PLENA_ROUTING_FIXED);
+    assert_true(back.rms_eps == 1e-6f);
+    json_decref(mo);
+
+    /* an unknown name: defaults of a model file; a v1 boolean gate; input placement */
+    json_t *u =
+        json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:b,s:s,s:s}", "name", "mine", "hidden_size", 64,
+                  "intermediate_size", 32, "num_experts", 8, "top_k", 2, "shared_experts", 1,
+                  "shared_intermediate_size", 64, "shared_gate", 1, "activation_policy",
+                  "gpt_oss_clamp_gated", "route_weight_placement", "input");
+    assert_int_equal(plena_model_from_trace(u, "model", &back, NULL), 0);
+    assert_int_equal(back.shared_gate, PLENA_SHARED_GATE_SIGMOID);
+    assert_int_equal(back.activation, PLENA_ACT_GPT_OSS_CLAMP_GATED);
+    assert_int_equal(back.route_placement, PLENA_ROUTE_INPUT);
+    assert_true(back.rms_eps == 1e-6f);
+    assert_int_equal(back.router_form, PLENA_ROUTER_GEMM);
+    /* no shared experts: the width is ignored */
+    json_object_set_new(u, "shared_experts", json_integer(0));
+    assert_int_equal(plena_model_from_trace(u, "model", &back, NULL), 0);
+    assert_int_equal(back.shared_inter, 0);
+    /* a missing shape member is an error naming it */
+    json_object_del(u, "top_k");
+    struct plena_err err;
+    plena_err_clear(&err);
+    assert_int_equal(plena_model_from_trace(u, "trace.json:$.model", &back, &err), PLENA_E_INPUT);
+    assert_string_equal(err.where, "trace.json:$.model.top_k");
+    json_decref(u);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_presets_validate), cmocka_unit_test(test_model_file),
+        cmocka_unit_test(test_preset_fields),    cmocka_unit_test(test_spellings),
+        cmocka_unit_test(test_topk_limits),      cmocka_unit_test(test_trace_object),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

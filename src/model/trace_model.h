@@ -1,0 +1,30 @@
+/* A model and a route trace's `model` object (docs/trace-schema.md, the
+ * `model` fields): written in one place for every trace producer (trace gen,
+ * importers, the checkpoint tracer) and read in one place for everything that
+ * lowers a trace (replay, the replay tier's capacity rule). Not a public
+ * header: it speaks jansson. */
+#ifndef PLENA_MODEL_TRACE_MODEL_H
+#define PLENA_MODEL_TRACE_MODEL_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "model/model.h"
+
+/* The `model` object of a trace of layer `layer` of m, members in schema
+ * order; NULL when out of memory. */
+json_t *plena_model_to_trace(const struct plena_moe_model *m, uint32_t layer);
+
+/* The layer a trace describes, as replay lowers it: shape, shared branch,
+ * shared gate, activation and route-weight placement from `mo`; everything a
+ * trace does not carry (RMSNorm eps, expert biases, zero-centred norm, router
+ * form, policy name) from the preset named by mo.name, else the defaults of
+ * docs/lowering.md "Model files". Routing is FIXED (a replay feeds the
+ * trace's ids) and there is no router bias. `where` names the object in
+ * messages. PLENA_E_INPUT when a shape member is missing or not a
+ * non-negative 32-bit integer (validated traces always have them). */
+int plena_model_from_trace(const json_t *mo, const char *where, struct plena_moe_model *out,
+                           struct plena_err *err);
+
+#endif
