@@ -9,14 +9,14 @@
 
 #include "common/alloc.h"
 #include "gen/build.h"
-#include "gen/check.h"
+#include "verify/verify.h"
 
 static int row(const struct plena_settings *s, const char *preset, uint32_t T, int routed)
 {
-    struct plena_moe_cost_row r;
+    struct plena_verify_cost_row r;
     struct plena_err err;
     plena_err_clear(&err);
-    if (plena_moe_cost_row(s, preset, T, routed, &r, &err)) {
+    if (plena_verify_cost_row_measure(s, preset, T, routed, &r, &err)) {
         fprintf(stderr, "moe_costs: %s\n", err.msg);
         return 1;
     }

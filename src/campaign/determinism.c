@@ -14,6 +14,7 @@
 
 #include "campaign/campaign_internal.h"
 #include "common/alloc.h"
+#include "gen/build.h"
 #include "common/fileio.h"
 #include "replay/jsonw.h"
 #include "replay/result.h"
@@ -146,7 +147,8 @@ int plena_campaign_det_verdict(const struct plena_campaign_set *s,
     sum->parallel_width = J;
     json_t *comps = json_array(), *rep = NULL;
     if (!comps) return PLENA_FAIL(err, PLENA_E_NOMEM, "determinism", "out of memory");
-    static const char *const files[] = {PLENA_REPLAY_RESULT_FILE, "stage_profile.json"};
+    const char *const files[] = {plena_build_file_name(PLENA_BUILD_FILE_RESULTS),
+                                 plena_build_file_name(PLENA_BUILD_FILE_STAGE_PROFILE)};
     for (size_t k = 0; k < n; k++) {
         const struct plena_campaign_trace *t = &s->v[pl->pick[k]];
         json_t *jf = json_array();

@@ -21,6 +21,7 @@
 
 #include "campaign/campaign_internal.h"
 #include "common/alloc.h"
+#include "gen/build.h"
 #include "common/fileio.h"
 #include "replay/jsonw.h"
 #include "replay/result.h"
@@ -229,8 +230,14 @@ struct msg_hdr {
     double host_seconds;
     int64_t len[3]; /* results.json, stage_profile.json, log tail; -1 absent */
 };
-static const char *const msg_files[3] = {PLENA_REPLAY_RESULT_FILE, "stage_profile.json",
-                                         "campaign_worker.log"};
+/* the three files a message carries: two of the build directory, then the
+ * worker log */
+static const char *msg_file(int f)
+{
+    return f == 0   ? plena_build_file_name(PLENA_BUILD_FILE_RESULTS)
+           : f == 1 ? plena_build_file_name(PLENA_BUILD_FILE_STAGE_PROFILE)
+                    : plena_build_file_name(PLENA_BUILD_FILE_WORKER_LOG);
+}
 
 struct done_msg {
     int64_t rc, interrupted;
@@ -337,7 +344,7 @@ static void handle_msg(struct dist *d, MPI_Status *st)
         }
         for (int i = 0; i < 3 && ok; i++) {
             int f = order[i];
-            snprintf(p, sizeof p, "%s/%s", dir, msg_files[f]);
+            snprintf(p, sizeof p, "%s/%s", dir, msg_file(f));
             if (data[f]) {
                 if (plena_file_write_atomic(p, data[f], (size_t)h.len[f], &e)) ok = 0;
             } else if (f == 1 && data[0])
@@ -355,8 +362,8 @@ static void handle_msg(struct dist *d, MPI_Status *st)
     j->worker = (int)h.worker;
     j->max_rss_kb = (long)h.max_rss_kb;
     j->host_seconds = h.host_seconds;
-    snprintf(j->log_path, sizeof j->log_path, "%s/%s/campaign_worker.log", d->root_dir,
-             j->dir_name);
+    snprintf(j->log_path, sizeof j->log_path, "%s/%s/%s", d->root_dir, j->dir_name,
+             plena_build_file_name(PLENA_BUILD_FILE_WORKER_LOG));
     if (d->remote_left) d->remote_left--;
     if (ok && d->done) d->done(d->ctx, j);
     plena_free(buf);
@@ -416,7 +423,7 @@ static void remote_done(void *ctx, struct plena_campaign_job *j)
         h.len[f] = -1;
         if (d->shared_fs) continue;
         char p[4500];
-        snprintf(p, sizeof p, "%s/%s", dir, msg_files[f]);
+        snprintf(p, sizeof p, "%s/%s", dir, msg_file(f));
         struct stat st;
         if (stat(p, &st)) continue;
         if (plena_file_read_all(p, &data[f], &len[f], NULL)) continue;

@@ -20,6 +20,7 @@
 #include "campaign/campaign_internal.h"
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "gen/build.h"
 #include "replay/jsonw.h"
 
 double plena_campaign_now(void)
@@ -170,7 +171,9 @@ int plena_campaign_spawn(const struct plena_campaign_worker *w, struct plena_cam
     if (!rc && snprintf(dir, sizeof dir, "%s/%s", j->out_root, j->dir_name) >= (int)sizeof dir)
         rc = PLENA_FAIL(err, PLENA_E_OUTPUT, j->out_root, "path too long");
     if (!rc) rc = plena_mkdir_p(dir, err);
-    if (!rc) snprintf(j->log_path, sizeof j->log_path, "%s/campaign_worker.log", dir);
+    if (!rc)
+        snprintf(j->log_path, sizeof j->log_path, "%s/%s", dir,
+                 plena_build_file_name(PLENA_BUILD_FILE_WORKER_LOG));
     int fd = -1;
     if (!rc && (fd = open(j->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0)
         rc = PLENA_FAIL(err, PLENA_E_OUTPUT, j->log_path, "cannot open worker log: %s",

@@ -16,6 +16,7 @@
 
 #include "campaign/campaign_internal.h"
 #include "common/alloc.h"
+#include "gen/build.h"
 #include "common/fileio.h"
 #include "common/sha256.h"
 #include "replay/export.h"
@@ -64,7 +65,7 @@ int plena_campaign_result_state(const char *root, const char *dir, const char *f
 {
     if (res) *res = NULL;
     char p[4400];
-    snprintf(p, sizeof p, "%s/%s/%s", root, dir, PLENA_REPLAY_RESULT_FILE);
+    snprintf(p, sizeof p, "%s/%s/%s", root, dir, plena_build_file_name(PLENA_BUILD_FILE_RESULTS));
     json_t *r = NULL;
     struct plena_err e;
     plena_err_clear(&e);
@@ -210,7 +211,8 @@ static void failure_line(struct plena_campaign_run_ctx *c, const struct plena_ca
     json_t *v;
     if (json_is_array(f)) json_array_foreach(f, i, v) json_array_append(failed, v);
     char rel[4400];
-    snprintf(rel, sizeof rel, "replay/%s/campaign_worker.log", j->dir_name);
+    snprintf(rel, sizeof rel, "replay/%s/%s", j->dir_name,
+             plena_build_file_name(PLENA_BUILD_FILE_WORKER_LOG));
     json_t *l = json_pack("{s:s,s:I,s:i,s:i,s:o,s:s}", "trace_id", j->trace_id, "attempt",
                           (json_int_t)attempt, "exit_code", j->exit_code, "signal", j->signal,
                           "failed_checks", failed, "log_path", rel);

@@ -100,6 +100,10 @@ enum plena_dump_mask {
 };
 int plena_emu_write_dumps(struct plena_emu *emu, const char *dir, unsigned mask,
                           struct plena_err *err);
+/* File name of one dump (a single PLENA_DUMP_* bit): the upstream names
+ * "vram_dump.bin", "mram_dump.bin", "fpsram_dump.bin", "intsram_dump.bin",
+ * "hbm_dump.bin"; NULL for anything else. */
+const char *plena_emu_dump_file(unsigned dump_bit);
 
 /* State access (tests, reference comparison, replay). */
 uint16_t plena_emu_vram_get(const struct plena_emu *emu, uint64_t elem_addr); /* BF16 bits */

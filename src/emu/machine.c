@@ -728,9 +728,21 @@ static int dump_hbm(struct plena_emu *e, const char *dir, struct plena_err *err)
 {
     uint8_t *pg = plena_malloc(EMU_PAGE_BYTES);
     if (!pg) return PLENA_FAIL(err, PLENA_E_NOMEM, dir, "out of memory");
-    int rc = dump_file(e, dir, "hbm_dump.bin", hbm_body, pg, err);
+    int rc = dump_file(e, dir, plena_emu_dump_file(PLENA_DUMP_HBM), hbm_body, pg, err);
     plena_free(pg);
     return rc;
+}
+
+const char *plena_emu_dump_file(unsigned dump_bit)
+{
+    switch (dump_bit) {
+    case PLENA_DUMP_VRAM: return "vram_dump.bin";
+    case PLENA_DUMP_MRAM: return "mram_dump.bin";
+    case PLENA_DUMP_FPSRAM: return "fpsram_dump.bin";
+    case PLENA_DUMP_INTSRAM: return "intsram_dump.bin";
+    case PLENA_DUMP_HBM: return "hbm_dump.bin";
+    }
+    return NULL;
 }
 
 int plena_emu_write_dumps(struct plena_emu *e, const char *dir, unsigned mask,
@@ -738,13 +750,13 @@ int plena_emu_write_dumps(struct plena_emu *e, const char *dir, unsigned mask,
 {
     int rc = plena_mkdir_p(dir, err);
     if (!rc && (mask & PLENA_DUMP_VRAM))
-        rc = dump_file(e, dir, "vram_dump.bin", vram_body, NULL, err);
+        rc = dump_file(e, dir, plena_emu_dump_file(PLENA_DUMP_VRAM), vram_body, NULL, err);
     if (!rc && (mask & PLENA_DUMP_MRAM))
-        rc = dump_file(e, dir, "mram_dump.bin", mram_body, NULL, err);
+        rc = dump_file(e, dir, plena_emu_dump_file(PLENA_DUMP_MRAM), mram_body, NULL, err);
     if (!rc && (mask & PLENA_DUMP_FPSRAM))
-        rc = dump_file(e, dir, "fpsram_dump.bin", fpsram_body, NULL, err);
+        rc = dump_file(e, dir, plena_emu_dump_file(PLENA_DUMP_FPSRAM), fpsram_body, NULL, err);
     if (!rc && (mask & PLENA_DUMP_INTSRAM))
-        rc = dump_file(e, dir, "intsram_dump.bin", intsram_body, NULL, err);
+        rc = dump_file(e, dir, plena_emu_dump_file(PLENA_DUMP_INTSRAM), intsram_body, NULL, err);
     if (!rc && (mask & PLENA_DUMP_HBM)) rc = dump_hbm(e, dir, err);
     return rc;
 }

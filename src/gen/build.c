@@ -430,6 +430,30 @@ nomem:
     return fail_nomem(err);
 }
 
+/* ---- build directory file names ---- */
+
+static const char *const build_file_names[] = {
+#define PLENA_BUILD_FILE(id, name, writer, what) name,
+#include "gen/build_files.def"
+#undef PLENA_BUILD_FILE
+};
+_Static_assert(sizeof build_file_names / sizeof build_file_names[0] == PLENA_BUILD_FILE_COUNT,
+               "one name per build_files.def row");
+
+const char *plena_build_file_name(enum plena_build_file f)
+{
+    return (unsigned)f < PLENA_BUILD_FILE_COUNT ? build_file_names[f] : NULL;
+}
+
+int plena_build_file_path(const char *dir, enum plena_build_file f, char *buf, size_t n,
+                          struct plena_err *err)
+{
+    const char *name = plena_build_file_name(f);
+    if (!name || plena_path_join(buf, n, dir, name))
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, dir, "path too long");
+    return 0;
+}
+
 /* ---- layout.json ---- */
 
 int plena_moe_layout_json(const struct plena_moe_build *bd, struct plena_buf *b)
@@ -531,8 +555,8 @@ static int all_zero(const uint8_t *p, size_t n)
 static int write_hbm(struct plena_moe_build *b, const char *dir, struct plena_err *err)
 {
     char path[4096], tmpp[4200];
-    if (plena_path_join(path, sizeof path, dir, "hbm.bin"))
-        return PLENA_FAIL(err, PLENA_E_OUTPUT, dir, "path too long");
+    if (plena_build_file_path(dir, PLENA_BUILD_FILE_HBM, path, sizeof path, err))
+        return PLENA_E_OUTPUT;
     snprintf(tmpp, sizeof tmpp, "%s.tmp.XXXXXX", path);
     int fd = mkstemp(tmpp);
     if (fd < 0) return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot create: %s", strerror(errno));
@@ -577,12 +601,12 @@ static int write_dir(struct plena_moe_build *b, const struct plena_moe_build_opt
         plena_buf_free(&t);
         return fail_nomem(err);
     }
-    rc = write_buf(dir, "program.asm", t.data, t.len, err);
+    rc = write_buf(dir, plena_build_file_name(PLENA_BUILD_FILE_PROGRAM_ASM), t.data, t.len, err);
     plena_buf_free(&t);
     if (rc) return rc;
     char path[4096];
-    if (plena_path_join(path, sizeof path, dir, "program.mem"))
-        return PLENA_FAIL(err, PLENA_E_OUTPUT, dir, "path too long");
+    if (plena_build_file_path(dir, PLENA_BUILD_FILE_PROGRAM_MEM, path, sizeof path, err))
+        return PLENA_E_OUTPUT;
     if ((rc = plena_program_write_mem(path, b->words, b->n_words, err))) return rc;
     if (!o->program_only) {
         if ((rc = write_hbm(b, dir, err))) return rc;
@@ -593,11 +617,14 @@ static int write_dir(struct plena_moe_build *b, const struct plena_moe_build_opt
             buf[2 * i] = (uint8_t)b->fp16[i];
             buf[2 * i + 1] = (uint8_t)(b->fp16[i] >> 8);
         }
-        rc = write_buf(dir, "fp_sram.bin", buf, (size_t)b->n_fp * 2, err);
+        rc = write_buf(dir, plena_build_file_name(PLENA_BUILD_FILE_FP_SRAM), buf,
+                       (size_t)b->n_fp * 2, err);
         for (uint32_t i = 0; i < b->n_int && !rc; i++)
             for (int j = 0; j < 4; j++)
                 buf[4 * i + j] = (uint8_t)(b->ints[i] >> (8 * j));
-        if (!rc) rc = write_buf(dir, "int_sram.bin", buf, (size_t)b->n_int * 4, err);
+        if (!rc)
+            rc = write_buf(dir, plena_build_file_name(PLENA_BUILD_FILE_INT_SRAM), buf,
+                           (size_t)b->n_int * 4, err);
         plena_free(buf);
         if (rc) return rc;
         uint8_t *vb = plena_malloc(b->n_vram * 2 + 2);
@@ -606,7 +633,8 @@ static int write_dir(struct plena_moe_build *b, const struct plena_moe_build_opt
             vb[2 * i] = (uint8_t)b->vram[i];
             vb[2 * i + 1] = (uint8_t)(b->vram[i] >> 8);
         }
-        rc = write_buf(dir, "vram_preload.bin", vb, (size_t)b->n_vram * 2, err);
+        rc = write_buf(dir, plena_build_file_name(PLENA_BUILD_FILE_VRAM_PRELOAD), vb,
+                       (size_t)b->n_vram * 2, err);
         plena_free(vb);
         if (rc) return rc;
     }
@@ -615,7 +643,7 @@ static int write_dir(struct plena_moe_build *b, const struct plena_moe_build_opt
         plena_buf_free(&t);
         return fail_nomem(err);
     }
-    rc = write_buf(dir, "layout.json", t.data, t.len, err);
+    rc = write_buf(dir, plena_build_file_name(PLENA_BUILD_FILE_LAYOUT), t.data, t.len, err);
     plena_buf_free(&t);
     return rc;
 }

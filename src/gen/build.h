@@ -62,6 +62,19 @@ void plena_moe_build_opts_init(struct plena_moe_build_opts *o, const struct plen
 /* Machine geometry from settings (MLEN, VLEN, BLEN, SRAM sizes, loop budget). */
 void plena_gen_machine_from_settings(const struct plena_settings *s, struct plena_gen_machine *m);
 
+/* The files of a build directory (build_files.def). */
+enum plena_build_file {
+#define PLENA_BUILD_FILE(id, name, writer, what) PLENA_BUILD_FILE_##id,
+#include "gen/build_files.def"
+#undef PLENA_BUILD_FILE
+    PLENA_BUILD_FILE_COUNT
+};
+/* "hbm.bin" for PLENA_BUILD_FILE_HBM; NULL outside the table. */
+const char *plena_build_file_name(enum plena_build_file f);
+/* dir/name of file f into buf; PLENA_E_OUTPUT naming dir when it does not fit. */
+int plena_build_file_path(const char *dir, enum plena_build_file f, char *buf, size_t n,
+                          struct plena_err *err);
+
 struct plena_hbm_region {
     uint64_t base, n;
     uint8_t *bytes;

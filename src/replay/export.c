@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "common/alloc.h"
+#include "gen/build.h"
 #include "common/fileio.h"
 #include "profile/profile.h"
 #include "replay/jsonw.h"
@@ -285,7 +286,8 @@ int plena_replay_export(const char *root, int passed_only,
     for (size_t i = 0; !rc && i < n_names; i++) {
         char dir[4096], file[4200];
         if (plena_path_join(dir, sizeof dir, root, names[i]) ||
-            plena_path_join(file, sizeof file, dir, PLENA_REPLAY_RESULT_FILE)) {
+            plena_path_join(file, sizeof file, dir,
+                            plena_build_file_name(PLENA_BUILD_FILE_RESULTS))) {
             rc = PLENA_FAIL(err, PLENA_E_INPUT, root, "path too long");
             break;
         }
@@ -323,7 +325,8 @@ int plena_replay_export(const char *root, int passed_only,
         rw->result = r;
         rw->summary = json_object_get(r, "summary");
         char rel[300];
-        snprintf(rel, sizeof rel, "%s/%s", names[i], PLENA_REPLAY_RESULT_FILE);
+        snprintf(rel, sizeof rel, "%s/%s", names[i],
+                 plena_build_file_name(PLENA_BUILD_FILE_RESULTS));
         json_object_set_new(rw->summary, "result_path", json_string(rel));
     }
     if (!rc && n_rows) qsort(rows, n_rows, sizeof *rows, cmp_rows);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "gen/build.h"
 #include "common/fileio.h"
 #include "replay/jsonw.h"
 
@@ -134,9 +135,9 @@ static int open_build(const struct plena_replay_gate_opts *go, struct opened *b,
     if (!dir || stat(dir, &st) || !S_ISDIR(st.st_mode))
         return PLENA_FAIL(err, PLENA_E_INPUT, dir ? dir : "(none)", "no such build directory");
     char tp[4200], rp[4200], sp[4200];
-    if (plena_path_join(tp, sizeof tp, dir, "trace.json") ||
-        plena_path_join(rp, sizeof rp, dir, PLENA_REPLAY_RESULT_FILE) ||
-        plena_path_join(sp, sizeof sp, dir, "run_stats.json"))
+    if (plena_path_join(tp, sizeof tp, dir, plena_build_file_name(PLENA_BUILD_FILE_TRACE)) ||
+        plena_path_join(rp, sizeof rp, dir, plena_build_file_name(PLENA_BUILD_FILE_RESULTS)) ||
+        plena_path_join(sp, sizeof sp, dir, plena_build_file_name(PLENA_BUILD_FILE_RUN_STATS)))
         return PLENA_FAIL(err, PLENA_E_INPUT, dir, "path too long");
     int rc = plena_replay_json_read_file(rp, &b->results, err);
     if (rc) return rc;

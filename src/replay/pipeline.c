@@ -1,10 +1,9 @@
-/* Steps 2-8 of spec/traces-and-replay.md 5.2 for one prepared trace, and the
- * results.json assembly of 5.5-5.7. Stage rows, the shared-vs-routed split and
- * the routing tax come from the run's stage_profile.json / stage picoseconds,
- * summed in picoseconds and rounded once. Generation (step 4) needs the
- * generator's build-directory writer (gen/build.h), which has not landed: until
- * it does, `generate` fails with a message saying so and the result is written
- * decided-false with exit 3, exactly the spec's "generator refused" branch. */
+/* Steps 2-8 of the replay pipeline (docs/replay.md "Pipeline") for one
+ * prepared trace, and the results.json assembly. Stage rows, the
+ * shared-vs-routed split and the routing tax come from the run's
+ * stage_profile.json / stage picoseconds, summed in picoseconds and rounded
+ * once. The build is gen's (plena_moe_build_run); the run session and the
+ * reference inputs are verify's. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +16,6 @@
 #include "common/sha256.h"
 #include "gen/build.h"
 #include "model/trace_model.h"
-#ifdef PLENA_REPLAY_HAVE_CHECK
-#include "gen/check.h"
-#endif
 #include "num/num.h"
 #include "ref/ref.h"
 #include "replay/functional.h"
@@ -32,6 +28,7 @@
 #include "replay/replay.h"
 #include "replay/result.h"
 #include "run/run.h"
+#include "verify/verify.h"
 
 #ifndef PLENA_VERSION
 #define PLENA_VERSION "0.0.0"
@@ -299,8 +296,8 @@ static void check_routing_integrity(struct ctx *c)
     char *data = NULL;
     size_t len = 0;
     int ok = 0;
-    if (!path_in(c, "int_sram.bin", p, sizeof p) && !plena_file_read_all(p, &data, &len, NULL) &&
-        len >= ((size_t)base + n) * 4) {
+    if (!path_in(c, plena_build_file_name(PLENA_BUILD_FILE_INT_SRAM), p, sizeof p) &&
+        !plena_file_read_all(p, &data, &len, NULL) && len >= ((size_t)base + n) * 4) {
         uint32_t *img = plena_calloc(n ? n : 1, sizeof *img);
         int64_t *tr = plena_calloc(n ? n : 1, sizeof *tr);
         if (img && tr) {
@@ -317,8 +314,8 @@ static void check_routing_integrity(struct ctx *c)
         plena_free(img);
         plena_free(tr);
     } else {
-        snprintf(detail, sizeof detail, "int_sram.bin missing or shorter than %zu entries",
-                 (size_t)base + n);
+        snprintf(detail, sizeof detail, "%s missing or shorter than %zu entries",
+                 plena_build_file_name(PLENA_BUILD_FILE_INT_SRAM), (size_t)base + n);
     }
     plena_free(data);
     plena_replay_check_set(&c->checks, "routing_integrity", ok, "%s", detail);
@@ -335,13 +332,14 @@ static int read_output(struct ctx *c, const char *dir, uint16_t *out, char *why,
         return -1;
     }
     char p[4200];
-    if (plena_path_join(p, sizeof p, dir, "vram_dump.bin")) {
+    const char *dump = plena_emu_dump_file(PLENA_DUMP_VRAM);
+    if (plena_path_join(p, sizeof p, dir, dump)) {
         snprintf(why, why_n, "path too long");
         return -1;
     }
     FILE *f = fopen(p, "rb");
     if (!f) {
-        snprintf(why, why_n, "no vram_dump.bin in the build directory");
+        snprintf(why, why_n, "no %s in the build directory", dump);
         return -1;
     }
     uint32_t H = c->build.cfg.H, vlen = c->settings.vlen;
@@ -352,7 +350,7 @@ static int read_output(struct ctx *c, const char *dir, uint16_t *out, char *why,
                 t->base + (uint64_t)(col / vlen) * t->prow * vlen + (uint64_t)r * vlen + col % vlen;
             unsigned char b2[2];
             if (fseek(f, (long)(a * 2), SEEK_SET) || fread(b2, 1, 2, f) != 2) {
-                snprintf(why, why_n, "vram_dump.bin too short for the output region");
+                snprintf(why, why_n, "%s too short for the output region", dump);
                 rc = -1;
             } else {
                 out[(size_t)r * H + col] = (uint16_t)(b2[0] | b2[1] << 8);
@@ -366,7 +364,6 @@ static int read_output(struct ctx *c, const char *dir, uint16_t *out, char *why,
 static int functional_step(struct ctx *c, struct plena_err *err)
 {
     double conv = plena_replay_route_weight_max_error(c->w64, (size_t)c->T * c->K);
-#ifdef PLENA_REPLAY_HAVE_CHECK
     size_t n = (size_t)c->T * c->build.cfg.H;
     uint16_t *out = plena_calloc(n ? n : 1, sizeof *out);
     float *ref = plena_calloc(n ? n : 1, sizeof *ref);
@@ -376,7 +373,7 @@ static int functional_step(struct ctx *c, struct plena_err *err)
     float *xn = plena_calloc(n ? n : 1, sizeof *xn);
     double *x64 = plena_calloc(n ? n : 1, sizeof *x64);
     double *ref64x = plena_calloc(n ? n : 1, sizeof *ref64x);
-    struct plena_moe_refdata rd;
+    struct plena_verify_refdata rd;
     memset(&rd, 0, sizeof rd);
     char why[256] = "";
     int rc = 0;
@@ -391,7 +388,7 @@ static int functional_step(struct ctx *c, struct plena_err *err)
     struct plena_err rerr;
     plena_err_clear(&rerr);
     char m[1100];
-    if (plena_moe_refdata_from_build(&c->build, &rd, &rerr)) {
+    if (plena_verify_refdata_from_build(&c->build, &rd, &rerr)) {
         plena_replay_check_set(&c->checks, "functional", 0, "reference inputs: %s",
                                plena_err_format(&rerr, m, sizeof m));
         goto done;
@@ -450,11 +447,11 @@ static int functional_step(struct ctx *c, struct plena_err *err)
         for (size_t i = 0; i < n; i++)
             rb[i] = plena_num_bf16_from_f32(ref[i]);
         char p[4200];
-        if (!path_in(c, "reference_output.bin", p, sizeof p))
+        if (!path_in(c, plena_build_file_name(PLENA_BUILD_FILE_REFERENCE_OUTPUT), p, sizeof p))
             (void)plena_file_write_atomic(p, rb, n * 2, NULL);
     }
 done:
-    plena_moe_refdata_free(&rd);
+    plena_verify_refdata_free(&rd);
     plena_free(out);
     plena_free(ref);
     plena_free(ref64);
@@ -464,17 +461,6 @@ done:
     plena_free(x64);
     plena_free(ref64x);
     return rc;
-#else
-    (void)err;
-    (void)read_output;
-    c->functional =
-        json_pack("{s:s,s:b,s:f,s:b}", "kind", c->smoke ? "zero_input_smoke" : "reference",
-                  "numerical", 0, "route_weight_max_conversion_error", conv, "passed", 0);
-    plena_replay_check_set(&c->checks, "functional", 0,
-                           "the generator's reference glue (gen/check.c: reference inputs from the "
-                           "staged build) is not available in this build");
-    return 0;
-#endif
 }
 
 /* One emulator run of the build directory (step 5, and each repeat of step 7):
@@ -483,31 +469,22 @@ done:
 static int run_build(struct ctx *c, const char *dir, struct plena_run_outcome *ro_out,
                      unsigned dump_mask, struct plena_err *err)
 {
-    char prog[4200], hbm[4200], fps[4200], ints[4200], vram[4200], stats[4200], prof[4200];
-    path_in(c, "program.asm", prog, sizeof prog);
-    path_in(c, "hbm.bin", hbm, sizeof hbm);
-    path_in(c, "fp_sram.bin", fps, sizeof fps);
-    path_in(c, "int_sram.bin", ints, sizeof ints);
-    path_in(c, "vram_preload.bin", vram, sizeof vram);
-    if (plena_path_join(stats, sizeof stats, dir, "run_stats.json") ||
-        plena_path_join(prof, sizeof prof, dir, "stage_profile.json"))
-        return PLENA_FAIL(err, PLENA_E_OUTPUT, dir, "path too long");
+    char stats[4200], prof[4200];
+    if (plena_build_file_path(dir, PLENA_BUILD_FILE_RUN_STATS, stats, sizeof stats, err) ||
+        plena_build_file_path(dir, PLENA_BUILD_FILE_STAGE_PROFILE, prof, sizeof prof, err))
+        return PLENA_E_OUTPUT;
+    struct plena_verify_paths paths;
     struct plena_run_opts ro;
-    memset(&ro, 0, sizeof ro);
-    ro.program_path = prog;
-    ro.hbm_path = hbm;
-    ro.fpsram_path = fps;
-    ro.intsram_path = access(ints, F_OK) ? NULL : ints;
-    ro.vram_path = access(vram, F_OK) ? NULL : vram;
+    int rc =
+        plena_verify_run_opts(c->dir, PLENA_VERIFY_PROGRAM_ASM, 1, NULL, NULL, &paths, &ro, err);
+    if (rc) return rc;
     ro.settings = c->settings_ok ? &c->settings : NULL;
     ro.settings_path = c->o->settings_path;
-    ro.hbm_model = -1;
     ro.dump_dir = dir;
     ro.dump_mask = dump_mask;
     ro.stats_path = stats;
     ro.profile_path = c->o->profile ? prof : NULL;
     ro.overlap = c->o->overlap;
-    ro.threads = 1;
     ro.label = c->it->trace_id;
     return plena_run_execute(&ro, ro_out, err);
 }
@@ -563,9 +540,9 @@ static int run_step(struct ctx *c, struct plena_err *err)
     plena_replay_check_set(&c->checks, "emulate", c->run.status == PLENA_RUN_OUT_COMPLETED, "%s",
                            c->run.status == PLENA_RUN_OUT_COMPLETED ? "completed"
                                                                     : c->run.trap_message);
-    load_json_in(c->dir, "run_stats.json", &c->run_stats);
+    load_json_in(c->dir, plena_build_file_name(PLENA_BUILD_FILE_RUN_STATS), &c->run_stats);
     if (c->o->profile) {
-        load_json_in(c->dir, "stage_profile.json", &c->profile);
+        load_json_in(c->dir, plena_build_file_name(PLENA_BUILD_FILE_STAGE_PROFILE), &c->profile);
         check_profile_accounting(c);
     }
     return 0;
@@ -638,7 +615,7 @@ static int repeat_step(struct ctx *c, struct plena_err *err)
             if (c->o->profile) {
                 json_t *pj = NULL;
                 char hex[65];
-                load_json_in(dir, "stage_profile.json", &pj);
+                load_json_in(dir, plena_build_file_name(PLENA_BUILD_FILE_STAGE_PROFILE), &pj);
                 if (pj && !plena_replay_json_sha256(pj, 1, hex, NULL)) v[7] = json_string(hex);
                 json_decref(pj);
             }
@@ -647,7 +624,7 @@ static int repeat_step(struct ctx *c, struct plena_err *err)
             json_array_append_new(json_object_get(series, metrics[k]), v[k] ? v[k] : json_null());
         if (!c->o->keep_dumps) {
             char p[4300];
-            if (!plena_path_join(p, sizeof p, dir, "vram_dump.bin")) unlink(p);
+            if (!plena_path_join(p, sizeof p, dir, plena_emu_dump_file(PLENA_DUMP_VRAM))) unlink(p);
         }
     }
     json_t *mism = plena_replay_repeat_mismatched(series, metrics, n_metrics);
@@ -659,7 +636,7 @@ static int repeat_step(struct ctx *c, struct plena_err *err)
     c->repeat = json_pack("{s:I,s:b,s:o,s:o}", "repeats", (json_int_t)c->o->repeat, "passed",
                           passed, "series", series, "mismatched", mism);
     char p[4200];
-    if (c->repeat && !path_in(c, "repeat_gate.json", p, sizeof p))
+    if (c->repeat && !path_in(c, plena_build_file_name(PLENA_BUILD_FILE_REPEAT_GATE), p, sizeof p))
         (void)plena_replay_json_write_file(c->repeat, p, NULL);
     plena_replay_check_set(&c->checks, "repeat", passed, "%u runs, %zu mismatched series",
                            c->o->repeat, json_array_size(mism));
@@ -850,7 +827,8 @@ static json_t *build_result(struct ctx *c, const struct plena_replay_gate *g,
     S("gate_passed", json_boolean(g->passed));
     S("fingerprint", json_string(it->fingerprint));
     char rel[300];
-    snprintf(rel, sizeof rel, "%s/%s", it->dir_name, PLENA_REPLAY_RESULT_FILE);
+    snprintf(rel, sizeof rel, "%s/%s", it->dir_name,
+             plena_build_file_name(PLENA_BUILD_FILE_RESULTS));
     S("result_path", json_string(rel));
 #undef S
 
@@ -882,12 +860,10 @@ static void ctx_free(struct ctx *c)
     plena_free(c->w32);
 }
 
-static void unlink_in(const struct ctx *c, const char *const *names, size_t n)
+static void unlink_in(const struct ctx *c, const char *name)
 {
-    for (size_t i = 0; i < n; i++) {
-        char p[4200];
-        if (!path_in(c, names[i], p, sizeof p)) unlink(p);
-    }
+    char p[4200];
+    if (!path_in(c, name, p, sizeof p)) unlink(p);
 }
 
 int plena_replay_run(const struct plena_replay_item *it, const struct plena_replay_opts *o,
@@ -902,7 +878,7 @@ int plena_replay_run(const struct plena_replay_item *it, const struct plena_repl
     if (plena_path_join(c.dir, sizeof c.dir, o->out_dir, it->dir_name))
         return PLENA_FAIL(err, PLENA_E_OUTPUT, o->out_dir, "path too long");
     char results[4200];
-    path_in(&c, PLENA_REPLAY_RESULT_FILE, results, sizeof results);
+    path_in(&c, plena_build_file_name(PLENA_BUILD_FILE_RESULTS), results, sizeof results);
 
     /* step 2 */
     if (o->skip_existing && plena_replay_can_skip(results, it->fingerprint)) {
@@ -918,7 +894,7 @@ int plena_replay_run(const struct plena_replay_item *it, const struct plena_repl
     }
     char tpath[4200];
     if (!rc) {
-        path_in(&c, "trace.json", tpath, sizeof tpath);
+        path_in(&c, plena_build_file_name(PLENA_BUILD_FILE_TRACE), tpath, sizeof tpath);
         rc = plena_replay_json_write_file(it->trace, tpath, err);
     }
     if (rc) {
@@ -957,13 +933,17 @@ int plena_replay_run(const struct plena_replay_item *it, const struct plena_repl
     if (rc) goto fail;
     /* after the decision: dumps unless --keep-dumps; regenerable inputs with
      * --prune-inputs (5.4; the program, layout and trace.json stay) */
-    static const char *const dumps[] = {"vram_dump.bin",   "mram_dump.bin",
-                                        "fpsram_dump.bin", "intsram_dump.bin",
-                                        "hbm_dump.bin",    "reference_output.bin"};
-    static const char *const inputs[] = {"hbm.bin", "fp_sram.bin", "int_sram.bin",
-                                         "vram_preload.bin"};
-    if (!o->keep_dumps) unlink_in(&c, dumps, sizeof dumps / sizeof dumps[0]);
-    if (o->prune_inputs && c.generated) unlink_in(&c, inputs, sizeof inputs / sizeof inputs[0]);
+    if (!o->keep_dumps) {
+        for (unsigned bit = PLENA_DUMP_VRAM; bit <= PLENA_DUMP_HBM; bit <<= 1)
+            unlink_in(&c, plena_emu_dump_file(bit));
+        unlink_in(&c, plena_build_file_name(PLENA_BUILD_FILE_REFERENCE_OUTPUT));
+    }
+    static const enum plena_build_file inputs[] = {PLENA_BUILD_FILE_HBM, PLENA_BUILD_FILE_FP_SRAM,
+                                                   PLENA_BUILD_FILE_INT_SRAM,
+                                                   PLENA_BUILD_FILE_VRAM_PRELOAD};
+    if (o->prune_inputs && c.generated)
+        for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++)
+            unlink_in(&c, plena_build_file_name(inputs[i]));
     out->gate_passed = g.passed;
     snprintf(out->kind, sizeof out->kind, "%s", plena_replay_gate_kind_name(g.kind));
     size_t off = 0;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/fileio.h"
+#include "gen/build.h"
 #include "replay/jsonw.h"
 
 const char plena_replay_measurement_note[] =
@@ -115,7 +116,8 @@ int plena_replay_can_skip(const char *results_path, const char *fingerprint)
 int plena_replay_result_remove(const char *build_dir, struct plena_err *err)
 {
     char path[4096];
-    if (plena_path_join(path, sizeof path, build_dir, PLENA_REPLAY_RESULT_FILE))
+    if (plena_path_join(path, sizeof path, build_dir,
+                        plena_build_file_name(PLENA_BUILD_FILE_RESULTS)))
         return PLENA_FAIL(err, PLENA_E_OUTPUT, build_dir, "path too long");
     if (unlink(path) && errno != ENOENT)
         return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot delete old result: %s",
@@ -126,7 +128,8 @@ int plena_replay_result_remove(const char *build_dir, struct plena_err *err)
 int plena_replay_result_publish(const char *build_dir, const json_t *result, struct plena_err *err)
 {
     char path[4096];
-    if (plena_path_join(path, sizeof path, build_dir, PLENA_REPLAY_RESULT_FILE))
+    if (plena_path_join(path, sizeof path, build_dir,
+                        plena_build_file_name(PLENA_BUILD_FILE_RESULTS)))
         return PLENA_FAIL(err, PLENA_E_OUTPUT, build_dir, "path too long");
     const json_t *gate = json_object_get(result, "gate");
     if (!json_is_object(gate) || !json_is_boolean(json_object_get(gate, "passed")))

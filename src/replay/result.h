@@ -13,7 +13,6 @@
 
 #define PLENA_REPLAY_RESULT_SCHEMA 1
 #define PLENA_REPLAY_RESULT_KIND   "plena.replay"
-#define PLENA_REPLAY_RESULT_FILE   "results.json"
 #define PLENA_REPLAY_MAX_CHECKS    16
 
 /* Constant strings of 5.5 (one definition each). */

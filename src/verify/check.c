@@ -1,8 +1,9 @@
-/* Reference glue (spec/moe-lowering.md 7.1-7.2): reference inputs decoded
- * from the staged bytes, an in-process emulator run on the same images, the
- * read-back of output/ids/weights/gate values with the 2.2 address formula,
- * and the bit-exact + float64 comparison. No timing, no files written. */
-#include "gen/check.h"
+/* The check of a build (verify.h): reference inputs decoded from the staged
+ * bytes, an in-process emulator run on the same images, the read-back of
+ * output/ids/weights/gate values with the VRAM address formula of
+ * docs/lowering.md "Memory ABI", and the bit-exact + float64 comparison. No
+ * timing, no files written. */
+#include "verify/verify.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -82,8 +83,8 @@ static float fp_entry(const struct plena_moe_build *b, uint32_t i)
     return plena_num_round_bf16(f);
 }
 
-int plena_moe_refdata_from_build(const struct plena_moe_build *b, struct plena_moe_refdata *rd,
-                                 struct plena_err *err)
+int plena_verify_refdata_from_build(const struct plena_moe_build *b,
+                                    struct plena_verify_refdata *rd, struct plena_err *err)
 {
     memset(rd, 0, sizeof *rd);
     const struct plena_moe_cfg *cfg = &b->cfg;
@@ -201,7 +202,7 @@ int plena_moe_refdata_from_build(const struct plena_moe_build *b, struct plena_m
     return 0;
 }
 
-void plena_moe_refdata_free(struct plena_moe_refdata *rd)
+void plena_verify_refdata_free(struct plena_verify_refdata *rd)
 {
     plena_free(rd->h);
     plena_free(rd->gamma);
@@ -244,9 +245,11 @@ static int load_memory(struct plena_emu *emu, const struct plena_moe_build *b,
 static int load_files(struct plena_emu *emu, const char *dir, struct plena_err *err)
 {
     char p[4096];
-    static const char *names[4] = {"hbm.bin", "vram_preload.bin", "fp_sram.bin", "int_sram.bin"};
+    static const enum plena_build_file files[4] = {
+        PLENA_BUILD_FILE_HBM, PLENA_BUILD_FILE_VRAM_PRELOAD, PLENA_BUILD_FILE_FP_SRAM,
+        PLENA_BUILD_FILE_INT_SRAM};
     for (int i = 0; i < 4; i++) {
-        if (plena_path_join(p, sizeof p, dir, names[i]))
+        if (plena_build_file_path(dir, files[i], p, sizeof p, NULL))
             return PLENA_FAIL(err, PLENA_E_INPUT, dir, "path too long");
         int rc = i == 0   ? plena_emu_load_hbm_file(emu, p, err)
                  : i == 1 ? plena_emu_load_vram_file(emu, p, err)
@@ -269,8 +272,8 @@ static void count_obs(void *ctx, const struct plena_emu_event *ev)
     c->op[ev->op & 63]++;
 }
 
-int plena_moe_emulate(const struct plena_moe_build *b, const struct plena_settings *s,
-                      const char *dir, struct plena_moe_device *d, struct plena_err *err)
+int plena_verify_emulate(const struct plena_moe_build *b, const struct plena_settings *s,
+                         const char *dir, struct plena_verify_device *d, struct plena_err *err)
 {
     memset(d, 0, sizeof *d);
     const struct plena_moe_cfg *cfg = &b->cfg;
@@ -341,7 +344,7 @@ int plena_moe_emulate(const struct plena_moe_build *b, const struct plena_settin
     return 0;
 }
 
-void plena_moe_device_free(struct plena_moe_device *d)
+void plena_verify_device_free(struct plena_verify_device *d)
 {
     plena_free(d->out);
     plena_free(d->ids);
@@ -351,8 +354,8 @@ void plena_moe_device_free(struct plena_moe_device *d)
     memset(d, 0, sizeof *d);
 }
 
-void plena_moe_count_stage_op(const struct plena_moe_build *b, const uint64_t *pc_count,
-                              uint64_t out[PLENA_STAGE_COUNT][64])
+void plena_verify_count_stage_op(const struct plena_moe_build *b, const uint64_t *pc_count,
+                                 uint64_t out[PLENA_STAGE_COUNT][64])
 {
     memset(out, 0, sizeof(uint64_t) * PLENA_STAGE_COUNT * 64);
     size_t pc = 0;
@@ -365,15 +368,15 @@ void plena_moe_count_stage_op(const struct plena_moe_build *b, const uint64_t *p
 
 /* ---- comparison ---- */
 
-int plena_moe_check(const struct plena_moe_build *b, const struct plena_moe_device *d,
-                    struct plena_moe_check_result *r, struct plena_err *err)
+int plena_verify_check(const struct plena_moe_build *b, const struct plena_verify_device *d,
+                       struct plena_verify_result *r, struct plena_err *err)
 {
     memset(r, 0, sizeof *r);
     r->first_mismatch = -1;
-    struct plena_moe_refdata rd;
-    int rc = plena_moe_refdata_from_build(b, &rd, err);
+    struct plena_verify_refdata rd;
+    int rc = plena_verify_refdata_from_build(b, &rd, err);
     if (rc) {
-        plena_moe_refdata_free(&rd);
+        plena_verify_refdata_free(&rd);
         return rc;
     }
     const uint32_t T = b->T, H = b->cfg.H, k = rd.cfg.k;
@@ -460,7 +463,7 @@ int plena_moe_check(const struct plena_moe_build *b, const struct plena_moe_devi
                             r->rel_rms_full >= 0 && r->rel_rms_full <= PLENA_MOE_REL_RMS_BOUND &&
                             r->rel_rms_norm >= 0 && r->rel_rms_norm <= PLENA_MOE_REL_RMS_BOUND
                       : 1;
-    r->passed = r->bit_exact && r->bound_ok && r->ids_f64_ok;
+    r->passed = r->bit_exact && r->bound_ok && !(gate && r->numerical && r->gate_saturated);
 done:
     plena_free(out);
     plena_free(dev);
@@ -473,12 +476,13 @@ done:
     plena_free(xn);
     plena_free(o64x);
     plena_free(x64);
-    plena_moe_refdata_free(&rd);
+    plena_verify_refdata_free(&rd);
     return rc;
 }
 
-int plena_moe_cost_row(const struct plena_settings *s, const char *preset, uint32_t T, int routed,
-                       struct plena_moe_cost_row *row, struct plena_err *err)
+int plena_verify_cost_row_measure(const struct plena_settings *s, const char *preset, uint32_t T,
+                                  int routed, struct plena_verify_cost_row *row,
+                                  struct plena_err *err)
 {
     const struct plena_moe_model *mdl = plena_model_preset_find(preset);
     if (!mdl) return PLENA_FAIL(err, PLENA_E_INPUT, preset, "unknown preset");
@@ -498,16 +502,16 @@ int plena_moe_cost_row(const struct plena_settings *s, const char *preset, uint3
         o.fixed_w = w;
     }
     struct plena_moe_build b;
-    struct plena_moe_device d;
+    struct plena_verify_device d;
     memset(&d, 0, sizeof d);
     int rc = plena_moe_build_run(&o, &b, err);
-    if (!rc) rc = plena_moe_emulate(&b, s, NULL, &d, err);
+    if (!rc) rc = plena_verify_emulate(&b, s, NULL, &d, err);
     if (!rc) {
         uint64_t(*c)[64] = plena_calloc(PLENA_STAGE_COUNT, sizeof *c);
         if (!c) {
             rc = PLENA_FAIL(err, PLENA_E_NOMEM, preset, "out of memory");
         } else {
-            plena_moe_count_stage_op(&b, d.pc_count, c);
+            plena_verify_count_stage_op(&b, d.pc_count, c);
             row->m_mm = c[PLENA_STAGE_EXPERT_PROJECTION][PLENA_OP_M_MM] +
                         c[PLENA_STAGE_SHARED_EXPERT_PROJECTION][PLENA_OP_M_MM];
             row->h_prefetch_m = c[PLENA_STAGE_EXPERT_WEIGHT_PREFETCH][PLENA_OP_H_PREFETCH_M] +
@@ -520,7 +524,7 @@ int plena_moe_cost_row(const struct plena_settings *s, const char *preset, uint3
                 if (d.op_count[op] != b.info.dyn_op[op]) row->predicted_equals_executed = 0;
             plena_free(c);
         }
-        plena_moe_device_free(&d);
+        plena_verify_device_free(&d);
     }
     plena_moe_build_free(&b);
     return rc;

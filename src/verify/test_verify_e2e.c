@@ -18,7 +18,7 @@
 
 #include "common/alloc.h"
 #include "gen/build.h"
-#include "gen/check.h"
+#include "verify/verify.h"
 #include "isa/encoding.h"
 #include "isa/isa.h"
 #include "num/num.h"
@@ -79,8 +79,8 @@ static void opts_for(const struct tcase *tc, struct plena_moe_build_opts *o, uin
 }
 
 /* Builds, runs and checks; returns the result (build kept in *b). */
-static void run_case(const struct tcase *tc, struct plena_moe_build *b, struct plena_moe_device *d,
-                     struct plena_moe_check_result *r)
+static void run_case(const struct tcase *tc, struct plena_moe_build *b,
+                     struct plena_verify_device *d, struct plena_verify_result *r)
 {
     struct plena_moe_build_opts o;
     uint32_t *ids;
@@ -95,12 +95,12 @@ static void run_case(const struct tcase *tc, struct plena_moe_build *b, struct p
     int rc = plena_moe_build_run(&o, b, &err);
     if (rc) fprintf(stderr, "build %s: %s\n", tc->preset, err.msg);
     assert_int_equal(rc, 0);
-    rc = plena_moe_emulate(b, &g_set, tc->to_files ? dir : NULL, d, &err);
+    rc = plena_verify_emulate(b, &g_set, tc->to_files ? dir : NULL, d, &err);
     if (rc) fprintf(stderr, "emulate %s: %s\n", tc->preset, err.msg);
     assert_int_equal(rc, 0);
     if (d->trapped) fprintf(stderr, "%s: %s\n", tc->preset, d->trap);
     assert_false(d->trapped);
-    rc = plena_moe_check(b, d, r, &err);
+    rc = plena_verify_check(b, d, r, &err);
     if (rc) fprintf(stderr, "check %s: %s\n", tc->preset, err.msg);
     assert_int_equal(rc, 0);
     if (!r->passed || getenv("PLENA_E2E_VERBOSE"))
@@ -116,14 +116,15 @@ static void run_case(const struct tcase *tc, struct plena_moe_build *b, struct p
 }
 
 static void expect_pass(const struct tcase *tc, struct plena_moe_build *b,
-                        struct plena_moe_device *d)
+                        struct plena_verify_device *d)
 {
-    struct plena_moe_check_result r;
+    struct plena_verify_result r;
     run_case(tc, b, d, &r);
     assert_true(r.bit_exact);
     assert_true(r.bound_ok);
     assert_true(r.ids_f64_ok);
     assert_false(r.ref_all_zero);
+    assert_true(r.passed); /* the verdict `plena moe --check` prints */
 }
 
 /* ---- program inspection helpers ---- */
@@ -150,7 +151,7 @@ static uint64_t count_static(const struct plena_moe_build *b, int op, int stage)
 /* Executed instructions per stage, attributed by the assembler's label pass
  * over the rendered program.asm (the markers), plus the attribution mode. */
 static void stage_exec_from_labels(const struct plena_moe_build *b,
-                                   const struct plena_moe_device *d, uint64_t *per_stage,
+                                   const struct plena_verify_device *d, uint64_t *per_stage,
                                    enum plena_attribution *mode)
 {
     struct plena_buf t;
@@ -174,7 +175,7 @@ static void stage_exec_from_labels(const struct plena_moe_build *b,
  * labels) equal the builder's predicted dynamic counts, per-opcode predicted
  * counts equal the executed ones, nothing executed in `other`. Returns 0 when
  * everything holds (so fault tests can assert failure). */
-static int attribution_ok(const struct plena_moe_build *b, const struct plena_moe_device *d)
+static int attribution_ok(const struct plena_moe_build *b, const struct plena_verify_device *d)
 {
     uint64_t st[PLENA_STAGE_COUNT];
     enum plena_attribution mode;
@@ -209,7 +210,7 @@ static const int routed_stages[] = {PLENA_STAGE_ROUTER_TOPK,
                                     PLENA_STAGE_SCATTER_COMBINE};
 
 /* A1: an unrouted program bills nothing to the routed stages. */
-static int a1_ok(const struct plena_moe_build *b, const struct plena_moe_device *d)
+static int a1_ok(const struct plena_moe_build *b, const struct plena_verify_device *d)
 {
     uint64_t st[PLENA_STAGE_COUNT];
     enum plena_attribution mode;
@@ -241,9 +242,9 @@ static void note_union(const struct plena_moe_build *b)
         g_union[s] += b->info.dyn_count[s];
 }
 
-static void free_case(struct plena_moe_build *b, struct plena_moe_device *d)
+static void free_case(struct plena_moe_build *b, struct plena_verify_device *d)
 {
-    plena_moe_device_free(d);
+    plena_verify_device_free(d);
     plena_moe_build_free(b);
 }
 
@@ -253,7 +254,7 @@ static void test_s1(void **state)
     (void)state;
     struct tcase tc = {"tiny-ds-shared", 8, PLENA_WEIGHTS_RANDOM, 0, NULL, 1};
     struct plena_moe_build b;
-    struct plena_moe_device d;
+    struct plena_verify_device d;
     expect_pass(&tc, &b, &d);
     assert_int_equal(attribution_ok(&b, &d), 0);
     assert_true(a1_ok(&b, &d));
@@ -261,21 +262,30 @@ static void test_s1(void **state)
     note_union(&b);
     /* the comparison itself: a sign flip (also +0 vs -0) is one mismatch,
      * a NaN fails */
-    struct plena_moe_check_result r;
+    struct plena_verify_result r;
     struct plena_err err;
     d.out[5] ^= 0x8000;
-    assert_int_equal(plena_moe_check(&b, &d, &r, &err), 0);
+    assert_int_equal(plena_verify_check(&b, &d, &r, &err), 0);
     assert_int_equal(r.mismatches, 1);
     assert_false(r.bit_exact);
+    assert_false(r.passed);
     d.out[5] ^= 0x8000;
+    /* one element off by one ULP stays far inside the float64 bound: only
+     * the bit-exact half of the verdict can fail the check */
+    d.out[5] ^= 0x0001;
+    assert_int_equal(plena_verify_check(&b, &d, &r, &err), 0);
+    assert_true(r.bound_ok);
+    assert_false(r.passed);
+    d.out[5] ^= 0x0001;
     uint16_t keep = d.out[7];
     d.out[7] = 0x7FC1;
-    assert_int_equal(plena_moe_check(&b, &d, &r, &err), 0);
+    assert_int_equal(plena_verify_check(&b, &d, &r, &err), 0);
     assert_int_equal(r.nan_count, 1);
     assert_false(r.bit_exact);
     d.out[7] = keep;
-    assert_int_equal(plena_moe_check(&b, &d, &r, &err), 0);
+    assert_int_equal(plena_verify_check(&b, &d, &r, &err), 0);
     assert_true(r.bit_exact);
+    assert_true(r.passed);
     free_case(&b, &d);
 }
 
@@ -292,7 +302,7 @@ static void test_s1(void **state)
  *   broadcast prologue: S_ADDI gF, li gR, C_LOOP_START                 3
  *   per token: S_LD_FP, V_MUL_VF, S_ADDI gF, S_ADDI gR, C_LOOP_END     5
  * static = 4 + 1 + 13 + 3 + 5 = 26; executed = 4 + 1 + 13 T + 3 + 5 T. */
-static void a2_gate_exact(const struct plena_moe_build *b, const struct plena_moe_device *d,
+static void a2_gate_exact(const struct plena_moe_build *b, const struct plena_verify_device *d,
                           uint32_t T)
 {
     assert_int_equal(b->info.map.n_blocks, 1);
@@ -306,7 +316,7 @@ static void a2_gate_exact(const struct plena_moe_build *b, const struct plena_mo
     /* per opcode, executed in the gate stage */
     uint64_t(*so)[64] = plena_calloc(PLENA_STAGE_COUNT, sizeof *so);
     assert_non_null(so);
-    plena_moe_count_stage_op(b, d->pc_count, so);
+    plena_verify_count_stage_op(b, d->pc_count, so);
     assert_int_equal(so[G][PLENA_OP_V_MUL_VV], T);
     assert_int_equal(so[G][PLENA_OP_V_RED_SUM], T);
     assert_int_equal(so[G][PLENA_OP_S_EXP_FP], T);
@@ -324,8 +334,8 @@ static void test_s2(void **state)
     (void)state;
     struct tcase tc = {"tiny-qwen2-gated", 8, PLENA_WEIGHTS_RANDOM, 0, NULL, 0};
     struct plena_moe_build b;
-    struct plena_moe_device d;
-    struct plena_moe_check_result r;
+    struct plena_verify_device d;
+    struct plena_verify_result r;
     run_case(&tc, &b, &d, &r);
     assert_true(r.bit_exact);
     assert_true(r.bound_ok);
@@ -412,7 +422,7 @@ struct rcase {
 };
 
 static void routing_case(const struct rcase *rc, void (*tweak)(struct plena_moe_build_opts *),
-                         struct plena_moe_build *b, struct plena_moe_device *d)
+                         struct plena_moe_build *b, struct plena_verify_device *d)
 {
     struct tcase tc = {rc->preset, rc->T, PLENA_WEIGHTS_RANDOM, 1, tweak, 0};
     expect_pass(&tc, b, d);
@@ -439,7 +449,7 @@ static void test_r1(void **state)
     (void)state;
     struct rcase rc = {"tiny-route-32x4", 4, PLENA_TOPK_ENC_RMASK0, 0, 0};
     struct plena_moe_build b, b2;
-    struct plena_moe_device d, d2;
+    struct plena_verify_device d, d2;
     routing_case(&rc, NULL, &b, &d);
     routing_case(&rc, dot_bias, &b2, &d2);
     assert_int_equal(count_static(&b2, PLENA_OP_M_MM, PLENA_STAGE_ROUTER_TOPK), 0);
@@ -448,7 +458,7 @@ static void test_r1(void **state)
     assert_int_equal(count_static(&b, PLENA_OP_M_MM, PLENA_STAGE_OTHER), 0);
     /* R7: forced register gives the same ids, weights and output bits */
     struct plena_moe_build b3;
-    struct plena_moe_device d3;
+    struct plena_verify_device d3;
     struct rcase rf = {"tiny-route-32x4", 4, PLENA_TOPK_ENC_REGISTER, 15, 8196};
     routing_case(&rf, force_register, &b3, &d3);
     assert_memory_equal(d.out, d3.out, (size_t)4 * 64 * 2);
@@ -465,7 +475,7 @@ static void test_r2(void **state)
     (void)state;
     struct rcase rc = {"tiny-route-128x8", 4, PLENA_TOPK_ENC_RMASK1, 1, 0};
     struct plena_moe_build b, b3;
-    struct plena_moe_device d, d3;
+    struct plena_verify_device d, d3;
     routing_case(&rc, NULL, &b, &d);
     assert_int_equal(b.info.map.eb, 2);
     struct rcase rf = {"tiny-route-128x8", 4, PLENA_TOPK_ENC_REGISTER, 15, 32776};
@@ -486,7 +496,7 @@ static void test_r3_r5(void **state)
                                  {"tiny-route-64x6", 4, PLENA_TOPK_ENC_REGISTER, 15, 16390}};
     for (int i = 0; i < 3; i++) {
         struct plena_moe_build b;
-        struct plena_moe_device d;
+        struct plena_verify_device d;
         routing_case(&rcs[i], NULL, &b, &d);
         if (i == 0)
             for (uint32_t p = 0; p < d.n_pairs; p++)
@@ -505,7 +515,7 @@ static void test_r6(void **state)
     (void)state;
     struct rcase rc = {"tiny-route-256x8", 4, PLENA_TOPK_ENC_REGISTER, 15, 65544};
     struct plena_moe_build b;
-    struct plena_moe_device d;
+    struct plena_verify_device d;
     routing_case(&rc, NULL, &b, &d);
     assert_int_equal(b.info.map.eb, 4);
     const struct plena_tensor *lg = plena_moe_abi_find(&b.info, "logits");
@@ -524,7 +534,7 @@ static void test_r8(void **state)
     for (int i = 0; i < 2; i++) {
         struct tcase tc = {presets[i], 4, PLENA_WEIGHTS_RANDOM, 0, NULL, i == 0};
         struct plena_moe_build b;
-        struct plena_moe_device d;
+        struct plena_verify_device d;
         expect_pass(&tc, &b, &d);
         assert_int_equal(b.info.topk_encoding, PLENA_TOPK_ENC_NONE);
         assert_int_equal(b.info.topk_rmask, -1);
@@ -547,7 +557,7 @@ static void test_s3(void **state)
     (void)state;
     struct rcase rc = {"tiny-ds-fused", 4, PLENA_TOPK_ENC_REGISTER, 15, 16390};
     struct plena_moe_build b;
-    struct plena_moe_device d;
+    struct plena_verify_device d;
     routing_case(&rc, NULL, &b, &d);
     assert_int_equal(d.n_pairs, 24);
     assert_int_equal(b.info.dyn_count[PLENA_STAGE_OTHER], 0); /* A5 */
@@ -560,7 +570,7 @@ static void test_k1(void **state)
     (void)state;
     struct tcase tc = {"tiny-ksplit", 4, PLENA_WEIGHTS_RANDOM, 1, NULL, 0};
     struct plena_moe_build b;
-    struct plena_moe_device d;
+    struct plena_verify_device d;
     expect_pass(&tc, &b, &d);
     assert_true(count_static(&b, PLENA_OP_V_ADD_VV, PLENA_STAGE_EXPERT_PROJECTION) > 0);
     assert_true(count_static(&b, PLENA_OP_V_ADD_VV, PLENA_STAGE_SHARED_EXPERT_PROJECTION) > 0);
@@ -580,7 +590,7 @@ static void test_l1(void **state)
         un.tweak = unroll_pairs;
         tb.tweak = tblk3;
         struct plena_moe_build b0, b1, b2;
-        struct plena_moe_device d0, d1, d2;
+        struct plena_verify_device d0, d1, d2;
         expect_pass(&base, &b0, &d0);
         expect_pass(&un, &b1, &d1);
         expect_pass(&tb, &b2, &d2);
@@ -619,7 +629,7 @@ static void test_a6_union(void **state)
     (void)state;
     struct tcase tc = {"tiny-gpt-oss", 4, PLENA_WEIGHTS_RANDOM, 1, NULL, 0};
     struct plena_moe_build b;
-    struct plena_moe_device d;
+    struct plena_verify_device d;
     expect_pass(&tc, &b, &d);
     assert_int_equal(attribution_ok(&b, &d), 0);
     assert_true(b.info.dyn_count[PLENA_STAGE_EXPERT_BIAS] > 0);
@@ -669,28 +679,30 @@ static void test_faults(void **state)
     for (int i = 0; i < 4; i++) {
         struct tcase tc = {shift_presets[i], 4, PLENA_WEIGHTS_RANDOM, 1, f_shift, 0};
         struct plena_moe_build b;
-        struct plena_moe_device d;
-        struct plena_moe_check_result r;
+        struct plena_verify_device d;
+        struct plena_verify_result r;
         run_case(&tc, &b, &d, &r);
         assert_false(r.bit_exact);
         assert_true(r.id_mismatches > 0);
+        assert_false(r.passed);
         free_case(&b, &d);
     }
     {
         struct tcase tc = {"tiny-qwen2-gated", 8, PLENA_WEIGHTS_RANDOM, 0, f_drop, 0};
         struct plena_moe_build b;
-        struct plena_moe_device d;
-        struct plena_moe_check_result r;
+        struct plena_verify_device d;
+        struct plena_verify_result r;
         run_case(&tc, &b, &d, &r);
         assert_false(r.bit_exact);
         assert_false(r.bound_ok);
+        assert_false(r.passed);
         free_case(&b, &d);
     }
     {
         struct tcase tc = {"tiny-qwen2-gated", 8, PLENA_WEIGHTS_RANDOM, 0, f_shared, 0};
         struct plena_moe_build b;
-        struct plena_moe_device d;
-        struct plena_moe_check_result r;
+        struct plena_verify_device d;
+        struct plena_verify_result r;
         run_case(&tc, &b, &d, &r);
         assert_false(a1_ok(&b, &d));
         assert_false(a2_ok(&b));
@@ -699,8 +711,8 @@ static void test_faults(void **state)
     {
         struct tcase tc = {"tiny-ds-shared", 8, PLENA_WEIGHTS_RANDOM, 0, f_nomark, 0};
         struct plena_moe_build b;
-        struct plena_moe_device d;
-        struct plena_moe_check_result r;
+        struct plena_verify_device d;
+        struct plena_verify_result r;
         run_case(&tc, &b, &d, &r);
         uint64_t st[PLENA_STAGE_COUNT];
         enum plena_attribution mode;
@@ -716,9 +728,9 @@ static void test_faults(void **state)
 static void c1_row(const struct plena_settings *s, const char *preset, uint32_t T, int routed,
                    uint64_t want_mm, uint64_t want_pf)
 {
-    struct plena_moe_cost_row r;
+    struct plena_verify_cost_row r;
     struct plena_err err;
-    assert_int_equal(plena_moe_cost_row(s, preset, T, routed, &r, &err), 0);
+    assert_int_equal(plena_verify_cost_row_measure(s, preset, T, routed, &r, &err), 0);
     assert_int_equal(r.m_mm, want_mm);
     assert_int_equal(r.h_prefetch_m, want_pf);
     assert_true(r.predicted_equals_executed);
@@ -919,11 +931,11 @@ static void build_shared_only(const char *preset, struct plena_moe_build *b)
     assert_int_equal(rc, 0);
 }
 
-static void emulate(const struct plena_moe_build *b, struct plena_moe_device *d)
+static void emulate(const struct plena_moe_build *b, struct plena_verify_device *d)
 {
     struct plena_err err;
     plena_err_clear(&err);
-    assert_int_equal(plena_moe_emulate(b, &g_set, NULL, d, &err), 0);
+    assert_int_equal(plena_verify_emulate(b, &g_set, NULL, d, &err), 0);
     assert_false(d->trapped);
 }
 
@@ -936,10 +948,10 @@ static void test_f1_fusion_identity(void **state)
     const uint32_t T = 4, H = 64, m = 64, Is = 128;
     assert_int_equal(fb.cfg.Is, Is);
     assert_int_equal(fb.cfg.n_shared, 2);
-    struct plena_moe_refdata rd;
+    struct plena_verify_refdata rd;
     struct plena_err err;
     plena_err_clear(&err);
-    assert_int_equal(plena_moe_refdata_from_build(&fb, &rd, &err), 0);
+    assert_int_equal(plena_verify_refdata_from_build(&fb, &rd, &err), 0);
     const float *G = rd.in.ws_gate, *U = rd.in.ws_up, *D = rd.in.ws_down, *x = rd.in.h;
     /* float64: fused vs the two experts G_i = G[:, 64i..], D_i = D[64i.., :] */
     double *yf = calloc((size_t)T * H, sizeof *yf), *ys = calloc((size_t)T * H, sizeof *ys);
@@ -969,17 +981,17 @@ static void test_f1_fusion_identity(void **state)
         copy_mx(plena_moe_build_region(&fb, fm->shared[0]), H, Is, g, 0, H, i * m, m);
         copy_mx(plena_moe_build_region(&fb, fm->shared[1]), H, Is, u, 0, H, i * m, m);
         copy_mx(plena_moe_build_region(&fb, fm->shared[2]), Is, H, dn, i * m, m, 0, H);
-        struct plena_moe_refdata ri;
-        assert_int_equal(plena_moe_refdata_from_build(&sb[i], &ri, &err), 0);
+        struct plena_verify_refdata ri;
+        assert_int_equal(plena_verify_refdata_from_build(&sb[i], &ri, &err), 0);
         assert_memory_equal(ri.in.h, x, (size_t)T * H * sizeof *x); /* same input */
         for (uint32_t r = 0; r < H; r++)
             for (uint32_t c = 0; c < m; c++) {
                 assert_true(ri.in.ws_gate[r * m + c] == G[r * Is + i * m + c]);
                 assert_true(ri.in.ws_down[c * H + r] == D[(i * m + c) * H + r]);
             }
-        plena_moe_refdata_free(&ri);
+        plena_verify_refdata_free(&ri);
     }
-    struct plena_moe_device df, d0, d1;
+    struct plena_verify_device df, d0, d1;
     emulate(&fb, &df);
     emulate(&sb[0], &d0);
     emulate(&sb[1], &d1);
@@ -1002,10 +1014,10 @@ static void test_f1_fusion_identity(void **state)
     free(es);
     free(yf);
     free(ys);
-    plena_moe_device_free(&df);
-    plena_moe_device_free(&d0);
-    plena_moe_device_free(&d1);
-    plena_moe_refdata_free(&rd);
+    plena_verify_device_free(&df);
+    plena_verify_device_free(&d0);
+    plena_verify_device_free(&d1);
+    plena_verify_refdata_free(&rd);
     plena_moe_build_free(&fb);
     plena_moe_build_free(&sb[0]);
     plena_moe_build_free(&sb[1]);

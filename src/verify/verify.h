@@ -1,0 +1,163 @@
+/* verify: the one place that runs a MoE build and checks it (docs/architecture.md
+ * "verify"; the check itself is docs/lowering.md "Checking a build").
+ *  - reference inputs from the STAGED bytes of a build (MX weights decoded
+ *    from the HBM regions, the BF16 VRAM preload, fp16 constants and route
+ *    weights converted to BF16);
+ *  - the functional run: the emulator in-process on the same images, with the
+ *    output, ids, route weights and gate values read back from machine state;
+ *  - the comparison (bit for bit, plus the float64 bound) and its verdict;
+ *  - the wiring of a build directory into a timed run session (run/), and the
+ *    whole `plena moe` job (run, stage table, check) for the CLI to print.
+ * Above gen, ref and run; it never prints and never picks exit codes. */
+#ifndef PLENA_VERIFY_VERIFY_H
+#define PLENA_VERIFY_VERIFY_H
+
+#include <stdint.h>
+
+#include "gen/build.h"
+#include "isa/stages.h"
+#include "ref/ref.h"
+#include "run/run.h"
+#include "settings/settings.h"
+
+struct plena_verify_refdata {
+    struct plena_moe_ref_cfg cfg;
+    struct plena_moe_ref_in in;
+    /* owned storage behind `in` */
+    float *h, *gamma, *router_w, *router_b, *ws[3], *w_sg, *fixed_w;
+    float **w[3], **bias[3];
+    uint32_t *fixed_ids;
+};
+int plena_verify_refdata_from_build(const struct plena_moe_build *b,
+                                    struct plena_verify_refdata *rd, struct plena_err *err);
+void plena_verify_refdata_free(struct plena_verify_refdata *rd);
+
+/* Machine state read back after a run. Arrays hold the pairs / tokens of
+ * the LAST token block only when T_blk < T (the SRAM regions are reused per
+ * block); p0/t0 say where they start. */
+struct plena_verify_device {
+    int trapped;
+    char trap[640];
+    uint64_t executed;
+    uint16_t *out;  /* [T*H] BF16 bits */
+    uint32_t *ids;  /* [n_pairs] */
+    uint16_t *w;    /* [n_pairs] BF16 bits */
+    uint16_t *gate; /* [n_gate] BF16 bits */
+    uint32_t p0, n_pairs, t0, n_gate;
+    uint64_t *pc_count;    /* [n_words] executions per instruction */
+    uint64_t op_count[64]; /* executions per opcode */
+};
+/* Runs the build's program on a fresh emulator with settings s. dir != NULL
+ * loads the images from the build directory files (the file writer is then
+ * part of what is checked); dir == NULL loads the in-memory images. */
+int plena_verify_emulate(const struct plena_moe_build *b, const struct plena_settings *s,
+                         const char *dir, struct plena_verify_device *d, struct plena_err *err);
+void plena_verify_device_free(struct plena_verify_device *d);
+
+/* Executed counts per (stage, opcode) from per-pc counts and the builder's
+ * per-instruction stage (test C1, bench/moe_costs). */
+void plena_verify_count_stage_op(const struct plena_moe_build *b, const uint64_t *pc_count,
+                                 uint64_t out[PLENA_STAGE_COUNT][64]);
+
+struct plena_verify_result {
+    uint64_t elements, mismatches, nan_count;
+    int64_t first_mismatch; /* element index t*H + c, -1 when none */
+    uint16_t first_dev, first_ref;
+    uint32_t id_mismatches, w_mismatches, gate_mismatches;
+    double rel_rms;      /* float64 bound on the MoE output (plena_moe_rel_rms_moe) */
+    double rel_rms_full; /* whole output incl. residual (plena_moe_rel_rms_full) */
+    double rel_rms_norm; /* RMSNorm output (plena_moe_rel_rms_norm); 0 without PRE_NORM */
+    int bound_ok;        /* all three <= PLENA_MOE_REL_RMS_BOUND */
+    int numerical;       /* 0 for zero weights / zero input (bound not applied) */
+    int ids_f64_ok;      /* device ids equal the float64 ids (DEVICE routing) */
+    float gate_min, gate_max;
+    int gate_distinct, gate_saturated; /* sigmoid gate only */
+    int ref_all_zero;
+    int bit_exact; /* output, ids, weights and gate values all equal, no NaN */
+    /* THE verdict of a check (`plena moe --check`): bit_exact && bound_ok, and
+     * a sigmoid shared gate is not saturated on numerical data. ids_f64_ok is
+     * reported, not required: it needs test data with guaranteed logit gaps
+     * (docs/lowering.md "Checking a build"); with random router weights a
+     * near-tie may legitimately differ, and the ids are compared bit-exactly. */
+    int passed;
+};
+int plena_verify_check(const struct plena_moe_build *b, const struct plena_verify_device *d,
+                       struct plena_verify_result *r, struct plena_err *err);
+
+/* One row of the cost tables of moe-lowering 8.2 (test C1, bench/moe_costs):
+ * builds `preset` at T tokens with zero weights and no residual (balanced
+ * fixed routing when `routed`), runs it on the emulator, and counts M_MM billed
+ * to expert_projection/shared_expert_projection and H_PREFETCH_M billed to
+ * expert_weight_prefetch/shared_expert_projection. */
+struct plena_verify_cost_row {
+    uint64_t m_mm, h_prefetch_m;
+    uint32_t useful_rows, tile_rows; /* rows per M_MM tile: useful / BLEN-padded */
+    int predicted_equals_executed;   /* builder's per-opcode prediction == emulator */
+};
+int plena_verify_cost_row_measure(const struct plena_settings *s, const char *preset, uint32_t T,
+                                  int routed, struct plena_verify_cost_row *row,
+                                  struct plena_err *err);
+
+/* ---- a build directory as a timed run session ---- */
+
+/* Which form of the program a run loads: program.mem with program.asm for
+ * its stage labels (so the machine-code writer is part of what runs), or
+ * program.asm alone (replay: its run-stats name the assembly). */
+enum plena_verify_program { PLENA_VERIFY_PROGRAM_MEM = 0, PLENA_VERIFY_PROGRAM_ASM = 1 };
+
+/* Storage for the paths a run session borrows. */
+struct plena_verify_paths {
+    char program[4096], asm_path[4096], hbm[4096], fpsram[4096], intsram[4096], vram[4096];
+};
+
+/* Fills the input side of a run session for build directory dir (names from
+ * gen/build_files.def): program, images and the HBM size a build larger
+ * than HBM_SIZE needs (b may be NULL: CONFIG.HBM_SIZE). With optional_preloads
+ * an INT SRAM or VRAM preload that is absent is not passed. ro is cleared
+ * first; outputs (dumps, stats, profile), settings and the label stay the
+ * caller's. PLENA_E_INPUT when a path does not fit. */
+int plena_verify_run_opts(const char *dir, enum plena_verify_program form, int optional_preloads,
+                          const struct plena_moe_build *b, const struct plena_settings *s,
+                          struct plena_verify_paths *paths, struct plena_run_opts *ro,
+                          struct plena_err *err);
+
+/* ---- the `plena moe` job: run, stage table, check ---- */
+
+struct plena_verify_stage_row {
+    uint64_t picos, cycles, bytes; /* wall picoseconds and cycles, HBM bytes read + written */
+    double share;                  /* time_fraction */
+};
+
+struct plena_verify_moe_opts {
+    const struct plena_settings *settings;
+    const char *dir; /* the written build directory: inputs, and where the profile goes */
+    int run;         /* the timed run (stage table) */
+    int profile;     /* keep stage_profile.json (else the run's profile is temporary) */
+    int check;       /* the functional check after a completed run (or alone) */
+    int argc;        /* provenance for the run session (may be 0/NULL) */
+    char **argv;
+};
+
+struct plena_verify_moe_report {
+    int ran; /* the timed run happened (see run) */
+    struct plena_run_outcome run;
+    int have_stages; /* stage rows read back from the profile */
+    struct plena_verify_stage_row stages[PLENA_STAGE_COUNT];
+    uint64_t clock_ps;
+    int checked;       /* the functional check ran (see check) */
+    int check_trapped; /* its emulator run trapped: check_trap says where */
+    char check_trap[640];
+    struct plena_verify_result check;
+    /* PLENA_OK, or PLENA_E_FAILED when the run trapped or the check failed */
+    enum plena_status status;
+};
+
+/* Runs build b, already written to o->dir: the timed run session with a stage
+ * profile (o->run), then the check (o->check; skipped after a trapped run).
+ * Returns 0 when the job ran (the verdict is r->status), else the error
+ * status of what could not be done (input, output, nomem) with err filled; r
+ * holds what was done before it. */
+int plena_verify_moe(const struct plena_moe_build *b, const struct plena_verify_moe_opts *o,
+                     struct plena_verify_moe_report *r, struct plena_err *err);
+
+#endif
