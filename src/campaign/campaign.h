@@ -172,7 +172,7 @@ struct plena_campaign_run_summary {
     size_t torn_manifest_bytes;
     struct plena_campaign_width width;
     int interrupted;
-    int exit_code; /* 0 every trace passed, 1 otherwise, 5 interrupted */
+    enum plena_status code; /* OK every trace passed, E_FAILED otherwise, E_INTERRUPTED */
     char export_error[512];
 };
 
@@ -258,7 +258,7 @@ int plena_campaign_mpi_finish(struct plena_campaign_mpi *m, int code);
  * runs on rank k mod R with the node's width divided by the ranks on the
  * node; rank 0 writes every result, the manifest and the rest (single
  * writer). On rank 0 *sum is the campaign's; elsewhere only interrupted and
- * exit_code (0 or 5) are set. A failure on rank 0 before the broadcast is
+ * code (OK or E_INTERRUPTED) are set. A failure on rank 0 before the broadcast is
  * returned there; the other ranks then return 0. */
 int plena_campaign_run_mpi(struct plena_campaign_mpi *m, const struct plena_campaign_set *s,
                            const struct plena_campaign_run_opts *o,

@@ -637,7 +637,7 @@ int plena_campaign_run_mpi(struct plena_campaign_mpi *m, const struct plena_camp
         int prc = dist_pool(&d, mine, rc ? 0 : n_mine, first, &interrupted, rc ? NULL : err);
         if (!rc) rc = prc;
         sum->interrupted = interrupted;
-        sum->exit_code = interrupted ? 5 : 0;
+        sum->code = interrupted ? PLENA_E_INTERRUPTED : PLENA_OK;
     }
 out:
     if (scratch[0]) rm_tree(scratch);

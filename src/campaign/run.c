@@ -461,7 +461,9 @@ int plena_campaign_run_end(struct plena_campaign_run_ctx *c, int interrupted, st
         if (plena_replay_export(c->replay_root, 0, &ec, &e2))
             plena_err_format(&e2, sum->export_error, sizeof sum->export_error);
     }
-    sum->exit_code = interrupted ? 5 : sum->passed == c->s->n ? 0 : 1;
+    sum->code = interrupted              ? PLENA_E_INTERRUPTED
+                : sum->passed == c->s->n ? PLENA_OK
+                                         : PLENA_E_FAILED;
     return write_status(o->out_dir, "run", interrupted ? "interrupted" : "finished",
                         o->determinism_state, err);
 }

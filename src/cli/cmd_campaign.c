@@ -508,11 +508,11 @@ static int run_summary(const struct plena_campaign_run_summary *s, int rc, const
         fprintf(stderr, "plena campaign run: warning: exports not rebuilt: %s\n", s->export_error);
     printf("%s campaign traces=%zu passed=%zu failed=%zu errors=%zu given_up=%zu "
            "skipped_existing=%zu recovered=%zu width=%u reason=%s%s%s\n",
-           s->exit_code == 0 ? "PASS" : "FAIL", s->total, s->passed, s->failed, s->errored,
+           s->code == PLENA_OK ? "PASS" : "FAIL", s->total, s->passed, s->failed, s->errored,
            s->given_up, s->skipped_existing, s->recovered, s->width.width, s->width.reason, extra,
            s->interrupted ? " interrupted=true" : "");
     if (s->interrupted) fprintf(stderr, "plena campaign run: interrupted; rerun to resume\n");
-    return s->exit_code;
+    return plena_status_exit_code(s->code);
 }
 
 static int do_run(const struct copts *o, const struct plena_campaign_set *set,
@@ -652,7 +652,7 @@ static int mpi_main(struct copts *o)
         snprintf(extra, sizeof extra, " ranks=%d", plena_campaign_mpi_size(m));
         code = run_summary(&s, rc, extra, &err);
     } else
-        code = rc ? plena_cli_report(where, &err) : s.exit_code;
+        code = rc ? plena_cli_report(where, &err) : plena_status_exit_code(s.code);
 out:
     plena_free(owned);
     plena_campaign_set_free(&set);

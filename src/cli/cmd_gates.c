@@ -160,7 +160,7 @@ int plena_cmd_gates(int argc, char **argv)
     plena_buf_printf(&b, "timing gates: %zu/%d passed\n", r->n_passed, PLENA_GATE_COUNT);
     if (b.data) fputs(b.data, stdout);
     plena_buf_free(&b);
-    int code = plena_gates_exit_code(r);
+    int code = plena_status_exit_code(plena_gates_status(r));
     plena_free(r);
     return code;
 }

@@ -126,7 +126,7 @@ static void print_outcome(const struct plena_replay_item *it, const struct plena
                (unsigned long long)oc->sim_latency_cycles);
     else
         printf("FAIL replay %s %s kind=%s exit=%d\n", it->trace_id, oc->failed, oc->kind,
-               oc->exit_code);
+               plena_status_exit_code(oc->code));
     fflush(stdout);
 }
 
@@ -138,10 +138,10 @@ static int run_one(const struct plena_replay_item *it, const struct plena_replay
     struct plena_replay_outcome oc;
     if (plena_replay_run(it, o, &oc, &err)) {
         int code = plena_cli_report("replay", &err);
-        return max_code(code, oc.exit_code);
+        return max_code(code, plena_status_exit_code(oc.code));
     }
     print_outcome(it, &oc);
-    return oc.exit_code;
+    return plena_status_exit_code(oc.code);
 }
 
 int plena_cmd_replay(int argc, char **argv)

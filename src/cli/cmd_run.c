@@ -206,5 +206,5 @@ int plena_cmd_run(int argc, char **argv)
         fflush(stdout);
     }
     if (rc) return plena_cli_report("run", &err);
-    return out.exit_code;
+    return plena_status_exit_code(out.code);
 }

@@ -48,16 +48,65 @@ const char *plena_err_format(const struct plena_err *err, char *buf, unsigned lo
     return buf;
 }
 
+static const struct {
+    const char *name, *meaning;
+    int exit_code;
+} statuses[] = {
+#define PLENA_STATUS(name, exit_code, meaning) {"PLENA_" #name, meaning, exit_code},
+#include "common/status.def"
+#undef PLENA_STATUS
+};
+_Static_assert(sizeof statuses / sizeof statuses[0] == PLENA_STATUS_COUNT, "one row per status");
+
 int plena_status_exit_code(enum plena_status code)
 {
-    switch (code) {
-    case PLENA_OK: return 0;
-    case PLENA_E_FAILED: return 1;
-    case PLENA_E_USAGE: return 2;
-    case PLENA_E_INPUT: return 3;
-    case PLENA_E_OUTPUT: return 4;
-    case PLENA_E_NOMEM: return 5;
-    case PLENA_E_INTERNAL: return 1;
+    return (unsigned)code < PLENA_STATUS_COUNT ? statuses[code].exit_code : 1;
+}
+
+const char *plena_status_name(enum plena_status code)
+{
+    return (unsigned)code < PLENA_STATUS_COUNT ? statuses[code].name : "PLENA_E_?";
+}
+
+const char *plena_status_meaning(enum plena_status code)
+{
+    return (unsigned)code < PLENA_STATUS_COUNT ? statuses[code].meaning : "unknown status";
+}
+
+enum plena_status plena_status_worst(enum plena_status a, enum plena_status b)
+{
+    return plena_status_exit_code(b) > plena_status_exit_code(a) ? b : a;
+}
+
+/* Appends to buf at *off without overrunning n (output truncated, never past). */
+static void put(char *buf, unsigned long n, size_t *off, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char *buf, unsigned long n, size_t *off, const char *fmt, ...)
+{
+    if (*off >= n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(buf + *off, n - *off, fmt, ap);
+    va_end(ap);
+    if (w > 0) *off += (size_t)w;
+}
+
+const char *plena_status_help(char *buf, unsigned long n)
+{
+    size_t off = 0;
+    buf[0] = 0;
+    put(buf, n, &off, "exit:\n");
+    for (int code = 0; code <= 255; code++) {
+        int any = 0;
+        for (size_t i = 0; i < PLENA_STATUS_COUNT; i++) {
+            if (statuses[i].exit_code != code) continue;
+            if (any)
+                put(buf, n, &off, "; %s", statuses[i].meaning);
+            else
+                put(buf, n, &off, "  %d  %s", code, statuses[i].meaning);
+            any = 1;
+        }
+        if (any) put(buf, n, &off, "\n");
     }
-    return 1;
+    return buf;
 }

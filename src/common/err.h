@@ -10,16 +10,12 @@
 
 #include <stdarg.h>
 
-/* Status codes double as the CLI exit-code classes of
- * spec/timing-and-profile.md section 8.3 via plena_status_exit_code(). */
+/* The one status vocabulary of the library (common/status.def). */
 enum plena_status {
-    PLENA_OK = 0,
-    PLENA_E_FAILED,  /* the job ran and failed (trap, failed gate/check): exit 1 */
-    PLENA_E_USAGE,   /* command-line usage error: exit 2 */
-    PLENA_E_INPUT,   /* malformed or unreadable input file or settings: exit 3 */
-    PLENA_E_OUTPUT,  /* an output could not be written: exit 4 */
-    PLENA_E_NOMEM,   /* out of memory / resource: exit 5 */
-    PLENA_E_INTERNAL /* invariant broken inside plena (a bug): exit 1 */
+#define PLENA_STATUS(name, exit_code, meaning) PLENA_##name,
+#include "status.def"
+#undef PLENA_STATUS
+    PLENA_STATUS_COUNT
 };
 
 struct plena_err {
@@ -46,7 +42,16 @@ int plena_err_is_set(const struct plena_err *err);
 /* "where: msg" (or just msg when where is empty), into buf. */
 const char *plena_err_format(const struct plena_err *err, char *buf, unsigned long n);
 
-/* Exit status for a status code (spec/timing-and-profile.md section 8.3). */
+/* The process exit code of a status (status.def); 1 for a value outside it. */
 int plena_status_exit_code(enum plena_status code);
+/* The status's name ("PLENA_E_INPUT") and meaning ("invalid input (...)"). */
+const char *plena_status_name(enum plena_status code);
+const char *plena_status_meaning(enum plena_status code);
+/* Of two statuses, the one with the higher exit code (the first on a tie):
+ * "when several apply, the highest code wins". */
+enum plena_status plena_status_worst(enum plena_status a, enum plena_status b);
+/* The "exit:" lines every --help ends with, from status.def: one line per
+ * exit code, "  N  meaning[; meaning]". */
+const char *plena_status_help(char *buf, unsigned long n);
 
 #endif

@@ -75,13 +75,48 @@ static void test_buf_printf_long(void **state)
     plena_buf_free(&b);
 }
 
+/* The exit codes of docs/cli.md, written here by hand: 0 success, 1 failed,
+ * 2 usage, 3 input, 4 output, 5 interrupted, 6 out of memory; the worst of two
+ * statuses is the higher exit code; the help text has one line per code. */
+static void test_status_table(void **state)
+{
+    (void)state;
+    assert_int_equal(plena_status_exit_code(PLENA_OK), 0);
+    assert_int_equal(plena_status_exit_code(PLENA_E_FAILED), 1);
+    assert_int_equal(plena_status_exit_code(PLENA_E_INTERNAL), 1);
+    assert_int_equal(plena_status_exit_code(PLENA_E_USAGE), 2);
+    assert_int_equal(plena_status_exit_code(PLENA_E_INPUT), 3);
+    assert_int_equal(plena_status_exit_code(PLENA_E_OUTPUT), 4);
+    assert_int_equal(plena_status_exit_code(PLENA_E_INTERRUPTED), 5);
+    assert_int_equal(plena_status_exit_code(PLENA_E_NOMEM), 6);
+    assert_int_equal(plena_status_exit_code((enum plena_status)99), 1);
+    assert_int_equal(PLENA_OK, 0);
+    assert_int_equal(plena_status_worst(PLENA_E_FAILED, PLENA_E_OUTPUT), PLENA_E_OUTPUT);
+    assert_int_equal(plena_status_worst(PLENA_E_INTERRUPTED, PLENA_E_INPUT), PLENA_E_INTERRUPTED);
+    assert_int_equal(plena_status_worst(PLENA_OK, PLENA_OK), PLENA_OK);
+    assert_string_equal(plena_status_name(PLENA_E_INPUT), "PLENA_E_INPUT");
+    char buf[2048];
+    const char *h = plena_status_help(buf, sizeof buf);
+    assert_non_null(strstr(h, "exit:\n  0  success\n  1  the job ran and failed"));
+    assert_non_null(strstr(h, "; an internal invariant broke"));
+    assert_non_null(strstr(h, "\n  5  interrupted"));
+    assert_non_null(strstr(h, "\n  6  out of memory\n"));
+    size_t lines = 0;
+    for (const char *p = h; *p; p++)
+        lines += *p == '\n';
+    assert_int_equal(lines, 8); /* "exit:" and codes 0..6 */
+    /* truncation never writes past the buffer */
+    char small[16];
+    plena_status_help(small, sizeof small);
+    assert_int_equal(strlen(small), 15);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_first_error_wins),
-        cmocka_unit_test(test_alloc_fail_hook),
-        cmocka_unit_test(test_atomic_write_and_read),
-        cmocka_unit_test(test_buf_printf_long),
+        cmocka_unit_test(test_first_error_wins),      cmocka_unit_test(test_alloc_fail_hook),
+        cmocka_unit_test(test_atomic_write_and_read), cmocka_unit_test(test_buf_printf_long),
+        cmocka_unit_test(test_status_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -46,22 +46,22 @@ void plena_prog_free(struct plena_prog *p)
     p->n_items = p->cap_items = 0;
 }
 
-int plena_prog_fail(struct plena_prog *p, int status, const char *fmt, ...)
+int plena_prog_fail(struct plena_prog *p, enum plena_gen_reason reason, const char *fmt, ...)
 {
     if (p->status) return p->status;
-    p->status = status;
+    p->status = reason == PLENA_GEN_NOMEM ? PLENA_E_NOMEM : PLENA_E_INPUT;
+    p->reason = reason;
     va_list ap;
     va_start(ap, fmt);
-    enum plena_status code = status == PLENA_E_GENMEM ? PLENA_E_NOMEM : PLENA_E_INPUT;
-    plena_err_vset(p->err, code, __FILE__, __LINE__, "generator", fmt, ap);
+    plena_err_vset(p->err, p->status, __FILE__, __LINE__, "generator", fmt, ap);
     va_end(ap);
-    return status;
+    return p->status;
 }
 
 static struct plena_item *push(struct plena_prog *p)
 {
     if (plena_grow((void **)&p->items, &p->cap_items, p->n_items + 1, sizeof *p->items)) {
-        plena_prog_fail(p, PLENA_E_GENMEM, "out of memory appending item %zu", p->n_items);
+        plena_prog_fail(p, PLENA_GEN_NOMEM, "out of memory appending item %zu", p->n_items);
         return NULL;
     }
     struct plena_item *it = &p->items[p->n_items++];
@@ -108,22 +108,22 @@ int plena_prog_insn(struct plena_prog *p, enum plena_stage stage, uint32_t pair,
     if (p->status) return p->status;
     const struct plena_op_info *info = plena_isa_info(in->op);
     if (!info->valid || (unsigned)stage >= PLENA_STAGE_COUNT)
-        return plena_prog_fail(p, PLENA_E_SHAPE, "invalid opcode %u or stage %d", in->op,
+        return plena_prog_fail(p, PLENA_GEN_SHAPE, "invalid opcode %u or stage %d", in->op,
                                (int)stage);
     if (in->rd == 0 && writes_gp(in->op))
-        return plena_prog_fail(p, PLENA_E_REGS, "%s writes gp0 (treated as constant 0)",
+        return plena_prog_fail(p, PLENA_GEN_REGS, "%s writes gp0 (treated as constant 0)",
                                info->name);
     if (in->rd == 0 && writes_fp(in->op))
-        return plena_prog_fail(p, PLENA_E_REGS, "%s writes f0 (treated as constant 0.0)",
+        return plena_prog_fail(p, PLENA_GEN_REGS, "%s writes f0 (treated as constant 0.0)",
                                info->name);
     if (info->cls == PLENA_CLASS_I18 && in->imm > PLENA_IMM18_MAX)
-        return plena_prog_fail(p, PLENA_E_IMM, "%s immediate %u exceeds imm18", info->name,
+        return plena_prog_fail(p, PLENA_GEN_IMM, "%s immediate %u exceeds imm18", info->name,
                                in->imm);
     if (info->cls == PLENA_CLASS_I22 && in->imm > PLENA_IMM22_MAX)
-        return plena_prog_fail(p, PLENA_E_IMM, "%s immediate %u exceeds imm22", info->name,
+        return plena_prog_fail(p, PLENA_GEN_IMM, "%s immediate %u exceeds imm22", info->name,
                                in->imm);
     if (in->op == PLENA_OP_C_LOOP_START && in->imm == 0)
-        return plena_prog_fail(p, PLENA_E_IMM, "C_LOOP_START with a zero trip count");
+        return plena_prog_fail(p, PLENA_GEN_IMM, "C_LOOP_START with a zero trip count");
     struct plena_item *it = push(p);
     if (!it) return p->status;
     it->kind = PLENA_ITEM_INSN;
@@ -141,7 +141,7 @@ int plena_prog_insn(struct plena_prog *p, enum plena_stage stage, uint32_t pair,
 static int check_comment(struct plena_prog *p, const char *s)
 {
     if (strchr(s, '\n') || strchr(s, '\r') || strstr(s, "@stage="))
-        return plena_prog_fail(p, PLENA_E_COMMENT,
+        return plena_prog_fail(p, PLENA_GEN_COMMENT,
                                "comment contains a newline or '@stage=': \"%.60s\"", s);
     return 0;
 }
@@ -157,7 +157,7 @@ int plena_prog_comment(struct plena_prog *p, const char *fmt, ...)
     if (check_comment(p, tmp)) return p->status;
     size_t off = p->text.len;
     if (plena_buf_append(&p->text, tmp, strlen(tmp) + 1))
-        return plena_prog_fail(p, PLENA_E_GENMEM, "out of memory (comment)");
+        return plena_prog_fail(p, PLENA_GEN_NOMEM, "out of memory (comment)");
     struct plena_item *it = push(p);
     if (!it) return p->status;
     it->kind = PLENA_ITEM_COMMENT;
@@ -176,7 +176,7 @@ int plena_prog_header(struct plena_prog *p, const char *fmt, ...)
     /* header lines may carry the @routed_lowering marker, never @stage= */
     if (check_comment(p, tmp)) return p->status;
     if (plena_buf_printf(&p->header, "; %s\n", tmp))
-        return plena_prog_fail(p, PLENA_E_GENMEM, "out of memory (header)");
+        return plena_prog_fail(p, PLENA_GEN_NOMEM, "out of memory (header)");
     return 0;
 }
 
@@ -329,13 +329,13 @@ int plena_prog_render_asm(const struct plena_prog *p, struct plena_buf *out)
     if (in_run)
         for (size_t j = run_start; j < p->n_items; j++)
             plena_buf_printf(out, "; %s\n", p->text.data + p->items[j].comment);
-    return out->failed ? PLENA_E_GENMEM : 0;
+    return out->failed ? PLENA_E_NOMEM : 0;
 }
 
 int plena_prog_words(const struct plena_prog *p, uint32_t **words, size_t *n)
 {
     uint32_t *w = plena_malloc((p->n_insns ? p->n_insns : 1) * sizeof *w);
-    if (!w) return PLENA_E_GENMEM;
+    if (!w) return PLENA_E_NOMEM;
     size_t k = 0;
     for (size_t i = 0; i < p->n_items; i++)
         if (p->items[i].kind == PLENA_ITEM_INSN) w[k++] = plena_isa_encode(&p->items[i].insn);
@@ -372,7 +372,7 @@ int plena_regs_take(struct plena_ctx *c, unsigned n_gp, unsigned n_fp, unsigned 
         for (unsigned i = 0; i < want[f]; i++) {
             int r = take_lowest(&live[f], files[f].first, files[f].limit);
             if (r < 0)
-                return plena_prog_fail(c->p, PLENA_E_REGS, "out of %s registers (%u requested)",
+                return plena_prog_fail(c->p, PLENA_GEN_REGS, "out of %s registers (%u requested)",
                                        files[f].name, want[f]);
             out[k++] = (uint8_t)r;
         }
@@ -398,7 +398,7 @@ int plena_emit(struct plena_ctx *c, enum plena_stage stage, enum plena_op op, un
 int plena_emit_li(struct plena_ctx *c, enum plena_stage stage, unsigned rd, uint64_t v)
 {
     if (v >= (1ull << 32))
-        return plena_prog_fail(c->p, PLENA_E_IMM, "constant %llu does not fit 32 bits",
+        return plena_prog_fail(c->p, PLENA_GEN_IMM, "constant %llu does not fit 32 bits",
                                (unsigned long long)v);
     if (v <= PLENA_IMM18_MAX)
         return plena_emit(c, stage, PLENA_OP_S_ADDI_INT, rd, 0, 0, 0, 0, (uint32_t)v);
@@ -412,7 +412,7 @@ int plena_emit_addi(struct plena_ctx *c, enum plena_stage stage, unsigned rd, un
                     uint64_t v, unsigned scratch)
 {
     if (v >= (1ull << 32))
-        return plena_prog_fail(c->p, PLENA_E_IMM, "constant %llu does not fit 32 bits",
+        return plena_prog_fail(c->p, PLENA_GEN_IMM, "constant %llu does not fit 32 bits",
                                (unsigned long long)v);
     if (v <= PLENA_IMM18_MAX)
         return plena_emit(c, stage, PLENA_OP_S_ADDI_INT, rd, rs, 0, 0, 0, (uint32_t)v);
@@ -421,8 +421,9 @@ int plena_emit_addi(struct plena_ctx *c, enum plena_stage stage, unsigned rd, un
         return plena_emit(c, stage, PLENA_OP_S_ADD_INT, rd, rs, rd, 0, 0, 0);
     }
     if (scratch == 0)
-        return plena_prog_fail(c->p, PLENA_E_IMM, "addi gp%u, gp%u, %llu needs a scratch register",
-                               rd, rs, (unsigned long long)v);
+        return plena_prog_fail(c->p, PLENA_GEN_IMM,
+                               "addi gp%u, gp%u, %llu needs a scratch register", rd, rs,
+                               (unsigned long long)v);
     plena_emit_li(c, stage, scratch, v);
     return plena_emit(c, stage, PLENA_OP_S_ADD_INT, rd, rs, scratch, 0, 0, 0);
 }
@@ -433,11 +434,11 @@ static int loop_begin(struct plena_ctx *c, enum plena_stage stage, unsigned reg,
     struct plena_prog *p = c->p;
     if (p->status) return 0;
     if (n == 0) {
-        plena_prog_fail(p, PLENA_E_IMM, "zero-trip loop requested");
+        plena_prog_fail(p, PLENA_GEN_IMM, "zero-trip loop requested");
         return 0;
     }
     if (p->n_loops >= PLENA_GEN_MAX_LOOP_DEPTH) {
-        plena_prog_fail(p, PLENA_E_LOOP, "loop nesting deeper than %d", PLENA_GEN_MAX_LOOP_DEPTH);
+        plena_prog_fail(p, PLENA_GEN_LOOP, "loop nesting deeper than %d", PLENA_GEN_MAX_LOOP_DEPTH);
         return 0;
     }
     int active = n >= 2 || force;
@@ -466,7 +467,7 @@ int plena_loop_end(struct plena_ctx *c, enum plena_stage stage)
 {
     struct plena_prog *p = c->p;
     if (p->status) return p->status;
-    if (p->n_loops == 0) return plena_prog_fail(p, PLENA_E_LOOP, "loop end without begin");
+    if (p->n_loops == 0) return plena_prog_fail(p, PLENA_GEN_LOOP, "loop end without begin");
     unsigned d = p->n_loops - 1;
     if (p->loops[d].active)
         plena_emit(c, stage, PLENA_OP_C_LOOP_END, p->loops[d].reg, 0, 0, 0, 0, 0);
@@ -474,7 +475,7 @@ int plena_loop_end(struct plena_ctx *c, enum plena_stage stage)
     uint64_t per_iter = (p->dyn_total - p->loops[d].dyn_at_start) / p->loops[d].n /
                         (p->loops[d].outer_mult ? p->loops[d].outer_mult : 1);
     if (p->loops[d].active && p->max_loop && per_iter > p->max_loop)
-        return plena_prog_fail(p, PLENA_E_LOOP,
+        return plena_prog_fail(p, PLENA_GEN_LOOP,
                                "loop on gp%u executes %llu instructions per iteration, above "
                                "MAX_LOOP_INSTRUCTIONS %u",
                                p->loops[d].reg, (unsigned long long)per_iter, p->max_loop);
@@ -562,14 +563,13 @@ int plena_vram_alloc_prow(struct plena_vram *va, uint32_t rows, uint32_t prow, u
                               "VRAM capacity exceeded: tensor '%s' needs %llu elements at %llu, "
                               "capacity %llu",
                               name, (unsigned long long)size, (unsigned long long)va->top,
-                              (unsigned long long)va->capacity),
-                   PLENA_E_VRAM;
+                              (unsigned long long)va->capacity);
         base = va->top;
         va->top += size;
         if (va->top > va->peak) va->peak = va->top;
     }
     if (plena_grow((void **)&va->live, &va->cap_live, va->n_live + 1, sizeof *va->live))
-        return PLENA_E_GENMEM;
+        return PLENA_FAIL(err, PLENA_E_NOMEM, name, "out of memory");
     struct plena_vblock *b = &va->live[va->n_live++];
     b->base = base;
     b->size = size;

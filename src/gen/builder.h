@@ -16,21 +16,22 @@
 #include "isa/program.h"
 #include "isa/stages.h"
 
-/* Generator status codes (returned by builder functions and emitters). The
- * error record itself carries PLENA_E_INPUT (a configuration the generator
- * cannot lower) or PLENA_E_NOMEM/PLENA_E_INTERNAL; the message names the kind. */
-enum plena_gen_status {
-    PLENA_GEN_OK = 0,
-    PLENA_E_IMM = 32, /* immediate cannot be legalised */
-    PLENA_E_STAGE,    /* stage outside a polymorphic emitter's allowed mask */
-    PLENA_E_REGS,     /* out of registers, or a write to gp0/f0 */
-    PLENA_E_VRAM,     /* VRAM capacity exceeded */
-    PLENA_E_SRAM,     /* FP/INT SRAM region does not fit (T_blk < 1) */
-    PLENA_E_TOPK,     /* invalid (E, k) */
-    PLENA_E_LOOP,     /* loop budget / nesting */
-    PLENA_E_SHAPE,    /* unsupported shape or configuration */
-    PLENA_E_GENMEM,   /* out of memory */
-    PLENA_E_COMMENT   /* comment with a newline or "@stage=" */
+/* Builder functions and emitters return an enum plena_status: PLENA_E_INPUT
+ * for a configuration the generator cannot lower, PLENA_E_NOMEM. Which rule
+ * refused is the program's `reason` (and a capacity check's), so tests and
+ * callers can tell the cases apart without a second code space. */
+enum plena_gen_reason {
+    PLENA_GEN_NO_REASON = 0,
+    PLENA_GEN_IMM,    /* immediate cannot be legalised */
+    PLENA_GEN_STAGE,  /* stage outside a polymorphic emitter's allowed mask */
+    PLENA_GEN_REGS,   /* out of registers, or a write to gp0/f0 */
+    PLENA_GEN_VRAM,   /* VRAM capacity exceeded */
+    PLENA_GEN_SRAM,   /* FP/INT SRAM region does not fit (T_blk < 1) */
+    PLENA_GEN_TOPK,   /* invalid (E, k) */
+    PLENA_GEN_LOOP,   /* loop budget / nesting */
+    PLENA_GEN_SHAPE,  /* unsupported shape or configuration; instruction count */
+    PLENA_GEN_NOMEM,  /* out of memory (status PLENA_E_NOMEM) */
+    PLENA_GEN_COMMENT /* comment with a newline or "@stage=" */
 };
 
 /* Machine geometry the generator needs (filled from struct plena_settings by
@@ -80,20 +81,22 @@ struct plena_prog {
         uint64_t dyn_at_start; /* dyn_total when the body began */
     } loops[PLENA_GEN_MAX_LOOP_DEPTH];
     unsigned n_loops;
-    uint32_t max_loop; /* budget (0 = unchecked) */
-    int status;        /* first failure (sticky): later appends are ignored */
+    uint32_t max_loop;            /* budget (0 = unchecked) */
+    enum plena_status status;     /* first failure (sticky): later appends are ignored */
+    enum plena_gen_reason reason; /* the rule behind status */
     struct plena_err *err;
     int no_markers; /* test fault NO_MARKERS */
 };
 
 void plena_prog_init(struct plena_prog *p, uint32_t max_loop, struct plena_err *err);
 void plena_prog_free(struct plena_prog *p);
-/* Records a failure (first one wins) and returns it. */
-int plena_prog_fail(struct plena_prog *p, int status, const char *fmt, ...)
+/* Records a failure (first one wins): reason, and in the error record
+ * PLENA_E_NOMEM for PLENA_GEN_NOMEM, else PLENA_E_INPUT. Returns p->status. */
+int plena_prog_fail(struct plena_prog *p, enum plena_gen_reason reason, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Appends one instruction. Rejects writes to gp0/f0 (PLENA_E_REGS) and
- * immediates wider than the field (PLENA_E_IMM). */
+/* Appends one instruction. Rejects writes to gp0/f0 (PLENA_GEN_REGS) and
+ * immediates wider than the field (PLENA_GEN_IMM). */
 int plena_prog_insn(struct plena_prog *p, enum plena_stage stage, uint32_t pair,
                     const struct plena_insn *in);
 int plena_prog_comment(struct plena_prog *p, const char *fmt, ...)

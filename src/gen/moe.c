@@ -10,11 +10,6 @@
 #include "common/alloc.h"
 #include "num/num.h"
 
-#define ST   enum plena_stage
-#define VLEN (c->m->vlen)
-#define MLEN (c->m->mlen)
-#define BLEN (c->m->blen)
-
 static uint32_t rup(uint32_t v, uint32_t a)
 {
     return (v + a - 1) / a * a;
@@ -30,12 +25,21 @@ static uint32_t cdiv(uint32_t v, uint32_t a)
 #define FAULT(cfg) PLENA_FAULT_NONE
 #endif
 
+/* A VRAM allocator failure (its message is already in the error record)
+ * becomes the program's sticky status. */
+static void vram_failed(struct plena_prog *p, int rc)
+{
+    if (p->status) return;
+    p->status = rc == PLENA_E_NOMEM ? PLENA_E_NOMEM : PLENA_E_INPUT;
+    p->reason = rc == PLENA_E_NOMEM ? PLENA_GEN_NOMEM : PLENA_GEN_VRAM;
+}
+
 static int valloc(struct plena_ctx *c, uint32_t rows, uint32_t cols, const char *name,
                   struct plena_tensor *t)
 {
     if (c->p->status) return c->p->status;
     int rc = plena_vram_alloc(c->va, rows, cols, name, t, c->p->err);
-    if (rc) c->p->status = rc;
+    if (rc) vram_failed(c->p, rc);
     return rc;
 }
 
@@ -46,20 +50,17 @@ static struct plena_tensor view(const struct plena_tensor *x, uint32_t row0, uin
     return t;
 }
 
-static int stage_ok(struct plena_ctx *c, ST stage, unsigned mask, const char *who)
+static int stage_ok(struct plena_ctx *c, enum plena_stage stage, unsigned mask, const char *who)
 {
     if ((unsigned)stage < PLENA_STAGE_COUNT && (mask >> stage & 1u)) return 0;
-    /* appends nothing; the error is recorded but the program stays usable
-     * only through the returned code (tests inspect both) */
-    struct plena_err *e = c->p->err;
-    if (e) PLENA_FAIL(e, PLENA_E_INPUT, who, "stage %d not allowed for %s", (int)stage, who);
-    return PLENA_E_STAGE;
+    /* appends nothing: a wrong stage is a bug of the calling emitter */
+    return plena_prog_fail(c->p, PLENA_GEN_STAGE, "stage %d not allowed for %s", (int)stage, who);
 }
 #define M(s) (1u << PLENA_STAGE_##s)
 
 /* ---- generic rows x column-blocks elementwise loop ----
  * Column blocks outer, rows inner, so one pointer per operand suffices: after
- * the row loop it is advanced by (prow - nrows) * VLEN to the next block. */
+ * the row loop it is advanced by (prow - nrows) * c->m->vlen to the next block. */
 struct opnd {
     const struct plena_tensor *t; /* NULL = unused */
     uint64_t base;                /* address of (row0, block 0) */
@@ -82,9 +83,9 @@ static int same_opnd(const struct opnd *a, const struct opnd *b)
            a->dyn == b->dyn && a->t->prow == b->t->prow;
 }
 
-static int rows_blocks(struct plena_ctx *c, ST stage, enum plena_op op, enum rb_kind kind,
-                       struct opnd d, struct opnd a, struct opnd b, unsigned freg, uint32_t nrows,
-                       uint32_t nblocks, int tloop)
+static int rows_blocks(struct plena_ctx *c, enum plena_stage stage, enum plena_op op,
+                       enum rb_kind kind, struct opnd d, struct opnd a, struct opnd b,
+                       unsigned freg, uint32_t nrows, uint32_t nblocks, int tloop)
 {
     if (c->p->status || nrows == 0 || nblocks == 0) return c->p->status;
     struct plena_regset saved = c->live;
@@ -137,7 +138,7 @@ static int rows_blocks(struct plena_ctx *c, ST stage, enum plena_op op, enum rb_
         for (unsigned i = 0; i < n_op; i++) {
             if (adv2[alias[i]]) continue;
             adv2[alias[i]] = 1;
-            uint64_t step = (uint64_t)o[i]->t->prow * VLEN;
+            uint64_t step = (uint64_t)o[i]->t->prow * c->m->vlen;
             uint64_t done = (rl && !o[i]->fixed) ? (uint64_t)nrows * o[i]->rstride : 0;
             if (step > done) plena_emit_addi(c, stage, preg[i], preg[i], step - done, scr);
         }
@@ -155,11 +156,12 @@ static struct opnd none_od(void)
 
 static uint32_t nblk(struct plena_ctx *c, const struct plena_tensor *t)
 {
-    return cdiv(t->pcol, VLEN);
+    return cdiv(t->pcol, c->m->vlen);
 }
 
 /* loads FP SRAM constant at fp_base + off into freg (via gp scratch) */
-static void ld_const(struct plena_ctx *c, ST stage, unsigned freg, unsigned gtmp, uint32_t off)
+static void ld_const(struct plena_ctx *c, enum plena_stage stage, unsigned freg, unsigned gtmp,
+                     uint32_t off)
 {
     uint64_t a = (uint64_t)c->map->fp_base + off;
     if (a <= PLENA_IMM18_MAX) {
@@ -175,7 +177,7 @@ static void ld_const(struct plena_ctx *c, ST stage, unsigned freg, unsigned gtmp
 #define ZERO_MASK                                                                                  \
     (M(RESIDUAL_SETUP) | M(ACCUMULATOR_INIT) | M(GATHER) | M(SHARED_EXPERT_PROJECTION))
 
-int plena_moe_fp_zero_row_init(struct plena_ctx *c, ST stage)
+int plena_moe_fp_zero_row_init(struct plena_ctx *c, enum plena_stage stage)
 {
     int rc = stage_ok(c, stage, ZERO_MASK, "plena_moe_fp_zero_row_init");
     if (rc) return rc;
@@ -183,7 +185,7 @@ int plena_moe_fp_zero_row_init(struct plena_ctx *c, ST stage)
     uint8_t r[2];
     if (plena_regs_take(c, 2, 0, 0, r)) return c->p->status;
     plena_emit_li(c, stage, r[0], c->map->fp_base);
-    int l = plena_loop_begin(c, stage, r[1], VLEN);
+    int l = plena_loop_begin(c, stage, r[1], c->m->vlen);
     plena_emit(c, stage, PLENA_OP_S_ST_FP, 0, r[0], 0, 0, 0, 0);
     if (l) plena_emit(c, stage, PLENA_OP_S_ADDI_INT, r[0], r[0], 0, 0, 0, 1);
     plena_loop_end(c, stage);
@@ -191,18 +193,18 @@ int plena_moe_fp_zero_row_init(struct plena_ctx *c, ST stage)
     return c->p->status;
 }
 
-int plena_moe_true_zero_rows(struct plena_ctx *c, ST stage, const struct plena_tensor *x,
-                             uint32_t row0, uint32_t nrows)
+int plena_moe_true_zero_rows(struct plena_ctx *c, enum plena_stage stage,
+                             const struct plena_tensor *x, uint32_t row0, uint32_t nrows)
 {
     int rc = stage_ok(c, stage, ZERO_MASK, "plena_moe_true_zero_rows");
     if (rc) return rc;
-    return rows_blocks(c, stage, PLENA_OP_S_MAP_V_FP, RB_MAP, od(x, row0, VLEN), none_od(),
+    return rows_blocks(c, stage, PLENA_OP_S_MAP_V_FP, RB_MAP, od(x, row0, c->m->vlen), none_od(),
                        none_od(), 0, nrows, nblk(c, x), 1);
 }
 
-int plena_emit_copy_rows(struct plena_ctx *c, ST stage, const struct plena_tensor *dst,
-                         uint32_t dst_row0, const struct plena_tensor *src, uint32_t src_row0,
-                         uint32_t nrows)
+int plena_emit_copy_rows(struct plena_ctx *c, enum plena_stage stage,
+                         const struct plena_tensor *dst, uint32_t dst_row0,
+                         const struct plena_tensor *src, uint32_t src_row0, uint32_t nrows)
 {
     int rc =
         stage_ok(c, stage, M(RESIDUAL_SETUP) | M(GATHER) | M(ROUTER_TOPK), "plena_emit_copy_rows");
@@ -211,14 +213,15 @@ int plena_emit_copy_rows(struct plena_ctx *c, ST stage, const struct plena_tenso
     uint8_t f[1];
     if (plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
     ld_const(c, stage, f[0], 0, c->map->off_one);
-    rows_blocks(c, stage, PLENA_OP_V_MUL_VF, RB_VF, od(dst, dst_row0, VLEN),
-                od(src, src_row0, VLEN), none_od(), f[0], nrows, nblk(c, dst), 1);
+    rows_blocks(c, stage, PLENA_OP_V_MUL_VF, RB_VF, od(dst, dst_row0, c->m->vlen),
+                od(src, src_row0, c->m->vlen), none_od(), f[0], nrows, nblk(c, dst), 1);
     c->live = saved;
     return c->p->status;
 }
 
-int plena_emit_rmsnorm_rows(struct plena_ctx *c, ST stage, const struct plena_tensor *x,
-                            uint32_t nrows, uint32_t eps_off, uint32_t invh_off)
+int plena_emit_rmsnorm_rows(struct plena_ctx *c, enum plena_stage stage,
+                            const struct plena_tensor *x, uint32_t nrows, uint32_t eps_off,
+                            uint32_t invh_off)
 {
     int rc = stage_ok(c, stage, M(RESIDUAL_SETUP), "plena_emit_rmsnorm_rows");
     if (rc) return rc;
@@ -226,7 +229,7 @@ int plena_emit_rmsnorm_rows(struct plena_ctx *c, ST stage, const struct plena_te
     struct plena_regset saved = c->live;
     uint32_t mark = plena_vram_mark(c->va);
     struct plena_tensor q;
-    if (valloc(c, 1, VLEN, "rms_q", &q)) return c->p->status;
+    if (valloc(c, 1, c->m->vlen, "rms_q", &q)) return c->p->status;
     uint8_t g[6], f[4];
     if (plena_regs_take(c, 6, 0, 0, g) || plena_regs_take(c, 0, 4, 0, f)) return c->p->status;
     unsigned cr = g[0], cb = g[1], gR = g[2], gX = g[3], gQ = g[4], scr = g[5];
@@ -236,7 +239,7 @@ int plena_emit_rmsnorm_rows(struct plena_ctx *c, ST stage, const struct plena_te
     plena_emit_li(c, stage, gR, x->base);
     plena_emit_li(c, stage, gQ, q.base);
     uint32_t nb = nblk(c, x);
-    uint64_t bstep = (uint64_t)x->prow * VLEN;
+    uint64_t bstep = (uint64_t)x->prow * c->m->vlen;
     int rl = plena_loop_begin_t(c, stage, cr, nrows);
     plena_emit(c, stage, PLENA_OP_S_ADD_FP, fs, 0, 0, 0, 0, 0);
     plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gX, gR, 0, 0, 0, 0);
@@ -254,22 +257,23 @@ int plena_emit_rmsnorm_rows(struct plena_ctx *c, ST stage, const struct plena_te
     plena_emit(c, stage, PLENA_OP_V_MUL_VF, gX, gX, fm, 0, 0, 0);
     if (bl) plena_emit_addi(c, stage, gX, gX, bstep, scr);
     plena_loop_end(c, stage);
-    if (rl) plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gR, gR, 0, 0, 0, VLEN);
+    if (rl) plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gR, gR, 0, 0, 0, c->m->vlen);
     plena_loop_end(c, stage);
     plena_vram_release(c->va, mark);
     c->live = saved;
     return c->p->status;
 }
 
-int plena_emit_mul_rows_by_row(struct plena_ctx *c, ST stage, const struct plena_tensor *x,
-                               uint32_t nrows, const struct plena_tensor *w)
+int plena_emit_mul_rows_by_row(struct plena_ctx *c, enum plena_stage stage,
+                               const struct plena_tensor *x, uint32_t nrows,
+                               const struct plena_tensor *w)
 {
     int rc = stage_ok(c, stage, M(RESIDUAL_SETUP), "plena_emit_mul_rows_by_row");
     if (rc) return rc;
-    struct opnd ow = od(w, 0, VLEN);
+    struct opnd ow = od(w, 0, c->m->vlen);
     ow.fixed = 1;
-    return rows_blocks(c, stage, PLENA_OP_V_MUL_VV, RB_VV, od(x, 0, VLEN), od(x, 0, VLEN), ow, 0,
-                       nrows, nblk(c, x), 1);
+    return rows_blocks(c, stage, PLENA_OP_V_MUL_VV, RB_VV, od(x, 0, c->m->vlen),
+                       od(x, 0, c->m->vlen), ow, 0, nrows, nblk(c, x), 1);
 }
 
 /* ---- 3.3.2 residual ---- */
@@ -294,8 +298,9 @@ int plena_moe_residual_add_back(struct plena_ctx *c, const struct plena_tensor *
                                 const struct plena_tensor *residual, uint32_t t_rows)
 {
     plena_prog_comment(c->p, "residual add-back");
-    return rows_blocks(c, PLENA_STAGE_RESIDUAL_SETUP, PLENA_OP_V_ADD_VV, RB_VV, od(out, 0, VLEN),
-                       od(out, 0, VLEN), od(residual, 0, VLEN), 0, t_rows, nblk(c, out), 1);
+    return rows_blocks(c, PLENA_STAGE_RESIDUAL_SETUP, PLENA_OP_V_ADD_VV, RB_VV,
+                       od(out, 0, c->m->vlen), od(out, 0, c->m->vlen), od(residual, 0, c->m->vlen),
+                       0, t_rows, nblk(c, out), 1);
 }
 
 /* ---- 3.3.5 projection ---- */
@@ -303,16 +308,17 @@ int plena_moe_residual_add_back(struct plena_ctx *c, const struct plena_tensor *
 /* Prefetch of one K chunk of column block cb into MRAM slots 0..ns-1. The
  * slot and HBM offset pointers are advanced by S_ADDI_INT between tiles
  * (2 instructions per tile instead of up to 3 with two li). */
-static void prefetch_chunk(struct plena_ctx *c, ST stage, const struct plena_proj *pj, unsigned aw,
-                           uint32_t cb, uint32_t kt0, uint32_t ns, uint32_t bytes)
+static void prefetch_chunk(struct plena_ctx *c, enum plena_stage stage, const struct plena_proj *pj,
+                           unsigned aw, uint32_t cb, uint32_t kt0, uint32_t ns, uint32_t bytes)
 {
     struct plena_regset saved = c->live;
     uint8_t g[3];
     if (plena_regs_take(c, 3, 0, 0, g)) return;
-    const uint64_t mlen2 = (uint64_t)MLEN * MLEN;
-    const uint64_t tstep = (uint64_t)MLEN * pj->N_p * bytes;
+    const uint64_t mlen2 = (uint64_t)c->m->mlen * c->m->mlen;
+    const uint64_t tstep = (uint64_t)c->m->mlen * pj->N_p * bytes;
     plena_emit(c, stage, PLENA_OP_S_ADDI_INT, g[0], 0, 0, 0, 0, 0);
-    plena_emit_li(c, stage, g[1], ((uint64_t)kt0 * MLEN * pj->N_p + (uint64_t)cb * MLEN) * bytes);
+    plena_emit_li(c, stage, g[1],
+                  ((uint64_t)kt0 * c->m->mlen * pj->N_p + (uint64_t)cb * c->m->mlen) * bytes);
     for (uint32_t s = 0; s < ns; s++) {
         plena_emit(c, stage, PLENA_OP_H_PREFETCH_M, g[0], g[1], aw, 1, pj->bf16_plain, 0);
         if (s + 1 < ns) {
@@ -325,7 +331,7 @@ static void prefetch_chunk(struct plena_ctx *c, ST stage, const struct plena_pro
 
 /* Compute part of one K chunk (3.3.5) with the tile-in-chunk level unrolled
  * at emit time: one activation register per tile (pre-advanced to its K
- * tile), one MRAM pointer stepped by MLEN^2 between the chunk's M_MMs and
+ * tile), one MRAM pointer stepped by c->m->mlen^2 between the chunk's M_MMs and
  * stepped back to the next micro-column with one S_SUB_INT, so one M_MM
  * costs about 2 executed instructions instead of 4 (the pair budget of 1.6
  * is what this buys). Row groups are the outer hardware loop and
@@ -335,17 +341,19 @@ static void prefetch_chunk(struct plena_ctx *c, ST stage, const struct plena_pro
  * per-tile loop form. */
 static int fast_chunk(struct plena_ctx *c, const struct plena_tensor *x,
                       const struct plena_tensor *d, uint32_t dc, uint32_t kt0, uint32_t ns,
-                      uint32_t ngroups, ST cs)
+                      uint32_t ngroups, enum plena_stage cs)
 {
-    const uint64_t mlen2 = (uint64_t)MLEN * MLEN, xstep = (uint64_t)x->prow * VLEN;
-    const uint64_t jstep = (uint64_t)BLEN * MLEN, gstep = (uint64_t)BLEN * VLEN;
+    const uint64_t mlen2 = (uint64_t)c->m->mlen * c->m->mlen,
+                   xstep = (uint64_t)x->prow * c->m->vlen;
+    const uint64_t jstep = (uint64_t)c->m->blen * c->m->mlen,
+                   gstep = (uint64_t)c->m->blen * c->m->vlen;
     const int l2 = ngroups >= 2;
-    /* gM steps ns-1 times by MLEN^2 per micro-column, then moves to the next
-     * micro-column: net back = (ns-1)*MLEN^2 - BLEN*MLEN */
+    /* gM steps ns-1 times by c->m->mlen^2 per micro-column, then moves to the next
+     * micro-column: net back = (ns-1)*c->m->mlen^2 - c->m->blen*c->m->mlen */
     const int64_t back = (int64_t)(ns - 1) * (int64_t)mlen2 - (int64_t)jstep;
     const unsigned fixed = 3 + (unsigned)l2 + (back > 0 ? 1u : 0u);
     if (ns + fixed > 9 || mlen2 > PLENA_IMM18_MAX || jstep > PLENA_IMM18_MAX ||
-        gstep > PLENA_IMM18_MAX || (uint64_t)MLEN > PLENA_IMM18_MAX)
+        gstep > PLENA_IMM18_MAX || (uint64_t)c->m->mlen > PLENA_IMM18_MAX)
         return 0;
     if (c->p->status) return 1;
     struct plena_regset saved = c->live;
@@ -356,36 +364,36 @@ static int fast_chunk(struct plena_ctx *c, const struct plena_tensor *x,
     unsigned gK = back > 0 ? g[k++] : 0;
     const uint8_t *ga = &g[k];
     for (uint32_t s = 0; s < ns; s++) {
-        uint64_t v = plena_row(x, 0, kt0 + s, VLEN);
+        uint64_t v = plena_row(x, 0, kt0 + s, c->m->vlen);
         if (s == 0 || xstep > PLENA_IMM18_MAX)
             plena_emit_li(c, cs, ga[s], v);
         else
             plena_emit(c, cs, PLENA_OP_S_ADDI_INT, ga[s], ga[s - 1], 0, 0, 0, (uint32_t)xstep);
     }
     if (back > 0) plena_emit_li(c, cs, gK, (uint64_t)back);
-    plena_emit_li(c, cs, gR, plena_row(d, 0, dc, VLEN));
+    plena_emit_li(c, cs, gR, plena_row(d, 0, dc, c->m->vlen));
     plena_loop_begin(c, cs, c2, ngroups); /* ngroups == 1: no loop instructions */
     plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gM, 0, 0, 0, 0, 0);
-    plena_loop_begin(c, cs, c1, MLEN / BLEN);
+    plena_loop_begin(c, cs, c1, c->m->mlen / c->m->blen);
     for (uint32_t s = 0; s < ns; s++) {
         plena_emit(c, cs, PLENA_OP_M_MM, 0, gM, ga[s], 0, 0, 0);
         if (s + 1 < ns) plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gM, gM, 0, 0, 0, (uint32_t)mlen2);
     }
     plena_emit(c, cs, PLENA_OP_M_MM_WO, gR, 0, 0, 0, 0, 0);
-    if (MLEN / BLEN >= 2) {
+    if (c->m->mlen / c->m->blen >= 2) {
         if (back > 0)
             plena_emit(c, cs, PLENA_OP_S_SUB_INT, gM, gM, gK, 0, 0, 0);
         else if (back < 0)
             plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gM, gM, 0, 0, 0, (uint32_t)-back);
-        plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gR, gR, 0, 0, 0, BLEN);
+        plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gR, gR, 0, 0, 0, c->m->blen);
     }
     plena_loop_end(c, cs);
     if (l2) {
-        /* next row group: activations +BLEN rows; result pointer advanced by
-         * MLEN (micro-columns) above, so + BLEN*VLEN - MLEN here */
+        /* next row group: activations +c->m->blen rows; result pointer advanced by
+         * c->m->mlen (micro-columns) above, so + c->m->blen*c->m->vlen - c->m->mlen here */
         for (uint32_t s = 0; s < ns; s++)
             plena_emit(c, cs, PLENA_OP_S_ADDI_INT, ga[s], ga[s], 0, 0, 0, (uint32_t)gstep);
-        uint64_t adv = gstep - (MLEN / BLEN >= 2 ? (uint64_t)MLEN : 0);
+        uint64_t adv = gstep - (c->m->mlen / c->m->blen >= 2 ? (uint64_t)c->m->mlen : 0);
         if (adv) plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gR, gR, 0, 0, 0, (uint32_t)adv);
     }
     plena_loop_end(c, cs);
@@ -404,16 +412,17 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
         (rc = stage_ok(c, st->compute, allowed, "plena_emit_projection")))
         return rc;
     if (c->p->status) return c->p->status;
-    if (pj->K_p % MLEN || pj->N_p % MLEN || pj->K_p == 0 || pj->N_p == 0 || pj->rows == 0)
-        return plena_prog_fail(c->p, PLENA_E_SHAPE, "projection %ux%u (rows %u) not MLEN-padded",
+    if (pj->K_p % c->m->mlen || pj->N_p % c->m->mlen || pj->K_p == 0 || pj->N_p == 0 ||
+        pj->rows == 0)
+        return plena_prog_fail(c->p, PLENA_GEN_SHAPE, "projection %ux%u (rows %u) not MLEN-padded",
                                pj->K_p, pj->N_p, pj->rows);
     struct plena_regset saved = c->live;
     const uint32_t bytes = pj->bf16_plain ? 2 : 1;
-    const uint32_t nct = pj->K_p / MLEN;
+    const uint32_t nct = pj->K_p / c->m->mlen;
     uint32_t chunk = pj->stream_f32 ? nct : (pj->chunk_tiles ? pj->chunk_tiles : 4);
     if (chunk > nct) chunk = nct;
     if (chunk > c->m->mram_tiles)
-        return plena_prog_fail(c->p, PLENA_E_SHAPE,
+        return plena_prog_fail(c->p, PLENA_GEN_SHAPE,
                                "MRAM: a projection chunk needs %u tiles of MLEN x MLEN (%s), limit "
                                "%u tiles (MATRIX_SRAM_SIZE / MLEN); driven by %s (STREAM_F32 "
                                "re-streaming is not implemented)",
@@ -421,7 +430,7 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
                                c->m->mram_tiles,
                                pj->stream_f32 ? "model.hidden_size" : "the chunk size C");
     const uint32_t nch = cdiv(nct, chunk);
-    const uint64_t mlen2 = (uint64_t)MLEN * MLEN;
+    const uint64_t mlen2 = (uint64_t)c->m->mlen * c->m->mlen;
     unsigned aw = pj->areg;
     if (!pj->dynamic) {
         uint8_t a[1], g[2];
@@ -448,12 +457,12 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
     struct plena_tensor ytmp;
     int have_tmp = 0;
     if (nch > 1) {
-        if (valloc(c, pj->rows, VLEN, "ksplit_tmp", &ytmp)) return c->p->status;
+        if (valloc(c, pj->rows, c->m->vlen, "ksplit_tmp", &ytmp)) return c->p->status;
         have_tmp = 1;
     }
     const struct plena_tensor *x = pj->x, *y = pj->y;
-    const uint32_t ngroups = cdiv(pj->rows, BLEN);
-    for (uint32_t cb = 0; cb < pj->N_p / MLEN && !c->p->status; cb++) {
+    const uint32_t ngroups = cdiv(pj->rows, c->m->blen);
+    for (uint32_t cb = 0; cb < pj->N_p / c->m->mlen && !c->p->status; cb++) {
         for (uint32_t q = 0; q < nch && !c->p->status; q++) {
             uint32_t kt0 = q * chunk, ns = nct - kt0 < chunk ? nct - kt0 : chunk;
             uint8_t g[10];
@@ -467,19 +476,19 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
             unsigned c1 = g[0], c2 = g[1], c3 = g[2], gMj = g[3], gRj = g[4], gAg = g[5],
                      gRg = g[6], gM = g[7], gA = g[8];
             unsigned scr = 0;
-            uint64_t xstep = (uint64_t)x->prow * VLEN;
-            if (xstep > PLENA_IMM18_MAX || (uint64_t)BLEN * VLEN > PLENA_IMM18_MAX) {
+            uint64_t xstep = (uint64_t)x->prow * c->m->vlen;
+            if (xstep > PLENA_IMM18_MAX || (uint64_t)c->m->blen * c->m->vlen > PLENA_IMM18_MAX) {
                 uint8_t s1[1];
                 if (plena_regs_take(c, 1, 0, 0, s1)) return c->p->status;
                 scr = s1[0];
             }
             const struct plena_tensor *d = q == 0 ? y : &ytmp;
             uint32_t dc = q == 0 ? cb : 0;
-            const ST cs = st->compute;
+            const enum plena_stage cs = st->compute;
             plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gMj, 0, 0, 0, 0, 0);
-            plena_emit_li(c, cs, gRj, plena_row(d, 0, dc, VLEN));
-            int l1 = plena_loop_begin(c, cs, c1, MLEN / BLEN);
-            plena_emit_li(c, cs, gAg, plena_row(x, 0, kt0, VLEN));
+            plena_emit_li(c, cs, gRj, plena_row(d, 0, dc, c->m->vlen));
+            int l1 = plena_loop_begin(c, cs, c1, c->m->mlen / c->m->blen);
+            plena_emit_li(c, cs, gAg, plena_row(x, 0, kt0, c->m->vlen));
             int l2 = ngroups >= 2;
             unsigned rg = gRj;
             if (l2) {
@@ -503,22 +512,23 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
             plena_loop_end(c, cs);
             plena_emit(c, cs, PLENA_OP_M_MM_WO, rg, 0, 0, 0, 0, 0);
             if (l2) {
-                plena_emit_addi(c, cs, gAg, gAg, (uint64_t)BLEN * VLEN, scr);
-                plena_emit_addi(c, cs, gRg, gRg, (uint64_t)BLEN * VLEN, scr);
+                plena_emit_addi(c, cs, gAg, gAg, (uint64_t)c->m->blen * c->m->vlen, scr);
+                plena_emit_addi(c, cs, gRg, gRg, (uint64_t)c->m->blen * c->m->vlen, scr);
             }
             plena_loop_end(c, cs);
             if (l1) {
-                plena_emit_addi(c, cs, gMj, gMj, (uint64_t)BLEN * MLEN, scr);
-                plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gRj, gRj, 0, 0, 0, BLEN);
+                plena_emit_addi(c, cs, gMj, gMj, (uint64_t)c->m->blen * c->m->mlen, scr);
+                plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gRj, gRj, 0, 0, 0, c->m->blen);
             }
             plena_loop_end(c, cs);
             c->live = with_a;
         chunk_add:
             if (q >= 1) {
                 struct plena_tensor ycol = *y;
-                ycol.base = plena_row(y, 0, cb, VLEN);
-                rows_blocks(c, st->compute, PLENA_OP_V_ADD_VV, RB_VV, od(&ycol, 0, VLEN),
-                            od(&ycol, 0, VLEN), od(&ytmp, 0, VLEN), 0, rup(pj->rows, BLEN), 1, 1);
+                ycol.base = plena_row(y, 0, cb, c->m->vlen);
+                rows_blocks(c, st->compute, PLENA_OP_V_ADD_VV, RB_VV, od(&ycol, 0, c->m->vlen),
+                            od(&ycol, 0, c->m->vlen), od(&ytmp, 0, c->m->vlen), 0,
+                            rup(pj->rows, c->m->blen), 1, 1);
             }
         }
     }
@@ -533,12 +543,12 @@ int plena_moe_router_logits_dot(struct plena_ctx *c, const struct plena_moe_cfg 
                                 const struct plena_tensor *x, const struct plena_tensor *wr,
                                 const struct plena_tensor *logits, uint32_t t_rows)
 {
-    const ST s = PLENA_STAGE_ROUTER_TOPK;
+    const enum plena_stage s = PLENA_STAGE_ROUTER_TOPK;
     if (c->p->status) return c->p->status;
     struct plena_regset saved = c->live;
     uint32_t mark = plena_vram_mark(c->va);
     struct plena_tensor q;
-    if (valloc(c, 1, VLEN, "router_q", &q)) return c->p->status;
+    if (valloc(c, 1, c->m->vlen, "router_q", &q)) return c->p->status;
     const uint32_t eb = c->map->eb, nb = nblk(c, x);
     uint8_t g[11], f[1];
     if (plena_regs_take(c, 11, 0, 0, g) || plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
@@ -549,7 +559,7 @@ int plena_moe_router_logits_dot(struct plena_ctx *c, const struct plena_moe_cfg 
     plena_prog_comment(c->p, "router logits (dot form)");
     /* clear the scratch once per token block */
     plena_emit_li(c, s, gS, scr_addr);
-    int l = plena_loop_begin(c, s, ct, eb * VLEN);
+    int l = plena_loop_begin(c, s, ct, eb * c->m->vlen);
     plena_emit(c, s, PLENA_OP_S_ST_FP, 0, gS, 0, 0, 0, 0);
     if (l) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gS, gS, 0, 0, 0, 1);
     plena_loop_end(c, s);
@@ -567,22 +577,22 @@ int plena_moe_router_logits_dot(struct plena_ctx *c, const struct plena_moe_cfg 
     plena_emit(c, s, PLENA_OP_V_MUL_VV, gQ, gXi, gWi, 0, 0, 0);
     plena_emit(c, s, PLENA_OP_V_RED_SUM, fa, gQ, 0, 0, 0, 0);
     if (lc) {
-        plena_emit_addi(c, s, gXi, gXi, (uint64_t)x->prow * VLEN, scr);
-        plena_emit_addi(c, s, gWi, gWi, (uint64_t)wr->prow * VLEN, scr);
+        plena_emit_addi(c, s, gXi, gXi, (uint64_t)x->prow * c->m->vlen, scr);
+        plena_emit_addi(c, s, gWi, gWi, (uint64_t)wr->prow * c->m->vlen, scr);
     }
     plena_loop_end(c, s);
     plena_emit(c, s, PLENA_OP_S_ST_FP, fa, gS, 0, 0, 0, 0);
     if (le) {
         plena_emit(c, s, PLENA_OP_S_ADDI_INT, gS, gS, 0, 0, 0, 1);
-        plena_emit(c, s, PLENA_OP_S_ADDI_INT, gWe, gWe, 0, 0, 0, VLEN);
+        plena_emit(c, s, PLENA_OP_S_ADDI_INT, gWe, gWe, 0, 0, 0, c->m->vlen);
     }
     plena_loop_end(c, s);
     plena_emit_li(c, s, gS, scr_addr);
     for (uint32_t b = 0; b < eb; b++) {
-        plena_emit(c, s, PLENA_OP_S_MAP_V_FP, gL, gS, 0, 0, 0, b * VLEN);
-        if (b + 1 < eb || lt) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gL, gL, 0, 0, 0, VLEN);
+        plena_emit(c, s, PLENA_OP_S_MAP_V_FP, gL, gS, 0, 0, 0, b * c->m->vlen);
+        if (b + 1 < eb || lt) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gL, gL, 0, 0, 0, c->m->vlen);
     }
-    if (lt) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gXt, gXt, 0, 0, 0, VLEN);
+    if (lt) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gXt, gXt, 0, 0, 0, c->m->vlen);
     plena_loop_end(c, s);
     plena_vram_release(c->va, mark);
     c->live = saved;
@@ -593,7 +603,7 @@ int plena_moe_router_logits_gemm(struct plena_ctx *c, const struct plena_moe_cfg
                                  const struct plena_tensor *x, uint64_t wr_hbm,
                                  const struct plena_tensor *logits, uint32_t t_rows)
 {
-    const ST s = PLENA_STAGE_ROUTER_TOPK;
+    const enum plena_stage s = PLENA_STAGE_ROUTER_TOPK;
     if (c->p->status) return c->p->status;
     const uint32_t eb = c->map->eb;
     plena_prog_comment(c->p, "router logits (GEMM form)");
@@ -617,10 +627,10 @@ int plena_moe_router_logits_gemm(struct plena_ctx *c, const struct plena_moe_cfg
         if (plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
         ld_const(c, s, f[0], 0, c->map->off_one);
         for (uint32_t b = 0; b < eb; b++) {
-            struct opnd d = od(logits, b, VLEN);
-            d.rstride = eb * VLEN;
-            struct opnd a = od(&y, 0, VLEN);
-            a.base = plena_row(&y, 0, b, VLEN);
+            struct opnd d = od(logits, b, c->m->vlen);
+            d.rstride = eb * c->m->vlen;
+            struct opnd a = od(&y, 0, c->m->vlen);
+            a.base = plena_row(&y, 0, b, c->m->vlen);
             rows_blocks(c, s, PLENA_OP_V_MUL_VF, RB_VF, d, a, none_od(), f[0], t_rows, 1, 1);
         }
         c->live = saved;
@@ -636,9 +646,9 @@ int plena_moe_router_bias_add(struct plena_ctx *c, const struct plena_moe_cfg *c
     (void)cfg;
     const uint32_t eb = c->map->eb;
     for (uint32_t b = 0; b < eb; b++) {
-        struct opnd d = od(logits, b, VLEN);
-        d.rstride = eb * VLEN;
-        struct opnd bb = od(bias, b, VLEN);
+        struct opnd d = od(logits, b, c->m->vlen);
+        d.rstride = eb * c->m->vlen;
+        struct opnd bb = od(bias, b, c->m->vlen);
         bb.fixed = 1;
         rows_blocks(c, PLENA_STAGE_ROUTER_TOPK, PLENA_OP_V_ADD_VV, RB_VV, d, d, bb, 0, t_rows, 1,
                     1);
@@ -652,11 +662,11 @@ int plena_moe_router_select(struct plena_ctx *c, const struct plena_moe_cfg *cfg
                             const struct plena_tensor *logits, uint32_t t_rows, uint32_t w_off,
                             uint32_t ids_off, enum plena_topk_encoding *enc)
 {
-    const ST s = PLENA_STAGE_ROUTER_TOPK;
+    const enum plena_stage s = PLENA_STAGE_ROUTER_TOPK;
     if (c->p->status) return c->p->status;
     const uint32_t E = cfg->E, k = cfg->k;
     if (!(E >= 1 && E <= PLENA_TOPK_MAX_EXPERTS && k >= 1 && k <= E && k <= PLENA_TOPK_MAX_K))
-        return plena_prog_fail(c->p, PLENA_E_TOPK,
+        return plena_prog_fail(c->p, PLENA_GEN_TOPK,
                                "top-k shape (E=%u, k=%u): expected 1 <= k <= "
                                "min(E, %d), 1 <= E <= %d",
                                E, k, PLENA_TOPK_MAX_K, PLENA_TOPK_MAX_EXPERTS);
@@ -688,7 +698,7 @@ int plena_moe_router_select(struct plena_ctx *c, const struct plena_moe_cfg *cfg
     plena_emit(c, s, PLENA_OP_V_TOPK, gW, gL, gI, rmask, 0, 0);
     if (l) {
         plena_emit(c, s, PLENA_OP_S_ADDI_INT, gW, gW, 0, 0, 0, k);
-        plena_emit(c, s, PLENA_OP_S_ADDI_INT, gL, gL, 0, 0, 0, c->map->eb * VLEN);
+        plena_emit(c, s, PLENA_OP_S_ADDI_INT, gL, gL, 0, 0, 0, c->map->eb * c->m->vlen);
         plena_emit(c, s, PLENA_OP_S_ADDI_INT, gI, gI, 0, 0, 0, k);
     }
     plena_loop_end(c, s);
@@ -708,14 +718,14 @@ int plena_moe_accumulator_init(struct plena_ctx *c, const struct plena_tensor *a
 int plena_moe_gather_pair_row(struct plena_ctx *c, const struct plena_tensor *slot,
                               const struct plena_tensor *x, unsigned gp_t)
 {
-    const ST s = PLENA_STAGE_GATHER;
+    const enum plena_stage s = PLENA_STAGE_GATHER;
     struct plena_regset saved = c->live;
     uint8_t f[1];
     if (plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
     ld_const(c, s, f[0], 0, c->map->off_one);
-    struct opnd src = od(x, 0, VLEN);
+    struct opnd src = od(x, 0, c->m->vlen);
     src.dyn = gp_t;
-    rows_blocks(c, s, PLENA_OP_V_MUL_VF, RB_VF, od(slot, 0, VLEN), src, none_od(), f[0], 1,
+    rows_blocks(c, s, PLENA_OP_V_MUL_VF, RB_VF, od(slot, 0, c->m->vlen), src, none_od(), f[0], 1,
                 nblk(c, slot), 0);
     c->live = saved;
     return c->p->status;
@@ -726,7 +736,7 @@ int plena_moe_gather_pair_row(struct plena_ctx *c, const struct plena_tensor *sl
 int plena_moe_expert_weight_address(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
                                     unsigned gp_p, const uint8_t a_regs[3])
 {
-    const ST s = PLENA_STAGE_EXPERT_WEIGHT_ADDRESS;
+    const enum plena_stage s = PLENA_STAGE_EXPERT_WEIGHT_ADDRESS;
     struct plena_regset saved = c->live;
     const struct plena_moe_map *mp = c->map;
     const uint64_t ids = (uint64_t)mp->int_base + mp->ids_off;
@@ -786,33 +796,34 @@ int plena_moe_expert_projection(struct plena_ctx *c, const struct plena_moe_cfg 
 int plena_moe_expert_bias_add(struct plena_ctx *c, const struct plena_tensor *y,
                               const struct plena_tensor *bias, unsigned gp_p)
 {
-    const ST s = PLENA_STAGE_EXPERT_BIAS;
+    const enum plena_stage s = PLENA_STAGE_EXPERT_BIAS;
     struct plena_regset saved = c->live;
     uint8_t g[3];
     if (plena_regs_take(c, 3, 0, 0, g)) return c->p->status;
     unsigned gE = g[0], gV = g[1], gO = g[2];
     plena_emit(c, s, PLENA_OP_S_LD_INT, gE, gp_p, 0, 0, 0,
                (uint32_t)((uint64_t)c->map->int_base + c->map->ids_off));
-    plena_emit_li(c, s, gV, VLEN);
+    plena_emit_li(c, s, gV, c->m->vlen);
     plena_emit(c, s, PLENA_OP_S_MUL_INT, gO, gE, gV, 0, 0, 0);
-    struct opnd b = od(bias, 0, VLEN);
+    struct opnd b = od(bias, 0, c->m->vlen);
     b.dyn = gO;
-    rows_blocks(c, s, PLENA_OP_V_ADD_VV, RB_VV, od(y, 0, VLEN), od(y, 0, VLEN), b, 0, 1, nblk(c, y),
-                0);
+    rows_blocks(c, s, PLENA_OP_V_ADD_VV, RB_VV, od(y, 0, c->m->vlen), od(y, 0, c->m->vlen), b, 0, 1,
+                nblk(c, y), 0);
     c->live = saved;
     return c->p->status;
 }
 
-int plena_moe_expert_activation(struct plena_ctx *c, ST stage, enum plena_act_policy policy,
-                                const struct plena_tensor *gate, const struct plena_tensor *up,
-                                const struct plena_tensor *scratch, uint32_t rows, uint32_t width)
+int plena_moe_expert_activation(struct plena_ctx *c, enum plena_stage stage,
+                                enum plena_act_policy policy, const struct plena_tensor *gate,
+                                const struct plena_tensor *up, const struct plena_tensor *scratch,
+                                uint32_t rows, uint32_t width)
 {
     int rc = stage_ok(c, stage, M(EXPERT_ACTIVATION) | M(SHARED_EXPERT_ACTIVATION),
                       "plena_moe_expert_activation");
     if (rc) return rc;
     if (c->p->status || rows == 0) return c->p->status;
     if (gate->prow != up->prow || gate->prow != scratch->prow)
-        return plena_prog_fail(c->p, PLENA_E_SHAPE, "activation tensors differ in prow");
+        return plena_prog_fail(c->p, PLENA_GEN_SHAPE, "activation tensors differ in prow");
     struct plena_regset saved = c->live;
     const int clamp = policy == PLENA_ACT_GPT_OSS_CLAMP_GATED;
     uint8_t g[6], f[4];
@@ -830,7 +841,7 @@ int plena_moe_expert_activation(struct plena_ctx *c, ST stage, enum plena_act_po
     plena_emit_li(c, stage, gG, gate->base);
     plena_emit_li(c, stage, gU, up->base);
     plena_emit_li(c, stage, gS, scratch->base);
-    int bl = plena_loop_begin(c, stage, cb, cdiv(width, VLEN));
+    int bl = plena_loop_begin(c, stage, cb, cdiv(width, c->m->vlen));
     int rl = plena_loop_begin(c, stage, cr, rows);
     if (clamp) {
         plena_emit(c, stage, PLENA_OP_V_MIN_VF, gG, gG, flp, 0, 0, 0);
@@ -845,13 +856,13 @@ int plena_moe_expert_activation(struct plena_ctx *c, ST stage, enum plena_act_po
     if (clamp) plena_emit(c, stage, PLENA_OP_V_ADD_VF, gU, gU, fone, 0, 0, 0);
     plena_emit(c, stage, PLENA_OP_V_MUL_VV, gU, gU, gG, 0, 0, 0);
     if (rl) {
-        plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gG, gG, 0, 0, 0, VLEN);
-        plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gU, gU, 0, 0, 0, VLEN);
-        plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gS, gS, 0, 0, 0, VLEN);
+        plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gG, gG, 0, 0, 0, c->m->vlen);
+        plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gU, gU, 0, 0, 0, c->m->vlen);
+        plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gS, gS, 0, 0, 0, c->m->vlen);
     }
     plena_loop_end(c, stage);
     if (bl) {
-        uint64_t step = (uint64_t)gate->prow * VLEN - (rl ? (uint64_t)rows * VLEN : 0);
+        uint64_t step = (uint64_t)gate->prow * c->m->vlen - (rl ? (uint64_t)rows * c->m->vlen : 0);
         if (step) {
             plena_emit_addi(c, stage, gG, gG, step, scr);
             plena_emit_addi(c, stage, gU, gU, step, scr);
@@ -863,9 +874,9 @@ int plena_moe_expert_activation(struct plena_ctx *c, ST stage, enum plena_act_po
     return c->p->status;
 }
 
-int plena_moe_broadcast_row_weights(struct plena_ctx *c, ST stage, const struct plena_tensor *dst,
-                                    uint32_t row0, uint32_t nrows, unsigned fp_reg, uint32_t fp_imm,
-                                    uint32_t fp_step)
+int plena_moe_broadcast_row_weights(struct plena_ctx *c, enum plena_stage stage,
+                                    const struct plena_tensor *dst, uint32_t row0, uint32_t nrows,
+                                    unsigned fp_reg, uint32_t fp_imm, uint32_t fp_step)
 {
     int rc = stage_ok(c, stage, M(EXPERT_ROUTE_WEIGHT) | M(SHARED_EXPERT_GATE),
                       "plena_moe_broadcast_row_weights");
@@ -884,7 +895,7 @@ int plena_moe_broadcast_row_weights(struct plena_ctx *c, ST stage, const struct 
         plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gF, fp_reg, 0, 0, 0, 0);
         fbase = gF;
     }
-    plena_emit_li(c, stage, gR, plena_row(dst, row0, 0, VLEN));
+    plena_emit_li(c, stage, gR, plena_row(dst, row0, 0, c->m->vlen));
     int rl =
         tloop ? plena_loop_begin_t(c, stage, cr, nrows) : plena_loop_begin(c, stage, cr, nrows);
     plena_emit(c, stage, PLENA_OP_S_LD_FP, fw, fbase, 0, 0, 0, fp_imm);
@@ -893,11 +904,11 @@ int plena_moe_broadcast_row_weights(struct plena_ctx *c, ST stage, const struct 
     unsigned d = nb > 1 ? gD : gR;
     int bl = plena_loop_begin(c, stage, cb, nb);
     plena_emit(c, stage, PLENA_OP_V_MUL_VF, d, d, fw, 0, 0, 0);
-    if (bl) plena_emit_addi(c, stage, gD, gD, (uint64_t)dst->prow * VLEN, scr);
+    if (bl) plena_emit_addi(c, stage, gD, gD, (uint64_t)dst->prow * c->m->vlen, scr);
     plena_loop_end(c, stage);
     if (rl) {
         plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gF, gF, 0, 0, 0, fp_step);
-        plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gR, gR, 0, 0, 0, VLEN);
+        plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gR, gR, 0, 0, 0, c->m->vlen);
     }
     plena_loop_end(c, stage);
     c->live = saved;
@@ -907,10 +918,10 @@ int plena_moe_broadcast_row_weights(struct plena_ctx *c, ST stage, const struct 
 int plena_moe_scatter_add(struct plena_ctx *c, const struct plena_tensor *acc, unsigned gp_t,
                           const struct plena_tensor *yd)
 {
-    struct opnd a = od(acc, 0, VLEN);
+    struct opnd a = od(acc, 0, c->m->vlen);
     a.dyn = gp_t;
     return rows_blocks(c, PLENA_STAGE_SCATTER_COMBINE, PLENA_OP_V_ADD_VV, RB_VV, a, a,
-                       od(yd, 0, VLEN), 0, 1, nblk(c, acc), 0);
+                       od(yd, 0, c->m->vlen), 0, 1, nblk(c, acc), 0);
 }
 
 /* ---- 3.3.10 shared expert and gate ---- */
@@ -919,7 +930,8 @@ int plena_moe_shared_expert(struct plena_ctx *c, const struct plena_moe_cfg *cfg
                             const struct plena_tensor *x, uint32_t t_rows,
                             const struct plena_tensor *s)
 {
-    ST sp = PLENA_STAGE_SHARED_EXPERT_PROJECTION, sa = PLENA_STAGE_SHARED_EXPERT_ACTIVATION;
+    enum plena_stage sp = PLENA_STAGE_SHARED_EXPERT_PROJECTION,
+                     sa = PLENA_STAGE_SHARED_EXPERT_ACTIVATION;
     if (FAULT(cfg) == PLENA_FAULT_SHARED_AS_ROUTED) {
         sp = PLENA_STAGE_EXPERT_PROJECTION;
         sa = PLENA_STAGE_EXPERT_ACTIVATION;
@@ -966,14 +978,14 @@ int plena_moe_shared_gate(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
                           const struct plena_tensor *wg, uint32_t gate_off,
                           const struct plena_tensor *s)
 {
-    const ST st = PLENA_STAGE_SHARED_EXPERT_GATE;
+    const enum plena_stage st = PLENA_STAGE_SHARED_EXPERT_GATE;
     (void)cfg; /* read only by the test-build fault switch */
     if (c->p->status) return c->p->status;
     plena_prog_comment(c->p, "shared gate: sigmoid(x . w_g) per token");
     struct plena_regset saved = c->live;
     uint32_t mark = plena_vram_mark(c->va);
     struct plena_tensor q;
-    if (valloc(c, 1, VLEN, "gate_q", &q)) return c->p->status;
+    if (valloc(c, 1, c->m->vlen, "gate_q", &q)) return c->p->status;
     uint8_t g[8], f[2];
     if (plena_regs_take(c, 8, 0, 0, g) || plena_regs_take(c, 0, 2, 0, f)) return c->p->status;
     unsigned gG = g[0], gX = g[1], ct = g[2], cc = g[3], gXc = g[4], gWc = g[5], gQ = g[6],
@@ -992,8 +1004,8 @@ int plena_moe_shared_gate(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
     plena_emit(c, st, PLENA_OP_V_MUL_VV, gQ, gXc, gWc, 0, 0, 0);
     plena_emit(c, st, PLENA_OP_V_RED_SUM, fz, gQ, 0, 0, 0, 0);
     if (lc) {
-        plena_emit_addi(c, st, gXc, gXc, (uint64_t)x->prow * VLEN, scr);
-        plena_emit_addi(c, st, gWc, gWc, (uint64_t)wg->prow * VLEN, scr);
+        plena_emit_addi(c, st, gXc, gXc, (uint64_t)x->prow * c->m->vlen, scr);
+        plena_emit_addi(c, st, gWc, gWc, (uint64_t)wg->prow * c->m->vlen, scr);
     }
     plena_loop_end(c, st);
     plena_emit(c, st, PLENA_OP_S_SUB_FP, fz, 0, fz, 0, 0, 0);
@@ -1003,7 +1015,7 @@ int plena_moe_shared_gate(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
     plena_emit(c, st, PLENA_OP_S_ST_FP, fz, gG, 0, 0, 0, 0);
     if (lt) {
         plena_emit(c, st, PLENA_OP_S_ADDI_INT, gG, gG, 0, 0, 0, 1);
-        plena_emit(c, st, PLENA_OP_S_ADDI_INT, gX, gX, 0, 0, 0, VLEN);
+        plena_emit(c, st, PLENA_OP_S_ADDI_INT, gX, gX, 0, 0, 0, c->m->vlen);
     }
     plena_loop_end(c, st);
     plena_vram_release(c->va, mark);
@@ -1018,8 +1030,9 @@ int plena_moe_combine_shared_and_routed(struct plena_ctx *c, const struct plena_
                                         const struct plena_tensor *s, uint32_t t_rows)
 {
     plena_prog_comment(c->p, "combine shared + routed");
-    return rows_blocks(c, PLENA_STAGE_SCATTER_COMBINE, PLENA_OP_V_ADD_VV, RB_VV, od(acc, 0, VLEN),
-                       od(acc, 0, VLEN), od(s, 0, VLEN), 0, t_rows, nblk(c, acc), 1);
+    return rows_blocks(c, PLENA_STAGE_SCATTER_COMBINE, PLENA_OP_V_ADD_VV, RB_VV,
+                       od(acc, 0, c->m->vlen), od(acc, 0, c->m->vlen), od(s, 0, c->m->vlen), 0,
+                       t_rows, nblk(c, acc), 1);
 }
 
 /* ---- names, lookup, configuration ---- */
@@ -1173,7 +1186,7 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
     uint64_t int_need = int_fixed + (uint64_t)tok_need * k;
     if (fp_need > fp_avail)
         return plena_prog_fail(
-            c->p, PLENA_E_SRAM,
+            c->p, PLENA_GEN_SRAM,
             "FP SRAM: %s %u token(s) needs %llu entries (VLEN %u zero row + 16 constants%s + "
             "top_k %u route weights%s per token), limit %llu (FP_SRAM_DEPTH %u - fp_base %u); "
             "driven by model.top_k%s%s",
@@ -1183,7 +1196,7 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
             dot ? ", model.num_experts" : "", gate ? ", model.shared_gate" : "");
     if (int_need > int_avail)
         return plena_prog_fail(
-            c->p, PLENA_E_SRAM,
+            c->p, PLENA_GEN_SRAM,
             "INT SRAM: %s %u token(s) needs %llu entries (top_k %u expert ids per token%s + 16 "
             "spill slots), limit %llu (INT_SRAM_DEPTH %u - int_base %u); driven by "
             "model.top_k%s",
@@ -1196,7 +1209,7 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
     if (k && (int_avail - int_fixed) / k < tb) tb = (int_avail - int_fixed) / k;
     if (cfg->force_tblk && cfg->force_tblk < tb) tb = cfg->force_tblk;
     if (tb < 1) /* impossible after the two checks above */
-        return plena_prog_fail(c->p, PLENA_E_SRAM, "SRAM: T_blk < 1");
+        return plena_prog_fail(c->p, PLENA_GEN_SRAM, "SRAM: T_blk < 1");
     mp->t_blk = (uint32_t)tb;
     mp->n_blocks = cdiv(T, mp->t_blk);
     uint32_t pr = 0;
@@ -1252,7 +1265,7 @@ static int pair_section(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
                         struct pair_tensors *pt, uint32_t n, uint32_t r0,
                         struct plena_moe_emit_info *info)
 {
-    const ST sg = PLENA_STAGE_GATHER, ss = PLENA_STAGE_SCATTER_COMBINE;
+    const enum plena_stage sg = PLENA_STAGE_GATHER, ss = PLENA_STAGE_SCATTER_COMBINE;
     const uint32_t k = cfg->k, V = c->m->vlen;
     uint32_t mark = plena_vram_mark(c->va);
     if (valloc(c, 1, c->map->H_p, "pair_slot", &pt->slot) ||
@@ -1350,11 +1363,11 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
     c->map = &info->map;
     struct plena_prog *p = c->p;
     if (p->status) return p->status;
-    if (T == 0) return plena_prog_fail(p, PLENA_E_SHAPE, "token count must be > 0");
+    if (T == 0) return plena_prog_fail(p, PLENA_GEN_SHAPE, "token count must be > 0");
     if (cfg->m.vlen != cfg->m.mlen || cfg->m.blen == 0 || cfg->m.mlen % cfg->m.blen)
-        return plena_prog_fail(p, PLENA_E_SHAPE, "geometry: VLEN must equal MLEN, BLEN | MLEN");
+        return plena_prog_fail(p, PLENA_GEN_SHAPE, "geometry: VLEN must equal MLEN, BLEN | MLEN");
     if (cfg->H == 0 || cfg->H % cfg->m.mlen)
-        return plena_prog_fail(p, PLENA_E_SHAPE, "hidden %u is not a multiple of MLEN %u", cfg->H,
+        return plena_prog_fail(p, PLENA_GEN_SHAPE, "hidden %u is not a multiple of MLEN %u", cfg->H,
                                cfg->m.mlen);
     const int routed = cfg->routing != PLENA_ROUTING_NONE;
     const int device = cfg->routing == PLENA_ROUTING_DEVICE;
@@ -1362,10 +1375,11 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
     const int gate = shared && cfg->gate == PLENA_SHARED_GATE_SIGMOID;
     const int prenorm = cfg->residual == PLENA_RESIDUAL_PRE_NORM;
     if (!routed && !shared)
-        return plena_prog_fail(p, PLENA_E_SHAPE, "layer has neither routed nor shared experts");
+        return plena_prog_fail(p, PLENA_GEN_SHAPE, "layer has neither routed nor shared experts");
     if (routed && (cfg->E < 1 || cfg->E > PLENA_TOPK_MAX_EXPERTS || cfg->k < 1 || cfg->k > cfg->E ||
                    cfg->k > PLENA_TOPK_MAX_K))
-        return plena_prog_fail(p, PLENA_E_TOPK, "top-k shape (E=%u, k=%u) invalid", cfg->E, cfg->k);
+        return plena_prog_fail(p, PLENA_GEN_TOPK, "top-k shape (E=%u, k=%u) invalid", cfg->E,
+                               cfg->k);
 #ifdef PLENA_TESTING
     if (cfg->fault == PLENA_FAULT_NO_MARKERS) p->no_markers = 1;
 #endif
@@ -1386,35 +1400,38 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
     memset(&bu, 0, sizeof bu);
     memset(&bd, 0, sizeof bd);
     memset(&gam, 0, sizeof gam);
-#define ALLOC_PR(t, rows, prow, cols, name)                                                        \
-    do {                                                                                           \
-        int rc_ = plena_vram_alloc_prow(c->va, rows, prow, cols, name, &t, p->err);                \
-        if (rc_) return p->status = rc_;                                                           \
-        add_abi(info, &t);                                                                         \
-    } while (0)
-#define ALLOC(t, rows, cols, name)                                                                 \
-    do {                                                                                           \
-        if (valloc(c, rows, cols, name, &t)) return p->status;                                     \
-        add_abi(info, &t);                                                                         \
-    } while (0)
-    ALLOC_PR(h, T, PR, mp->H_p, "h");
-    if (prenorm) {
-        ALLOC_PR(res, T, PR, mp->H_p, "residual");
-        ALLOC(gam, 1, mp->H_p, "gamma");
+    /* the ABI tensors of layout.json, in this order; PR rows for the
+     * token-indexed ones (a block's last M_MM_WO cannot spill) */
+    const struct {
+        int want;
+        struct plena_tensor *t;
+        uint32_t rows, prow, cols;
+        const char *name;
+    } abi[] = {
+        {1, &h, T, PR, mp->H_p, "h"},
+        {prenorm, &res, T, PR, mp->H_p, "residual"},
+        {prenorm, &gam, 1, 0, mp->H_p, "gamma"},
+        {device && cfg->router_form == PLENA_ROUTER_DOT, &wr, cfg->E, 0, mp->H_p, "router_w"},
+        {device && cfg->router_bias, &rb, mp->eb, 0, V, "router_b"},
+        {routed && cfg->expert_bias, &bg, cfg->E, 0, mp->I_p, "b_gate"},
+        {routed && cfg->expert_bias, &bu, cfg->E, 0, mp->I_p, "b_up"},
+        {routed && cfg->expert_bias, &bd, cfg->E, 0, mp->H_p, "b_down"},
+        {gate, &wg, 1, 0, mp->H_p, "w_g"},
+        {routed, &acc, T, PR, mp->H_p, "acc"},
+        {shared, &S, T, PR, mp->H_p, "S"},
+        {device, &lg, mp->t_blk * mp->eb, 0, V, "logits"},
+    };
+    for (size_t i = 0; i < sizeof abi / sizeof abi[0]; i++) {
+        if (!abi[i].want) continue;
+        int rc = abi[i].prow ? plena_vram_alloc_prow(c->va, abi[i].rows, abi[i].prow, abi[i].cols,
+                                                     abi[i].name, abi[i].t, p->err)
+                             : valloc(c, abi[i].rows, abi[i].cols, abi[i].name, abi[i].t);
+        if (rc) {
+            vram_failed(p, rc);
+            return p->status;
+        }
+        add_abi(info, abi[i].t);
     }
-    if (device && cfg->router_form == PLENA_ROUTER_DOT) ALLOC(wr, cfg->E, mp->H_p, "router_w");
-    if (device && cfg->router_bias) ALLOC(rb, mp->eb, V, "router_b");
-    if (routed && cfg->expert_bias) {
-        ALLOC(bg, cfg->E, mp->I_p, "b_gate");
-        ALLOC(bu, cfg->E, mp->I_p, "b_up");
-        ALLOC(bd, cfg->E, mp->H_p, "b_down");
-    }
-    if (gate) ALLOC(wg, 1, mp->H_p, "w_g");
-    if (routed) ALLOC_PR(acc, T, PR, mp->H_p, "acc");
-    if (shared) ALLOC_PR(S, T, PR, mp->H_p, "S");
-    if (device) ALLOC(lg, mp->t_blk * mp->eb, V, "logits");
-#undef ALLOC
-#undef ALLOC_PR
     info->abi_elems = plena_vram_live_elems(c->va);
     if (mp->has_router_hbm) add_hbm(info, "router_w_hbm", mp->router_hbm, mp->H_p, mp->E_p);
     if (routed) {
@@ -1530,14 +1547,18 @@ int plena_gen_capacity_check(const struct plena_moe_model *mdl, const struct ple
     struct plena_moe_cfg cfg;
     plena_moe_cfg_from_model(mdl, m, &cfg);
     struct plena_moe_emit_info *info = plena_malloc(sizeof *info);
-    if (!info) return PLENA_FAIL(err, PLENA_E_NOMEM, "capacity", "out of memory"), PLENA_E_GENMEM;
+    if (!info) {
+        cap->reason = PLENA_GEN_NOMEM;
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "capacity", "out of memory");
+    }
     struct plena_prog prog;
     struct plena_err e = {0};
     int rc = plena_moe_generate(&cfg, T, &prog, info, &e);
     cap->vram_limit = m->vram_elems;
     cap->hbm_limit = m->hbm_size;
     cap->insn_limit = UINT32_MAX;
-    if (rc == PLENA_E_VRAM) {
+    cap->reason = prog.reason;
+    if (rc && prog.reason == PLENA_GEN_VRAM) {
         /* The requirement is the same generator's peak with room to spare. */
         plena_prog_free(&prog);
         struct plena_moe_cfg big = cfg;
@@ -1569,7 +1590,8 @@ int plena_gen_capacity_check(const struct plena_moe_model *mdl, const struct ple
         cap->hbm_need = mp->hbm_end;
         cap->n_insns = prog.n_insns;
         if (cap->n_insns > cap->insn_limit) {
-            rc = PLENA_E_SHAPE;
+            rc = PLENA_E_INPUT;
+            cap->reason = PLENA_GEN_SHAPE;
             PLENA_FAIL(err, PLENA_E_INPUT, "capacity",
                        "instruction count: %u token(s) need %llu instructions (%s pairs), limit "
                        "%llu (32-bit PC); driven by model.top_k %u and the token count",

@@ -127,14 +127,16 @@ struct plena_gen_capacity {
     uint64_t vram_need, vram_limit; /* VRAM elements: the allocator's peak */
     uint64_t hbm_need, hbm_limit;   /* HBM bytes (over the limit: warning only, 2.3) */
     uint64_t n_insns, insn_limit;   /* static instructions; the PC is 32 bits */
+    enum plena_gen_reason reason;   /* the rule that refused (PLENA_GEN_NO_REASON when it fits) */
 };
 /* Would the generator lower `mdl` (with the routing in mdl->routing) for T
  * tokens on machine m? Runs the generator itself (plena_moe_generate), so the
  * rules are its own: T_blk of 2.6 (FP SRAM, INT SRAM; fixed routing needs the
  * whole routing table), the VRAM allocator, the MRAM chunk, and the
  * instruction count. On failure err names the resource, the requirement,
- * the limit and the model fields behind it, and the return is PLENA_E_SRAM,
- * PLENA_E_VRAM, PLENA_E_SHAPE (MRAM, shape) or PLENA_E_GENMEM. An HBM image
+ * the limit and the model fields behind it, the return is PLENA_E_INPUT (or
+ * PLENA_E_NOMEM) and cap->reason names the rule: PLENA_GEN_SRAM, _VRAM,
+ * _SHAPE (MRAM, shape, instruction count) or _NOMEM. An HBM image
  * beyond HBM_SIZE is not a failure (reads past the capacity return zeros);
  * cap->hbm_need > cap->hbm_limit tells the caller to warn. cap may be NULL. */
 int plena_gen_capacity_check(const struct plena_moe_model *mdl, const struct plena_gen_machine *m,

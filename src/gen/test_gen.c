@@ -109,10 +109,12 @@ static void test_comment_rules(void **state)
     (void)state;
     struct env e;
     env_init(&e, 4);
-    assert_int_equal(plena_prog_comment(&e.p, "bad @stage=gather"), PLENA_E_COMMENT);
+    assert_int_equal(plena_prog_comment(&e.p, "bad @stage=gather"), PLENA_E_INPUT);
+    assert_int_equal(e.p.reason, PLENA_GEN_COMMENT);
     env_fini(&e);
     env_init(&e, 4);
-    assert_int_equal(plena_prog_comment(&e.p, "two\nlines"), PLENA_E_COMMENT);
+    assert_int_equal(plena_prog_comment(&e.p, "two\nlines"), PLENA_E_INPUT);
+    assert_int_equal(e.p.reason, PLENA_GEN_COMMENT);
     env_fini(&e);
 }
 
@@ -150,7 +152,8 @@ static void test_legalisation(void **state)
     env_fini(&e);
     /* >= 2^32 */
     env_init(&e, 4);
-    assert_int_equal(plena_emit_li(&e.c, PLENA_STAGE_OTHER, 4, 1ull << 32), PLENA_E_IMM);
+    assert_int_equal(plena_emit_li(&e.c, PLENA_STAGE_OTHER, 4, 1ull << 32), PLENA_E_INPUT);
+    assert_int_equal(e.p.reason, PLENA_GEN_IMM);
     env_fini(&e);
     /* addi: rd != rs large: li rd; add rd, rs, rd */
     env_init(&e, 4);
@@ -162,7 +165,8 @@ static void test_legalisation(void **state)
     env_fini(&e);
     /* rd == rs large without scratch */
     env_init(&e, 4);
-    assert_int_equal(plena_emit_addi(&e.c, PLENA_STAGE_OTHER, 2, 2, 300000, 0), PLENA_E_IMM);
+    assert_int_equal(plena_emit_addi(&e.c, PLENA_STAGE_OTHER, 2, 2, 300000, 0), PLENA_E_INPUT);
+    assert_int_equal(e.p.reason, PLENA_GEN_IMM);
     env_fini(&e);
     env_init(&e, 4);
     assert_int_equal(plena_emit_addi(&e.c, PLENA_STAGE_OTHER, 2, 2, 300000, 5), 0);
@@ -172,19 +176,23 @@ static void test_legalisation(void **state)
     env_init(&e, 4);
     assert_int_equal(
         plena_emit(&e.c, PLENA_STAGE_OTHER, PLENA_OP_S_LD_INT, 1, 0, 0, 0, 0, 1u << 18),
-        PLENA_E_IMM);
+        PLENA_E_INPUT);
+    assert_int_equal(e.p.reason, PLENA_GEN_IMM);
     env_fini(&e);
     env_init(&e, 4);
     assert_int_equal(plena_emit(&e.c, PLENA_STAGE_OTHER, PLENA_OP_C_LOOP_START, 1, 0, 0, 0, 0, 0),
-                     PLENA_E_IMM);
+                     PLENA_E_INPUT);
+    assert_int_equal(e.p.reason, PLENA_GEN_IMM);
     env_fini(&e);
     env_init(&e, 4);
     assert_int_equal(plena_emit(&e.c, PLENA_STAGE_OTHER, PLENA_OP_S_ADDI_INT, 0, 0, 0, 0, 0, 1),
-                     PLENA_E_REGS);
+                     PLENA_E_INPUT);
+    assert_int_equal(e.p.reason, PLENA_GEN_REGS);
     env_fini(&e);
     env_init(&e, 4);
     assert_int_equal(plena_emit(&e.c, PLENA_STAGE_OTHER, PLENA_OP_S_LD_FP, 0, 1, 0, 0, 0, 1),
-                     PLENA_E_REGS);
+                     PLENA_E_INPUT);
+    assert_int_equal(e.p.reason, PLENA_GEN_REGS);
     assert_int_equal(n_insn(&e.p), 0);
     env_fini(&e);
 }
@@ -202,7 +210,8 @@ static void test_regs_take(void **state)
     assert_int_equal(r[2], 1);
     assert_int_equal(r[3], 0);
     e.c.live.gp = 0xFFFE;
-    assert_int_equal(plena_regs_take(&e.c, 1, 0, 0, r), PLENA_E_REGS);
+    assert_int_equal(plena_regs_take(&e.c, 1, 0, 0, r), PLENA_E_INPUT);
+    assert_int_equal(e.p.reason, PLENA_GEN_REGS);
     env_fini(&e);
 }
 
@@ -248,7 +257,8 @@ static void test_vram_allocator(void **state)
     assert_int_equal(plena_vram_alloc(&vb, 64, 64, "two", &b, NULL), 0);
     struct plena_err err;
     plena_err_clear(&err);
-    assert_int_equal(plena_vram_alloc(&vb, 1, 64, "three", &c, &err), PLENA_E_VRAM);
+    assert_int_equal(plena_vram_alloc(&vb, 1, 64, "three", &c, &err), PLENA_E_INPUT);
+    assert_int_equal(err.code, PLENA_E_INPUT);
     assert_non_null(strstr(err.msg, "three"));
     plena_vram_fini(&vb);
     plena_vram_fini(&va);
@@ -329,7 +339,8 @@ static void test_polymorphic_stage_masks(void **state)
                     if (f.p.items[i].kind == PLENA_ITEM_INSN)
                         assert_int_equal(f.p.items[i].stage, s);
             } else {
-                assert_int_equal(rc, PLENA_E_STAGE);
+                assert_int_equal(rc, PLENA_E_INPUT);
+                assert_int_equal(f.p.reason, PLENA_GEN_STAGE);
                 assert_int_equal(f.p.n_items, 0);
             }
             f.c.va = &f.va;
@@ -655,18 +666,22 @@ static void test_rejections(void **state)
     struct plena_err err;
     cfg_for("tiny-fixed", 4, &cfg);
     plena_err_clear(&err);
-    assert_int_equal(plena_moe_generate(&cfg, 0, &p, &info, &err), PLENA_E_SHAPE);
+    assert_int_equal(plena_moe_generate(&cfg, 0, &p, &info, &err), PLENA_E_INPUT);
+    assert_int_equal(p.reason, PLENA_GEN_SHAPE);
     plena_prog_free(&p);
     cfg.k = 17;
-    assert_int_equal(plena_moe_generate(&cfg, 4, &p, &info, NULL), PLENA_E_TOPK);
+    assert_int_equal(plena_moe_generate(&cfg, 4, &p, &info, NULL), PLENA_E_INPUT);
+    assert_int_equal(p.reason, PLENA_GEN_TOPK);
     plena_prog_free(&p);
     cfg_for("tiny-fixed", 4, &cfg);
     cfg.H = 96;
-    assert_int_equal(plena_moe_generate(&cfg, 4, &p, &info, NULL), PLENA_E_SHAPE);
+    assert_int_equal(plena_moe_generate(&cfg, 4, &p, &info, NULL), PLENA_E_INPUT);
+    assert_int_equal(p.reason, PLENA_GEN_SHAPE);
     plena_prog_free(&p);
     /* fixed routing beyond the SRAM capacity */
     cfg_for("tiny-fixed", 4, &cfg);
-    assert_int_equal(plena_moe_generate(&cfg, 600, &p, &info, NULL), PLENA_E_SRAM);
+    assert_int_equal(plena_moe_generate(&cfg, 600, &p, &info, NULL), PLENA_E_INPUT);
+    assert_int_equal(p.reason, PLENA_GEN_SRAM);
     plena_prog_free(&p);
 }
 
@@ -791,7 +806,8 @@ static void test_capacity_check(void **state)
     assert_true(cap.vram_need > 0 && cap.vram_need <= cap.vram_limit);
     assert_true(cap.n_insns > 0 && cap.hbm_need > 0);
     m.fp_depth = 87; /* one token needs 88 */
-    assert_int_equal(plena_gen_capacity_check(r128, &m, 8, &cap, &err), PLENA_E_SRAM);
+    assert_int_equal(plena_gen_capacity_check(r128, &m, 8, &cap, &err), PLENA_E_INPUT);
+    assert_int_equal(cap.reason, PLENA_GEN_SRAM);
     assert_non_null(strstr(err.msg, "FP SRAM"));
     assert_non_null(strstr(err.msg, "needs 88 entries"));
     assert_non_null(strstr(err.msg, "limit 87"));
@@ -802,7 +818,8 @@ static void test_capacity_check(void **state)
     plena_err_clear(&err);
     assert_int_equal(
         plena_gen_capacity_check(plena_model_preset_find("tiny-ksplit"), &m, 2, &cap, &err),
-        PLENA_E_SHAPE);
+        PLENA_E_INPUT);
+    assert_int_equal(cap.reason, PLENA_GEN_SHAPE);
     assert_non_null(strstr(err.msg, "MRAM"));
     assert_non_null(strstr(err.msg, "needs 5 tiles"));
     assert_non_null(strstr(err.msg, "limit 3 tiles"));
@@ -813,7 +830,8 @@ static void test_capacity_check(void **state)
     uint64_t need = cap.vram_need;
     m.vram_elems = need - 1;
     plena_err_clear(&err);
-    assert_int_equal(plena_gen_capacity_check(ds, &m, 8, &cap, &err), PLENA_E_VRAM);
+    assert_int_equal(plena_gen_capacity_check(ds, &m, 8, &cap, &err), PLENA_E_INPUT);
+    assert_int_equal(cap.reason, PLENA_GEN_VRAM);
     char want[96];
     snprintf(want, sizeof want, "need %llu elements", (unsigned long long)need);
     assert_non_null(strstr(err.msg, want));

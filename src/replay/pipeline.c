@@ -898,7 +898,7 @@ int plena_replay_run(const struct plena_replay_item *it, const struct plena_repl
         rc = plena_replay_json_write_file(it->trace, tpath, err);
     }
     if (rc) {
-        out->exit_code = 4;
+        out->code = PLENA_E_OUTPUT;
         return rc;
     }
     plena_replay_check_set(&c.checks, "validate", 1, "trace valid (V and replay-tier rules)");
@@ -951,11 +951,11 @@ int plena_replay_run(const struct plena_replay_item *it, const struct plena_repl
         off += (size_t)snprintf(out->failed + off, sizeof out->failed - off, "%s%s", i ? "," : "",
                                 g.failed[i]);
     out->sim_latency_cycles = c.ran ? c.run.reported_cycles : 0;
-    out->exit_code = g.passed ? 0 : gen_refused ? 3 : 1;
+    out->code = g.passed ? PLENA_OK : gen_refused ? PLENA_E_INPUT : PLENA_E_FAILED;
     ctx_free(&c);
     return 0;
 fail:
-    out->exit_code = rc == PLENA_E_NOMEM ? 5 : 4;
+    out->code = rc == PLENA_E_NOMEM ? PLENA_E_NOMEM : PLENA_E_OUTPUT;
     ctx_free(&c);
     return rc;
 }

@@ -76,15 +76,16 @@ int plena_replay_prepare(const char *bytes, size_t len, const char *source_path,
 struct plena_replay_outcome {
     int skipped; /* --skip-existing found a passed result */
     int gate_passed;
-    int exit_code;    /* 0.2 */
-    char kind[24];    /* numerical / zero_input_smoke */
-    char failed[512]; /* comma-separated failed checks */
+    enum plena_status code; /* OK passed, E_FAILED gate failed, E_INPUT generator refused,
+                             * E_OUTPUT, E_NOMEM (docs/replay.md "Exit status") */
+    char kind[24];          /* numerical / zero_input_smoke */
+    char failed[512];       /* comma-separated failed checks */
     uint64_t sim_latency_cycles;
 };
 
 /* Steps 2-8 for one prepared trace. Returns 0 when a decided result was
- * written (or the trace was skipped); out->exit_code says pass (0), gate
- * failed (1), generator refused (3), output error (4). Non-zero return:
+ * written (or the trace was skipped); out->code says pass (OK), gate
+ * failed (E_FAILED), generator refused (E_INPUT), output error (E_OUTPUT). Non-zero return:
  * nothing decided (err filled). */
 int plena_replay_run(const struct plena_replay_item *it, const struct plena_replay_opts *o,
                      struct plena_replay_outcome *out, struct plena_err *err);

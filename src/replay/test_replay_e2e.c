@@ -87,7 +87,7 @@ static void test_example_passes_numerical_gate(void **state)
     plena_replay_opts_default(&o);
     struct plena_replay_outcome oc;
     json_t *r = replay_example(&o, &oc);
-    assert_int_equal(oc.exit_code, 0);
+    assert_int_equal(oc.code, PLENA_OK);
     assert_true(json_is_true(jget(r, "gate", "passed")));
     assert_string_equal(json_string_value(jget(r, "gate", "kind")), "numerical");
     assert_true(json_is_true(jget(r, "functional", "numerical")));
@@ -183,7 +183,7 @@ static void test_flipped_output_element_fails(void **state)
     o.after_run = flip_output;
     struct plena_replay_outcome oc;
     json_t *r = replay_example(&o, &oc);
-    assert_int_equal(oc.exit_code, 1);
+    assert_int_equal(oc.code, PLENA_E_FAILED);
     assert_true(json_is_false(jget(r, "gate", "passed"))); /* decided false, in the file */
     assert_int_equal(json_integer_value(jget(r, "functional", "mismatches")), 1);
     assert_true(json_is_false(jget(r, "summary", "functional_numerical_pass")));
@@ -218,7 +218,7 @@ static void test_altered_id_fails_routing_integrity(void **state)
     o.after_generate = alter_id;
     struct plena_replay_outcome oc;
     json_t *r = replay_example(&o, &oc);
-    assert_int_equal(oc.exit_code, 1);
+    assert_int_equal(oc.code, PLENA_E_FAILED);
     assert_true(json_is_false(jget(r, "gate", "passed")));
     json_t *failed = jget(r, "gate", "failed");
     int found = 0;
@@ -293,7 +293,7 @@ static void test_missing_dump_fails(void **state)
     o.after_run = remove_dump;
     struct plena_replay_outcome oc;
     json_t *r = replay_example(&o, &oc);
-    assert_int_equal(oc.exit_code, 1);
+    assert_int_equal(oc.code, PLENA_E_FAILED);
     assert_true(json_is_false(jget(r, "gate", "passed")));
     json_t *checks = jget(r, "gate", "checks");
     int seen = 0;
@@ -318,7 +318,7 @@ static void test_repeat_gate(void **state)
     o.repeat = 2;
     struct plena_replay_outcome oc;
     json_t *r = replay_example(&o, &oc);
-    assert_int_equal(oc.exit_code, 0);
+    assert_int_equal(oc.code, PLENA_OK);
     assert_true(json_is_true(jget(r, "repeat", "passed")));
     assert_int_equal(json_array_size(json_object_get(jget(r, "repeat", "series"), "output_sha256")),
                      2);

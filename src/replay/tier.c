@@ -84,7 +84,7 @@ int plena_replay_tier_check(const char *bytes, size_t len, const struct plena_re
         uint32_t T = u32(json_object_get(root, "workload"), "token_count");
         struct plena_err ce = {0};
         int crc = plena_gen_capacity_check(&m, &mach, T, NULL, &ce);
-        if (crc == PLENA_E_GENMEM)
+        if (crc == PLENA_E_NOMEM)
             rc = PLENA_E_NOMEM;
         else if (crc)
             rc = add(report, "R005", "(document)", "the generator's capacity check fails: %s",

@@ -265,10 +265,10 @@ void plena_gates_format_line(const struct plena_gate_result *g, struct plena_buf
     plena_buf_puts(b, "\n");
 }
 
-int plena_gates_exit_code(const struct plena_gates_report *r)
+enum plena_status plena_gates_status(const struct plena_gates_report *r)
 {
-    if (r->case_failed) return 3;
-    return r->passed ? 0 : 1;
+    if (r->case_failed) return PLENA_E_INPUT;
+    return r->passed ? PLENA_OK : PLENA_E_FAILED;
 }
 
 /* ---- cases (9.2) ---- */

@@ -103,7 +103,8 @@ struct plena_gates_report {
 int plena_gates_timing_run(const struct plena_gates_opts *o, struct plena_gates_report *r,
                            struct plena_err *err);
 
-/* Exit status of 9.1: 0 all pass, 3 a case failed to build or run, 1 otherwise. */
-int plena_gates_exit_code(const struct plena_gates_report *r);
+/* The verdict: PLENA_OK all pass, PLENA_E_INPUT a case failed to build or run,
+ * PLENA_E_FAILED otherwise. */
+enum plena_status plena_gates_status(const struct plena_gates_report *r);
 
 #endif

@@ -382,7 +382,7 @@ static int write_stats(struct session *ss, struct plena_err *err)
     set(j, "hbm_utilization_bytes_per_sec",
         json_real(plena_run_utilization(out->bytes_read, out->bytes_written, out->serial_picos)),
         &failed);
-    set(j, "return_code", json_integer(out->exit_code), &failed);
+    set(j, "return_code", json_integer(plena_status_exit_code(out->code)), &failed);
     set(j, "status",
         json_string(out->status == PLENA_RUN_OUT_COMPLETED ? "completed"
                     : out->status == PLENA_RUN_OUT_TRAPPED ? "trapped"
@@ -592,7 +592,7 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
     }
     if (res.status == PLENA_RUN_TRAPPED) {
         out->status = PLENA_RUN_OUT_TRAPPED;
-        out->exit_code = 1;
+        out->code = PLENA_E_FAILED;
         out->trap = res.trap;
         plena_emu_format_trap(&res.trap, ss.prog, out->trap_message, sizeof out->trap_message);
         const struct plena_op_info *info = plena_isa_info(res.trap.opcode & 63);
@@ -607,7 +607,7 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
         ss.trap = &ptrap;
     } else {
         out->status = PLENA_RUN_OUT_COMPLETED;
-        out->exit_code = 0;
+        out->code = PLENA_OK;
     }
 
     /* outputs: each is attempted; the first failure is reported (exit 4) */
@@ -633,7 +633,7 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
         plena_free(text);
         if (r && !out_rc) out_rc = r;
     }
-    if (out_rc) out->exit_code = plena_status_exit_code((enum plena_status)out_rc);
+    if (out_rc) out->code = (enum plena_status)out_rc;
     out->host_wall_seconds = mono_now() - t0;
     ss.wall = out->host_wall_seconds;
     iso_now(ss.ended, sizeof ss.ended);
@@ -641,7 +641,7 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
         int r = write_stats(&ss, err);
         if (r && !out_rc) {
             out_rc = r;
-            out->exit_code = plena_status_exit_code((enum plena_status)r);
+            out->code = (enum plena_status)r;
         }
     }
     rc = out_rc;
@@ -649,7 +649,7 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
 
 fail:
     out->status = PLENA_RUN_OUT_ERROR;
-    out->exit_code = plena_status_exit_code((enum plena_status)rc);
+    out->code = (enum plena_status)rc;
     if (err && !plena_err_is_set(err)) *err = *e;
     out->host_wall_seconds = mono_now() - t0;
     ss.wall = out->host_wall_seconds;

@@ -60,7 +60,8 @@ enum plena_run_outcome_status {
 
 struct plena_run_outcome {
     enum plena_run_outcome_status status;
-    int exit_code;                  /* spec 8.3 */
+    enum plena_status code;         /* OK; E_FAILED when trapped; else the error (exit code
+                                     * via plena_status_exit_code, docs/cli.md) */
     struct plena_trap trap;         /* kind NONE unless trapped */
     char trap_message[640];         /* spec/isa.md 14.2 line; empty unless trapped */
     struct plena_settings settings; /* effective settings (valid once loaded) */
@@ -80,8 +81,8 @@ struct plena_run_outcome {
 };
 
 /* Runs one session. Returns 0 when the program ran (completed or trapped:
- * see out->status / out->exit_code), else the error status (usage, input,
- * output, nomem), with out->exit_code set accordingly. Outputs: dumps and
+ * see out->status / out->code), else the error status (usage, input,
+ * output, nomem), with out->code set accordingly. Outputs: dumps and
  * profile on completion and on a trap; run-stats always when requested
  * (status "error" for failures before execution, when writable). */
 int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *out,
