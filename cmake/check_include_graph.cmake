@@ -1,0 +1,40 @@
+cmake_policy(SET CMP0007 NEW)
+# The include graph is the module graph (docs/architecture.md): every library
+# source of a module includes headers only of itself and of the modules its
+# plena_module(... DEPS ...) names directly. CTest `include_graph`.
+# Usage: cmake -DGRAPH=<build>/module_graph.txt -DSRC_DIR=<repo>/src -P check_include_graph.cmake
+# GRAPH has one line per module: "name deps..." (written at configure time by
+# plena_module). Test sources (test_*) and the test-only *_testing variants
+# are not checked: tests may reach any module they link.
+file(STRINGS "${GRAPH}" rows)
+set(bad "")
+set(n_checked 0)
+foreach(row IN LISTS rows)
+  string(REPLACE " " ";" parts "${row}")
+  list(GET parts 0 mod)
+  list(REMOVE_AT parts 0)
+  set(allowed ${mod} ${parts})
+  file(GLOB sources "${SRC_DIR}/${mod}/*.c" "${SRC_DIR}/${mod}/*.h")
+  foreach(f IN LISTS sources)
+    get_filename_component(name "${f}" NAME)
+    if(name MATCHES "^test_")
+      continue()
+    endif()
+    math(EXPR n_checked "${n_checked} + 1")
+    file(STRINGS "${f}" incs REGEX "^[ \t]*#[ \t]*include[ \t]+\"")
+    foreach(inc IN LISTS incs)
+      # "mod/x.h", "../mod/x.h" (public headers) or "x.h" (same directory)
+      if(inc MATCHES "\"(\\.\\./)?([a-z_]+)/[^\"]+\"")
+        set(dep "${CMAKE_MATCH_2}")
+        list(FIND allowed "${dep}" at)
+        if(at EQUAL -1)
+          string(APPEND bad "${f}: ${inc}  (module ${mod} names DEPS: ${parts})\n")
+        endif()
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+if(bad)
+  message(FATAL_ERROR "includes outside the module's DEPS:\n${bad}")
+endif()
+message(STATUS "include graph: ${n_checked} sources include only their modules' DEPS")
