@@ -6,6 +6,7 @@
 #include "run/gates.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -599,6 +600,105 @@ static int write_summary(const struct plena_gates_opts *o, const char *root,
     return rc;
 }
 
+/* One gate case and its repeat_determinism runs; everything it writes is its
+ * own (the case's directory, its report row, its repeats), so cases can run
+ * on separate threads and the report is the same as a serial run's. */
+struct case_job {
+    int i;
+    const char *root;
+    const struct plena_settings *s;
+    unsigned threads;
+    struct plena_gate_case *c;
+    char **base_profile;
+    size_t *base_len;
+    struct plena_gate_repeat reps[2];
+    size_t n_reps;
+};
+
+static void gate_case(struct case_job *j)
+{
+    struct plena_gate_case *c = j->c;
+    struct case_env env;
+    struct plena_err ce = {0};
+    snprintf(c->name, sizeof c->name, "%s", case_table[j->i].name);
+    c->overlap = case_table[j->i].overlap;
+    struct plena_run_outcome outc;
+    int crc = build_case(j->root, j->i, j->s, &env, &ce);
+    if (!crc)
+        crc = run_case(&env, c->overlap, j->threads, "run_stats.json", "stage_profile.json",
+                       c->run_stats_path, c->stage_profile_path, &outc, &ce);
+    if (!crc) crc = read_back(c, j->base_profile, j->base_len, &ce);
+    /* repeat_determinism: two more runs, threads 1 and 4 */
+    if (!crc && (!strcmp(c->name, "g1_random_order_prefetch_v") ||
+                 !strcmp(c->name, "g2_prefetch_then_compute_overlap_on"))) {
+        for (unsigned t = 0; t < 2; t++) {
+            struct plena_gate_repeat *rp = &j->reps[j->n_reps++];
+            struct plena_gate_case tmp;
+            memset(&tmp, 0, sizeof tmp);
+            snprintf(rp->name, sizeof rp->name, "%s", c->name);
+            rp->threads = t ? 4 : 1;
+            char sn[96], pn[96];
+            snprintf(sn, sizeof sn, "repeat_threads%u_run_stats.json", rp->threads);
+            snprintf(pn, sizeof pn, "repeat_threads%u_stage_profile.json", rp->threads);
+            struct plena_err re = {0};
+            char *ptext = NULL;
+            size_t plen = 0;
+            if (!run_case(&env, c->overlap, rp->threads, sn, pn, tmp.run_stats_path,
+                          tmp.stage_profile_path, &outc, &re) &&
+                !read_back(&tmp, &ptext, &plen, &re)) {
+                rp->ran = 1;
+                rp->sim_cycles = tmp.sim_cycles;
+                rp->serial_cycles = tmp.serial_cycles;
+                rp->bytes_read = tmp.bytes_read;
+                rp->bytes_written = tmp.bytes_written;
+                memcpy(rp->profile_sha256, tmp.profile_sha256, 65);
+                rp->profile_identical =
+                    plen == *j->base_len && !memcmp(ptext, *j->base_profile, plen);
+            }
+            plena_free(ptext);
+        }
+    }
+    plena_program_free(&env.prog);
+    if (crc)
+        plena_err_format(&ce, c->error, sizeof c->error);
+    else
+        c->ran = 1;
+}
+
+struct job_slice {
+    struct case_job *jobs;
+    size_t n, first, step;
+};
+
+static void *run_slice(void *arg)
+{
+    struct job_slice *sl = arg;
+    for (size_t k = sl->first; k < sl->n; k += sl->step)
+        gate_case(&sl->jobs[k]);
+    return NULL;
+}
+
+/* --threads N: case k runs on thread k mod N (at most one thread per case);
+ * when a thread cannot be started its cases run on this one. */
+static void run_jobs(struct case_job *jobs, size_t n, unsigned threads)
+{
+    size_t nt = threads > 1 ? (threads < n ? threads : n) : 1;
+    pthread_t tid[PLENA_GATE_CASE_COUNT];
+    struct job_slice sl[PLENA_GATE_CASE_COUNT];
+    int started[PLENA_GATE_CASE_COUNT] = {0};
+    for (size_t t = 0; t < nt; t++) {
+        sl[t] = (struct job_slice){jobs, n, t, nt};
+        if (t > 0) started[t] = pthread_create(&tid[t], NULL, run_slice, &sl[t]) == 0;
+    }
+    run_slice(&sl[0]);
+    for (size_t t = 1; t < nt; t++) {
+        if (started[t])
+            pthread_join(tid[t], NULL);
+        else
+            run_slice(&sl[t]);
+    }
+}
+
 int plena_gates_timing_run(const struct plena_gates_opts *o, struct plena_gates_report *r,
                            struct plena_err *err)
 {
@@ -620,55 +720,23 @@ int plena_gates_timing_run(const struct plena_gates_opts *o, struct plena_gates_
 
     char *base_profile[PLENA_GATE_CASE_COUNT] = {0};
     size_t base_len[PLENA_GATE_CASE_COUNT] = {0};
-    struct case_env env;
+    struct case_job jobs[PLENA_GATE_CASE_COUNT];
     for (int i = 0; i < PLENA_GATE_CASE_COUNT; i++) {
-        struct plena_gate_case *c = &r->cases[i];
-        struct plena_err ce = {0};
-        snprintf(c->name, sizeof c->name, "%s", case_table[i].name);
-        c->overlap = case_table[i].overlap;
-        struct plena_run_outcome outc;
-        int crc = build_case(root, i, &s, &env, &ce);
-        if (!crc)
-            crc = run_case(&env, c->overlap, o->threads, "run_stats.json", "stage_profile.json",
-                           c->run_stats_path, c->stage_profile_path, &outc, &ce);
-        if (!crc) crc = read_back(c, &base_profile[i], &base_len[i], &ce);
-        /* repeat_determinism: two more runs, threads 1 and 4 */
-        if (!crc && (!strcmp(c->name, "g1_random_order_prefetch_v") ||
-                     !strcmp(c->name, "g2_prefetch_then_compute_overlap_on"))) {
-            for (unsigned t = 0; t < 2 && r->n_reps < 4; t++) {
-                struct plena_gate_repeat *rp = &r->reps[r->n_reps++];
-                struct plena_gate_case tmp;
-                memset(&tmp, 0, sizeof tmp);
-                snprintf(rp->name, sizeof rp->name, "%s", c->name);
-                rp->threads = t ? 4 : 1;
-                char sn[96], pn[96];
-                snprintf(sn, sizeof sn, "repeat_threads%u_run_stats.json", rp->threads);
-                snprintf(pn, sizeof pn, "repeat_threads%u_stage_profile.json", rp->threads);
-                struct plena_err re = {0};
-                char *ptext = NULL;
-                size_t plen = 0;
-                if (!run_case(&env, c->overlap, rp->threads, sn, pn, tmp.run_stats_path,
-                              tmp.stage_profile_path, &outc, &re) &&
-                    !read_back(&tmp, &ptext, &plen, &re)) {
-                    rp->ran = 1;
-                    rp->sim_cycles = tmp.sim_cycles;
-                    rp->serial_cycles = tmp.serial_cycles;
-                    rp->bytes_read = tmp.bytes_read;
-                    rp->bytes_written = tmp.bytes_written;
-                    memcpy(rp->profile_sha256, tmp.profile_sha256, 65);
-                    rp->profile_identical =
-                        plen == base_len[i] && !memcmp(ptext, base_profile[i], plen);
-                }
-                plena_free(ptext);
-            }
-        }
-        plena_program_free(&env.prog);
-        if (crc) {
-            plena_err_format(&ce, c->error, sizeof c->error);
-            r->case_failed = 1;
-        } else {
-            c->ran = 1;
-        }
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        jobs[i].i = i;
+        jobs[i].root = root;
+        jobs[i].s = &s;
+        jobs[i].threads = o->threads;
+        jobs[i].c = &r->cases[i];
+        jobs[i].base_profile = &base_profile[i];
+        jobs[i].base_len = &base_len[i];
+    }
+    run_jobs(jobs, PLENA_GATE_CASE_COUNT, o->threads);
+    /* repeats and failures in case order, whatever order the threads ran in */
+    for (int i = 0; i < PLENA_GATE_CASE_COUNT; i++) {
+        for (size_t k = 0; k < jobs[i].n_reps && r->n_reps < 4; k++)
+            r->reps[r->n_reps++] = jobs[i].reps[k];
+        if (!r->cases[i].ran) r->case_failed = 1;
     }
     for (int i = 0; i < PLENA_GATE_CASE_COUNT; i++)
         plena_free(base_profile[i]);

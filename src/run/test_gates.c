@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/test_support.h"
 #include "run/gates.h"
 
@@ -286,6 +287,47 @@ static void perturb(const char *set, const char *gate)
     assert_true(seen);
 }
 
+/* --threads 3: the cases run on three threads, and the report (every case
+ * figure, every profile hash, the repeats in case order) and the profiles
+ * written are those of a serial run, byte for byte. */
+static void test_threads_identical(void **state)
+{
+    (void)state;
+    char out1[512], out3[512];
+    snprintf(out1, sizeof out1, "%s/threads1", tmpdir);
+    snprintf(out3, sizeof out3, "%s/threads3", tmpdir);
+    struct plena_gates_opts o1 = {out1, NULL, 0, 1}, o3 = {out3, NULL, 0, 3};
+    static struct plena_gates_report r1, r3;
+    assert_int_equal(plena_gates_timing_run(&o1, &r1, NULL), 0);
+    assert_int_equal(plena_gates_timing_run(&o3, &r3, NULL), 0);
+    assert_int_equal(r1.n_reps, 4);
+    assert_int_equal(r3.n_reps, r1.n_reps);
+    for (int i = 0; i < PLENA_GATE_CASE_COUNT; i++) {
+        assert_string_equal(r3.cases[i].name, r1.cases[i].name);
+        assert_int_equal(r3.cases[i].sim_cycles, r1.cases[i].sim_cycles);
+        assert_int_equal(r3.cases[i].bytes_read, r1.cases[i].bytes_read);
+        assert_string_equal(r3.cases[i].profile_sha256, r1.cases[i].profile_sha256);
+        char p1[700], p3[700];
+        snprintf(p1, sizeof p1, "%s/cases/%s/stage_profile.json", out1, r1.cases[i].name);
+        snprintf(p3, sizeof p3, "%s/cases/%s/stage_profile.json", out3, r3.cases[i].name);
+        char *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        assert_int_equal(plena_file_read_all(p1, &a, &na, NULL), 0);
+        assert_int_equal(plena_file_read_all(p3, &b, &nb, NULL), 0);
+        assert_int_equal(na, nb);
+        assert_memory_equal(a, b, na);
+        plena_free(a);
+        plena_free(b);
+    }
+    for (size_t k = 0; k < r1.n_reps; k++) {
+        assert_string_equal(r3.reps[k].name, r1.reps[k].name);
+        assert_int_equal(r3.reps[k].threads, r1.reps[k].threads);
+        assert_string_equal(r3.reps[k].profile_sha256, r1.reps[k].profile_sha256);
+    }
+    for (int g = 0; g < PLENA_GATE_COUNT; g++)
+        assert_int_equal(r3.gates[g].passed, r1.gates[g].passed);
+}
+
 static void test_perturb_g5(void **state)
 {
     (void)state;
@@ -340,6 +382,7 @@ int main(void)
         cmocka_unit_test(test_eval_profile_bytes_off_by_64),
         cmocka_unit_test(test_eval_repeat_and_missing),
         cmocka_unit_test(test_run_defaults_pass),
+        cmocka_unit_test(test_threads_identical),
         cmocka_unit_test(test_perturb_g5),
         cmocka_unit_test(test_perturb_g2_ncl),
         cmocka_unit_test(test_perturb_g1),

@@ -314,9 +314,9 @@ static void test_determinism(void **state)
     for (int i = 0; i < 4; i++) {
         char args[512];
         snprintf(args, sizeof args,
-                 "--program det.asm --hbm hbm.bin --dump none --overlap %s --profile %s_p.json "
-                 "--stats %s_s.json",
-                 runs[i][0], runs[i][1], runs[i][1]);
+                 "--program det.asm --hbm hbm.bin --dump all --dump-dir %s_dumps --overlap %s "
+                 "--profile %s_p.json --stats %s_s.json",
+                 runs[i][1], runs[i][0], runs[i][1], runs[i][1]);
         assert_int_equal(run_cli(args, runs[i][1]), 0);
     }
     size_t l0, l;
@@ -333,6 +333,20 @@ static void test_determinism(void **state)
         json_t *s = normalised_stats(n);
         assert_true(json_equal(s, s0));
         json_decref(s);
+        /* the dumps, written on their own thread with --threads 4 */
+        static const char *const dumps[] = {"vram_dump.bin", "mram_dump.bin", "fpsram_dump.bin",
+                                            "intsram_dump.bin", "hbm_dump.bin"};
+        for (size_t d = 0; d < sizeof dumps / sizeof dumps[0]; d++) {
+            char a[128], b[128];
+            snprintf(a, sizeof a, "d1_dumps/%s", dumps[d]);
+            snprintf(b, sizeof b, "%s_dumps/%s", runs[i][1], dumps[d]);
+            size_t la, lb;
+            char *da = slurp(a, &la), *db = slurp(b, &lb);
+            assert_int_equal(la, lb);
+            assert_memory_equal(da, db, la);
+            plena_free(da);
+            plena_free(db);
+        }
     }
     plena_free(p0);
     json_decref(s0);
