@@ -447,6 +447,7 @@ static int loop_begin(struct plena_ctx *c, enum plena_stage stage, unsigned reg,
     p->loops[d].reg = (uint8_t)reg;
     p->loops[d].n = n;
     p->loops[d].active = active;
+    p->loops[d].live = 0;
     p->loops[d].outer_mult = p->mult;
     p->loops[d].dyn_at_start = p->dyn_total;
     p->mult *= n;
@@ -463,6 +464,34 @@ int plena_loop_begin_t(struct plena_ctx *c, enum plena_stage stage, unsigned reg
     return loop_begin(c, stage, reg, n, 1);
 }
 
+int plena_loop_begin_live(struct plena_ctx *c, enum plena_stage stage, unsigned reg,
+                          unsigned gp_nm1, uint64_t body_mult)
+{
+    struct plena_prog *p = c->p;
+    if (p->status) return 1;
+    if (p->n_loops >= PLENA_GEN_MAX_LOOP_DEPTH) {
+        plena_prog_fail(p, PLENA_GEN_LOOP, "loop nesting deeper than %d", PLENA_GEN_MAX_LOOP_DEPTH);
+        return 1;
+    }
+    if (reg == 0 || gp_nm1 == 0 || reg == gp_nm1) {
+        plena_prog_fail(p, PLENA_GEN_REGS, "live loop needs two distinct registers (gp%u, gp%u)",
+                        reg, gp_nm1);
+        return 1;
+    }
+    plena_emit(c, stage, PLENA_OP_C_LOOP_START, reg, 0, 0, 0, 0, 1);
+    unsigned d = p->n_loops++;
+    p->loops[d].reg = (uint8_t)reg;
+    p->loops[d].n = 1;
+    p->loops[d].active = 1;
+    p->loops[d].live = 1;
+    p->loops[d].outer_mult = p->mult;
+    p->loops[d].dyn_at_start = p->dyn_total;
+    p->mult = body_mult;
+    plena_emit(c, stage, PLENA_OP_S_ADD_INT, reg, reg, gp_nm1, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_S_ADD_INT, gp_nm1, 0, 0, 0, 0, 0);
+    return 1;
+}
+
 int plena_loop_end(struct plena_ctx *c, enum plena_stage stage)
 {
     struct plena_prog *p = c->p;
@@ -474,7 +503,7 @@ int plena_loop_end(struct plena_ctx *c, enum plena_stage stage)
     /* executed per iteration = body dynamic count / n (C_LOOP_END included) */
     uint64_t per_iter = (p->dyn_total - p->loops[d].dyn_at_start) / p->loops[d].n /
                         (p->loops[d].outer_mult ? p->loops[d].outer_mult : 1);
-    if (p->loops[d].active && p->max_loop && per_iter > p->max_loop)
+    if (p->loops[d].active && !p->loops[d].live && p->max_loop && per_iter > p->max_loop)
         return plena_prog_fail(p, PLENA_GEN_LOOP,
                                "loop on gp%u executes %llu instructions per iteration, above "
                                "MAX_LOOP_INSTRUCTIONS %u",

@@ -77,6 +77,7 @@ struct plena_prog {
         uint8_t reg;
         uint32_t n;
         int active;
+        int live; /* trip count read from a register at run time */
         uint64_t outer_mult;
         uint64_t dyn_at_start; /* dyn_total when the body began */
     } loops[PLENA_GEN_MAX_LOOP_DEPTH];
@@ -209,5 +210,16 @@ int plena_loop_begin(struct plena_ctx *c, enum plena_stage stage, unsigned reg, 
  * with T (token loops) keep the program's static size independent of T. */
 int plena_loop_begin_t(struct plena_ctx *c, enum plena_stage stage, unsigned reg, uint32_t n);
 int plena_loop_end(struct plena_ctx *c, enum plena_stage stage);
+/* A hardware loop whose trip count n >= 1 is only known at run time: the
+ * caller loads n - 1 into gp_nm1 (clobbered: the loop zeroes it). Emits
+ * `C_LOOP_START reg, 1` and, as the first two body instructions,
+ * `S_ADD_INT reg, reg, gp_nm1` and `S_ADD_INT gp_nm1, gp0, gp0`: the first
+ * iteration raises the live counter to n, later ones add 0 (docs/machine.md
+ * "Hardware loops": C_LOOP_END reads the counter live). body_mult is the
+ * number of times the body runs in the whole program (the prediction of
+ * dynamic counts); the loop budget of such a loop is the caller's to keep
+ * (its iterations differ), plena_loop_end does not check it. Returns 1. */
+int plena_loop_begin_live(struct plena_ctx *c, enum plena_stage stage, unsigned reg,
+                          unsigned gp_nm1, uint64_t body_mult);
 
 #endif

@@ -3,21 +3,13 @@
  * restores ctx->live on return, frees every VRAM tensor it allocates and
  * passes its stage explicitly to every append. Host staging is in build.c. */
 #include "gen/moe.h"
+#include "gen/emit.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "num/num.h"
-
-static uint32_t rup(uint32_t v, uint32_t a)
-{
-    return (v + a - 1) / a * a;
-}
-static uint32_t cdiv(uint32_t v, uint32_t a)
-{
-    return (v + a - 1) / a;
-}
 
 #ifdef PLENA_TESTING
 #define FAULT(cfg) ((cfg)->fault)
@@ -27,55 +19,44 @@ static uint32_t cdiv(uint32_t v, uint32_t a)
 
 /* A VRAM allocator failure (its message is already in the error record)
  * becomes the program's sticky status. */
-static void vram_failed(struct plena_prog *p, int rc)
+void gen_vram_failed(struct plena_prog *p, int rc)
 {
     if (p->status) return;
     p->status = rc == PLENA_E_NOMEM ? PLENA_E_NOMEM : PLENA_E_INPUT;
     p->reason = rc == PLENA_E_NOMEM ? PLENA_GEN_NOMEM : PLENA_GEN_VRAM;
 }
 
-static int valloc(struct plena_ctx *c, uint32_t rows, uint32_t cols, const char *name,
-                  struct plena_tensor *t)
+int gen_valloc(struct plena_ctx *c, uint32_t rows, uint32_t cols, const char *name,
+               struct plena_tensor *t)
 {
     if (c->p->status) return c->p->status;
     int rc = plena_vram_alloc(c->va, rows, cols, name, t, c->p->err);
-    if (rc) vram_failed(c->p, rc);
+    if (rc) gen_vram_failed(c->p, rc);
     return rc;
 }
 
-static struct plena_tensor view(const struct plena_tensor *x, uint32_t row0, uint32_t vlen)
+struct plena_tensor gen_view(const struct plena_tensor *x, uint32_t row0, uint32_t vlen)
 {
     struct plena_tensor t = *x;
     t.base += (uint64_t)row0 * vlen;
     return t;
 }
 
-static int stage_ok(struct plena_ctx *c, enum plena_stage stage, unsigned mask, const char *who)
+int gen_stage_ok(struct plena_ctx *c, enum plena_stage stage, unsigned mask, const char *who)
 {
     if ((unsigned)stage < PLENA_STAGE_COUNT && (mask >> stage & 1u)) return 0;
     /* appends nothing: a wrong stage is a bug of the calling emitter */
     return plena_prog_fail(c->p, PLENA_GEN_STAGE, "stage %d not allowed for %s", (int)stage, who);
 }
-#define M(s) (1u << PLENA_STAGE_##s)
 
 /* ---- generic rows x column-blocks elementwise loop ----
  * Column blocks outer, rows inner, so one pointer per operand suffices: after
  * the row loop it is advanced by (prow - nrows) * c->m->vlen to the next block. */
-struct opnd {
-    const struct plena_tensor *t; /* NULL = unused */
-    uint64_t base;                /* address of (row0, block 0) */
-    uint32_t rstride;             /* element distance between rows */
-    int fixed;                    /* same row for every iteration (one-row weight) */
-    unsigned dyn;                 /* GP register added to the base at run time (0 none) */
-};
-
-static struct opnd od(const struct plena_tensor *t, uint32_t row0, uint32_t vlen)
+struct opnd gen_od(const struct plena_tensor *t, uint32_t row0, uint32_t vlen)
 {
     struct opnd o = {t, t->base + (uint64_t)row0 * vlen, vlen, 0, 0};
     return o;
 }
-
-enum rb_kind { RB_VV, RB_VF, RB_MAP };
 
 static int same_opnd(const struct opnd *a, const struct opnd *b)
 {
@@ -83,9 +64,9 @@ static int same_opnd(const struct opnd *a, const struct opnd *b)
            a->dyn == b->dyn && a->t->prow == b->t->prow;
 }
 
-static int rows_blocks(struct plena_ctx *c, enum plena_stage stage, enum plena_op op,
-                       enum rb_kind kind, struct opnd d, struct opnd a, struct opnd b,
-                       unsigned freg, uint32_t nrows, uint32_t nblocks, int tloop)
+int gen_rows_blocks(struct plena_ctx *c, enum plena_stage stage, enum plena_op op,
+                    enum rb_kind kind, struct opnd d, struct opnd a, struct opnd b, unsigned freg,
+                    uint32_t nrows, uint32_t nblocks, int tloop)
 {
     if (c->p->status || nrows == 0 || nblocks == 0) return c->p->status;
     struct plena_regset saved = c->live;
@@ -148,20 +129,20 @@ static int rows_blocks(struct plena_ctx *c, enum plena_stage stage, enum plena_o
     return c->p->status;
 }
 
-static struct opnd none_od(void)
+struct opnd gen_none_od(void)
 {
     struct opnd o = {NULL, 0, 0, 0, 0};
     return o;
 }
 
-static uint32_t nblk(struct plena_ctx *c, const struct plena_tensor *t)
+uint32_t gen_nblk(struct plena_ctx *c, const struct plena_tensor *t)
 {
-    return cdiv(t->pcol, c->m->vlen);
+    return gen_cdiv(t->pcol, c->m->vlen);
 }
 
 /* loads FP SRAM constant at fp_base + off into freg (via gp scratch) */
-static void ld_const(struct plena_ctx *c, enum plena_stage stage, unsigned freg, unsigned gtmp,
-                     uint32_t off)
+void gen_ld_const(struct plena_ctx *c, enum plena_stage stage, unsigned freg, unsigned gtmp,
+                  uint32_t off)
 {
     uint64_t a = (uint64_t)c->map->fp_base + off;
     if (a <= PLENA_IMM18_MAX) {
@@ -179,7 +160,7 @@ static void ld_const(struct plena_ctx *c, enum plena_stage stage, unsigned freg,
 
 int plena_moe_fp_zero_row_init(struct plena_ctx *c, enum plena_stage stage)
 {
-    int rc = stage_ok(c, stage, ZERO_MASK, "plena_moe_fp_zero_row_init");
+    int rc = gen_stage_ok(c, stage, ZERO_MASK, "plena_moe_fp_zero_row_init");
     if (rc) return rc;
     struct plena_regset saved = c->live;
     uint8_t r[2];
@@ -196,25 +177,26 @@ int plena_moe_fp_zero_row_init(struct plena_ctx *c, enum plena_stage stage)
 int plena_moe_true_zero_rows(struct plena_ctx *c, enum plena_stage stage,
                              const struct plena_tensor *x, uint32_t row0, uint32_t nrows)
 {
-    int rc = stage_ok(c, stage, ZERO_MASK, "plena_moe_true_zero_rows");
+    int rc = gen_stage_ok(c, stage, ZERO_MASK, "plena_moe_true_zero_rows");
     if (rc) return rc;
-    return rows_blocks(c, stage, PLENA_OP_S_MAP_V_FP, RB_MAP, od(x, row0, c->m->vlen), none_od(),
-                       none_od(), 0, nrows, nblk(c, x), 1);
+    return gen_rows_blocks(c, stage, PLENA_OP_S_MAP_V_FP, RB_MAP, gen_od(x, row0, c->m->vlen),
+                           gen_none_od(), gen_none_od(), 0, nrows, gen_nblk(c, x), 1);
 }
 
 int plena_emit_copy_rows(struct plena_ctx *c, enum plena_stage stage,
                          const struct plena_tensor *dst, uint32_t dst_row0,
                          const struct plena_tensor *src, uint32_t src_row0, uint32_t nrows)
 {
-    int rc =
-        stage_ok(c, stage, M(RESIDUAL_SETUP) | M(GATHER) | M(ROUTER_TOPK), "plena_emit_copy_rows");
+    int rc = gen_stage_ok(c, stage, M(RESIDUAL_SETUP) | M(GATHER) | M(ROUTER_TOPK),
+                          "plena_emit_copy_rows");
     if (rc) return rc;
     struct plena_regset saved = c->live;
     uint8_t f[1];
     if (plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
-    ld_const(c, stage, f[0], 0, c->map->off_one);
-    rows_blocks(c, stage, PLENA_OP_V_MUL_VF, RB_VF, od(dst, dst_row0, c->m->vlen),
-                od(src, src_row0, c->m->vlen), none_od(), f[0], nrows, nblk(c, dst), 1);
+    gen_ld_const(c, stage, f[0], 0, c->map->off_one);
+    gen_rows_blocks(c, stage, PLENA_OP_V_MUL_VF, RB_VF, gen_od(dst, dst_row0, c->m->vlen),
+                    gen_od(src, src_row0, c->m->vlen), gen_none_od(), f[0], nrows, gen_nblk(c, dst),
+                    1);
     c->live = saved;
     return c->p->status;
 }
@@ -223,22 +205,22 @@ int plena_emit_rmsnorm_rows(struct plena_ctx *c, enum plena_stage stage,
                             const struct plena_tensor *x, uint32_t nrows, uint32_t eps_off,
                             uint32_t invh_off)
 {
-    int rc = stage_ok(c, stage, M(RESIDUAL_SETUP), "plena_emit_rmsnorm_rows");
+    int rc = gen_stage_ok(c, stage, M(RESIDUAL_SETUP), "plena_emit_rmsnorm_rows");
     if (rc) return rc;
     if (nrows == 0) return 0;
     struct plena_regset saved = c->live;
     uint32_t mark = plena_vram_mark(c->va);
     struct plena_tensor q;
-    if (valloc(c, 1, c->m->vlen, "rms_q", &q)) return c->p->status;
+    if (gen_valloc(c, 1, c->m->vlen, "rms_q", &q)) return c->p->status;
     uint8_t g[6], f[4];
     if (plena_regs_take(c, 6, 0, 0, g) || plena_regs_take(c, 0, 4, 0, f)) return c->p->status;
     unsigned cr = g[0], cb = g[1], gR = g[2], gX = g[3], gQ = g[4], scr = g[5];
     unsigned fs = f[0], fm = f[1], fih = f[2], feps = f[3];
-    ld_const(c, stage, fih, gX, invh_off);
-    ld_const(c, stage, feps, gX, eps_off);
+    gen_ld_const(c, stage, fih, gX, invh_off);
+    gen_ld_const(c, stage, feps, gX, eps_off);
     plena_emit_li(c, stage, gR, x->base);
     plena_emit_li(c, stage, gQ, q.base);
-    uint32_t nb = nblk(c, x);
+    uint32_t nb = gen_nblk(c, x);
     uint64_t bstep = (uint64_t)x->prow * c->m->vlen;
     int rl = plena_loop_begin_t(c, stage, cr, nrows);
     plena_emit(c, stage, PLENA_OP_S_ADD_FP, fs, 0, 0, 0, 0, 0);
@@ -268,12 +250,12 @@ int plena_emit_mul_rows_by_row(struct plena_ctx *c, enum plena_stage stage,
                                const struct plena_tensor *x, uint32_t nrows,
                                const struct plena_tensor *w)
 {
-    int rc = stage_ok(c, stage, M(RESIDUAL_SETUP), "plena_emit_mul_rows_by_row");
+    int rc = gen_stage_ok(c, stage, M(RESIDUAL_SETUP), "plena_emit_mul_rows_by_row");
     if (rc) return rc;
-    struct opnd ow = od(w, 0, c->m->vlen);
+    struct opnd ow = gen_od(w, 0, c->m->vlen);
     ow.fixed = 1;
-    return rows_blocks(c, stage, PLENA_OP_V_MUL_VV, RB_VV, od(x, 0, c->m->vlen),
-                       od(x, 0, c->m->vlen), ow, 0, nrows, nblk(c, x), 1);
+    return gen_rows_blocks(c, stage, PLENA_OP_V_MUL_VV, RB_VV, gen_od(x, 0, c->m->vlen),
+                           gen_od(x, 0, c->m->vlen), ow, 0, nrows, gen_nblk(c, x), 1);
 }
 
 /* ---- 3.3.2 residual ---- */
@@ -298,9 +280,9 @@ int plena_moe_residual_add_back(struct plena_ctx *c, const struct plena_tensor *
                                 const struct plena_tensor *residual, uint32_t t_rows)
 {
     plena_prog_comment(c->p, "residual add-back");
-    return rows_blocks(c, PLENA_STAGE_RESIDUAL_SETUP, PLENA_OP_V_ADD_VV, RB_VV,
-                       od(out, 0, c->m->vlen), od(out, 0, c->m->vlen), od(residual, 0, c->m->vlen),
-                       0, t_rows, nblk(c, out), 1);
+    return gen_rows_blocks(c, PLENA_STAGE_RESIDUAL_SETUP, PLENA_OP_V_ADD_VV, RB_VV,
+                           gen_od(out, 0, c->m->vlen), gen_od(out, 0, c->m->vlen),
+                           gen_od(residual, 0, c->m->vlen), 0, t_rows, gen_nblk(c, out), 1);
 }
 
 /* ---- 3.3.5 projection ---- */
@@ -308,8 +290,8 @@ int plena_moe_residual_add_back(struct plena_ctx *c, const struct plena_tensor *
 /* Prefetch of one K chunk of column block cb into MRAM slots 0..ns-1. The
  * slot and HBM offset pointers are advanced by S_ADDI_INT between tiles
  * (2 instructions per tile instead of up to 3 with two li). */
-static void prefetch_chunk(struct plena_ctx *c, enum plena_stage stage, const struct plena_proj *pj,
-                           unsigned aw, uint32_t cb, uint32_t kt0, uint32_t ns, uint32_t bytes)
+void gen_prefetch_chunk(struct plena_ctx *c, enum plena_stage stage, const struct plena_proj *pj,
+                        unsigned aw, uint32_t cb, uint32_t kt0, uint32_t ns, uint32_t bytes)
 {
     struct plena_regset saved = c->live;
     uint8_t g[3];
@@ -339,15 +321,15 @@ static void prefetch_chunk(struct plena_ctx *c, enum plena_stage stage, const st
  * lifetimes, so the order changes no bit. Returns 0 (emitting nothing) when
  * the registers or immediates do not fit; the caller then uses the
  * per-tile loop form. */
-static int fast_chunk(struct plena_ctx *c, const struct plena_tensor *x,
-                      const struct plena_tensor *d, uint32_t dc, uint32_t kt0, uint32_t ns,
-                      uint32_t ngroups, enum plena_stage cs)
+int gen_fast_chunk(struct plena_ctx *c, const struct plena_tensor *x, const struct plena_tensor *d,
+                   uint32_t dc, uint32_t kt0, uint32_t ns, uint32_t ngroups, enum plena_stage cs,
+                   const struct gen_live_rows *live)
 {
     const uint64_t mlen2 = (uint64_t)c->m->mlen * c->m->mlen,
                    xstep = (uint64_t)x->prow * c->m->vlen;
     const uint64_t jstep = (uint64_t)c->m->blen * c->m->mlen,
                    gstep = (uint64_t)c->m->blen * c->m->vlen;
-    const int l2 = ngroups >= 2;
+    const int l2 = live || ngroups >= 2;
     /* gM steps ns-1 times by c->m->mlen^2 per micro-column, then moves to the next
      * micro-column: net back = (ns-1)*c->m->mlen^2 - c->m->blen*c->m->mlen */
     const int64_t back = (int64_t)(ns - 1) * (int64_t)mlen2 - (int64_t)jstep;
@@ -365,14 +347,21 @@ static int fast_chunk(struct plena_ctx *c, const struct plena_tensor *x,
     const uint8_t *ga = &g[k];
     for (uint32_t s = 0; s < ns; s++) {
         uint64_t v = plena_row(x, 0, kt0 + s, c->m->vlen);
-        if (s == 0 || xstep > PLENA_IMM18_MAX)
+        if (s == 0 || xstep > PLENA_IMM18_MAX) {
             plena_emit_li(c, cs, ga[s], v);
-        else
+            if (live) plena_emit(c, cs, PLENA_OP_S_ADD_INT, ga[s], ga[s], live->grow, 0, 0, 0);
+        } else {
             plena_emit(c, cs, PLENA_OP_S_ADDI_INT, ga[s], ga[s - 1], 0, 0, 0, (uint32_t)xstep);
+        }
     }
     if (back > 0) plena_emit_li(c, cs, gK, (uint64_t)back);
     plena_emit_li(c, cs, gR, plena_row(d, 0, dc, c->m->vlen));
-    plena_loop_begin(c, cs, c2, ngroups); /* ngroups == 1: no loop instructions */
+    if (live) {
+        plena_emit(c, cs, PLENA_OP_S_ADD_INT, gR, gR, live->grow, 0, 0, 0);
+        plena_loop_begin_live(c, cs, c2, live->gnm1, live->body_mult);
+    } else {
+        plena_loop_begin(c, cs, c2, ngroups); /* ngroups == 1: no loop instructions */
+    }
     plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gM, 0, 0, 0, 0, 0);
     plena_loop_begin(c, cs, c1, c->m->mlen / c->m->blen);
     for (uint32_t s = 0; s < ns; s++) {
@@ -407,9 +396,9 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
     const unsigned allowed = M(ROUTER_TOPK) | M(EXPERT_WEIGHT_PREFETCH) | M(EXPERT_PROJECTION) |
                              M(SHARED_EXPERT_PROJECTION);
     int rc;
-    if ((rc = stage_ok(c, st->address, allowed, "plena_emit_projection")) ||
-        (rc = stage_ok(c, st->prefetch, allowed, "plena_emit_projection")) ||
-        (rc = stage_ok(c, st->compute, allowed, "plena_emit_projection")))
+    if ((rc = gen_stage_ok(c, st->address, allowed, "plena_emit_projection")) ||
+        (rc = gen_stage_ok(c, st->prefetch, allowed, "plena_emit_projection")) ||
+        (rc = gen_stage_ok(c, st->compute, allowed, "plena_emit_projection")))
         return rc;
     if (c->p->status) return c->p->status;
     if (pj->K_p % c->m->mlen || pj->N_p % c->m->mlen || pj->K_p == 0 || pj->N_p == 0 ||
@@ -429,7 +418,7 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
                                chunk, pj->stream_f32 ? "the router streams all K tiles" : "C",
                                c->m->mram_tiles,
                                pj->stream_f32 ? "model.hidden_size" : "the chunk size C");
-    const uint32_t nch = cdiv(nct, chunk);
+    const uint32_t nch = gen_cdiv(nct, chunk);
     const uint64_t mlen2 = (uint64_t)c->m->mlen * c->m->mlen;
     unsigned aw = pj->areg;
     if (!pj->dynamic) {
@@ -457,18 +446,18 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
     struct plena_tensor ytmp;
     int have_tmp = 0;
     if (nch > 1) {
-        if (valloc(c, pj->rows, c->m->vlen, "ksplit_tmp", &ytmp)) return c->p->status;
+        if (gen_valloc(c, pj->rows, c->m->vlen, "ksplit_tmp", &ytmp)) return c->p->status;
         have_tmp = 1;
     }
     const struct plena_tensor *x = pj->x, *y = pj->y;
-    const uint32_t ngroups = cdiv(pj->rows, c->m->blen);
+    const uint32_t ngroups = gen_cdiv(pj->rows, c->m->blen);
     for (uint32_t cb = 0; cb < pj->N_p / c->m->mlen && !c->p->status; cb++) {
         for (uint32_t q = 0; q < nch && !c->p->status; q++) {
             uint32_t kt0 = q * chunk, ns = nct - kt0 < chunk ? nct - kt0 : chunk;
             uint8_t g[10];
-            prefetch_chunk(c, st->prefetch, pj, aw, cb, kt0, ns, bytes);
-            if (fast_chunk(c, pj->x, q == 0 ? y : &ytmp, q == 0 ? cb : 0, kt0, ns, ngroups,
-                           st->compute)) {
+            gen_prefetch_chunk(c, st->prefetch, pj, aw, cb, kt0, ns, bytes);
+            if (gen_fast_chunk(c, pj->x, q == 0 ? y : &ytmp, q == 0 ? cb : 0, kt0, ns, ngroups,
+                               st->compute, NULL)) {
                 c->live = with_a;
                 goto chunk_add;
             }
@@ -526,9 +515,10 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
             if (q >= 1) {
                 struct plena_tensor ycol = *y;
                 ycol.base = plena_row(y, 0, cb, c->m->vlen);
-                rows_blocks(c, st->compute, PLENA_OP_V_ADD_VV, RB_VV, od(&ycol, 0, c->m->vlen),
-                            od(&ycol, 0, c->m->vlen), od(&ytmp, 0, c->m->vlen), 0,
-                            rup(pj->rows, c->m->blen), 1, 1);
+                gen_rows_blocks(c, st->compute, PLENA_OP_V_ADD_VV, RB_VV,
+                                gen_od(&ycol, 0, c->m->vlen), gen_od(&ycol, 0, c->m->vlen),
+                                gen_od(&ytmp, 0, c->m->vlen), 0, gen_rup(pj->rows, c->m->blen), 1,
+                                1);
             }
         }
     }
@@ -548,8 +538,8 @@ int plena_moe_router_logits_dot(struct plena_ctx *c, const struct plena_moe_cfg 
     struct plena_regset saved = c->live;
     uint32_t mark = plena_vram_mark(c->va);
     struct plena_tensor q;
-    if (valloc(c, 1, c->m->vlen, "router_q", &q)) return c->p->status;
-    const uint32_t eb = c->map->eb, nb = nblk(c, x);
+    if (gen_valloc(c, 1, c->m->vlen, "router_q", &q)) return c->p->status;
+    const uint32_t eb = c->map->eb, nb = gen_nblk(c, x);
     uint8_t g[11], f[1];
     if (plena_regs_take(c, 11, 0, 0, g) || plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
     unsigned ct = g[0], ce = g[1], cc = g[2], gXt = g[3], gWe = g[4], gXi = g[5], gWi = g[6],
@@ -609,7 +599,7 @@ int plena_moe_router_logits_gemm(struct plena_ctx *c, const struct plena_moe_cfg
     plena_prog_comment(c->p, "router logits (GEMM form)");
     uint32_t mark = plena_vram_mark(c->va);
     struct plena_tensor y = *logits;
-    if (eb > 1 && valloc(c, t_rows, c->map->E_p, "router_y", &y)) return c->p->status;
+    if (eb > 1 && gen_valloc(c, t_rows, c->map->E_p, "router_y", &y)) return c->p->status;
     struct plena_proj_stages st = {s, s, s};
     struct plena_proj pj = {.x = x,
                             .rows = t_rows,
@@ -625,13 +615,14 @@ int plena_moe_router_logits_gemm(struct plena_ctx *c, const struct plena_moe_cfg
         struct plena_regset saved = c->live;
         uint8_t f[1];
         if (plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
-        ld_const(c, s, f[0], 0, c->map->off_one);
+        gen_ld_const(c, s, f[0], 0, c->map->off_one);
         for (uint32_t b = 0; b < eb; b++) {
-            struct opnd d = od(logits, b, c->m->vlen);
+            struct opnd d = gen_od(logits, b, c->m->vlen);
             d.rstride = eb * c->m->vlen;
-            struct opnd a = od(&y, 0, c->m->vlen);
+            struct opnd a = gen_od(&y, 0, c->m->vlen);
             a.base = plena_row(&y, 0, b, c->m->vlen);
-            rows_blocks(c, s, PLENA_OP_V_MUL_VF, RB_VF, d, a, none_od(), f[0], t_rows, 1, 1);
+            gen_rows_blocks(c, s, PLENA_OP_V_MUL_VF, RB_VF, d, a, gen_none_od(), f[0], t_rows, 1,
+                            1);
         }
         c->live = saved;
     }
@@ -646,12 +637,12 @@ int plena_moe_router_bias_add(struct plena_ctx *c, const struct plena_moe_cfg *c
     (void)cfg;
     const uint32_t eb = c->map->eb;
     for (uint32_t b = 0; b < eb; b++) {
-        struct opnd d = od(logits, b, c->m->vlen);
+        struct opnd d = gen_od(logits, b, c->m->vlen);
         d.rstride = eb * c->m->vlen;
-        struct opnd bb = od(bias, b, c->m->vlen);
+        struct opnd bb = gen_od(bias, b, c->m->vlen);
         bb.fixed = 1;
-        rows_blocks(c, PLENA_STAGE_ROUTER_TOPK, PLENA_OP_V_ADD_VV, RB_VV, d, d, bb, 0, t_rows, 1,
-                    1);
+        gen_rows_blocks(c, PLENA_STAGE_ROUTER_TOPK, PLENA_OP_V_ADD_VV, RB_VV, d, d, bb, 0, t_rows,
+                        1, 1);
     }
     return c->p->status;
 }
@@ -722,11 +713,11 @@ int plena_moe_gather_pair_row(struct plena_ctx *c, const struct plena_tensor *sl
     struct plena_regset saved = c->live;
     uint8_t f[1];
     if (plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
-    ld_const(c, s, f[0], 0, c->map->off_one);
-    struct opnd src = od(x, 0, c->m->vlen);
+    gen_ld_const(c, s, f[0], 0, c->map->off_one);
+    struct opnd src = gen_od(x, 0, c->m->vlen);
     src.dyn = gp_t;
-    rows_blocks(c, s, PLENA_OP_V_MUL_VF, RB_VF, od(slot, 0, c->m->vlen), src, none_od(), f[0], 1,
-                nblk(c, slot), 0);
+    gen_rows_blocks(c, s, PLENA_OP_V_MUL_VF, RB_VF, gen_od(slot, 0, c->m->vlen), src, gen_none_od(),
+                    f[0], 1, gen_nblk(c, slot), 0);
     c->live = saved;
     return c->p->status;
 }
@@ -805,10 +796,10 @@ int plena_moe_expert_bias_add(struct plena_ctx *c, const struct plena_tensor *y,
                (uint32_t)((uint64_t)c->map->int_base + c->map->ids_off));
     plena_emit_li(c, s, gV, c->m->vlen);
     plena_emit(c, s, PLENA_OP_S_MUL_INT, gO, gE, gV, 0, 0, 0);
-    struct opnd b = od(bias, 0, c->m->vlen);
+    struct opnd b = gen_od(bias, 0, c->m->vlen);
     b.dyn = gO;
-    rows_blocks(c, s, PLENA_OP_V_ADD_VV, RB_VV, od(y, 0, c->m->vlen), od(y, 0, c->m->vlen), b, 0, 1,
-                nblk(c, y), 0);
+    gen_rows_blocks(c, s, PLENA_OP_V_ADD_VV, RB_VV, gen_od(y, 0, c->m->vlen),
+                    gen_od(y, 0, c->m->vlen), b, 0, 1, gen_nblk(c, y), 0);
     c->live = saved;
     return c->p->status;
 }
@@ -818,8 +809,8 @@ int plena_moe_expert_activation(struct plena_ctx *c, enum plena_stage stage,
                                 const struct plena_tensor *up, const struct plena_tensor *scratch,
                                 uint32_t rows, uint32_t width)
 {
-    int rc = stage_ok(c, stage, M(EXPERT_ACTIVATION) | M(SHARED_EXPERT_ACTIVATION),
-                      "plena_moe_expert_activation");
+    int rc = gen_stage_ok(c, stage, M(EXPERT_ACTIVATION) | M(SHARED_EXPERT_ACTIVATION),
+                          "plena_moe_expert_activation");
     if (rc) return rc;
     if (c->p->status || rows == 0) return c->p->status;
     if (gate->prow != up->prow || gate->prow != scratch->prow)
@@ -832,16 +823,16 @@ int plena_moe_expert_activation(struct plena_ctx *c, enum plena_stage stage,
     unsigned gG = g[0], gU = g[1], gS = g[2], cr = g[3], cb = g[4], scr = g[5];
     unsigned fone = f[0], fna = f[1], flp = clamp ? f[2] : 0, fln = clamp ? f[3] : 0;
     const int shared = stage == PLENA_STAGE_SHARED_EXPERT_ACTIVATION;
-    ld_const(c, stage, fone, gG, c->map->off_one);
-    ld_const(c, stage, fna, gG, shared ? c->map->off_na_shared : c->map->off_na_routed);
+    gen_ld_const(c, stage, fone, gG, c->map->off_one);
+    gen_ld_const(c, stage, fna, gG, shared ? c->map->off_na_shared : c->map->off_na_routed);
     if (clamp) {
-        ld_const(c, stage, flp, gG, c->map->off_lp);
-        ld_const(c, stage, fln, gG, c->map->off_ln);
+        gen_ld_const(c, stage, flp, gG, c->map->off_lp);
+        gen_ld_const(c, stage, fln, gG, c->map->off_ln);
     }
     plena_emit_li(c, stage, gG, gate->base);
     plena_emit_li(c, stage, gU, up->base);
     plena_emit_li(c, stage, gS, scratch->base);
-    int bl = plena_loop_begin(c, stage, cb, cdiv(width, c->m->vlen));
+    int bl = plena_loop_begin(c, stage, cb, gen_cdiv(width, c->m->vlen));
     int rl = plena_loop_begin(c, stage, cr, rows);
     if (clamp) {
         plena_emit(c, stage, PLENA_OP_V_MIN_VF, gG, gG, flp, 0, 0, 0);
@@ -878,8 +869,8 @@ int plena_moe_broadcast_row_weights(struct plena_ctx *c, enum plena_stage stage,
                                     const struct plena_tensor *dst, uint32_t row0, uint32_t nrows,
                                     unsigned fp_reg, uint32_t fp_imm, uint32_t fp_step)
 {
-    int rc = stage_ok(c, stage, M(EXPERT_ROUTE_WEIGHT) | M(SHARED_EXPERT_GATE),
-                      "plena_moe_broadcast_row_weights");
+    int rc = gen_stage_ok(c, stage, M(EXPERT_ROUTE_WEIGHT) | M(SHARED_EXPERT_GATE),
+                          "plena_moe_broadcast_row_weights");
     if (rc) return rc;
     if (c->p->status || nrows == 0) return c->p->status;
     struct plena_regset saved = c->live;
@@ -899,7 +890,7 @@ int plena_moe_broadcast_row_weights(struct plena_ctx *c, enum plena_stage stage,
     int rl =
         tloop ? plena_loop_begin_t(c, stage, cr, nrows) : plena_loop_begin(c, stage, cr, nrows);
     plena_emit(c, stage, PLENA_OP_S_LD_FP, fw, fbase, 0, 0, 0, fp_imm);
-    uint32_t nb = nblk(c, dst);
+    uint32_t nb = gen_nblk(c, dst);
     if (nb > 1) plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gD, gR, 0, 0, 0, 0);
     unsigned d = nb > 1 ? gD : gR;
     int bl = plena_loop_begin(c, stage, cb, nb);
@@ -918,10 +909,10 @@ int plena_moe_broadcast_row_weights(struct plena_ctx *c, enum plena_stage stage,
 int plena_moe_scatter_add(struct plena_ctx *c, const struct plena_tensor *acc, unsigned gp_t,
                           const struct plena_tensor *yd)
 {
-    struct opnd a = od(acc, 0, c->m->vlen);
+    struct opnd a = gen_od(acc, 0, c->m->vlen);
     a.dyn = gp_t;
-    return rows_blocks(c, PLENA_STAGE_SCATTER_COMBINE, PLENA_OP_V_ADD_VV, RB_VV, a, a,
-                       od(yd, 0, c->m->vlen), 0, 1, nblk(c, acc), 0);
+    return gen_rows_blocks(c, PLENA_STAGE_SCATTER_COMBINE, PLENA_OP_V_ADD_VV, RB_VV, a, a,
+                           gen_od(yd, 0, c->m->vlen), 0, 1, gen_nblk(c, acc), 0);
 }
 
 /* ---- 3.3.10 shared expert and gate ---- */
@@ -941,9 +932,9 @@ int plena_moe_shared_expert(struct plena_ctx *c, const struct plena_moe_cfg *cfg
     uint32_t mark = plena_vram_mark(c->va);
     struct plena_tensor G, U, Sc;
     const uint32_t Is_p = c->map->Is_p, H_p = c->map->H_p;
-    if (valloc(c, t_rows, Is_p, "shared_gate_proj", &G) ||
-        valloc(c, t_rows, Is_p, "shared_up_proj", &U) ||
-        valloc(c, t_rows, Is_p, "shared_act_scratch", &Sc))
+    if (gen_valloc(c, t_rows, Is_p, "shared_gate_proj", &G) ||
+        gen_valloc(c, t_rows, Is_p, "shared_up_proj", &U) ||
+        gen_valloc(c, t_rows, Is_p, "shared_act_scratch", &Sc))
         return c->p->status;
     struct plena_proj_stages st = {sp, sp, sp};
     struct plena_proj pj = {.x = x,
@@ -985,7 +976,7 @@ int plena_moe_shared_gate(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
     struct plena_regset saved = c->live;
     uint32_t mark = plena_vram_mark(c->va);
     struct plena_tensor q;
-    if (valloc(c, 1, c->m->vlen, "gate_q", &q)) return c->p->status;
+    if (gen_valloc(c, 1, c->m->vlen, "gate_q", &q)) return c->p->status;
     uint8_t g[8], f[2];
     if (plena_regs_take(c, 8, 0, 0, g) || plena_regs_take(c, 0, 2, 0, f)) return c->p->status;
     unsigned gG = g[0], gX = g[1], ct = g[2], cc = g[3], gXc = g[4], gWc = g[5], gQ = g[6],
@@ -993,9 +984,9 @@ int plena_moe_shared_gate(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
     unsigned fone = f[0], fz = f[1];
     plena_emit_li(c, st, gG, (uint64_t)c->map->fp_base + gate_off);
     plena_emit_li(c, st, gX, x->base);
-    ld_const(c, st, fone, gQ, c->map->off_one);
+    gen_ld_const(c, st, fone, gQ, c->map->off_one);
     plena_emit_li(c, st, gQ, q.base);
-    const uint32_t nb = nblk(c, x);
+    const uint32_t nb = gen_nblk(c, x);
     int lt = plena_loop_begin_t(c, st, ct, t_rows);
     plena_emit(c, st, PLENA_OP_S_ADD_FP, fz, 0, 0, 0, 0, 0);
     plena_emit(c, st, PLENA_OP_S_ADDI_INT, gXc, gX, 0, 0, 0, 0);
@@ -1030,9 +1021,9 @@ int plena_moe_combine_shared_and_routed(struct plena_ctx *c, const struct plena_
                                         const struct plena_tensor *s, uint32_t t_rows)
 {
     plena_prog_comment(c->p, "combine shared + routed");
-    return rows_blocks(c, PLENA_STAGE_SCATTER_COMBINE, PLENA_OP_V_ADD_VV, RB_VV,
-                       od(acc, 0, c->m->vlen), od(acc, 0, c->m->vlen), od(s, 0, c->m->vlen), 0,
-                       t_rows, nblk(c, acc), 1);
+    return gen_rows_blocks(c, PLENA_STAGE_SCATTER_COMBINE, PLENA_OP_V_ADD_VV, RB_VV,
+                           gen_od(acc, 0, c->m->vlen), gen_od(acc, 0, c->m->vlen),
+                           gen_od(s, 0, c->m->vlen), 0, t_rows, gen_nblk(c, acc), 1);
 }
 
 /* ---- names, lookup, configuration ---- */
@@ -1115,10 +1106,10 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
     const int device = cfg->routing == PLENA_ROUTING_DEVICE;
     const int dot = device && cfg->router_form == PLENA_ROUTER_DOT;
     mp->H_p = cfg->H;
-    mp->I_p = routed ? rup(cfg->I, m->mlen) : 0;
-    mp->Is_p = rup(cfg->Is, m->mlen);
-    mp->E_p = routed ? rup(cfg->E, m->mlen) : 0;
-    mp->eb = routed ? cdiv(cfg->E, m->vlen) : 0;
+    mp->I_p = routed ? gen_rup(cfg->I, m->mlen) : 0;
+    mp->Is_p = gen_rup(cfg->Is, m->mlen);
+    mp->E_p = routed ? gen_rup(cfg->E, m->mlen) : 0;
+    mp->eb = routed ? gen_cdiv(cfg->E, m->vlen) : 0;
     mp->fp_base = cfg->fp_base;
     mp->int_base = cfg->int_base;
     const uint32_t V = m->vlen;
@@ -1152,7 +1143,7 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
         if ((uint64_t)cfg->E * S > win) {
             mp->windowed = 1;
             mp->epw = (uint32_t)(win / S);
-            uint64_t nwin = cdiv(cfg->E, mp->epw);
+            uint64_t nwin = gen_cdiv(cfg->E, mp->epw);
             mp->table_bytes = nwin * win;
             for (int q = 0; q < 3; q++) {
                 mp->table[q] = plena_hbm_place(&ha, mp->table_bytes, 1);
@@ -1211,14 +1202,14 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
     if (tb < 1) /* impossible after the two checks above */
         return plena_prog_fail(c->p, PLENA_GEN_SRAM, "SRAM: T_blk < 1");
     mp->t_blk = (uint32_t)tb;
-    mp->n_blocks = cdiv(T, mp->t_blk);
+    mp->n_blocks = gen_cdiv(T, mp->t_blk);
     uint32_t pr = 0;
     for (uint32_t b = 0; b < mp->n_blocks; b++) {
         uint32_t r0 = b * mp->t_blk, n = T - r0 < mp->t_blk ? T - r0 : mp->t_blk;
-        uint32_t end = r0 + rup(n, m->blen);
+        uint32_t end = r0 + gen_rup(n, m->blen);
         if (end > pr) pr = end;
     }
-    mp->phys_rows = rup(pr, m->blen);
+    mp->phys_rows = gen_rup(pr, m->blen);
     mp->off_dot = V + 16;
     mp->w_off = (uint32_t)fp_fixed;
     mp->gate_off = mp->w_off + mp->t_blk * k;
@@ -1268,11 +1259,11 @@ static int pair_section(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
     const enum plena_stage sg = PLENA_STAGE_GATHER, ss = PLENA_STAGE_SCATTER_COMBINE;
     const uint32_t k = cfg->k, V = c->m->vlen;
     uint32_t mark = plena_vram_mark(c->va);
-    if (valloc(c, 1, c->map->H_p, "pair_slot", &pt->slot) ||
-        valloc(c, 1, c->map->I_p, "pair_gate", &pt->yg) ||
-        valloc(c, 1, c->map->I_p, "pair_up", &pt->yu) ||
-        valloc(c, 1, c->map->I_p, "pair_act_scratch", &pt->ys) ||
-        valloc(c, 1, c->map->H_p, "pair_down", &pt->yd))
+    if (gen_valloc(c, 1, c->map->H_p, "pair_slot", &pt->slot) ||
+        gen_valloc(c, 1, c->map->I_p, "pair_gate", &pt->yg) ||
+        gen_valloc(c, 1, c->map->I_p, "pair_up", &pt->yu) ||
+        gen_valloc(c, 1, c->map->I_p, "pair_act_scratch", &pt->ys) ||
+        gen_valloc(c, 1, c->map->H_p, "pair_down", &pt->yd))
         return c->p->status;
     plena_prog_comment(c->p, "routed pairs: %u tokens x top-%u", n, k);
     if (c->m->blen > 1)
@@ -1425,9 +1416,9 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
         if (!abi[i].want) continue;
         int rc = abi[i].prow ? plena_vram_alloc_prow(c->va, abi[i].rows, abi[i].prow, abi[i].cols,
                                                      abi[i].name, abi[i].t, p->err)
-                             : valloc(c, abi[i].rows, abi[i].cols, abi[i].name, abi[i].t);
+                             : gen_valloc(c, abi[i].rows, abi[i].cols, abi[i].name, abi[i].t);
         if (rc) {
-            vram_failed(p, rc);
+            gen_vram_failed(p, rc);
             return p->status;
         }
         add_abi(info, abi[i].t);
@@ -1463,7 +1454,7 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
         const uint32_t r0 = b * mp->t_blk;
         const uint32_t n = T - r0 < mp->t_blk ? T - r0 : mp->t_blk;
         const int last = b + 1 == mp->n_blocks;
-        struct plena_tensor x = view(&h, r0, V);
+        struct plena_tensor x = gen_view(&h, r0, V);
         if (mp->n_blocks > 1)
             plena_prog_comment(p, "token block %u: rows %u..%u", b, r0, r0 + n - 1);
         if (device) {
@@ -1481,7 +1472,7 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
             struct pair_tensors pt;
             memset(&pt, 0, sizeof pt);
             pt.x = x;
-            pt.acc = view(&acc, r0, V);
+            pt.acc = gen_view(&acc, r0, V);
             pt.b_gate = &bg;
             pt.b_up = &bu;
             pt.b_down = &bd;
@@ -1490,7 +1481,7 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
             info->routed_static += p->n_insns - before;
         }
         if (shared) {
-            struct plena_tensor sv = view(&S, r0, V);
+            struct plena_tensor sv = gen_view(&S, r0, V);
             plena_moe_shared_expert(c, cfg, &x, n, &sv);
             if (gate) {
                 size_t before = p->n_insns;
@@ -1498,7 +1489,7 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
                 info->gate_static += p->n_insns - before;
             }
             if (routed) {
-                struct plena_tensor av = view(&acc, r0, V);
+                struct plena_tensor av = gen_view(&acc, r0, V);
                 plena_moe_combine_shared_and_routed(c, &av, &sv, n);
             }
         }

@@ -1,0 +1,74 @@
+/* The emission vocabulary the MoE emitters share (internal to gen/): VRAM
+ * allocation that fails the program, tensor views, the stage-mask check of
+ * the polymorphic emitters, the generic rows x column-blocks loop, constant
+ * loads and the projection chunk kernels. moe.c defines them; moe.c (pair-
+ * major and the layer) and expert_major.c use them. Not a public header. */
+#ifndef PLENA_GEN_EMIT_H
+#define PLENA_GEN_EMIT_H
+
+#include <stdint.h>
+
+#include "gen/moe.h"
+
+static inline uint32_t gen_rup(uint32_t v, uint32_t a)
+{
+    return (v + a - 1) / a * a;
+}
+static inline uint32_t gen_cdiv(uint32_t v, uint32_t a)
+{
+    return (v + a - 1) / a;
+}
+
+/* Stage-mask bit of stage s (the polymorphic emitters' allowed masks). */
+#define M(s) (1u << PLENA_STAGE_##s)
+
+/* A VRAM allocator failure (message already in the error record) becomes
+ * the program's sticky status. */
+void gen_vram_failed(struct plena_prog *p, int rc);
+int gen_valloc(struct plena_ctx *c, uint32_t rows, uint32_t cols, const char *name,
+               struct plena_tensor *t);
+/* The tensor seen from row row0 on (same column blocks). */
+struct plena_tensor gen_view(const struct plena_tensor *x, uint32_t row0, uint32_t vlen);
+int gen_stage_ok(struct plena_ctx *c, enum plena_stage stage, unsigned mask, const char *who);
+
+/* One operand of the rows x column-blocks loop. */
+struct opnd {
+    const struct plena_tensor *t; /* NULL = unused */
+    uint64_t base;                /* address of (row0, block 0) */
+    uint32_t rstride;             /* element distance between rows */
+    int fixed;                    /* same row for every iteration (one-row weight) */
+    unsigned dyn;                 /* GP register added to the base at run time (0 none) */
+};
+enum rb_kind { RB_VV, RB_VF, RB_MAP };
+struct opnd gen_od(const struct plena_tensor *t, uint32_t row0, uint32_t vlen);
+struct opnd gen_none_od(void);
+/* op over nrows rows x nblocks column blocks (column blocks outer); tloop: a
+ * hardware row loop even for one row (token loops keep static size). */
+int gen_rows_blocks(struct plena_ctx *c, enum plena_stage stage, enum plena_op op,
+                    enum rb_kind kind, struct opnd d, struct opnd a, struct opnd b, unsigned freg,
+                    uint32_t nrows, uint32_t nblocks, int tloop);
+uint32_t gen_nblk(struct plena_ctx *c, const struct plena_tensor *t);
+/* FP SRAM constant at fp_base + off into freg (gtmp: scratch GP). */
+void gen_ld_const(struct plena_ctx *c, enum plena_stage stage, unsigned freg, unsigned gtmp,
+                  uint32_t off);
+
+/* Prefetch of ns K tiles (kt0..) of column block cb into MRAM slots 0..ns-1. */
+void gen_prefetch_chunk(struct plena_ctx *c, enum plena_stage stage, const struct plena_proj *pj,
+                        unsigned aw, uint32_t cb, uint32_t kt0, uint32_t ns, uint32_t bytes);
+
+/* Row groups whose count and first row are known only at run time: grow
+ * holds the row offset (rows x VLEN) added to the activation and result
+ * bases, gnm1 the number of BLEN-row groups minus one (clobbered), body_mult
+ * the predicted number of group iterations in the whole program. */
+struct gen_live_rows {
+    unsigned grow, gnm1;
+    uint64_t body_mult;
+};
+/* The compute part of one K chunk (M_MMs and M_MM_WO of every row group and
+ * micro-column) with the tile level unrolled; live NULL: ngroups static.
+ * Returns 0, emitting nothing, when registers or immediates do not fit. */
+int gen_fast_chunk(struct plena_ctx *c, const struct plena_tensor *x, const struct plena_tensor *d,
+                   uint32_t dc, uint32_t kt0, uint32_t ns, uint32_t ngroups, enum plena_stage cs,
+                   const struct gen_live_rows *live);
+
+#endif
