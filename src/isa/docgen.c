@@ -113,10 +113,48 @@ static void gen_stages(struct plena_buf *b)
                       "the enum order, the JSON order of the profile and the order of this "
                       "table. Mark a region with a comment line `; @stage=<name> [@pair=<n>]` "
                       "(spec/isa.md 13.2, spec/timing-and-profile.md 6.3).\n\n"
-                      "| # | Name | Work billed to it |\n|---|---|---|\n");
+                      "| # | Name | Branch | Routing tax | Pair scope | Work billed to it |\n"
+                      "|---|---|---|---|---|---|\n");
     for (int s = 0; s < PLENA_STAGE_COUNT; s++) {
-        plena_buf_printf(b, "| %d | %s | ", s, plena_stage_name(s));
+        plena_buf_printf(b, "| %d | %s | %s | %s | %s | ", s, plena_stage_name(s),
+                         plena_stage_branch_name(plena_stage_branch(s)),
+                         plena_stage_is_routing_tax(s) ? "yes" : "no",
+                         plena_stage_scope_name(plena_stage_scope(s)));
         cell(b, plena_stage_meaning(s));
+        plena_buf_puts(b, " |\n");
+    }
+    plena_buf_puts(b, "\n## Branches\n\n"
+                      "The shared-vs-routed split (spec/timing-and-profile.md 7.8, "
+                      "spec/traces-and-replay.md 5.6) sums `wall_picos` per branch. The routing "
+                      "tax (spec/traces-and-replay.md 5.7) sums the stages marked yes.\n\n"
+                      "| Branch | In the split | Stages |\n|---|---|---|\n");
+    for (int br = 0; br < PLENA_BRANCH_COUNT; br++) {
+        plena_buf_printf(b, "| %s | ", plena_stage_branch_name(br));
+        cell(b, plena_stage_branch_role(br));
+        plena_buf_puts(b, " | ");
+        int first = 1;
+        for (int s = 0; s < PLENA_STAGE_COUNT; s++) {
+            if ((int)plena_stage_branch(s) != br) continue;
+            plena_buf_printf(b, "%s%s", first ? "" : ", ", plena_stage_name(s));
+            first = 0;
+        }
+        plena_buf_puts(b, " |\n");
+    }
+    plena_buf_puts(b, "\n## Pair scopes\n\n"
+                      "What entering a stage does to the current pair id when the marker carries "
+                      "no `@pair=` (spec/timing-and-profile.md 6.3-6.4). The routed experts' own "
+                      "work (`expert_*`, 6.5) is the routed branch with pair scope.\n\n"
+                      "| Scope | Rule | Stages |\n|---|---|---|\n");
+    for (int c = 0; c < PLENA_SCOPE_COUNT; c++) {
+        plena_buf_printf(b, "| %s | ", plena_stage_scope_name(c));
+        cell(b, plena_stage_scope_rule(c));
+        plena_buf_puts(b, " | ");
+        int first = 1;
+        for (int s = 0; s < PLENA_STAGE_COUNT; s++) {
+            if ((int)plena_stage_scope(s) != c) continue;
+            plena_buf_printf(b, "%s%s", first ? "" : ", ", plena_stage_name(s));
+            first = 0;
+        }
         plena_buf_puts(b, " |\n");
     }
 }

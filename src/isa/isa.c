@@ -154,12 +154,32 @@ int plena_cost_latency(enum plena_cost c)
 
 static const struct {
     const char *name, *meaning;
+    enum plena_stage_branch branch;
+    unsigned char tax;
+    enum plena_stage_scope scope;
 } stage_table[] = {
-#define PLENA_STAGE(id, name, meaning) {name, meaning},
+#define PLENA_STAGE(id, name, branch, tax, scope, meaning)                                         \
+    {name, meaning, PLENA_BRANCH_##branch, tax, PLENA_SCOPE_##scope},
 #include "isa/stages.def"
 #undef PLENA_STAGE
 };
 _Static_assert(sizeof stage_table / sizeof stage_table[0] == PLENA_STAGE_COUNT, "stage table");
+
+struct named_row {
+    const char *name, *text;
+};
+static const struct named_row branch_table[] = {
+#define PLENA_STAGE_BRANCH(id, name, role) {name, role},
+#include "isa/stages.def"
+#undef PLENA_STAGE_BRANCH
+};
+static const struct named_row scope_table[] = {
+#define PLENA_STAGE_SCOPE(id, name, rule) {name, rule},
+#include "isa/stages.def"
+#undef PLENA_STAGE_SCOPE
+};
+_Static_assert(sizeof branch_table / sizeof branch_table[0] == PLENA_BRANCH_COUNT, "branches");
+_Static_assert(sizeof scope_table / sizeof scope_table[0] == PLENA_SCOPE_COUNT, "scopes");
 
 const char *plena_stage_name(enum plena_stage s)
 {
@@ -169,6 +189,46 @@ const char *plena_stage_name(enum plena_stage s)
 const char *plena_stage_meaning(enum plena_stage s)
 {
     return (unsigned)s < PLENA_STAGE_COUNT ? stage_table[s].meaning : "";
+}
+
+enum plena_stage_branch plena_stage_branch(enum plena_stage s)
+{
+    return (unsigned)s < PLENA_STAGE_COUNT ? stage_table[s].branch : PLENA_BRANCH_OTHER;
+}
+
+int plena_stage_is_routing_tax(enum plena_stage s)
+{
+    return (unsigned)s < PLENA_STAGE_COUNT && stage_table[s].tax;
+}
+
+enum plena_stage_scope plena_stage_scope(enum plena_stage s)
+{
+    return (unsigned)s < PLENA_STAGE_COUNT ? stage_table[s].scope : PLENA_SCOPE_NONE;
+}
+
+int plena_stage_is_routed_expert(enum plena_stage s)
+{
+    return plena_stage_branch(s) == PLENA_BRANCH_ROUTED && plena_stage_scope(s) == PLENA_SCOPE_PAIR;
+}
+
+const char *plena_stage_branch_name(enum plena_stage_branch b)
+{
+    return (unsigned)b < PLENA_BRANCH_COUNT ? branch_table[b].name : "?";
+}
+
+const char *plena_stage_branch_role(enum plena_stage_branch b)
+{
+    return (unsigned)b < PLENA_BRANCH_COUNT ? branch_table[b].text : "";
+}
+
+const char *plena_stage_scope_name(enum plena_stage_scope c)
+{
+    return (unsigned)c < PLENA_SCOPE_COUNT ? scope_table[c].name : "?";
+}
+
+const char *plena_stage_scope_rule(enum plena_stage_scope c)
+{
+    return (unsigned)c < PLENA_SCOPE_COUNT ? scope_table[c].text : "";
 }
 
 int plena_stage_lookup(const char *name, unsigned len)

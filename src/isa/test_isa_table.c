@@ -120,6 +120,64 @@ static void test_stage_table(void **state)
     assert_int_equal(plena_stage_lookup("expert_bais", 11), -1);
 }
 
+/* The stage columns against the spec's lists, as data: branches of
+ * traces-and-replay.md 5.6 (= timing-and-profile.md 7.8), the routing tax of
+ * 5.7, the pair-sticky stages of timing-and-profile.md 6.3, the two stages
+ * that end a pair in legacy mode (6.4) and the expert_* stages of 6.5. */
+static int in_list(const char *name, const char *const *list)
+{
+    for (; *list; list++)
+        if (!strcmp(name, *list)) return 1;
+    return 0;
+}
+
+static void test_stage_columns(void **state)
+{
+    (void)state;
+    static const char *const routed[] = {
+        "router_topk",       "expert_weight_address", "expert_weight_prefetch", "expert_projection",
+        "expert_activation", "expert_bias",           "expert_route_weight",    NULL};
+    static const char *const shared[] = {"shared_expert_projection", "shared_expert_activation",
+                                         "shared_expert_gate", NULL};
+    static const char *const combine[] = {"accumulator_init", "gather", "scatter_combine", NULL};
+    static const char *const residual[] = {"residual_setup", NULL};
+    static const char *const tax[] = {"accumulator_init",      "gather",
+                                      "expert_weight_address", "expert_route_weight",
+                                      "scatter_combine",       NULL};
+    static const char *const sticky[] = {"gather",
+                                         "expert_weight_address",
+                                         "expert_weight_prefetch",
+                                         "expert_projection",
+                                         "expert_activation",
+                                         "expert_bias",
+                                         "expert_route_weight",
+                                         "scatter_combine",
+                                         NULL};
+    static const char *const legacy_reset[] = {"router_topk", "accumulator_init", NULL};
+    for (int i = 0; i < PLENA_STAGE_COUNT; i++) {
+        enum plena_stage s = (enum plena_stage)i;
+        const char *n = plena_stage_name(s);
+        enum plena_stage_branch want = in_list(n, routed)     ? PLENA_BRANCH_ROUTED
+                                       : in_list(n, shared)   ? PLENA_BRANCH_SHARED
+                                       : in_list(n, combine)  ? PLENA_BRANCH_COMBINE
+                                       : in_list(n, residual) ? PLENA_BRANCH_RESIDUAL
+                                                              : PLENA_BRANCH_OTHER;
+        assert_int_equal(plena_stage_branch(s), want);
+        assert_int_equal(plena_stage_is_routing_tax(s), in_list(n, tax));
+        assert_int_equal(plena_stage_scope(s) == PLENA_SCOPE_PAIR, in_list(n, sticky));
+        assert_int_equal(plena_stage_scope(s) == PLENA_SCOPE_SETUP, in_list(n, legacy_reset));
+        assert_int_equal(plena_stage_is_routed_expert(s), !strncmp(n, "expert_", 7));
+    }
+    assert_int_equal(plena_stage_branch(PLENA_STAGE_OTHER), PLENA_BRANCH_OTHER);
+    assert_int_equal(plena_stage_branch(PLENA_STAGE_COUNT), PLENA_BRANCH_OTHER);
+    assert_false(plena_stage_is_routing_tax(PLENA_STAGE_COUNT));
+    assert_int_equal(plena_stage_scope(PLENA_STAGE_COUNT), PLENA_SCOPE_NONE);
+    static const char *const branch_names[] = {"routed", "shared", "combine", "residual", "other"};
+    assert_int_equal(PLENA_BRANCH_COUNT, 5);
+    for (int b = 0; b < PLENA_BRANCH_COUNT; b++)
+        assert_string_equal(plena_stage_branch_name((enum plena_stage_branch)b), branch_names[b]);
+}
+
 static void test_latency_keys(void **state)
 {
     (void)state;
@@ -138,6 +196,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_extreme_fields),
         cmocka_unit_test(test_spec_worked_encodings),
         cmocka_unit_test(test_stage_table),
+        cmocka_unit_test(test_stage_columns),
         cmocka_unit_test(test_latency_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
