@@ -99,13 +99,21 @@ int plena_profile_render(const struct plena_profile *p, const struct plena_profi
 int plena_profile_write(const struct plena_profile *p, const struct plena_profile_run *run,
                         const char *path, struct plena_err *err);
 
-/* Shared-vs-routed split of section 7.8 from per-stage wall_picos. */
+/* Shared-vs-routed split of section 7.8 (traces-and-replay.md 5.6) and the
+ * routing tax of traces-and-replay.md 5.7, from per-stage wall_picos and the
+ * stages.def BRANCH/TAX columns: the one place the split is computed (the
+ * CLI's stage table and replay's results both read it). Picoseconds are
+ * summed first and each cycle figure is rounded up once; a clock period of 0
+ * counts as 1 ps. */
 struct plena_profile_split {
-    uint64_t shared_picos, routed_picos, excluded_picos;
+    uint64_t branch_picos[PLENA_BRANCH_COUNT]; /* per stages.def branch */
+    uint64_t shared_picos, routed_picos;
+    uint64_t excluded_picos; /* combine + residual + other */
+    uint64_t total_picos;    /* every stage */
     uint64_t shared_cycles, routed_cycles;
     uint64_t routing_tax_picos, routing_tax_cycles;
     int has_shared_fraction; /* 0: shared + routed is 0 (JSON null) */
-    double shared_fraction;
+    double shared_fraction, routed_fraction;
     int has_ratio; /* 0: routed is 0 (JSON null) */
     double shared_to_routed_ratio;
 };
