@@ -4,14 +4,22 @@
 
 #include <string.h>
 
+/* A vocabulary row of columns.def / stages.def: name and its one-line text. */
+struct named_row {
+    const char *name, *text;
+};
+
 static const struct plena_op_info op_table[64] = {
-#define PLENA_OP(name_, code_, cls_, form_, unit_, cost_, ops_, syn_)                              \
+#define PLENA_OP(name_, code_, cls_, form_, unit_, cost_, rd_, wr_, flow_, ops_, syn_)             \
     [code_] = {#name_,                                                                             \
                code_,                                                                              \
                PLENA_CLASS_##cls_,                                                                 \
                PLENA_FORM_##form_,                                                                 \
                PLENA_UNIT_##unit_,                                                                 \
                PLENA_COST_##cost_,                                                                 \
+               PLENA_STATE_SET rd_,                                                                \
+               PLENA_STATE_SET wr_,                                                                \
+               PLENA_FLOW_##flow_,                                                                 \
                ops_,                                                                               \
                syn_,                                                                               \
                PLENA_CLASS_##cls_ != PLENA_CLASS_INV},
@@ -25,6 +33,9 @@ static const struct plena_op_info invalid_row = {"INVALID",
                                                  PLENA_FORM_NONE,
                                                  PLENA_UNIT_NONE,
                                                  PLENA_COST_TRAP,
+                                                 0,
+                                                 0,
+                                                 PLENA_FLOW_TRAP,
                                                  "",
                                                  "invalid opcode: traps when executed",
                                                  0};
@@ -123,6 +134,39 @@ const char *plena_cost_name(enum plena_cost c)
     return (unsigned)c < PLENA_COST_COUNT ? names[c] : "?";
 }
 
+static const struct named_row state_table[] = {
+#define PLENA_STATE(id, name, desc) {name, desc},
+#include "isa/columns.def"
+#undef PLENA_STATE
+};
+static const struct named_row flow_table[] = {
+#define PLENA_FLOW(id, name, desc) {name, desc},
+#include "isa/columns.def"
+#undef PLENA_FLOW
+};
+_Static_assert(sizeof state_table / sizeof state_table[0] == PLENA_STATE_COUNT, "states");
+_Static_assert(sizeof flow_table / sizeof flow_table[0] == PLENA_FLOW_COUNT, "flows");
+
+const char *plena_state_name(enum plena_state st)
+{
+    return (unsigned)st < PLENA_STATE_COUNT ? state_table[st].name : "?";
+}
+
+const char *plena_state_meaning(enum plena_state st)
+{
+    return (unsigned)st < PLENA_STATE_COUNT ? state_table[st].text : "";
+}
+
+const char *plena_flow_name(enum plena_flow f)
+{
+    return (unsigned)f < PLENA_FLOW_COUNT ? flow_table[f].name : "?";
+}
+
+const char *plena_flow_meaning(enum plena_flow f)
+{
+    return (unsigned)f < PLENA_FLOW_COUNT ? flow_table[f].text : "";
+}
+
 static const struct {
     const char *name;
     int en, dis;
@@ -165,9 +209,6 @@ static const struct {
 };
 _Static_assert(sizeof stage_table / sizeof stage_table[0] == PLENA_STAGE_COUNT, "stage table");
 
-struct named_row {
-    const char *name, *text;
-};
 static const struct named_row branch_table[] = {
 #define PLENA_STAGE_BRANCH(id, name, role) {name, role},
 #include "isa/stages.def"

@@ -120,6 +120,84 @@ static void test_stage_table(void **state)
     assert_int_equal(plena_stage_lookup("expert_bais", 11), -1);
 }
 
+/* The READS/WRITES/FLOW columns as data: facts of spec/isa.md that any
+ * correct row set satisfies, so a wrongly marked opcode fails here. */
+static int popcount(unsigned x)
+{
+    int n = 0;
+    for (; x; x &= x - 1)
+        n++;
+    return n;
+}
+
+static void test_state_columns(void **state)
+{
+    (void)state;
+    const unsigned ACC = PLENA_MASK_ACCUMULATORS;
+    const unsigned REGS =
+        PLENA_MASK_AREG | PLENA_MASK_SCALE | PLENA_MASK_STRIDE | PLENA_MASK_VMASK | PLENA_MASK_TOPK;
+    assert_int_equal(PLENA_STATE_SET(), 0);
+    assert_int_equal(PLENA_STATE_SET(GP, LOOP), PLENA_MASK_GP | PLENA_MASK_LOOP);
+    for (unsigned op = 0; op < 64; op++) {
+        const struct plena_op_info *r = plena_isa_info(op);
+        unsigned touch = r->reads | r->writes;
+        assert_true(touch < (1u << PLENA_STATE_COUNT));
+        if (!r->valid) { /* invalid rows trap before touching anything */
+            assert_int_equal(touch, 0);
+            assert_int_equal(r->flow, PLENA_FLOW_TRAP);
+            continue;
+        }
+        assert_int_not_equal(r->flow, PLENA_FLOW_TRAP);
+        assert_int_not_equal(r->writes, 0); /* every instruction has an effect */
+        const char *n = r->name;
+        int is_m = n[0] == 'M', is_v = n[0] == 'V', is_h = n[0] == 'H', is_c = n[0] == 'C';
+        /* M_*: exactly one accumulator, read and written (+= or write-out
+         * and clear); nothing else has one. */
+        assert_int_equal(is_m, (touch & ACC) != 0);
+        if (is_m) {
+            assert_int_equal(popcount(touch & ACC), 1);
+            assert_int_equal(r->reads & ACC, r->writes & ACC);
+            /* compute ops read both SRAMs; write-outs write VRAM instead */
+            int wo = strstr(n, "_WO") != NULL;
+            assert_int_equal(r->reads & (PLENA_MASK_MRAM | PLENA_MASK_VRAM),
+                             wo ? 0 : PLENA_MASK_MRAM | PLENA_MASK_VRAM);
+            assert_int_equal((r->writes & PLENA_MASK_VRAM) != 0, wo);
+        }
+        /* H_*: HBM (read by prefetches, written by the store), unit DMA;
+         * nothing else touches HBM. */
+        assert_int_equal(is_h, (touch & PLENA_MASK_HBM) != 0);
+        assert_int_equal(is_h, r->unit == PLENA_UNIT_DMA);
+        if (is_h) assert_int_equal((r->writes & PLENA_MASK_HBM) != 0, !strcmp(n, "H_STORE_V"));
+        /* V_*: every vector op reads VRAM */
+        if (is_v) assert_true(r->reads & PLENA_MASK_VRAM);
+        /* MRAM: written only by H_PREFETCH_M, read only by M_* */
+        assert_int_equal((r->writes & PLENA_MASK_MRAM) != 0, !strcmp(n, "H_PREFETCH_M"));
+        if (r->reads & PLENA_MASK_MRAM) assert_true(is_m);
+        /* C_SET_*_REG writes exactly its register from gp; the loop stack is C_* only */
+        if (!strncmp(n, "C_SET_", 6)) {
+            assert_int_equal(r->reads, PLENA_MASK_GP);
+            assert_int_equal(popcount(r->writes), 1);
+            assert_true(r->writes & REGS);
+        } else {
+            assert_int_equal(r->writes & REGS, 0);
+        }
+        if (touch & PLENA_MASK_LOOP) assert_true(is_c);
+        /* the assembler's gp0 warning (a synopsis assigning G[rd]) implies a gp write */
+        if (!strncmp(r->synopsis, "G[rd] =", 7) || !strncmp(r->synopsis, "decrement G[rd]", 15))
+            assert_true(r->writes & PLENA_MASK_GP);
+        /* floating-point scalar ops touch only fp registers and FP SRAM */
+        if (!strncmp(n, "S_", 2) && strstr(n, "_FP") && strcmp(n, "S_MAP_V_FP"))
+            assert_int_equal(touch & ~(PLENA_MASK_FP | PLENA_MASK_FPSRAM | PLENA_MASK_GP), 0);
+        /* control flow: only the loop end and the break leave pc + 1 */
+        enum plena_flow want = !strcmp(n, "C_LOOP_END") ? PLENA_FLOW_BACK
+                               : !strcmp(n, "C_BREAK")  ? PLENA_FLOW_EXIT
+                                                        : PLENA_FLOW_SEQ;
+        assert_int_equal(r->flow, want);
+    }
+    assert_string_equal(plena_state_name(PLENA_STATE_MACC), "m_acc");
+    assert_string_equal(plena_flow_name(PLENA_FLOW_EXIT), "exit");
+}
+
 /* The stage columns against the spec's lists, as data: branches of
  * traces-and-replay.md 5.6 (= timing-and-profile.md 7.8), the routing tax of
  * 5.7, the pair-sticky stages of timing-and-profile.md 6.3, the two stages
@@ -195,6 +273,7 @@ int main(void)
         cmocka_unit_test(test_codes_unique_and_named),
         cmocka_unit_test(test_roundtrip_extreme_fields),
         cmocka_unit_test(test_spec_worked_encodings),
+        cmocka_unit_test(test_state_columns),
         cmocka_unit_test(test_stage_table),
         cmocka_unit_test(test_stage_columns),
         cmocka_unit_test(test_latency_keys),
