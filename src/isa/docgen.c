@@ -119,10 +119,16 @@ static void gen_isa(struct plena_buf *b)
 
     plena_buf_puts(b, "\n## Operand forms\n\n"
                       "Descriptor: operands in assembly order, each `KIND:FIELD`; `?` marks an "
-                      "optional operand (default 0). Kinds: G gp register, F fp register, A "
-                      "address register, Z rd as integer or gp register, I18/I22 immediates, M "
-                      "rmask or policy, S rstride, P precision, O rorder, X ignored integer, XG "
-                      "ignored gp register.\n\n| Form | Descriptor | Mnemonics |\n|---|---|---|\n");
+                      "optional operand (default 0). Kinds:");
+    {
+        const char *sep = " ";
+#define PLENA_FORM_KIND(id, meaning)                                                               \
+    plena_buf_printf(b, "%s%s %s", sep, #id, meaning);                                             \
+    sep = ", ";
+#include "isa/forms.def"
+#undef PLENA_FORM_KIND
+    }
+    plena_buf_puts(b, ".\n\n| Form | Descriptor | Mnemonics |\n|---|---|---|\n");
     for (int f = 0; f < PLENA_FORM_COUNT; f++) {
         plena_buf_printf(b, "| %s | `%s` | ", form_ids[f], plena_form_descriptor(f));
         int first = 1;
@@ -135,9 +141,9 @@ static void gen_isa(struct plena_buf *b)
         plena_buf_puts(b, first ? "— |\n" : " |\n");
     }
 
-    plena_buf_puts(b, "\n## Encoding classes\n\n| Class | Mnemonics |\n|---|---|\n");
+    plena_buf_puts(b, "\n## Encoding classes\n\n| Class | Fields | Mnemonics |\n|---|---|---|\n");
     for (int c = PLENA_CLASS_R; c <= PLENA_CLASS_N; c++) {
-        plena_buf_printf(b, "| %s | ", plena_class_name(c));
+        plena_buf_printf(b, "| %s | %s | ", plena_class_name(c), plena_class_fields(c));
         int first = 1;
         for (unsigned op = 0; op < PLENA_OP_COUNT; op++) {
             const struct plena_op_info *r = plena_isa_info(op);

@@ -95,15 +95,27 @@ uint32_t plena_isa_encode(const struct plena_insn *in)
         break;
     case PLENA_CLASS_D: w = plena_setfield(w, PLENA_POS_RD, PLENA_SIZE_RD, in->rd); break;
     case PLENA_CLASS_N:
-    case PLENA_CLASS_INV: break;
+    case PLENA_CLASS_INV:
+    case PLENA_CLASS_COUNT: break;
     }
     return w;
 }
 
+static const struct named_row class_table[] = {
+#define PLENA_CLASS(id, name, fields) {name, fields},
+#include "isa/columns.def"
+#undef PLENA_CLASS
+};
+_Static_assert(sizeof class_table / sizeof class_table[0] == PLENA_CLASS_COUNT, "classes");
+
 const char *plena_class_name(enum plena_class c)
 {
-    static const char *names[] = {"R", "I18", "I22", "D", "N", "INV"};
-    return (unsigned)c < sizeof names / sizeof names[0] ? names[c] : "?";
+    return (unsigned)c < PLENA_CLASS_COUNT ? class_table[c].name : "?";
+}
+
+const char *plena_class_fields(enum plena_class c)
+{
+    return (unsigned)c < PLENA_CLASS_COUNT ? class_table[c].text : "";
 }
 
 const char *plena_form_descriptor(enum plena_form f)
@@ -116,10 +128,42 @@ const char *plena_form_descriptor(enum plena_form f)
     return (unsigned)f < PLENA_FORM_COUNT ? desc[f] : "";
 }
 
+static const struct {
+    const char *name;
+    enum plena_resource res;
+} unit_table[] = {
+#define PLENA_UNIT(id, name, res) {name, PLENA_RESOURCE_##res},
+#include "isa/columns.def"
+#undef PLENA_UNIT
+};
+_Static_assert(sizeof unit_table / sizeof unit_table[0] == PLENA_UNIT_COUNT, "units");
+
+static const char *const resource_names[] = {
+#define PLENA_RESOURCE(id, name) name,
+#include "isa/columns.def"
+#undef PLENA_RESOURCE
+};
+_Static_assert(sizeof resource_names / sizeof resource_names[0] == PLENA_RESOURCE_COUNT,
+               "resources");
+
 const char *plena_unit_name(enum plena_unit u)
 {
-    static const char *names[] = {"matrix", "vector", "scalar", "dma", "control", "none"};
-    return (unsigned)u < sizeof names / sizeof names[0] ? names[u] : "?";
+    return (unsigned)u < PLENA_UNIT_COUNT ? unit_table[u].name : "?";
+}
+
+enum plena_resource plena_unit_resource(enum plena_unit u)
+{
+    return (unsigned)u < PLENA_UNIT_COUNT ? unit_table[u].res : PLENA_RESOURCE_OTHER;
+}
+
+const char *plena_resource_name(enum plena_resource r)
+{
+    return (unsigned)r < PLENA_RESOURCE_COUNT ? resource_names[r] : "other";
+}
+
+enum plena_resource plena_resource_of(unsigned opcode)
+{
+    return plena_unit_resource(plena_isa_info(opcode)->unit);
 }
 
 const char *plena_cost_name(enum plena_cost c)

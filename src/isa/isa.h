@@ -17,12 +17,10 @@ enum plena_op {
 };
 
 enum plena_class {
-    PLENA_CLASS_R,
-    PLENA_CLASS_I18,
-    PLENA_CLASS_I22,
-    PLENA_CLASS_D,
-    PLENA_CLASS_N,
-    PLENA_CLASS_INV
+#define PLENA_CLASS(id, name, fields) PLENA_CLASS_##id,
+#include "isa/columns.def"
+#undef PLENA_CLASS
+    PLENA_CLASS_COUNT
 };
 
 enum plena_form {
@@ -33,12 +31,18 @@ enum plena_form {
 };
 
 enum plena_unit {
-    PLENA_UNIT_MATRIX,
-    PLENA_UNIT_VECTOR,
-    PLENA_UNIT_SCALAR,
-    PLENA_UNIT_DMA,
-    PLENA_UNIT_CONTROL,
-    PLENA_UNIT_NONE
+#define PLENA_UNIT(id, name, res) PLENA_UNIT_##id,
+#include "isa/columns.def"
+#undef PLENA_UNIT
+    PLENA_UNIT_COUNT
+};
+
+/* Resource classes of spec/timing-and-profile.md 7.5, in JSON key order. */
+enum plena_resource {
+#define PLENA_RESOURCE(id, name) PLENA_RESOURCE_##id,
+#include "isa/columns.def"
+#undef PLENA_RESOURCE
+    PLENA_RESOURCE_COUNT
 };
 
 enum plena_cost {
@@ -138,8 +142,14 @@ void plena_isa_decode(uint32_t word, struct plena_insn *insn);
 uint32_t plena_isa_encode(const struct plena_insn *insn);
 
 const char *plena_class_name(enum plena_class c);
+const char *plena_class_fields(enum plena_class c);
 const char *plena_form_descriptor(enum plena_form f);
 const char *plena_unit_name(enum plena_unit u);
+/* The resource class a unit bills to (columns.def); 'other' out of range. */
+enum plena_resource plena_unit_resource(enum plena_unit u);
+const char *plena_resource_name(enum plena_resource r);
+/* The resource class of an opcode 0..63: its unit's. */
+enum plena_resource plena_resource_of(unsigned opcode);
 const char *plena_cost_name(enum plena_cost c);
 const char *plena_state_name(enum plena_state st);
 const char *plena_state_meaning(enum plena_state st);

@@ -120,6 +120,65 @@ static void test_stage_table(void **state)
     assert_int_equal(plena_stage_lookup("expert_bais", 11), -1);
 }
 
+/* Class and unit vocabularies (columns.def) as data: the names, the fields
+ * each class places (checked by encoding one field at a time) and the
+ * resource class each unit bills to (timing-and-profile.md 7.5). */
+static void test_class_and_unit_tables(void **state)
+{
+    (void)state;
+    static const char *const classes[] = {"R", "I18", "I22", "D", "N", "INV"};
+    assert_int_equal(PLENA_CLASS_COUNT, 6);
+    static const struct {
+        const char *name;
+        unsigned pos;
+    } fields[] = {{"rd", PLENA_POS_RD},         {"rs1", PLENA_POS_RS1},
+                  {"rs2", PLENA_POS_RS2},       {"rs3", PLENA_POS_RS3},
+                  {"funct1", PLENA_POS_FUNCT1}, {"imm18", PLENA_POS_IMM18},
+                  {"imm22", PLENA_POS_IMM22}};
+    for (int c = 0; c < PLENA_CLASS_COUNT; c++) {
+        assert_string_equal(plena_class_name((enum plena_class)c), classes[c]);
+        if (c == PLENA_CLASS_INV) continue;
+        unsigned op = 0;
+        while (op < PLENA_OP_COUNT &&
+               (!plena_isa_info(op)->valid || (int)plena_isa_info(op)->cls != c))
+            op++;
+        assert_true(op < PLENA_OP_COUNT); /* every class has an opcode */
+        char placed[64] = "";
+        for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+            struct plena_insn in = {.op = (uint8_t)op};
+            switch (f) {
+            case 0: in.rd = 1; break;
+            case 1: in.rs1 = 1; break;
+            case 2: in.rs2 = 1; break;
+            case 3: in.rs3 = 1; break;
+            case 4: in.funct1 = 1; break;
+            default: in.imm = 1; break;
+            }
+            if ((plena_isa_encode(&in) >> PLENA_SIZE_OPCODE) ==
+                1u << (fields[f].pos - PLENA_SIZE_OPCODE)) {
+                if (placed[0]) strcat(placed, " ");
+                strcat(placed, fields[f].name);
+            }
+        }
+        assert_string_equal(placed[0] ? placed : "none", plena_class_fields((enum plena_class)c));
+    }
+    static const char *const units[] = {"matrix", "vector", "scalar", "dma", "control", "none"};
+    static const enum plena_resource bills[] = {PLENA_RESOURCE_MATRIX, PLENA_RESOURCE_VECTOR,
+                                                PLENA_RESOURCE_SCALAR, PLENA_RESOURCE_DMA,
+                                                PLENA_RESOURCE_SCALAR, PLENA_RESOURCE_OTHER};
+    assert_int_equal(PLENA_UNIT_COUNT, 6);
+    for (int u = 0; u < PLENA_UNIT_COUNT; u++) {
+        assert_string_equal(plena_unit_name((enum plena_unit)u), units[u]);
+        assert_int_equal(plena_unit_resource((enum plena_unit)u), bills[u]);
+    }
+    static const char *const res[] = {"matrix", "vector", "scalar", "dma", "other"};
+    assert_int_equal(PLENA_RESOURCE_COUNT, 5);
+    for (int r = 0; r < PLENA_RESOURCE_COUNT; r++)
+        assert_string_equal(plena_resource_name((enum plena_resource)r), res[r]);
+    assert_int_equal(plena_resource_of(PLENA_OP_C_LOOP_END), PLENA_RESOURCE_SCALAR);
+    assert_int_equal(plena_resource_of(0x3F), PLENA_RESOURCE_OTHER);
+}
+
 /* The READS/WRITES/FLOW columns as data: facts of spec/isa.md that any
  * correct row set satisfies, so a wrongly marked opcode fails here. */
 static int popcount(unsigned x)
@@ -273,6 +332,7 @@ int main(void)
         cmocka_unit_test(test_codes_unique_and_named),
         cmocka_unit_test(test_roundtrip_extreme_fields),
         cmocka_unit_test(test_spec_worked_encodings),
+        cmocka_unit_test(test_class_and_unit_tables),
         cmocka_unit_test(test_state_columns),
         cmocka_unit_test(test_stage_table),
         cmocka_unit_test(test_stage_columns),

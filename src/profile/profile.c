@@ -17,31 +17,6 @@
 #include "isa/isa.h"
 #include "profile/profile_json.h"
 
-static const char *const resource_names[PLENA_RESOURCE_COUNT] = {"matrix", "vector", "scalar",
-                                                                 "dma", "other"};
-
-const char *plena_resource_name(enum plena_resource r)
-{
-    return (unsigned)r < PLENA_RESOURCE_COUNT ? resource_names[r] : "other";
-}
-
-/* Section 7.5 by opcode range (the classes follow the opcode map, not the
- * .def UNIT column: S_LD/ST_FP and C_* both count as scalar here). */
-enum plena_resource plena_resource_of(unsigned op)
-{
-    /* Derived from isa.def's UNIT column (timing spec 7.5: control ops bill
-     * to `scalar`), so the opcode table stays the only list of opcodes. */
-    switch (plena_isa_info(op)->unit) {
-    case PLENA_UNIT_MATRIX: return PLENA_RESOURCE_MATRIX;
-    case PLENA_UNIT_VECTOR: return PLENA_RESOURCE_VECTOR;
-    case PLENA_UNIT_SCALAR:
-    case PLENA_UNIT_CONTROL: return PLENA_RESOURCE_SCALAR;
-    case PLENA_UNIT_DMA: return PLENA_RESOURCE_DMA;
-    case PLENA_UNIT_NONE: return PLENA_RESOURCE_OTHER;
-    }
-    return PLENA_RESOURCE_OTHER;
-}
-
 static int cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -226,7 +201,8 @@ static json_t *resource_obj(struct jb *b, const uint64_t *res, uint64_t period)
         return NULL;
     }
     for (unsigned r = 0; r < PLENA_RESOURCE_COUNT; r++)
-        put(b, o, resource_names[r], jint(period ? ceil_div(res[r], period) : res[r]));
+        put(b, o, plena_resource_name((enum plena_resource)r),
+            jint(period ? ceil_div(res[r], period) : res[r]));
     return o;
 }
 

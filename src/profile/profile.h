@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "isa/isa.h"
 #include "isa/program.h"
 #include "isa/stages.h"
 #include "timing/timing.h"
@@ -24,17 +25,8 @@ extern const char plena_profile_text_resource[];         /* R */
 extern const char plena_profile_text_caveat[];           /* C */
 extern const char plena_profile_text_shared_vs_routed[]; /* S */
 
-/* Resource classes of section 7.5, in JSON key order. */
-enum plena_resource {
-    PLENA_RESOURCE_MATRIX,
-    PLENA_RESOURCE_VECTOR,
-    PLENA_RESOURCE_SCALAR,
-    PLENA_RESOURCE_DMA,
-    PLENA_RESOURCE_OTHER,
-    PLENA_RESOURCE_COUNT
-};
-const char *plena_resource_name(enum plena_resource r);
-enum plena_resource plena_resource_of(unsigned opcode);
+/* Resource classes of section 7.5 (enum plena_resource, plena_resource_name
+ * and plena_resource_of) come from the unit table of isa/columns.def. */
 
 /* One accumulated figure set (a stage, a pair, a pair-stage or the total). */
 struct plena_profile_figures {

@@ -105,11 +105,11 @@ static json_t *stage_rows(const json_t *profile, uint64_t clock_ps)
             json_t *v = json_object_get(e, copy[i]);
             json_object_set_new(r, copy[i], v ? json_incref(v) : json_null());
         }
-        const char *res[] = {"matrix", "vector", "scalar", "dma", "other"};
-        for (size_t i = 0; i < 5; i++) {
+        for (unsigned i = 0; i < PLENA_RESOURCE_COUNT; i++) {
+            const char *res = plena_resource_name((enum plena_resource)i);
             char k[32];
-            snprintf(k, sizeof k, "%s_cycles", res[i]);
-            json_t *v = json_object_get(rp, res[i]);
+            snprintf(k, sizeof k, "%s_cycles", res);
+            json_t *v = json_object_get(rp, res);
             json_object_set_new(r, k,
                                 json_is_integer(v) ? json_integer((json_int_t)ceil_div(
                                                          (uint64_t)json_integer_value(v), clock_ps))
