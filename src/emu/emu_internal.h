@@ -22,8 +22,10 @@
  * the kernel runs several independent 63-add chains at once instead of
  * waiting on one chain's latency. The operands stay valid because every
  * instruction that could change them (writes VRAM or MRAM) or observe m_acc
- * flushes the group first (exec.c, mm_batch_safe); so does the end of a run. */
+ * flushes the group first (exec.c, emu_mm_batch_safe); so does the end of a run. */
 #define EMU_MM_BATCH 4
+/* Opcode -> 1 when it may run with M_MMs pending (derived from isa.def). */
+extern const uint8_t emu_mm_batch_safe[PLENA_OP_COUNT + 1];
 struct emu_mm_pending {
     const float *q; /* X as quads: an X-quad cache entry (below) */
     const float *t; /* T(base) + column start: row r at t + r*MLEN */

@@ -694,13 +694,24 @@ static const float *xq_get(struct plena_emu *e, uint64_t row0)
  * nor MRAM and do not touch m_acc, so computing the M_MMs later gives the
  * same m_acc. (Pending M_MMs hold a decoded copy of X, but read T from MRAM
  * and add into m_acc at flush.) Every other instruction flushes first; a
- * missing entry costs speed, never correctness, so only what GEMM loops issue
- * between their M_MMs is listed. */
-static const uint8_t mm_batch_safe[PLENA_OP_COUNT + 1] = {
-    [PLENA_OP_M_MM] = 1,         [PLENA_OP_S_ADD_INT] = 1,  [PLENA_OP_S_ADDI_INT] = 1,
-    [PLENA_OP_S_SUB_INT] = 1,    [PLENA_OP_S_MUL_INT] = 1,  [PLENA_OP_S_LUI_INT] = 1,
-    [PLENA_OP_C_LOOP_START] = 1, [PLENA_OP_C_LOOP_END] = 1,
+ * missing entry costs speed, never correctness, so the set is only what GEMM
+ * loops issue between their M_MMs, derived from isa.def's READS/WRITES/FLOW
+ * columns: M_MM itself (it joins the group), and every opcode that touches
+ * nothing but gp registers and the loop stack and stays in its loop (integer
+ * ALU ops, C_LOOP_START, C_LOOP_END; C_BREAK leaves the loop, and so the
+ * GEMM, and flushes). test_emu_perfpaths checks the derived set and that
+ * every member satisfies the condition above. */
+#define MM_BATCH_SAFE(code, rd, wr, flow)                                                          \
+    ((code) == PLENA_OP_M_MM ||                                                                    \
+     (((PLENA_STATE_SET rd | PLENA_STATE_SET wr) & ~(PLENA_MASK_GP | PLENA_MASK_LOOP)) == 0 &&     \
+      (PLENA_FLOW_##flow == PLENA_FLOW_SEQ || PLENA_FLOW_##flow == PLENA_FLOW_BACK)))
+const uint8_t emu_mm_batch_safe[PLENA_OP_COUNT + 1] = {
+#define PLENA_OP(name, code, cls, form, unit, cost, rd, wr, flow, ops, syn)                        \
+    [code] = MM_BATCH_SAFE(code, rd, wr, flow),
+#include "isa/isa.def"
+#undef PLENA_OP
 };
+#undef MM_BATCH_SAFE
 
 static int op_mm(struct plena_emu *e, const struct plena_insn *in, int transposed)
 {
@@ -1399,7 +1410,7 @@ run_loop(struct plena_emu *e, const struct plena_insn *code, const uint32_t *wor
             ev.txn = NULL;
         }
         uint32_t *G = e->g;
-        if (e->n_mm_pend && !mm_batch_safe[in->op]) mm_flush(e);
+        if (e->n_mm_pend && !emu_mm_batch_safe[in->op]) mm_flush(e);
         switch ((enum plena_op)in->op) {
         case PLENA_OP_INVALID_00:
         case PLENA_OP_INVALID_31:

@@ -613,12 +613,35 @@ static void test_mm_deferred_vs_ref(void **state)
     deferred_vs_ref(&p, 16, "gemm loop");
 }
 
+/* The batching safety set is derived from isa.def; it must equal the list it
+ * replaced (the ops GEMM loops issue between M_MMs) and every member other
+ * than M_MM must keep pending M_MMs exact: no VRAM/MRAM write, no m_acc. */
+static void test_mm_batch_safe_set(void **state)
+{
+    (void)state;
+    static const unsigned want[] = {PLENA_OP_M_MM,         PLENA_OP_S_ADD_INT, PLENA_OP_S_ADDI_INT,
+                                    PLENA_OP_S_SUB_INT,    PLENA_OP_S_MUL_INT, PLENA_OP_S_LUI_INT,
+                                    PLENA_OP_C_LOOP_START, PLENA_OP_C_LOOP_END};
+    for (unsigned op = 0; op <= PLENA_OP_COUNT; op++) {
+        int in = 0;
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+            in |= want[i] == op;
+        if (emu_mm_batch_safe[op] != in) fprintf(stderr, "opcode 0x%02X\n", op);
+        assert_int_equal(emu_mm_batch_safe[op], in);
+        if (!in || op == PLENA_OP_M_MM) continue;
+        const struct plena_op_info *r = plena_isa_info(op);
+        assert_int_equal(r->writes & (PLENA_MASK_VRAM | PLENA_MASK_MRAM), 0);
+        assert_int_equal((r->reads | r->writes) & PLENA_MASK_MACC, 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_decode_all),    cmocka_unit_test(test_bf16_encode_ties),
         cmocka_unit_test(test_kernels_vs_ref),     cmocka_unit_test(test_programs_fast_vs_ref),
         cmocka_unit_test(test_mm_acc_fast_vs_ref), cmocka_unit_test(test_mm_deferred_vs_ref),
+        cmocka_unit_test(test_mm_batch_safe_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,12 +20,27 @@
 
 /* ---- operand descriptors (forms.def) ---- */
 
-enum kind { K_G, K_F, K_A, K_Z, K_I18, K_I22, K_M, K_S, K_P, K_O, K_X, K_XG };
-enum field { F_RD, F_RS1, F_RS2, F_RS3, F_FUNCT1, F_IMM, F_NONE };
+enum kind {
+#define PLENA_FORM_KIND(id, meaning) K_##id,
+#include "isa/forms.def"
+#undef PLENA_FORM_KIND
+};
+enum field {
+#define PLENA_FORM_FIELD(id, name) F_##id,
+#include "isa/forms.def"
+#undef PLENA_FORM_FIELD
+};
 
-static const char *const kind_names[] = {"G", "F", "A", "Z", "I18", "I22",
-                                         "M", "S", "P", "O", "X",   "XG"};
-static const char *const field_names[] = {"rd", "rs1", "rs2", "rs3", "funct1", "imm", "-"};
+static const char *const kind_names[] = {
+#define PLENA_FORM_KIND(id, meaning) #id,
+#include "isa/forms.def"
+#undef PLENA_FORM_KIND
+};
+static const char *const field_names[] = {
+#define PLENA_FORM_FIELD(id, name) name,
+#include "isa/forms.def"
+#undef PLENA_FORM_FIELD
+};
 
 #define MAX_OPS 6
 struct opnd {

@@ -145,21 +145,6 @@ static int legacy_pair_id(const char *s, size_t n, uint32_t *id)
 
 /* ---- markers (6.3) ---- */
 
-static int pair_sticky(int stage)
-{
-    switch (stage) {
-    case PLENA_STAGE_GATHER:
-    case PLENA_STAGE_EXPERT_WEIGHT_ADDRESS:
-    case PLENA_STAGE_EXPERT_WEIGHT_PREFETCH:
-    case PLENA_STAGE_EXPERT_PROJECTION:
-    case PLENA_STAGE_EXPERT_ACTIVATION:
-    case PLENA_STAGE_EXPERT_BIAS:
-    case PLENA_STAGE_EXPERT_ROUTE_WEIGHT:
-    case PLENA_STAGE_SCATTER_COMBINE: return 1;
-    default: return 0;
-    }
-}
-
 struct state {
     struct plena_labels *l;
     size_t cap_unres;
@@ -335,7 +320,7 @@ int plena_labels_from_asm(const char *text, size_t len, const char *name, struct
             stage = s;
             if (have_pair)
                 pair = pv;
-            else if (!pair_sticky(s))
+            else if (plena_stage_scope((enum plena_stage)s) != PLENA_SCOPE_PAIR)
                 pair = PLENA_PAIR_NONE;
         } else {
             const char *cs = ln.s + ln.first;
@@ -344,7 +329,7 @@ int plena_labels_from_asm(const char *text, size_t len, const char *name, struct
             uint32_t id;
             if (legacy_pair_id(cs, cn, &id))
                 pair = id;
-            else if (stage == PLENA_STAGE_ROUTER_TOPK || stage == PLENA_STAGE_ACCUMULATOR_INIT)
+            else if (plena_stage_scope((enum plena_stage)stage) == PLENA_SCOPE_SETUP)
                 pair = PLENA_PAIR_NONE;
         }
         if (st.failed) break;

@@ -290,14 +290,60 @@ static void ocp_encode_block(const float *x, size_t n, uint8_t *codes, uint8_t *
     }
 }
 
+/* ---- format traits ---- */
+
+static const struct plena_num_fmt_info fmt_table[] = {
+#define PLENA_NUM_FMT(id, name, dec, max_code, max_val)                                            \
+    [PLENA_FMT_##id] = {name, dec, max_code, max_val},
+#include "num/formats.def"
+#undef PLENA_NUM_FMT
+};
+_Static_assert(sizeof fmt_table / sizeof fmt_table[0] == PLENA_FMT_COUNT,
+               "one traits row per formats.def entry");
+
+const struct plena_num_fmt_info *plena_num_fmt_info(enum plena_fmt fmt)
+{
+    if ((unsigned)fmt >= PLENA_FMT_COUNT) return NULL;
+    return &fmt_table[fmt];
+}
+
+int plena_num_fmt_decode_table(enum plena_fmt fmt, float table[256])
+{
+    const struct plena_num_fmt_info *f = plena_num_fmt_info(fmt);
+    if (!f) return -1;
+    for (int c = 0; c < 256; c++)
+        table[c] = f->decode_ref((uint8_t)c);
+    return 0;
+}
+
 /* ---- MX blocks (section 4) ---- */
+
+/* formats.def: the element and scale formats of each MX mode. */
+static const struct plena_num_mx_mode_info mx_mode_table[] = {
+#define PLENA_MX_MODE(id, name, elem, scale)                                                       \
+    [PLENA_MX_##id] = {name, PLENA_FMT_##elem, PLENA_FMT_##scale},
+#include "num/formats.def"
+#undef PLENA_MX_MODE
+};
+_Static_assert(sizeof mx_mode_table / sizeof mx_mode_table[0] == PLENA_MX_MODE_COUNT,
+               "one row per MX mode");
+
+const struct plena_num_mx_mode_info *plena_num_mx_mode_info(enum plena_mx_mode mode)
+{
+    return (unsigned)mode < PLENA_MX_MODE_COUNT ? &mx_mode_table[mode] : NULL;
+}
+
+/* An unknown mode decodes as PLENA mode (as the two-way dispatch did). */
+static const struct plena_num_mx_mode_info *mx_mode(enum plena_mx_mode mode)
+{
+    return &mx_mode_table[(unsigned)mode < PLENA_MX_MODE_COUNT ? mode : PLENA_MX_PLENA];
+}
 
 float plena_num_mx_decode(enum plena_mx_mode mode, uint8_t code, uint8_t scale)
 {
     /* One IEEE f32 multiplication, nothing else (section 4.1). */
-    if (mode == PLENA_MX_OCP)
-        return plena_num_ocp_e4m3fn_decode_ref(code) * plena_num_ocp_e8m0_decode_ref(scale);
-    return plena_num_e4m3_decode_ref(code) * plena_num_e8m0_decode_ref(scale);
+    const struct plena_num_mx_mode_info *m = mx_mode(mode);
+    return fmt_table[m->element].decode_ref(code) * fmt_table[m->scale].decode_ref(scale);
 }
 
 /* Sections 4.3 / 4.4; `zero_special` selects the device encoder's step 2. */
@@ -429,13 +475,9 @@ void plena_num_mx_decode_row(enum plena_mx_mode mode, const uint8_t *codes, cons
 
 void plena_num_mx_lut_init(struct plena_mx_lut *lut, enum plena_mx_mode mode)
 {
-    for (unsigned i = 0; i < 256; i++) {
-        uint8_t b = (uint8_t)i;
-        lut->code[i] = mode == PLENA_MX_OCP ? plena_num_ocp_e4m3fn_decode_ref(b)
-                                            : plena_num_e4m3_decode_ref(b);
-        lut->scale[i] =
-            mode == PLENA_MX_OCP ? plena_num_ocp_e8m0_decode_ref(b) : plena_num_e8m0_decode_ref(b);
-    }
+    const struct plena_num_mx_mode_info *m = mx_mode(mode);
+    (void)plena_num_fmt_decode_table(m->element, lut->code);
+    (void)plena_num_fmt_decode_table(m->scale, lut->scale);
 }
 
 void plena_num_mx_decode_row_lut(const struct plena_mx_lut *lut, const uint8_t *codes,
@@ -447,29 +489,4 @@ void plena_num_mx_decode_row_lut(const struct plena_mx_lut *lut, const uint8_t *
         for (size_t i = b0; i < end; i++)
             out[i] = lut->code[codes[i]] * sc;
     }
-}
-
-/* ---- format traits ---- */
-
-static const struct plena_num_fmt_info fmt_table[] = {
-#define X(id, name, dec, max_code, max_val) [PLENA_FMT_##id] = {name, dec, max_code, max_val},
-#include "num/formats.def"
-#undef X
-};
-_Static_assert(sizeof fmt_table / sizeof fmt_table[0] == PLENA_FMT_COUNT,
-               "one traits row per formats.def entry");
-
-const struct plena_num_fmt_info *plena_num_fmt_info(enum plena_fmt fmt)
-{
-    if ((unsigned)fmt >= PLENA_FMT_COUNT) return NULL;
-    return &fmt_table[fmt];
-}
-
-int plena_num_fmt_decode_table(enum plena_fmt fmt, float table[256])
-{
-    const struct plena_num_fmt_info *f = plena_num_fmt_info(fmt);
-    if (!f) return -1;
-    for (int c = 0; c < 256; c++)
-        table[c] = f->decode_ref((uint8_t)c);
-    return 0;
 }

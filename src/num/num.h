@@ -38,7 +38,13 @@ uint8_t plena_num_e4m3_quantize_ref(float y);
 float plena_num_ocp_e4m3fn_decode_ref(uint8_t code);
 float plena_num_ocp_e8m0_decode_ref(uint8_t b); /* 0 -> 2^-127, 255 -> NaN */
 
-enum plena_mx_mode { PLENA_MX_PLENA = 0, PLENA_MX_OCP = 1 };
+/* MX modes (formats.def PLENA_MX_MODE rows, in settings value order). */
+enum plena_mx_mode {
+#define PLENA_MX_MODE(id, name, elem, scale) PLENA_MX_##id,
+#include "num/formats.def"
+#undef PLENA_MX_MODE
+    PLENA_MX_MODE_COUNT
+};
 
 /* MX block decode: value = fl32(elem(code) * scale(b)) (section 4.1). */
 float plena_num_mx_decode(enum plena_mx_mode mode, uint8_t code, uint8_t scale);
@@ -78,11 +84,11 @@ void plena_num_mx_lut_init(struct plena_mx_lut *lut, enum plena_mx_mode mode);
 void plena_num_mx_decode_row_lut(const struct plena_mx_lut *lut, const uint8_t *codes,
                                  const uint8_t *scales, size_t n, size_t block, float *out);
 
-/* ---- traits of the 8-bit code formats (formats.def) ---- */
+/* ---- traits of the 8-bit code formats and MX modes (formats.def) ---- */
 enum plena_fmt {
-#define X(id, name, dec, max_code, max_val) PLENA_FMT_##id,
+#define PLENA_NUM_FMT(id, name, dec, max_code, max_val) PLENA_FMT_##id,
 #include "num/formats.def"
-#undef X
+#undef PLENA_NUM_FMT
     PLENA_FMT_COUNT
 };
 struct plena_num_fmt_info {
@@ -95,5 +101,12 @@ struct plena_num_fmt_info {
 const struct plena_num_fmt_info *plena_num_fmt_info(enum plena_fmt fmt);
 /* All 256 decodes of fmt into table[] (for fast paths); 0 on success. */
 int plena_num_fmt_decode_table(enum plena_fmt fmt, float table[256]);
+
+struct plena_num_mx_mode_info {
+    const char *name; /* the settings MX_MODE value */
+    enum plena_fmt element, scale;
+};
+/* NULL for an out-of-range mode. */
+const struct plena_num_mx_mode_info *plena_num_mx_mode_info(enum plena_mx_mode mode);
 
 #endif

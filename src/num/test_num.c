@@ -689,6 +689,35 @@ static void test_format_traits(void **state)
     assert_int_not_equal(plena_num_fmt_decode_table(PLENA_FMT_COUNT, t), 0);
 }
 
+/* The MX mode rows of formats.def as data: names (the settings values),
+ * element and scale formats (sections 4.1 and 5), and the decode they drive
+ * against the named _ref decoders on every (code, scale) pair. */
+static void test_mx_mode_table(void **state)
+{
+    (void)state;
+    assert_int_equal(PLENA_MX_MODE_COUNT, 2);
+    const struct plena_num_mx_mode_info *p = plena_num_mx_mode_info(PLENA_MX_PLENA);
+    const struct plena_num_mx_mode_info *o = plena_num_mx_mode_info(PLENA_MX_OCP);
+    assert_string_equal(p->name, "plena");
+    assert_int_equal(p->element, PLENA_FMT_E4M3);
+    assert_int_equal(p->scale, PLENA_FMT_E8M0);
+    assert_string_equal(o->name, "ocp");
+    assert_int_equal(o->element, PLENA_FMT_OCP_E4M3FN);
+    assert_int_equal(o->scale, PLENA_FMT_OCP_E8M0);
+    assert_null(plena_num_mx_mode_info(PLENA_MX_MODE_COUNT));
+    for (unsigned sc = 0; sc < 256; sc++)
+        for (unsigned c = 0; c < 256; c++) {
+            float want_p =
+                plena_num_e4m3_decode_ref((uint8_t)c) * plena_num_e8m0_decode_ref((uint8_t)sc);
+            float want_o = plena_num_ocp_e4m3fn_decode_ref((uint8_t)c) *
+                           plena_num_ocp_e8m0_decode_ref((uint8_t)sc);
+            assert_int_equal(bits(plena_num_mx_decode(PLENA_MX_PLENA, (uint8_t)c, (uint8_t)sc)),
+                             bits(want_p));
+            assert_int_equal(bits(plena_num_mx_decode(PLENA_MX_OCP, (uint8_t)c, (uint8_t)sc)),
+                             bits(want_o));
+        }
+}
+
 /* The decode tables against plena_num_mx_decode on every (code, scale) pair
  * of both modes, bit for bit (NaNs included), and the row form with a short
  * last block. */
@@ -739,7 +768,7 @@ int main(void)
         cmocka_unit_test(test_quantizer_edges),    cmocka_unit_test(test_worked_blocks_plena),
         cmocka_unit_test(test_block_scale_edges),  cmocka_unit_test(test_zero_block_row),
         cmocka_unit_test(test_worked_blocks_ocp),  cmocka_unit_test(test_format_traits),
-        cmocka_unit_test(test_mx_lut_all_pairs),
+        cmocka_unit_test(test_mx_mode_table),      cmocka_unit_test(test_mx_lut_all_pairs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

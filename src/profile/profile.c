@@ -17,31 +17,6 @@
 #include "isa/isa.h"
 #include "profile/profile_json.h"
 
-static const char *const resource_names[PLENA_RESOURCE_COUNT] = {"matrix", "vector", "scalar",
-                                                                 "dma", "other"};
-
-const char *plena_resource_name(enum plena_resource r)
-{
-    return (unsigned)r < PLENA_RESOURCE_COUNT ? resource_names[r] : "other";
-}
-
-/* Section 7.5 by opcode range (the classes follow the opcode map, not the
- * .def UNIT column: S_LD/ST_FP and C_* both count as scalar here). */
-enum plena_resource plena_resource_of(unsigned op)
-{
-    /* Derived from isa.def's UNIT column (timing spec 7.5: control ops bill
-     * to `scalar`), so the opcode table stays the only list of opcodes. */
-    switch (plena_isa_info(op)->unit) {
-    case PLENA_UNIT_MATRIX: return PLENA_RESOURCE_MATRIX;
-    case PLENA_UNIT_VECTOR: return PLENA_RESOURCE_VECTOR;
-    case PLENA_UNIT_SCALAR:
-    case PLENA_UNIT_CONTROL: return PLENA_RESOURCE_SCALAR;
-    case PLENA_UNIT_DMA: return PLENA_RESOURCE_DMA;
-    case PLENA_UNIT_NONE: return PLENA_RESOURCE_OTHER;
-    }
-    return PLENA_RESOURCE_OTHER;
-}
-
 static int cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -160,37 +135,25 @@ void plena_profile_split_compute(const uint64_t w[PLENA_STAGE_COUNT], uint64_t p
                                  struct plena_profile_split *o)
 {
     memset(o, 0, sizeof *o);
+    if (period == 0) period = 1;
     for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++) {
-        switch ((enum plena_stage)s) {
-        case PLENA_STAGE_SHARED_EXPERT_PROJECTION:
-        case PLENA_STAGE_SHARED_EXPERT_ACTIVATION:
-        case PLENA_STAGE_SHARED_EXPERT_GATE: o->shared_picos += w[s]; break;
-        case PLENA_STAGE_ROUTER_TOPK:
-        case PLENA_STAGE_EXPERT_WEIGHT_ADDRESS:
-        case PLENA_STAGE_EXPERT_WEIGHT_PREFETCH:
-        case PLENA_STAGE_EXPERT_PROJECTION:
-        case PLENA_STAGE_EXPERT_ACTIVATION:
-        case PLENA_STAGE_EXPERT_BIAS:
-        case PLENA_STAGE_EXPERT_ROUTE_WEIGHT: o->routed_picos += w[s]; break;
-        case PLENA_STAGE_GATHER:
-        case PLENA_STAGE_SCATTER_COMBINE:
-        case PLENA_STAGE_ACCUMULATOR_INIT:
-        case PLENA_STAGE_RESIDUAL_SETUP:
-        case PLENA_STAGE_OTHER:
-        case PLENA_STAGE_COUNT: o->excluded_picos += w[s]; break;
-        }
-        /* routing tax of the replay layer (7.8, last sentence) */
-        if (s == PLENA_STAGE_ACCUMULATOR_INIT || s == PLENA_STAGE_GATHER ||
-            s == PLENA_STAGE_EXPERT_WEIGHT_ADDRESS || s == PLENA_STAGE_EXPERT_ROUTE_WEIGHT ||
-            s == PLENA_STAGE_SCATTER_COMBINE)
-            o->routing_tax_picos += w[s];
+        o->branch_picos[plena_stage_branch((enum plena_stage)s)] += w[s];
+        o->total_picos += w[s];
+        if (plena_stage_is_routing_tax((enum plena_stage)s)) o->routing_tax_picos += w[s];
     }
+    o->shared_picos = o->branch_picos[PLENA_BRANCH_SHARED];
+    o->routed_picos = o->branch_picos[PLENA_BRANCH_ROUTED];
+    o->excluded_picos = o->branch_picos[PLENA_BRANCH_COMBINE] +
+                        o->branch_picos[PLENA_BRANCH_RESIDUAL] +
+                        o->branch_picos[PLENA_BRANCH_OTHER];
     o->shared_cycles = ceil_div(o->shared_picos, period);
     o->routed_cycles = ceil_div(o->routed_picos, period);
     o->routing_tax_cycles = ceil_div(o->routing_tax_picos, period);
-    if (o->shared_picos + o->routed_picos > 0) {
+    uint64_t sr = o->shared_picos + o->routed_picos;
+    if (sr > 0) {
         o->has_shared_fraction = 1;
-        o->shared_fraction = (double)o->shared_picos / (double)(o->shared_picos + o->routed_picos);
+        o->shared_fraction = (double)o->shared_picos / (double)sr;
+        o->routed_fraction = (double)o->routed_picos / (double)sr;
     }
     if (o->routed_picos > 0) {
         o->has_ratio = 1;
@@ -201,8 +164,8 @@ void plena_profile_split_compute(const uint64_t w[PLENA_STAGE_COUNT], uint64_t p
 const char *plena_profile_routed_lowering(const struct plena_profile *p)
 {
     uint64_t routed = 0;
-    for (unsigned s = PLENA_STAGE_EXPERT_WEIGHT_ADDRESS; s <= PLENA_STAGE_EXPERT_ROUTE_WEIGHT; s++)
-        routed += p->stage[s].instructions;
+    for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++)
+        if (plena_stage_is_routed_expert((enum plena_stage)s)) routed += p->stage[s].instructions;
     if (routed == 0) return "none";
     if (p->labels && p->labels->lowering == PLENA_LOWERING_EXPERT_MAJOR) return "expert_major";
     return "pair_major";
@@ -238,7 +201,8 @@ static json_t *resource_obj(struct jb *b, const uint64_t *res, uint64_t period)
         return NULL;
     }
     for (unsigned r = 0; r < PLENA_RESOURCE_COUNT; r++)
-        put(b, o, resource_names[r], jint(period ? ceil_div(res[r], period) : res[r]));
+        put(b, o, plena_resource_name((enum plena_resource)r),
+            jint(period ? ceil_div(res[r], period) : res[r]));
     return o;
 }
 

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "isa/isa.h"
 #include "isa/program.h"
 #include "isa/stages.h"
 #include "timing/timing.h"
@@ -24,17 +25,8 @@ extern const char plena_profile_text_resource[];         /* R */
 extern const char plena_profile_text_caveat[];           /* C */
 extern const char plena_profile_text_shared_vs_routed[]; /* S */
 
-/* Resource classes of section 7.5, in JSON key order. */
-enum plena_resource {
-    PLENA_RESOURCE_MATRIX,
-    PLENA_RESOURCE_VECTOR,
-    PLENA_RESOURCE_SCALAR,
-    PLENA_RESOURCE_DMA,
-    PLENA_RESOURCE_OTHER,
-    PLENA_RESOURCE_COUNT
-};
-const char *plena_resource_name(enum plena_resource r);
-enum plena_resource plena_resource_of(unsigned opcode);
+/* Resource classes of section 7.5 (enum plena_resource, plena_resource_name
+ * and plena_resource_of) come from the unit table of isa/columns.def. */
 
 /* One accumulated figure set (a stage, a pair, a pair-stage or the total). */
 struct plena_profile_figures {
@@ -99,13 +91,21 @@ int plena_profile_render(const struct plena_profile *p, const struct plena_profi
 int plena_profile_write(const struct plena_profile *p, const struct plena_profile_run *run,
                         const char *path, struct plena_err *err);
 
-/* Shared-vs-routed split of section 7.8 from per-stage wall_picos. */
+/* Shared-vs-routed split of section 7.8 (traces-and-replay.md 5.6) and the
+ * routing tax of traces-and-replay.md 5.7, from per-stage wall_picos and the
+ * stages.def BRANCH/TAX columns: the one place the split is computed (the
+ * CLI's stage table and replay's results both read it). Picoseconds are
+ * summed first and each cycle figure is rounded up once; a clock period of 0
+ * counts as 1 ps. */
 struct plena_profile_split {
-    uint64_t shared_picos, routed_picos, excluded_picos;
+    uint64_t branch_picos[PLENA_BRANCH_COUNT]; /* per stages.def branch */
+    uint64_t shared_picos, routed_picos;
+    uint64_t excluded_picos; /* combine + residual + other */
+    uint64_t total_picos;    /* every stage */
     uint64_t shared_cycles, routed_cycles;
     uint64_t routing_tax_picos, routing_tax_cycles;
     int has_shared_fraction; /* 0: shared + routed is 0 (JSON null) */
-    double shared_fraction;
+    double shared_fraction, routed_fraction;
     int has_ratio; /* 0: routed is 0 (JSON null) */
     double shared_to_routed_ratio;
 };

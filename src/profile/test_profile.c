@@ -492,11 +492,16 @@ static void test_split(void **state)
     assert_int_equal(s.shared_picos, 2500);
     assert_int_equal(s.routed_picos, 7501);
     assert_int_equal(s.excluded_picos, 1011);
+    assert_int_equal(s.branch_picos[PLENA_BRANCH_COMBINE], 700);
+    assert_int_equal(s.branch_picos[PLENA_BRANCH_RESIDUAL], 11);
+    assert_int_equal(s.branch_picos[PLENA_BRANCH_OTHER], 300);
+    assert_int_equal(s.total_picos, 11012);
     assert_int_equal(s.shared_cycles, 3);
     assert_int_equal(s.routed_cycles, 8);
     assert_int_equal(s.routing_tax_picos, 701);
     assert_int_equal(s.routing_tax_cycles, 1);
     assert_true(s.has_shared_fraction && s.shared_fraction == 2500.0 / 10001.0);
+    assert_true(s.routed_fraction == 7501.0 / 10001.0);
     assert_true(s.has_ratio && s.shared_to_routed_ratio == 2500.0 / 7501.0);
     memset(w, 0, sizeof w);
     w[PLENA_STAGE_SHARED_EXPERT_ACTIVATION] = 5;
@@ -506,6 +511,10 @@ static void test_split(void **state)
     memset(w, 0, sizeof w);
     plena_profile_split_compute(w, 1000, &s);
     assert_false(s.has_shared_fraction);
+    /* a clock period of 0 rounds nothing (replay's rule) */
+    w[PLENA_STAGE_EXPERT_BIAS] = 7;
+    plena_profile_split_compute(w, 0, &s);
+    assert_int_equal(s.routed_cycles, 7);
 }
 
 static void test_resource_classes(void **state)

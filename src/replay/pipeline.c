@@ -34,53 +34,9 @@
 #define PLENA_VERSION "0.0.0"
 #endif
 
-enum branch { BR_ROUTED, BR_SHARED, BR_COMBINE, BR_RESIDUAL, BR_OTHER };
-
-/* 5.6, from stage names only (upstream defect 17) */
-static enum branch branch_of(enum plena_stage s)
-{
-    switch (s) {
-    case PLENA_STAGE_ROUTER_TOPK:
-    case PLENA_STAGE_EXPERT_WEIGHT_ADDRESS:
-    case PLENA_STAGE_EXPERT_WEIGHT_PREFETCH:
-    case PLENA_STAGE_EXPERT_PROJECTION:
-    case PLENA_STAGE_EXPERT_ACTIVATION:
-    case PLENA_STAGE_EXPERT_BIAS:
-    case PLENA_STAGE_EXPERT_ROUTE_WEIGHT: return BR_ROUTED;
-    case PLENA_STAGE_SHARED_EXPERT_PROJECTION:
-    case PLENA_STAGE_SHARED_EXPERT_ACTIVATION:
-    case PLENA_STAGE_SHARED_EXPERT_GATE: return BR_SHARED;
-    case PLENA_STAGE_ACCUMULATOR_INIT:
-    case PLENA_STAGE_GATHER:
-    case PLENA_STAGE_SCATTER_COMBINE: return BR_COMBINE;
-    case PLENA_STAGE_RESIDUAL_SETUP: return BR_RESIDUAL;
-    case PLENA_STAGE_OTHER:
-    case PLENA_STAGE_COUNT: break;
-    }
-    return BR_OTHER;
-}
-
-static const char *branch_name(enum branch b)
-{
-    static const char *const n[] = {"routed", "shared", "combine", "residual", "other"};
-    return n[b];
-}
-
-static int is_tax_stage(enum plena_stage s)
-{
-    return s == PLENA_STAGE_ACCUMULATOR_INIT || s == PLENA_STAGE_GATHER ||
-           s == PLENA_STAGE_EXPERT_WEIGHT_ADDRESS || s == PLENA_STAGE_EXPERT_ROUTE_WEIGHT ||
-           s == PLENA_STAGE_SCATTER_COMBINE;
-}
-
 static uint64_t ceil_div(uint64_t a, uint64_t b)
 {
     return b ? a / b + (a % b != 0) : a;
-}
-
-static json_t *ratio(uint64_t a, uint64_t b)
-{
-    return b ? json_real((double)a / (double)b) : json_null();
 }
 
 /* 5.6 object from per-stage picoseconds; routed_lowering from the profile */
@@ -88,46 +44,41 @@ json_t *plena_replay_split_json(const uint64_t *pic, uint64_t clock_ps, const ch
 {
     struct plena_profile_split sp;
     plena_profile_split_compute(pic, clock_ps, &sp);
-    uint64_t part[5] = {0}, total = 0;
-    for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++) {
-        part[branch_of((enum plena_stage)s)] += pic[s];
-        total += pic[s];
-    }
-    uint64_t excluded = part[BR_COMBINE] + part[BR_RESIDUAL] + part[BR_OTHER];
     json_t *o = json_object();
-    json_object_set_new(o, "shared_picos", json_integer((json_int_t)part[BR_SHARED]));
-    json_object_set_new(o, "routed_picos", json_integer((json_int_t)part[BR_ROUTED]));
-    json_object_set_new(o, "excluded_picos", json_integer((json_int_t)excluded));
-    json_object_set_new(o, "combine_picos", json_integer((json_int_t)part[BR_COMBINE]));
-    json_object_set_new(o, "residual_picos", json_integer((json_int_t)part[BR_RESIDUAL]));
-    json_object_set_new(o, "other_picos", json_integer((json_int_t)part[BR_OTHER]));
-    json_object_set_new(o, "total_profiled_picos", json_integer((json_int_t)total));
-    json_object_set_new(o, "shared_cycles",
-                        json_integer((json_int_t)ceil_div(part[BR_SHARED], clock_ps)));
-    json_object_set_new(o, "routed_cycles",
-                        json_integer((json_int_t)ceil_div(part[BR_ROUTED], clock_ps)));
-    uint64_t sr = part[BR_SHARED] + part[BR_ROUTED];
-    json_object_set_new(o, "shared_fraction", ratio(part[BR_SHARED], sr));
-    json_object_set_new(o, "routed_fraction", ratio(part[BR_ROUTED], sr));
-    json_object_set_new(o, "shared_to_routed_ratio", ratio(part[BR_SHARED], part[BR_ROUTED]));
+    json_object_set_new(o, "shared_picos", json_integer((json_int_t)sp.shared_picos));
+    json_object_set_new(o, "routed_picos", json_integer((json_int_t)sp.routed_picos));
+    json_object_set_new(o, "excluded_picos", json_integer((json_int_t)sp.excluded_picos));
+    json_object_set_new(o, "combine_picos",
+                        json_integer((json_int_t)sp.branch_picos[PLENA_BRANCH_COMBINE]));
+    json_object_set_new(o, "residual_picos",
+                        json_integer((json_int_t)sp.branch_picos[PLENA_BRANCH_RESIDUAL]));
+    json_object_set_new(o, "other_picos",
+                        json_integer((json_int_t)sp.branch_picos[PLENA_BRANCH_OTHER]));
+    json_object_set_new(o, "total_profiled_picos", json_integer((json_int_t)sp.total_picos));
+    json_object_set_new(o, "shared_cycles", json_integer((json_int_t)sp.shared_cycles));
+    json_object_set_new(o, "routed_cycles", json_integer((json_int_t)sp.routed_cycles));
+    json_object_set_new(o, "shared_fraction",
+                        sp.has_shared_fraction ? json_real(sp.shared_fraction) : json_null());
+    json_object_set_new(o, "routed_fraction",
+                        sp.has_shared_fraction ? json_real(sp.routed_fraction) : json_null());
+    json_object_set_new(o, "shared_to_routed_ratio",
+                        sp.has_ratio ? json_real(sp.shared_to_routed_ratio) : json_null());
     json_object_set_new(o, "routed_lowering", json_string(routed_lowering));
     json_object_set_new(o, "note", json_string(plena_profile_text_shared_vs_routed));
-    (void)sp; /* the profile helper's figures equal ours; kept for its ceil rule */
     return o;
 }
 
 /* 5.7 stage_derived */
 json_t *plena_replay_tax_json(const uint64_t *pic, uint64_t clock_ps)
 {
-    uint64_t tax = 0, total = 0;
-    for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++) {
-        total += pic[s];
-        if (is_tax_stage((enum plena_stage)s)) tax += pic[s];
-    }
+    struct plena_profile_split sp;
+    plena_profile_split_compute(pic, clock_ps, &sp);
     return json_pack("{s:s,s:I,s:I,s:o,s:n,s:n,s:n}", "method", "stage_derived",
-                     "routing_tax_picos", (json_int_t)tax, "routing_tax_cycles",
-                     (json_int_t)ceil_div(tax, clock_ps), "routing_tax_fraction",
-                     total ? json_real((double)tax / (double)total) : json_integer(0),
+                     "routing_tax_picos", (json_int_t)sp.routing_tax_picos, "routing_tax_cycles",
+                     (json_int_t)sp.routing_tax_cycles, "routing_tax_fraction",
+                     sp.total_picos
+                         ? json_real((double)sp.routing_tax_picos / (double)sp.total_picos)
+                         : json_integer(0),
                      "delta_cycles", "delta_hbm_bytes_read", "delta_hbm_bytes_written");
 }
 
@@ -142,7 +93,9 @@ static json_t *stage_rows(const json_t *profile, uint64_t clock_ps)
         json_t *rp = json_object_get(e, "resource_proxy_picos");
         json_t *r = json_object();
         json_object_set_new(r, "stage", json_string(name));
-        json_object_set_new(r, "branch", json_string(branch_name(branch_of((enum plena_stage)s))));
+        json_object_set_new(
+            r, "branch",
+            json_string(plena_stage_branch_name(plena_stage_branch((enum plena_stage)s))));
         const char *copy[] = {"instructions",     "wall_picos",           "wall_cycles",
                               "time_fraction",    "instruction_fraction", "hbm_bytes_read",
                               "hbm_bytes_written"};
@@ -150,11 +103,11 @@ static json_t *stage_rows(const json_t *profile, uint64_t clock_ps)
             json_t *v = json_object_get(e, copy[i]);
             json_object_set_new(r, copy[i], v ? json_incref(v) : json_null());
         }
-        const char *res[] = {"matrix", "vector", "scalar", "dma", "other"};
-        for (size_t i = 0; i < 5; i++) {
+        for (unsigned i = 0; i < PLENA_RESOURCE_COUNT; i++) {
+            const char *res = plena_resource_name((enum plena_resource)i);
             char k[32];
-            snprintf(k, sizeof k, "%s_cycles", res[i]);
-            json_t *v = json_object_get(rp, res[i]);
+            snprintf(k, sizeof k, "%s_cycles", res);
+            json_t *v = json_object_get(rp, res);
             json_object_set_new(r, k,
                                 json_is_integer(v) ? json_integer((json_int_t)ceil_div(
                                                          (uint64_t)json_integer_value(v), clock_ps))

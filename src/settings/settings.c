@@ -30,7 +30,11 @@ enum kind { K_INT, K_ENUM };
 enum rule { R_NONE, R_POW2, R_ROWBYTES, R_HASHBIT };
 enum tab { CFG, HBM };
 
-static const char *const mx_mode_names[] = {"plena", "ocp", NULL};
+static const char *const mx_mode_names[] = {
+#define PLENA_MX_MODE(id, name, elem, scale) name,
+#include "num/formats.def"
+#undef PLENA_MX_MODE
+    NULL};
 static const char *const hbm_gen_names[] = {"HBM2", NULL};
 static const char *const hbm_model_names[] = {"hbm2", "ideal", NULL};
 
@@ -982,5 +986,5 @@ const char *plena_settings_hbm_model_name(enum plena_hbm_model_kind m)
 
 const char *plena_settings_mx_mode_name(enum plena_mx_mode m)
 {
-    return (unsigned)m < 2 ? mx_mode_names[m] : "?";
+    return (unsigned)m < PLENA_MX_MODE_COUNT ? mx_mode_names[m] : "?";
 }

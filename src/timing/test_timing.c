@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "timing/test_refsettings.h"
@@ -407,6 +408,45 @@ static void test_classification(void **state)
     }
 }
 
+/* Every opcode: the class is the one spec 5.1 lists by name, and the spaces
+ * of the ranges are those the isa.def READS/WRITES columns name (the class
+ * and the spaces come from the table, the geometry from a switch). */
+static void test_classification_all_opcodes(void **state)
+{
+    (void)state;
+    struct plena_settings s;
+    ref_settings(&s, 1);
+    for (unsigned op = 0; op < 256; op++) {
+        const struct plena_op_info *r = plena_isa_info(op);
+        const char *n = r->name;
+        enum plena_overlap_class want = PLENA_OVERLAP_OTHER;
+        if (r->valid) {
+            if (!strcmp(n, "H_PREFETCH_M") || !strcmp(n, "H_PREFETCH_V"))
+                want = PLENA_OVERLAP_PREFETCH;
+            else if (!strcmp(n, "H_STORE_V") || !strcmp(n, "C_BREAK"))
+                want = PLENA_OVERLAP_BARRIER;
+            else if (n[0] == 'M' || n[0] == 'V')
+                want = PLENA_OVERLAP_COMPUTE;
+        }
+        struct plena_emu_event ev = evt(op, 64, 128, 192, 64);
+        struct plena_overlap_class_info ci;
+        plena_overlap_classify(&s, &ev, &ci);
+        if (ci.cls != want) fprintf(stderr, "opcode 0x%02X %s\n", op, n);
+        assert_int_equal(ci.cls, want);
+        unsigned spaces = 0;
+        for (size_t i = 0; i < ci.n_reads; i++)
+            spaces |= ci.reads[i].space == PLENA_OVERLAP_MATRIX ? PLENA_MASK_MRAM : PLENA_MASK_VRAM;
+        if (want == PLENA_OVERLAP_COMPUTE)
+            assert_int_equal(spaces, r->reads & (PLENA_MASK_MRAM | PLENA_MASK_VRAM));
+        else
+            assert_int_equal(ci.n_reads, 0);
+        if (want == PLENA_OVERLAP_PREFETCH)
+            assert_int_equal(ci.write.space == PLENA_OVERLAP_MATRIX ? PLENA_MASK_MRAM
+                                                                    : PLENA_MASK_VRAM,
+                             r->writes & (PLENA_MASK_MRAM | PLENA_MASK_VRAM));
+    }
+}
+
 /* G2 combined with the overlay on, fed as events (4, 8.2): 6440 serial, 6408 adjusted. */
 static void test_g2_overlay_events(void **state)
 {
@@ -463,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_overlay_unit_vectors),
         cmocka_unit_test(test_overlay_fifo_and_partial),
         cmocka_unit_test(test_classification),
+        cmocka_unit_test(test_classification_all_opcodes),
         cmocka_unit_test(test_g2_overlay_events),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
