@@ -7,7 +7,8 @@
 # "--- exit N") and, for cases that write a directory, OUT/NAME.files: one line
 # per file, "path sha256" (binaries and large files) or the path followed by
 # the text itself (JSON/CSV/text files up to 64 KiB). The scratch directory's
-# absolute path is replaced by <W> everywhere.
+# absolute path is replaced by <W> everywhere, the repository's by <SRC> (so the
+# recording holds in any checkout).
 # CTest `golden_outputs` runs this and diffs against tests/golden/expected;
 # `make golden` rewrites the expected files (do that only for a deliberate
 # behaviour change, and say so in the commit).
@@ -27,7 +28,7 @@ export LC_ALL=C TZ=UTC
 # volatile keys of docs/replay.md), replaced by <volatile>.
 VOLATILE='[a-z_]*_at_utc|host_[a-z_]*seconds|host_seconds|worker_pid|hostname'
 scrub() {
-    sed -E -e "s#$W#<W>#g" -e "s/(\"($VOLATILE)\": )[^,}]*/\1<volatile>/g"
+    sed -E -e "s#$W#<W>#g" -e "s#$SRC#<SRC>#g" -e "s/(\"($VOLATILE)\": )[^,}]*/\1<volatile>/g"
 }
 
 # run NAME CMD...: stdout, stderr and exit status of one command.
