@@ -10,10 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/err.h"
-#include "gen/moe.h"
-#include "num/num.h"
-#include "settings/settings.h"
+#include "../common/err.h"
+#include "../gen/moe.h"
+#include "../num/num.h"
+#include "../settings/settings.h"
 
 enum plena_moe_weights {
     PLENA_MOE_WEIGHTS_RANDOM = 0,

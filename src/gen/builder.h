@@ -10,11 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/err.h"
-#include "common/fileio.h"
-#include "isa/isa.h"
-#include "isa/program.h"
-#include "isa/stages.h"
+#include "../common/err.h"
+#include "../common/fileio.h"
+#include "../isa/isa.h"
+#include "../isa/program.h"
+#include "../isa/stages.h"
 
 /* Generator status codes (returned by builder functions and emitters). The
  * error record itself carries PLENA_E_INPUT (a configuration the generator

@@ -10,9 +10,9 @@
 
 #include <stdint.h>
 
-#include "gen/build.h"
-#include "ref/ref.h"
-#include "settings/settings.h"
+#include "../gen/build.h"
+#include "../ref/ref.h"
+#include "../settings/settings.h"
 
 struct plena_moe_refdata {
     struct plena_moe_ref_cfg cfg;

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "common/err.h"
+#include "../common/err.h"
 
 enum plena_act_policy { PLENA_ACT_STANDARD_SWIGLU = 0, PLENA_ACT_GPT_OSS_CLAMP_GATED = 1 };
 enum plena_route_placement { PLENA_ROUTE_OUTPUT = 0, PLENA_ROUTE_INPUT = 1 };

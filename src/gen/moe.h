@@ -9,8 +9,8 @@
 
 #include <stdint.h>
 
-#include "gen/builder.h"
-#include "gen/model.h"
+#include "../gen/builder.h"
+#include "../gen/model.h"
 
 enum plena_topk_policy { PLENA_TOPK_AUTO = 0, PLENA_TOPK_FORCE_REGISTER = 1 };
 enum plena_residual_mode { PLENA_RESIDUAL_NONE = 0, PLENA_RESIDUAL_PRE_NORM = 1 };

@@ -6,11 +6,11 @@
 
 #include <stdint.h>
 
-#include "isa/encoding.h"
+#include "../isa/encoding.h"
 
 enum plena_op {
 #define PLENA_OP(name, code, cls, form, unit, cost, ops, syn) PLENA_OP_##name = code,
-#include "isa/isa.def"
+#include "../isa/isa.def"
 #undef PLENA_OP
     PLENA_OP_COUNT /* 0x39: opcodes >= this decode as invalid */
 };
@@ -26,7 +26,7 @@ enum plena_class {
 
 enum plena_form {
 #define PLENA_FORM(id, desc) PLENA_FORM_##id,
-#include "isa/forms.def"
+#include "../isa/forms.def"
 #undef PLENA_FORM
     PLENA_FORM_COUNT
 };
@@ -43,7 +43,7 @@ enum plena_unit {
 enum plena_cost {
 #define PLENA_COST_RULE(id, text)         PLENA_COST_##id,
 #define PLENA_LATENCY(key, en, dis, used) PLENA_COST_##key,
-#include "isa/costs.def"
+#include "../isa/costs.def"
 #undef PLENA_COST_RULE
 #undef PLENA_LATENCY
     PLENA_COST_COUNT
@@ -52,7 +52,7 @@ enum plena_cost {
 /* Latency keys alone, 0-based, in costs.def order. */
 enum plena_latency {
 #define PLENA_LATENCY(key, en, dis, used) PLENA_LAT_##key,
-#include "isa/costs.def"
+#include "../isa/costs.def"
 #undef PLENA_LATENCY
     PLENA_LAT_COUNT
 };

@@ -4,7 +4,7 @@
 
 enum plena_stage {
 #define PLENA_STAGE(id, name, meaning) PLENA_STAGE_##id,
-#include "isa/stages.def"
+#include "../isa/stages.def"
 #undef PLENA_STAGE
     PLENA_STAGE_COUNT
 };

@@ -81,7 +81,7 @@ void plena_num_mx_decode_row_lut(const struct plena_mx_lut *lut, const uint8_t *
 /* ---- traits of the 8-bit code formats (formats.def) ---- */
 enum plena_fmt {
 #define X(id, name, dec, max_code, max_val) PLENA_FMT_##id,
-#include "num/formats.def"
+#include "../num/formats.def"
 #undef X
     PLENA_FMT_COUNT
 };

@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/err.h"
-#include "gen/model.h"
+#include "../common/err.h"
+#include "../gen/model.h"
 
 enum plena_ref_residual { PLENA_REF_RESIDUAL_NONE = 0, PLENA_REF_RESIDUAL_PRE_NORM = 1 };
 
