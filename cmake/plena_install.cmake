@@ -66,6 +66,11 @@ foreach(item IN LISTS plena_libs)
     string(APPEND PLENA_CONFIG_DEPS "if(NOT TARGET MPI::MPI_C)\n"
       "  find_package(MPI QUIET COMPONENTS C)\n"
       "endif()\n")
+  elseif(item STREQUAL "Threads::Threads")
+    list(APPEND PLENA_PC_LIBS_PRIVATE -pthread)
+    string(APPEND PLENA_CONFIG_DEPS "if(NOT TARGET Threads::Threads)\n"
+      "  find_package(Threads QUIET)\n"
+      "endif()\n")
   else()
     message(FATAL_ERROR "plena_install.cmake: libplena links ${item}; "
                         "add how plena.pc and plenaConfig.cmake find it")
