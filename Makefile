@@ -1,11 +1,13 @@
 # The two README commands. Everything else is CMake + Ninja underneath.
 #   make demo   set-up, build, run the main job on a built-in default
-#   make test   set-up, build, every test, then again under ASan + UBSan
-BUILD      ?= build
-ASAN_BUILD ?= build-asan
-JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+#   make test   set-up, build, every test, then again under ASan + UBSan, the
+#               fuzzer, and a clang Release build with every test
+BUILD       ?= build
+ASAN_BUILD  ?= build-asan
+CLANG_BUILD ?= build-clang
+JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all setup build demo test test-fast test-asan test-fuzz format-check docs bench golden clean
+.PHONY: all setup build demo test test-fast test-asan test-fuzz test-clang format-check docs bench golden clean
 
 all: build
 
@@ -39,7 +41,16 @@ FUZZ_SECONDS ?= 60
 test-fuzz: setup
 	./scripts/fuzz.sh $(FUZZ_SECONDS)
 
-test: test-fast test-asan test-fuzz
+# The compiler and build type the other builds do not cover: clang, Release
+# (-O3, NDEBUG), every CTest.
+$(CLANG_BUILD)/build.ninja:
+	cmake -S . -B $(CLANG_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang
+
+test-clang: setup $(CLANG_BUILD)/build.ninja
+	cmake --build $(CLANG_BUILD) -j $(JOBS)
+	cd $(CLANG_BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test: test-fast test-asan test-fuzz test-clang
 
 docs: build
 	cmake --build $(BUILD) --target docs trace-docs
@@ -57,4 +68,4 @@ format-check: build
 	cmake --build $(BUILD) --target format-check
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(CLANG_BUILD)

@@ -10,7 +10,8 @@
 # printed next to it).
 # usage: bench/replay_throughput.sh PLENA_BIN
 # env: DECODE_TRACES (default 4), PREFILL_TRACES (default 1: about 3 minutes
-# each on a RelWithDebInfo build), KEEP=1 keeps the scratch directory.
+# each on a RelWithDebInfo build; 0 skips the prefill cases), KEEP=1 keeps the
+# scratch directory.
 set -eu
 BIN=${1:-${PLENA_BIN:-build/plena}}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,8 +27,10 @@ grep -q '^value = 65536$' "$TMP/settings.toml"
 
 "$BIN" trace gen --model qwen3-30b-a3b --tokens 1 --phase decode --dist uniform --seed 11 \
     --samples "$NDEC" --out-dir "$TMP/decode"
-"$BIN" trace gen --model qwen3-30b-a3b --tokens 64 --dist uniform --seed 12 \
-    --samples "$NPRE" --out-dir "$TMP/prefill"
+if [ "$NPRE" -gt 0 ]; then
+    "$BIN" trace gen --model qwen3-30b-a3b --tokens 64 --dist uniform --seed 12 \
+        --samples "$NPRE" --out-dir "$TMP/prefill"
+fi
 
 now() { date +%s.%N; }
 # case LABEL DIR N EXTRA
@@ -49,5 +52,7 @@ run_case() {
 echo "plena replay throughput, $(nproc) cores, settings VECTOR_SRAM_SIZE=65536, --jobs 1"
 run_case decode_profile "$TMP/decode" "$NDEC" ""
 run_case decode_noprofile "$TMP/decode" "$NDEC" "--no-profile"
-run_case prefill_profile "$TMP/prefill" "$NPRE" ""
-run_case prefill_noprofile "$TMP/prefill" "$NPRE" "--no-profile"
+if [ "$NPRE" -gt 0 ]; then
+    run_case prefill_profile "$TMP/prefill" "$NPRE" ""
+    run_case prefill_noprofile "$TMP/prefill" "$NPRE" "--no-profile"
+fi

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/err.h"
+#include "../common/err.h"
 
 /* Reads the whole file into a NUL-terminated buffer (caller frees with
  * plena_free). Errors are PLENA_E_INPUT naming the path. */

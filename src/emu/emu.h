@@ -11,15 +11,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/err.h"
-#include "isa/isa.h"
-#include "isa/program.h"
-#include "settings/settings.h"
+#include "../common/err.h"
+#include "../isa/isa.h"
+#include "../isa/program.h"
+#include "../settings/settings.h"
 
 enum plena_trap_kind {
     PLENA_TRAP_NONE = 0,
 #define PLENA_TRAP(id, name) PLENA_TRAP_##id,
-#include "emu/traps.def"
+#include "../emu/traps.def"
 #undef PLENA_TRAP
     PLENA_TRAP_COUNT
 };

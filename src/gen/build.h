@@ -10,10 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/err.h"
-#include "gen/moe.h"
-#include "num/num.h"
-#include "settings/settings.h"
+#include "../common/err.h"
+#include "../gen/moe.h"
+#include "../num/num.h"
+#include "../settings/settings.h"
 
 /* Weight roles of derive(weight_seed, 2, role, expert_id): 0-6 are those of
  * traces-and-replay.md 5.2; 7-12 are plena's choice for tensors that section
@@ -65,7 +65,7 @@ void plena_gen_machine_from_settings(const struct plena_settings *s, struct plen
 /* The files of a build directory (build_files.def). */
 enum plena_build_file {
 #define PLENA_BUILD_FILE(id, name, writer, what) PLENA_BUILD_FILE_##id,
-#include "gen/build_files.def"
+#include "../gen/build_files.def"
 #undef PLENA_BUILD_FILE
     PLENA_BUILD_FILE_COUNT
 };

@@ -10,11 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/err.h"
-#include "common/fileio.h"
-#include "isa/isa.h"
-#include "isa/program.h"
-#include "isa/stages.h"
+#include "../common/err.h"
+#include "../common/fileio.h"
+#include "../isa/isa.h"
+#include "../isa/program.h"
+#include "../isa/stages.h"
 
 /* Builder functions and emitters return an enum plena_status: PLENA_E_INPUT
  * for a configuration the generator cannot lower, PLENA_E_NOMEM. Which rule

@@ -9,8 +9,8 @@
 
 #include <stdint.h>
 
-#include "gen/builder.h"
-#include "model/model.h"
+#include "../gen/builder.h"
+#include "../model/model.h"
 
 enum plena_topk_policy { PLENA_TOPK_AUTO = 0, PLENA_TOPK_FORCE_REGISTER = 1 };
 enum plena_loop_policy { PLENA_LOOPS_AUTO = 0, PLENA_LOOPS_UNROLL_PAIRS = 1 };

@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "common/err.h"
-#include "isa/program.h"
+#include "../common/err.h"
+#include "../isa/program.h"
 
 struct plena_asm_opts {
     int strict;           /* 13.4 strict column; 0 = lenient */

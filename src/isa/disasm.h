@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/err.h"
-#include "common/fileio.h"
+#include "../common/err.h"
+#include "../common/fileio.h"
 
 /* Longest line plena_disasm_word can produce, including the NUL. */
 #define PLENA_DISASM_MAX 96

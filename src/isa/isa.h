@@ -7,32 +7,32 @@
 
 #include <stdint.h>
 
-#include "isa/encoding.h"
+#include "../isa/encoding.h"
 
 enum plena_op {
 #define PLENA_OP(name, code, cls, form, unit, cost, rd, wr, flow, ops, syn) PLENA_OP_##name = code,
-#include "isa/isa.def"
+#include "../isa/isa.def"
 #undef PLENA_OP
     PLENA_OP_COUNT /* 0x39: opcodes >= this decode as invalid */
 };
 
 enum plena_class {
 #define PLENA_CLASS(id, name, fields) PLENA_CLASS_##id,
-#include "isa/columns.def"
+#include "../isa/columns.def"
 #undef PLENA_CLASS
     PLENA_CLASS_COUNT
 };
 
 enum plena_form {
 #define PLENA_FORM(id, desc) PLENA_FORM_##id,
-#include "isa/forms.def"
+#include "../isa/forms.def"
 #undef PLENA_FORM
     PLENA_FORM_COUNT
 };
 
 enum plena_unit {
 #define PLENA_UNIT(id, name, res) PLENA_UNIT_##id,
-#include "isa/columns.def"
+#include "../isa/columns.def"
 #undef PLENA_UNIT
     PLENA_UNIT_COUNT
 };
@@ -40,7 +40,7 @@ enum plena_unit {
 /* Resource classes of spec/timing-and-profile.md 7.5, in JSON key order. */
 enum plena_resource {
 #define PLENA_RESOURCE(id, name) PLENA_RESOURCE_##id,
-#include "isa/columns.def"
+#include "../isa/columns.def"
 #undef PLENA_RESOURCE
     PLENA_RESOURCE_COUNT
 };
@@ -48,7 +48,7 @@ enum plena_resource {
 enum plena_cost {
 #define PLENA_COST_RULE(id, text)         PLENA_COST_##id,
 #define PLENA_LATENCY(key, en, dis, used) PLENA_COST_##key,
-#include "isa/costs.def"
+#include "../isa/costs.def"
 #undef PLENA_COST_RULE
 #undef PLENA_LATENCY
     PLENA_COST_COUNT
@@ -57,7 +57,7 @@ enum plena_cost {
 /* Latency keys alone, 0-based, in costs.def order. */
 enum plena_latency {
 #define PLENA_LATENCY(key, en, dis, used) PLENA_LAT_##key,
-#include "isa/costs.def"
+#include "../isa/costs.def"
 #undef PLENA_LATENCY
     PLENA_LAT_COUNT
 };
@@ -66,14 +66,14 @@ enum plena_latency {
  * the index, PLENA_MASK_x its bit. */
 enum plena_state {
 #define PLENA_STATE(id, name, desc) PLENA_STATE_##id,
-#include "isa/columns.def"
+#include "../isa/columns.def"
 #undef PLENA_STATE
     PLENA_STATE_COUNT
 };
 enum plena_state_mask {
     PLENA_MASK_ = 0, /* the empty set "()" of the table */
 #define PLENA_STATE(id, name, desc) PLENA_MASK_##id = 1 << PLENA_STATE_##id,
-#include "isa/columns.def"
+#include "../isa/columns.def"
 #undef PLENA_STATE
 };
 _Static_assert(PLENA_STATE_COUNT <= 31, "state masks fit an int");
@@ -102,7 +102,7 @@ _Static_assert(PLENA_STATE_COUNT <= 31, "state masks fit an int");
 /* Where execution continues (FLOW column). */
 enum plena_flow {
 #define PLENA_FLOW(id, name, desc) PLENA_FLOW_##id,
-#include "isa/columns.def"
+#include "../isa/columns.def"
 #undef PLENA_FLOW
     PLENA_FLOW_COUNT
 };

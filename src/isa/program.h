@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/err.h"
-#include "common/fileio.h"
+#include "../common/err.h"
+#include "../common/fileio.h"
 
 #define PLENA_PAIR_NONE UINT32_MAX
 

@@ -6,7 +6,7 @@
 
 enum plena_stage {
 #define PLENA_STAGE(id, name, branch, tax, scope, meaning) PLENA_STAGE_##id,
-#include "isa/stages.def"
+#include "../isa/stages.def"
 #undef PLENA_STAGE
     PLENA_STAGE_COUNT
 };
@@ -14,7 +14,7 @@ enum plena_stage {
 /* Parts of the shared-vs-routed split (stages.def BRANCH column). */
 enum plena_stage_branch {
 #define PLENA_STAGE_BRANCH(id, name, role) PLENA_BRANCH_##id,
-#include "isa/stages.def"
+#include "../isa/stages.def"
 #undef PLENA_STAGE_BRANCH
     PLENA_BRANCH_COUNT
 };
@@ -22,7 +22,7 @@ enum plena_stage_branch {
 /* A stage's relation to (token, expert) pairs (stages.def SCOPE column). */
 enum plena_stage_scope {
 #define PLENA_STAGE_SCOPE(id, name, rule) PLENA_SCOPE_##id,
-#include "isa/stages.def"
+#include "../isa/stages.def"
 #undef PLENA_STAGE_SCOPE
     PLENA_SCOPE_COUNT
 };

@@ -4,7 +4,7 @@
  * files and the shape rules the generator, the reference and the replay tier
  * share. It does not lower, run or check anything: gen/, ref/ and verify/ do.
  * The mapping to and from a route trace's `model` object is in
- * model/trace_model.h (it speaks jansson, so it is not a public header). */
+ * model/trace_model.h (internal: it works on JSON trees). */
 #ifndef PLENA_MODEL_MODEL_H
 #define PLENA_MODEL_MODEL_H
 

@@ -41,7 +41,7 @@ float plena_num_ocp_e8m0_decode_ref(uint8_t b); /* 0 -> 2^-127, 255 -> NaN */
 /* MX modes (formats.def PLENA_MX_MODE rows, in settings value order). */
 enum plena_mx_mode {
 #define PLENA_MX_MODE(id, name, elem, scale) PLENA_MX_##id,
-#include "num/formats.def"
+#include "../num/formats.def"
 #undef PLENA_MX_MODE
     PLENA_MX_MODE_COUNT
 };
@@ -87,7 +87,7 @@ void plena_num_mx_decode_row_lut(const struct plena_mx_lut *lut, const uint8_t *
 /* ---- traits of the 8-bit code formats and MX modes (formats.def) ---- */
 enum plena_fmt {
 #define PLENA_NUM_FMT(id, name, dec, max_code, max_val) PLENA_FMT_##id,
-#include "num/formats.def"
+#include "../num/formats.def"
 #undef PLENA_NUM_FMT
     PLENA_FMT_COUNT
 };

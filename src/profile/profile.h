@@ -12,11 +12,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/err.h"
-#include "isa/isa.h"
-#include "isa/program.h"
-#include "isa/stages.h"
-#include "timing/timing.h"
+#include "../common/err.h"
+#include "../isa/isa.h"
+#include "../isa/program.h"
+#include "../isa/stages.h"
+#include "../timing/timing.h"
 
 /* Constant strings of section 7.6: the one definition of each (constants.c). */
 extern const char plena_profile_text_logical[];          /* L */

@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/err.h"
-#include "model/model.h"
+#include "../common/err.h"
+#include "../model/model.h"
 
 struct plena_moe_ref_cfg {
     uint32_t T;                         /* tokens */

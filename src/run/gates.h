@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/err.h"
-#include "common/fileio.h"
+#include "../common/err.h"
+#include "../common/fileio.h"
 
 #define PLENA_GATE_CASE_COUNT 10
 #define PLENA_GATE_COUNT      5

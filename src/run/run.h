@@ -11,12 +11,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/err.h"
-#include "emu/emu.h"
-#include "isa/asm.h"
-#include "isa/program.h"
-#include "settings/settings.h"
-#include "timing/timing.h"
+#include "../common/err.h"
+#include "../emu/emu.h"
+#include "../isa/asm.h"
+#include "../isa/program.h"
+#include "../settings/settings.h"
+#include "../timing/timing.h"
 
 struct plena_run_opts {
     /* program: `program` (borrowed, in memory) wins over `program_path` */

@@ -14,10 +14,10 @@
 
 #include <stddef.h>
 
-#include "common/err.h"
-#include "common/fileio.h"
-#include "isa/isa.h"
-#include "num/num.h"
+#include "../common/err.h"
+#include "../common/fileio.h"
+#include "../isa/isa.h"
+#include "../num/num.h"
 
 /* HBM storage type of one DMA stream (PRECISION.HBM_*_TYPE). */
 enum plena_hbm_type_kind { PLENA_HBM_MX = 0, PLENA_HBM_BF16 = 1, PLENA_HBM_FP16 = 2 };

@@ -14,9 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/err.h"
-#include "emu/emu.h"
-#include "settings/settings.h"
+#include "../common/err.h"
+#include "../emu/emu.h"
+#include "../settings/settings.h"
 
 /* cycles = ceil(ps / period) */
 static inline uint64_t plena_ps_to_cycles(uint64_t ps, uint64_t period_ps)

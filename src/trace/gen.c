@@ -86,7 +86,7 @@ static int dist_weights(const struct plena_trace_gen_opts *o, uint32_t E, double
         double s = o->zipf_s;
         int integral = s == (double)(int)s;
         for (uint32_t r = 0; r < E && !rc; r++) {
-            double v;
+            double v = 0.0; /* stays 0 when the weight is out of domain (rc is set) */
             if (integral) {
                 double pw = 1.0;
                 for (int i = 0; i < (int)s; i++)

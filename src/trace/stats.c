@@ -42,7 +42,7 @@ double plena_trace_duplicate_factor(const int64_t *counts, size_t n)
 
 int plena_trace_gini(const int64_t *counts, size_t n, double *gini, struct plena_err *err)
 {
-    int64_t total;
+    int64_t total = 0;
     *gini = 0.0;
     if (sum_counts(counts, n, &total, err)) return PLENA_E_INPUT;
     if (total == 0 || n == 0) return 0;

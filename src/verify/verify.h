@@ -14,11 +14,11 @@
 
 #include <stdint.h>
 
-#include "gen/build.h"
-#include "isa/stages.h"
-#include "ref/ref.h"
-#include "run/run.h"
-#include "settings/settings.h"
+#include "../gen/build.h"
+#include "../isa/stages.h"
+#include "../ref/ref.h"
+#include "../run/run.h"
+#include "../settings/settings.h"
 
 struct plena_verify_refdata {
     struct plena_moe_ref_cfg cfg;
