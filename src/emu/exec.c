@@ -1208,6 +1208,40 @@ static int op_set_topk(struct plena_emu *e, const struct plena_insn *in)
 
 /* ------------------------------------------------------------------ DMA */
 
+/* H_PREFETCH_S (a plena addition, docs/machine.md "H_PREFETCH_S"): the 64
+ * HBM bytes at A[rs2] + G[rs1] into scalar SRAM from index G[rd]: funct1 0
+ * as 16 little-endian u32 words into INT SRAM, funct1 != 0 as 32
+ * little-endian fp16 halves into FP SRAM, each stored as bf16(f32(half))
+ * exactly as the FP SRAM image loader does. Bytes at or beyond HBM_SIZE read
+ * 0, as for every prefetch; each touched 64-byte block is one transaction. */
+static int op_prefetch_sram(struct plena_emu *e, const struct plena_insn *in)
+{
+    const int fp = in->funct1 != 0;
+    const uint32_t n = fp ? 32 : 16;
+    const uint64_t dst = e->g[in->rd];
+    int t = check_sram(e, dst, n, fp ? e->fp_depth : e->int_depth, fp ? "FP SRAM" : "INT SRAM");
+    if (t) return t;
+    const uint64_t a = sat_add(e->a[in->rs2], e->g[in->rs1]);
+    uint8_t b[64];
+    emu_hbm_read(e, a, b, sizeof b);
+    size_t nt = 0;
+    for (uint64_t blk = a & ~(uint64_t)63; blk < sat_add(a, 64) && nt < e->txn_cap;
+         blk = sat_add(blk, 64)) {
+        e->txn[nt].addr = blk;
+        e->txn[nt++].is_write = 0;
+    }
+    e->n_txn = nt;
+    for (uint32_t i = 0; i < n; i++) {
+        if (fp)
+            e->fpsram[dst + i] = plena_num_bf16_from_f32(
+                plena_num_fp16_to_f32((uint16_t)(b[2 * i] | b[2 * i + 1] << 8)));
+        else
+            e->intsram[dst + i] = (uint32_t)b[4 * i] | (uint32_t)b[4 * i + 1] << 8 |
+                                  (uint32_t)b[4 * i + 2] << 16 | (uint32_t)b[4 * i + 3] << 24;
+    }
+    return 0;
+}
+
 static int op_dma(struct plena_emu *e, const struct plena_insn *in, enum plena_op op)
 {
     const struct plena_settings *s = &e->s;
@@ -1542,6 +1576,13 @@ run_loop(struct plena_emu *e, const struct plena_insn *code, const uint32_t *wor
         case PLENA_OP_H_PREFETCH_V:
         case PLENA_OP_H_STORE_V:
             t = op_dma(e, in, (enum plena_op)in->op);
+            if (observe && !t) {
+                ev.n_txn = e->n_txn;
+                ev.txn = e->txn;
+            }
+            break;
+        case PLENA_OP_H_PREFETCH_S:
+            t = op_prefetch_sram(e, in);
             if (observe && !t) {
                 ev.n_txn = e->n_txn;
                 ev.txn = e->txn;

@@ -470,6 +470,105 @@ static void test_loaders(void **state)
     plena_emu_free(e);
 }
 
+/* H_PREFETCH_S (docs/machine.md "H_PREFETCH_S"): the 64 bytes at A + G[rs1]
+ * into INT SRAM as 16 little-endian words, or into FP SRAM as 32 fp16 halves
+ * stored as BF16 (1.0 -> 0x3F80, -2.0 -> 0xC000, an fp16 NaN -> 0x7FC0,
+ * 65504 -> 0x4780 as RNE of 65504); an unaligned block is two transactions;
+ * bytes past HBM_SIZE read 0; the SRAM range is checked. */
+static void test_prefetch_sram(void **state)
+{
+    (void)state;
+    struct plena_settings s;
+    tu_settings(&s);
+    struct plena_emu *e = tu_new(&s);
+    uint8_t words[64], halves[64] = {0};
+    for (int i = 0; i < 16; i++) {
+        uint32_t w = 0x01020300u + (uint32_t)i;
+        words[4 * i] = (uint8_t)w;
+        words[4 * i + 1] = (uint8_t)(w >> 8);
+        words[4 * i + 2] = (uint8_t)(w >> 16);
+        words[4 * i + 3] = (uint8_t)(w >> 24);
+    }
+    const uint16_t h[4] = {0x3C00, 0xC000, 0x7E00, 0x7BFF};
+    for (int i = 0; i < 4; i++) {
+        halves[2 * i] = (uint8_t)h[i];
+        halves[2 * i + 1] = (uint8_t)(h[i] >> 8);
+    }
+    assert_int_equal(plena_emu_hbm_write(e, 1000, words, 64, NULL), 0);
+    assert_int_equal(plena_emu_hbm_write(e, 4096, halves, 64, NULL), 0);
+    struct tu_prog p = {.n = 0};
+    LI(&p, 5, 960);
+    R(&p, C_SET_ADDR_REG, 1, 0, 5);
+    LI(&p, 2, 40);  /* 960 + 40 = 1000: not 64-aligned */
+    LI(&p, 3, 100); /* INT SRAM 100..115 */
+    RMF(&p, H_PREFETCH_S, 3, 2, 1, 0, 0);
+    LI(&p, 2, 3136); /* 960 + 3136 = 4096 */
+    LI(&p, 3, 200);  /* FP SRAM 200..231 */
+    RMF(&p, H_PREFETCH_S, 3, 2, 1, 0, 1);
+    struct txn_log *log = calloc(1, sizeof *log);
+    struct plena_emu_result r = tu_run_obs(e, &p, log_obs, log);
+    assert_int_equal(r.status, PLENA_RUN_COMPLETED);
+    for (uint32_t i = 0; i < 16; i++)
+        assert_int_equal(plena_emu_intsram_get(e, 100 + i), 0x01020300u + i);
+    assert_int_equal(plena_emu_intsram_get(e, 116), 0);
+    assert_int_equal(plena_emu_fpsram_get(e, 200), 0x3F80);
+    assert_int_equal(plena_emu_fpsram_get(e, 201), 0xC000);
+    assert_int_equal(plena_emu_fpsram_get(e, 202), 0x7FC0);
+    assert_int_equal(plena_emu_fpsram_get(e, 203), 0x4780);
+    assert_int_equal(plena_emu_fpsram_get(e, 231), 0);
+    assert_int_equal(log->n, 3); /* blocks 960 and 1024, then 4096 */
+    assert_int_equal(log->t[0].addr, 960);
+    assert_int_equal(log->t[1].addr, 1024);
+    assert_int_equal(log->t[2].addr, 4096);
+    assert_int_equal(log->t[2].is_write, 0);
+    free(log);
+    /* past HBM_SIZE (1 MiB): the upper 32 bytes read 0 */
+    uint8_t tail[32];
+    memset(tail, 0xAB, sizeof tail);
+    assert_int_equal(plena_emu_hbm_write(e, (1u << 20) - 32, tail, 32, NULL), 0);
+    struct tu_prog q = {.n = 0};
+    I(&q, S_LUI_INT, 5, 0, 255); /* 255 << 12 = 1044480 = 2^20 - 4096 */
+    I(&q, S_ADDI_INT, 5, 5, 4064);
+    R(&q, C_SET_ADDR_REG, 1, 0, 5);
+    LI(&q, 3, 0);
+    RMF(&q, H_PREFETCH_S, 3, 0, 1, 0, 0);
+    r = tu_run(e, &q);
+    assert_int_equal(r.status, PLENA_RUN_COMPLETED);
+    assert_int_equal(plena_emu_intsram_get(e, 7), 0xABABABABu);
+    assert_int_equal(plena_emu_intsram_get(e, 8), 0);
+    /* INT SRAM 1010 + 16 > 1024: trap naming the range */
+    struct tu_prog t = {.n = 0};
+    LI(&t, 3, 1010);
+    RMF(&t, H_PREFETCH_S, 3, 0, 1, 0, 0);
+    r = tu_run(e, &t);
+    assert_int_equal(r.trap.kind, PLENA_TRAP_SRAM_OUT_OF_RANGE);
+    assert_non_null(strstr(r.trap.detail, "INT SRAM index 1025 >= depth 1024"));
+    plena_emu_free(e);
+}
+
+/* The live trip counter (docs/machine.md "Hardware loops"): a loop started
+ * with count 1 whose first body instruction adds n - 1 to its counter runs
+ * n times; the generator's run-time trip counts rely on exactly this. */
+static void test_live_loop_count(void **state)
+{
+    (void)state;
+    struct plena_settings s;
+    tu_settings(&s);
+    struct plena_emu *e = tu_new(&s);
+    struct tu_prog p = {.n = 0};
+    LI(&p, 6, 4); /* n - 1 for n = 5 */
+    I(&p, C_LOOP_START, 1, 0, 1);
+    R(&p, S_ADD_INT, 1, 1, 6);
+    R(&p, S_ADD_INT, 6, 0, 0);
+    I(&p, S_ADDI_INT, 3, 3, 1);
+    R(&p, C_LOOP_END, 1, 0, 0);
+    struct plena_emu_result r = tu_run(e, &p);
+    assert_int_equal(r.status, PLENA_RUN_COMPLETED);
+    assert_int_equal(plena_emu_gp_get(e, 3), 5);
+    assert_int_equal(r.instructions_executed, 2 + 5 * 4);
+    plena_emu_free(e);
+}
+
 /* ------------------------------------------------------------------ loops */
 
 static void test_loops_nested(void **state)
@@ -600,7 +699,7 @@ static void test_invalid_and_sram_traps(void **state)
     struct plena_settings s;
     tu_settings(&s);
     struct plena_emu *e = tu_new(&s);
-    const uint32_t bad[] = {0x00000000, 0x00000031, 0x00000033, 0x00000039, 0xFFFFFFFF};
+    const uint32_t bad[] = {0x00000000, 0x00000031, 0x00000033, 0x0000003A, 0xFFFFFFFF};
     for (unsigned i = 0; i < 5; i++) {
         struct tu_prog p = {.n = 0};
         LI(&p, 1, 1);
@@ -793,6 +892,8 @@ int main(void)
         cmocka_unit_test(test_break),
         cmocka_unit_test(test_loop_traps),
         cmocka_unit_test(test_invalid_and_sram_traps),
+        cmocka_unit_test(test_prefetch_sram),
+        cmocka_unit_test(test_live_loop_count),
         cmocka_unit_test(test_format_trap),
         cmocka_unit_test(test_event_fields),
         cmocka_unit_test(test_determinism),

@@ -13,7 +13,7 @@ enum plena_op {
 #define PLENA_OP(name, code, cls, form, unit, cost, rd, wr, flow, ops, syn) PLENA_OP_##name = code,
 #include "../isa/isa.def"
 #undef PLENA_OP
-    PLENA_OP_COUNT /* 0x39: opcodes >= this decode as invalid */
+    PLENA_OP_COUNT /* 0x3A: opcodes >= this decode as invalid */
 };
 
 enum plena_class {
@@ -130,7 +130,7 @@ struct plena_insn {
     uint32_t imm;
 };
 
-/* Info for opcode 0..63 (0x39..0x3F return an "invalid" row). Never NULL. */
+/* Info for opcode 0..63 (0x3A..0x3F return an "invalid" row). Never NULL. */
 const struct plena_op_info *plena_isa_info(unsigned opcode);
 /* Opcode by mnemonic (exact, case-sensitive); -1 when unknown or invalid. */
 int plena_isa_lookup(const char *name, unsigned len);

@@ -185,7 +185,7 @@ static void test_every_opcode_roundtrip(void **state)
             assert_string_equal(dis, text);
         }
     }
-    assert_int_equal(n_ops, 54);
+    assert_int_equal(n_ops, 55);
 }
 
 /* asm(disasm(encode(insn))) == encode(insn), and disasm(asm(disasm(w))) is

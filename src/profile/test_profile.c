@@ -528,7 +528,7 @@ static void test_resource_classes(void **state)
             want = PLENA_RESOURCE_VECTOR;
         else if ((op >= 23 && op <= 39) || (op >= 43 && op <= 48) || op == 52 || op == 56)
             want = PLENA_RESOURCE_SCALAR;
-        else if (op >= 40 && op <= 42)
+        else if ((op >= 40 && op <= 42) || op == 57)
             want = PLENA_RESOURCE_DMA;
         assert_int_equal(plena_resource_of(op), want);
     }

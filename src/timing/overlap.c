@@ -40,7 +40,9 @@ static struct plena_overlap_range rng(enum plena_overlap_space sp, uint64_t lo, 
 }
 
 /* The class of 5.1 from the opcode's isa.def columns: a store to HBM and a
- * loop exit are barriers (FLOW exit), an HBM read is a prefetch, anything
+ * loop exit are barriers (FLOW exit), an HBM read into MRAM or VRAM is a
+ * prefetch (H_PREFETCH_S fills scalar SRAM for the scalar loads right after
+ * it, which the overlay does not track, so it stays serial: "other"), anything
  * that reads MRAM or VRAM or uses an accumulator is compute (all M_* and V_*;
  * S_MAP_V_FP only writes VRAM and stays "other"), the rest is other. Invalid
  * opcodes trap and are never observed. */
@@ -49,7 +51,8 @@ static enum plena_overlap_class class_of(unsigned op)
     const struct plena_op_info *r = plena_isa_info(op);
     if (r->flow == PLENA_FLOW_TRAP) return PLENA_OVERLAP_OTHER;
     if ((r->writes & PLENA_MASK_HBM) || r->flow == PLENA_FLOW_EXIT) return PLENA_OVERLAP_BARRIER;
-    if (r->reads & PLENA_MASK_HBM) return PLENA_OVERLAP_PREFETCH;
+    if ((r->reads & PLENA_MASK_HBM) && (r->writes & (PLENA_MASK_MRAM | PLENA_MASK_VRAM)))
+        return PLENA_OVERLAP_PREFETCH;
     if ((r->reads & (PLENA_MASK_MRAM | PLENA_MASK_VRAM)) ||
         ((r->reads | r->writes) & PLENA_MASK_ACCUMULATORS))
         return PLENA_OVERLAP_COMPUTE;
