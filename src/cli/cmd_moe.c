@@ -111,8 +111,7 @@ static void print_stage_table(const struct plena_verify_moe_report *r,
         printf(" shared_to_routed_ratio %.4f", sp.shared_to_routed_ratio);
     else
         printf(" shared_to_routed_ratio null");
-    printf(" routed_lowering %s\n",
-           info->routed_lowering == PLENA_LOWERING_PAIR_MAJOR ? "pair_major" : "none");
+    printf(" routed_lowering %s\n", plena_lowering_marker(info->routed_lowering));
     printf("note: %s\n", plena_profile_text_shared_vs_routed);
 }
 

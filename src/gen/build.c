@@ -4,6 +4,7 @@
  * hbm.bin). Only experts the routing can reach are materialised (FIXED: the
  * selected ones; DEVICE: all). It never runs the emulator. */
 #include "gen/build.h"
+#include "gen/route_plan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -225,6 +226,72 @@ static void xnorm64(const struct plena_moe_build *b, const struct plena_tensor *
         x[c] *= m;
 }
 
+static uint64_t route_addr(const void *ctx, int q, uint32_t e)
+{
+    return plena_moe_expert_base(ctx, q, e);
+}
+
+/* The expert-major routing region (route_plan.h): the same plan the
+ * generator emitted against, its tables written at map.route_hbm. The
+ * weights are the fp16 halves pair-major's FP SRAM image would hold. */
+static int stage_route_tables(struct plena_moe_build *b, struct plena_err *err)
+{
+    const struct plena_moe_cfg *cfg = &b->cfg;
+    const struct plena_moe_map *mp = &b->info.map;
+    struct plena_route_plan plan;
+    int rc = plena_route_plan_build(&plan, b->T, cfg->k, cfg->E, mp->t_blk, cfg->m.blen,
+                                    cfg->m.vlen, mp->em_max_tiles, b->fixed_ids, err);
+    if (rc) return rc;
+    if (plan.region_bytes != mp->route_bytes) {
+        plena_route_plan_free(&plan);
+        return PLENA_FAIL(err, PLENA_E_INTERNAL, "routing tables",
+                          "the staged plan has %llu bytes, the program %llu",
+                          (unsigned long long)plan.region_bytes,
+                          (unsigned long long)mp->route_bytes);
+    }
+    const size_t np = (size_t)b->T * cfg->k;
+    uint16_t *w16 = plena_malloc((np ? np : 1) * sizeof *w16);
+    uint8_t *bytes = NULL;
+    if (!w16 || add_region(b, mp->route_hbm, plan.region_bytes, &bytes)) {
+        plena_free(w16);
+        plena_route_plan_free(&plan);
+        return fail_nomem(err);
+    }
+    for (size_t i = 0; i < np; i++)
+        w16[i] = plena_num_fp16_from_f32(b->fixed_w32[i]);
+    plena_route_plan_tables(&plan, w16, cfg->placement == PLENA_ROUTE_INPUT, b->T, route_addr, mp,
+                            bytes);
+    plena_free(w16);
+    plena_route_plan_free(&plan);
+    return 0;
+}
+
+/* Pair-major fixed routing beyond the SRAMs: each block's ids (u32) and
+ * weights (fp16 image halves), whole 64-byte records per block, at the
+ * offsets of the map (pm_ids_stride, pm_w_base, pm_w_stride). */
+static int stage_pm_tables(struct plena_moe_build *b, struct plena_err *err)
+{
+    const struct plena_moe_map *mp = &b->info.map;
+    const uint32_t k = b->cfg.k;
+    uint8_t *bytes = NULL;
+    if (add_region(b, mp->route_hbm, mp->route_bytes, &bytes)) return fail_nomem(err);
+    memset(bytes, 0, mp->route_bytes);
+    for (uint32_t p = 0; p < b->T * k; p++) {
+        const uint32_t blk = p / (mp->t_blk * k), i = p % (mp->t_blk * k);
+        uint8_t *id = bytes + blk * mp->pm_ids_stride + 4ull * i;
+        const uint32_t v = b->fixed_ids[p];
+        id[0] = (uint8_t)v;
+        id[1] = (uint8_t)(v >> 8);
+        id[2] = (uint8_t)(v >> 16);
+        id[3] = (uint8_t)(v >> 24);
+        uint8_t *w = bytes + mp->pm_w_base + blk * mp->pm_w_stride + 2ull * i;
+        const uint16_t h = plena_num_fp16_from_f32(b->fixed_w32[p]);
+        w[0] = (uint8_t)h;
+        w[1] = (uint8_t)(h >> 8);
+    }
+    return 0;
+}
+
 static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_build *b,
                      struct plena_err *err)
 {
@@ -234,6 +301,8 @@ static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_buil
     const int routed = cfg->routing != PLENA_ROUTING_NONE;
     const int device = cfg->routing == PLENA_ROUTING_DEVICE;
     const int fixed = cfg->routing == PLENA_ROUTING_FIXED;
+    const int em = fixed && b->info.routed_lowering == PLENA_LOWERING_EXPERT_MAJOR;
+    const int refill = fixed && b->info.map.pm_refill;
     const int gate = cfg->Is && cfg->gate == PLENA_SHARED_GATE_SIGMOID;
     const struct plena_moe_emit_info *info = &b->info;
     int rc = 0;
@@ -409,7 +478,7 @@ static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_buil
         f[mp->off_ln] = mp->h_ln;
         f[mp->off_eps] = mp->h_eps;
         f[mp->off_invh] = mp->h_invh;
-        if (fixed)
+        if (fixed && !em && !refill)
             for (uint32_t p = 0; p < T * k; p++)
                 f[mp->w_off + p] = plena_num_fp16_from_f32(b->fixed_w32[p]);
     }
@@ -417,10 +486,18 @@ static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_buil
     b->n_int = mp->int_base + mp->int_used;
     b->ints = plena_calloc(b->n_int ? b->n_int : 1, sizeof *b->ints);
     if (!b->ints) goto nomem;
-    if (fixed)
+    if (fixed && !em && !refill)
         for (uint32_t p = 0; p < T * k; p++)
             b->ints[mp->int_base + mp->ids_off + p] = b->fixed_ids[p];
-    if (mp->windowed)
+    if (refill && (rc = stage_pm_tables(b, err))) {
+        plena_free(tmp);
+        return rc;
+    }
+    if (em && (rc = stage_route_tables(b, err))) {
+        plena_free(tmp);
+        return rc;
+    }
+    if (mp->windowed && !em)
         for (uint32_t e = 0; e < E; e++)
             b->ints[mp->int_base + mp->wtab_off + e] = e / mp->epw;
     plena_free(tmp);
@@ -518,11 +595,10 @@ int plena_moe_layout_json(const struct plena_moe_build *bd, struct plena_buf *b)
                      "\"pair_form\": \"%s\", \"n_pair_insns\": %u, \"vram_peak\": %llu, "
                      "\"abi_elems\": %llu, \"approx_routing\": %s, \"gate_shift\": %d,\n"
                      "    \"stages\": {",
-                     info->routed_lowering == PLENA_LOWERING_PAIR_MAJOR ? "pair_major" : "none",
-                     m->t_blk, m->n_blocks, plena_pair_form_name(info->pair_form),
-                     info->n_pair_insns, (unsigned long long)info->vram_peak,
-                     (unsigned long long)info->abi_elems, cfg->approx_routing ? "true" : "false",
-                     bd->gate_shift);
+                     plena_lowering_marker(info->routed_lowering), m->t_blk, m->n_blocks,
+                     plena_pair_form_name(info->pair_form), info->n_pair_insns,
+                     (unsigned long long)info->vram_peak, (unsigned long long)info->abi_elems,
+                     cfg->approx_routing ? "true" : "false", bd->gate_shift);
     for (int s = 0; s < PLENA_STAGE_COUNT; s++)
         plena_buf_printf(b, "%s\"%s\": {\"static\": %llu, \"dynamic\": %llu}", s ? ", " : "",
                          plena_stage_name((enum plena_stage)s),
@@ -669,6 +745,7 @@ int plena_moe_build_run(const struct plena_moe_build_opts *o, struct plena_moe_b
         if (!b->fixed_ids || !b->fixed_w32) return fail_nomem(err);
         memcpy(b->fixed_ids, o->fixed_ids, n * sizeof *b->fixed_ids);
         memcpy(b->fixed_w32, o->fixed_w, n * sizeof *b->fixed_w32);
+        b->cfg.route_ids = b->fixed_ids;
     }
     int rc = plena_moe_generate(cfg, o->T, &b->prog, &b->info, err);
     if (rc) return rc;

@@ -4,6 +4,7 @@
  * passes its stage explicitly to every append. Host staging is in build.c. */
 #include "gen/moe.h"
 #include "gen/emit.h"
+#include "gen/route_plan.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -1045,6 +1046,7 @@ const char *plena_pair_form_name(enum plena_pair_form f)
     case PLENA_PAIRS_LOOPED: return "looped";
     case PLENA_PAIRS_TOKENS_UNROLLED: return "tokens_unrolled";
     case PLENA_PAIRS_UNROLLED: return "unrolled";
+    case PLENA_PAIRS_SORTED: return "sorted";
     case PLENA_PAIRS_NONE: break;
     }
     return "none";
@@ -1083,6 +1085,13 @@ void plena_moe_cfg_from_model(const struct plena_moe_model *mdl, const struct pl
     cfg->zero_centred_norm = mdl->zero_centred_norm;
     cfg->chunk_tiles = 4;
     cfg->loop_policy = PLENA_LOOPS_AUTO;
+    cfg->lowering = PLENA_LOWERING_PAIR_MAJOR;
+}
+
+/* The expert-major form of fixed routing: tables in HBM, T_blk from VRAM. */
+static int em_fixed(const struct plena_moe_cfg *cfg)
+{
+    return cfg->routing == PLENA_ROUTING_FIXED && cfg->lowering == PLENA_LOWERING_EXPERT_MAJOR;
 }
 
 /* fp16 image value nearest to v, and its effective BF16 value (2.4) */
@@ -1095,6 +1104,60 @@ static void konst(float v, uint16_t *h, float *eff)
 static uint64_t mx_bytes(uint64_t rc)
 {
     return rc + rc / 8;
+}
+
+/* SRAM maps of the expert-major fixed form: record buffers only (the
+ * routing tables stream from HBM), so only the shared gate's values bound
+ * T_blk here; VRAM bounds it further once the ABI tensors are placed. */
+static int build_map_em(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint32_t T,
+                        struct plena_moe_map *mp, int gate)
+{
+    const struct plena_gen_machine *m = &cfg->m;
+    const uint32_t V = m->vlen, k = cfg->k;
+    const uint32_t cw = gen_cdiv(k, PLENA_ROUTE_REC_HALFS) * PLENA_ROUTE_REC_HALFS;
+    const uint32_t iw = cfg->placement == PLENA_ROUTE_INPUT ? PLENA_ROUTE_REC_HALFS : 0;
+    const uint64_t fp_fixed = (uint64_t)V + 16 + cw + iw;
+    const uint64_t fp_avail = m->fp_depth > cfg->fp_base ? m->fp_depth - cfg->fp_base : 0;
+    const uint64_t int_need = 2 * PLENA_ROUTE_REC_INTS +
+                              (uint64_t)gen_cdiv(k, PLENA_ROUTE_REC_INTS) * PLENA_ROUTE_REC_INTS +
+                              16;
+    const uint64_t int_avail = m->int_depth > cfg->int_base ? m->int_depth - cfg->int_base : 0;
+    if (fp_fixed + (gate ? 1 : 0) > fp_avail)
+        return plena_prog_fail(c->p, PLENA_GEN_SRAM,
+                               "FP SRAM: the expert-major record buffers need %llu entries (VLEN "
+                               "%u zero row + 16 constants + route-weight records%s), limit %llu "
+                               "(FP_SRAM_DEPTH %u - fp_base %u); driven by model.top_k",
+                               (unsigned long long)fp_fixed + (gate ? 1 : 0), V,
+                               gate ? " + 1 gate value" : "", (unsigned long long)fp_avail,
+                               m->fp_depth, cfg->fp_base);
+    if (int_need > int_avail)
+        return plena_prog_fail(c->p, PLENA_GEN_SRAM,
+                               "INT SRAM: the expert-major record buffers need %llu entries, "
+                               "limit %llu (INT_SRAM_DEPTH %u - int_base %u); driven by "
+                               "model.top_k",
+                               (unsigned long long)int_need, (unsigned long long)int_avail,
+                               m->int_depth, cfg->int_base);
+    uint64_t tb = T;
+    if (gate && fp_avail - fp_fixed < tb) tb = fp_avail - fp_fixed;
+    if (cfg->force_tblk && cfg->force_tblk < tb) tb = cfg->force_tblk;
+    mp->t_blk = (uint32_t)tb;
+    mp->n_blocks = gen_cdiv(T, mp->t_blk);
+    /* one physical row past T stays zero: the padding slots' source row */
+    mp->phys_rows = gen_rup(T + 1, m->blen);
+    mp->off_dot = V + 16;
+    mp->em_cw_off = V + 16;
+    mp->em_iw_off = mp->em_cw_off + cw;
+    mp->w_off = mp->em_iw_off + iw;
+    mp->gate_off = mp->w_off;
+    mp->fp_used = mp->gate_off + (gate ? mp->t_blk : 0);
+    mp->em_seg_off = 0;
+    mp->em_gbuf_off = PLENA_ROUTE_REC_INTS;
+    mp->em_cbuf_off = 2 * PLENA_ROUTE_REC_INTS;
+    mp->ids_off = mp->wtab_off = mp->em_cbuf_off;
+    mp->spill_off = (uint32_t)(int_need - 16);
+    mp->int_used = (uint32_t)int_need;
+    mp->em_max_tiles = plena_moe_em_max_tiles(cfg, mp);
+    return 0;
 }
 
 static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint32_t T,
@@ -1165,6 +1228,7 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
     /* token block size (2.6) */
     const uint32_t k = routed ? cfg->k : 0;
     const int gate = cfg->Is && cfg->gate == PLENA_SHARED_GATE_SIGMOID;
+    if (em_fixed(cfg)) return build_map_em(c, cfg, T, mp, gate);
     uint64_t fp_fixed = (uint64_t)V + 16 + (dot ? (uint64_t)mp->eb * V : 0);
     uint64_t fp_avail = m->fp_depth > cfg->fp_base ? m->fp_depth - cfg->fp_base : 0;
     uint64_t int_fixed = (mp->windowed ? cfg->E : 0) + 16;
@@ -1172,32 +1236,48 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
     /* Failures name the resource, the requirement, the limit and the model
      * fields behind it (traces-and-replay.md 2.3 R005 quotes these). */
     const uint32_t per_fp = k + (gate ? 1 : 0);
-    const uint32_t tok_need = cfg->routing == PLENA_ROUTING_FIXED ? T : 1;
+    uint32_t tok_need = cfg->routing == PLENA_ROUTING_FIXED ? T : 1;
     uint64_t fp_need = fp_fixed + (uint64_t)tok_need * per_fp;
     uint64_t int_need = int_fixed + (uint64_t)tok_need * k;
+    /* fixed routing whose whole table does not fit streams each block's part
+     * from HBM instead (H_PREFETCH_S records: 16 ids, 32 weights) */
+    if (tok_need > 1 && (fp_need > fp_avail || int_need > int_avail)) {
+        mp->pm_refill = 1;
+        tok_need = 1;
+        fp_need = fp_fixed + gen_rup(k, PLENA_ROUTE_REC_HALFS) + (gate ? 1 : 0);
+        int_need = int_fixed + gen_rup(k, PLENA_ROUTE_REC_INTS);
+    }
     if (fp_need > fp_avail)
         return plena_prog_fail(
             c->p, PLENA_GEN_SRAM,
             "FP SRAM: %s %u token(s) needs %llu entries (VLEN %u zero row + 16 constants%s + "
-            "top_k %u route weights%s per token), limit %llu (FP_SRAM_DEPTH %u - fp_base %u); "
+            "top_k %u route weights%s%s per token), limit %llu (FP_SRAM_DEPTH %u - fp_base %u); "
             "driven by model.top_k%s%s",
             tok_need > 1 ? "fixed routing of" : "a token block of", tok_need,
             (unsigned long long)fp_need, V, dot ? " + router dot scratch" : "", k,
-            gate ? " + 1 gate value" : "", (unsigned long long)fp_avail, m->fp_depth, cfg->fp_base,
+            mp->pm_refill ? " in whole 32-entry records" : "", gate ? " + 1 gate value" : "",
+            (unsigned long long)fp_avail, m->fp_depth, cfg->fp_base,
             dot ? ", model.num_experts" : "", gate ? ", model.shared_gate" : "");
     if (int_need > int_avail)
         return plena_prog_fail(
             c->p, PLENA_GEN_SRAM,
-            "INT SRAM: %s %u token(s) needs %llu entries (top_k %u expert ids per token%s + 16 "
+            "INT SRAM: %s %u token(s) needs %llu entries (top_k %u expert ids per token%s%s + 16 "
             "spill slots), limit %llu (INT_SRAM_DEPTH %u - int_base %u); driven by "
             "model.top_k%s",
             tok_need > 1 ? "fixed routing of" : "a token block of", tok_need,
-            (unsigned long long)int_need, k, mp->windowed ? " + num_experts window table" : "",
-            (unsigned long long)int_avail, m->int_depth, cfg->int_base,
+            (unsigned long long)int_need, k, mp->pm_refill ? " in whole 16-entry records" : "",
+            mp->windowed ? " + num_experts window table" : "", (unsigned long long)int_avail,
+            m->int_depth, cfg->int_base,
             mp->windowed ? ", model.num_experts, model.intermediate_size" : "");
     uint64_t tb = T;
     if (per_fp && (fp_avail - fp_fixed) / per_fp < tb) tb = (fp_avail - fp_fixed) / per_fp;
     if (k && (int_avail - int_fixed) / k < tb) tb = (int_avail - int_fixed) / k;
+    if (mp->pm_refill) /* the regions are whole records */
+        while (tb > 1 &&
+               (fp_fixed + gen_rup((uint32_t)tb * k, PLENA_ROUTE_REC_HALFS) + (gate ? tb : 0) >
+                    fp_avail ||
+                int_fixed + gen_rup((uint32_t)tb * k, PLENA_ROUTE_REC_INTS) > int_avail))
+            tb--;
     if (cfg->force_tblk && cfg->force_tblk < tb) tb = cfg->force_tblk;
     if (tb < 1) /* impossible after the two checks above */
         return plena_prog_fail(c->p, PLENA_GEN_SRAM, "SRAM: T_blk < 1");
@@ -1212,10 +1292,22 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
     mp->phys_rows = gen_rup(pr, m->blen);
     mp->off_dot = V + 16;
     mp->w_off = (uint32_t)fp_fixed;
-    mp->gate_off = mp->w_off + mp->t_blk * k;
+    const uint32_t w_region =
+        mp->pm_refill ? gen_rup(mp->t_blk * k, PLENA_ROUTE_REC_HALFS) : mp->t_blk * k;
+    const uint32_t id_region =
+        mp->pm_refill ? gen_rup(mp->t_blk * k, PLENA_ROUTE_REC_INTS) : mp->t_blk * k;
+    mp->gate_off = mp->w_off + w_region;
     mp->fp_used = mp->gate_off + (gate ? mp->t_blk : 0);
     mp->ids_off = 0;
-    mp->wtab_off = mp->t_blk * k;
+    mp->wtab_off = id_region;
+    if (mp->pm_refill) { /* the routing region: every block's ids, then every block's weights */
+        mp->pm_ids_stride = (uint64_t)id_region * 4;
+        mp->pm_w_stride = (uint64_t)w_region * 2;
+        mp->pm_w_base = mp->n_blocks * mp->pm_ids_stride;
+        mp->route_hbm = (mp->hbm_end + 63) / 64 * 64;
+        mp->route_bytes = mp->pm_w_base + mp->n_blocks * mp->pm_w_stride;
+        mp->hbm_end = mp->route_hbm + mp->route_bytes;
+    }
     mp->spill_off = mp->wtab_off + (mp->windowed ? cfg->E : 0);
     mp->int_used = mp->spill_off + 16;
     return 0;
@@ -1328,6 +1420,39 @@ static int pair_section(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
     return c->p->status;
 }
 
+/* Pair-major fixed routing beyond the SRAMs: block b's n*k ids and weights
+ * from the routing region into the INT/FP SRAM regions the pair loop reads
+ * (stage router_topk: it is the fixed-routing load). */
+static int pm_refill_block(struct plena_ctx *c, uint32_t b, uint32_t n, uint32_t k)
+{
+    const enum plena_stage s = PLENA_STAGE_ROUTER_TOPK;
+    const struct plena_moe_map *mp = c->map;
+    struct plena_regset saved = c->live;
+    uint8_t a[1], g[4];
+    if (plena_regs_take(c, 0, 0, 1, a) || plena_regs_take(c, 4, 0, 0, g)) return c->p->status;
+    const unsigned aT = a[0], cr = g[0], gOff = g[1], gS = g[2], gH = g[3];
+    plena_prog_comment(c->p, "fixed routing of block %u: %u ids and weights from HBM", b, n * k);
+    plena_emit_li(c, s, gS, mp->route_hbm & 0xFFFFFFFFu);
+    if (mp->route_hbm >> 32) plena_emit_li(c, s, gH, mp->route_hbm >> 32);
+    plena_emit(c, s, PLENA_OP_C_SET_ADDR_REG, aT, mp->route_hbm >> 32 ? gH : 0, gS, 0, 0, 0);
+    for (int fp = 0; fp < 2; fp++) {
+        const uint32_t per = fp ? PLENA_ROUTE_REC_HALFS : PLENA_ROUTE_REC_INTS;
+        plena_emit_li(c, s, gOff, fp ? mp->pm_w_base + b * mp->pm_w_stride : b * mp->pm_ids_stride);
+        plena_emit_li(c, s, gS,
+                      fp ? (uint64_t)mp->fp_base + mp->w_off
+                         : (uint64_t)mp->int_base + mp->ids_off);
+        int l = plena_loop_begin(c, s, cr, gen_cdiv(n * k, per));
+        plena_emit(c, s, PLENA_OP_H_PREFETCH_S, gS, gOff, aT, 0, (unsigned)fp, 0);
+        if (l) {
+            plena_emit(c, s, PLENA_OP_S_ADDI_INT, gS, gS, 0, 0, 0, per);
+            plena_emit(c, s, PLENA_OP_S_ADDI_INT, gOff, gOff, 0, 0, 0, PLENA_ROUTE_REC_BYTES);
+        }
+        plena_loop_end(c, s);
+    }
+    c->live = saved;
+    return c->p->status;
+}
+
 static void add_abi(struct plena_moe_emit_info *info, const struct plena_tensor *t)
 {
     if (info->n_abi < PLENA_MOE_MAX_ABI) info->abi[info->n_abi++] = *t;
@@ -1344,6 +1469,71 @@ static void add_hbm(struct plena_moe_emit_info *info, const char *name, uint64_t
     t.space = PLENA_SPACE_HBM;
     snprintf(t.name, sizeof t.name, "%s", name);
     add_abi(info, &t);
+}
+
+/* The expert-major fixed form, once the ABI tensors are placed: T_blk from
+ * the VRAM left (the section's scratch and the shared branch's temporaries of
+ * one block), the routing plan, the routing region at the end of the HBM
+ * image, and the scratch itself (above `mark`). */
+static int em_setup(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint32_t T,
+                    struct plena_moe_emit_info *info, struct plena_route_plan *plan,
+                    struct plena_moe_em_scratch *sc)
+{
+    struct plena_moe_map *mp = &info->map;
+    const struct plena_gen_machine *m = &cfg->m;
+    const uint64_t g = (uint64_t)m->mlen * m->vlen;
+    const uint64_t avail = c->va->capacity > c->va->top ? c->va->capacity - c->va->top : 0;
+    uint32_t hi = mp->t_blk, best = 0;
+    /* the shared activation's row loop runs T_blk rows of ~10 instructions */
+    if (m->max_loop && hi > (m->max_loop - 100) / 10) hi = (m->max_loop - 100) / 10;
+    for (uint32_t lo = 1; lo <= hi;) {
+        uint32_t tb = lo + (hi - lo) / 2;
+        uint64_t prow = gen_rup(tb, m->blen);
+        uint64_t need =
+            plena_moe_em_scratch_elems(
+                m, mp,
+                (uint32_t)plena_route_max_slots(tb, cfg->k, cfg->E, m->blen, mp->em_max_tiles)) +
+            (cfg->Is ? 3 * prow * mp->Is_p + prow * m->vlen : 0) + 8 * g;
+        if (need <= avail) {
+            best = tb;
+            lo = tb + 1;
+        } else {
+            hi = tb - 1;
+        }
+    }
+    if (best == 0)
+        return plena_prog_fail(c->p, PLENA_GEN_VRAM,
+                               "VRAM: the expert-major section of one token needs more than the "
+                               "%llu elements left after the layer's tensors (VECTOR_SRAM_SIZE x "
+                               "VLEN %llu); driven by model.hidden_size %u, "
+                               "model.intermediate_size %u and the token count",
+                               (unsigned long long)avail, (unsigned long long)c->va->capacity,
+                               cfg->H, cfg->I);
+    if (best < T && best > m->blen) best -= best % m->blen; /* blocks keep BLEN-row tiles */
+    mp->t_blk = best;
+    mp->n_blocks = gen_cdiv(T, best);
+    const size_t np = (size_t)T * cfg->k;
+    uint32_t *dummy = NULL;
+    const uint32_t *ids = cfg->route_ids;
+    if (!ids) { /* sizing only: a balanced routing */
+        dummy = plena_malloc((np ? np : 1) * sizeof *dummy);
+        if (!dummy) return plena_prog_fail(c->p, PLENA_GEN_NOMEM, "out of memory");
+        for (size_t i = 0; i < np; i++)
+            dummy[i] = (uint32_t)(i % cfg->E);
+        ids = dummy;
+    }
+    int rc = plena_route_plan_build(plan, T, cfg->k, cfg->E, best, m->blen, m->vlen,
+                                    mp->em_max_tiles, ids, c->p->err);
+    plena_free(dummy);
+    if (rc) {
+        c->p->status = rc;
+        c->p->reason = rc == PLENA_E_NOMEM ? PLENA_GEN_NOMEM : PLENA_GEN_SHAPE;
+        return rc;
+    }
+    mp->route_hbm = (mp->hbm_end + 63) / 64 * 64;
+    mp->route_bytes = plan->region_bytes;
+    mp->hbm_end = mp->route_hbm + mp->route_bytes;
+    return plena_moe_em_alloc(c, plan->max_slots, sc);
 }
 
 int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint32_t T,
@@ -1436,10 +1626,24 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
         add_hbm(info, "ws_down", mp->shared[2], mp->Is_p, mp->H_p);
     }
 
+    const int em = routed && em_fixed(cfg);
+    struct plena_route_plan plan;
+    struct plena_moe_em_scratch ems;
+    memset(&plan, 0, sizeof plan);
+    memset(&ems, 0, sizeof ems);
+    const uint32_t em_mark = plena_vram_mark(c->va);
+    if (em && em_setup(c, cfg, T, info, &plan, &ems)) {
+        plena_route_plan_free(&plan);
+        return p->status;
+    }
+    if (em || mp->pm_refill)
+        add_hbm(info, "routing_tables", mp->route_hbm,
+                (uint32_t)(mp->route_bytes / PLENA_ROUTE_REC_BYTES), PLENA_ROUTE_REC_BYTES);
+
     plena_prog_header(p, "plena moe preset=%s T=%u E=%u k=%u", cfg->name, T, cfg->E, cfg->k);
     if (routed) {
-        plena_prog_header(p, "@routed_lowering=pair_major");
-        info->routed_lowering = PLENA_LOWERING_PAIR_MAJOR;
+        info->routed_lowering = em ? PLENA_LOWERING_EXPERT_MAJOR : PLENA_LOWERING_PAIR_MAJOR;
+        plena_prog_header(p, "@routed_lowering=%s", plena_lowering_marker(info->routed_lowering));
     }
 
     /* step 0: zero row, billed to the first true-zero that follows */
@@ -1449,6 +1653,9 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
         plena_moe_fp_zero_row_init(c, PLENA_STAGE_ACCUMULATOR_INIT);
     /* steps 1-4 over all rows */
     if (prenorm) plena_moe_residual_setup(c, cfg, &h, &res, &gam, T);
+    /* expert-major padding slots read h row T: residual_setup zeroes it with
+     * the other padding rows; without it, the section does */
+    if (em && !prenorm) plena_moe_true_zero_rows(c, PLENA_STAGE_GATHER, &h, T, 1);
 
     for (uint32_t b = 0; b < mp->n_blocks && !p->status; b++) {
         const uint32_t r0 = b * mp->t_blk;
@@ -1468,6 +1675,7 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
             info->topk_encoding = enc;
         }
         if (routed) {
+            if (mp->pm_refill) pm_refill_block(c, b, n, cfg->k);
             plena_moe_accumulator_init(c, &acc, r0, last ? PR - r0 : n);
             struct pair_tensors pt;
             memset(&pt, 0, sizeof pt);
@@ -1477,7 +1685,13 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
             pt.b_up = &bu;
             pt.b_down = &bd;
             size_t before = p->n_insns;
-            pair_section(c, cfg, &pt, n, r0, info);
+            if (em) {
+                const struct plena_tensor *bias[3] = {&bg, &bu, &bd};
+                plena_moe_em_block(c, cfg, &plan, b, &pt.x, &pt.acc, bias, &ems);
+                info->pair_form = PLENA_PAIRS_SORTED;
+            } else {
+                pair_section(c, cfg, &pt, n, r0, info);
+            }
             info->routed_static += p->n_insns - before;
         }
         if (shared) {
@@ -1495,6 +1709,10 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
         }
     }
     if (prenorm) plena_moe_residual_add_back(c, routed ? &acc : &S, &res, T);
+    if (em) {
+        plena_vram_release(c->va, em_mark);
+        plena_route_plan_free(&plan);
+    }
 
     if (info->topk_encoding == PLENA_TOPK_ENC_REGISTER) {
         info->topk_packed = (cfg->E << 8) | cfg->k;

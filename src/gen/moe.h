@@ -24,7 +24,8 @@ enum plena_pair_form {
     PLENA_PAIRS_NONE = 0,
     PLENA_PAIRS_LOOPED,
     PLENA_PAIRS_TOKENS_UNROLLED,
-    PLENA_PAIRS_UNROLLED
+    PLENA_PAIRS_UNROLLED,
+    PLENA_PAIRS_SORTED /* expert-major: pairs sorted into expert segments */
 };
 enum plena_moe_fault {
     PLENA_FAULT_NONE = 0,
@@ -55,10 +56,18 @@ struct plena_moe_cfg {
     uint32_t fp_base, int_base;
     int approx_routing;
     uint32_t force_tblk; /* 0 = largest that fits (tests force 3) */
-    uint64_t hbm_base;   /* first HBM byte the layer may use */
-#ifdef PLENA_TESTING
-    enum plena_moe_fault fault; /* section 7.5; exists in test builds only */
-#endif
+    /* routed lowering: PAIR_MAJOR (one pair per BLEN-row slot, the upstream
+     * compiler's form) or EXPERT_MAJOR (docs/lowering.md "Expert-major") */
+    enum plena_lowering lowering;
+    /* FIXED routing: the [T*k] expert ids (pair order), which the
+     * expert-major plan sorts; NULL sizes the program for a balanced routing
+     * (capacity checks) */
+    const uint32_t *route_ids;
+    uint64_t hbm_base; /* first HBM byte the layer may use */
+    /* Fault injection (docs/lowering.md "Fault injection"): honoured only by
+     * the test-only plena_gen_testing library; every other build ignores it.
+     * The field always exists so the struct has one layout in every build. */
+    enum plena_moe_fault fault;
 };
 
 /* Fills cfg from a model and the machine (section 6: PRE_NORM, C = 4). */
@@ -71,6 +80,12 @@ enum plena_proj_kind { PLENA_PROJ_GATE = 0, PLENA_PROJ_UP = 1, PLENA_PROJ_DOWN =
 struct plena_moe_map {
     uint32_t H_p, I_p, Is_p, E_p, eb;
     uint32_t t_blk, n_blocks, phys_rows;
+    uint32_t em_max_tiles; /* expert-major: tiles per segment at most */
+    /* pair-major fixed routing beyond the SRAMs: each block's ids and
+     * weights stream from HBM (route_hbm) with H_PREFETCH_S; offsets of the
+     * weights part and the per-block strides of both parts */
+    int pm_refill;
+    uint64_t pm_ids_stride, pm_w_base, pm_w_stride;
     /* FP SRAM offsets from fp_base */
     uint32_t fp_base, off_one, off_na_routed, off_na_shared, off_lp, off_ln, off_eps, off_invh;
     uint32_t off_dot, w_off, gate_off, fp_used;
@@ -79,11 +94,15 @@ struct plena_moe_map {
     uint16_t h_one, h_na_routed, h_na_shared, h_lp, h_ln, h_eps, h_invh;
     /* INT SRAM offsets from int_base */
     uint32_t int_base, ids_off, wtab_off, spill_off, int_used;
+    /* expert-major record buffers: INT (segment, gather, combine) and FP
+     * (combine weights, input weights), offsets from int_base / fp_base */
+    uint32_t em_seg_off, em_gbuf_off, em_cbuf_off, em_cw_off, em_iw_off;
     /* HBM */
     int has_router_hbm, windowed;
     uint64_t router_hbm, table[3], table_bytes, stride; /* stride S */
     uint32_t epw, w0[3];                                /* windowed form */
     uint64_t shared[3];
+    uint64_t route_hbm, route_bytes; /* expert-major routing tables (0 bytes: none) */
     uint64_t hbm_end;
 };
 
@@ -117,6 +136,29 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
  * with plena_prog_free. */
 int plena_moe_generate(const struct plena_moe_cfg *cfg, uint32_t T, struct plena_prog *prog,
                        struct plena_moe_emit_info *info, struct plena_err *err);
+
+/* ---- expert-major routed section (expert_major.c; docs/lowering.md "Expert-major") ---- */
+struct plena_route_plan;
+/* Scratch VRAM of the expert-major section, allocated once for all blocks. */
+struct plena_moe_em_scratch {
+    struct plena_tensor xs;         /* [slots, H_p]: gathered rows, then down outputs */
+    struct plena_tensor yg, yu, ys; /* [slots, I_p]: gate, up (then activation), scratch */
+    struct plena_tensor ytmp;       /* [slots, VLEN]: K-split partials */
+    struct plena_tensor trow;       /* [1, VLEN]: a weighted row block of the combine */
+};
+/* Largest number of BLEN-row tiles one segment may have so that every loop
+ * iteration of the section stays within MAX_LOOP_INSTRUCTIONS. */
+uint32_t plena_moe_em_max_tiles(const struct plena_moe_cfg *cfg, const struct plena_moe_map *mp);
+/* VRAM elements the scratch takes for max_slots slots (allocator granules). */
+uint64_t plena_moe_em_scratch_elems(const struct plena_gen_machine *m,
+                                    const struct plena_moe_map *mp, uint32_t max_slots);
+int plena_moe_em_alloc(struct plena_ctx *c, uint32_t max_slots, struct plena_moe_em_scratch *sc);
+/* The routed section of token block b (x and acc: the block's views). */
+int plena_moe_em_block(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                       const struct plena_route_plan *plan, uint32_t b,
+                       const struct plena_tensor *x, const struct plena_tensor *acc,
+                       const struct plena_tensor *const bias[3],
+                       const struct plena_moe_em_scratch *sc);
 
 /* ---- capacity (2.6; traces-and-replay.md 2.3 R005) ---- */
 /* What a layer needs of each machine resource and what the machine has. */

@@ -150,3 +150,36 @@ int plena_program_load(const char *path, struct plena_asm_diags *warnings,
     plena_asm_diags_free(&local);
     return rc;
 }
+
+static const struct {
+    enum plena_lowering l;
+    const char *marker, *option;
+} lowerings[] = {
+    {PLENA_LOWERING_UNSET, "none", "none"},
+    {PLENA_LOWERING_PAIR_MAJOR, "pair_major", "pair-major"},
+    {PLENA_LOWERING_EXPERT_MAJOR, "expert_major", "expert-major"},
+};
+
+const char *plena_lowering_marker(enum plena_lowering l)
+{
+    for (size_t i = 0; i < sizeof lowerings / sizeof lowerings[0]; i++)
+        if (lowerings[i].l == l) return lowerings[i].marker;
+    return "none";
+}
+
+const char *plena_lowering_option(enum plena_lowering l)
+{
+    for (size_t i = 0; i < sizeof lowerings / sizeof lowerings[0]; i++)
+        if (lowerings[i].l == l) return lowerings[i].option;
+    return "none";
+}
+
+int plena_lowering_parse_option(const char *s, enum plena_lowering *out)
+{
+    for (size_t i = 1; s && i < sizeof lowerings / sizeof lowerings[0]; i++)
+        if (!strcmp(lowerings[i].option, s)) {
+            *out = lowerings[i].l;
+            return 0;
+        }
+    return -1;
+}

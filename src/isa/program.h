@@ -22,6 +22,14 @@ enum plena_lowering {
     PLENA_LOWERING_PAIR_MAJOR,
     PLENA_LOWERING_EXPERT_MAJOR
 };
+/* The spellings of a routed lowering, from one table: as the
+ * `@routed_lowering=` marker, layout.json and the profile write it ("none",
+ * "pair_major", "expert_major") and as options and results spell it ("none",
+ * "pair-major", "expert-major"). */
+const char *plena_lowering_marker(enum plena_lowering l);
+const char *plena_lowering_option(enum plena_lowering l);
+/* "pair-major" or "expert-major" (an option value); -1 for anything else. */
+int plena_lowering_parse_option(const char *s, enum plena_lowering *out);
 
 struct plena_label {
     uint8_t stage; /* enum plena_stage */

@@ -192,9 +192,16 @@ int plena_verify_refdata_from_build(const struct plena_moe_build *b,
         rd->fixed_ids = plena_malloc(n * sizeof *rd->fixed_ids);
         rd->fixed_w = plena_malloc(n * sizeof *rd->fixed_w);
         if (!rd->fixed_ids || !rd->fixed_w) return nomem(err);
+        /* pair-major: the INT/FP SRAM images (so their writer is checked);
+         * expert-major: the routing the HBM tables were built from, weights
+         * as the same fp16 halves the tables hold, read as BF16 */
+        const int em =
+            b->info.routed_lowering == PLENA_LOWERING_EXPERT_MAJOR || b->info.map.pm_refill;
         for (size_t p = 0; p < n; p++) {
-            rd->fixed_ids[p] = b->ints[mp->int_base + mp->ids_off + p];
-            rd->fixed_w[p] = fp_entry(b, fb + mp->w_off + (uint32_t)p);
+            rd->fixed_ids[p] = em ? b->fixed_ids[p] : b->ints[mp->int_base + mp->ids_off + p];
+            rd->fixed_w[p] = em ? plena_num_round_bf16(plena_num_fp16_to_f32(
+                                      plena_num_fp16_from_f32(b->fixed_w32[p])))
+                                : fp_entry(b, fb + mp->w_off + (uint32_t)p);
         }
         in->fixed_ids = rd->fixed_ids;
         in->fixed_w = rd->fixed_w;
@@ -316,7 +323,11 @@ int plena_verify_emulate(const struct plena_moe_build *b, const struct plena_set
     }
     const struct plena_tensor *ot =
         plena_moe_abi_find(&b->info, cfg->routing != PLENA_ROUTING_NONE ? "acc" : "S");
-    const uint32_t k = cfg->routing != PLENA_ROUTING_NONE ? cfg->k : 0;
+    /* the last block's ids and weights sit in SRAM, except in the expert-major
+     * fixed form, where they stream from HBM records (none to read back) */
+    const int em = cfg->routing == PLENA_ROUTING_FIXED &&
+                   b->info.routed_lowering == PLENA_LOWERING_EXPERT_MAJOR;
+    const uint32_t k = cfg->routing != PLENA_ROUTING_NONE && !em ? cfg->k : 0;
     const uint32_t r0 = (mp->n_blocks - 1) * mp->t_blk;
     d->t0 = r0;
     d->p0 = r0 * k;
