@@ -12,6 +12,7 @@
 #include "campaign/campaign_internal.h"
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "common/json.h"
 #include "replay/jsonw.h"
 #include "replay/result.h"
 
@@ -205,7 +206,7 @@ static void md_cell(struct plena_buf *b, const json_t *v)
     else if (json_is_integer(v))
         plena_buf_printf(b, "%lld", (long long)json_integer_value(v));
     else if (json_is_real(v)) {
-        plena_replay_fmt_double(tmp, sizeof tmp, json_real_value(v));
+        plena_json_fmt_double(tmp, sizeof tmp, json_real_value(v));
         plena_buf_puts(b, tmp);
     } else
         plena_buf_puts(b, "");

@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "common/json.h"
 #include "isa/asm.h"
 #include "isa/stages.h"
 
@@ -28,21 +29,6 @@ static const char help[] =
     "                          attribution mode, marker count and unresolved markers\n\n"
     "exit status: 0 success, 2 usage, 3 invalid input, 4 output not writable\n";
 
-static void json_str(struct plena_buf *b, const char *s)
-{
-    plena_buf_puts(b, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            plena_buf_printf(b, "\\%c", c);
-        else if (c < 0x20)
-            plena_buf_printf(b, "\\u%04x", c);
-        else
-            plena_buf_append(b, s, 1);
-    }
-    plena_buf_puts(b, "\"");
-}
-
 static int write_stage_map(const char *path, const struct plena_program *p, struct plena_err *err)
 {
     const struct plena_labels *l = &p->labels;
@@ -50,13 +36,14 @@ static int write_stage_map(const char *path, const struct plena_program *p, stru
     struct plena_buf b;
     plena_buf_init(&b);
     plena_buf_puts(&b, "{\n  \"source\": ");
-    json_str(&b, p->source_path ? p->source_path : "");
+    const char *src = p->source_path ? p->source_path : "";
+    plena_json_put_string(&b, src, strlen(src), 0);
     plena_buf_printf(&b, ",\n  \"mode\": \"%s\",\n  \"stage_marker_count\": %u,\n",
                      l->mode == PLENA_ATTR_MARKERS ? "markers" : "legacy", l->stage_marker_count);
     plena_buf_puts(&b, "  \"unresolved_stage_markers\": [");
     for (size_t i = 0; i < l->n_unresolved; i++) {
         plena_buf_puts(&b, i ? ",\n    {\"name\": " : "\n    {\"name\": ");
-        json_str(&b, l->unresolved[i].name);
+        plena_json_put_string(&b, l->unresolved[i].name, strlen(l->unresolved[i].name), 0);
         plena_buf_printf(&b, ", \"first_line\": %u, \"occurrences\": %u}",
                          l->unresolved[i].first_line, l->unresolved[i].occurrences);
     }

@@ -1,6 +1,8 @@
-/* The one JSON text writer of spec/traces-and-replay.md 0.3 (pretty form) and
- * 0.4 (canonical form), and the shortest round-trip number spellings of 0.3
- * (binary64 p <= 17, binary32 p <= 9). Trace documents and replay results both
+/* The one JSON text writer of plena: spec/traces-and-replay.md 0.3 (pretty
+ * form) and 0.4 (canonical form) with the shortest round-trip number
+ * spellings of 0.3 (binary64 p <= 17, binary32 p <= 9), and the result-file
+ * form of spec/timing-and-profile.md 7 (profile, run-stats and gate
+ * summaries: PLENA_JSON_PROFILE_FORM). Trace documents and replay results both
  * go through it, so their bytes and hashes agree. It only formats: it never
  * decides what goes into a document, never reads JSON and never prints. */
 #ifndef PLENA_COMMON_JSON_H
@@ -10,6 +12,7 @@
 
 #include <stddef.h>
 
+#include "common/err.h"
 #include "common/fileio.h"
 
 /* Shortest "%.{p}g", p = 1..17, that strtod reads back to v. Integral values
@@ -32,6 +35,14 @@ enum {
     /* Refuse (-1) values nested deeper than PLENA_JSON_SHALLOW_DEPTH: replay
      * results are shallow, so deeper input is a runaway, not a result. */
     PLENA_JSON_SHALLOW = 1u << 2,
+    /* The result-file form of spec/timing-and-profile.md 7 (profile v4,
+     * run-stats v2, gate summaries); implies PLENA_JSON_PRETTY's indenting
+     * and final newline, with these differences: keys in insertion order
+     * (the spec's key order), every array one element per line, reals as C
+     * "%.17g" with ".0" appended when that prints like an integer (jansson
+     * would print "e-8" for "e-08"), a non-finite real as null, and \b \f
+     * \n \r \t as two-character escapes. */
+    PLENA_JSON_PROFILE_FORM = 1u << 3,
 };
 #define PLENA_JSON_SHALLOW_DEPTH 256
 
@@ -39,5 +50,21 @@ enum {
  * a non-finite real (jansson cannot hold one, so only defensive) or, with
  * PLENA_JSON_SHALLOW, too deep a value. */
 int plena_json_dump(struct plena_buf *b, const json_t *v, unsigned flags);
+
+/* One JSON string literal of s[0..len) with the escapes of flags (only
+ * PLENA_JSON_PROFILE_FORM matters): for hand-laid-out JSON text. */
+int plena_json_put_string(struct plena_buf *b, const char *s, size_t len, unsigned flags);
+
+/* A real the way PLENA_JSON_PROFILE_FORM writes it ("%.17g", ".0" added when
+ * needed, "null" when not finite). */
+void plena_json_fmt_real17(char *buf, size_t n, double v);
+
+/* plena_json_dump into a NUL-terminated text freed with plena_free:
+ * 0, PLENA_E_NOMEM, or PLENA_E_INTERNAL when v cannot be written (a
+ * non-finite real outside PLENA_JSON_PROFILE_FORM, or too deep). */
+int plena_json_render(const json_t *v, unsigned flags, char **text, size_t *len,
+                      struct plena_err *err);
+/* Renders and writes atomically to path. */
+int plena_json_write_file(const json_t *v, unsigned flags, const char *path, struct plena_err *err);
 
 #endif

@@ -204,6 +204,63 @@ static void test_shallow_limit(void **state)
     json_decref(deep);
 }
 
+/* The result-file form of timing-and-profile.md 7 (profile, run-stats, gate
+ * summaries): insertion order, one array element per line, %.17g reals with
+ * ".0" when integer-looking, two-character control escapes. */
+static void test_profile_form(void **state)
+{
+    (void)state;
+    json_t *v = json_object();
+    json_object_set_new(v, "z", json_integer(1));
+    json_object_set_new(v, "a", json_pack("[f,f,f,f,[],{},[i]]", 7.03e-8, 1.0, 100.0, 1e21, 3));
+    json_object_set_new(v, "m", json_pack("{s:b,s:n}", "y", 1, "b"));
+    json_object_set_new(v, "s", json_string("q\"\\\n\t\r\b\f\x01\x7f"));
+    expect_text(v, PLENA_JSON_PROFILE_FORM,
+                "{\n"
+                "  \"z\": 1,\n"
+                "  \"a\": [\n"
+                "    7.0300000000000001e-08,\n"
+                "    1.0,\n"
+                "    100.0,\n"
+                "    1e+21,\n"
+                "    [],\n"
+                "    {},\n"
+                "    [\n"
+                "      3\n"
+                "    ]\n"
+                "  ],\n"
+                "  \"m\": {\n"
+                "    \"y\": true,\n"
+                "    \"b\": null\n"
+                "  },\n"
+                "  \"s\": \"q\\\"\\\\\\n\\t\\r\\b\\f\\u0001\x7f\"\n"
+                "}\n");
+    json_decref(v);
+    char num[64];
+    plena_json_fmt_real17(num, sizeof num, 0.0 / 0.0);
+    assert_string_equal(num, "null");
+    plena_json_fmt_real17(num, sizeof num, -2.0);
+    assert_string_equal(num, "-2.0");
+    /* render: the text with its length, and the errors by kind */
+    v = json_pack("{s:i}", "k", 1);
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(plena_json_render(v, PLENA_JSON_PROFILE_FORM, &text, &len, NULL), 0);
+    assert_int_equal(len, strlen("{\n  \"k\": 1\n}\n"));
+    assert_string_equal(text, "{\n  \"k\": 1\n}\n");
+    plena_free(text);
+    plena_alloc_fail_after(0);
+    struct plena_err err = {0};
+    assert_int_equal(plena_json_render(v, PLENA_JSON_PROFILE_FORM, &text, &len, &err),
+                     PLENA_E_NOMEM);
+    plena_alloc_fail_reset();
+    json_decref(v);
+    json_t *deep = nest(300);
+    assert_int_equal(plena_json_render(deep, PLENA_JSON_SHALLOW, &text, &len, NULL),
+                     PLENA_E_INTERNAL);
+    json_decref(deep);
+}
+
 static void test_out_of_memory(void **state)
 {
     (void)state;
@@ -224,7 +281,7 @@ int main(void)
         cmocka_unit_test(test_fmt_double),           cmocka_unit_test(test_fmt_float),
         cmocka_unit_test(test_pretty_and_canonical), cmocka_unit_test(test_escapes_and_numbers),
         cmocka_unit_test(test_route_weights_f32),    cmocka_unit_test(test_shallow_limit),
-        cmocka_unit_test(test_out_of_memory),
+        cmocka_unit_test(test_out_of_memory),        cmocka_unit_test(test_profile_form),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -393,7 +393,7 @@ int plena_profile_render(const struct plena_profile *p, const struct plena_profi
         json_decref(o);
         return PLENA_FAIL(err, PLENA_E_NOMEM, "profile", "out of memory building the profile JSON");
     }
-    int rc = plena_json_render(o, text, len, err);
+    int rc = plena_json_render(o, PLENA_JSON_PROFILE_FORM, text, len, err);
     json_decref(o);
     return rc;
 }

@@ -96,15 +96,14 @@ int plena_replay_json_sha256(const json_t *v, int strip_volatile, char hex[65],
 
 int plena_replay_json_write_file(const json_t *v, const char *path, struct plena_err *err)
 {
-    struct plena_buf b;
-    plena_buf_init(&b);
-    if (plena_replay_json_pretty(&b, v)) {
-        plena_buf_free(&b);
+    char *text;
+    size_t len;
+    /* replay reports every rendering failure as one internal error on the path */
+    if (plena_json_render(v, PLENA_JSON_PRETTY | PLENA_JSON_SHALLOW, &text, &len, NULL))
         return PLENA_FAIL(err, PLENA_E_INTERNAL, path,
                           "JSON not serialisable (non-finite number or out of memory)");
-    }
-    int rc = plena_file_write_atomic(path, b.data, b.len, err);
-    plena_buf_free(&b);
+    int rc = plena_file_write_atomic(path, text, len, err);
+    plena_free(text);
     return rc;
 }
 

@@ -1,8 +1,8 @@
 /* Result writing for the replay layer (spec/traces-and-replay.md 0.3, 0.4):
  * pretty JSON with sorted keys, canonical JSON and its SHA-256, the ONE table
- * of volatile keys, shortest round-trip numbers (binary64 and binary32),
- * RFC 4180 CSV and crash-tolerant JSONL append. Pure formatting: it never
- * decides what goes into a result (result.h does) and never prints. */
+ * of volatile keys, RFC 4180 CSV and crash-tolerant JSONL append. The JSON
+ * text itself is common/json.h's writer. Pure formatting: it never decides
+ * what goes into a result (result.h does) and never prints. */
 #ifndef PLENA_REPLAY_JSONW_H
 #define PLENA_REPLAY_JSONW_H
 
@@ -15,18 +15,10 @@
 #include "common/fileio.h"
 #include "common/json.h"
 
-/* ---- numbers (0.3) and JSON text (0.3, 0.4) ----
- * The writer and number spellings live in common/json.h (shared with trace/);
- * these names stay for existing callers (campaign/). Replay output refuses
- * values nested deeper than 256 levels (PLENA_JSON_SHALLOW). */
-static inline void plena_replay_fmt_double(char *buf, size_t n, double v)
-{
-    plena_json_fmt_double(buf, n, v);
-}
-static inline void plena_replay_fmt_float(char *buf, size_t n, float v)
-{
-    plena_json_fmt_float(buf, n, v);
-}
+/* ---- JSON text (0.3, 0.4) ----
+ * The writer and the number spellings are common/json.h's (shared with
+ * trace/); these two name replay's flags: results refuse values nested deeper
+ * than 256 levels (PLENA_JSON_SHALLOW). */
 /* Pretty (0.3) or canonical (0.4) text; 0, or -1 on out of memory, a
  * non-finite real or too deep a value. */
 static inline int plena_replay_json_pretty(struct plena_buf *b, const json_t *v)

@@ -13,7 +13,7 @@
 #include "common/alloc.h"
 #include "common/sha256.h"
 #include "isa/asm.h"
-#include "profile/profile_json.h"
+#include "common/json.h"
 #include "run/run.h"
 
 const char *const plena_gate_names[PLENA_GATE_COUNT] = {
@@ -595,7 +595,7 @@ static int write_summary(const struct plena_gates_opts *o, const char *root,
     if (failed)
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, "gates", "out of memory building the summary");
     else
-        rc = plena_json_write(j, r->summary_path, err);
+        rc = plena_json_write_file(j, PLENA_JSON_PROFILE_FORM, r->summary_path, err);
     json_decref(j);
     return rc;
 }

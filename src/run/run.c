@@ -401,7 +401,7 @@ static int write_stats(struct session *ss, struct plena_err *err)
     if (failed)
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, o->stats_path, "out of memory building run-stats");
     else
-        rc = plena_json_write(j, o->stats_path, err);
+        rc = plena_json_write_file(j, PLENA_JSON_PROFILE_FORM, o->stats_path, err);
     json_decref(j);
     return rc;
 }
