@@ -1,6 +1,7 @@
 /* The expert-major routed section of one token block (docs/lowering.md
- * "Expert-major"), fixed routing: the block's pairs, sorted by expert on the
- * host (route_plan.h), are gathered into BLEN-row tiles of one buffer; each
+ * "Expert-major"): the block's pairs, sorted by expert (on the host for fixed
+ * routing, route_plan.h; on the device after V_TOPK for device routing, the
+ * sort below), are gathered into BLEN-row tiles of one buffer; each
  * projection then runs, per column block and K chunk, a loop over the active
  * segments that fetches the segment's expert weights once and sweeps all of
  * its tiles; the down outputs are weighted and combined into the
@@ -8,25 +9,32 @@
  * pair-major lowering's (same M_MM chains, K chunks, activation, bias and
  * route-weight ops), so the output is bit-identical to it.
  *
- * The routing tables live in HBM and are streamed with H_PREFETCH_S, one
- * 64-byte record at a time, so no SRAM holds more than a record: the token
- * count is bounded by VRAM, not by the 1024-entry SRAMs. Segment tile counts
- * differ per segment and are live loop counts read from the records; all
- * other trip counts are static, so the static size does not depend on T. */
+ * Fixed routing: the routing tables live in HBM and are streamed with
+ * H_PREFETCH_S, one 64-byte record at a time, so no SRAM holds more than a
+ * record and the token count is bounded by VRAM, not by the 1024-entry SRAMs;
+ * every count but the segments' tile counts is known when the program is
+ * generated. Device routing: the ids V_TOPK wrote are sorted in INT SRAM
+ * (histogram, prefix sums through count tables, scatter: the scalar ISA has
+ * no shift, divide or compare, docs/design.md), so a block is as small as the
+ * SRAM allows and the segment, slot and tile counts are live. Live counts are
+ * read from INT SRAM; the static size never depends on T. */
 #include <string.h>
 
+#include "common/alloc.h"
 #include "gen/emit.h"
 #include "gen/moe.h"
 #include "gen/route_plan.h"
 
 struct em {
     const struct plena_moe_cfg *cfg;
-    const struct plena_route_plan *plan;
-    const struct plena_route_block *bk;
-    const struct plena_tensor *x, *acc; /* block views */
-    const struct plena_tensor *b[3];    /* expert bias tables (expert_bias only) */
+    const struct plena_route_plan *plan; /* fixed routing only */
+    const struct plena_route_block *bk;  /* fixed routing only */
+    const struct plena_tensor *x, *acc;  /* block views */
+    const struct plena_tensor *b[3];     /* expert bias tables (expert_bias only) */
     const struct plena_moe_em_scratch *buf;
-    unsigned aT; /* A register: base of the routing region */
+    unsigned aT; /* A register: base of the routing region (fixed routing) */
+    int dev;     /* device routing: the sort's arrays in INT SRAM */
+    uint32_t T, r0, n;
 };
 
 static uint32_t int_at(struct plena_ctx *c, uint32_t off)
@@ -40,7 +48,8 @@ static uint32_t fp_at(struct plena_ctx *c, uint32_t off)
 }
 
 /* One 64-byte record at HBM offset gOff of the routing region into SRAM
- * address `sram` (kind 0: INT SRAM, 16 words; 1: FP SRAM, 32 halves). */
+ * address `sram` (kind 0: INT SRAM, 16 words; 1: FP SRAM, 32 halves).
+ * Leaves gtmp = sram. */
 static void dma_rec(struct plena_ctx *c, enum plena_stage stage, const struct em *em, unsigned gtmp,
                     unsigned gOff, uint32_t sram, int kind)
 {
@@ -48,8 +57,128 @@ static void dma_rec(struct plena_ctx *c, enum plena_stage stage, const struct em
     plena_emit(c, stage, PLENA_OP_H_PREFETCH_S, gtmp, gOff, em->aT, 0, (unsigned)kind, 0);
 }
 
-/* Rows x one column block op over a segment's rows: V_ADD_VV d, d, a with d
- * and a one pointer each, rows counted live (gnm1 = rows - 1, clobbered). */
+/* Figures for the dynamic-count prediction: exact with fixed routing (the
+ * plan), nominal with device routing (the ids are the device's). */
+static uint32_t nominal_segs(const struct em *em)
+{
+    if (!em->dev) return em->bk->n_seg;
+    uint32_t P = em->n * em->cfg->k;
+    return P < em->cfg->E ? P : em->cfg->E;
+}
+
+static uint32_t nominal_slots(struct plena_ctx *c, const struct em *em)
+{
+    if (!em->dev) return em->bk->n_slots;
+    return gen_rup(em->n * em->cfg->k, c->m->blen);
+}
+
+/* Loads slots - 1 into rd (device routing: the sort's scalar). */
+static void load_slots_m1(struct plena_ctx *c, enum plena_stage s, unsigned rd)
+{
+    plena_emit(c, s, PLENA_OP_S_LD_INT, rd, 0, 0, 0, 0, int_at(c, c->map->em_scal_off + 1));
+}
+
+/* ---- segments: where their records come from ----
+ * Fixed: record i of the block is DMA'd from the routing region into the
+ * record buffer (static count). Device: records sit in INT SRAM, 4 words
+ * each, counted live (segments - 1 at em_scal_off). Words 0..3 mean the same
+ * in both (route_plan.h PLENA_SEG_*); fixed records also carry the weight
+ * addresses and the bias offset, device code derives them from the id. */
+struct segloop {
+    unsigned cs;   /* loop counter */
+    unsigned gptr; /* HBM offset of the record (fixed), its INT SRAM address (device) */
+    uint64_t mult; /* predicted executions of the loop body */
+};
+
+static void seg_begin(struct plena_ctx *c, enum plena_stage s, const struct em *em,
+                      struct segloop *sl, unsigned gtmp)
+{
+    const uint32_t ns = nominal_segs(em);
+    if (!em->dev) {
+        plena_emit_li(c, s, sl->gptr, em->bk->seg_off);
+        plena_loop_begin_t(c, s, sl->cs, ns);
+        dma_rec(c, s, em, gtmp, sl->gptr, int_at(c, c->map->em_seg_off), 0);
+    } else {
+        plena_emit_li(c, s, sl->gptr, int_at(c, c->map->em_rec_off));
+        plena_emit(c, s, PLENA_OP_S_LD_INT, gtmp, 0, 0, 0, 0, int_at(c, c->map->em_scal_off));
+        plena_loop_begin_live(c, s, sl->cs, gtmp, c->p->mult * ns);
+    }
+    sl->mult = c->p->mult;
+}
+
+/* rd = word `w` (0..3) of the current record */
+static void seg_word(struct plena_ctx *c, enum plena_stage s, const struct em *em,
+                     const struct segloop *sl, unsigned rd, uint32_t w)
+{
+    if (!em->dev)
+        plena_emit(c, s, PLENA_OP_S_LD_INT, rd, 0, 0, 0, 0, int_at(c, c->map->em_seg_off) + w);
+    else
+        plena_emit(c, s, PLENA_OP_S_LD_INT, rd, sl->gptr, 0, 0, 0, w);
+}
+
+static void seg_end(struct plena_ctx *c, enum plena_stage s, const struct em *em,
+                    const struct segloop *sl)
+{
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, sl->gptr, sl->gptr, 0, 0, 0,
+               em->dev ? 4 : PLENA_ROUTE_REC_BYTES);
+    plena_loop_end(c, s);
+}
+
+/* aW = the HBM base of projection q's table entry of the record's expert:
+ * read from the record (fixed), or from the id as pair-major forms it
+ * (device; docs/lowering.md "Memory ABI": stride or windowed form). */
+static void seg_weight_addr(struct plena_ctx *c, enum plena_stage s, const struct em *em,
+                            const struct segloop *sl, enum plena_proj_kind q, unsigned aW)
+{
+    const struct plena_moe_map *mp = c->map;
+    struct plena_regset saved = c->live;
+    uint8_t g[5];
+    if (plena_regs_take(c, 5, 0, 0, g)) return;
+    const unsigned gE = g[0], gS = g[1], gO = g[2], gB = g[3], gH = g[4];
+    if (!em->dev) {
+        const uint32_t rec = int_at(c, mp->em_seg_off);
+        plena_emit(c, s, PLENA_OP_S_LD_INT, gH, 0, 0, 0, 0, rec + PLENA_SEG_ADDR_HI0 + 2 * q);
+        plena_emit(c, s, PLENA_OP_S_LD_INT, gB, 0, 0, 0, 0, rec + PLENA_SEG_ADDR_HI0 + 2 * q + 1);
+        plena_emit(c, s, PLENA_OP_C_SET_ADDR_REG, aW, gH, gB, 0, 0, 0);
+    } else if (!mp->windowed) {
+        const uint32_t W = (uint32_t)(mp->table[q] >> 32);
+        seg_word(c, s, em, sl, gE, PLENA_SEG_EXPERT);
+        plena_emit_li(c, s, gS, mp->stride);
+        plena_emit(c, s, PLENA_OP_S_MUL_INT, gO, gE, gS, 0, 0, 0);
+        plena_emit_li(c, s, gB, mp->table[q] & 0xFFFFFFFFu);
+        plena_emit(c, s, PLENA_OP_S_ADD_INT, gB, gB, gO, 0, 0, 0);
+        if (W) plena_emit_li(c, s, gH, W);
+        plena_emit(c, s, PLENA_OP_C_SET_ADDR_REG, aW, W ? gH : 0, gB, 0, 0, 0);
+    } else {
+        seg_word(c, s, em, sl, gE, PLENA_SEG_EXPERT);
+        plena_emit(c, s, PLENA_OP_S_LD_INT, gH, gE, 0, 0, 0, int_at(c, mp->wtab_off));
+        plena_emit_li(c, s, gS, mp->epw);
+        plena_emit(c, s, PLENA_OP_S_MUL_INT, gO, gH, gS, 0, 0, 0);
+        plena_emit(c, s, PLENA_OP_S_SUB_INT, gO, gE, gO, 0, 0, 0);
+        plena_emit(c, s, PLENA_OP_S_ADDI_INT, gH, gH, 0, 0, 0, mp->w0[q]);
+        plena_emit_li(c, s, gS, mp->stride);
+        plena_emit(c, s, PLENA_OP_S_MUL_INT, gB, gO, gS, 0, 0, 0);
+        plena_emit(c, s, PLENA_OP_C_SET_ADDR_REG, aW, gH, gB, 0, 0, 0);
+    }
+    c->live = saved;
+}
+
+/* rd = the record's expert x VLEN (its bias row offset); tmp: scratch */
+static void seg_bias_off(struct plena_ctx *c, enum plena_stage s, const struct em *em,
+                         const struct segloop *sl, unsigned rd, unsigned tmp)
+{
+    if (!em->dev) {
+        plena_emit(c, s, PLENA_OP_S_LD_INT, rd, 0, 0, 0, 0,
+                   int_at(c, c->map->em_seg_off) + PLENA_SEG_BIAS_OFF);
+        return;
+    }
+    seg_word(c, s, em, sl, rd, PLENA_SEG_EXPERT);
+    plena_emit_li(c, s, tmp, c->m->vlen);
+    plena_emit(c, s, PLENA_OP_S_MUL_INT, rd, rd, tmp, 0, 0, 0);
+}
+
+/* Rows of one column block: V_ADD_VV d, d, a over rows counted live (gnm1
+ * = rows - 1, clobbered). */
 static void live_rows_add(struct plena_ctx *c, enum plena_stage stage, unsigned gD, unsigned gA,
                           unsigned cr, unsigned gnm1, uint64_t mult)
 {
@@ -60,35 +189,108 @@ static void live_rows_add(struct plena_ctx *c, enum plena_stage stage, unsigned 
     plena_loop_end(c, stage);
 }
 
+/* ---- the device sort (stage gather): ids -> segments, slots, tables ---- */
+
+static int em_dev_sort(struct plena_ctx *c, const struct em *em)
+{
+    const enum plena_stage s = PLENA_STAGE_GATHER;
+    const struct plena_moe_map *mp = c->map;
+    const uint32_t V = c->m->vlen, k = em->cfg->k, E = em->cfg->E, P = em->n * k;
+    const uint32_t ids = int_at(c, mp->ids_off), cnt = int_at(c, mp->em_cnt_off);
+    const uint32_t pad = int_at(c, mp->em_tab_off), tm1 = pad + mp->t_blk + 1,
+                   nz = tm1 + mp->t_blk + 1, scal = int_at(c, mp->em_scal_off);
+    struct plena_regset saved = c->live;
+    uint8_t g[13];
+    if (plena_regs_take(c, 13, 0, 0, g)) return c->p->status;
+    const unsigned cl = g[0], cj = g[1], gP = g[2], gE = g[3], gN = g[4], gT = g[5], gSlot = g[6],
+                   gRec = g[7], gA = g[8], gVl = g[9], gOne = g[10], gFour = g[11], gX = g[12];
+    plena_prog_comment(c->p, "expert-major sort of %u pairs over %u experts", P, E);
+    /* counts: zero, then one increment per pair */
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gE, 0, 0, 0, 0, 0);
+    int l = plena_loop_begin(c, s, cl, E);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, 0, gE, 0, 0, 0, cnt);
+    if (l) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gE, gE, 0, 0, 0, 1);
+    plena_loop_end(c, s);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gP, 0, 0, 0, 0, 0);
+    l = plena_loop_begin(c, s, cl, P);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gE, gP, 0, 0, 0, ids);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gN, gE, 0, 0, 0, cnt);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gN, gN, 0, 0, 0, 1);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gN, gE, 0, 0, 0, cnt);
+    if (l) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gP, gP, 0, 0, 0, 1);
+    plena_loop_end(c, s);
+    /* experts in id order: start slot, record (kept when the expert has
+     * pairs: the next record pointer moves by 4 x nonzero), running slot */
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gE, 0, 0, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gSlot, 0, 0, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gA, 0, 0, 0, 0, 0);
+    plena_emit_li(c, s, gRec, int_at(c, mp->em_rec_off));
+    plena_emit_li(c, s, gVl, V);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gOne, 0, 0, 0, 0, 1);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gFour, 0, 0, 0, 0, 4);
+    l = plena_loop_begin(c, s, cl, E);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gN, gE, 0, 0, 0, cnt);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gSlot, gE, 0, 0, 0, cnt);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gE, gRec, 0, 0, 0, PLENA_SEG_EXPERT);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gT, gN, 0, 0, 0, tm1);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gT, gRec, 0, 0, 0, PLENA_SEG_TILES_M1);
+    plena_emit(c, s, PLENA_OP_S_MUL_INT, gT, gSlot, gVl, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gT, gRec, 0, 0, 0, PLENA_SEG_ROW_OFF);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gX, gN, 0, 0, 0, pad);
+    plena_emit(c, s, PLENA_OP_S_ADD_INT, gSlot, gSlot, gX, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_SUB_INT, gT, gX, gOne, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gT, gRec, 0, 0, 0, PLENA_SEG_ROWS_M1);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gT, gN, 0, 0, 0, nz);
+    plena_emit(c, s, PLENA_OP_S_ADD_INT, gA, gA, gT, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_MUL_INT, gT, gT, gFour, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_ADD_INT, gRec, gRec, gT, 0, 0, 0);
+    if (l) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gE, gE, 0, 0, 0, 1);
+    plena_loop_end(c, s);
+    /* live counts: segments - 1, slots - 1 (a block has pairs, so both >= 1) */
+    plena_emit(c, s, PLENA_OP_S_SUB_INT, gT, gA, gOne, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gT, 0, 0, 0, 0, scal);
+    plena_emit(c, s, PLENA_OP_S_SUB_INT, gT, gSlot, gOne, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gT, 0, 0, 0, 0, scal + 1);
+    /* every slot reads h's zero row unless a pair lands in it */
+    plena_emit_li(c, s, gX, (uint64_t)(em->T - em->r0) * V);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gP, 0, 0, 0, 0, 0);
+    l = plena_loop_begin(c, s, cl, mp->em_max_slots);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gX, gP, 0, 0, 0, int_at(c, mp->em_gtab_off));
+    if (l) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gP, gP, 0, 0, 0, 1);
+    plena_loop_end(c, s);
+    /* scatter in pair order: the pair's slot is its expert's next slot */
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gP, 0, 0, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gX, 0, 0, 0, 0, 0); /* token row offset t x VLEN */
+    int lt = plena_loop_begin_t(c, s, cl, em->n);
+    int lj = plena_loop_begin(c, s, cj, k);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gE, gP, 0, 0, 0, ids);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gN, gE, 0, 0, 0, cnt);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gT, gN, 0, 0, 0, 1);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gT, gE, 0, 0, 0, cnt);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gX, gN, 0, 0, 0, int_at(c, mp->em_gtab_off));
+    plena_emit(c, s, PLENA_OP_S_MUL_INT, gN, gN, gVl, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gN, gP, 0, 0, 0, int_at(c, mp->em_slot_off));
+    if (lj || lt) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gP, gP, 0, 0, 0, 1);
+    plena_loop_end(c, s);
+    if (lt) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gX, gX, 0, 0, 0, V);
+    plena_loop_end(c, s);
+    c->live = saved;
+    return c->p->status;
+}
+
 /* ---- gather: every slot of the block from its token's row (or the zero row) ---- */
 
-static int em_gather(struct plena_ctx *c, const struct em *em)
+/* one slot: gD = its row in xs; gT = the source row offset; copies, and with
+ * input placement scales by f_w (loaded by the caller) */
+static void gather_slot(struct plena_ctx *c, const struct em *em, unsigned gT, unsigned gD,
+                        unsigned gDc, unsigned gS, unsigned cb, unsigned scr, unsigned fone,
+                        unsigned fw)
 {
     const enum plena_stage s = PLENA_STAGE_GATHER, sw = PLENA_STAGE_EXPERT_ROUTE_WEIGHT;
-    const struct plena_moe_map *mp = c->map;
     const struct plena_moe_em_scratch *bf = em->buf;
-    const int in_w = em->cfg->placement == PLENA_ROUTE_INPUT;
-    const uint32_t V = c->m->vlen, nb = gen_nblk(c, &bf->xs);
-    const uint64_t xs_step = (uint64_t)bf->xs.prow * V, x_step = (uint64_t)em->x->prow * V;
-    struct plena_regset saved = c->live;
-    uint8_t g[12], f[2];
-    if (plena_regs_take(c, 12, 0, 0, g) || plena_regs_take(c, 0, in_w ? 2 : 1, 0, f))
-        return c->p->status;
-    unsigned cg = g[0], ci = g[1], cb = g[2], gOff = g[3], gI = g[4], gT = g[5], gD = g[6],
-             gDc = g[7], gS = g[8], scr = g[9], gOffW = g[10], gIW = g[11];
-    unsigned fone = f[0], fw = in_w ? f[1] : 0;
-    plena_prog_comment(c->p, "expert-major gather: %u slots in %u segments", em->bk->n_slots,
-                       em->bk->n_seg);
-    gen_ld_const(c, s, fone, scr, mp->off_one);
-    plena_emit_li(c, s, gOff, em->bk->gather_off);
-    if (in_w) plena_emit_li(c, sw, gOffW, em->bk->in_w_off);
-    plena_emit_li(c, s, gD, bf->xs.base);
-    plena_loop_begin_t(c, s, cg, em->bk->n_groups);
-    dma_rec(c, s, em, gI, gOff, int_at(c, mp->em_gbuf_off), 0); /* leaves gI at the buffer */
-    if (in_w) dma_rec(c, sw, em, gIW, gOffW, fp_at(c, mp->em_iw_off), 1);
-    plena_loop_begin(c, s, ci, PLENA_ROUTE_REC_INTS);
-    plena_emit(c, s, PLENA_OP_S_LD_INT, gT, gI, 0, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gI, gI, 0, 0, 0, 1);
+    const uint32_t nb = gen_nblk(c, &bf->xs);
+    const uint64_t xs_step = (uint64_t)bf->xs.prow * c->m->vlen,
+                   x_step = (uint64_t)em->x->prow * c->m->vlen;
     plena_emit_li(c, s, gS, em->x->base);
     plena_emit(c, s, PLENA_OP_S_ADD_INT, gS, gS, gT, 0, 0, 0);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gDc, gD, 0, 0, 0, 0);
@@ -99,16 +301,57 @@ static int em_gather(struct plena_ctx *c, const struct em *em)
         plena_emit_addi(c, s, gS, gS, x_step, scr);
     }
     plena_loop_end(c, s);
-    if (in_w) { /* Llama-4: the expert input is scaled by the route weight */
-        plena_emit(c, sw, PLENA_OP_S_LD_FP, fw, gIW, 0, 0, 0, 0);
-        plena_emit(c, sw, PLENA_OP_S_ADDI_INT, gIW, gIW, 0, 0, 0, 1);
+    if (fw) { /* Llama-4: the expert input is scaled by the route weight */
         plena_emit(c, sw, PLENA_OP_S_ADDI_INT, gDc, gD, 0, 0, 0, 0);
         int lw = plena_loop_begin(c, sw, cb, nb);
         plena_emit(c, sw, PLENA_OP_V_MUL_VF, gDc, gDc, fw, 0, 0, 0);
         if (lw) plena_emit_addi(c, sw, gDc, gDc, xs_step, scr);
         plena_loop_end(c, sw);
     }
-    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gD, gD, 0, 0, 0, V);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gD, gD, 0, 0, 0, c->m->vlen);
+}
+
+static int em_gather(struct plena_ctx *c, const struct em *em)
+{
+    const enum plena_stage s = PLENA_STAGE_GATHER, sw = PLENA_STAGE_EXPERT_ROUTE_WEIGHT;
+    const struct plena_moe_map *mp = c->map;
+    const int in_w = em->cfg->placement == PLENA_ROUTE_INPUT;
+    struct plena_regset saved = c->live;
+    uint8_t g[12], f[2];
+    if (plena_regs_take(c, 12, 0, 0, g) || plena_regs_take(c, 0, in_w ? 2 : 1, 0, f))
+        return c->p->status;
+    unsigned cg = g[0], ci = g[1], cb = g[2], gOff = g[3], gI = g[4], gT = g[5], gD = g[6],
+             gDc = g[7], gS = g[8], scr = g[9], gOffW = g[10], gIW = g[11];
+    unsigned fone = f[0], fw = in_w ? f[1] : 0;
+    gen_ld_const(c, s, fone, scr, mp->off_one);
+    plena_emit_li(c, s, gD, em->buf->xs.base);
+    if (em->dev) {
+        plena_prog_comment(c->p, "expert-major gather (live slot count)");
+        plena_emit_li(c, s, gI, int_at(c, mp->em_gtab_off));
+        load_slots_m1(c, s, gOff);
+        plena_loop_begin_live(c, s, cg, gOff, c->p->mult * nominal_slots(c, em));
+        plena_emit(c, s, PLENA_OP_S_LD_INT, gT, gI, 0, 0, 0, 0);
+        plena_emit(c, s, PLENA_OP_S_ADDI_INT, gI, gI, 0, 0, 0, 1);
+        gather_slot(c, em, gT, gD, gDc, gS, cb, scr, fone, 0);
+        plena_loop_end(c, s);
+        c->live = saved;
+        return c->p->status;
+    }
+    plena_prog_comment(c->p, "expert-major gather: %u slots in %u segments", em->bk->n_slots,
+                       em->bk->n_seg);
+    plena_emit_li(c, s, gOff, em->bk->gather_off);
+    if (in_w) plena_emit_li(c, sw, gOffW, em->bk->in_w_off);
+    plena_loop_begin_t(c, s, cg, em->bk->n_groups);
+    dma_rec(c, s, em, gI, gOff, int_at(c, mp->em_gbuf_off), 0); /* leaves gI at the buffer */
+    if (in_w) dma_rec(c, sw, em, gIW, gOffW, fp_at(c, mp->em_iw_off), 1);
+    plena_loop_begin(c, s, ci, PLENA_ROUTE_REC_INTS);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gT, gI, 0, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gI, gI, 0, 0, 0, 1);
+    if (in_w) {
+        plena_emit(c, sw, PLENA_OP_S_LD_FP, fw, gIW, 0, 0, 0, 0);
+        plena_emit(c, sw, PLENA_OP_S_ADDI_INT, gIW, gIW, 0, 0, 0, 1);
+    }
+    gather_slot(c, em, gT, gD, gDc, gS, cb, scr, fone, fw);
     plena_loop_end(c, s);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gOff, gOff, 0, 0, 0, PLENA_ROUTE_REC_BYTES);
     if (in_w) plena_emit(c, sw, PLENA_OP_S_ADDI_INT, gOffW, gOffW, 0, 0, 0, PLENA_ROUTE_REC_BYTES);
@@ -126,7 +369,6 @@ static int em_projection(struct plena_ctx *c, const struct em *em, enum plena_pr
                            sc = PLENA_STAGE_EXPERT_PROJECTION;
     const struct plena_moe_map *mp = c->map;
     const struct plena_moe_em_scratch *bf = em->buf;
-    const struct plena_route_block *bk = em->bk;
     const int down = which == PLENA_PROJ_DOWN;
     const struct plena_tensor *x = down ? &bf->yu : &bf->xs;
     const struct plena_tensor *y = down ? &bf->xs : which == PLENA_PROJ_GATE ? &bf->yg : &bf->yu;
@@ -134,41 +376,35 @@ static int em_projection(struct plena_ctx *c, const struct em *em, enum plena_pr
     const uint32_t nct = K_p / c->m->mlen;
     uint32_t chunk = em->cfg->chunk_tiles ? em->cfg->chunk_tiles : 4;
     if (chunk > nct) chunk = nct;
-    const uint32_t nch = gen_cdiv(nct, chunk), seg_tiles = bk->n_slots / c->m->blen;
+    const uint32_t nch = gen_cdiv(nct, chunk);
+    const uint64_t slots = nominal_slots(c, em), tiles = slots / c->m->blen;
     struct plena_proj pj = {.x = x, .rows = 1, .dynamic = 1, .K_p = K_p, .N_p = N_p, .y = y};
     struct plena_regset saved = c->live;
     uint8_t a[1], g[4];
     if (plena_regs_take(c, 0, 0, 1, a) || plena_regs_take(c, 4, 0, 0, g)) return c->p->status;
-    const unsigned aW = a[0], cs = g[0], gOff = g[1], gRow = g[2], gN = g[3];
-    plena_prog_comment(c->p, "expert-major %s projection over %u segments",
+    const unsigned aW = a[0], gRow = g[2], gN = g[3];
+    struct segloop sl = {g[0], g[1], 0};
+    plena_prog_comment(c->p, "expert-major %s projection over the segments",
                        which == PLENA_PROJ_GATE ? "gate"
                        : which == PLENA_PROJ_UP ? "up"
-                                                : "down",
-                       bk->n_seg);
-    /* SCALE and STRIDE once for the projection (every segment's entry has
+                                                : "down");
+    /* SCALE and STRIDE once for the projection (every expert's entry has
      * the same [K_p, N_p] shape) */
     plena_emit_li(c, sp, gN, (uint64_t)K_p * N_p);
     plena_emit(c, sp, PLENA_OP_C_SET_SCALE_REG, gN, 0, 0, 0, 0, 0);
     plena_emit_li(c, sp, gN, N_p);
     plena_emit(c, sp, PLENA_OP_C_SET_STRIDE_REG, gN, 0, 0, 0, 0, 0);
-    const uint64_t blk_mult = c->p->mult;
     for (uint32_t cb = 0; cb < N_p / c->m->mlen && !c->p->status; cb++)
         for (uint32_t q = 0; q < nch && !c->p->status; q++) {
             const uint32_t kt0 = q * chunk, ns = nct - kt0 < chunk ? nct - kt0 : chunk;
             const struct plena_tensor *d = q == 0 ? y : &bf->ytmp;
-            plena_emit_li(c, sa, gOff, bk->seg_off);
-            plena_loop_begin_t(c, sa, cs, bk->n_seg);
-            dma_rec(c, sa, em, gN, gOff, int_at(c, mp->em_seg_off), 0);
-            const uint32_t rec = int_at(c, mp->em_seg_off);
-            plena_emit(c, sa, PLENA_OP_S_LD_INT, gRow, 0, 0, 0, 0,
-                       rec + PLENA_SEG_ADDR_HI0 + 2 * (uint32_t)which);
-            plena_emit(c, sa, PLENA_OP_S_LD_INT, gN, 0, 0, 0, 0,
-                       rec + PLENA_SEG_ADDR_HI0 + 2 * (uint32_t)which + 1);
-            plena_emit(c, sa, PLENA_OP_C_SET_ADDR_REG, aW, gRow, gN, 0, 0, 0);
+            seg_begin(c, sa, em, &sl, gN);
+            const uint64_t outer = sl.mult / nominal_segs(em);
+            seg_weight_addr(c, sa, em, &sl, which, aW);
             gen_prefetch_chunk(c, sp, &pj, aW, cb, kt0, ns, 1);
-            plena_emit(c, sc, PLENA_OP_S_LD_INT, gRow, 0, 0, 0, 0, rec + PLENA_SEG_ROW_OFF);
-            plena_emit(c, sc, PLENA_OP_S_LD_INT, gN, 0, 0, 0, 0, rec + PLENA_SEG_TILES_M1);
-            struct gen_live_rows lr = {gRow, gN, blk_mult * seg_tiles};
+            seg_word(c, sc, em, &sl, gRow, PLENA_SEG_ROW_OFF);
+            seg_word(c, sc, em, &sl, gN, PLENA_SEG_TILES_M1);
+            struct gen_live_rows lr = {gRow, gN, outer * tiles};
             if (!gen_fast_chunk(c, x, d, q == 0 ? cb : 0, kt0, ns, 0, sc, &lr) && !c->p->status)
                 plena_prog_fail(c->p, PLENA_GEN_SHAPE,
                                 "expert-major projection: the chunk kernel does not fit "
@@ -178,16 +414,15 @@ static int em_projection(struct plena_ctx *c, const struct em *em, enum plena_pr
                 struct plena_regset in = c->live;
                 uint8_t r[3];
                 if (plena_regs_take(c, 3, 0, 0, r)) return c->p->status;
-                plena_emit(c, sc, PLENA_OP_S_LD_INT, gN, 0, 0, 0, 0, rec + PLENA_SEG_ROWS_M1);
+                seg_word(c, sc, em, &sl, gN, PLENA_SEG_ROWS_M1);
                 plena_emit_li(c, sc, r[0], plena_row(y, 0, cb, c->m->vlen));
                 plena_emit(c, sc, PLENA_OP_S_ADD_INT, r[0], r[0], gRow, 0, 0, 0);
                 plena_emit_li(c, sc, r[1], bf->ytmp.base);
                 plena_emit(c, sc, PLENA_OP_S_ADD_INT, r[1], r[1], gRow, 0, 0, 0);
-                live_rows_add(c, sc, r[0], r[1], r[2], gN, blk_mult * bk->n_slots);
+                live_rows_add(c, sc, r[0], r[1], r[2], gN, outer * slots);
                 c->live = in;
             }
-            plena_emit(c, sa, PLENA_OP_S_ADDI_INT, gOff, gOff, 0, 0, 0, PLENA_ROUTE_REC_BYTES);
-            plena_loop_end(c, sa);
+            seg_end(c, sa, em, &sl);
         }
     c->live = saved;
     return c->p->status;
@@ -198,31 +433,29 @@ static int em_projection(struct plena_ctx *c, const struct em *em, enum plena_pr
 static int em_bias(struct plena_ctx *c, const struct em *em, enum plena_proj_kind which)
 {
     const enum plena_stage s = PLENA_STAGE_EXPERT_BIAS;
-    const struct plena_moe_map *mp = c->map;
     const struct plena_moe_em_scratch *bf = em->buf;
     const struct plena_tensor *y = which == PLENA_PROJ_DOWN   ? &bf->xs
                                    : which == PLENA_PROJ_GATE ? &bf->yg
                                                               : &bf->yu;
     const struct plena_tensor *b = em->b[which];
     const uint32_t V = c->m->vlen, nb = gen_nblk(c, y);
-    const uint32_t rec = int_at(c, mp->em_seg_off);
     struct plena_regset saved = c->live;
     uint8_t g[10];
     if (plena_regs_take(c, 10, 0, 0, g)) return c->p->status;
-    unsigned cs = g[0], cr = g[1], cb = g[2], gOff = g[3], gRow = g[4], gB = g[5], gN = g[6],
-             gY = g[7], gBc = g[8], scr = g[9];
+    unsigned cr = g[1], cb = g[2], gRow = g[4], gB = g[5], gN = g[6], gY = g[7], gBc = g[8],
+             scr = g[9];
+    struct segloop sl = {g[0], g[3], 0};
     plena_prog_comment(c->p, "expert-major bias");
-    plena_emit_li(c, s, gOff, em->bk->seg_off);
-    plena_loop_begin_t(c, s, cs, em->bk->n_seg);
-    dma_rec(c, s, em, gN, gOff, rec, 0);
-    plena_emit(c, s, PLENA_OP_S_LD_INT, gRow, 0, 0, 0, 0, rec + PLENA_SEG_ROW_OFF);
-    plena_emit(c, s, PLENA_OP_S_LD_INT, gB, 0, 0, 0, 0, rec + PLENA_SEG_BIAS_OFF);
-    plena_emit(c, s, PLENA_OP_S_LD_INT, gN, 0, 0, 0, 0, rec + PLENA_SEG_ROWS_M1);
+    seg_begin(c, s, em, &sl, gN);
+    const uint64_t outer = sl.mult / nominal_segs(em);
+    seg_word(c, s, em, &sl, gRow, PLENA_SEG_ROW_OFF);
+    seg_bias_off(c, s, em, &sl, gB, scr);
+    seg_word(c, s, em, &sl, gN, PLENA_SEG_ROWS_M1);
     plena_emit_li(c, s, scr, y->base);
     plena_emit(c, s, PLENA_OP_S_ADD_INT, gRow, gRow, scr, 0, 0, 0);
     plena_emit_li(c, s, scr, b->base);
     plena_emit(c, s, PLENA_OP_S_ADD_INT, gB, gB, scr, 0, 0, 0);
-    plena_loop_begin_live(c, s, cr, gN, c->p->mult / em->bk->n_seg * em->bk->n_slots);
+    plena_loop_begin_live(c, s, cr, gN, outer * nominal_slots(c, em));
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gY, gRow, 0, 0, 0, 0);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gBc, gB, 0, 0, 0, 0);
     int lb = plena_loop_begin(c, s, cb, nb);
@@ -234,8 +467,7 @@ static int em_bias(struct plena_ctx *c, const struct em *em, enum plena_proj_kin
     plena_loop_end(c, s);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gRow, gRow, 0, 0, 0, V);
     plena_loop_end(c, s);
-    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gOff, gOff, 0, 0, 0, PLENA_ROUTE_REC_BYTES);
-    plena_loop_end(c, s);
+    seg_end(c, s, em, &sl);
     c->live = saved;
     return c->p->status;
 }
@@ -266,7 +498,12 @@ static int em_activation(struct plena_ctx *c, const struct em *em)
     plena_emit_li(c, s, gG, bf->yg.base);
     plena_emit_li(c, s, gU, bf->yu.base);
     plena_emit_li(c, s, gS, bf->ys.base);
-    plena_loop_begin_t(c, s, cr, em->bk->n_slots);
+    if (em->dev) {
+        load_slots_m1(c, s, scr);
+        plena_loop_begin_live(c, s, cr, scr, c->p->mult * nominal_slots(c, em));
+    } else {
+        plena_loop_begin_t(c, s, cr, em->bk->n_slots);
+    }
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gGc, gG, 0, 0, 0, 0);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gUc, gU, 0, 0, 0, 0);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gSc, gS, 0, 0, 0, 0);
@@ -305,7 +542,6 @@ static int em_combine(struct plena_ctx *c, const struct em *em)
     const enum plena_stage s = PLENA_STAGE_SCATTER_COMBINE, sw = PLENA_STAGE_EXPERT_ROUTE_WEIGHT;
     const struct plena_moe_map *mp = c->map;
     const struct plena_moe_em_scratch *bf = em->buf;
-    const struct plena_route_plan *pl = em->plan;
     const int out_w = em->cfg->placement == PLENA_ROUTE_OUTPUT;
     const uint32_t V = c->m->vlen, k = em->cfg->k, nb = gen_nblk(c, em->acc);
     const uint64_t y_step = (uint64_t)bf->xs.prow * V, a_step = (uint64_t)em->acc->prow * V;
@@ -315,34 +551,46 @@ static int em_combine(struct plena_ctx *c, const struct em *em)
     unsigned ct = g[0], cj = g[1], cb = g[2], gOffC = g[3], gOffW = g[4], gI = g[5], gF = g[6],
              gY = g[7], gAc = g[8], gAcc = g[9], gTr = g[10], scr = g[11], gT = g[12];
     unsigned fw = f[0];
-    plena_prog_comment(c->p, "expert-major combine: %u tokens x top-%u in pair order", em->bk->n,
-                       k);
-    plena_emit_li(c, s, gOffC, em->bk->comb_off);
-    if (out_w) plena_emit_li(c, sw, gOffW, em->bk->comb_w_off);
+    plena_prog_comment(c->p, "expert-major combine: %u tokens x top-%u in pair order", em->n, k);
+    if (em->dev) { /* slots and V_TOPK weights in pair order: one pointer */
+        plena_emit(c, s, PLENA_OP_S_ADDI_INT, gI, 0, 0, 0, 0, 0);
+    } else {
+        plena_emit_li(c, s, gOffC, em->bk->comb_off);
+        if (out_w) plena_emit_li(c, sw, gOffW, em->bk->comb_w_off);
+    }
     plena_emit_li(c, s, gAcc, em->acc->base);
     plena_emit_li(c, s, gTr, bf->trow.base);
-    plena_loop_begin_t(c, s, ct, em->bk->n);
-    for (uint32_t r = 0; r < pl->comb_int_recs; r++) {
-        dma_rec(c, s, em, gI, gOffC, int_at(c, mp->em_cbuf_off) + r * PLENA_ROUTE_REC_INTS, 0);
-        plena_emit(c, s, PLENA_OP_S_ADDI_INT, gOffC, gOffC, 0, 0, 0, PLENA_ROUTE_REC_BYTES);
-    }
-    if (out_w)
-        for (uint32_t r = 0; r < pl->comb_fp_recs; r++) {
-            dma_rec(c, sw, em, gF, gOffW, fp_at(c, mp->em_cw_off) + r * PLENA_ROUTE_REC_HALFS, 1);
-            plena_emit(c, sw, PLENA_OP_S_ADDI_INT, gOffW, gOffW, 0, 0, 0, PLENA_ROUTE_REC_BYTES);
+    plena_loop_begin_t(c, s, ct, em->n);
+    if (!em->dev) {
+        const struct plena_route_plan *pl = em->plan;
+        for (uint32_t r = 0; r < pl->comb_int_recs; r++) {
+            dma_rec(c, s, em, gI, gOffC, int_at(c, mp->em_cbuf_off) + r * PLENA_ROUTE_REC_INTS, 0);
+            plena_emit(c, s, PLENA_OP_S_ADDI_INT, gOffC, gOffC, 0, 0, 0, PLENA_ROUTE_REC_BYTES);
         }
-    plena_emit_li(c, s, gI, int_at(c, mp->em_cbuf_off));
-    if (out_w) plena_emit_li(c, sw, gF, fp_at(c, mp->em_cw_off));
+        if (out_w)
+            for (uint32_t r = 0; r < pl->comb_fp_recs; r++) {
+                dma_rec(c, sw, em, gF, gOffW, fp_at(c, mp->em_cw_off) + r * PLENA_ROUTE_REC_HALFS,
+                        1);
+                plena_emit(c, sw, PLENA_OP_S_ADDI_INT, gOffW, gOffW, 0, 0, 0,
+                           PLENA_ROUTE_REC_BYTES);
+            }
+        plena_emit_li(c, s, gI, int_at(c, mp->em_cbuf_off));
+        if (out_w) plena_emit_li(c, sw, gF, fp_at(c, mp->em_cw_off));
+    }
     plena_loop_begin(c, s, cj, k);
-    plena_emit(c, s, PLENA_OP_S_LD_INT, gT, gI, 0, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gI, gI, 0, 0, 0, 1);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gT, gI, 0, 0, 0, em->dev ? int_at(c, mp->em_slot_off) : 0);
     plena_emit_li(c, s, gY, bf->xs.base);
     plena_emit(c, s, PLENA_OP_S_ADD_INT, gY, gY, gT, 0, 0, 0);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gAc, gAcc, 0, 0, 0, 0);
     if (out_w) {
-        plena_emit(c, sw, PLENA_OP_S_LD_FP, fw, gF, 0, 0, 0, 0);
-        plena_emit(c, sw, PLENA_OP_S_ADDI_INT, gF, gF, 0, 0, 0, 1);
+        if (em->dev) {
+            plena_emit(c, sw, PLENA_OP_S_LD_FP, fw, gI, 0, 0, 0, fp_at(c, mp->w_off));
+        } else {
+            plena_emit(c, sw, PLENA_OP_S_LD_FP, fw, gF, 0, 0, 0, 0);
+            plena_emit(c, sw, PLENA_OP_S_ADDI_INT, gF, gF, 0, 0, 0, 1);
+        }
     }
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gI, gI, 0, 0, 0, 1);
     int lb = plena_loop_begin(c, s, cb, nb);
     if (out_w) {
         plena_emit(c, sw, PLENA_OP_V_MUL_VF, gTr, gY, fw, 0, 0, 0);
@@ -386,10 +634,9 @@ uint32_t plena_moe_em_max_tiles(const struct plena_moe_cfg *cfg, const struct pl
     return t > (1u << 20) ? 1u << 20 : (uint32_t)t;
 }
 
-int plena_moe_em_alloc(struct plena_ctx *c, uint32_t max_slots, struct plena_moe_em_scratch *sc)
+int plena_moe_em_alloc(struct plena_ctx *c, uint32_t max_slots, struct plena_moe_em_scratch *bf)
 {
     const struct plena_moe_map *mp = c->map;
-    struct plena_moe_em_scratch *bf = sc;
     const uint32_t rows = gen_rup(max_slots ? max_slots : 1, PLENA_ROUTE_REC_INTS);
     if (gen_valloc(c, rows, mp->H_p, "em_rows", &bf->xs) ||
         gen_valloc(c, rows, mp->I_p, "em_gate", &bf->yg) ||
@@ -416,6 +663,21 @@ uint64_t plena_moe_em_scratch_elems(const struct plena_gen_machine *m,
     return e;
 }
 
+static int em_sections(struct plena_ctx *c, const struct em *em)
+{
+    em_gather(c, em);
+    em_projection(c, em, PLENA_PROJ_GATE);
+    em_projection(c, em, PLENA_PROJ_UP);
+    if (em->cfg->expert_bias) {
+        em_bias(c, em, PLENA_PROJ_GATE);
+        em_bias(c, em, PLENA_PROJ_UP);
+    }
+    em_activation(c, em);
+    em_projection(c, em, PLENA_PROJ_DOWN);
+    if (em->cfg->expert_bias) em_bias(c, em, PLENA_PROJ_DOWN);
+    return em_combine(c, em);
+}
+
 int plena_moe_em_block(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
                        const struct plena_route_plan *plan, uint32_t b,
                        const struct plena_tensor *x, const struct plena_tensor *acc,
@@ -424,7 +686,18 @@ int plena_moe_em_block(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
 {
     if (c->p->status) return c->p->status;
     const struct plena_moe_map *mp = c->map;
-    struct em em = {cfg, plan, &plan->blk[b], x, acc, {bias[0], bias[1], bias[2]}, sc, 0};
+    struct em em = {cfg,
+                    plan,
+                    &plan->blk[b],
+                    x,
+                    acc,
+                    {bias[0], bias[1], bias[2]},
+                    sc,
+                    0,
+                    0,
+                    plan->T,
+                    plan->blk[b].r0,
+                    plan->blk[b].n};
     struct plena_regset saved = c->live;
     uint8_t a[1], g[2];
     if (plena_regs_take(c, 0, 0, 1, a) || plena_regs_take(c, 2, 0, 0, g)) return c->p->status;
@@ -435,17 +708,27 @@ int plena_moe_em_block(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
     plena_emit_li(c, s, g[0], base & 0xFFFFFFFFu);
     if (base >> 32) plena_emit_li(c, s, g[1], base >> 32);
     plena_emit(c, s, PLENA_OP_C_SET_ADDR_REG, em.aT, base >> 32 ? g[1] : 0, g[0], 0, 0, 0);
-    em_gather(c, &em);
-    em_projection(c, &em, PLENA_PROJ_GATE);
-    em_projection(c, &em, PLENA_PROJ_UP);
-    if (cfg->expert_bias) {
-        em_bias(c, &em, PLENA_PROJ_GATE);
-        em_bias(c, &em, PLENA_PROJ_UP);
-    }
-    em_activation(c, &em);
-    em_projection(c, &em, PLENA_PROJ_DOWN);
-    if (cfg->expert_bias) em_bias(c, &em, PLENA_PROJ_DOWN);
-    em_combine(c, &em);
+    em_sections(c, &em);
     c->live = saved;
     return c->p->status;
+}
+
+int plena_moe_em_dev_block(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint32_t T,
+                           uint32_t r0, uint32_t n, const struct plena_tensor *x,
+                           const struct plena_tensor *acc, const struct plena_tensor *const bias[3],
+                           const struct plena_moe_em_scratch *sc)
+{
+    if (c->p->status) return c->p->status;
+    if (cfg->placement == PLENA_ROUTE_INPUT)
+        return plena_prog_fail(c->p, PLENA_GEN_SHAPE,
+                               "expert-major lowering of device routing with input-side route "
+                               "weights (Llama-4) is not built; use fixed routing");
+    if ((uint64_t)c->map->em_max_tiles * c->m->blen < c->map->t_blk)
+        return plena_prog_fail(c->p, PLENA_GEN_LOOP,
+                               "expert-major: one expert's rows of a block (%u) exceed the tile "
+                               "limit of the loop budget (%u tiles)",
+                               c->map->t_blk, c->map->em_max_tiles);
+    struct em em = {cfg, NULL, NULL, x, acc, {bias[0], bias[1], bias[2]}, sc, 0, 1, T, r0, n};
+    em_dev_sort(c, &em);
+    return em_sections(c, &em);
 }

@@ -1094,6 +1094,15 @@ static int em_fixed(const struct plena_moe_cfg *cfg)
     return cfg->routing == PLENA_ROUTING_FIXED && cfg->lowering == PLENA_LOWERING_EXPERT_MAJOR;
 }
 
+/* INT SRAM entries of a device-routed expert-major block of tb tokens: the
+ * V_TOPK ids, then the on-device sort's arrays (moe.h em_* offsets). */
+static uint64_t em_dev_int(const struct plena_moe_cfg *cfg, uint64_t tb)
+{
+    const uint64_t P = tb * cfg->k, A = P < cfg->E ? P : cfg->E;
+    /* records: one more than can be kept (the sort writes one past the last) */
+    return P + cfg->E + 4 * (A + 1) + (P + A * (cfg->m.blen - 1)) + P + 3 * (tb + 1) + 2;
+}
+
 /* fp16 image value nearest to v, and its effective BF16 value (2.4) */
 static void konst(float v, uint16_t *h, float *eff)
 {
@@ -1278,6 +1287,20 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
                     fp_avail ||
                 int_fixed + gen_rup((uint32_t)tb * k, PLENA_ROUTE_REC_INTS) > int_avail))
             tb--;
+    const int em_dev = device && cfg->lowering == PLENA_LOWERING_EXPERT_MAJOR;
+    if (em_dev) {
+        while (tb > 0 && int_fixed + em_dev_int(cfg, tb) > int_avail)
+            tb--;
+        if (tb < 1)
+            return plena_prog_fail(
+                c->p, PLENA_GEN_SRAM,
+                "INT SRAM: the on-device expert-major sort of one token needs %llu entries "
+                "(top_k %u ids, num_experts %u counts, segment records, gather and combine "
+                "tables, count tables + 16 spill slots), limit %llu (INT_SRAM_DEPTH %u - int_base "
+                "%u); driven by model.num_experts, model.top_k",
+                (unsigned long long)(int_fixed + em_dev_int(cfg, 1)), k, cfg->E,
+                (unsigned long long)int_avail, m->int_depth, cfg->int_base);
+    }
     if (cfg->force_tblk && cfg->force_tblk < tb) tb = cfg->force_tblk;
     if (tb < 1) /* impossible after the two checks above */
         return plena_prog_fail(c->p, PLENA_GEN_SRAM, "SRAM: T_blk < 1");
@@ -1307,6 +1330,21 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
         mp->route_hbm = (mp->hbm_end + 63) / 64 * 64;
         mp->route_bytes = mp->pm_w_base + mp->n_blocks * mp->pm_w_stride;
         mp->hbm_end = mp->route_hbm + mp->route_bytes;
+    }
+    if (em_dev) {
+        const uint32_t P = mp->t_blk * k, A = P < cfg->E ? P : cfg->E;
+        mp->em_dev = 1;
+        mp->em_max_slots = P + A * (m->blen - 1);
+        mp->em_cnt_off = P;
+        mp->em_rec_off = mp->em_cnt_off + cfg->E;
+        mp->em_gtab_off = mp->em_rec_off + 4 * (A + 1);
+        mp->em_slot_off = mp->em_gtab_off + mp->em_max_slots;
+        mp->em_tab_off = mp->em_slot_off + P;
+        mp->em_scal_off = mp->em_tab_off + 3 * (mp->t_blk + 1);
+        mp->wtab_off = mp->em_scal_off + 2;
+        mp->em_max_tiles = plena_moe_em_max_tiles(cfg, mp);
+        /* one physical row past T stays zero: the padding slots' source row */
+        if (mp->phys_rows < gen_rup(T + 1, m->blen)) mp->phys_rows = gen_rup(T + 1, m->blen);
     }
     mp->spill_off = mp->wtab_off + (mp->windowed ? cfg->E : 0);
     mp->int_used = mp->spill_off + 16;
@@ -1626,17 +1664,18 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
         add_hbm(info, "ws_down", mp->shared[2], mp->Is_p, mp->H_p);
     }
 
-    const int em = routed && em_fixed(cfg);
+    const int em = routed && (em_fixed(cfg) || mp->em_dev);
     struct plena_route_plan plan;
     struct plena_moe_em_scratch ems;
     memset(&plan, 0, sizeof plan);
     memset(&ems, 0, sizeof ems);
     const uint32_t em_mark = plena_vram_mark(c->va);
-    if (em && em_setup(c, cfg, T, info, &plan, &ems)) {
+    if (em && !mp->em_dev && em_setup(c, cfg, T, info, &plan, &ems)) {
         plena_route_plan_free(&plan);
         return p->status;
     }
-    if (em || mp->pm_refill)
+    if (mp->em_dev && plena_moe_em_alloc(c, mp->em_max_slots, &ems)) return p->status;
+    if ((em && !mp->em_dev) || mp->pm_refill)
         add_hbm(info, "routing_tables", mp->route_hbm,
                 (uint32_t)(mp->route_bytes / PLENA_ROUTE_REC_BYTES), PLENA_ROUTE_REC_BYTES);
 
@@ -1687,7 +1726,10 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
             size_t before = p->n_insns;
             if (em) {
                 const struct plena_tensor *bias[3] = {&bg, &bu, &bd};
-                plena_moe_em_block(c, cfg, &plan, b, &pt.x, &pt.acc, bias, &ems);
+                if (mp->em_dev)
+                    plena_moe_em_dev_block(c, cfg, T, r0, n, &pt.x, &pt.acc, bias, &ems);
+                else
+                    plena_moe_em_block(c, cfg, &plan, b, &pt.x, &pt.acc, bias, &ems);
                 info->pair_form = PLENA_PAIRS_SORTED;
             } else {
                 pair_section(c, cfg, &pt, n, r0, info);

@@ -31,7 +31,8 @@ static int setup(void **state)
     return 0;
 }
 
-/* One build of preset at T tokens with the given routing and lowering. */
+/* One build of preset at T tokens with the given routing (ids NULL: on the
+ * device) and lowering. */
 static void build(const char *preset, uint32_t T, const uint32_t *ids, const float *w,
                   enum plena_lowering lw, struct plena_moe_build *b)
 {
@@ -39,7 +40,7 @@ static void build(const char *preset, uint32_t T, const uint32_t *ids, const flo
     assert_non_null(mdl);
     struct plena_moe_build_opts o;
     plena_moe_build_opts_init(&o, mdl, &g_m, T);
-    o.cfg.routing = PLENA_ROUTING_FIXED;
+    o.cfg.routing = ids ? PLENA_ROUTING_FIXED : PLENA_ROUTING_DEVICE;
     o.cfg.lowering = lw;
     o.weight_seed = 7;
     o.input_seed = 11;
@@ -160,11 +161,62 @@ static void test_skew(void **state)
     same_output("tiny-fixed", T, ids, w);
 }
 
+/* Device routing: the on-device sort gives the outputs of pair-major (both
+ * route with V_TOPK on the same logits), at several block counts; and the
+ * device's own ids and weights replayed as fixed routing give the same
+ * output again (the same program behaviour for the same ids). */
+static void test_device(void **state)
+{
+    (void)state;
+    static const char *const presets[] = {"tiny-route-32x4", "tiny-route-128x8", "tiny-route-16x1",
+                                          "tiny-route-60x4", "tiny-route-256x8", "tiny-ds-fused",
+                                          "tiny-gpt-oss",    "tiny-ksplit"};
+    static const uint32_t Ts[] = {1, 5, 37};
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        for (size_t j = 0; j < sizeof Ts / sizeof Ts[0]; j++) {
+            const uint32_t T = Ts[j];
+            same_output(presets[i], T, NULL, NULL);
+            struct plena_moe_build em, fx;
+            struct plena_verify_device de, df;
+            build(presets[i], T, NULL, NULL, PLENA_LOWERING_EXPERT_MAJOR, &em);
+            assert_true(em.info.map.em_dev);
+            emulate(&em, &de);
+            /* ids and weights of every block: only the last block's stay in
+             * SRAM, so take the whole routing from the reference instead */
+            struct plena_verify_result r;
+            struct plena_err err;
+            plena_err_clear(&err);
+            struct plena_verify_refdata rd;
+            assert_int_equal(plena_verify_refdata_from_build(&em, &rd, &err), 0);
+            const size_t np = (size_t)T * em.cfg.k, nh = (size_t)T * em.cfg.H;
+            uint32_t *ids = plena_malloc(np * sizeof *ids);
+            float *w = plena_malloc(np * sizeof *w), *out = plena_malloc(nh * sizeof *out);
+            struct plena_moe_ref_out ro = {.out = out, .ids = ids, .weights = w};
+            assert_int_equal(plena_moe_reference(&rd.cfg, &rd.in, &ro, &err), 0);
+            build(presets[i], T, ids, w, PLENA_LOWERING_EXPERT_MAJOR, &fx);
+            emulate(&fx, &df);
+            for (size_t e = 0; e < nh; e++)
+                if (de.out[e] != df.out[e])
+                    fail_msg("%s T=%u: device vs fixed differ at %zu", presets[i], T, e);
+            assert_int_equal(plena_verify_check(&em, &de, &r, &err), 0);
+            assert_true(r.passed);
+            plena_free(ids);
+            plena_free(w);
+            plena_free(out);
+            plena_verify_refdata_free(&rd);
+            plena_verify_device_free(&de);
+            plena_verify_device_free(&df);
+            plena_moe_build_free(&em);
+            plena_moe_build_free(&fx);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bit_identity),
         cmocka_unit_test(test_skew),
+        cmocka_unit_test(test_device),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
