@@ -5,7 +5,11 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "common/alloc.h"
 
 #include "isa/isa.h"
 
@@ -224,4 +228,81 @@ int plena_model_validate(const struct plena_moe_model *m, uint32_t mlen, struct 
         return PLENA_FAIL(err, PLENA_E_INPUT, w, "shared gate without a shared branch");
     if (!(m->rms_eps > 0.0f)) return PLENA_FAIL(err, PLENA_E_INPUT, w, "rms_norm_eps must be > 0");
     return 0;
+}
+
+/* ---- routing statistics ---- */
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int plena_routing_count_sum(const int64_t *counts, size_t n, int64_t *sum, struct plena_err *err)
+{
+    int64_t s = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (counts[i] < 0)
+            return PLENA_FAIL(err, PLENA_E_INPUT, "expert_counts",
+                              "count of expert %zu is negative", i);
+        if (__builtin_add_overflow(s, counts[i], &s))
+            return PLENA_FAIL(err, PLENA_E_INPUT, "expert_counts", "sum of counts overflows int64");
+    }
+    *sum = s;
+    return 0;
+}
+
+int plena_routing_gini(const int64_t *counts, size_t n, double *gini, struct plena_err *err)
+{
+    int64_t total = 0;
+    *gini = 0.0;
+    if (plena_routing_count_sum(counts, n, &total, err)) return PLENA_E_INPUT;
+    if (total == 0 || n == 0) return 0;
+    int64_t *v = plena_malloc(n * sizeof *v);
+    if (!v) return PLENA_FAIL(err, PLENA_E_NOMEM, "expert_counts", "out of memory");
+    memcpy(v, counts, n * sizeof *v);
+    qsort(v, n, sizeof *v, cmp_i64);
+    /* S = sum i*v(i), i from 1, in 64-bit integers: i <= 16383 experts and the
+     * sum of counts <= 2^28 slots in a valid trace keep it far from overflow;
+     * other callers get an error instead of a wrapped value. */
+    int64_t S = 0;
+    int over = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t term;
+        over |= __builtin_mul_overflow((int64_t)(i + 1), v[i], &term);
+        over |= __builtin_add_overflow(S, term, &S);
+    }
+    plena_free(v);
+    over |= __builtin_mul_overflow(S, (int64_t)2, &S);
+    if (over) return PLENA_FAIL(err, PLENA_E_INPUT, "expert_counts", "gini sum overflows int64");
+    /* S now holds 2S; evaluated in exactly the order of 1.6. */
+    *gini = (double)S / ((double)n * (double)total) - (double)(n + 1) / (double)n;
+    return 0;
+}
+
+int plena_routing_counts(const uint32_t *ids, size_t n_pairs, uint32_t E,
+                         struct plena_routing_stats *st, struct plena_err *err)
+{
+    int64_t *cnt = plena_calloc(E ? E : 1, sizeof *cnt);
+    if (!cnt) return PLENA_FAIL(err, PLENA_E_NOMEM, "routing_stats", "out of memory");
+    for (size_t i = 0; i < n_pairs; i++)
+        if (ids[i] < E) cnt[ids[i]]++;
+    st->active_experts = 0;
+    double sum = 0, sq = 0, mn = E ? (double)cnt[0] : 0, mx = 0;
+    for (uint32_t e = 0; e < E; e++) {
+        const double c = (double)cnt[e];
+        st->active_experts += cnt[e] > 0;
+        sum += c;
+        sq += c * c;
+        if (c < mn) mn = c;
+        if (c > mx) mx = c;
+    }
+    const double mean = E ? sum / E : 0, var = E ? sq / E - mean * mean : 0;
+    st->tpe_min = mn;
+    st->tpe_max = mx;
+    st->tpe_mean = mean;
+    st->tpe_cv = mean > 0 ? sqrt(var > 0 ? var : 0) / mean : 0;
+    int rc = plena_routing_gini(cnt, E, &st->tpe_gini, err);
+    plena_free(cnt);
+    return rc;
 }

@@ -8,6 +8,7 @@
 #ifndef PLENA_MODEL_MODEL_H
 #define PLENA_MODEL_MODEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../common/err.h"
@@ -102,5 +103,34 @@ int plena_model_resolve(const char *name_or_path, struct plena_moe_model *out,
 int plena_model_validate(const struct plena_moe_model *m, uint32_t mlen, struct plena_err *err);
 /* n_shared * moe_inter (0 on 0 inputs or overflow). */
 uint32_t plena_model_fused_shared_width(uint32_t n_shared, uint32_t moe_inter);
+
+/* ---- routing statistics (docs/profile.md "routing_stats") ---- */
+
+/* How one layer call's routing used the machine: profile JSON, replay
+ * results and `plena moe` report it. Expert counts come from the ids
+ * (plena_routing_counts); the rest from the lowering (gen/route_plan.h). */
+struct plena_routing_stats {
+    int valid;
+    int lowering;                 /* enum plena_lowering (isa/program.h) */
+    uint32_t active_experts;      /* experts with at least one pair */
+    double tpe_min, tpe_max, tpe_mean, tpe_cv, tpe_gini; /* pairs per expert over all E */
+    uint64_t padding_rows;        /* BLEN-tile rows without a pair */
+    uint64_t routed_rows_issued;  /* rows through the routed experts' M_MMs */
+    uint64_t routed_rows_useful;  /* pairs */
+    double row_utilisation;       /* useful / issued */
+    double shared_row_utilisation; /* shared rows / rows issued; < 0: no shared branch */
+    uint64_t weight_bytes_fetched; /* routed expert weights the program fetches from HBM */
+    uint64_t weight_bytes_ideal;   /* each active expert's weights once */
+};
+/* Counts per expert of ids[n_pairs] < E: active experts and the
+ * tokens_per_expert figures (min, max, mean, coefficient of variation, Gini). */
+int plena_routing_counts(const uint32_t *ids, size_t n_pairs, uint32_t E,
+                         struct plena_routing_stats *st, struct plena_err *err);
+/* Gini of expert counts (docs/trace-schema.md): counts sorted ascending
+ * v(1..n), S = sum i*v(i), gini = (double)(2S)/(double)(n*sum) - (n+1)/n;
+ * 0 when the sum is 0. */
+int plena_routing_gini(const int64_t *counts, size_t n, double *gini, struct plena_err *err);
+/* Sum of counts: PLENA_E_INPUT for a negative count or an int64 overflow. */
+int plena_routing_count_sum(const int64_t *counts, size_t n, int64_t *sum, struct plena_err *err);
 
 #endif

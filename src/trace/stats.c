@@ -1,6 +1,7 @@
 /* Routing statistics of spec/traces-and-replay.md 1.6, computed exactly from
  * expert counts: duplicate factor, Gini (the formula and evaluation order of
- * 1.6), active/cold/hot lists and the extra numbers of `trace stats`.
+ * 1.6, model/model.h's plena_routing_gini), active/cold/hot lists and the extra
+ * numbers of `trace stats`.
  * Does not read traces; callers pass the counts. */
 #include "trace/trace.h"
 
@@ -8,26 +9,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static int sum_counts(const int64_t *counts, size_t n, int64_t *sum, struct plena_err *err)
-{
-    int64_t s = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (counts[i] < 0)
-            return PLENA_FAIL(err, PLENA_E_INPUT, "expert_counts",
-                              "count of expert %zu is negative", i);
-        if (__builtin_add_overflow(s, counts[i], &s))
-            return PLENA_FAIL(err, PLENA_E_INPUT, "expert_counts", "sum of counts overflows int64");
-    }
-    *sum = s;
-    return 0;
-}
+#include "model/model.h"
 
 double plena_trace_duplicate_factor(const int64_t *counts, size_t n)
 {
@@ -38,34 +20,6 @@ double plena_trace_duplicate_factor(const int64_t *counts, size_t n)
         active += counts[i] > 0;
     }
     return active ? (double)total / (double)active : 0.0;
-}
-
-int plena_trace_gini(const int64_t *counts, size_t n, double *gini, struct plena_err *err)
-{
-    int64_t total = 0;
-    *gini = 0.0;
-    if (sum_counts(counts, n, &total, err)) return PLENA_E_INPUT;
-    if (total == 0 || n == 0) return 0;
-    int64_t *v = plena_malloc(n * sizeof *v);
-    if (!v) return PLENA_FAIL(err, PLENA_E_NOMEM, "expert_counts", "out of memory");
-    memcpy(v, counts, n * sizeof *v);
-    qsort(v, n, sizeof *v, cmp_i64);
-    /* S = sum i*v(i), i from 1, in 64-bit integers: i <= 16383 experts and the
-     * sum of counts <= 2^28 slots in a valid trace keep it far from overflow;
-     * other callers get an error instead of a wrapped value. */
-    int64_t S = 0;
-    int over = 0;
-    for (size_t i = 0; i < n; i++) {
-        int64_t term;
-        over |= __builtin_mul_overflow((int64_t)(i + 1), v[i], &term);
-        over |= __builtin_add_overflow(S, term, &S);
-    }
-    plena_free(v);
-    over |= __builtin_mul_overflow(S, (int64_t)2, &S);
-    if (over) return PLENA_FAIL(err, PLENA_E_INPUT, "expert_counts", "gini sum overflows int64");
-    /* S now holds 2S; evaluated in exactly the order of 1.6. */
-    *gini = (double)S / ((double)n * (double)total) - (double)(n + 1) / (double)n;
-    return 0;
 }
 
 size_t plena_trace_active_experts(const int64_t *counts, size_t n, int64_t *out)
@@ -127,7 +81,7 @@ int plena_trace_stats_compute(const int64_t *counts, size_t n, struct plena_trac
 {
     memset(st, 0, sizeof *st);
     st->n_experts = n;
-    if (sum_counts(counts, n, &st->total, err)) return PLENA_E_INPUT;
+    if (plena_routing_count_sum(counts, n, &st->total, err)) return PLENA_E_INPUT;
     for (size_t i = 0; i < n; i++) {
         int64_t c = counts[i];
         st->n_active += c > 0;
@@ -137,7 +91,7 @@ int plena_trace_stats_compute(const int64_t *counts, size_t n, struct plena_trac
         if (c > st->max_count) st->max_count = c;
     }
     st->duplicate_factor = plena_trace_duplicate_factor(counts, n);
-    int rc = plena_trace_gini(counts, n, &st->gini, err);
+    int rc = plena_routing_gini(counts, n, &st->gini, err);
     if (rc) return rc;
     if (st->total > 0) st->max_mean_ratio = (double)st->max_count / ((double)st->total / (double)n);
     return 0;

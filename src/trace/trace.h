@@ -149,9 +149,6 @@ struct plena_trace_stats {
 /* Counts must be >= 0 and their sum must fit int64 (else PLENA_E_INPUT). */
 int plena_trace_stats_compute(const int64_t *counts, size_t n, struct plena_trace_stats *st,
                               struct plena_err *err);
-/* gini of 1.6: counts sorted ascending v(1..n), S = sum i*v(i),
- * gini = (double)(2S)/(double)(n*sum) - (double)(n+1)/(double)n. */
-int plena_trace_gini(const int64_t *counts, size_t n, double *gini, struct plena_err *err);
 double plena_trace_duplicate_factor(const int64_t *counts, size_t n);
 /* Fill `out` (capacity n) with the lists of 1.6; return the number written. */
 size_t plena_trace_active_experts(const int64_t *counts, size_t n, int64_t *out);
