@@ -165,7 +165,7 @@ static int load_path(struct plena_campaign_set *s, const char *path, int depth,
         char abs[PATH_MAX];
         const char *fp = realpath(path, abs) ? abs : path;
         rc = add_trace(s, data, len, path, fp, o, sha, skip_invalid, err);
-    } else if (ends_with(path, ".jsonl")) {
+    } else if (plena_trace_path_is_set(path, 0)) {
         size_t pos = 0;
         long line = 0;
         while (!rc && pos < len) {

@@ -170,6 +170,9 @@ struct plena_trace_lines {
 };
 /* Next non-blank line into *s, *n (without its '\n'): 1, or 0 at the end. */
 int plena_trace_lines_next(struct plena_trace_lines *it, const char **s, size_t *n);
+/* 1 when the file `path` is read as a trace set: its name ends in ".jsonl",
+ * or force_set (a --set option). */
+int plena_trace_path_is_set(const char *path, int force_set);
 
 /* ---- JSON writing (section 0.3 pretty form, 0.4 canonical form) ---- */
 /* Appends `v` to `b` with the common writer (common/json.h): pretty (keys
