@@ -2,80 +2,19 @@
  * run session (src/run/) and print the stage table with the shared-vs-routed
  * split (spec/timing-and-profile.md 7.8); --check compares the emulator with
  * the bit-exact reference and the float64 bound (moe-lowering 7.1-7.2).
- * Staging lives in gen/build.c, running and checking in verify/; this file
- * only parses options, prints and picks exit codes. */
-#include <jansson.h>
+ * The model checks and the --routing choice live in gen/build.c, reading a
+ * routing trace in trace/routing.c, running and checking in verify/; this
+ * file only parses options, prints and picks exit codes. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "common/alloc.h"
-#include "common/fileio.h"
 #include "gen/build.h"
 #include "profile/profile.h"
 #include "trace/trace.h"
 #include "verify/verify.h"
-
-/* Route trace (schema v2, validated) -> FIXED routing of shape [T][k]. */
-static int load_trace(const char *path, const struct plena_moe_cfg *cfg, uint32_t T, uint32_t **ids,
-                      float **w)
-{
-    char *data = NULL;
-    size_t len = 0;
-    struct plena_err err;
-    plena_err_clear(&err);
-    if (plena_file_read_all(path, &data, &len, &err)) return plena_cli_report("moe", &err);
-    struct plena_trace_report rep;
-    plena_trace_report_init(&rep);
-    struct plena_trace_validate_options vo = {0, 0, 0};
-    int rc = plena_trace_validate_bytes(data, len, &vo, &rep);
-    if (rc) {
-        fprintf(stderr, "plena moe: --routing %s: not a valid route trace\n", path);
-        for (size_t i = 0; i < rep.n_errors; i++)
-            fprintf(stderr, "  %s %s: %s\n", rep.errors[i].code, rep.errors[i].path,
-                    rep.errors[i].message);
-        plena_trace_report_free(&rep);
-        plena_free(data);
-        return plena_status_exit_code(PLENA_E_FAILED);
-    }
-    plena_trace_report_free(&rep);
-    json_error_t je;
-    json_t *root = json_loadb(data, len, 0, &je);
-    plena_free(data);
-    json_t *model = json_object_get(root, "model");
-    json_t *routing = json_object_get(root, "routing");
-    json_t *ti = json_object_get(routing, "topk_indices");
-    json_t *tw = json_object_get(routing, "topk_weights");
-    long long E = json_integer_value(json_object_get(model, "num_experts"));
-    long long k = json_integer_value(json_object_get(model, "top_k"));
-    long long H = json_integer_value(json_object_get(model, "hidden_size"));
-    size_t nt = json_array_size(ti);
-    if (E != cfg->E || k != cfg->k || H != cfg->H || nt != T) {
-        fprintf(stderr,
-                "plena moe: --routing %s: trace shape (hidden_size %lld, num_experts %lld, "
-                "top_k %lld, tokens %zu) does not match the model %s with --tokens %u "
-                "(hidden %u, experts %u, top_k %u)\n",
-                path, H, E, k, nt, cfg->name, T, cfg->H, cfg->E, cfg->k);
-        json_decref(root);
-        return plena_status_exit_code(PLENA_E_FAILED);
-    }
-    *ids = plena_malloc((size_t)T * cfg->k * sizeof **ids);
-    *w = plena_malloc((size_t)T * cfg->k * sizeof **w);
-    if (!*ids || !*w) {
-        json_decref(root);
-        return plena_cli_nomem("moe");
-    }
-    for (size_t t = 0; t < nt; t++)
-        for (uint32_t j = 0; j < cfg->k; j++) {
-            (*ids)[t * cfg->k + j] =
-                (uint32_t)json_integer_value(json_array_get(json_array_get(ti, t), j));
-            (*w)[t * cfg->k + j] =
-                (float)json_number_value(json_array_get(json_array_get(tw, t), j));
-        }
-    json_decref(root);
-    return 0;
-}
 
 static void print_stage_table(const struct plena_verify_moe_report *r,
                               const struct plena_moe_emit_info *info)
@@ -251,17 +190,7 @@ static int cmd_moe(int argc, char **argv)
     if (plena_model_resolve(model, &mdl, &err)) return plena_cli_report("moe", &err);
     struct plena_gen_machine gm;
     plena_gen_machine_from_settings(&set, &gm);
-    if (mdl.num_experts && mdl.top_k > mdl.num_experts) {
-        fprintf(stderr, "plena moe: model %s: top_k %u exceeds num_experts %u\n", mdl.name,
-                mdl.top_k, mdl.num_experts);
-        return plena_status_exit_code(PLENA_E_FAILED);
-    }
-    if (mdl.hidden % gm.mlen) {
-        fprintf(stderr, "plena moe: model %s: hidden size %u is not a multiple of MLEN %u\n",
-                mdl.name, mdl.hidden, gm.mlen);
-        return plena_status_exit_code(PLENA_E_FAILED);
-    }
-    if (plena_model_validate(&mdl, gm.mlen, &err)) return plena_cli_report("moe", &err);
+    if (plena_moe_build_check_model(&mdl, &gm, &err)) return plena_cli_report("moe", &err);
     struct plena_moe_build_opts o;
     plena_moe_build_opts_init(&o, &mdl, &gm, c.tokens);
     o.weights = wk;
@@ -274,40 +203,24 @@ static int cmd_moe(int argc, char **argv)
     float *w = NULL;
     const uint32_t T = c.tokens;
     int rc = 0;
-    if (o.cfg.routing != PLENA_ROUTING_NONE) {
-        /* default: the preset's own path; FIXED presets get balanced routing */
-        if (!routing) routing = o.cfg.routing == PLENA_ROUTING_DEVICE ? "device" : "balanced";
-        if (!strcmp(routing, "device")) {
-            if (o.cfg.routing == PLENA_ROUTING_FIXED) {
-                if (!mdl.approx_routing_ok) {
-                    fprintf(stderr,
-                            "plena moe: model %s: V_TOPK does not reproduce its routing "
-                            "(moe-lowering.md 4); use --routing balanced|random|FILE\n",
-                            mdl.name);
-                    return plena_status_exit_code(PLENA_E_FAILED);
-                }
-                o.cfg.routing = PLENA_ROUTING_DEVICE;
-                o.cfg.approx_routing = 1;
-            }
-        } else {
-            o.cfg.routing = PLENA_ROUTING_FIXED;
-            if (!strcmp(routing, "balanced") || !strcmp(routing, "random")) {
-                ids = plena_malloc((size_t)T * o.cfg.k * sizeof *ids);
-                w = plena_malloc((size_t)T * o.cfg.k * sizeof *w);
-                if (!ids || !w) {
-                    rc = plena_cli_nomem("moe");
-                    goto done;
-                }
-                if (!strcmp(routing, "balanced"))
-                    plena_moe_routing_balanced(T, o.cfg.E, o.cfg.k, ids, w);
-                else
-                    plena_moe_routing_random(T, o.cfg.E, o.cfg.k, seed, ids, w);
-            } else if ((rc = load_trace(routing, &o.cfg, T, &ids, &w))) {
-                goto done;
-            }
-            o.fixed_ids = ids;
-            o.fixed_w = w;
+    if (o.cfg.routing != PLENA_ROUTING_NONE && routing && !plena_moe_routing_is_keyword(routing)) {
+        char where[4200];
+        snprintf(where, sizeof where, "--routing %s", routing);
+        const struct plena_trace_routing_shape want = {o.cfg.name, o.cfg.H, o.cfg.E, o.cfg.k, T};
+        struct plena_trace_report rep;
+        plena_trace_report_init(&rep);
+        if (plena_trace_read_fixed_routing(routing, where, &want, &ids, &w, &rep, &err)) {
+            rc = plena_cli_report("moe", &err);
+            for (size_t i = 0; i < rep.n_errors; i++)
+                fprintf(stderr, "  %s %s: %s\n", rep.errors[i].code, rep.errors[i].path,
+                        rep.errors[i].message);
         }
+        plena_trace_report_free(&rep);
+        if (rc) goto done;
+    }
+    if (plena_moe_build_routing(&o, &mdl, routing, seed, &ids, &w, &err)) {
+        rc = plena_cli_report("moe", &err);
+        goto done;
     }
     struct plena_moe_build b;
     if (plena_moe_build_run(&o, &b, &err)) {

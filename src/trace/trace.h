@@ -132,6 +132,22 @@ int plena_trace_validate_set_bytes(const char *bytes, size_t len,
                                    const struct plena_trace_validate_options *opt,
                                    struct plena_trace_set_report *report);
 
+/* ---- fixed routing from a trace (plena moe --routing FILE) ---- */
+/* The layer a trace's routing must fit. */
+struct plena_trace_routing_shape {
+    const char *model_name;
+    uint32_t hidden, experts, top_k, tokens;
+};
+/* Reads and validates the trace at `path`; when it is valid and its model
+ * and token count are `want`'s, *ids and *w (plena_free) hold its
+ * [tokens][top_k] routing. Errors name `where` (e.g. "--routing t.json"):
+ * E_INPUT unreadable, E_FAILED "not a valid route trace" (report holds the
+ * findings) or a shape mismatch, E_NOMEM. */
+int plena_trace_read_fixed_routing(const char *path, const char *where,
+                                   const struct plena_trace_routing_shape *want, uint32_t **ids,
+                                   float **w, struct plena_trace_report *report,
+                                   struct plena_err *err);
+
 /* ---- statistics (section 1.6) ---- */
 struct plena_trace_stats {
     size_t n_experts;
