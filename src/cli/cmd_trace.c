@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "cli/cli.h"
@@ -23,12 +22,6 @@
 #include "trace/gen.h"
 #include "trace/import.h"
 #include "trace/trace.h"
-
-static int is_set_path(const char *path, int force_set)
-{
-    size_t n = strlen(path);
-    return force_set || (n >= 6 && !strcmp(path + n - 6, ".jsonl"));
-}
 
 static int read_input(const char *path, char **data, size_t *len, struct plena_err *err)
 {
@@ -77,28 +70,6 @@ static void print_findings(const char *file, long line, const struct plena_trace
                r->warnings[i].message);
     if (r->n_warnings_truncated)
         printf("%s: %zu more warnings not listed\n", where, r->n_warnings_truncated);
-}
-
-/* The replay tier for every valid line of a set (entries are in line order). */
-static int replay_set(const char *data, size_t len, const struct plena_replay_tier_opts *ro,
-                      const struct plena_gen_machine *mach, struct plena_trace_set_report *s)
-{
-    struct plena_trace_lines it = {data, len, 0, 0};
-    const char *text;
-    size_t n, k = 0;
-    while (k < s->n_entries && plena_trace_lines_next(&it, &text, &n)) {
-        if (s->entries[k].line != it.line) continue;
-        struct plena_trace_report *r = &s->entries[k].report;
-        if (r->valid) {
-            size_t before = r->n_errors;
-            if (plena_replay_tier_check(text, n, ro, mach, r) == PLENA_E_NOMEM) return -1;
-            for (size_t i = before; i < r->n_errors; i++)
-                r->errors[i].line = it.line;
-            if (!r->valid) s->valid = 0;
-        }
-        k++;
-    }
-    return 0;
 }
 
 struct validate_cli {
@@ -208,10 +179,11 @@ static int cmd_validate(int argc, char **argv)
             continue;
         }
         int valid;
-        if (is_set_path(path, force_set)) {
+        if (plena_trace_path_is_set(path, force_set)) {
             struct plena_trace_set_report s = {0};
             int rc = plena_trace_validate_set_bytes(data, len, &opt, &s);
-            if (replay && rc != PLENA_E_NOMEM && replay_set(data, len, &c.ro, &mach, &s))
+            if (replay && rc != PLENA_E_NOMEM &&
+                plena_replay_tier_check_set(data, len, &c.ro, &mach, &s))
                 rc = PLENA_E_NOMEM;
             if (rc == PLENA_E_NOMEM) {
                 fprintf(stderr, "plena trace validate: %s: out of memory\n", path);
@@ -298,15 +270,17 @@ static json_t *id_list(const int64_t *ids, size_t n)
     return a;
 }
 
-/* Validates one document and, when valid, prints or collects its statistics.
- * Returns PLENA_OK, PLENA_E_FAILED (invalid) or PLENA_E_NOMEM. */
+/* Validates one document and, when valid, prints or collects its statistics
+ * (plena_trace_summary_doc). Returns PLENA_OK, PLENA_E_FAILED (invalid) or
+ * PLENA_E_NOMEM. */
 static enum plena_status stats_one(const char *path, long line, const char *doc, size_t len,
                                    int as_json, json_t *traces)
 {
     struct plena_trace_report r;
     plena_trace_report_init(&r);
-    int rc = plena_trace_validate_bytes(doc, len, NULL, &r);
-    if (rc) {
+    struct plena_trace_summary sm;
+    int rc = plena_trace_summary_doc(doc, len, &sm, &r);
+    if (rc && !r.valid) {
         char where[4200];
         snprintf(where, sizeof where, line ? "%s:%ld" : "%s", path, line);
         fprintf(stderr,
@@ -316,32 +290,19 @@ static enum plena_status stats_one(const char *path, long line, const char *doc,
         for (size_t i = 0; i < r.n_errors; i++)
             fprintf(stderr, "%s: error %s at %s: %s\n", where, r.errors[i].code, r.errors[i].path,
                     r.errors[i].message);
-        plena_trace_report_free(&r);
-        return rc == PLENA_E_NOMEM ? PLENA_E_NOMEM : PLENA_E_FAILED;
     }
     plena_trace_report_free(&r);
-    /* Valid: expert_counts equals the histogram of topk_indices (V053). */
-    json_t *root = json_loadb(doc, len, 0, NULL);
-    json_t *model = json_object_get(root, "model"), *routing = json_object_get(root, "routing");
-    json_t *counts_j = json_object_get(routing, "expert_counts");
-    size_t n = json_array_size(counts_j);
-    int64_t *counts = plena_calloc(n + 1, sizeof *counts), *ids = plena_calloc(n + 1, sizeof *ids);
-    enum plena_status code = PLENA_OK;
-    struct plena_trace_stats st;
-    if (!root || !counts || !ids) {
-        code = PLENA_E_NOMEM;
-        goto out;
+    const size_t n = sm.n;
+    int64_t *ids = rc ? NULL : plena_calloc(n + 1, sizeof *ids);
+    if (!rc && !ids) rc = PLENA_E_NOMEM;
+    if (rc) {
+        plena_trace_summary_free(&sm);
+        return rc == PLENA_E_NOMEM ? PLENA_E_NOMEM : PLENA_E_FAILED;
     }
-    for (size_t e = 0; e < n; e++)
-        counts[e] = json_integer_value(json_array_get(counts_j, e));
-    if (plena_trace_stats_compute(counts, n, &st, NULL)) {
-        code = PLENA_E_FAILED;
-        goto out;
-    }
-    const char *trace_id = json_string_value(json_object_get(root, "trace_id"));
-    long long T =
-        json_integer_value(json_object_get(json_object_get(root, "workload"), "token_count"));
-    long long K = json_integer_value(json_object_get(model, "top_k"));
+    const int64_t *counts = sm.counts;
+    const struct plena_trace_stats st = sm.stats;
+    const char *trace_id = sm.trace_id;
+    const long long T = sm.token_count, K = sm.top_k;
     if (as_json) {
         json_t *o = json_object();
         json_object_set_new(o, "path", json_string(path));
@@ -382,11 +343,9 @@ static enum plena_status stats_one(const char *path, long line, const char *doc,
                st.n_active, st.n_zero, st.n_tail, st.n_hot);
         printf("  duplicate_factor %s, gini %s, max/mean load ratio %s\n", df, g, mm);
     }
-out:
-    plena_free(counts);
     plena_free(ids);
-    json_decref(root);
-    return code;
+    plena_trace_summary_free(&sm);
+    return PLENA_OK;
 }
 
 struct stats_cli {
@@ -435,7 +394,7 @@ static int cmd_stats(int argc, char **argv)
             worst = plena_status_worst(worst, err.code);
             continue;
         }
-        if (is_set_path(path, force_set)) {
+        if (plena_trace_path_is_set(path, force_set)) {
             struct plena_trace_lines it = {data, len, 0, 0};
             const char *text;
             size_t n;
@@ -546,17 +505,6 @@ static enum plena_status write_out(const char *cmd, const char *out_path, const 
     return PLENA_OK;
 }
 
-/* The file name of a trace in a directory: stable_id(trace_id).json (1.8). */
-static int doc_path(char *buf, size_t n, const char *dir, const char *trace_id)
-{
-    char name[160];
-    snprintf(name, sizeof name, "%s", trace_id);
-    plena_trace_stable_id(name);
-    size_t l = strlen(name);
-    snprintf(name + l, sizeof name - l, ".json");
-    return plena_path_join(buf, n, dir, name);
-}
-
 /* Writes docs: with out_dir one pretty file per trace (refusing existing
  * files unless force, when no_clobber); else one trace in pretty form unless
  * out_path ends in .jsonl, several as a set in canonical order (1.10). */
@@ -565,45 +513,15 @@ static enum plena_status write_docs(const char *cmd, struct plena_trace_docs *d,
                                     int no_clobber)
 {
     struct plena_err err = {0};
+    if (out_dir) {
+        if (!plena_trace_docs_write_dir(d, out_dir, no_clobber && !force, &err)) return PLENA_OK;
+        plena_cli_report(cmd, &err);
+        return err.code;
+    }
     struct plena_buf b;
     plena_buf_init(&b);
-    enum plena_status code = PLENA_OK;
-    if (out_dir) {
-        if (plena_mkdir_p(out_dir, &err)) {
-            plena_cli_report(cmd, &err);
-            return err.code;
-        }
-        char path[4200];
-        for (size_t i = 0; i < d->n && no_clobber && !force; i++) {
-            struct stat sb;
-            if (doc_path(path, sizeof path, out_dir, d->v[i].trace_id)) return PLENA_E_OUTPUT;
-            if (stat(path, &sb) == 0) {
-                fprintf(stderr, "plena %s: %s exists; not overwritten (use --force)\n", cmd, path);
-                return PLENA_E_OUTPUT;
-            }
-        }
-        for (size_t i = 0; i < d->n && !code; i++) {
-            b.len = 0;
-            if (doc_path(path, sizeof path, out_dir, d->v[i].trace_id)) {
-                fprintf(stderr, "plena %s: path too long in %s\n", cmd, out_dir);
-                code = PLENA_E_OUTPUT;
-            } else if (plena_trace_json_write(&b, d->v[i].tree, 1)) {
-                code = PLENA_E_NOMEM;
-            } else if (plena_file_write_atomic(path, b.data, b.len, &err)) {
-                plena_cli_report(cmd, &err);
-                code = err.code;
-            }
-        }
-        plena_buf_free(&b);
-        return code;
-    }
-    if (d->n == 1 && !(out_path && ends_with(out_path, ".jsonl"))) {
-        if (plena_trace_json_write(&b, d->v[0].tree, 1)) b.failed = 1;
-    } else {
-        plena_trace_docs_sort(d);
-        if (plena_trace_docs_write_set(d, &b)) b.failed = 1;
-    }
-    code = write_out(cmd, out_path, &b);
+    if (plena_trace_docs_render(d, out_path && ends_with(out_path, ".jsonl"), &b)) b.failed = 1;
+    enum plena_status code = write_out(cmd, out_path, &b);
     plena_buf_free(&b);
     return code;
 }
@@ -1147,7 +1065,8 @@ static int cmd_pack(int argc, char **argv)
         size_t len = 0;
         struct plena_err err = {0};
         if (read_input(a, &data, &len, &err) ||
-            plena_trace_docs_read(&docs, a, data, len, is_set_path(a, c.force_set), NULL, &err)) {
+            plena_trace_docs_read(&docs, a, data, len, plena_trace_path_is_set(a, c.force_set),
+                                  NULL, &err)) {
             plena_cli_report("trace pack", &err);
             code = err.code;
         }

@@ -174,6 +174,20 @@ size_t plena_trace_active_experts(const int64_t *counts, size_t n, int64_t *out)
 size_t plena_trace_cold_experts(const int64_t *counts, size_t n, int64_t *out);
 size_t plena_trace_hot_experts(const int64_t *counts, size_t n, int64_t *out);
 
+/* The statistics `plena trace stats` prints for one document. */
+struct plena_trace_summary {
+    char trace_id[129];
+    long long token_count, top_k;
+    int64_t *counts; /* expert_counts, n entries (plena_trace_summary_free) */
+    size_t n;
+    struct plena_trace_stats stats;
+};
+/* Validates doc (the report holds the findings: PLENA_E_FAILED when
+ * invalid) and computes its statistics from expert_counts. PLENA_E_NOMEM. */
+int plena_trace_summary_doc(const char *doc, size_t len, struct plena_trace_summary *s,
+                            struct plena_trace_report *report);
+void plena_trace_summary_free(struct plena_trace_summary *s);
+
 /* ---- trace sets: JSON Lines (section 1.10) ---- */
 /* Cursor over the lines of a set: '\n' ends a line (a last line without one
  * counts), lines of only spaces, tabs and CR are blank and skipped, but every
