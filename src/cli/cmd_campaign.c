@@ -438,7 +438,7 @@ static void det_opts(const struct copts *o, const struct plena_campaign_worker *
     memset(d, 0, sizeof *d);
     d->out_dir = o->out;
     d->samples = o->samples;
-    d->jobs = o->jobs_auto ? 4 : o->jobs;
+    d->jobs = o->jobs_auto ? 0 : o->jobs;
     d->config_fingerprint = cfp;
     d->worker = *w;
     d->stop = &g_stop;
@@ -472,31 +472,21 @@ static int run_determinism(const struct copts *o, const struct plena_campaign_se
     return det_verdict(o, &s);
 }
 
-enum gate { GATE_GO, GATE_RUN_FIRST, GATE_REFUSED };
-
-/* The gate decision of `campaign run`; on a refusal (printed) *code is its
- * exit code. *dstate is what the report records. */
-static enum gate gate_decision(const struct copts *o, const char *cfp, const char **dstate,
-                               int *code, struct plena_err *err)
+/* The gate decision of `campaign run` (plena_campaign_gate_decision) with
+ * its note; on a refusal (printed) *code is its exit code. */
+static enum plena_campaign_gate gate_decision(const struct copts *o, const char *cfp,
+                                              const char **dstate, int *code, struct plena_err *err)
 {
-    *dstate = "passed";
-    if (o->no_gate) {
-        *dstate = "bypassed";
+    enum plena_campaign_gate g = plena_campaign_gate_decision(o->out, cfp, o->no_gate, dstate, err);
+    if (g == PLENA_CAMPAIGN_GATE_BYPASSED)
         fprintf(stderr, "plena campaign run: determinism gate bypassed (--no-determinism-gate); "
                         "the report records it\n");
-        return GATE_GO;
-    }
-    int c = plena_campaign_determinism_check(o->out, cfp, err);
-    if (c == 1) {
+    else if (g == PLENA_CAMPAIGN_GATE_REFUSED)
         *code = plena_cli_report("campaign run", err);
-        return GATE_REFUSED;
-    }
-    if (c == 2) {
+    else if (g == PLENA_CAMPAIGN_GATE_RUN_FIRST)
         fprintf(stderr, "plena campaign run: no determinism report for this configuration: "
                         "running the determinism gate first\n");
-        return GATE_RUN_FIRST;
-    }
-    return GATE_GO;
+    return g;
 }
 
 static void refuse_note(const struct copts *o)
@@ -551,14 +541,14 @@ static int do_run(const struct copts *o, const struct plena_campaign_set *set,
 {
     const char *dstate;
     int code = 0;
-    enum gate g = gate_decision(o, cfp, &dstate, &code, err);
-    if (g == GATE_RUN_FIRST) {
+    enum plena_campaign_gate g = gate_decision(o, cfp, &dstate, &code, err);
+    if (g == PLENA_CAMPAIGN_GATE_RUN_FIRST) {
         int rc = run_determinism(o, set, w, cfp, err);
         if (rc) {
             refuse_note(o);
             return rc;
         }
-    } else if (g == GATE_REFUSED)
+    } else if (g == PLENA_CAMPAIGN_GATE_REFUSED)
         return code;
     struct plena_campaign_run_opts ro;
     run_opts(o, w, dstate, 1, &ro);
@@ -567,36 +557,14 @@ static int do_run(const struct copts *o, const struct plena_campaign_set *set,
     return run_summary(&s, rc, "", err);
 }
 
-/* Loads the inputs and applies selection.json when one exists; 0 or the
+/* The inputs, cut to selection.json (all actions but select); 0 or the
  * exit code (printed). */
 static int load_inputs(struct copts *o, struct plena_campaign_set *set, char cfp[65],
                        struct plena_err *err)
 {
-    char settings_sha[65];
-    memset(set, 0, sizeof *set);
-    if (plena_replay_settings_sha256(o->ro.settings_path, settings_sha, err) ||
-        plena_campaign_config_fingerprint(&o->ro, settings_sha, cfp, err))
+    if (plena_campaign_open(o->traces.v, o->traces.n, &o->ro, o->skip_invalid, o->out,
+                            strcmp(o->action, "select") != 0, set, cfp, err))
         return plena_cli_report("campaign", err);
-    if (plena_campaign_load(o->traces.v, o->traces.n, &o->ro, settings_sha, o->skip_invalid, set,
-                            err)) {
-        plena_campaign_set_free(set);
-        return plena_cli_report("campaign", err);
-    }
-    if (!strcmp(o->action, "select")) return 0;
-    /* every other action works on the selection when one exists */
-    char p[4300];
-    snprintf(p, sizeof p, "%s/selection.json", o->out);
-    struct stat st;
-    if (!stat(p, &st)) {
-        json_t *sel = NULL;
-        if (plena_replay_json_read_file(p, &sel, err) ||
-            plena_campaign_apply_selection(set, sel, err)) {
-            json_decref(sel);
-            plena_campaign_set_free(set);
-            return plena_cli_report("campaign", err);
-        }
-        json_decref(sel);
-    }
     return 0;
 }
 
@@ -643,7 +611,8 @@ static int mpi_main(struct copts *o)
             if (is_det)
                 plan[1] = 1;
             else {
-                if (gate_decision(o, cfp, &dstate, &code, &err) == GATE_RUN_FIRST) plan[1] = 1;
+                if (gate_decision(o, cfp, &dstate, &code, &err) == PLENA_CAMPAIGN_GATE_RUN_FIRST)
+                    plan[1] = 1;
             }
         }
         if (!code && plena_mkdir_p(o->out, &err)) code = plena_cli_report(where, &err);
