@@ -540,7 +540,7 @@ static int do_run(const struct copts *o, const struct plena_campaign_set *set,
                   const struct plena_campaign_worker *w, const char *cfp, struct plena_err *err)
 {
     const char *dstate;
-    int code = 0;
+    int code = plena_status_exit_code(PLENA_OK);
     enum plena_campaign_gate g = gate_decision(o, cfp, &dstate, &code, err);
     if (g == PLENA_CAMPAIGN_GATE_RUN_FIRST) {
         int rc = run_determinism(o, set, w, cfp, err);
@@ -594,7 +594,7 @@ static int mpi_main(struct copts *o)
     const char *dstate = "passed";
     int is_det = !strcmp(o->action, "determinism");
     int64_t plan[2] = {0, 0}; /* [0] nonzero: every rank stops; [1] run the gate */
-    int code = 0;
+    int code = plena_status_exit_code(PLENA_OK);
     struct plena_campaign_worker w;
     char **owned = NULL;
     if (build_worker(o, &w, &owned, &err)) {
@@ -674,7 +674,7 @@ static int campaign_main(struct copts *op)
     char cfp[65];
     struct plena_campaign_set set;
     if ((rc = load_inputs(&o, &set, cfp, &err))) return rc;
-    int code = 0;
+    int code = plena_status_exit_code(PLENA_OK);
     if (!strcmp(act, "select")) {
         code = do_select(&o, &set, &err);
         plena_campaign_set_free(&set);

@@ -85,7 +85,7 @@ static const struct plena_opt run_rows[] = {
      PLENA_OPT_FIELD(R, o.hbm_model),
      .choices = &hbm_models,
      .def_text = "HBM.MODEL of the settings",
-     .help = "override HBM.MODEL: hbm2 or ideal"},
+     .help = "override HBM.MODEL"},
     {.names = "--threads",
      .kind = PLENA_OPT_UINT,
      .metavar = "N",

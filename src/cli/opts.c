@@ -575,12 +575,14 @@ void plena_opts_row_right(const struct plena_cmd_spec *s, const struct plena_opt
         plena_opts_row_default(s, g, o, d, sizeof d);
         snprintf(def, sizeof def, "default: %s", d);
     }
-    snprintf(buf, n, "%s (%s%s%s%s%s)", o->help ? o->help : "", def,
-             o->flags & PLENA_OPT_REPEAT ? "; repeatable" : "", aliases[0] ? "; alias" : "",
-             strchr(aliases, ',') ? "es "
-             : aliases[0]         ? " "
-                                  : "",
-             aliases);
+    char choices[300] = "";
+    if (o->kind == PLENA_OPT_ENUM || o->kind == PLENA_OPT_CHOICE) {
+        char c[256];
+        snprintf(choices, sizeof choices, "choices: %s; ", enum_choices(o->choices, c, sizeof c));
+    }
+    const char *alias_word = !aliases[0] ? "" : strchr(aliases, ',') ? "; aliases " : "; alias ";
+    snprintf(buf, n, "%s (%s%s%s%s%s)", o->help ? o->help : "", choices, def,
+             o->flags & PLENA_OPT_REPEAT ? "; repeatable" : "", alias_word, aliases);
 }
 
 /* Appends `text` wrapped at HELP_WIDTH, continuation lines indented by
