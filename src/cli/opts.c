@@ -632,10 +632,10 @@ static void put_row(struct plena_buf *b, const char *left, const char *right)
     put_wrapped(b, right, HELP_COL, HELP_COL);
 }
 
-int plena_opts_help(const struct plena_cmd_spec *s, struct plena_buf *b)
+void plena_opts_usage(const struct plena_cmd_spec *s, struct plena_buf *b)
 {
-    char left[128], right[1200], exits[1024];
-    plena_buf_printf(b, "usage: plena %s", s->name);
+    char left[128];
+    plena_buf_printf(b, "plena %s", s->name);
     for (size_t i = 0; i < s->n_pos; i++) {
         const struct plena_opt_pos *p = &s->pos[i];
         plena_buf_printf(b, " %s%s%s%s", p->min ? "" : "[", p->metavar, p->max == 1 ? "" : "...",
@@ -651,7 +651,15 @@ int plena_opts_help(const struct plena_cmd_spec *s, struct plena_buf *b)
         } else
             optional = 1;
     }
-    plena_buf_puts(b, optional ? " [options]\n" : "\n");
+    plena_buf_puts(b, optional ? " [options]" : "");
+}
+
+int plena_opts_help(const struct plena_cmd_spec *s, struct plena_buf *b)
+{
+    char left[128], right[1200], exits[1024];
+    plena_buf_puts(b, "usage: ");
+    plena_opts_usage(s, b);
+    plena_buf_puts(b, "\n");
     if (s->description) {
         plena_buf_puts(b, "\n");
         put_wrapped(b, s->description, 0, 0);

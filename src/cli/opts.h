@@ -145,6 +145,8 @@ unsigned plena_opts_given(const struct plena_cmd_spec *spec, const struct plena_
 const char *plena_opts_spelling(const struct plena_cmd_spec *spec,
                                 const struct plena_opts_result *r, const char *name);
 
+/* The usage synopsis "plena NAME POSITIONALS REQUIRED-OPTIONS [options]". */
+void plena_opts_usage(const struct plena_cmd_spec *spec, struct plena_buf *b);
 /* The --help text: usage line, description, arguments and options with
  * argument, default and aliases, notes, then the exit lines. */
 int plena_opts_help(const struct plena_cmd_spec *spec, struct plena_buf *b);
