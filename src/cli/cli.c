@@ -93,7 +93,8 @@ int plena_cli_group_help(const struct plena_cli_entry *e, struct plena_buf *b)
     const struct plena_cli_cmd *c = e->cmd;
     char exits[1024];
     plena_buf_printf(b, "usage: plena %s <subcommand> [options]\n", e->name);
-    plena_buf_printf(b, "\n%s\n", c->description ? c->description : e->help);
+    plena_buf_puts(b, "\n");
+    plena_opts_put_wrapped(b, c->description ? c->description : e->help, 0, 0);
     plena_buf_puts(b, "\nsubcommands:\n");
     for (size_t i = 0; i < c->n_subs; i++)
         plena_buf_printf(b, "  %-14s %s\n", c->subs[i].name, c->subs[i].spec->summary);

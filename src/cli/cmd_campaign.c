@@ -807,10 +807,14 @@ static int cmd_report(int argc, char **argv)
 
 static void campaign_notes(struct plena_buf *b)
 {
-    plena_buf_puts(b, "volatile keys removed before comparing results (spec 0.4):\n");
+    struct plena_buf keys;
+    plena_buf_init(&keys);
     for (size_t i = 0; i < plena_replay_n_volatile_keys; i++)
-        plena_buf_printf(b, "%s%s", i ? ", " : "  ", plena_replay_volatile_keys[i]);
-    plena_buf_printf(b, "\nmpi: %s\n",
+        plena_buf_printf(&keys, "%s%s", i ? ", " : "", plena_replay_volatile_keys[i]);
+    plena_buf_puts(b, "volatile keys removed before comparing results (spec 0.4):\n  ");
+    plena_opts_put_wrapped(b, keys.data ? keys.data : "", 2, 2);
+    plena_buf_free(&keys);
+    plena_buf_printf(b, "mpi: %s\n",
                      plena_campaign_have_mpi() ? "built with MPI" : "built without MPI");
 }
 
@@ -823,7 +827,8 @@ static const struct plena_cli_sub campaign_subs[] = {
 const struct plena_cli_cmd plena_cli_cmd_campaign = {
     .subs = campaign_subs,
     .n_subs = sizeof campaign_subs / sizeof campaign_subs[0],
-    .description = "Campaigns over many route traces (spec/traces-and-replay.md 7): ACTION "
-                   "--traces DIR|SET|LIST... --out DIR [options].",
+    .description = "Campaigns over many route traces (spec/traces-and-replay.md 7): plena "
+                   "campaign ACTION --traces DIR|SET|LIST... --out DIR [options]. Every action "
+                   "but select works on OUT/selection.json when it exists.",
     .notes_fn = campaign_notes,
 };

@@ -587,6 +587,7 @@ void plena_opts_row_right(const struct plena_cmd_spec *s, const struct plena_opt
 
 /* Appends `text` wrapped at HELP_WIDTH, continuation lines indented by
  * `indent`; `col` is the column the first word starts at. */
+void plena_opts_put_wrapped(struct plena_buf *b, const char *text, size_t col, size_t indent);
 static void put_wrapped(struct plena_buf *b, const char *text, size_t col, size_t indent)
 {
     const char *p = text;
@@ -675,20 +676,27 @@ int plena_opts_help(const struct plena_cmd_spec *s, struct plena_buf *b)
             put_row(b, p->metavar, right);
         }
     }
-    int any = 0;
+    /* -h/--help closes the first untitled group ("options:"), else a group
+     * of its own at the end */
+    int help_done = 0;
     for (size_t gi = 0; gi < s->n_groups; gi++) {
         const struct plena_opt_group *g = &s->groups[gi];
         if (!group_rows(g)) continue;
-        any = 1;
         plena_buf_printf(b, "\n%s:\n", g->title ? g->title : "options");
         for (size_t k = 0; k < group_rows(g); k++) {
             plena_opts_row_left(&g->rows[k], left, sizeof left);
             plena_opts_row_right(s, g, &g->rows[k], right, sizeof right);
             put_row(b, left, right);
         }
+        if (!g->title && !help_done) {
+            put_row(b, "-h, --help", "this text");
+            help_done = 1;
+        }
     }
-    if (!any) plena_buf_puts(b, "\noptions:\n");
-    put_row(b, "-h, --help", "this text");
+    if (!help_done) {
+        plena_buf_puts(b, "\noptions:\n");
+        put_row(b, "-h, --help", "this text");
+    }
     if (s->notes) {
         plena_buf_puts(b, "\n");
         put_wrapped(b, s->notes, 0, 0);
@@ -798,4 +806,9 @@ int plena_opts_check_spec(const struct plena_cmd_spec *s, char *msg, size_t n)
             rc = check_fail(msg, n, "%s: only the last positional may repeat", s->name);
     }
     return rc;
+}
+
+void plena_opts_put_wrapped(struct plena_buf *b, const char *text, size_t col, size_t indent)
+{
+    put_wrapped(b, text, col, indent);
 }

@@ -145,6 +145,9 @@ unsigned plena_opts_given(const struct plena_cmd_spec *spec, const struct plena_
 const char *plena_opts_spelling(const struct plena_cmd_spec *spec,
                                 const struct plena_opts_result *r, const char *name);
 
+/* Appends text wrapped at 79 columns as --help does (first word at column
+ * col, continuation lines indented by indent), then a newline. */
+void plena_opts_put_wrapped(struct plena_buf *b, const char *text, size_t col, size_t indent);
 /* The usage synopsis "plena NAME POSITIONALS REQUIRED-OPTIONS [options]". */
 void plena_opts_usage(const struct plena_cmd_spec *spec, struct plena_buf *b);
 /* The --help text: usage line, description, arguments and options with
