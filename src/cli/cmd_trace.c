@@ -666,6 +666,14 @@ static void gen_init(void *p)
     plena_trace_gen_opts_default(&((struct gen_cli *)p)->o);
 }
 
+static void gen_fini(void *p)
+{
+    struct gen_cli *c = p;
+    plena_free(c->layers.v);
+    plena_free(c->hot.v);
+    c->layers.v = c->hot.v = NULL;
+}
+
 static const struct plena_cmd_spec gen_spec = {
     .name = "trace gen",
     .summary = "synthetic routing traces",
@@ -676,6 +684,7 @@ static const struct plena_cmd_spec gen_spec = {
     .groups = gen_groups,
     .n_groups = 1,
     .init = gen_init,
+    .fini = gen_fini,
     .opts_size = sizeof(struct gen_cli),
 };
 
@@ -730,8 +739,7 @@ static int cmd_gen(int argc, char **argv)
     if (!code) code = write_docs("trace gen", &docs, c.out, c.out_dir, 1, 0);
     plena_trace_docs_free(&docs);
 done:
-    plena_free(c.layers.v);
-    plena_free(c.hot.v);
+    plena_opts_free(&gen_spec, &c);
     return pcode ? pcode : plena_status_exit_code(code);
 }
 
@@ -860,6 +868,13 @@ static void import_init(void *p)
     c->from = c->phase = c->dtype = -1;
 }
 
+static void import_fini(void *p)
+{
+    struct import_cli *c = p;
+    plena_free(c->map.v);
+    c->map.v = NULL;
+}
+
 static const struct plena_cmd_spec import_spec = {
     .name = "trace import",
     .summary = "traces from vllm, megatron, csv or jsonl captures",
@@ -870,6 +885,7 @@ static const struct plena_cmd_spec import_spec = {
     .groups = import_groups,
     .n_groups = 1,
     .init = import_init,
+    .fini = import_fini,
     .opts_size = sizeof(struct import_cli),
 };
 
@@ -960,7 +976,7 @@ static int cmd_import(int argc, char **argv)
     plena_buf_free(&log.text);
     plena_trace_docs_free(&docs);
 done:
-    plena_free(c.map.v);
+    plena_opts_free(&import_spec, &c);
     return pcode ? pcode : plena_status_exit_code(code);
 }
 

@@ -469,6 +469,7 @@ void plena_opts_free(const struct plena_cmd_spec *s, void *opts)
         l->v = NULL;
         l->n = 0;
     }
+    if (s->fini) s->fini(opts);
 }
 
 unsigned plena_opts_given(const struct plena_cmd_spec *s, const struct plena_opts_result *r,

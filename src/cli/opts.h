@@ -115,6 +115,7 @@ struct plena_cmd_spec {
     const char *notes;                     /* text after the options (may be NULL) */
     void (*notes_fn)(struct plena_buf *b); /* more text computed at run time (may be NULL) */
     void (*init)(void *opts);              /* library defaults, before the rows' `def` */
+    void (*fini)(void *opts);              /* frees what CUSTOM rows allocated (may be NULL) */
     size_t opts_size;                      /* sizeof the options struct (help's scratch copy) */
     int has_forward;
     size_t forward_off; /* the forward list (struct plena_opt_list) when has_forward */
@@ -135,7 +136,8 @@ struct plena_opts_result {
  * argv[1..argc-1] into opts. Returns r->status. Lists point into argv. */
 enum plena_status plena_opts_parse(const struct plena_cmd_spec *spec, int argc, char **argv,
                                    void *opts, struct plena_opts_result *r);
-/* Frees the lists of opts (LIST rows, variadic positionals, forward list). */
+/* Frees the lists of opts (LIST rows, variadic positionals, forward list)
+ * and calls the spec's fini. */
 void plena_opts_free(const struct plena_cmd_spec *spec, void *opts);
 
 /* How often the option with spelling `name` was given (0 = not at all), and
