@@ -56,6 +56,15 @@ int plena_campaign_cmp_cost(const struct plena_campaign_trace *a,
 /* Fills idx[0..n-1] with the set's indices in cost order. */
 void plena_campaign_cost_order(const struct plena_campaign_set *s, size_t *idx);
 
+/* What every action starts from: the settings hash, the config_fingerprint
+ * (cfp) and the loaded set (plena_campaign_load); with use_selection the
+ * set is cut to out_dir/selection.json when that exists (every action but
+ * select works on the selection). On error the set is freed. */
+int plena_campaign_open(const char *const *inputs, size_t n_inputs,
+                        const struct plena_replay_opts *o, int skip_invalid, const char *out_dir,
+                        int use_selection, struct plena_campaign_set *s, char cfp[65],
+                        struct plena_err *err);
+
 /* config_fingerprint (0.4): hash of the fingerprint object without trace_sha256. */
 int plena_campaign_config_fingerprint(const struct plena_replay_opts *o,
                                       const char *settings_sha256, char hex[65],
@@ -192,7 +201,7 @@ int plena_campaign_manifest_read(const char *path, int truncate, json_t **lines,
 struct plena_campaign_det_opts {
     const char *out_dir;
     unsigned samples; /* K, default 20 */
-    unsigned jobs;
+    unsigned jobs;    /* 0 = --jobs auto: J = 4 */
     const char *config_fingerprint;
     struct plena_campaign_worker worker;
     volatile sig_atomic_t *stop;
@@ -212,6 +221,20 @@ int plena_campaign_determinism(const struct plena_campaign_set *s,
  * fingerprint exists (the gate must run first). */
 int plena_campaign_determinism_check(const char *out_dir, const char *config_fingerprint,
                                      struct plena_err *err);
+
+/* What `campaign run` does about the gate: bypassed (--no-determinism-gate:
+ * go, the report records "bypassed"), passed (go), none for this
+ * configuration (run the gate first), or not passed (refused: err names the
+ * report). *state is what the report records ("passed" or "bypassed"). */
+enum plena_campaign_gate {
+    PLENA_CAMPAIGN_GATE_GO,
+    PLENA_CAMPAIGN_GATE_BYPASSED,
+    PLENA_CAMPAIGN_GATE_RUN_FIRST,
+    PLENA_CAMPAIGN_GATE_REFUSED
+};
+enum plena_campaign_gate plena_campaign_gate_decision(const char *out_dir,
+                                                      const char *config_fingerprint, int bypass,
+                                                      const char **state, struct plena_err *err);
 
 /* ---- status and report (7.9) ---- */
 struct plena_campaign_status {

@@ -26,11 +26,11 @@ typedef void (*plena_campaign_done_fn)(void *ctx, struct plena_campaign_job *j);
 typedef void (*plena_campaign_tick_fn)(void *ctx, size_t n_running, size_t n_dispatched);
 
 double plena_campaign_now(void);
-int plena_campaign_spawn(const struct plena_campaign_worker *w, struct plena_campaign_job *j,
-                         struct plena_err *err);
-/* Runs jobs[0..n-1] in order with at most `width` at once; `done` after each
- * exit, `tick` every loop turn. On *stop: no more dispatch, SIGTERM to the
- * running ones, wait for them (they are reported with interrupted = 1). */
+/* Runs jobs[0..n-1] in order with at most `width` at once on the process
+ * pool of common/proc.h (each job: the worker template expanded, exec'ed
+ * with its output in the build dir's worker log); `done` after each exit,
+ * `tick` every loop turn. On *stop: no more dispatch, SIGTERM to the running
+ * ones, wait for them (they are reported with interrupted = 1). */
 int plena_campaign_pool(const struct plena_campaign_worker *w, struct plena_campaign_job *jobs,
                         size_t n_jobs, unsigned width, volatile sig_atomic_t *stop,
                         plena_campaign_done_fn done, plena_campaign_tick_fn tick, void *ctx,

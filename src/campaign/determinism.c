@@ -92,7 +92,7 @@ int plena_campaign_det_begin(const struct plena_campaign_set *s,
         pl->pick[n++] = i;
     }
     pl->n = n;
-    unsigned J = o->jobs < 4 ? o->jobs : 4;
+    unsigned J = o->jobs && o->jobs < 4 ? o->jobs : 4; /* 0: --jobs auto */
     if (J < 2) J = 2;
     if (J > n) J = (unsigned)(n ? n : 1);
     pl->width = J;
@@ -248,4 +248,20 @@ int plena_campaign_determinism_check(const char *out_dir, const char *config_fin
     }
     json_decref(v);
     return r;
+}
+
+enum plena_campaign_gate plena_campaign_gate_decision(const char *out_dir,
+                                                      const char *config_fingerprint, int bypass,
+                                                      const char **state, struct plena_err *err)
+{
+    *state = "passed";
+    if (bypass) {
+        *state = "bypassed";
+        return PLENA_CAMPAIGN_GATE_BYPASSED;
+    }
+    switch (plena_campaign_determinism_check(out_dir, config_fingerprint, err)) {
+    case 1: return PLENA_CAMPAIGN_GATE_REFUSED;
+    case 2: return PLENA_CAMPAIGN_GATE_RUN_FIRST;
+    default: return PLENA_CAMPAIGN_GATE_GO;
+    }
 }

@@ -15,6 +15,7 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "replay/jsonw.h"
+#include "replay/jsonw.h"
 
 void plena_campaign_set_free(struct plena_campaign_set *s)
 {
@@ -165,7 +166,7 @@ static int load_path(struct plena_campaign_set *s, const char *path, int depth,
         char abs[PATH_MAX];
         const char *fp = realpath(path, abs) ? abs : path;
         rc = add_trace(s, data, len, path, fp, o, sha, skip_invalid, err);
-    } else if (ends_with(path, ".jsonl")) {
+    } else if (plena_trace_path_is_set(path, 0)) {
         size_t pos = 0;
         long line = 0;
         while (!rc && pos < len) {
@@ -293,4 +294,31 @@ int plena_campaign_config_fingerprint(const struct plena_replay_opts *o,
                                       struct plena_err *err)
 {
     return plena_replay_fingerprint(NULL, o, settings_sha256, hex, err);
+}
+
+int plena_campaign_open(const char *const *inputs, size_t n_inputs,
+                        const struct plena_replay_opts *o, int skip_invalid, const char *out_dir,
+                        int use_selection, struct plena_campaign_set *s, char cfp[65],
+                        struct plena_err *err)
+{
+    char settings_sha[65];
+    memset(s, 0, sizeof *s);
+    if (plena_replay_settings_sha256(o->settings_path, settings_sha, err) ||
+        plena_campaign_config_fingerprint(o, settings_sha, cfp, err))
+        return err->code;
+    if (plena_campaign_load(inputs, n_inputs, o, settings_sha, skip_invalid, s, err)) {
+        plena_campaign_set_free(s);
+        return err->code;
+    }
+    if (!use_selection) return 0;
+    char p[4300];
+    snprintf(p, sizeof p, "%s/selection.json", out_dir);
+    struct stat st;
+    if (stat(p, &st)) return 0;
+    json_t *sel = NULL;
+    int rc = plena_replay_json_read_file(p, &sel, err);
+    if (!rc) rc = plena_campaign_apply_selection(s, sel, err);
+    json_decref(sel);
+    if (rc) plena_campaign_set_free(s);
+    return rc;
 }

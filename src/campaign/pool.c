@@ -1,8 +1,9 @@
 /* Worker processes of a campaign (spec/traces-and-replay.md 7.5, 7.6): argv
- * template expansion, fork/exec with stdin closed and output to the build
- * dir's log, a width-limited pool dispatching in a given order, SIGTERM
- * forwarding when asked to stop, peak RSS from wait4, width arithmetic and
- * the progress line. It never reads results: callers judge completions. */
+ * template expansion, exec with stdin closed and output to the build dir's
+ * log, on the process pool of common/proc.h (dispatch in a given order,
+ * SIGTERM forwarding when asked to stop, peak RSS from wait4); width
+ * arithmetic and the progress line. It never reads results: callers judge
+ * completions. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -10,24 +11,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "campaign/campaign_internal.h"
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "common/proc.h"
 #include "gen/build.h"
 #include "replay/jsonw.h"
 
 double plena_campaign_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return plena_proc_now();
 }
 
 int plena_campaign_self_exe(char *buf, size_t n, struct plena_err *err)
@@ -158,14 +155,38 @@ static char *expand(const char *tmpl, const struct plena_campaign_job *j)
     return b.data;
 }
 
-int plena_campaign_spawn(const struct plena_campaign_worker *w, struct plena_campaign_job *j,
-                         struct plena_err *err)
+/* One pool turn's state: the worker template, the jobs and the caller's
+ * callbacks; per job the expanded argv and the log descriptor between
+ * prepare and fork. */
+struct pool_ctx {
+    const struct plena_campaign_worker *w;
+    struct plena_campaign_job *jobs;
+    plena_campaign_done_fn done;
+    plena_campaign_tick_fn tick;
+    void *ctx;
+    char **argv; /* of the job being started */
+    int fd;
+};
+
+static void free_argv(struct pool_ctx *c)
 {
-    char **argv = plena_calloc(w->argc + 1, sizeof *argv);
-    if (!argv) return PLENA_FAIL(err, PLENA_E_NOMEM, "worker", "out of memory");
+    for (size_t i = 0; c->argv && i < c->w->argc; i++)
+        plena_free(c->argv[i]);
+    plena_free(c->argv);
+    c->argv = NULL;
+}
+
+/* Expands the template, creates the build dir and opens its worker log. */
+static int prepare(void *ctx, size_t i, struct plena_err *err)
+{
+    struct pool_ctx *c = ctx;
+    struct plena_campaign_job *j = &c->jobs[i];
+    c->fd = -1;
+    c->argv = plena_calloc(c->w->argc + 1, sizeof *c->argv);
+    if (!c->argv) return PLENA_FAIL(err, PLENA_E_NOMEM, "worker", "out of memory");
     int rc = 0;
-    for (size_t i = 0; i < w->argc && !rc; i++)
-        if (!(argv[i] = expand(w->argv[i], j)))
+    for (size_t k = 0; k < c->w->argc && !rc; k++)
+        if (!(c->argv[k] = expand(c->w->argv[k], j)))
             rc = PLENA_FAIL(err, PLENA_E_NOMEM, "worker", "out of memory");
     char dir[4200];
     if (!rc && snprintf(dir, sizeof dir, "%s/%s", j->out_root, j->dir_name) >= (int)sizeof dir)
@@ -174,95 +195,75 @@ int plena_campaign_spawn(const struct plena_campaign_worker *w, struct plena_cam
     if (!rc)
         snprintf(j->log_path, sizeof j->log_path, "%s/%s", dir,
                  plena_build_file_name(PLENA_BUILD_FILE_WORKER_LOG));
-    int fd = -1;
-    if (!rc && (fd = open(j->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0)
+    if (!rc && (c->fd = open(j->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0)
         rc = PLENA_FAIL(err, PLENA_E_OUTPUT, j->log_path, "cannot open worker log: %s",
                         strerror(errno));
-    pid_t parent = getpid();
-    pid_t pid = rc ? -1 : fork();
-    if (!rc && pid < 0) rc = PLENA_FAIL(err, PLENA_E_NOMEM, "fork", "%s", strerror(errno));
-    if (!rc && pid == 0) {
-        /* a worker orphaned by a killed coordinator stops too: no stray
-         * writer survives into the resumed campaign */
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent) _exit(127);
-        int nul = open("/dev/null", O_RDONLY);
-        if (nul >= 0) dup2(nul, 0);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGPIPE, SIG_DFL);
-        execv(argv[0], argv);
-        dprintf(2, "plena campaign: cannot execute %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    if (fd >= 0) close(fd);
-    for (size_t i = 0; i < w->argc; i++)
-        plena_free(argv[i]);
-    plena_free(argv);
-    if (!rc) {
-        j->pid = pid;
-        j->t0 = plena_campaign_now();
-    }
+    if (rc) free_argv(c);
     return rc;
 }
 
-static void sleep_ms(long ms)
+/* In the child: stdin from /dev/null, stdout and stderr into the log, exec. */
+static int child(void *ctx, size_t i)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    struct pool_ctx *c = ctx;
+    (void)i;
+    int nul = open("/dev/null", O_RDONLY);
+    if (nul >= 0) dup2(nul, 0);
+    dup2(c->fd, 1);
+    dup2(c->fd, 2);
+    execv(c->argv[0], c->argv);
+    dprintf(2, "plena campaign: cannot execute %s: %s\n", c->argv[0], strerror(errno));
+    return 127;
+}
+
+static void forked(void *ctx, size_t i, pid_t pid)
+{
+    struct pool_ctx *c = ctx;
+    struct plena_campaign_job *j = &c->jobs[i];
+    if (c->fd >= 0) close(c->fd);
+    free_argv(c);
+    if (pid > 0) {
+        j->pid = pid;
+        j->t0 = plena_campaign_now();
+    }
+}
+
+static void done(void *ctx, size_t i, const struct plena_proc_exit *e)
+{
+    struct pool_ctx *c = ctx;
+    struct plena_campaign_job *j = &c->jobs[i];
+    j->worker = (int)e->slot;
+    j->host_seconds = e->seconds;
+    j->max_rss_kb = e->max_rss_kb;
+    j->exit_code = e->exit_code;
+    j->signal = e->signal;
+    j->interrupted = e->interrupted;
+    j->finished = 1;
+    if (c->done) c->done(c->ctx, j);
+}
+
+static void tick(void *ctx, size_t n_running, size_t n_dispatched)
+{
+    struct pool_ctx *c = ctx;
+    if (c->tick) c->tick(c->ctx, n_running, n_dispatched);
 }
 
 int plena_campaign_pool(const struct plena_campaign_worker *w, struct plena_campaign_job *jobs,
                         size_t n_jobs, unsigned width, volatile sig_atomic_t *stop,
-                        plena_campaign_done_fn done, plena_campaign_tick_fn tick, void *ctx,
+                        plena_campaign_done_fn done_fn, plena_campaign_tick_fn tick_fn, void *ctx,
                         int *interrupted, struct plena_err *err)
 {
-    if (width < 1) width = 1;
-    size_t *slots = plena_calloc(width, sizeof *slots);
-    if (!slots) return PLENA_FAIL(err, PLENA_E_NOMEM, "pool", "out of memory");
-    size_t n_running = 0, next = 0;
-    int rc = 0, stopping = 0;
-    *interrupted = 0;
-    while (next < n_jobs || n_running) {
-        if (!stopping && stop && *stop) {
-            stopping = 1;
-            *interrupted = 1;
-            for (size_t s = 0; s < n_running; s++)
-                kill(jobs[slots[s]].pid, SIGTERM);
-        }
-        while (!stopping && !rc && n_running < width && next < n_jobs) {
-            struct plena_campaign_job *j = &jobs[next];
-            j->worker = (int)n_running;
-            if ((rc = plena_campaign_spawn(w, j, err))) break;
-            slots[n_running++] = next++;
-        }
-        if (rc) stopping = 1;
-        if (stopping && !n_running) break;
-        int reaped = 0;
-        for (size_t s = 0; s < n_running;) {
-            struct plena_campaign_job *j = &jobs[slots[s]];
-            int st = 0;
-            struct rusage ru;
-            memset(&ru, 0, sizeof ru);
-            pid_t r = wait4(j->pid, &st, WNOHANG, &ru);
-            if (r == j->pid || (r < 0 && errno == ECHILD)) {
-                j->host_seconds = plena_campaign_now() - j->t0;
-                j->max_rss_kb = r == j->pid ? ru.ru_maxrss : 0;
-                j->exit_code = r == j->pid && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-                j->signal = r == j->pid && WIFSIGNALED(st) ? WTERMSIG(st) : 0;
-                j->interrupted = stopping;
-                j->finished = 1;
-                slots[s] = slots[--n_running];
-                reaped = 1;
-                if (done) done(ctx, j);
-            } else
-                s++;
-        }
-        if (tick) tick(ctx, n_running, next);
-        if (!reaped) sleep_ms(10);
-    }
-    plena_free(slots);
-    return rc;
+    struct pool_ctx c = {w, jobs, done_fn, tick_fn, ctx, NULL, -1};
+    const struct plena_proc_pool p = {
+        .n_jobs = n_jobs,
+        .width = width,
+        .stop = stop,
+        .prepare = prepare,
+        .child = child,
+        .forked = forked,
+        .done = done,
+        .tick = tick,
+        .ctx = &c,
+    };
+    return plena_proc_pool_run(&p, interrupted, err);
 }

@@ -1,26 +1,75 @@
 /* Shared helpers of the CLI. The CLI is the only code that prints to the
- * terminal or chooses exit codes (spec/timing-and-profile.md 8.3). */
+ * terminal or chooses exit codes (spec/timing-and-profile.md 8.3); every exit
+ * code it returns is plena_status_exit_code() of a status (common/status.def).
+ * Options are parsed by the table parser of cli/opts.h. */
 #ifndef PLENA_CLI_CLI_H
 #define PLENA_CLI_CLI_H
 
 #include <stddef.h>
 
+#include "cli/opts.h"
 #include "common/err.h"
 
-#define PLENA_CMD(name, help) int plena_cmd_##name(int argc, char **argv);
+/* A subcommand of a command (`plena trace validate`): argv[0] is its name. */
+struct plena_cli_sub {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const struct plena_cmd_spec *spec;
+};
+
+/* What cmd_<name>.c exports as plena_cli_cmd_<name>: a command with options
+ * of its own (spec, fn), subcommands, or both (`plena replay` and `plena
+ * replay export`). Name and one-line help are the row of commands.def. */
+struct plena_cli_cmd {
+    const struct plena_cmd_spec *spec;
+    int (*fn)(int argc, char **argv);
+    const struct plena_cli_sub *subs;
+    size_t n_subs;
+    const char *const *not_built; /* subcommand names listed but not built (NULL-terminated) */
+    const char *description;      /* the group help's paragraph (subcommands only) */
+    void (*notes_fn)(struct plena_buf *b);
+};
+
+#define PLENA_CMD(name, help) extern const struct plena_cli_cmd plena_cli_cmd_##name;
 #include "cli/commands.def"
 #undef PLENA_CMD
 
-/* Prints "plena: <where>: <msg>" to stderr and returns the exit code of the
- * error's status. */
+/* The rows of commands.def, in order. */
+struct plena_cli_entry {
+    const char *name, *help;
+    const struct plena_cli_cmd *cmd;
+};
+extern const struct plena_cli_entry plena_cli_commands[];
+extern const size_t plena_cli_n_commands;
+
+/* Runs a command: picks the subcommand or the command's own function, and
+ * answers --help / a missing or unknown subcommand. Returns the exit code. */
+int plena_cli_run(const struct plena_cli_entry *e, int argc, char **argv);
+/* `plena help`: every command and subcommand with its one-line help. */
+int plena_cli_overview(struct plena_buf *b);
+/* The --help of a command with subcommands (its own options, if any, are in
+ * spec's help). */
+int plena_cli_group_help(const struct plena_cli_entry *e, struct plena_buf *b);
+
+/* Parses argv with spec into opts. Returns 0 to go on; otherwise the caller
+ * returns *exit_code at once: --help was printed (0), the one usage message
+ * was printed (2), out of memory (6). */
+int plena_cli_parse(const struct plena_cmd_spec *spec, int argc, char **argv, void *opts,
+                    struct plena_opts_result *r, int *exit_code);
+
+/* Prints "plena <cmd>: <where>: <msg>" to stderr and returns the exit code of
+ * the error's status. */
 int plena_cli_report(const char *cmd, const struct plena_err *err);
-/* Prints "plena <cmd>: <msg>\nTry 'plena <cmd> --help'." and returns 2. */
+/* Prints "plena <cmd>: <msg>\nTry 'plena <cmd> --help'." and returns the exit
+ * code of PLENA_E_USAGE. */
 int plena_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Reads all of standard input into a NUL-terminated buffer (plena_free);
- * -1 when out of memory. Callers word the error for their command. */
-int plena_cli_read_stdin(char **data, size_t *len);
+/* Prints "plena <cmd>: out of memory" and returns the exit code of
+ * PLENA_E_NOMEM. */
+int plena_cli_nomem(const char *cmd);
 /* A command that is listed but not built in this version: message, exit 2. */
 int plena_cli_not_built(const char *cmd);
+/* Writes b to stdout; PLENA_E_OUTPUT when that fails. */
+enum plena_status plena_cli_print(const struct plena_buf *b);
 
 #endif

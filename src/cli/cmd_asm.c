@@ -1,7 +1,8 @@
 /* plena asm: assemble PLENA assembly into machine code (spec/isa.md 13,
  * spec/timing-and-profile.md 6.2 for --stage-map). Diagnostics go to stderr
- * as "file:line:col: error|warning: text"; exit 0 / 2 usage / 3 input /
- * 4 output. The assembler itself lives in src/isa/asm.c. */
+ * as "file:line:col: error|warning: text". The assembler itself lives in
+ * src/isa/asm.c; this file has the option table and the printing. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,22 +13,50 @@
 #include "isa/asm.h"
 #include "isa/stages.h"
 
-static const char help[] =
-    "usage: plena asm IN.asm -o OUT.mem [--strict] [--encoder=plena|upstream]\n"
-    "                 [--stage-map OUT.json]\n\n"
-    "Assembles PLENA assembly (spec/isa.md section 13) into machine code, one\n"
-    "0xXXXXXXXX word per line.\n\n"
-    "  -o OUT.mem              output machine code (written atomically)\n"
-    "  --strict                unknown stage names, register kind mismatches, markers in\n"
-    "                          trailing comments, V_TOPK policy 2..14, rd != 0 on\n"
-    "                          M_BMM/M_BTMM and rstride > 1 are errors (default: warnings)\n"
-    "  --encoder=plena         place every operand where the decoder reads it (default)\n"
-    "  --encoder=upstream      reproduce the upstream assembler's placement of the *_WO\n"
-    "                          immediate and the V_EXP_V/V_RECI_V/V_RED_* mask, warning\n"
-    "                          on every line where the layouts differ\n"
-    "  --stage-map OUT.json    write the label pass: per PC {pc, line, stage, pair}, the\n"
-    "                          attribution mode, marker count and unresolved markers\n\n"
-    "exit status: 0 success, 2 usage, 3 invalid input, 4 output not writable\n";
+struct asm_cli {
+    const char *in, *out, *map;
+    struct plena_asm_opts o;
+};
+
+static const struct plena_opt_enum encoders = {
+    .names = (const char *const[]){"plena", "upstream", NULL}};
+
+static const struct plena_opt asm_rows[] = {
+    {.names = "-o",
+     .kind = PLENA_OPT_PATH,
+     .metavar = "OUT.mem",
+     PLENA_OPT_FIELD(struct asm_cli, out),
+     .flags = PLENA_OPT_REQUIRED,
+     .help = "output machine code (written atomically)"},
+    PLENA_OPT_FLAG_ROW("--strict", struct asm_cli, o.strict,
+                       "unknown stage names, register kind mismatches, markers in trailing "
+                       "comments, V_TOPK policy 2..14, rd != 0 on M_BMM/M_BTMM and rstride > 1 "
+                       "are errors instead of warnings"),
+    PLENA_OPT_ENUM_ROW("--encoder", "NAME", struct asm_cli, o.encoder_upstream, &encoders,
+                       "plena places every operand where the decoder reads it; upstream "
+                       "reproduces the upstream assembler's placement of the *_WO immediate and "
+                       "the V_EXP_V/V_RECI_V/V_RED_* mask, warning on every line where the "
+                       "layouts differ"),
+    PLENA_OPT_PATH_ROW("--stage-map", "OUT.json", struct asm_cli, map,
+                       "write the label pass: per PC {pc, line, stage, pair}, the attribution "
+                       "mode, marker count and unresolved markers"),
+};
+static const struct plena_opt_group asm_groups[] = {{NULL, asm_rows, 4, 0, 0}};
+static const struct plena_opt_pos asm_pos[] = {
+    {"IN.asm", "PLENA assembly (spec/isa.md section 13)", offsetof(struct asm_cli, in), 1, 1}};
+
+static const struct plena_cmd_spec plena_asm_spec = {
+    .name = "asm",
+    .summary = "assemble PLENA assembly into machine code (.mem)",
+    .description = "Assembles PLENA assembly (spec/isa.md section 13) into machine code, one "
+                   "0xXXXXXXXX word per line. Diagnostics go to standard error as "
+                   "\"file:line:col: error|warning: text\".",
+    .pos = asm_pos,
+    .n_pos = 1,
+    .groups = asm_groups,
+    .n_groups = 1,
+    .opts_size = sizeof(struct asm_cli),
+};
 
 static int write_stage_map(const char *path, const struct plena_program *p, struct plena_err *err)
 {
@@ -70,47 +99,14 @@ static int write_stage_map(const char *path, const struct plena_program *p, stru
     return rc;
 }
 
-int plena_cmd_asm(int argc, char **argv)
+static int cmd_asm(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *map = NULL;
-    struct plena_asm_opts o = {0, 0, 0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--stage-map") || !strcmp(a, "--encoder")) {
-            if (i + 1 >= argc) return plena_cli_usage_error("asm", "%s needs a value", a);
-            const char *v = argv[++i];
-            if (!strcmp(a, "-o"))
-                out = v;
-            else if (!strcmp(a, "--stage-map"))
-                map = v;
-            else if (!strcmp(v, "plena") || !strcmp(v, "upstream"))
-                o.encoder_upstream = v[0] == 'u';
-            else
-                return plena_cli_usage_error(
-                    "asm", "unknown encoder '%s' (expected plena or upstream)", v);
-        } else if (!strncmp(a, "--encoder=", 10)) {
-            const char *v = a + 10;
-            if (strcmp(v, "plena") && strcmp(v, "upstream"))
-                return plena_cli_usage_error(
-                    "asm", "unknown encoder '%s' (expected plena or upstream)", v);
-            o.encoder_upstream = v[0] == 'u';
-        } else if (!strncmp(a, "--stage-map=", 12)) {
-            map = a + 12;
-        } else if (!strcmp(a, "--strict")) {
-            o.strict = 1;
-        } else if (a[0] == '-' && a[1]) {
-            return plena_cli_usage_error("asm", "unknown option '%s'", a);
-        } else if (!in) {
-            in = a;
-        } else {
-            return plena_cli_usage_error("asm", "more than one input file ('%s', '%s')", in, a);
-        }
-    }
-    if (!in) return plena_cli_usage_error("asm", "missing input file");
-    if (!out) return plena_cli_usage_error("asm", "missing -o OUT.mem");
+    struct asm_cli c;
+    struct plena_opts_result pr;
+    int code;
+    if (plena_cli_parse(&plena_asm_spec, argc, argv, &c, &pr, &code)) return code;
+    const char *in = c.in, *out = c.out, *map = c.map;
+    struct plena_asm_opts o = c.o;
     o.want_labels = map != NULL;
 
     struct plena_program p;
@@ -136,5 +132,7 @@ int plena_cmd_asm(int argc, char **argv)
     if (!rc && map) rc = write_stage_map(map, &p, &err);
     plena_program_free(&p);
     if (rc) return plena_cli_report("asm", &err);
-    return 0;
+    return plena_status_exit_code(PLENA_OK);
 }
+
+const struct plena_cli_cmd plena_cli_cmd_asm = {.spec = &plena_asm_spec, .fn = cmd_asm};

@@ -2,7 +2,9 @@
  * (spec/traces-and-replay.md 7): option parsing, the replay options passed
  * through to every worker (and into the fingerprint), signal handling,
  * progress printing and exit codes. The work itself is src/campaign/. */
+#include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 
 #include "campaign/campaign.h"
 #include "cli/cli.h"
+#include "cli/replay_opts.h"
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "replay/jsonw.h"
@@ -34,288 +37,313 @@ static void install_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-#define MAX_INPUTS   256
-#define MAX_PASS     64
 #define MAX_TARGETFS 32
 
 struct copts {
     const char *action;
-    const char *traces[MAX_INPUTS];
-    size_t n_traces;
+    struct plena_opt_list traces;
     const char *out;
     struct plena_replay_opts ro;
-    const char *pass[MAX_PASS]; /* replay options forwarded to workers */
-    size_t n_pass;
+    struct plena_opt_list pass; /* replay options forwarded to workers, as given */
     int skip_invalid;
     const char *worker_cmd;
     /* select */
-    const char *target, *by, *unit;
+    uint64_t target;
+    int target_all, have_target;
+    const char *by;
+    int unit_trace, reselect, have_seed;
     uint64_t seed;
-    int have_seed, reselect;
     struct plena_campaign_target_for tf[MAX_TARGETFS];
+    char tf_names[MAX_TARGETFS][128];
     size_t n_tf;
     /* run / determinism */
     unsigned jobs, samples, max_attempts, max_jobs;
-    int jobs_auto, reset_attempts, no_gate, mpi, progress_none;
-    int shared_fs;       /* --mpi: ranks write straight into --out */
-    const char *scratch; /* --mpi: parent of the rank-local scratch dirs */
+    int jobs_auto, reset_attempts, no_gate, mpi;
+    const char *progress; /* "none" or NULL */
+    int shared_fs;        /* --mpi: ranks write straight into --out */
+    const char *scratch;  /* --mpi: parent of the rank-local scratch dirs */
     double progress_interval, memory_fraction;
 };
 
-static const char usage_text[] =
-    "usage: plena campaign ACTION --traces DIR|SET|LIST... --out DIR [options]\n"
-    "actions:\n"
-    "  select       --target N|all --seed S --by FIELD [--unit sample|trace]\n"
-    "               [--target-for B=N|all]... [--reselect]          -> selection.json\n"
-    "  determinism  --samples K [--jobs J]   serial vs parallel gate -> determinism.json\n"
-    "  run          --jobs J|auto [--max-attempts 3] [--reset-attempts]\n"
-    "               [--no-determinism-gate] [--progress-interval S] [--progress none]\n"
-    "               [--memory-fraction F] [--max-jobs N]\n"
-    "               [--mpi [--shared-fs] [--scratch DIR]]  under mpirun, 7.7\n"
-    "  status       counts from the manifest and results (writes nothing)\n"
-    "  report       report.json, report.csv, report.md\n"
-    "common options:\n"
-    "  --traces IN...        directories (*.json, *.jsonl), trace files, sets or lists\n"
-    "  --out DIR             campaign directory\n"
-    "  --skip-invalid        list invalid traces in the report instead of stopping\n"
-    "  replay options (enter the fingerprint, passed to every worker):\n"
-    "  --lowering L --weights W --weight-seed N --input I --input-seed N --routing R\n"
-    "  --profile|--no-profile --overlap --repeat N --mlen N --blen N --settings FILE\n"
-    "  --mpi                 run/determinism over MPI ranks: mpirun -n R plena campaign run\n"
-    "                        --mpi ...; rank 0 writes everything, the others replay into\n"
-    "                        a scratch dir under --scratch DIR [$TMPDIR or /tmp] and send\n"
-    "                        results.json/stage_profile.json, or with --shared-fs write\n"
-    "                        straight into --out (a file system every rank sees)\n"
-    "  --worker-cmd 'ARGV'   testing hook: worker argv template with {trace} {out}\n"
-    "                        {trace_id} {dir} {fingerprint} [plena replay {trace} --out {out}]\n"
-    "--by fields: category (missing = uncategorized), benchmark, phase, sample_id, layer.\n"
-    "volatile keys removed before comparing results (spec 0.4):\n";
-
-static void print_usage(void)
-{
-    fputs(usage_text, stdout);
-    for (size_t i = 0; i < plena_replay_n_volatile_keys; i++)
-        printf("%s%s", i ? ", " : "  ", plena_replay_volatile_keys[i]);
-    printf("\nmpi: %s\n", plena_campaign_have_mpi() ? "built with MPI" : "built without MPI");
-    printf("exit: 0 success, 1 a trace or gate failed, 2 usage (also --mpi without MPI),\n"
-           "      3 input (corrupt manifest, invalid input file), 4 output, 5 interrupted\n");
-}
-
 static int parse_u64(const char *s, uint64_t *v)
 {
-    if (!s || !*s) return -1;
+    if (!s || *s < '0' || *s > '9') return -1;
     char *e;
     unsigned long long x = strtoull(s, &e, 10);
-    if (*e || s[0] == '-') return -1;
+    if (*e) return -1;
     *v = x;
     return 0;
 }
 
-static int parse_args(int argc, char **argv, struct copts *o)
+static int parse_target(const struct plena_opt *row, const char *v, void *base, char *msg, size_t n)
 {
-    memset(o, 0, sizeof *o);
-    plena_replay_opts_default(&o->ro);
-    o->max_attempts = 3;
-    o->samples = 20;
-    o->jobs = 1;
-    o->progress_interval = 30;
-    o->by = "category";
-    o->unit = "sample";
-    if (argc < 2) return plena_cli_usage_error("campaign", "an action is required");
-    o->action = argv[1];
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED()                                                                                     \
-    do {                                                                                           \
-        if (!v) return plena_cli_usage_error("campaign", "%s needs a value", a);                   \
-        i++;                                                                                       \
-    } while (0)
-        uint64_t x;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            print_usage();
-            return -1;
-        } else if (!strcmp(a, "--traces")) {
-            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) {
-                if (o->n_traces == MAX_INPUTS)
-                    return plena_cli_usage_error("campaign", "too many --traces inputs");
-                o->traces[o->n_traces++] = argv[++i];
-            }
-        } else if (!strcmp(a, "--out")) {
-            NEED();
-            o->out = v;
-        } else if (!strcmp(a, "--skip-invalid")) {
-            o->skip_invalid = 1;
-        } else if (!strcmp(a, "--worker-cmd")) {
-            NEED();
-            o->worker_cmd = v;
-        } else if (!strcmp(a, "--target")) {
-            NEED();
-            o->target = v;
-        } else if (!strcmp(a, "--seed")) {
-            NEED();
-            if (parse_u64(v, &o->seed))
-                return plena_cli_usage_error("campaign", "--seed: expected an integer, got '%s'",
-                                             v);
-            o->have_seed = 1;
-        } else if (!strcmp(a, "--by")) {
-            NEED();
-            o->by = v;
-        } else if (!strcmp(a, "--unit")) {
-            NEED();
-            if (strcmp(v, "sample") && strcmp(v, "trace"))
-                return plena_cli_usage_error("campaign", "--unit: expected sample or trace");
-            o->unit = v;
-        } else if (!strcmp(a, "--target-for")) {
-            NEED();
-            const char *eq = strchr(v, '=');
-            if (!eq || eq == v || o->n_tf == MAX_TARGETFS)
-                return plena_cli_usage_error("campaign", "--target-for: expected B=N|all");
-            struct plena_campaign_target_for *t = &o->tf[o->n_tf++];
-            char *b = plena_malloc((size_t)(eq - v) + 1);
-            if (!b) return 5;
-            memcpy(b, v, (size_t)(eq - v));
-            b[eq - v] = 0;
-            t->benchmark = b; /* lives until exit */
-            if (!strcmp(eq + 1, "all"))
-                t->all = 1;
-            else if (parse_u64(eq + 1, &t->target))
-                return plena_cli_usage_error("campaign", "--target-for: expected B=N|all");
-        } else if (!strcmp(a, "--reselect")) {
-            o->reselect = 1;
-        } else if (!strcmp(a, "--jobs")) {
-            NEED();
-            if (!strcmp(v, "auto"))
-                o->jobs_auto = 1;
-            else if (parse_u64(v, &x) || !x || x > 4096)
-                return plena_cli_usage_error("campaign", "--jobs: expected 1..4096 or auto");
-            else
-                o->jobs = (unsigned)x;
-        } else if (!strcmp(a, "--samples")) {
-            NEED();
-            if (parse_u64(v, &x) || !x || x > 1000000)
-                return plena_cli_usage_error("campaign", "--samples: expected a positive count");
-            o->samples = (unsigned)x;
-        } else if (!strcmp(a, "--max-attempts")) {
-            NEED();
-            if (parse_u64(v, &x) || !x || x > 1000)
-                return plena_cli_usage_error("campaign", "--max-attempts: expected 1..1000");
-            o->max_attempts = (unsigned)x;
-        } else if (!strcmp(a, "--max-jobs")) {
-            NEED();
-            if (parse_u64(v, &x) || !x || x > 4096)
-                return plena_cli_usage_error("campaign", "--max-jobs: expected 1..4096");
-            o->max_jobs = (unsigned)x;
-        } else if (!strcmp(a, "--memory-fraction")) {
-            NEED();
-            char *e;
-            o->memory_fraction = strtod(v, &e);
-            if (*e || !(o->memory_fraction > 0 && o->memory_fraction <= 1))
-                return plena_cli_usage_error("campaign", "--memory-fraction: expected (0, 1]");
-        } else if (!strcmp(a, "--reset-attempts")) {
-            o->reset_attempts = 1;
-        } else if (!strcmp(a, "--no-determinism-gate")) {
-            o->no_gate = 1;
-        } else if (!strcmp(a, "--mpi")) {
-            o->mpi = 1;
-        } else if (!strcmp(a, "--shared-fs")) {
-            o->shared_fs = 1;
-        } else if (!strcmp(a, "--scratch")) {
-            NEED();
-            o->scratch = v;
-        } else if (!strcmp(a, "--progress")) {
-            NEED();
-            if (strcmp(v, "none"))
-                return plena_cli_usage_error("campaign", "--progress: only 'none' is accepted");
-            o->progress_none = 1;
-        } else if (!strcmp(a, "--progress-interval")) {
-            NEED();
-            char *e;
-            o->progress_interval = strtod(v, &e);
-            if (*e || !(o->progress_interval > 0))
-                return plena_cli_usage_error("campaign", "--progress-interval: expected seconds");
-        } else if (!strcmp(a, "--profile") || !strcmp(a, "--no-profile") ||
-                   !strcmp(a, "--overlap")) {
-            if (!strcmp(a, "--overlap"))
-                o->ro.overlap = 1;
-            else
-                o->ro.profile = !strcmp(a, "--profile");
-            if (o->n_pass + 1 > MAX_PASS) return plena_cli_usage_error("campaign", "too many");
-            o->pass[o->n_pass++] = a;
-        } else if (!strcmp(a, "--lowering") || !strcmp(a, "--weights") ||
-                   !strcmp(a, "--weight-seed") || !strcmp(a, "--input") ||
-                   !strcmp(a, "--input-seed") || !strcmp(a, "--routing") ||
-                   !strcmp(a, "--repeat") || !strcmp(a, "--mlen") || !strcmp(a, "--blen") ||
-                   !strcmp(a, "--settings")) {
-            NEED();
-            if (!strcmp(a, "--lowering")) {
-                if (strcmp(v, "pair-major"))
-                    return plena_cli_usage_error("campaign",
-                                                 "--lowering: only pair-major is built");
-                o->ro.lowering = v;
-            } else if (!strcmp(a, "--weights")) {
-                if (!strcmp(v, "random"))
-                    o->ro.weights = PLENA_WEIGHTS_RANDOM;
-                else if (!strcmp(v, "representable"))
-                    o->ro.weights = PLENA_WEIGHTS_REPRESENTABLE;
-                else if (!strcmp(v, "zero"))
-                    o->ro.weights = PLENA_WEIGHTS_ZERO;
-                else
-                    return plena_cli_usage_error("campaign", "--weights: unknown '%s'", v);
-            } else if (!strcmp(a, "--input")) {
-                if (!strcmp(v, "random"))
-                    o->ro.input = PLENA_INPUT_RANDOM;
-                else if (!strcmp(v, "zeros"))
-                    o->ro.input = PLENA_INPUT_ZEROS;
-                else
-                    return plena_cli_usage_error("campaign", "--input: unknown '%s'", v);
-            } else if (!strcmp(a, "--routing")) {
-                if (!strcmp(v, "device"))
-                    o->ro.routing_device = 1;
-                else if (strcmp(v, "fixed"))
-                    return plena_cli_usage_error("campaign", "--routing: unknown '%s'", v);
-            } else if (!strcmp(a, "--settings")) {
-                o->ro.settings_path = v;
-            } else {
-                if (parse_u64(v, &x))
-                    return plena_cli_usage_error("campaign", "%s: expected an integer", a);
-                if (!strcmp(a, "--weight-seed"))
-                    o->ro.weight_seed = x;
-                else if (!strcmp(a, "--input-seed"))
-                    o->ro.input_seed = x;
-                else if (!strcmp(a, "--repeat"))
-                    o->ro.repeat = (unsigned)x;
-                else if (!strcmp(a, "--mlen"))
-                    o->ro.mlen = (uint32_t)x;
-                else
-                    o->ro.blen = (uint32_t)x;
-            }
-            if (o->n_pass + 2 > MAX_PASS) return plena_cli_usage_error("campaign", "too many");
-            o->pass[o->n_pass++] = a;
-            o->pass[o->n_pass++] = v;
-        } else
-            return plena_cli_usage_error("campaign", "unknown option '%s'", a);
-#undef NEED
+    (void)row, (void)msg, (void)n;
+    struct copts *o = base;
+    if (!strcmp(v, "all")) {
+        o->target_all = 1;
+        return 0;
     }
-    if (!o->n_traces) return plena_cli_usage_error("campaign", "--traces is required");
-    if (!o->out) return plena_cli_usage_error("campaign", "--out DIR is required");
+    return parse_u64(v, &o->target);
+}
+
+static int parse_target_for(const struct plena_opt *row, const char *v, void *base, char *msg,
+                            size_t n)
+{
+    (void)row;
+    struct copts *o = base;
+    const char *eq = strchr(v, '=');
+    if (o->n_tf == MAX_TARGETFS) {
+        snprintf(msg, n, "at most %d --target-for values", MAX_TARGETFS);
+        return -1;
+    }
+    if (!eq || eq == v || (size_t)(eq - v) >= sizeof o->tf_names[0]) return -1;
+    struct plena_campaign_target_for *t = &o->tf[o->n_tf];
+    memset(t, 0, sizeof *t);
+    if (!strcmp(eq + 1, "all"))
+        t->all = 1;
+    else if (parse_u64(eq + 1, &t->target))
+        return -1;
+    memcpy(o->tf_names[o->n_tf], v, (size_t)(eq - v));
+    o->tf_names[o->n_tf][eq - v] = 0;
+    t->benchmark = o->tf_names[o->n_tf];
+    o->n_tf++;
     return 0;
 }
 
-/* argv template: the self binary running `replay`, or the test hook */
+static int parse_jobs(const struct plena_opt *row, const char *v, void *base, char *msg, size_t n)
+{
+    (void)row, (void)msg, (void)n;
+    struct copts *o = base;
+    uint64_t x;
+    if (!strcmp(v, "auto")) {
+        o->jobs_auto = 1;
+        return 0;
+    }
+    if (parse_u64(v, &x) || !x || x > 4096) return -1;
+    o->jobs = (unsigned)x;
+    return 0;
+}
+
+static const struct plena_opt_enum progress_modes = {.names = (const char *const[]){"none", NULL}};
+static const struct plena_opt_enum units = {.names =
+                                                (const char *const[]){"sample", "trace", NULL}};
+
+#define C struct copts
+static const struct plena_opt common_rows[] = {
+    {.names = "--traces",
+     .kind = PLENA_OPT_LIST,
+     .metavar = "IN...",
+     PLENA_OPT_FIELD(C, traces),
+     .flags = PLENA_OPT_REQUIRED | PLENA_OPT_REPEAT | PLENA_OPT_GREEDY,
+     .help = "directories (*.json, *.jsonl), trace files, sets or lists; takes every following "
+             "argument up to the next --option"},
+    {.names = "--out",
+     .kind = PLENA_OPT_PATH,
+     .metavar = "DIR",
+     PLENA_OPT_FIELD(C, out),
+     .flags = PLENA_OPT_REQUIRED,
+     .help = "campaign directory"},
+    PLENA_OPT_FLAG_ROW("--skip-invalid", C, skip_invalid,
+                       "list invalid traces in the report instead of stopping"),
+    {.names = "--worker-cmd",
+     .kind = PLENA_OPT_STR,
+     .metavar = "'ARGV'",
+     PLENA_OPT_FIELD(C, worker_cmd),
+     .def_text = "plena replay {trace} --out {out} and the replay options",
+     .help = "testing hook: worker argv template with {trace} {out} {trace_id} {dir} "
+             "{fingerprint}"},
+};
+static const struct plena_opt select_rows[] = {
+    {.names = "--target",
+     .kind = PLENA_OPT_CUSTOM,
+     .metavar = "N|all",
+     PLENA_OPT_FIELD(C, target),
+     .parse = parse_target,
+     .expect = "N or all",
+     .def_text = "none; required unless selection.json is reused",
+     .help = "units to select"},
+    {.names = "--seed",
+     .kind = PLENA_OPT_UINT,
+     .metavar = "S",
+     PLENA_OPT_FIELD(C, seed),
+     .max = UINT64_MAX,
+     .def_text = "none; required unless selection.json is reused",
+     .help = "shuffle seed"},
+    {.names = "--by",
+     .kind = PLENA_OPT_STR,
+     .metavar = "FIELD",
+     PLENA_OPT_FIELD(C, by),
+     .def = "category",
+     .help = "stratum field: category (missing = uncategorized), benchmark, phase, sample_id or "
+             "layer"},
+    PLENA_OPT_ENUM_ROW("--unit", "U", C, unit_trace, &units,
+                       "sample: (benchmark, sample_id) units; trace: one unit per trace"),
+    {.names = "--target-for",
+     .kind = PLENA_OPT_CUSTOM,
+     .metavar = "B=N|all",
+     PLENA_OPT_FIELD(C, tf),
+     .parse = parse_target_for,
+     .expect = "B=N or B=all",
+     .def_text = "none",
+     .flags = PLENA_OPT_REPEAT,
+     .help = "the target of benchmark B"},
+    PLENA_OPT_FLAG_ROW("--reselect", C, reselect, "recompute an existing selection.json"),
+};
+static const struct plena_opt width_rows[] = {
+    {.names = "--jobs",
+     .kind = PLENA_OPT_CUSTOM,
+     .metavar = "J|auto",
+     PLENA_OPT_FIELD(C, jobs),
+     .parse = parse_jobs,
+     .expect = "an integer from 1 to 4096 or auto",
+     .def = "1",
+     .help = "worker processes (auto: the width formula of 7.5; the determinism gate then uses "
+             "4)"},
+    PLENA_OPT_UINT_ROW("--samples", "K", C, samples, 1, 1000000,
+                       "traces in the determinism gate's subset"),
+};
+static const struct plena_opt attempts_rows[] = {
+    PLENA_OPT_UINT_ROW("--max-attempts", "N", C, max_attempts, 1, 1000,
+                       "attempts per trace over all resumes"),
+};
+static const struct plena_opt run_rows[] = {
+    PLENA_OPT_FLAG_ROW("--reset-attempts", C, reset_attempts,
+                       "count attempts from zero for this invocation"),
+    PLENA_OPT_FLAG_ROW("--no-determinism-gate", C, no_gate,
+                       "run without a passed determinism gate (the report records it)"),
+    {.names = "--progress-interval",
+     .kind = PLENA_OPT_DOUBLE,
+     .metavar = "S",
+     PLENA_OPT_FIELD(C, progress_interval),
+     .dmin = 0,
+     .dmax = INFINITY,
+     .flags = PLENA_OPT_MIN_OPEN,
+     .def = "30",
+     .help = "seconds between progress lines when standard error is not a terminal"},
+    {.names = "--progress",
+     .kind = PLENA_OPT_CHOICE,
+     .metavar = "none",
+     PLENA_OPT_FIELD(C, progress),
+     .choices = &progress_modes,
+     .def_text = "progress lines on standard error",
+     .help = "none: no progress lines"},
+    {.names = "--memory-fraction",
+     .kind = PLENA_OPT_DOUBLE,
+     .metavar = "F",
+     PLENA_OPT_FIELD(C, memory_fraction),
+     .dmin = 0,
+     .dmax = 1,
+     .flags = PLENA_OPT_MIN_OPEN,
+     .def_text = "0.70",
+     .help = "--jobs auto: share of MemAvailable the workers may use"},
+    {.names = "--max-jobs",
+     .kind = PLENA_OPT_UINT,
+     .metavar = "N",
+     PLENA_OPT_FIELD(C, max_jobs),
+     .min = 1,
+     .max = 4096,
+     .def_text = "none",
+     .help = "--jobs auto: upper bound of the width"},
+};
+static const struct plena_opt mpi_rows[] = {
+    PLENA_OPT_FLAG_ROW("--mpi", C, mpi,
+                       "distribute over MPI ranks (mpirun -n R plena campaign run --mpi ...): "
+                       "rank 0 writes everything, the others replay into a scratch directory and "
+                       "send results.json and stage_profile.json"),
+    {.names = "--shared-fs",
+     .kind = PLENA_OPT_FLAG,
+     PLENA_OPT_FIELD(C, shared_fs),
+     .ival = 1,
+     .needs = "--mpi",
+     .help = "ranks write straight into --out (a file system every rank sees)"},
+    {.names = "--scratch",
+     .kind = PLENA_OPT_PATH,
+     .metavar = "DIR",
+     PLENA_OPT_FIELD(C, scratch),
+     .needs = "--mpi",
+     .def_text = "$TMPDIR or /tmp",
+     .help = "parent of the rank-local scratch directories"},
+};
+#undef C
+
+#define GROUP(title, rows)                                                                         \
+    {                                                                                              \
+        title, rows, sizeof rows / sizeof rows[0], 0, 0                                            \
+    }
+#define REPLAY_GROUP                                                                               \
+    {                                                                                              \
+        "replay options (enter the fingerprint; passed to every worker)", plena_cli_replay_rows,   \
+            0, offsetof(struct copts, ro), 1                                                       \
+    }
+static const struct plena_opt_group select_groups[] = {GROUP(NULL, common_rows), REPLAY_GROUP,
+                                                       GROUP("select", select_rows)};
+static const struct plena_opt_group det_groups[] = {GROUP(NULL, common_rows), REPLAY_GROUP,
+                                                    GROUP("determinism", width_rows),
+                                                    GROUP("mpi", mpi_rows)};
+static const struct plena_opt_group run_groups[] = {
+    GROUP(NULL, common_rows),         REPLAY_GROUP,           GROUP("width", width_rows),
+    GROUP("attempts", attempts_rows), GROUP("run", run_rows), GROUP("mpi", mpi_rows)};
+static const struct plena_opt_group status_groups[] = {GROUP(NULL, common_rows), REPLAY_GROUP,
+                                                       GROUP("attempts", attempts_rows)};
+#undef GROUP
+#undef REPLAY_GROUP
+
+static void copts_init(void *p)
+{
+    struct copts *o = p;
+    plena_cli_replay_init(&o->ro);
+    o->max_attempts = 3;
+    o->samples = 20;
+}
+
+#define CAMPAIGN_SPEC(act, sum, desc, grp)                                                         \
+    {                                                                                              \
+        .name = "campaign " act, .summary = sum, .description = desc, .groups = grp,               \
+        .n_groups = sizeof grp / sizeof grp[0], .init = copts_init,                                \
+        .opts_size = sizeof(struct copts), .has_forward = 1,                                       \
+        .forward_off = offsetof(struct copts, pass)                                                \
+    }
+static const struct plena_cmd_spec select_spec = CAMPAIGN_SPEC(
+    "select", "stratified selection -> selection.json (7.2)",
+    "Selects --target units (Hamilton largest remainder over the --by strata, seeded shuffle) "
+    "and writes OUT/selection.json; every other action then works on the selection.",
+    select_groups);
+static const struct plena_cmd_spec det_spec = CAMPAIGN_SPEC(
+    "determinism", "serial vs parallel gate -> determinism.json (7.4)",
+    "Replays --samples traces serially and with J workers and compares the results with the "
+    "volatile keys removed; `campaign run` refuses to run without a passed gate.",
+    det_groups);
+static const struct plena_cmd_spec run_spec = CAMPAIGN_SPEC(
+    "run", "checkpointed parallel replay with resume (7.6)",
+    "Replays every (selected) trace into OUT/replay/ with a manifest; a rerun resumes. Runs the "
+    "determinism gate first when none passed for this configuration.",
+    run_groups);
+static const struct plena_cmd_spec status_spec = CAMPAIGN_SPEC(
+    "status", "counts from the manifest and results (writes nothing)",
+    "Prints the counts of passed, failed, given-up and not-run traces.", status_groups);
+static const struct plena_cmd_spec report_spec =
+    CAMPAIGN_SPEC("report", "report.json, report.csv, report.md (7.9)",
+                  "Writes the campaign report from the manifest and results.", status_groups);
+#undef CAMPAIGN_SPEC
+
+/* argv template: the self binary running `replay` with the replay options
+ * as given, or the test hook; *owned (one block: the argv array, then a copy
+ * of --worker-cmd) is freed by the caller */
 static int build_worker(const struct copts *o, struct plena_campaign_worker *w, char ***owned,
                         struct plena_err *err)
 {
-    static const char *argv[MAX_PASS + 64];
+    const size_t cap = o->pass.n + 64;
+    const size_t cmd_len = o->worker_cmd ? strlen(o->worker_cmd) + 1 : 0;
+    const char **argv = plena_malloc(cap * sizeof *argv + cmd_len);
     size_t n = 0;
-    *owned = NULL;
+    *owned = (char **)argv;
+    if (!argv) return PLENA_FAIL(err, PLENA_E_NOMEM, "worker", "out of memory");
     if (o->worker_cmd) {
-        char *copy = plena_strdup(o->worker_cmd);
-        if (!copy) return PLENA_FAIL(err, PLENA_E_NOMEM, "worker", "out of memory");
+        char *copy = (char *)(argv + cap);
+        memcpy(copy, o->worker_cmd, cmd_len);
         char *save = NULL;
         for (char *t = strtok_r(copy, " ", &save); t && n < 60; t = strtok_r(NULL, " ", &save))
             argv[n++] = t;
-        *owned = (char **)copy; /* freed by the caller as one block */
     } else {
         static char self[4096];
         int rc = plena_campaign_self_exe(self, sizeof self, err);
@@ -325,8 +353,8 @@ static int build_worker(const struct copts *o, struct plena_campaign_worker *w, 
         argv[n++] = "{trace}";
         argv[n++] = "--out";
         argv[n++] = "{out}";
-        for (size_t i = 0; i < o->n_pass; i++)
-            argv[n++] = o->pass[i];
+        for (size_t i = 0; i < o->pass.n; i++)
+            argv[n++] = o->pass.v[i];
     }
     if (!n) return PLENA_FAIL(err, PLENA_E_USAGE, "--worker-cmd", "empty worker command");
     w->argv = argv;
@@ -379,19 +407,18 @@ static int do_select(const struct copts *o, struct plena_campaign_set *set, stru
     struct stat st;
     if (!o->reselect && !stat(p, &st)) {
         printf("selection: reusing %s (use --reselect to recompute)\n", p);
-        return 0;
+        return plena_status_exit_code(PLENA_OK);
     }
-    if (!o->target) return plena_cli_usage_error("campaign select", "--target N|all is required");
+    if (!o->have_target)
+        return plena_cli_usage_error("campaign select", "--target N|all is required");
     if (!o->have_seed) return plena_cli_usage_error("campaign select", "--seed S is required");
     struct plena_campaign_select_opts so;
     memset(&so, 0, sizeof so);
-    if (!strcmp(o->target, "all"))
-        so.target_all = 1;
-    else if (parse_u64(o->target, &so.target))
-        return plena_cli_usage_error("campaign select", "--target: expected N or all");
+    so.target_all = o->target_all;
+    so.target = o->target;
     so.seed = o->seed;
     so.by = o->by;
-    so.unit_trace = !strcmp(o->unit, "trace");
+    so.unit_trace = o->unit_trace;
     so.target_for = o->tf;
     so.n_target_for = o->n_tf;
     json_t *sel = NULL;
@@ -402,7 +429,7 @@ static int do_select(const struct copts *o, struct plena_campaign_set *set, stru
         printf("selection: %zu of %zu traces selected -> %s\n",
                json_array_size(json_object_get(sel, "selected_trace_ids")), set->n, p);
     json_decref(sel);
-    return rc ? plena_cli_report("campaign select", err) : 0;
+    return rc ? plena_cli_report("campaign select", err) : plena_status_exit_code(PLENA_OK);
 }
 
 static void det_opts(const struct copts *o, const struct plena_campaign_worker *w, const char *cfp,
@@ -411,7 +438,7 @@ static void det_opts(const struct copts *o, const struct plena_campaign_worker *
     memset(d, 0, sizeof *d);
     d->out_dir = o->out;
     d->samples = o->samples;
-    d->jobs = o->jobs_auto ? 4 : o->jobs;
+    d->jobs = o->jobs_auto ? 0 : o->jobs;
     d->config_fingerprint = cfp;
     d->worker = *w;
     d->stop = &g_stop;
@@ -422,14 +449,14 @@ static int det_verdict(const struct copts *o, const struct plena_campaign_det_su
 {
     if (s->interrupted) {
         fprintf(stderr, "plena campaign determinism: interrupted; no verdict written\n");
-        return 5;
+        return plena_status_exit_code(PLENA_E_INTERRUPTED);
     }
     int ok = !strcmp(s->status, "passed") || !strcmp(s->status, "skipped");
     printf("%s determinism status=%s traces=%zu parallel_width=%u mismatches=%zu report=%s/"
            "determinism.json\n",
            ok ? "PASS" : "FAIL", s->status, s->trace_count, s->parallel_width, s->mismatches,
            o->out);
-    return !strcmp(s->status, "passed") ? 0 : 1;
+    return plena_status_exit_code(!strcmp(s->status, "passed") ? PLENA_OK : PLENA_E_FAILED);
 }
 
 static int run_determinism(const struct copts *o, const struct plena_campaign_set *set,
@@ -445,27 +472,21 @@ static int run_determinism(const struct copts *o, const struct plena_campaign_se
     return det_verdict(o, &s);
 }
 
-/* The gate decision of `campaign run`: 0 go, 2 run the gate first, else the
- * exit code of a refusal (printed). *dstate is what the report records. */
-static int gate_decision(const struct copts *o, const char *cfp, const char **dstate,
-                         struct plena_err *err)
+/* The gate decision of `campaign run` (plena_campaign_gate_decision) with
+ * its note; on a refusal (printed) *code is its exit code. */
+static enum plena_campaign_gate gate_decision(const struct copts *o, const char *cfp,
+                                              const char **dstate, int *code, struct plena_err *err)
 {
-    *dstate = "passed";
-    if (o->no_gate) {
-        *dstate = "bypassed";
+    enum plena_campaign_gate g = plena_campaign_gate_decision(o->out, cfp, o->no_gate, dstate, err);
+    if (g == PLENA_CAMPAIGN_GATE_BYPASSED)
         fprintf(stderr, "plena campaign run: determinism gate bypassed (--no-determinism-gate); "
                         "the report records it\n");
-        return 0;
-    }
-    int c = plena_campaign_determinism_check(o->out, cfp, err);
-    if (c == 1) {
-        int code = plena_cli_report("campaign run", err);
-        return code == 2 ? 1 : code; /* never confused with "run the gate" */
-    }
-    if (c == 2)
+    else if (g == PLENA_CAMPAIGN_GATE_REFUSED)
+        *code = plena_cli_report("campaign run", err);
+    else if (g == PLENA_CAMPAIGN_GATE_RUN_FIRST)
         fprintf(stderr, "plena campaign run: no determinism report for this configuration: "
                         "running the determinism gate first\n");
-    return c == 2 ? 2 : 0;
+    return g;
 }
 
 static void refuse_note(const struct copts *o)
@@ -479,7 +500,7 @@ static struct pctx g_pc;
 static void run_opts(const struct copts *o, const struct plena_campaign_worker *w,
                      const char *dstate, int with_progress, struct plena_campaign_run_opts *ro)
 {
-    g_pc = (struct pctx){isatty(2), o->progress_none, o->progress_interval, 0, (size_t)-1, 0};
+    g_pc = (struct pctx){isatty(2), o->progress != NULL, o->progress_interval, 0, (size_t)-1, 0};
     memset(ro, 0, sizeof *ro);
     ro->out_dir = o->out;
     ro->jobs = o->jobs_auto ? 0 : o->jobs;
@@ -519,15 +540,16 @@ static int do_run(const struct copts *o, const struct plena_campaign_set *set,
                   const struct plena_campaign_worker *w, const char *cfp, struct plena_err *err)
 {
     const char *dstate;
-    int g = gate_decision(o, cfp, &dstate, err);
-    if (g == 2) {
+    int code = plena_status_exit_code(PLENA_OK);
+    enum plena_campaign_gate g = gate_decision(o, cfp, &dstate, &code, err);
+    if (g == PLENA_CAMPAIGN_GATE_RUN_FIRST) {
         int rc = run_determinism(o, set, w, cfp, err);
         if (rc) {
             refuse_note(o);
             return rc;
         }
-    } else if (g)
-        return g;
+    } else if (g == PLENA_CAMPAIGN_GATE_REFUSED)
+        return code;
     struct plena_campaign_run_opts ro;
     run_opts(o, w, dstate, 1, &ro);
     struct plena_campaign_run_summary s;
@@ -535,36 +557,14 @@ static int do_run(const struct copts *o, const struct plena_campaign_set *set,
     return run_summary(&s, rc, "", err);
 }
 
-/* Loads the inputs and applies selection.json when one exists; 0 or the
+/* The inputs, cut to selection.json (all actions but select); 0 or the
  * exit code (printed). */
 static int load_inputs(struct copts *o, struct plena_campaign_set *set, char cfp[65],
                        struct plena_err *err)
 {
-    char settings_sha[65];
-    memset(set, 0, sizeof *set);
-    if (plena_replay_settings_sha256(o->ro.settings_path, settings_sha, err) ||
-        plena_campaign_config_fingerprint(&o->ro, settings_sha, cfp, err))
+    if (plena_campaign_open(o->traces.v, o->traces.n, &o->ro, o->skip_invalid, o->out,
+                            strcmp(o->action, "select") != 0, set, cfp, err))
         return plena_cli_report("campaign", err);
-    if (plena_campaign_load(o->traces, o->n_traces, &o->ro, settings_sha, o->skip_invalid, set,
-                            err)) {
-        plena_campaign_set_free(set);
-        return plena_cli_report("campaign", err);
-    }
-    if (!strcmp(o->action, "select")) return 0;
-    /* every other action works on the selection when one exists */
-    char p[4300];
-    snprintf(p, sizeof p, "%s/selection.json", o->out);
-    struct stat st;
-    if (!stat(p, &st)) {
-        json_t *sel = NULL;
-        if (plena_replay_json_read_file(p, &sel, err) ||
-            plena_campaign_apply_selection(set, sel, err)) {
-            json_decref(sel);
-            plena_campaign_set_free(set);
-            return plena_cli_report("campaign", err);
-        }
-        json_decref(sel);
-    }
     return 0;
 }
 
@@ -594,7 +594,7 @@ static int mpi_main(struct copts *o)
     const char *dstate = "passed";
     int is_det = !strcmp(o->action, "determinism");
     int64_t plan[2] = {0, 0}; /* [0] nonzero: every rank stops; [1] run the gate */
-    int code = 0;
+    int code = plena_status_exit_code(PLENA_OK);
     struct plena_campaign_worker w;
     char **owned = NULL;
     if (build_worker(o, &w, &owned, &err)) {
@@ -611,11 +611,8 @@ static int mpi_main(struct copts *o)
             if (is_det)
                 plan[1] = 1;
             else {
-                int g = gate_decision(o, cfp, &dstate, &err);
-                if (g == 2)
+                if (gate_decision(o, cfp, &dstate, &code, &err) == PLENA_CAMPAIGN_GATE_RUN_FIRST)
                     plan[1] = 1;
-                else
-                    code = g;
             }
         }
         if (!code && plena_mkdir_p(o->out, &err)) code = plena_cli_report(where, &err);
@@ -634,7 +631,7 @@ static int mpi_main(struct copts *o)
         else if (rank == 0)
             code = det_verdict(o, &ds);
         else
-            code = ds.interrupted ? 5 : 0;
+            code = plena_status_exit_code(ds.interrupted ? PLENA_E_INTERRUPTED : PLENA_OK);
         int64_t g = code;
         plena_campaign_mpi_bcast_ints(m, &g, 1); /* rank 0's verdict decides for all */
         if (is_det) goto out;
@@ -660,55 +657,15 @@ out:
     return plena_campaign_mpi_finish(m, code);
 }
 
-/* plena campaign canonical-hash FILE [--drop KEY]...: SHA-256 of the JSON
- * file's canonical form with the volatile keys of 0.4 removed (and top-level
- * KEYs dropped), as the determinism gate compares results; for scripts. */
-static int canonical_hash(int argc, char **argv)
+/* One action after parsing: the checks that need the build (MPI), then
+ * the action's work and its exit code. */
+static int campaign_main(struct copts *op)
 {
-    if (argc < 3) return plena_cli_usage_error("campaign", "canonical-hash FILE [--drop KEY]...");
-    struct plena_err err;
-    plena_err_clear(&err);
-    json_t *v = NULL;
-    if (plena_replay_json_read_file(argv[2], &v, &err))
-        return plena_cli_report("campaign canonical-hash", &err);
-    for (int i = 3; i < argc; i++) {
-        if (strcmp(argv[i], "--drop") || i + 1 >= argc) {
-            json_decref(v);
-            return plena_cli_usage_error("campaign", "canonical-hash: unknown option '%s'",
-                                         argv[i]);
-        }
-        json_object_del(v, argv[++i]);
-    }
-    char hex[65];
-    int rc = plena_replay_json_sha256(v, 1, hex, &err);
-    json_decref(v);
-    if (rc) return plena_cli_report("campaign canonical-hash", &err);
-    printf("%s\n", hex);
-    return 0;
-}
-
-int plena_cmd_campaign(int argc, char **argv)
-{
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        print_usage();
-        return 0;
-    }
-    if (argc >= 2 && !strcmp(argv[1], "canonical-hash")) return canonical_hash(argc, argv);
-    struct copts o;
-    int rc = parse_args(argc, argv, &o);
-    if (rc < 0) return 0;
-    if (rc) return rc;
+    struct copts o = *op;
+    int rc;
     const char *act = o.action;
-    if (strcmp(act, "select") && strcmp(act, "determinism") && strcmp(act, "run") &&
-        strcmp(act, "status") && strcmp(act, "report"))
-        return plena_cli_usage_error("campaign", "unknown action '%s'", act);
     if (o.mpi && !plena_campaign_have_mpi())
         return plena_cli_usage_error("campaign", "--mpi: built without MPI");
-    if (o.mpi && strcmp(act, "run") && strcmp(act, "determinism"))
-        return plena_cli_usage_error("campaign", "--mpi: only run and determinism are distributed");
-    if (!o.mpi && (o.shared_fs || o.scratch))
-        return plena_cli_usage_error("campaign", "--shared-fs and --scratch need --mpi");
-
     if (o.mpi) return mpi_main(&o);
     install_signals();
 
@@ -717,7 +674,7 @@ int plena_cmd_campaign(int argc, char **argv)
     char cfp[65];
     struct plena_campaign_set set;
     if ((rc = load_inputs(&o, &set, cfp, &err))) return rc;
-    int code = 0;
+    int code = plena_status_exit_code(PLENA_OK);
     if (!strcmp(act, "select")) {
         code = do_select(&o, &set, &err);
         plena_campaign_set_free(&set);
@@ -741,7 +698,7 @@ int plena_cmd_campaign(int argc, char **argv)
             code = plena_cli_report("campaign report", &err);
         else {
             printf("%s campaign report=%s/report.json\n", passed ? "PASS" : "FAIL", o.out);
-            code = passed ? 0 : 1;
+            code = plena_status_exit_code(passed ? PLENA_OK : PLENA_E_FAILED);
         }
         plena_campaign_set_free(&set);
         return code;
@@ -750,6 +707,7 @@ int plena_cmd_campaign(int argc, char **argv)
     struct plena_campaign_worker w;
     char **owned = NULL;
     if ((rc = build_worker(&o, &w, &owned, &err))) {
+        plena_free(owned);
         plena_campaign_set_free(&set);
         return plena_cli_report("campaign", &err);
     }
@@ -761,3 +719,116 @@ int plena_cmd_campaign(int argc, char **argv)
     plena_campaign_set_free(&set);
     return code;
 }
+
+/* plena campaign canonical-hash FILE [--drop KEY]...: SHA-256 of the JSON
+ * file's canonical form with the volatile keys of 0.4 removed (and top-level
+ * KEYs dropped), as the determinism gate compares results; for scripts. */
+struct hash_cli {
+    const char *file;
+    struct plena_opt_list drop;
+};
+static const struct plena_opt hash_rows[] = {
+    PLENA_OPT_LIST_ROW("--drop", "KEY", struct hash_cli, drop, "also remove this top-level key"),
+};
+static const struct plena_opt_pos hash_pos[] = {
+    {"FILE", "a JSON file (results.json, determinism.json, ...)", offsetof(struct hash_cli, file),
+     1, 1}};
+static const struct plena_opt_group hash_groups[] = {{NULL, hash_rows, 1, 0, 0}};
+static const struct plena_cmd_spec hash_spec = {
+    .name = "campaign canonical-hash",
+    .summary = "SHA-256 of a JSON file as the determinism gate compares it (for scripts)",
+    .description = "Prints the SHA-256 of FILE's canonical form (spec 0.4) with the volatile keys "
+                   "removed, as the determinism gate compares results.",
+    .pos = hash_pos,
+    .n_pos = 1,
+    .groups = hash_groups,
+    .n_groups = 1,
+    .opts_size = sizeof(struct hash_cli),
+};
+
+static int canonical_hash(int argc, char **argv)
+{
+    struct hash_cli c;
+    struct plena_opts_result pr;
+    int code;
+    if (plena_cli_parse(&hash_spec, argc, argv, &c, &pr, &code)) return code;
+    struct plena_err err;
+    plena_err_clear(&err);
+    json_t *v = NULL;
+    if (plena_replay_json_read_file(c.file, &v, &err)) {
+        plena_opts_free(&hash_spec, &c);
+        return plena_cli_report("campaign canonical-hash", &err);
+    }
+    for (size_t i = 0; i < c.drop.n; i++)
+        json_object_del(v, c.drop.v[i]);
+    plena_opts_free(&hash_spec, &c);
+    char hex[65];
+    int rc = plena_replay_json_sha256(v, 1, hex, &err);
+    json_decref(v);
+    if (rc) return plena_cli_report("campaign canonical-hash", &err);
+    printf("%s\n", hex);
+    return plena_status_exit_code(PLENA_OK);
+}
+
+static int campaign_action(const struct plena_cmd_spec *spec, int argc, char **argv)
+{
+    struct copts o;
+    struct plena_opts_result pr;
+    int rc;
+    if (plena_cli_parse(spec, argc, argv, &o, &pr, &rc)) return rc;
+    o.action = argv[0];
+    o.have_target = plena_opts_given(spec, &pr, "--target") > 0;
+    o.have_seed = plena_opts_given(spec, &pr, "--seed") > 0;
+    int code = campaign_main(&o);
+    plena_opts_free(spec, &o);
+    return code;
+}
+
+static int cmd_select(int argc, char **argv)
+{
+    return campaign_action(&select_spec, argc, argv);
+}
+static int cmd_determinism(int argc, char **argv)
+{
+    return campaign_action(&det_spec, argc, argv);
+}
+static int cmd_run(int argc, char **argv)
+{
+    return campaign_action(&run_spec, argc, argv);
+}
+static int cmd_status(int argc, char **argv)
+{
+    return campaign_action(&status_spec, argc, argv);
+}
+static int cmd_report(int argc, char **argv)
+{
+    return campaign_action(&report_spec, argc, argv);
+}
+
+static void campaign_notes(struct plena_buf *b)
+{
+    struct plena_buf keys;
+    plena_buf_init(&keys);
+    for (size_t i = 0; i < plena_replay_n_volatile_keys; i++)
+        plena_buf_printf(&keys, "%s%s", i ? ", " : "", plena_replay_volatile_keys[i]);
+    plena_buf_puts(b, "volatile keys removed before comparing results (spec 0.4):\n  ");
+    plena_opts_put_wrapped(b, keys.data ? keys.data : "", 2, 2);
+    plena_buf_free(&keys);
+    plena_buf_printf(b, "mpi: %s\n",
+                     plena_campaign_have_mpi() ? "built with MPI" : "built without MPI");
+}
+
+static const struct plena_cli_sub campaign_subs[] = {
+    {"select", cmd_select, &select_spec}, {"determinism", cmd_determinism, &det_spec},
+    {"run", cmd_run, &run_spec},          {"status", cmd_status, &status_spec},
+    {"report", cmd_report, &report_spec}, {"canonical-hash", canonical_hash, &hash_spec},
+};
+
+const struct plena_cli_cmd plena_cli_cmd_campaign = {
+    .subs = campaign_subs,
+    .n_subs = sizeof campaign_subs / sizeof campaign_subs[0],
+    .description = "Campaigns over many route traces (spec/traces-and-replay.md 7): plena "
+                   "campaign ACTION --traces DIR|SET|LIST... --out DIR [options]. Every action "
+                   "but select works on OUT/selection.json when it exists.",
+    .notes_fn = campaign_notes,
+};

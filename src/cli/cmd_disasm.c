@@ -1,6 +1,7 @@
 /* plena disasm: machine code (.mem, spec/numerics-and-files.md 8) to
  * canonical assembly (spec/isa.md 13.6), one line per word, to stdout or -o
- * (written atomically). Exit 0 / 2 usage / 3 input / 4 output. */
+ * (written atomically). */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -9,33 +10,42 @@
 #include "isa/disasm.h"
 #include "isa/program.h"
 
-static const char help[] =
-    "usage: plena disasm IN.mem [-o OUT.asm]\n\n"
-    "Disassembles PLENA machine code into canonical assembly, every optional\n"
-    "operand written out; invalid opcodes become `.word 0xXXXXXXXX`.\n\n"
-    "  -o OUT.asm   write to a file (atomically) instead of standard output\n\n"
-    "exit status: 0 success, 2 usage, 3 invalid input, 4 output not writable\n";
+struct disasm_cli {
+    const char *in, *out;
+};
 
-int plena_cmd_disasm(int argc, char **argv)
+static const struct plena_opt disasm_rows[] = {
+    {.names = "-o",
+     .kind = PLENA_OPT_PATH,
+     .metavar = "OUT.asm",
+     PLENA_OPT_FIELD(struct disasm_cli, out),
+     .def_text = "standard output",
+     .help = "write to a file (atomically) instead of standard output"},
+};
+static const struct plena_opt_group disasm_groups[] = {{NULL, disasm_rows, 1, 0, 0}};
+static const struct plena_opt_pos disasm_pos[] = {{"IN.mem",
+                                                   "machine code, one 0xXXXXXXXX word per line",
+                                                   offsetof(struct disasm_cli, in), 1, 1}};
+
+static const struct plena_cmd_spec plena_disasm_spec = {
+    .name = "disasm",
+    .summary = "disassemble PLENA machine code into assembly",
+    .description = "Disassembles PLENA machine code into canonical assembly, every optional "
+                   "operand written out; invalid opcodes become `.word 0xXXXXXXXX`.",
+    .pos = disasm_pos,
+    .n_pos = 1,
+    .groups = disasm_groups,
+    .n_groups = 1,
+    .opts_size = sizeof(struct disasm_cli),
+};
+
+static int cmd_disasm(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (!strcmp(a, "-o")) {
-            if (i + 1 >= argc) return plena_cli_usage_error("disasm", "-o needs a value");
-            out = argv[++i];
-        } else if (a[0] == '-' && a[1]) {
-            return plena_cli_usage_error("disasm", "unknown option '%s'", a);
-        } else if (!in) {
-            in = a;
-        } else {
-            return plena_cli_usage_error("disasm", "more than one input file ('%s', '%s')", in, a);
-        }
-    }
-    if (!in) return plena_cli_usage_error("disasm", "missing input file");
+    struct disasm_cli c;
+    struct plena_opts_result pr;
+    int code;
+    if (plena_cli_parse(&plena_disasm_spec, argc, argv, &c, &pr, &code)) return code;
+    const char *in = c.in, *out = c.out;
     struct plena_program p;
     struct plena_err err;
     plena_err_clear(&err);
@@ -52,5 +62,7 @@ int plena_cmd_disasm(int argc, char **argv)
         }
     }
     plena_buf_free(&b);
-    return rc ? plena_cli_report("disasm", &err) : 0;
+    return rc ? plena_cli_report("disasm", &err) : plena_status_exit_code(PLENA_OK);
 }
+
+const struct plena_cli_cmd plena_cli_cmd_disasm = {.spec = &plena_disasm_spec, .fn = cmd_disasm};

@@ -1,9 +1,9 @@
 /* plena gates timing|repeat|functional (spec/timing-and-profile.md 9.1,
- * spec/traces-and-replay.md 6): parses the flags, runs the library
- * (src/run/gates.h, src/replay/gates.h), prints one PASS/FAIL line per gate
- * and returns 0 / 1 / 2 / 3 (4 / 5 for output and resource errors). */
+ * spec/traces-and-replay.md 6): the option tables, one PASS/FAIL line per
+ * gate, and the exit status of the verdict. The gates themselves are
+ * src/run/gates.h and src/replay/gates.h. */
+#include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -11,141 +11,58 @@
 #include "replay/gates.h"
 #include "run/gates.h"
 
-static void usage(FILE *f)
-{
-    fprintf(
-        f, "usage: plena gates timing [--out DIR] [--set TABLE.KEY=VALUE]... [--threads N]\n"
-           "       plena gates repeat BUILD_DIR [--repeats N] [--settings FILE]\n"
-           "       plena gates functional BUILD_DIR [--settings FILE]\n\n"
-           "  --out DIR        timing: output root (default ./plena_timing_gates)\n"
-           "  --set T.K=V      timing: settings override applied to every case (repeatable)\n"
-           "  --threads N      timing: host threads (>= 1)\n"
-           "  BUILD_DIR        repeat/functional: a build directory of 'plena replay'\n"
-           "                   (functional needs the dumps of --keep-dumps)\n"
-           "  --repeats N      repeat: emulator runs into BUILD_DIR/repeat/NN (N >= 2, default 3)\n"
-           "  --settings FILE  repeat/functional: the replay's settings (default: the file\n"
-           "                   recorded in run_stats.json, else the built-in lookup)\n");
-}
+/* ---- timing ---- */
 
-/* plena gates repeat|functional BUILD_DIR [...] (traces-and-replay.md 6.3, 6.4) */
-static int replay_gate(int argc, char **argv)
-{
-    const int is_repeat = !strcmp(argv[1], "repeat");
-    struct plena_replay_gate_opts o = {NULL, NULL, 3};
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (a[0] != '-' || !a[1]) {
-            if (o.build_dir) return plena_cli_usage_error("gates", "unexpected argument '%s'", a);
-            o.build_dir = a;
-            continue;
-        }
-        size_t alen = strcspn(a, "=");
-        int known = (alen == 10 && !strncmp(a, "--settings", 10)) ||
-                    (is_repeat && alen == 9 && !strncmp(a, "--repeats", 9));
-        if (!known) return plena_cli_usage_error("gates", "unknown option '%s'", a);
-        const char *val = a[alen] == '=' ? a + alen + 1 : i + 1 < argc ? argv[++i] : NULL;
-        if (!val)
-            return plena_cli_usage_error("gates", "option '%.*s' needs a value", (int)alen, a);
-        if (alen == 10) {
-            o.settings_path = val;
-        } else {
-            char *end;
-            long n = strtol(val, &end, 10);
-            if (*end || end == val || n < 2 || n > 99)
-                return plena_cli_usage_error(
-                    "gates", "--repeats: expected an integer from 2 to 99, found '%s'", val);
-            o.repeats = (unsigned)n;
-        }
-    }
-    if (!o.build_dir) return plena_cli_usage_error("gates", "%s: BUILD_DIR missing", argv[1]);
-    struct plena_replay_gate_report r;
-    struct plena_err err = {0};
-    int rc = is_repeat ? plena_replay_gate_repeat(&o, &r, &err)
-                       : plena_replay_gate_functional(&o, &r, &err);
-    if (rc) {
-        /* not evaluated: not passed either (6.1); say so on the gate line */
-        int code = plena_cli_report("gates", &err);
-        printf("FAIL %s not_evaluated build_dir=%s\n", argv[1], o.build_dir);
-        return code ? code : 1;
-    }
-    char line[1200];
-    plena_replay_gate_format_line(argv[1], &r, line, sizeof line);
-    fputs(line, stdout);
-    return r.passed ? 0 : 1;
-}
+struct timing_cli {
+    struct plena_gates_opts o;
+    struct plena_opt_list sets;
+};
 
-int plena_cmd_gates(int argc, char **argv)
+static const struct plena_opt timing_rows[] = {
+    {.names = "--out",
+     .kind = PLENA_OPT_PATH,
+     .metavar = "DIR",
+     PLENA_OPT_FIELD(struct timing_cli, o.out_dir),
+     .def_text = "./plena_timing_gates",
+     .help = "output root: one directory per case"},
+    PLENA_OPT_LIST_ROW("--set", "TABLE.KEY=VALUE", struct timing_cli, sets,
+                       "settings override applied to every case, after the 9.2 case values"),
+    {.names = "--threads",
+     .kind = PLENA_OPT_UINT,
+     .metavar = "N",
+     PLENA_OPT_FIELD(struct timing_cli, o.threads),
+     .min = 1,
+     .max = 4096,
+     .def = "1",
+     .help = "host threads (never changes outputs)"},
+};
+static const struct plena_opt_group timing_groups[] = {{NULL, timing_rows, 3, 0, 0}};
+static const struct plena_cmd_spec timing_spec = {
+    .name = "gates timing",
+    .summary = "timing validation gates G1, G2, G5, profile accounting, repeat determinism",
+    .description = "Runs the timing gate cases of spec/timing-and-profile.md 9 and prints one "
+                   "PASS/FAIL line per gate, then \"timing gates: N/M passed\".",
+    .groups = timing_groups,
+    .n_groups = 1,
+    .opts_size = sizeof(struct timing_cli),
+};
+
+static int cmd_timing(int argc, char **argv)
 {
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        usage(stdout);
-        return 0;
-    }
-    if (argc >= 2 && (!strcmp(argv[1], "repeat") || !strcmp(argv[1], "functional")))
-        return replay_gate(argc, argv);
-    if (argc < 2 || strcmp(argv[1], "timing"))
-        return plena_cli_usage_error("gates", "expected 'timing', 'repeat' or 'functional'");
-    struct plena_gates_opts o = {NULL, NULL, 0, 1};
-    const char **sets = plena_calloc((size_t)argc, sizeof *sets);
-    if (!sets) {
-        fprintf(stderr, "plena gates: out of memory\n");
-        return 5;
-    }
-    size_t n_sets = 0;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = NULL;
-        size_t alen = strcspn(a, "=");
-        int has_eq = a[alen] == '=';
-        int known = (alen == 5 && !strncmp(a, "--out", 5)) ||
-                    (alen == 5 && !strncmp(a, "--set", 5)) ||
-                    (alen == 9 && !strncmp(a, "--threads", 9));
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            plena_free(sets);
-            return 0;
-        }
-        if (!known) {
-            plena_free(sets);
-            return plena_cli_usage_error("gates", "unknown option '%s'", a);
-        }
-        if (has_eq)
-            val = a + alen + 1;
-        else if (i + 1 < argc)
-            val = argv[++i];
-        else {
-            plena_free(sets);
-            return plena_cli_usage_error("gates", "option '%.*s' needs a value", (int)alen, a);
-        }
-        if (!strncmp(a, "--out", 5))
-            o.out_dir = val;
-        else if (!strncmp(a, "--set", 5))
-            sets[n_sets++] = val;
-        else {
-            char *end;
-            long t = strtol(val, &end, 10);
-            if (*end || t < 1 || t > 4096) {
-                plena_free(sets);
-                return plena_cli_usage_error(
-                    "gates", "--threads: expected an integer >= 1, found '%s'", val);
-            }
-            o.threads = (unsigned)t;
-        }
-    }
-    o.overrides = sets;
-    o.n_overrides = n_sets;
+    struct timing_cli c;
+    struct plena_opts_result pr;
+    int code;
+    if (plena_cli_parse(&timing_spec, argc, argv, &c, &pr, &code)) return code;
+    c.o.overrides = c.sets.v;
+    c.o.n_overrides = c.sets.n;
     struct plena_gates_report *r = plena_malloc(sizeof *r);
     if (!r) {
-        plena_free(sets);
-        fprintf(stderr, "plena gates: out of memory\n");
-        return 5;
+        plena_opts_free(&timing_spec, &c);
+        return plena_cli_nomem("gates");
     }
     struct plena_err err = {0};
-    int rc = plena_gates_timing_run(&o, r, &err);
-    plena_free(sets);
+    int rc = plena_gates_timing_run(&c.o, r, &err);
+    plena_opts_free(&timing_spec, &c);
     if (rc) {
         plena_free(r);
         return plena_cli_report("gates", &err);
@@ -160,7 +77,102 @@ int plena_cmd_gates(int argc, char **argv)
     plena_buf_printf(&b, "timing gates: %zu/%d passed\n", r->n_passed, PLENA_GATE_COUNT);
     if (b.data) fputs(b.data, stdout);
     plena_buf_free(&b);
-    int code = plena_status_exit_code(plena_gates_status(r));
+    code = plena_status_exit_code(plena_gates_status(r));
     plena_free(r);
     return code;
 }
+
+/* ---- repeat and functional: a reopened replay build directory (6.3, 6.4) ---- */
+
+#define G struct plena_replay_gate_opts
+static const struct plena_opt settings_row = {
+    .names = "--settings",
+    .kind = PLENA_OPT_PATH,
+    .metavar = "FILE",
+    PLENA_OPT_FIELD(G, settings_path),
+    .def_text = "the file recorded in run_stats.json, else the built-in lookup",
+    .help = "the replay's settings; they must reproduce the recorded fingerprint"};
+static const struct plena_opt repeat_rows[] = {
+    {.names = "--repeats",
+     .kind = PLENA_OPT_UINT,
+     .metavar = "N",
+     PLENA_OPT_FIELD(G, repeats),
+     .min = 2,
+     .max = 99,
+     .def = "3",
+     .help = "emulator runs into BUILD_DIR/repeat/NN"},
+    settings_row,
+};
+static const struct plena_opt functional_rows[] = {settings_row};
+static const struct plena_opt_pos build_dir_pos[] = {
+    {"BUILD_DIR", "a build directory of 'plena replay'", offsetof(G, build_dir), 1, 1}};
+#undef G
+static const struct plena_opt_group repeat_groups[] = {{NULL, repeat_rows, 2, 0, 0}};
+static const struct plena_opt_group functional_groups[] = {{NULL, functional_rows, 1, 0, 0}};
+
+static const struct plena_cmd_spec repeat_spec = {
+    .name = "gates repeat",
+    .summary = "repeat gate on a replay build directory (traces-and-replay 6.3)",
+    .description = "Reruns the emulator on the staged images of BUILD_DIR N times and compares "
+                   "every metric; writes BUILD_DIR/repeat_gate.json after the decision.",
+    .pos = build_dir_pos,
+    .n_pos = 1,
+    .groups = repeat_groups,
+    .n_groups = 1,
+    .opts_size = sizeof(struct plena_replay_gate_opts),
+};
+static const struct plena_cmd_spec functional_spec = {
+    .name = "gates functional",
+    .summary = "functional gate on a replay build directory (traces-and-replay 6.4)",
+    .description = "Compares the emulator dumps of BUILD_DIR with the reference (the build must "
+                   "have been replayed with --keep-dumps); writes BUILD_DIR/functional_gate.json "
+                   "after the decision.",
+    .pos = build_dir_pos,
+    .n_pos = 1,
+    .groups = functional_groups,
+    .n_groups = 1,
+    .opts_size = sizeof(struct plena_replay_gate_opts),
+};
+
+static int replay_gate(const struct plena_cmd_spec *spec, int is_repeat, int argc, char **argv)
+{
+    struct plena_replay_gate_opts o;
+    struct plena_opts_result pr;
+    int code;
+    if (plena_cli_parse(spec, argc, argv, &o, &pr, &code)) return code;
+    struct plena_replay_gate_report r;
+    struct plena_err err = {0};
+    int rc = is_repeat ? plena_replay_gate_repeat(&o, &r, &err)
+                       : plena_replay_gate_functional(&o, &r, &err);
+    if (rc) {
+        /* not evaluated: not passed either (6.1); say so on the gate line */
+        plena_cli_report("gates", &err);
+        printf("FAIL %s not_evaluated build_dir=%s\n", argv[0], o.build_dir);
+        return plena_status_exit_code(plena_status_worst(err.code, PLENA_E_FAILED));
+    }
+    char line[1200];
+    plena_replay_gate_format_line(argv[0], &r, line, sizeof line);
+    fputs(line, stdout);
+    return plena_status_exit_code(r.passed ? PLENA_OK : PLENA_E_FAILED);
+}
+
+static int cmd_repeat(int argc, char **argv)
+{
+    return replay_gate(&repeat_spec, 1, argc, argv);
+}
+
+static int cmd_functional(int argc, char **argv)
+{
+    return replay_gate(&functional_spec, 0, argc, argv);
+}
+
+static const struct plena_cli_sub gates_subs[] = {
+    {"timing", cmd_timing, &timing_spec},
+    {"repeat", cmd_repeat, &repeat_spec},
+    {"functional", cmd_functional, &functional_spec},
+};
+
+const struct plena_cli_cmd plena_cli_cmd_gates = {
+    .subs = gates_subs,
+    .n_subs = sizeof gates_subs / sizeof gates_subs[0],
+};

@@ -2,91 +2,19 @@
  * run session (src/run/) and print the stage table with the shared-vs-routed
  * split (spec/timing-and-profile.md 7.8); --check compares the emulator with
  * the bit-exact reference and the float64 bound (moe-lowering 7.1-7.2).
- * Staging lives in gen/build.c, running and checking in verify/; this file
- * only parses options, prints and picks exit codes. */
-#include <getopt.h>
-#include <jansson.h>
+ * The model checks and the --routing choice live in gen/build.c, reading a
+ * routing trace in trace/routing.c, running and checking in verify/; this
+ * file only parses options, prints and picks exit codes. */
+#include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/alloc.h"
-#include "common/fileio.h"
 #include "gen/build.h"
 #include "profile/profile.h"
 #include "trace/trace.h"
 #include "verify/verify.h"
-
-static void usage(void)
-{
-    printf("usage: plena moe --model NAME|FILE --tokens T [--routing device|balanced|random|FILE]\n"
-           "                 [--seed S] [--weights random|zero|representable] [--out DIR]\n"
-           "                 [--settings FILE] [--no-run] [--check] [--profile] [--program-only]\n"
-           "                 [--list-models]\n");
-}
-
-/* Route trace (schema v2, validated) -> FIXED routing of shape [T][k]. */
-static int load_trace(const char *path, const struct plena_moe_cfg *cfg, uint32_t T, uint32_t **ids,
-                      float **w)
-{
-    char *data = NULL;
-    size_t len = 0;
-    struct plena_err err;
-    plena_err_clear(&err);
-    if (plena_file_read_all(path, &data, &len, &err)) return plena_cli_report("moe", &err);
-    struct plena_trace_report rep;
-    plena_trace_report_init(&rep);
-    struct plena_trace_validate_options vo = {0, 0, 0};
-    int rc = plena_trace_validate_bytes(data, len, &vo, &rep);
-    if (rc) {
-        fprintf(stderr, "plena moe: --routing %s: not a valid route trace\n", path);
-        for (size_t i = 0; i < rep.n_errors; i++)
-            fprintf(stderr, "  %s %s: %s\n", rep.errors[i].code, rep.errors[i].path,
-                    rep.errors[i].message);
-        plena_trace_report_free(&rep);
-        plena_free(data);
-        return 1;
-    }
-    plena_trace_report_free(&rep);
-    json_error_t je;
-    json_t *root = json_loadb(data, len, 0, &je);
-    plena_free(data);
-    json_t *model = json_object_get(root, "model");
-    json_t *routing = json_object_get(root, "routing");
-    json_t *ti = json_object_get(routing, "topk_indices");
-    json_t *tw = json_object_get(routing, "topk_weights");
-    long long E = json_integer_value(json_object_get(model, "num_experts"));
-    long long k = json_integer_value(json_object_get(model, "top_k"));
-    long long H = json_integer_value(json_object_get(model, "hidden_size"));
-    size_t nt = json_array_size(ti);
-    if (E != cfg->E || k != cfg->k || H != cfg->H || nt != T) {
-        fprintf(stderr,
-                "plena moe: --routing %s: trace shape (hidden_size %lld, num_experts %lld, "
-                "top_k %lld, tokens %zu) does not match the model %s with --tokens %u "
-                "(hidden %u, experts %u, top_k %u)\n",
-                path, H, E, k, nt, cfg->name, T, cfg->H, cfg->E, cfg->k);
-        json_decref(root);
-        return 1;
-    }
-    *ids = plena_malloc((size_t)T * cfg->k * sizeof **ids);
-    *w = plena_malloc((size_t)T * cfg->k * sizeof **w);
-    if (!*ids || !*w) {
-        json_decref(root);
-        fprintf(stderr, "plena moe: out of memory\n");
-        return 1;
-    }
-    for (size_t t = 0; t < nt; t++)
-        for (uint32_t j = 0; j < cfg->k; j++) {
-            (*ids)[t * cfg->k + j] =
-                (uint32_t)json_integer_value(json_array_get(json_array_get(ti, t), j));
-            (*w)[t * cfg->k + j] =
-                (float)json_number_value(json_array_get(json_array_get(tw, t), j));
-        }
-    json_decref(root);
-    return 0;
-}
 
 static void print_stage_table(const struct plena_verify_moe_report *r,
                               const struct plena_moe_emit_info *info)
@@ -141,83 +69,118 @@ static void print_check(const struct plena_moe_build *b, const struct plena_veri
     printf("check: %s\n", r->passed ? "PASSED" : "FAILED");
 }
 
-int plena_cmd_moe(int argc, char **argv)
+struct moe_cli {
+    const char *model, *out, *routing, *settings;
+    uint32_t tokens;
+    uint64_t seed;
+    int weights; /* enum plena_weights_mode */
+    int no_run, check, profile, program_only, list;
+};
+
+PLENA_OPT_ENUM_OF(weights_mode);
+
+#define M struct moe_cli
+static const struct plena_opt moe_rows[] = {
+    {.names = "--model",
+     .kind = PLENA_OPT_STR,
+     .metavar = "NAME|FILE",
+     PLENA_OPT_FIELD(M, model),
+     .def_text = "none; required unless --list-models",
+     .help = "model preset (--list-models) or HF-style config JSON"},
+    {.names = "--tokens",
+     .kind = PLENA_OPT_UINT,
+     .metavar = "T",
+     PLENA_OPT_FIELD(M, tokens),
+     .min = 1,
+     .max = UINT32_MAX,
+     .def_text = "none; required unless --list-models",
+     .help = "tokens of the layer"},
+    {.names = "--routing",
+     .kind = PLENA_OPT_STR,
+     .metavar = "device|balanced|random|FILE",
+     PLENA_OPT_FIELD(M, routing),
+     .def_text = "device for a preset with device routing, else balanced",
+     .help = "device: the preset's V_TOPK path (approximate for fixed-routing presets that allow "
+             "it); balanced, random (seeded by --seed) or a route trace FILE: fixed routing"},
+    {.names = "--seed",
+     .kind = PLENA_OPT_UINT,
+     .metavar = "S",
+     PLENA_OPT_FIELD(M, seed),
+     .max = UINT64_MAX,
+     .def = "42",
+     .help = "weight, input and --routing random seed"},
+    PLENA_OPT_ENUM_ROW("--weights", "MODE", M, weights, &plena_opt_enum_weights_mode,
+                       "staged expert and shared weights"),
+    {.names = "--out",
+     .kind = PLENA_OPT_PATH,
+     .metavar = "DIR",
+     PLENA_OPT_FIELD(M, out),
+     .def = "moe_build",
+     .help = "build directory (program, images, layout, dumps, profile)"},
+    {.names = "--settings",
+     .kind = PLENA_OPT_PATH,
+     .metavar = "FILE",
+     PLENA_OPT_FIELD(M, settings),
+     .def_text = "the built-in lookup",
+     .help = "settings file"},
+    PLENA_OPT_FLAG_ROW("--no-run", M, no_run, "build only (with --check: the check still runs)"),
+    PLENA_OPT_FLAG_ROW("--check", M, check,
+                       "compare the emulator with the bit-exact reference and the float64 bound"),
+    PLENA_OPT_FLAG_ROW("--profile", M, profile,
+                       "write the stage profile and print the stage table"),
+    {.names = "--program-only",
+     .kind = PLENA_OPT_FLAG,
+     PLENA_OPT_FIELD(M, program_only),
+     .ival = 1,
+     .excludes = "--check|--profile",
+     .help = "write the program only (no images, no run)"},
+    PLENA_OPT_FLAG_ROW("--list-models", M, list, "list the model presets and exit"),
+};
+#undef M
+static const struct plena_opt_group moe_groups[] = {
+    {NULL, moe_rows, sizeof moe_rows / sizeof moe_rows[0], 0, 0}};
+
+static void moe_init(void *p)
 {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},    {"tokens", required_argument, 0, 't'},
-        {"routing", required_argument, 0, 'r'},  {"seed", required_argument, 0, 's'},
-        {"weights", required_argument, 0, 'w'},  {"out", required_argument, 0, 'o'},
-        {"settings", required_argument, 0, 'S'}, {"no-run", no_argument, 0, 'n'},
-        {"check", no_argument, 0, 'c'},          {"profile", no_argument, 0, 'p'},
-        {"program-only", no_argument, 0, 'P'},   {"list-models", no_argument, 0, 'L'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
-    const char *model = NULL, *out = "moe_build", *routing = NULL, *weights = "random";
-    const char *settings_path = NULL;
-    long tokens = 0;
-    unsigned long long seed = 42;
-    int no_run = 0, check = 0, profile = 0, program_only = 0, list = 0;
-    optind = 1;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'm': model = optarg; break;
-        case 't': {
-            char *end;
-            tokens = strtol(optarg, &end, 10);
-            if (*end || end == optarg)
-                return plena_cli_usage_error("moe", "--tokens: expected an integer, got '%s'",
-                                             optarg);
-            break;
-        }
-        case 'r': routing = optarg; break;
-        case 's': {
-            char *end;
-            seed = strtoull(optarg, &end, 10);
-            if (*end || end == optarg)
-                return plena_cli_usage_error("moe", "--seed: expected an integer, got '%s'",
-                                             optarg);
-            break;
-        }
-        case 'w': weights = optarg; break;
-        case 'o': out = optarg; break;
-        case 'S': settings_path = optarg; break;
-        case 'n': no_run = 1; break;
-        case 'c': check = 1; break;
-        case 'p': profile = 1; break;
-        case 'P': program_only = 1; break;
-        case 'L': list = 1; break;
-        case 'h': usage(); return 0;
-        default: return plena_cli_usage_error("moe", "unknown option");
-        }
-    }
-    if (list) {
+    ((struct moe_cli *)p)->weights = PLENA_WEIGHTS_RANDOM;
+}
+
+static const struct plena_cmd_spec moe_spec = {
+    .name = "moe",
+    .summary = "build (and run and check) a MoE layer program",
+    .description = "Builds a MoE layer program for a model preset (spec/moe-lowering.md 6.1), "
+                   "runs it and prints the summary lines and, with --profile, the stage table "
+                   "with the shared-vs-routed split; --check compares the output with the "
+                   "reference models.",
+    .groups = moe_groups,
+    .n_groups = 1,
+    .init = moe_init,
+    .opts_size = sizeof(struct moe_cli),
+};
+
+static int cmd_moe(int argc, char **argv)
+{
+    struct moe_cli c;
+    struct plena_opts_result pr;
+    int code;
+    if (plena_cli_parse(&moe_spec, argc, argv, &c, &pr, &code)) return code;
+    const char *model = c.model, *out = c.out, *routing = c.routing;
+    const char *settings_path = c.settings;
+    const uint64_t seed = c.seed;
+    const int no_run = c.no_run, check = c.check, profile = c.profile;
+    const int program_only = c.program_only;
+    if (c.list) {
         for (unsigned i = 0; i < plena_model_preset_count(); i++) {
             const struct plena_moe_model *m = plena_model_preset_at(i);
             printf("%-20s H=%-5u I=%-5u E=%-4u k=%-3u shared=%u x %u%s\n", m->name, m->hidden,
                    m->moe_inter, m->num_experts, m->top_k, m->n_shared, m->shared_inter,
                    m->is_tiny ? " (tiny)" : "");
         }
-        return 0;
+        return plena_status_exit_code(PLENA_OK);
     }
-    if (!model) return plena_cli_usage_error("moe", "--model is required");
-    if (tokens <= 0)
-        return plena_cli_usage_error("moe", "--tokens must be a positive integer (got %ld)",
-                                     tokens);
-    enum plena_weights_mode wk;
-    if (!strcmp(weights, "random"))
-        wk = PLENA_WEIGHTS_RANDOM;
-    else if (!strcmp(weights, "zero"))
-        wk = PLENA_WEIGHTS_ZERO;
-    else if (!strcmp(weights, "representable"))
-        wk = PLENA_WEIGHTS_REPRESENTABLE;
-    else
-        return plena_cli_usage_error("moe",
-                                     "--weights: expected random, zero or representable, "
-                                     "got '%s'",
-                                     weights);
-    if (program_only && (check || profile))
-        return plena_cli_usage_error("moe", "--program-only cannot be combined with --check or "
-                                            "--profile");
+    if (!model) return plena_cli_usage_error("moe", "--model NAME|FILE is required");
+    if (!c.tokens) return plena_cli_usage_error("moe", "--tokens T is required");
+    const enum plena_weights_mode wk = (enum plena_weights_mode)c.weights;
     struct plena_err err;
     plena_err_clear(&err);
     struct plena_settings set;
@@ -226,19 +189,9 @@ int plena_cmd_moe(int argc, char **argv)
     if (plena_model_resolve(model, &mdl, &err)) return plena_cli_report("moe", &err);
     struct plena_gen_machine gm;
     plena_gen_machine_from_settings(&set, &gm);
-    if (mdl.num_experts && mdl.top_k > mdl.num_experts) {
-        fprintf(stderr, "plena moe: model %s: top_k %u exceeds num_experts %u\n", mdl.name,
-                mdl.top_k, mdl.num_experts);
-        return 1;
-    }
-    if (mdl.hidden % gm.mlen) {
-        fprintf(stderr, "plena moe: model %s: hidden size %u is not a multiple of MLEN %u\n",
-                mdl.name, mdl.hidden, gm.mlen);
-        return 1;
-    }
-    if (plena_model_validate(&mdl, gm.mlen, &err)) return plena_cli_report("moe", &err);
+    if (plena_moe_build_check_model(&mdl, &gm, &err)) return plena_cli_report("moe", &err);
     struct plena_moe_build_opts o;
-    plena_moe_build_opts_init(&o, &mdl, &gm, (uint32_t)tokens);
+    plena_moe_build_opts_init(&o, &mdl, &gm, c.tokens);
     o.weights = wk;
     o.weight_seed = seed;
     o.input_seed = seed;
@@ -247,43 +200,26 @@ int plena_cmd_moe(int argc, char **argv)
     o.program_only = program_only;
     uint32_t *ids = NULL;
     float *w = NULL;
-    const uint32_t T = (uint32_t)tokens;
+    const uint32_t T = c.tokens;
     int rc = 0;
-    if (o.cfg.routing != PLENA_ROUTING_NONE) {
-        /* default: the preset's own path; FIXED presets get balanced routing */
-        if (!routing) routing = o.cfg.routing == PLENA_ROUTING_DEVICE ? "device" : "balanced";
-        if (!strcmp(routing, "device")) {
-            if (o.cfg.routing == PLENA_ROUTING_FIXED) {
-                if (!mdl.approx_routing_ok) {
-                    fprintf(stderr,
-                            "plena moe: model %s: V_TOPK does not reproduce its routing "
-                            "(moe-lowering.md 4); use --routing balanced|random|FILE\n",
-                            mdl.name);
-                    return 1;
-                }
-                o.cfg.routing = PLENA_ROUTING_DEVICE;
-                o.cfg.approx_routing = 1;
-            }
-        } else {
-            o.cfg.routing = PLENA_ROUTING_FIXED;
-            if (!strcmp(routing, "balanced") || !strcmp(routing, "random")) {
-                ids = plena_malloc((size_t)T * o.cfg.k * sizeof *ids);
-                w = plena_malloc((size_t)T * o.cfg.k * sizeof *w);
-                if (!ids || !w) {
-                    fprintf(stderr, "plena moe: out of memory\n");
-                    rc = 1;
-                    goto done;
-                }
-                if (!strcmp(routing, "balanced"))
-                    plena_moe_routing_balanced(T, o.cfg.E, o.cfg.k, ids, w);
-                else
-                    plena_moe_routing_random(T, o.cfg.E, o.cfg.k, seed, ids, w);
-            } else if ((rc = load_trace(routing, &o.cfg, T, &ids, &w))) {
-                goto done;
-            }
-            o.fixed_ids = ids;
-            o.fixed_w = w;
+    if (o.cfg.routing != PLENA_ROUTING_NONE && routing && !plena_moe_routing_is_keyword(routing)) {
+        char where[4200];
+        snprintf(where, sizeof where, "--routing %s", routing);
+        const struct plena_trace_routing_shape want = {o.cfg.name, o.cfg.H, o.cfg.E, o.cfg.k, T};
+        struct plena_trace_report rep;
+        plena_trace_report_init(&rep);
+        if (plena_trace_read_fixed_routing(routing, where, &want, &ids, &w, &rep, &err)) {
+            rc = plena_cli_report("moe", &err);
+            for (size_t i = 0; i < rep.n_errors; i++)
+                fprintf(stderr, "  %s %s: %s\n", rep.errors[i].code, rep.errors[i].path,
+                        rep.errors[i].message);
         }
+        plena_trace_report_free(&rep);
+        if (rc) goto done;
+    }
+    if (plena_moe_build_routing(&o, &mdl, routing, seed, &ids, &w, &err)) {
+        rc = plena_cli_report("moe", &err);
+        goto done;
     }
     struct plena_moe_build b;
     if (plena_moe_build_run(&o, &b, &err)) {
@@ -323,3 +259,5 @@ done:
     plena_free(w);
     return rc;
 }
+
+const struct plena_cli_cmd plena_cli_cmd_moe = {.spec = &moe_spec, .fn = cmd_moe};

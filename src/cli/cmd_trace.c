@@ -1,13 +1,14 @@
-/* plena trace: validate (+ --replay tier), stats, gen, import, split, pack
- * (spec/traces-and-replay.md 1.6, 1.10, 2.1-2.3, 3.2, 3.3). Reads files (or
- * `-`), calls the trace module and prints text or --json; picks exit codes
- * (0 valid, 1 invalid, 2 usage, 3 unreadable, 4 unwritable; highest wins).
+/* plena trace: validate (+ --replay tier), stats, gen, import, split, pack,
+ * rules (spec/traces-and-replay.md 1.6, 1.10, 2.1-2.3, 3.2, 3.3): one option
+ * table per subcommand; reads files (or `-`), calls the trace module and
+ * prints text or --json; the highest exit code of all inputs wins.
  * route/build/tiny-checkpoint are not built yet and say so (exit 2). */
 #include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "cli/cli.h"
@@ -22,75 +23,9 @@
 #include "trace/import.h"
 #include "trace/trace.h"
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: plena trace <subcommand> [options]\n\n"
-               "subcommands:\n"
-               "  validate FILE...   validate traces (.json) and trace sets (.jsonl)\n"
-               "  stats FILE...      counts, active/cold/hot experts, duplicate factor, gini\n"
-               "  gen --model M ...  synthetic routing traces (--help for options)\n"
-               "  import --from F .. traces from vllm, megatron, csv or jsonl captures\n"
-               "  split SET --out-dir D   one pretty <trace_id>.json per trace of a set\n"
-               "  pack FILE... --out SET  traces -> one trace set in canonical order\n"
-               "  rules              list every validator rule and warning\n"
-               "\n`plena trace <subcommand> --help` lists its options.\n");
-}
-
-static void validate_usage(FILE *f)
-{
-    fprintf(f, "usage: plena trace validate FILE... [options]\n\n"
-               "  FILE             a trace (.json), a trace set (.jsonl, or any file with --set),\n"
-               "                   or - for standard input\n"
-               "  --json           print one JSON report instead of text\n"
-               "  --strict         warnings are errors\n"
-               "  --set            treat every FILE as a trace set (one trace per line)\n"
-               "  --max-errors N   errors listed per trace before the rest are only counted "
-               "(default 100)\n"
-               "  --max-bytes B    largest accepted document in bytes (default 1073741824)\n"
-               "  --replay         also the replay-tier rules R001-R006 (R005, the generator's\n"
-               "                   capacity check, is not built yet)\n"
-               "  --settings FILE  settings whose MLEN the replay tier uses (default: the\n"
-               "                   built-in reference settings)\n"
-               "  --mlen N         replay MLEN override (R006 then accepts any replay.mlen)\n"
-               "  --help           this text\n\n"
-               "exit: 0 all valid, 1 any invalid, 2 bad option, 3 unreadable file\n");
-}
-
-static void stats_usage(FILE *f)
-{
-    fprintf(f, "usage: plena trace stats FILE... [--json] [--set]\n\n"
-               "  prints per trace: tokens, top_k, experts, unique (active), zero, tail (0 < count "
-               "< 4)\n"
-               "  and hot (count >= 16) experts, duplicate factor, gini, max/mean load ratio.\n"
-               "  --json   one JSON object instead of text\n"
-               "  --set    treat every FILE as a trace set\n"
-               "  --help   this text\n\n"
-               "exit: 0 success, 1 a trace is invalid, 2 bad option, 3 unreadable file\n");
-}
-
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    *out = 0;
-    if (!s || !*s || *s == '-') return -1;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end || v == 0) return -1;
-    *out = (size_t)v;
-    return 0;
-}
-
-static int is_set_path(const char *path, int force_set)
-{
-    size_t n = strlen(path);
-    return force_set || (n >= 6 && !strcmp(path + n - 6, ".jsonl"));
-}
-
 static int read_input(const char *path, char **data, size_t *len, struct plena_err *err)
 {
-    if (strcmp(path, "-")) return plena_file_read_all(path, data, len, err);
-    if (plena_cli_read_stdin(data, len))
-        return PLENA_FAIL(err, PLENA_E_NOMEM, "-", "out of memory reading standard input");
-    return 0;
+    return plena_file_read_input(path, data, len, err);
 }
 
 /* Prints v in the pretty form (0.3) to stdout and drops the reference. */
@@ -137,73 +72,81 @@ static void print_findings(const char *file, long line, const struct plena_trace
         printf("%s: %zu more warnings not listed\n", where, r->n_warnings_truncated);
 }
 
-/* The replay tier for every valid line of a set (entries are in line order). */
-static int replay_set(const char *data, size_t len, const struct plena_replay_tier_opts *ro,
-                      const struct plena_gen_machine *mach, struct plena_trace_set_report *s)
+struct validate_cli {
+    struct plena_trace_validate_options opt;
+    struct plena_replay_tier_opts ro;
+    const char *settings_path;
+    int as_json, force_set, replay;
+    struct plena_opt_list files;
+};
+
+#define V struct validate_cli
+static const struct plena_opt validate_rows[] = {
+    PLENA_OPT_FLAG_ROW("--json", V, as_json, "print one JSON report instead of text"),
+    PLENA_OPT_FLAG_ROW("--strict", V, opt.strict, "warnings are errors"),
+    PLENA_OPT_FLAG_ROW("--set", V, force_set,
+                       "treat every FILE as a trace set (one trace per line)"),
+    PLENA_OPT_UINT_ROW("--max-errors", "N", V, opt.max_errors, 1, SIZE_MAX,
+                       "errors listed per trace before the rest are only counted"),
+    PLENA_OPT_UINT_ROW("--max-bytes", "B", V, opt.max_bytes, 1, SIZE_MAX,
+                       "largest accepted document in bytes"),
+    PLENA_OPT_FLAG_ROW("--replay", V, replay,
+                       "also the replay-tier rules R001-R006 (R005 runs the generator's capacity "
+                       "check against the settings' machine)"),
+    {.names = "--settings",
+     .kind = PLENA_OPT_PATH,
+     .metavar = "FILE",
+     PLENA_OPT_FIELD(V, settings_path),
+     .def_text = "the built-in lookup",
+     .help = "--replay: the settings whose machine (MLEN, SRAM and VRAM sizes) the replay would "
+             "use"},
+    {.names = "--mlen",
+     .kind = PLENA_OPT_UINT,
+     .metavar = "N",
+     PLENA_OPT_FIELD(V, ro.mlen_override),
+     .min = 1,
+     .max = 4096,
+     .def_text = "the settings' MLEN",
+     .help = "--replay: replay MLEN override (R006 then accepts any replay.mlen)"},
+};
+static const struct plena_opt_pos validate_pos[] = {
+    {"FILE",
+     "a trace (.json), a trace set (.jsonl, or any file with --set), or - for standard "
+     "input",
+     offsetof(V, files), 1, 0}};
+#undef V
+static const struct plena_opt_group validate_groups[] = {
+    {NULL, validate_rows, sizeof validate_rows / sizeof validate_rows[0], 0, 0}};
+
+static void validate_init(void *p)
 {
-    struct plena_trace_lines it = {data, len, 0, 0};
-    const char *text;
-    size_t n, k = 0;
-    while (k < s->n_entries && plena_trace_lines_next(&it, &text, &n)) {
-        if (s->entries[k].line != it.line) continue;
-        struct plena_trace_report *r = &s->entries[k].report;
-        if (r->valid) {
-            size_t before = r->n_errors;
-            if (plena_replay_tier_check(text, n, ro, mach, r) == PLENA_E_NOMEM) return -1;
-            for (size_t i = before; i < r->n_errors; i++)
-                r->errors[i].line = it.line;
-            if (!r->valid) s->valid = 0;
-        }
-        k++;
-    }
-    return 0;
+    struct validate_cli *c = p;
+    c->opt.max_errors = PLENA_TRACE_MAX_ERRORS_DEFAULT;
+    c->opt.max_bytes = PLENA_TRACE_MAX_BYTES_DEFAULT;
 }
+
+static const struct plena_cmd_spec validate_spec = {
+    .name = "trace validate",
+    .summary = "validate traces (.json) and trace sets (.jsonl)",
+    .description = "Validates route traces against schema v2 (docs/trace-schema.md): one line per "
+                   "finding, then one verdict line per FILE; `plena trace rules` lists every rule.",
+    .pos = validate_pos,
+    .n_pos = 1,
+    .groups = validate_groups,
+    .n_groups = 1,
+    .init = validate_init,
+    .opts_size = sizeof(struct validate_cli),
+};
 
 static int cmd_validate(int argc, char **argv)
 {
-    struct plena_trace_validate_options opt = {0};
-    struct plena_replay_tier_opts ro = {0};
-    const char *settings_path = NULL;
-    int as_json = 0, force_set = 0, n_files = 0, replay = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            validate_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--json")) {
-            as_json = 1;
-        } else if (!strcmp(a, "--strict")) {
-            opt.strict = 1;
-        } else if (!strcmp(a, "--set")) {
-            force_set = 1;
-        } else if (!strcmp(a, "--replay")) {
-            replay = 1;
-        } else if (!strcmp(a, "--settings")) {
-            if (i + 1 >= argc)
-                return plena_cli_usage_error("trace validate", "--settings needs a FILE");
-            settings_path = argv[++i];
-        } else if (!strcmp(a, "--mlen")) {
-            size_t v;
-            if (i + 1 >= argc || parse_size(argv[i + 1], &v) || v > 4096)
-                return plena_cli_usage_error("trace validate", "--mlen needs 1..4096");
-            ro.mlen_override = (uint32_t)v;
-            i++;
-        } else if (!strcmp(a, "--max-errors") || !strcmp(a, "--max-bytes")) {
-            size_t v;
-            if (i + 1 >= argc || parse_size(argv[i + 1], &v))
-                return plena_cli_usage_error("trace validate", "%s needs a positive integer", a);
-            if (!strcmp(a, "--max-errors"))
-                opt.max_errors = v;
-            else
-                opt.max_bytes = v;
-            i++;
-        } else if (a[0] == '-' && a[1]) {
-            return plena_cli_usage_error("trace validate", "unknown option '%s'", a);
-        } else {
-            n_files++;
-        }
-    }
-    if (n_files == 0) return plena_cli_usage_error("trace validate", "no FILE given");
+    struct validate_cli c;
+    struct plena_opts_result pr;
+    int code;
+    if (plena_cli_parse(&validate_spec, argc, argv, &c, &pr, &code)) return code;
+    const struct plena_trace_validate_options opt = c.opt;
+    const char *settings_path = c.settings_path;
+    const int as_json = c.as_json, force_set = c.force_set, replay = c.replay;
     struct plena_gen_machine mach;
     plena_gen_machine_default(&mach);
     if (replay) {
@@ -211,43 +154,40 @@ static int cmd_validate(int argc, char **argv)
          * R005 sizes against that machine's SRAM and VRAM */
         struct plena_settings st;
         struct plena_err serr = {0};
-        if (plena_settings_load(settings_path, &st, &serr))
+        if (plena_settings_load(settings_path, &st, &serr)) {
+            plena_opts_free(&validate_spec, &c);
             return plena_cli_report("trace validate", &serr);
-        ro.settings_mlen = st.mlen;
+        }
+        c.ro.settings_mlen = st.mlen;
         plena_gen_machine_from_settings(&st, &mach);
     }
-    int exit_code = 0;
+    enum plena_status st = PLENA_OK;
     json_t *files = json_array();
-    for (int i = 1; i < argc; i++) {
-        const char *path = argv[i];
-        if (!strcmp(path, "--max-errors") || !strcmp(path, "--max-bytes") ||
-            !strcmp(path, "--settings") || !strcmp(path, "--mlen")) {
-            i++;
-            continue;
-        }
-        if (path[0] == '-' && path[1]) continue;
+    for (size_t i = 0; i < c.files.n; i++) {
+        const char *path = c.files.v[i];
         char *data = NULL;
         size_t len = 0;
         struct plena_err err = {0};
         json_t *fo = json_object();
         json_object_set_new(fo, "path", json_string(path));
         if (read_input(path, &data, &len, &err)) {
-            int code = plena_cli_report("trace validate", &err);
-            if (code > exit_code) exit_code = code;
+            plena_cli_report("trace validate", &err);
+            st = plena_status_worst(st, err.code);
             json_object_set_new(fo, "valid", json_false());
             json_object_set_new(fo, "unreadable", json_string(err.msg));
             json_array_append_new(files, fo);
             continue;
         }
         int valid;
-        if (is_set_path(path, force_set)) {
+        if (plena_trace_path_is_set(path, force_set)) {
             struct plena_trace_set_report s = {0};
             int rc = plena_trace_validate_set_bytes(data, len, &opt, &s);
-            if (replay && rc != PLENA_E_NOMEM && replay_set(data, len, &ro, &mach, &s))
+            if (replay && rc != PLENA_E_NOMEM &&
+                plena_replay_tier_check_set(data, len, &c.ro, &mach, &s))
                 rc = PLENA_E_NOMEM;
             if (rc == PLENA_E_NOMEM) {
                 fprintf(stderr, "plena trace validate: %s: out of memory\n", path);
-                exit_code = 5;
+                st = plena_status_worst(st, PLENA_E_NOMEM);
             }
             valid = s.valid && rc != PLENA_E_NOMEM;
             json_t *errs = json_array(), *warns = json_array();
@@ -275,11 +215,11 @@ static int cmd_validate(int argc, char **argv)
             plena_trace_report_init(&r);
             int rc = plena_trace_validate_bytes(data, len, &opt, &r);
             if (replay && rc == 0 &&
-                plena_replay_tier_check(data, len, &ro, &mach, &r) == PLENA_E_NOMEM)
+                plena_replay_tier_check(data, len, &c.ro, &mach, &r) == PLENA_E_NOMEM)
                 rc = PLENA_E_NOMEM;
             if (rc == PLENA_E_NOMEM) {
                 fprintf(stderr, "plena trace validate: %s: out of memory\n", path);
-                exit_code = 5;
+                st = plena_status_worst(st, PLENA_E_NOMEM);
             }
             valid = r.valid && rc != PLENA_E_NOMEM;
             if (!as_json) {
@@ -302,7 +242,7 @@ static int cmd_validate(int argc, char **argv)
         plena_free(data);
         json_object_set_new(fo, "valid", json_boolean(valid));
         json_array_append_new(files, fo);
-        if (!valid && exit_code < 1) exit_code = 1;
+        if (!valid) st = plena_status_worst(st, PLENA_E_FAILED);
     }
     if (as_json) {
         json_t *top = json_object();
@@ -316,7 +256,8 @@ static int cmd_validate(int argc, char **argv)
     } else {
         json_decref(files);
     }
-    return exit_code;
+    plena_opts_free(&validate_spec, &c);
+    return plena_status_exit_code(st);
 }
 
 /* ---- stats ---- */
@@ -329,15 +270,17 @@ static json_t *id_list(const int64_t *ids, size_t n)
     return a;
 }
 
-/* Validates one document and, when valid, prints or collects its statistics.
- * Returns 0, 1 (invalid) or 5 (out of memory). */
-static int stats_one(const char *path, long line, const char *doc, size_t len, int as_json,
-                     json_t *traces)
+/* Validates one document and, when valid, prints or collects its statistics
+ * (plena_trace_summary_doc). Returns PLENA_OK, PLENA_E_FAILED (invalid) or
+ * PLENA_E_NOMEM. */
+static enum plena_status stats_one(const char *path, long line, const char *doc, size_t len,
+                                   int as_json, json_t *traces)
 {
     struct plena_trace_report r;
     plena_trace_report_init(&r);
-    int rc = plena_trace_validate_bytes(doc, len, NULL, &r);
-    if (rc) {
+    struct plena_trace_summary sm;
+    int rc = plena_trace_summary_doc(doc, len, &sm, &r);
+    if (rc && !r.valid) {
         char where[4200];
         snprintf(where, sizeof where, line ? "%s:%ld" : "%s", path, line);
         fprintf(stderr,
@@ -347,32 +290,19 @@ static int stats_one(const char *path, long line, const char *doc, size_t len, i
         for (size_t i = 0; i < r.n_errors; i++)
             fprintf(stderr, "%s: error %s at %s: %s\n", where, r.errors[i].code, r.errors[i].path,
                     r.errors[i].message);
-        plena_trace_report_free(&r);
-        return rc == PLENA_E_NOMEM ? 5 : 1;
     }
     plena_trace_report_free(&r);
-    /* Valid: expert_counts equals the histogram of topk_indices (V053). */
-    json_t *root = json_loadb(doc, len, 0, NULL);
-    json_t *model = json_object_get(root, "model"), *routing = json_object_get(root, "routing");
-    json_t *counts_j = json_object_get(routing, "expert_counts");
-    size_t n = json_array_size(counts_j);
-    int64_t *counts = plena_calloc(n + 1, sizeof *counts), *ids = plena_calloc(n + 1, sizeof *ids);
-    int code = 0;
-    struct plena_trace_stats st;
-    if (!root || !counts || !ids) {
-        code = 5;
-        goto out;
+    const size_t n = sm.n;
+    int64_t *ids = rc ? NULL : plena_calloc(n + 1, sizeof *ids);
+    if (!rc && !ids) rc = PLENA_E_NOMEM;
+    if (rc) {
+        plena_trace_summary_free(&sm);
+        return rc == PLENA_E_NOMEM ? PLENA_E_NOMEM : PLENA_E_FAILED;
     }
-    for (size_t e = 0; e < n; e++)
-        counts[e] = json_integer_value(json_array_get(counts_j, e));
-    if (plena_trace_stats_compute(counts, n, &st, NULL)) {
-        code = 1;
-        goto out;
-    }
-    const char *trace_id = json_string_value(json_object_get(root, "trace_id"));
-    long long T =
-        json_integer_value(json_object_get(json_object_get(root, "workload"), "token_count"));
-    long long K = json_integer_value(json_object_get(model, "top_k"));
+    const int64_t *counts = sm.counts;
+    const struct plena_trace_stats st = sm.stats;
+    const char *trace_id = sm.trace_id;
+    const long long T = sm.token_count, K = sm.top_k;
     if (as_json) {
         json_t *o = json_object();
         json_object_set_new(o, "path", json_string(path));
@@ -413,55 +343,66 @@ static int stats_one(const char *path, long line, const char *doc, size_t len, i
                st.n_active, st.n_zero, st.n_tail, st.n_hot);
         printf("  duplicate_factor %s, gini %s, max/mean load ratio %s\n", df, g, mm);
     }
-out:
-    plena_free(counts);
     plena_free(ids);
-    json_decref(root);
-    return code;
+    plena_trace_summary_free(&sm);
+    return PLENA_OK;
 }
+
+struct stats_cli {
+    int as_json, force_set;
+    struct plena_opt_list files;
+};
+
+static const struct plena_opt stats_rows[] = {
+    PLENA_OPT_FLAG_ROW("--json", struct stats_cli, as_json, "one JSON object instead of text"),
+    PLENA_OPT_FLAG_ROW("--set", struct stats_cli, force_set, "treat every FILE as a trace set"),
+};
+static const struct plena_opt_pos stats_pos[] = {
+    {"FILE", "a trace, a trace set (.jsonl or --set), or - for standard input",
+     offsetof(struct stats_cli, files), 1, 0}};
+static const struct plena_opt_group stats_groups[] = {{NULL, stats_rows, 2, 0, 0}};
+static const struct plena_cmd_spec stats_spec = {
+    .name = "trace stats",
+    .summary = "counts, active/cold/hot experts, duplicate factor, gini",
+    .description = "Prints per trace: tokens, top_k, experts, unique (active), zero, tail "
+                   "(0 < count < 4) and hot (count >= 16) experts, duplicate factor, gini and "
+                   "max/mean load ratio (spec/traces-and-replay.md 1.6). An invalid trace is "
+                   "reported, not counted.",
+    .pos = stats_pos,
+    .n_pos = 1,
+    .groups = stats_groups,
+    .n_groups = 1,
+    .opts_size = sizeof(struct stats_cli),
+};
 
 static int cmd_stats(int argc, char **argv)
 {
-    int as_json = 0, force_set = 0, n_files = 0, exit_code = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            stats_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--json")) {
-            as_json = 1;
-        } else if (!strcmp(a, "--set")) {
-            force_set = 1;
-        } else if (a[0] == '-' && a[1]) {
-            return plena_cli_usage_error("trace stats", "unknown option '%s'", a);
-        } else {
-            n_files++;
-        }
-    }
-    if (n_files == 0) return plena_cli_usage_error("trace stats", "no FILE given");
+    struct stats_cli c;
+    struct plena_opts_result pr;
+    int pcode;
+    if (plena_cli_parse(&stats_spec, argc, argv, &c, &pr, &pcode)) return pcode;
+    const int as_json = c.as_json, force_set = c.force_set;
+    enum plena_status worst = PLENA_OK;
     json_t *traces = json_array();
-    for (int i = 1; i < argc; i++) {
-        const char *path = argv[i];
-        if (path[0] == '-' && path[1]) continue;
+    for (size_t i = 0; i < c.files.n; i++) {
+        const char *path = c.files.v[i];
         char *data = NULL;
         size_t len = 0;
         struct plena_err err = {0};
         if (read_input(path, &data, &len, &err)) {
-            int code = plena_cli_report("trace stats", &err);
-            if (code > exit_code) exit_code = code;
+            plena_cli_report("trace stats", &err);
+            worst = plena_status_worst(worst, err.code);
             continue;
         }
-        if (is_set_path(path, force_set)) {
+        if (plena_trace_path_is_set(path, force_set)) {
             struct plena_trace_lines it = {data, len, 0, 0};
             const char *text;
             size_t n;
-            while (plena_trace_lines_next(&it, &text, &n)) {
-                int code = stats_one(path, it.line, text, n, as_json, traces);
-                if (code > exit_code) exit_code = code;
-            }
+            while (plena_trace_lines_next(&it, &text, &n))
+                worst =
+                    plena_status_worst(worst, stats_one(path, it.line, text, n, as_json, traces));
         } else {
-            int code = stats_one(path, 0, data, len, as_json, traces);
-            if (code > exit_code) exit_code = code;
+            worst = plena_status_worst(worst, stats_one(path, 0, data, len, as_json, traces));
         }
         plena_free(data);
     }
@@ -473,20 +414,11 @@ static int cmd_stats(int argc, char **argv)
     } else {
         json_decref(traces);
     }
-    return exit_code;
+    plena_opts_free(&stats_spec, &c);
+    return plena_status_exit_code(worst);
 }
 
 /* ---- shared by gen, import, split, pack ---- */
-
-static int parse_u64(const char *s, unsigned long long max, unsigned long long *out)
-{
-    char *end;
-    if (!s || !*s || *s == '-') return -1;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end || v > max) return -1;
-    *out = v;
-    return 0;
-}
 
 /* "0,2,5-7" -> 0 2 5 6 7 (each <= max, at most 65536 entries). */
 static int parse_list(const char *s, uint32_t max, uint32_t **out, size_t *n)
@@ -532,17 +464,20 @@ static void now_utc(char *buf, size_t n)
 }
 
 /* --model (preset or model file) into *m and, when stamp (char[32]) is not
- * NULL, the --timestamp creation time into stamp and *created. 0 or the exit
- * code (gen and import). */
-static int model_and_stamp(const char *cmd, const char *model, struct plena_moe_model *m,
-                           char *stamp, const char **created)
+ * NULL, the --timestamp creation time into stamp and *created (gen and
+ * import); a refused model is reported. */
+static enum plena_status model_and_stamp(const char *cmd, const char *model,
+                                         struct plena_moe_model *m, char *stamp,
+                                         const char **created)
 {
     if (stamp) {
         now_utc(stamp, 32);
         *created = stamp;
     }
     struct plena_err err = {0};
-    return plena_model_resolve(model, m, &err) ? plena_cli_report(cmd, &err) : 0;
+    if (!plena_model_resolve(model, m, &err)) return PLENA_OK;
+    plena_cli_report(cmd, &err);
+    return err.code;
 }
 
 static int ends_with(const char *s, const char *suf)
@@ -551,433 +486,471 @@ static int ends_with(const char *s, const char *suf)
     return a >= b && !strcmp(s + a - b, suf);
 }
 
-static int write_out(const char *cmd, const char *out_path, const struct plena_buf *b)
+static enum plena_status write_out(const char *cmd, const char *out_path, const struct plena_buf *b)
 {
     struct plena_err err = {0};
     if (b->failed) {
-        fprintf(stderr, "plena %s: out of memory\n", cmd);
-        return 5;
+        plena_cli_nomem(cmd);
+        return PLENA_E_NOMEM;
     }
     if (out_path && strcmp(out_path, "-")) {
-        if (plena_file_write_atomic(out_path, b->data, b->len, &err))
-            return plena_cli_report(cmd, &err);
+        if (plena_file_write_atomic(out_path, b->data, b->len, &err)) {
+            plena_cli_report(cmd, &err);
+            return err.code;
+        }
     } else if (fwrite(b->data, 1, b->len, stdout) != b->len || fflush(stdout)) {
         fprintf(stderr, "plena %s: cannot write standard output\n", cmd);
-        return 4;
+        return PLENA_E_OUTPUT;
     }
-    return 0;
-}
-
-/* The file name of a trace in a directory: stable_id(trace_id).json (1.8). */
-static int doc_path(char *buf, size_t n, const char *dir, const char *trace_id)
-{
-    char name[160];
-    snprintf(name, sizeof name, "%s", trace_id);
-    plena_trace_stable_id(name);
-    size_t l = strlen(name);
-    snprintf(name + l, sizeof name - l, ".json");
-    return plena_path_join(buf, n, dir, name);
+    return PLENA_OK;
 }
 
 /* Writes docs: with out_dir one pretty file per trace (refusing existing
  * files unless force, when no_clobber); else one trace in pretty form unless
  * out_path ends in .jsonl, several as a set in canonical order (1.10). */
-static int write_docs(const char *cmd, struct plena_trace_docs *d, const char *out_path,
-                      const char *out_dir, int force, int no_clobber)
+static enum plena_status write_docs(const char *cmd, struct plena_trace_docs *d,
+                                    const char *out_path, const char *out_dir, int force,
+                                    int no_clobber)
 {
     struct plena_err err = {0};
+    if (out_dir) {
+        if (!plena_trace_docs_write_dir(d, out_dir, no_clobber && !force, &err)) return PLENA_OK;
+        plena_cli_report(cmd, &err);
+        return err.code;
+    }
     struct plena_buf b;
     plena_buf_init(&b);
-    int code = 0;
-    if (out_dir) {
-        if (plena_mkdir_p(out_dir, &err)) return plena_cli_report(cmd, &err);
-        char path[4200];
-        for (size_t i = 0; i < d->n && no_clobber && !force; i++) {
-            struct stat sb;
-            if (doc_path(path, sizeof path, out_dir, d->v[i].trace_id)) return 4;
-            if (stat(path, &sb) == 0) {
-                fprintf(stderr, "plena %s: %s exists; not overwritten (use --force)\n", cmd, path);
-                return 4;
-            }
-        }
-        for (size_t i = 0; i < d->n && !code; i++) {
-            b.len = 0;
-            if (doc_path(path, sizeof path, out_dir, d->v[i].trace_id)) {
-                fprintf(stderr, "plena %s: path too long in %s\n", cmd, out_dir);
-                code = 4;
-            } else if (plena_trace_json_write(&b, d->v[i].tree, 1)) {
-                code = 5;
-            } else if (plena_file_write_atomic(path, b.data, b.len, &err)) {
-                code = plena_cli_report(cmd, &err);
-            }
-        }
-        plena_buf_free(&b);
-        return code;
-    }
-    if (d->n == 1 && !(out_path && ends_with(out_path, ".jsonl"))) {
-        if (plena_trace_json_write(&b, d->v[0].tree, 1)) b.failed = 1;
-    } else {
-        plena_trace_docs_sort(d);
-        if (plena_trace_docs_write_set(d, &b)) b.failed = 1;
-    }
-    code = write_out(cmd, out_path, &b);
+    if (plena_trace_docs_render(d, out_path && ends_with(out_path, ".jsonl"), &b)) b.failed = 1;
+    enum plena_status code = write_out(cmd, out_path, &b);
     plena_buf_free(&b);
     return code;
 }
 
 /* ---- gen ---- */
 
-static void gen_usage(FILE *f)
+/* CUSTOM rows of expert/layer lists ("0,2,5-7") into a uint32 array. */
+struct u32_list {
+    uint32_t *v;
+    size_t n;
+};
+
+static int list_row(const char *v, uint32_t max, void *field)
 {
-    fprintf(f, "usage: plena trace gen --model NAME|FILE --tokens T --dist D --seed S [options]\n\n"
-               "  --model NAME|FILE   preset name or HF-style config JSON (required)\n"
-               "  --tokens T          tokens per trace (required)\n"
-               "  --dist D            balanced | round-robin | uniform | zipf:S | hot:N[:F] "
-               "(required)\n"
-               "  --seed S            64-bit seed (required)\n"
-               "  --layer L           model layer index (default 0)\n"
-               "  --layers LIST       one trace per layer, e.g. 0,1,4-7 (instead of --layer)\n"
-               "  --samples N         traces per layer, sample 0..N-1 (default 1)\n"
-               "  --phase P           prefill (default) or decode\n"
-               "  --route-weights W   uniform (default) or random\n"
-               "  --permute           zipf: shuffle the rank order (derive(seed, 6, layer))\n"
-               "  --hot-ids LIST      hot:N: these N experts are the hot set (no shuffle)\n"
-               "  --timestamp         write created_at_utc (output is then not reproducible)\n"
-               "  --mlen M            replay.mlen (default 64)\n"
-               "  --blen B            replay.blen (default 4)\n"
-               "  --out FILE          write here (atomically) instead of standard output\n"
-               "  --out-dir D         one pretty <trace_id>.json per trace in D\n"
-               "  --help              this text\n\n"
-               "One trace is written in pretty form; several as a trace set in canonical order\n"
-               "(one canonical trace per line), or with --out-dir one file each. Every trace is\n"
-               "validated before it is written.\n"
-               "exit: 0 written, 1 a generated trace did not validate, 2 usage, 3 model or shape "
-               "refused, 4 output not writable\n");
+    struct u32_list *l = field;
+    return parse_list(v, max, &l->v, &l->n);
 }
+
+struct gen_cli {
+    struct plena_trace_gen_opts o;
+    const char *model, *out, *out_dir;
+    uint32_t layer;
+    struct u32_list layers, hot;
+    uint64_t samples;
+    int timestamp;
+};
+
+static int parse_dist(const struct plena_opt *row, const char *v, void *base, char *msg, size_t n)
+{
+    (void)row;
+    struct gen_cli *c = base;
+    struct plena_err err = {0};
+    if (!plena_trace_gen_parse_dist(v, &c->o, &err)) return 0;
+    snprintf(msg, n, "%s", err.msg);
+    return -1;
+}
+
+static int parse_layers(const struct plena_opt *row, const char *v, void *base, char *msg, size_t n)
+{
+    (void)row, (void)msg, (void)n;
+    return list_row(v, 65535, &((struct gen_cli *)base)->layers);
+}
+
+static int parse_hot_ids(const struct plena_opt *row, const char *v, void *base, char *msg,
+                         size_t n)
+{
+    (void)row, (void)msg, (void)n;
+    return list_row(v, 16382, &((struct gen_cli *)base)->hot);
+}
+
+static const struct plena_opt_enum gen_phases = {
+    .names = (const char *const[]){"prefill", "decode", NULL}};
+static const struct plena_opt_enum route_weights = {
+    .names = (const char *const[]){"uniform", "random", NULL}};
+
+#define G struct gen_cli
+static const struct plena_opt gen_rows[] = {
+    {.names = "--model",
+     .kind = PLENA_OPT_STR,
+     .metavar = "NAME|FILE",
+     PLENA_OPT_FIELD(G, model),
+     .flags = PLENA_OPT_REQUIRED,
+     .help = "preset name or HF-style config JSON"},
+    {.names = "--tokens",
+     .kind = PLENA_OPT_UINT,
+     .metavar = "T",
+     PLENA_OPT_FIELD(G, o.tokens),
+     .min = 1,
+     .max = 16777216,
+     .flags = PLENA_OPT_REQUIRED,
+     .help = "tokens per trace"},
+    {.names = "--dist",
+     .kind = PLENA_OPT_CUSTOM,
+     .metavar = "D",
+     PLENA_OPT_FIELD(G, o.dist),
+     .parse = parse_dist,
+     .expect = "balanced, round-robin, uniform, zipf:S or hot:N[:F]",
+     .flags = PLENA_OPT_REQUIRED,
+     .help = "balanced | round-robin | uniform | zipf:S | hot:N[:F]"},
+    {.names = "--seed",
+     .kind = PLENA_OPT_UINT,
+     .metavar = "S",
+     PLENA_OPT_FIELD(G, o.seed),
+     .max = UINT64_MAX,
+     .flags = PLENA_OPT_REQUIRED,
+     .help = "64-bit seed"},
+    {.names = "--layer",
+     .kind = PLENA_OPT_UINT,
+     .metavar = "L",
+     PLENA_OPT_FIELD(G, layer),
+     .max = 65535,
+     .excludes = "--layers",
+     .help = "model layer index"},
+    {.names = "--layers",
+     .kind = PLENA_OPT_CUSTOM,
+     .metavar = "LIST",
+     PLENA_OPT_FIELD(G, layers),
+     .parse = parse_layers,
+     .expect = "a list like 0,1,4-7 of 0..65535",
+     .def_text = "--layer",
+     .help = "one trace per layer, e.g. 0,1,4-7 (instead of --layer)"},
+    {.names = "--samples",
+     .kind = PLENA_OPT_UINT,
+     .metavar = "N",
+     PLENA_OPT_FIELD(G, samples),
+     .min = 1,
+     .max = 1000000,
+     .def = "1",
+     .help = "traces per layer, sample 0..N-1"},
+    PLENA_OPT_ENUM_ROW("--phase", "P", G, o.decode, &gen_phases, "phase of every trace"),
+    PLENA_OPT_ENUM_ROW("--route-weights", "W", G, o.random_weights, &route_weights,
+                       "route weights of every token"),
+    PLENA_OPT_FLAG_ROW("--permute", G, o.permute,
+                       "zipf: shuffle the rank order (derive(seed, 6, layer))"),
+    {.names = "--hot-ids",
+     .kind = PLENA_OPT_CUSTOM,
+     .metavar = "LIST",
+     PLENA_OPT_FIELD(G, hot),
+     .parse = parse_hot_ids,
+     .expect = "a list of expert ids",
+     .def_text = "a seeded shuffle",
+     .help = "hot:N: these N experts are the hot set"},
+    PLENA_OPT_FLAG_ROW("--timestamp", G, timestamp,
+                       "write created_at_utc (the output is then not reproducible)"),
+    PLENA_OPT_UINT_ROW("--mlen", "M", G, o.mlen, 1, 4096, "replay.mlen"),
+    PLENA_OPT_UINT_ROW("--blen", "B", G, o.blen, 1, 4096, "replay.blen"),
+    {.names = "--out",
+     .kind = PLENA_OPT_PATH,
+     .metavar = "FILE",
+     PLENA_OPT_FIELD(G, out),
+     .def_text = "standard output",
+     .excludes = "--out-dir",
+     .help = "write here (atomically)"},
+    PLENA_OPT_PATH_ROW("--out-dir", "D", G, out_dir, "one pretty <trace_id>.json per trace in D"),
+};
+#undef G
+static const struct plena_opt_group gen_groups[] = {
+    {NULL, gen_rows, sizeof gen_rows / sizeof gen_rows[0], 0, 0}};
+
+static void gen_init(void *p)
+{
+    plena_trace_gen_opts_default(&((struct gen_cli *)p)->o);
+}
+
+static void gen_fini(void *p)
+{
+    struct gen_cli *c = p;
+    plena_free(c->layers.v);
+    plena_free(c->hot.v);
+    c->layers.v = c->hot.v = NULL;
+}
+
+static const struct plena_cmd_spec gen_spec = {
+    .name = "trace gen",
+    .summary = "synthetic routing traces",
+    .description = "Generates synthetic routing traces (spec/traces-and-replay.md 3.2). One trace "
+                   "is written in pretty form; several as a trace set in canonical order (one "
+                   "canonical trace per line), or with --out-dir one file each. Every trace is "
+                   "validated before it is written.",
+    .groups = gen_groups,
+    .n_groups = 1,
+    .init = gen_init,
+    .fini = gen_fini,
+    .opts_size = sizeof(struct gen_cli),
+};
 
 static int cmd_gen(int argc, char **argv)
 {
-    struct plena_trace_gen_opts o;
-    plena_trace_gen_opts_default(&o);
-    const char *model = NULL, *out_path = NULL, *out_dir = NULL;
-    int have_tokens = 0, have_dist = 0, have_seed = 0, timestamp = 0, code = 0;
-    unsigned long long samples = 1, v = 0;
-    uint32_t one_layer = 0, *layers = NULL, *hot = NULL;
-    size_t n_layers = 0, n_hot = 0;
+    struct gen_cli c;
+    struct plena_opts_result pr;
+    int pcode;
+    if (plena_cli_parse(&gen_spec, argc, argv, &c, &pr, &pcode)) return pcode;
+    pcode = 0;
+    struct plena_trace_gen_opts o = c.o;
+    uint32_t *layers = c.layers.v;
+    size_t n_layers = c.layers.n;
+    enum plena_status code = PLENA_OK;
     struct plena_err err = {0};
-    for (int i = 1; i < argc && !code; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            gen_usage(stdout);
-            goto done;
-        } else if (!strcmp(a, "--permute")) {
-            o.permute = 1;
-            continue;
-        } else if (!strcmp(a, "--timestamp")) {
-            timestamp = 1;
-            continue;
-        }
-        if (!val) {
-            code = plena_cli_usage_error("trace gen", "%s needs a value (or unknown option)", a);
-            break;
-        }
-        i++;
-        if (!strcmp(a, "--model")) {
-            model = val;
-        } else if (!strcmp(a, "--out")) {
-            out_path = val;
-        } else if (!strcmp(a, "--out-dir")) {
-            out_dir = val;
-        } else if (!strcmp(a, "--dist")) {
-            if (plena_trace_gen_parse_dist(val, &o, &err))
-                code = plena_cli_usage_error("trace gen", "%s", err.msg);
-            have_dist = 1;
-        } else if (!strcmp(a, "--tokens")) {
-            if (parse_u64(val, 16777216, &v) || v == 0)
-                code = plena_cli_usage_error("trace gen", "--tokens needs 1..16777216");
-            o.tokens = (uint32_t)v;
-            have_tokens = 1;
-        } else if (!strcmp(a, "--seed")) {
-            if (parse_u64(val, UINT64_MAX, &v))
-                code = plena_cli_usage_error("trace gen", "--seed needs an unsigned integer");
-            o.seed = v;
-            have_seed = 1;
-        } else if (!strcmp(a, "--layer")) {
-            if (parse_u64(val, 65535, &v))
-                code = plena_cli_usage_error("trace gen", "--layer needs 0..65535");
-            one_layer = (uint32_t)v;
-        } else if (!strcmp(a, "--layers")) {
-            plena_free(layers);
-            if (parse_list(val, 65535, &layers, &n_layers))
-                code = plena_cli_usage_error("trace gen",
-                                             "--layers needs a list like 0,1,4-7 of 0..65535");
-        } else if (!strcmp(a, "--hot-ids")) {
-            plena_free(hot);
-            if (parse_list(val, 16382, &hot, &n_hot))
-                code = plena_cli_usage_error("trace gen", "--hot-ids needs a list of expert ids");
-        } else if (!strcmp(a, "--samples")) {
-            if (parse_u64(val, 1000000, &samples) || samples == 0)
-                code = plena_cli_usage_error("trace gen", "--samples needs 1..1000000");
-        } else if (!strcmp(a, "--mlen") || !strcmp(a, "--blen")) {
-            if (parse_u64(val, 4096, &v) || v == 0)
-                code = plena_cli_usage_error("trace gen", "%s needs 1..4096", a);
-            else if (!strcmp(a, "--mlen"))
-                o.mlen = (uint32_t)v;
-            else
-                o.blen = (uint32_t)v;
-        } else if (!strcmp(a, "--phase")) {
-            if (strcmp(val, "prefill") && strcmp(val, "decode"))
-                code = plena_cli_usage_error("trace gen", "--phase needs prefill or decode");
-            o.decode = !strcmp(val, "decode");
-        } else if (!strcmp(a, "--route-weights")) {
-            if (strcmp(val, "uniform") && strcmp(val, "random"))
-                code =
-                    plena_cli_usage_error("trace gen", "--route-weights needs uniform or random");
-            o.random_weights = !strcmp(val, "random");
-        } else {
-            code = plena_cli_usage_error("trace gen", "unknown option '%s'", a);
-        }
-    }
-    if (code) goto done;
-    if (!model || !have_tokens || !have_dist || !have_seed) {
-        code =
-            plena_cli_usage_error("trace gen", "--model, --tokens, --dist and --seed are required");
+    if (c.hot.n && (o.dist != PLENA_TRACE_DIST_HOT || c.hot.n != o.hot_n)) {
+        pcode = plena_cli_usage_error("trace gen", "--hot-ids needs --dist hot:N with N = %zu ids",
+                                      c.hot.n);
         goto done;
     }
-    if (out_path && out_dir) {
-        code = plena_cli_usage_error("trace gen", "--out and --out-dir exclude each other");
-        goto done;
-    }
-    if (n_hot && (o.dist != PLENA_TRACE_DIST_HOT || n_hot != o.hot_n)) {
-        code = plena_cli_usage_error("trace gen", "--hot-ids needs --dist hot:N with N = %zu ids",
-                                     n_hot);
-        goto done;
-    }
-    o.hot_ids = hot;
-    o.n_hot_ids = n_hot;
+    o.hot_ids = c.hot.v;
+    o.n_hot_ids = c.hot.n;
     char stamp[32];
     struct plena_moe_model m;
-    code = model_and_stamp("trace gen", model, &m, timestamp ? stamp : NULL, &o.created_at_utc);
+    code = model_and_stamp("trace gen", c.model, &m, c.timestamp ? stamp : NULL, &o.created_at_utc);
     if (code) goto done;
     o.model = &m;
     if (!n_layers) {
         layers = plena_malloc(sizeof *layers);
         if (!layers) {
-            code = 5;
+            pcode = plena_cli_nomem("trace gen");
             goto done;
         }
-        layers[0] = one_layer;
+        layers[0] = c.layer;
         n_layers = 1;
+        c.layers.v = layers;
     }
     struct plena_trace_docs docs = {0};
     for (size_t l = 0; l < n_layers && !code; l++)
-        for (unsigned long long s = 0; s < samples && !code; s++) {
+        for (uint64_t s = 0; s < c.samples && !code; s++) {
             json_t *t;
             o.layer = layers[l];
             o.sample = (uint32_t)s;
-            if (plena_trace_gen_tree(&o, &t, &err))
-                code = plena_cli_report("trace gen", &err);
-            else if (plena_trace_docs_add(&docs, t, "gen"))
-                code = 5;
+            if (plena_trace_gen_tree(&o, &t, &err)) {
+                plena_cli_report("trace gen", &err);
+                code = err.code;
+            } else if (plena_trace_docs_add(&docs, t, "gen")) {
+                code = PLENA_E_NOMEM;
+                plena_cli_nomem("trace gen");
+            }
         }
-    if (!code) code = write_docs("trace gen", &docs, out_path, out_dir, 1, 0);
+    if (!code) code = write_docs("trace gen", &docs, c.out, c.out_dir, 1, 0);
     plena_trace_docs_free(&docs);
 done:
-    plena_free(layers);
-    plena_free(hot);
-    return code;
+    plena_opts_free(&gen_spec, &c);
+    return pcode ? pcode : plena_status_exit_code(code);
 }
 
 /* ---- import ---- */
 
-static void import_usage(FILE *f)
+struct import_cli {
+    struct plena_trace_import_opts o;
+    const char *model, *out, *out_dir, *file, *raw;
+    int from, phase, dtype; /* -1: not given */
+    struct u32_list map;
+    uint32_t shape[3];
+    int timestamp;
+};
+
+static const char *import_format_name(int v)
 {
-    fprintf(f,
-            "usage: plena trace import --from vllm|megatron|csv|jsonl FILE --model M [options]\n\n"
-            "  --from F                 vllm (routed-experts JSON/JSONL), megatron (router-trace\n"
-            "                           JSONL), csv (long form), jsonl (routing rows)\n"
-            "  --model NAME|FILE        preset or HF-style config (required: no shapes in "
-            "these formats)\n"
-            "  --benchmark NAME         workload.benchmark (default: the format's name)\n"
-            "  --phase P                megatron: phase (default unknown); vllm --raw: prefill or "
-            "decode (required)\n"
-            "  --allow-uniform-weights  import a source without weights with 1/k each\n"
-            "                           (weight_source uniform_weights_timing_only)\n"
-            "  --layer-map LIST         vllm: layer position -> model layer (e.g. 0,2,4)\n"
-            "  --layer-offset N         megatron: added to each record's layer\n"
-            "  --merge-ranks            megatron: one trace per (step, stage, block, layer), "
-            "ranks concatenated\n"
-            "  --decode-aggregate       vllm: one decode trace of all generated tokens\n"
-            "  --raw FILE --shape P,L,K --dtype int16|int32\n"
-            "                           vllm: a raw little-endian array instead of JSON\n"
-            "  --keep-going             skip bad records (listed on stderr), exit 1 at the end\n"
-            "  --mlen M / --blen B      replay.mlen / replay.blen (default 64 / 4)\n"
-            "  --timestamp              write created_at_utc\n"
-            "  --out FILE               write here (one trace pretty; several or .jsonl: a set)\n"
-            "  --out-dir D              one pretty <trace_id>.json per trace\n"
-            "  --help                   this text\n\n"
-            "Every trace is validated (statistics recomputed) before anything is written.\n"
-            "exit: 0 written, 1 records skipped (--keep-going) or a built trace invalid, 2 "
-            "usage,\n"
-            "3 unreadable or inconsistent input, 4 output not writable\n");
+    return plena_trace_import_format_name((enum plena_trace_import_format)v);
 }
+static const struct plena_opt_enum import_formats = {.name = import_format_name};
+static const struct plena_opt_enum import_phases = {
+    .names = (const char *const[]){"prefill", "decode", "smoke", "unknown", NULL}};
+static const struct plena_opt_enum raw_dtypes = {.names =
+                                                     (const char *const[]){"int16", "int32", NULL}};
+
+static int parse_layer_map(const struct plena_opt *row, const char *v, void *base, char *msg,
+                           size_t n)
+{
+    (void)row, (void)msg, (void)n;
+    return list_row(v, 65535, &((struct import_cli *)base)->map);
+}
+
+static int parse_shape(const struct plena_opt *row, const char *v, void *base, char *msg, size_t n)
+{
+    (void)row, (void)msg, (void)n;
+    struct import_cli *c = base;
+    uint32_t *sh = NULL;
+    size_t n_sh = 0;
+    int rc = strchr(v, '-') || parse_list(v, UINT32_MAX - 1, &sh, &n_sh) || n_sh != 3 ? -1 : 0;
+    if (!rc) memcpy(c->shape, sh, sizeof c->shape);
+    plena_free(sh);
+    return rc;
+}
+
+#define I struct import_cli
+static const struct plena_opt import_rows[] = {
+    {.names = "--from",
+     .kind = PLENA_OPT_ENUM,
+     .metavar = "F",
+     PLENA_OPT_FIELD(I, from),
+     .choices = &import_formats,
+     .flags = PLENA_OPT_REQUIRED,
+     .help = "vllm (routed-experts JSON/JSONL), megatron (router-trace JSONL), csv (long form), "
+             "jsonl (routing rows)"},
+    {.names = "--model",
+     .kind = PLENA_OPT_STR,
+     .metavar = "NAME|FILE",
+     PLENA_OPT_FIELD(I, model),
+     .flags = PLENA_OPT_REQUIRED,
+     .help = "preset or HF-style config (these formats carry no shapes)"},
+    {.names = "--benchmark",
+     .kind = PLENA_OPT_STR,
+     .metavar = "NAME",
+     PLENA_OPT_FIELD(I, o.benchmark),
+     .def_text = "the format's name",
+     .help = "workload.benchmark"},
+    {.names = "--phase",
+     .kind = PLENA_OPT_ENUM,
+     .metavar = "P",
+     PLENA_OPT_FIELD(I, phase),
+     .choices = &import_phases,
+     .def_text = "megatron: unknown; vllm --raw: required",
+     .help = "megatron: the phase; vllm --raw: prefill or decode (which array the file holds)"},
+    PLENA_OPT_FLAG_ROW("--allow-uniform-weights", I, o.allow_uniform_weights,
+                       "import a source without weights with 1/k each (weight_source "
+                       "uniform_weights_timing_only)"),
+    {.names = "--layer-map",
+     .kind = PLENA_OPT_CUSTOM,
+     .metavar = "LIST",
+     PLENA_OPT_FIELD(I, map),
+     .parse = parse_layer_map,
+     .expect = "a list like 0,2,4",
+     .def_text = "the identity",
+     .help = "vllm: layer position -> model layer (e.g. 0,2,4)"},
+    PLENA_OPT_UINT_ROW("--layer-offset", "N", I, o.layer_offset, 0, 65535,
+                       "megatron: added to each record's layer"),
+    PLENA_OPT_FLAG_ROW("--merge-ranks", I, o.merge_ranks,
+                       "megatron: one trace per (step, stage, block, layer), ranks concatenated"),
+    PLENA_OPT_FLAG_ROW("--decode-aggregate", I, o.decode_aggregate,
+                       "vllm: one decode trace of all generated tokens"),
+    PLENA_OPT_PATH_ROW("--raw", "FILE", I, raw,
+                       "vllm: a raw little-endian array instead of JSON (with --shape, --dtype "
+                       "and --phase)"),
+    {.names = "--shape",
+     .kind = PLENA_OPT_CUSTOM,
+     .metavar = "P,L,K",
+     PLENA_OPT_FIELD(I, shape),
+     .parse = parse_shape,
+     .expect = "P,L,K",
+     .def_text = "none",
+     .help = "--raw: the array's shape"},
+    PLENA_OPT_ENUM_ROW("--dtype", "T", I, dtype, &raw_dtypes, "--raw: the element type"),
+    PLENA_OPT_FLAG_ROW("--keep-going", I, o.keep_going,
+                       "skip bad records (listed on standard error), exit 1 at the end"),
+    PLENA_OPT_UINT_ROW("--mlen", "M", I, o.mlen, 1, 4096, "replay.mlen"),
+    PLENA_OPT_UINT_ROW("--blen", "B", I, o.blen, 1, 4096, "replay.blen"),
+    PLENA_OPT_FLAG_ROW("--timestamp", I, timestamp, "write created_at_utc"),
+    {.names = "--out",
+     .kind = PLENA_OPT_PATH,
+     .metavar = "FILE",
+     PLENA_OPT_FIELD(I, out),
+     .def_text = "standard output",
+     .excludes = "--out-dir",
+     .help = "write here (one trace pretty; several or .jsonl: a set)"},
+    PLENA_OPT_PATH_ROW("--out-dir", "D", I, out_dir, "one pretty <trace_id>.json per trace"),
+};
+static const struct plena_opt_pos import_pos[] = {
+    {"FILE", "the capture (- for standard input); none with --raw", offsetof(I, file), 0, 1}};
+#undef I
+static const struct plena_opt_group import_groups[] = {
+    {NULL, import_rows, sizeof import_rows / sizeof import_rows[0], 0, 0}};
+
+static void import_init(void *p)
+{
+    struct import_cli *c = p;
+    plena_trace_import_opts_default(&c->o);
+    c->from = c->phase = c->dtype = -1;
+}
+
+static void import_fini(void *p)
+{
+    struct import_cli *c = p;
+    plena_free(c->map.v);
+    c->map.v = NULL;
+}
+
+static const struct plena_cmd_spec import_spec = {
+    .name = "trace import",
+    .summary = "traces from vllm, megatron, csv or jsonl captures",
+    .description = "Imports routing captures into route traces (spec/traces-and-replay.md 3.3). "
+                   "Every trace is validated (statistics recomputed) before anything is written.",
+    .pos = import_pos,
+    .n_pos = 1,
+    .groups = import_groups,
+    .n_groups = 1,
+    .init = import_init,
+    .fini = import_fini,
+    .opts_size = sizeof(struct import_cli),
+};
 
 static int cmd_import(int argc, char **argv)
 {
-    struct plena_trace_import_opts o;
-    plena_trace_import_opts_default(&o);
-    const char *model = NULL, *out_path = NULL, *out_dir = NULL, *file = NULL, *raw = NULL,
-               *shape = NULL, *dtype = NULL;
-    int from = -1, timestamp = 0, code = 0;
-    uint32_t *map = NULL;
-    size_t n_map = 0;
-    unsigned long long v = 0;
+    struct import_cli c;
+    struct plena_opts_result pr;
+    int pcode;
+    if (plena_cli_parse(&import_spec, argc, argv, &c, &pr, &pcode)) return pcode;
+    struct plena_trace_import_opts o = c.o;
+    const char *file = c.file;
+    enum plena_status code = PLENA_OK;
     struct plena_err err = {0};
-    static const char *const flags[] = {"--allow-uniform-weights", "--merge-ranks",
-                                        "--decode-aggregate", "--keep-going", "--timestamp"};
-    for (int i = 1; i < argc && !code; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            import_usage(stdout);
+    pcode = 0;
+    o.from = (enum plena_trace_import_format)c.from;
+    if (c.phase >= 0) o.phase = import_phases.names[c.phase];
+    const int raw_given = c.raw || plena_opts_given(&import_spec, &pr, "--shape") || c.dtype >= 0;
+    if (raw_given) {
+        if (o.from != PLENA_TRACE_IMPORT_VLLM || !c.raw ||
+            !plena_opts_given(&import_spec, &pr, "--shape") || c.dtype < 0 || file) {
+            pcode = plena_cli_usage_error("trace import", "--raw FILE --shape P,L,K --dtype "
+                                                          "int16|int32 go together, with --from "
+                                                          "vllm and no other FILE");
             goto done;
         }
-        int is_flag = 0;
-        for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
-            if (!strcmp(a, flags[k])) is_flag = 1;
-        if (is_flag) {
-            if (!strcmp(a, "--allow-uniform-weights")) o.allow_uniform_weights = 1;
-            if (!strcmp(a, "--merge-ranks")) o.merge_ranks = 1;
-            if (!strcmp(a, "--decode-aggregate")) o.decode_aggregate = 1;
-            if (!strcmp(a, "--keep-going")) o.keep_going = 1;
-            if (!strcmp(a, "--timestamp")) timestamp = 1;
-            continue;
-        }
-        if (a[0] != '-' || !a[1]) {
-            if (file) {
-                code = plena_cli_usage_error("trace import", "one input FILE only ('%s')", a);
-                break;
-            }
-            file = a;
-            continue;
-        }
-        if (!val) {
-            code = plena_cli_usage_error("trace import", "%s needs a value (or unknown option)", a);
-            break;
-        }
-        i++;
-        if (!strcmp(a, "--from")) {
-            if ((from = plena_trace_import_format_parse(val)) < 0)
-                code = plena_cli_usage_error("trace import",
-                                             "--from needs vllm, megatron, csv or jsonl");
-        } else if (!strcmp(a, "--model")) {
-            model = val;
-        } else if (!strcmp(a, "--benchmark")) {
-            o.benchmark = val;
-        } else if (!strcmp(a, "--phase")) {
-            if (strcmp(val, "prefill") && strcmp(val, "decode") && strcmp(val, "smoke") &&
-                strcmp(val, "unknown"))
-                code = plena_cli_usage_error("trace import",
-                                             "--phase needs prefill, decode, smoke or unknown");
-            o.phase = val;
-        } else if (!strcmp(a, "--layer-map")) {
-            plena_free(map);
-            if (parse_list(val, 65535, &map, &n_map))
-                code = plena_cli_usage_error("trace import", "--layer-map needs a list like 0,2,4");
-        } else if (!strcmp(a, "--layer-offset")) {
-            if (parse_u64(val, 65535, &v))
-                code = plena_cli_usage_error("trace import", "--layer-offset needs 0..65535");
-            o.layer_offset = (uint32_t)v;
-        } else if (!strcmp(a, "--raw")) {
-            raw = val;
-        } else if (!strcmp(a, "--shape")) {
-            shape = val;
-        } else if (!strcmp(a, "--dtype")) {
-            dtype = val;
-        } else if (!strcmp(a, "--mlen") || !strcmp(a, "--blen")) {
-            if (parse_u64(val, 4096, &v) || v == 0)
-                code = plena_cli_usage_error("trace import", "%s needs 1..4096", a);
-            else if (!strcmp(a, "--mlen"))
-                o.mlen = (uint32_t)v;
-            else
-                o.blen = (uint32_t)v;
-        } else if (!strcmp(a, "--out")) {
-            out_path = val;
-        } else if (!strcmp(a, "--out-dir")) {
-            out_dir = val;
-        } else {
-            code = plena_cli_usage_error("trace import", "unknown option '%s'", a);
-        }
-    }
-    if (code) goto done;
-    if (from < 0 || !model) {
-        code = plena_cli_usage_error("trace import", "--from and --model are required");
-        goto done;
-    }
-    o.from = (enum plena_trace_import_format)from;
-    if (out_path && out_dir) {
-        code = plena_cli_usage_error("trace import", "--out and --out-dir exclude each other");
-        goto done;
-    }
-    if (raw || shape || dtype) {
-        uint32_t *sh = NULL;
-        size_t n_sh = 0;
-        if (from != PLENA_TRACE_IMPORT_VLLM || !raw || !shape || !dtype || file) {
-            code = plena_cli_usage_error("trace import", "--raw FILE --shape P,L,K --dtype "
-                                                         "int16|int32 go together, with --from "
-                                                         "vllm and no other FILE");
-            goto done;
-        }
-        if (strchr(shape, '-') || parse_list(shape, UINT32_MAX - 1, &sh, &n_sh) || n_sh != 3) {
-            plena_free(sh);
-            code = plena_cli_usage_error("trace import", "--shape needs P,L,K");
-            goto done;
-        }
-        memcpy(o.raw_shape, sh, sizeof o.raw_shape);
-        plena_free(sh);
-        if (!strcmp(dtype, "int16"))
-            o.raw_elem_bytes = 2;
-        else if (!strcmp(dtype, "int32"))
-            o.raw_elem_bytes = 4;
-        else {
-            code = plena_cli_usage_error("trace import", "--dtype needs int16 or int32");
-            goto done;
-        }
+        memcpy(o.raw_shape, c.shape, sizeof o.raw_shape);
+        o.raw_elem_bytes = c.dtype == 0 ? 2 : 4;
         if (!o.phase || (strcmp(o.phase, "prefill") && strcmp(o.phase, "decode"))) {
-            code = plena_cli_usage_error("trace import",
-                                         "--raw needs --phase prefill or --phase decode (which "
-                                         "array the file holds)");
+            pcode = plena_cli_usage_error("trace import",
+                                          "--raw needs --phase prefill or --phase decode (which "
+                                          "array the file holds)");
             goto done;
         }
         o.raw = 1;
-        file = raw;
+        file = c.raw;
     }
     if (!file) {
-        code = plena_cli_usage_error("trace import", "no input FILE given");
+        pcode = plena_cli_usage_error("trace import", "missing FILE");
         goto done;
     }
-    if ((n_map && from != PLENA_TRACE_IMPORT_VLLM) ||
-        ((o.merge_ranks || o.layer_offset) && from != PLENA_TRACE_IMPORT_MEGATRON) ||
-        (o.decode_aggregate && from != PLENA_TRACE_IMPORT_VLLM)) {
-        code = plena_cli_usage_error("trace import", "--layer-map and --decode-aggregate apply "
-                                                     "to vllm, --merge-ranks and --layer-offset "
-                                                     "to megatron");
+    if ((c.map.n && o.from != PLENA_TRACE_IMPORT_VLLM) ||
+        ((o.merge_ranks || o.layer_offset) && o.from != PLENA_TRACE_IMPORT_MEGATRON) ||
+        (o.decode_aggregate && o.from != PLENA_TRACE_IMPORT_VLLM)) {
+        pcode = plena_cli_usage_error("trace import", "--layer-map and --decode-aggregate apply "
+                                                      "to vllm, --merge-ranks and --layer-offset "
+                                                      "to megatron");
         goto done;
     }
     if (o.blen > o.mlen || o.mlen % o.blen) {
-        code = plena_cli_usage_error("trace import", "--blen must divide --mlen");
+        pcode = plena_cli_usage_error("trace import", "--blen must divide --mlen");
         goto done;
     }
-    o.layer_map = map;
-    o.n_layer_map = n_map;
+    o.layer_map = c.map.v;
+    o.n_layer_map = c.map.n;
     char stamp[32];
     struct plena_moe_model m;
-    code = model_and_stamp("trace import", model, &m, timestamp ? stamp : NULL, &o.created_at_utc);
+    code =
+        model_and_stamp("trace import", c.model, &m, c.timestamp ? stamp : NULL, &o.created_at_utc);
     if (code) goto done;
     o.model = &m;
     char *data = NULL;
     size_t len = 0;
     if (read_input(file, &data, &len, &err)) {
-        code = plena_cli_report("trace import", &err);
+        plena_cli_report("trace import", &err);
+        code = err.code;
         goto done;
     }
     struct plena_trace_docs docs = {0};
@@ -987,111 +960,132 @@ static int cmd_import(int argc, char **argv)
     plena_free(data);
     if (log.text.len) fwrite(log.text.data, 1, log.text.len, stderr);
     if (rc) {
-        code = plena_cli_report("trace import", &err);
+        plena_cli_report("trace import", &err);
+        code = err.code;
     } else if (docs.n == 0) {
         fprintf(stderr, "plena trace import: %s: no traces produced\n", file);
-        code = log.n_skipped ? 1 : 3;
+        code = log.n_skipped ? PLENA_E_FAILED : PLENA_E_INPUT;
     } else {
-        code = write_docs("trace import", &docs, out_path, out_dir, 1, 0);
+        code = write_docs("trace import", &docs, c.out, c.out_dir, 1, 0);
         if (log.n_skipped) {
             fprintf(stderr, "plena trace import: %zu bad records skipped (--keep-going)\n",
                     log.n_skipped);
-            if (code < 1) code = 1;
+            code = plena_status_worst(code, PLENA_E_FAILED);
         }
     }
     plena_buf_free(&log.text);
     plena_trace_docs_free(&docs);
 done:
-    plena_free(map);
-    return code;
+    plena_opts_free(&import_spec, &c);
+    return pcode ? pcode : plena_status_exit_code(code);
 }
 
 /* ---- split / pack (1.10) ---- */
 
+struct split_cli {
+    const char *set, *out_dir;
+    int force;
+};
+
+static const struct plena_opt split_rows[] = {
+    {.names = "--out-dir",
+     .kind = PLENA_OPT_PATH,
+     .metavar = "D",
+     PLENA_OPT_FIELD(struct split_cli, out_dir),
+     .flags = PLENA_OPT_REQUIRED,
+     .help = "where D/<trace_id>.json go"},
+    PLENA_OPT_FLAG_ROW("--force", struct split_cli, force, "overwrite existing files"),
+};
+static const struct plena_opt_pos split_pos[] = {{"SET",
+                                                  "a trace set (.jsonl), or - for standard input",
+                                                  offsetof(struct split_cli, set), 1, 1}};
+static const struct plena_opt_group split_groups[] = {{NULL, split_rows, 2, 0, 0}};
+static const struct plena_cmd_spec split_spec = {
+    .name = "trace split",
+    .summary = "one pretty <trace_id>.json per trace of a set",
+    .description = "Writes every trace of the set as D/<trace_id>.json (pretty form); refuses to "
+                   "overwrite an existing file unless --force. Every line is validated first; "
+                   "nothing is written when one is invalid.",
+    .pos = split_pos,
+    .n_pos = 1,
+    .groups = split_groups,
+    .n_groups = 1,
+    .opts_size = sizeof(struct split_cli),
+};
+
 static int cmd_split(int argc, char **argv)
 {
-    const char *set = NULL, *out_dir = NULL;
-    int force = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: plena trace split SET --out-dir D [--force]\n\n"
-                   "  writes every trace of the set as D/<trace_id>.json (pretty form); refuses\n"
-                   "  to overwrite an existing file unless --force. Every line is validated\n"
-                   "  first; nothing is written when one is invalid.\n"
-                   "exit: 0 written, 1 invalid trace, 2 usage, 3 unreadable, 4 not writable\n");
-            return 0;
-        } else if (!strcmp(a, "--force")) {
-            force = 1;
-        } else if (!strcmp(a, "--out-dir")) {
-            if (i + 1 >= argc) return plena_cli_usage_error("trace split", "--out-dir needs D");
-            out_dir = argv[++i];
-        } else if (a[0] == '-' && a[1]) {
-            return plena_cli_usage_error("trace split", "unknown option '%s'", a);
-        } else if (set) {
-            return plena_cli_usage_error("trace split", "one SET only");
-        } else {
-            set = a;
-        }
-    }
-    if (!set || !out_dir)
-        return plena_cli_usage_error("trace split", "SET and --out-dir are required");
+    struct split_cli c;
+    struct plena_opts_result pr;
+    int pcode;
+    if (plena_cli_parse(&split_spec, argc, argv, &c, &pr, &pcode)) return pcode;
     char *data = NULL;
     size_t len = 0;
     struct plena_err err = {0};
-    if (read_input(set, &data, &len, &err)) return plena_cli_report("trace split", &err);
+    if (read_input(c.set, &data, &len, &err)) return plena_cli_report("trace split", &err);
     struct plena_trace_docs docs = {0};
-    int code = 0;
-    if (plena_trace_docs_read(&docs, set, data, len, 1, NULL, &err))
-        code = plena_cli_report("trace split", &err);
-    else
-        code = write_docs("trace split", &docs, NULL, out_dir, force, 1);
+    enum plena_status code;
+    if (plena_trace_docs_read(&docs, c.set, data, len, 1, NULL, &err)) {
+        plena_cli_report("trace split", &err);
+        code = err.code;
+    } else {
+        code = write_docs("trace split", &docs, NULL, c.out_dir, c.force, 1);
+    }
     plena_free(data);
     plena_trace_docs_free(&docs);
-    return code;
+    return plena_status_exit_code(code);
 }
+
+struct pack_cli {
+    struct plena_opt_list files;
+    const char *out;
+    int force_set;
+};
+
+static const struct plena_opt pack_rows[] = {
+    {.names = "--out",
+     .kind = PLENA_OPT_PATH,
+     .metavar = "SET",
+     PLENA_OPT_FIELD(struct pack_cli, out),
+     .flags = PLENA_OPT_REQUIRED,
+     .help = "the trace set to write (- for standard output)"},
+    PLENA_OPT_FLAG_ROW("--set", struct pack_cli, force_set, "treat every FILE as a trace set"),
+};
+static const struct plena_opt_pos pack_pos[] = {
+    {"FILE", "traces (.json) or trace sets (.jsonl or --set); - for standard input",
+     offsetof(struct pack_cli, files), 1, 0}};
+static const struct plena_opt_group pack_groups[] = {{NULL, pack_rows, 2, 0, 0}};
+static const struct plena_cmd_spec pack_spec = {
+    .name = "trace pack",
+    .summary = "traces -> one trace set in canonical order",
+    .description = "Reads traces, validates each, and writes one trace set in canonical order "
+                   "(spec/traces-and-replay.md 1.10). A trace_id given twice is an error (V100).",
+    .pos = pack_pos,
+    .n_pos = 1,
+    .groups = pack_groups,
+    .n_groups = 1,
+    .opts_size = sizeof(struct pack_cli),
+};
 
 static int cmd_pack(int argc, char **argv)
 {
-    const char *out = NULL;
-    int n_files = 0, force_set = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: plena trace pack FILE... --out SET [--set]\n\n"
-                   "  reads traces (.json; .jsonl or --set: trace sets), validates each, and\n"
-                   "  writes one trace set in canonical order (1.10); - for standard output.\n"
-                   "  A trace_id given twice is an error (V100).\n"
-                   "exit: 0 written, 1 invalid trace, 2 usage, 3 unreadable, 4 not writable\n");
-            return 0;
-        } else if (!strcmp(a, "--out")) {
-            if (i + 1 >= argc) return plena_cli_usage_error("trace pack", "--out needs SET");
-            out = argv[++i];
-        } else if (!strcmp(a, "--set")) {
-            force_set = 1;
-        } else if (a[0] == '-' && a[1]) {
-            return plena_cli_usage_error("trace pack", "unknown option '%s'", a);
-        } else {
-            n_files++;
-        }
-    }
-    if (!n_files || !out)
-        return plena_cli_usage_error("trace pack", "FILE... and --out are required");
+    struct pack_cli c;
+    struct plena_opts_result pr;
+    int pcode;
+    if (plena_cli_parse(&pack_spec, argc, argv, &c, &pr, &pcode)) return pcode;
     struct plena_trace_docs docs = {0};
-    int code = 0;
-    for (int i = 1; i < argc && !code; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--out")) {
-            i++;
-            continue;
-        }
-        if (a[0] == '-' && a[1]) continue;
+    enum plena_status code = PLENA_OK;
+    for (size_t i = 0; i < c.files.n && !code; i++) {
+        const char *a = c.files.v[i];
         char *data = NULL;
         size_t len = 0;
         struct plena_err err = {0};
         if (read_input(a, &data, &len, &err) ||
-            plena_trace_docs_read(&docs, a, data, len, is_set_path(a, force_set), NULL, &err))
-            code = plena_cli_report("trace pack", &err);
+            plena_trace_docs_read(&docs, a, data, len, plena_trace_path_is_set(a, c.force_set),
+                                  NULL, &err)) {
+            plena_cli_report("trace pack", &err);
+            code = err.code;
+        }
         plena_free(data);
     }
     if (!code) {
@@ -1099,47 +1093,53 @@ static int cmd_pack(int argc, char **argv)
         plena_buf_init(&b);
         plena_trace_docs_sort(&docs);
         if (plena_trace_docs_write_set(&docs, &b)) b.failed = 1;
-        code = write_out("trace pack", out, &b);
+        code = write_out("trace pack", c.out, &b);
         plena_buf_free(&b);
     }
     plena_trace_docs_free(&docs);
-    return code;
+    plena_opts_free(&pack_spec, &c);
+    return plena_status_exit_code(code);
 }
 
-static int cmd_rules(void)
+/* ---- rules ---- */
+
+struct rules_cli {
+    int unused;
+};
+static const struct plena_cmd_spec rules_spec = {
+    .name = "trace rules",
+    .summary = "list every validator rule and warning",
+    .description = "Lists every rule of the validator (code, JSON path, rule), from the field "
+                   "table src/trace/fields.def and src/trace/rules.def.",
+    .opts_size = sizeof(struct rules_cli),
+};
+
+static int cmd_rules(int argc, char **argv)
 {
+    struct rules_cli c;
+    struct plena_opts_result pr;
+    int pcode;
+    if (plena_cli_parse(&rules_spec, argc, argv, &c, &pr, &pcode)) return pcode;
     for (unsigned i = 0; i < plena_trace_rule_count(); i++) {
         const struct plena_trace_rule_info *r = plena_trace_rule_at(i);
         printf("%s  %-40s %s\n", r->code, r->path, r->rule);
     }
-    return 0;
+    return plena_status_exit_code(PLENA_OK);
 }
 
-int plena_cmd_trace(int argc, char **argv)
-{
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
-    const char *sub = argv[1];
-    if (!strcmp(sub, "--help") || !strcmp(sub, "-h") || !strcmp(sub, "help")) {
-        usage(stdout);
-        return 0;
-    }
-    if (!strcmp(sub, "validate")) return cmd_validate(argc - 1, argv + 1);
-    if (!strcmp(sub, "stats")) return cmd_stats(argc - 1, argv + 1);
-    if (!strcmp(sub, "rules")) return cmd_rules();
-    if (!strcmp(sub, "gen")) return cmd_gen(argc - 1, argv + 1);
-    if (!strcmp(sub, "import")) return cmd_import(argc - 1, argv + 1);
-    if (!strcmp(sub, "split")) return cmd_split(argc - 1, argv + 1);
-    if (!strcmp(sub, "pack")) return cmd_pack(argc - 1, argv + 1);
-    static const char *const later[] = {"route", "build", "tiny-checkpoint"};
-    for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
-        if (!strcmp(sub, later[i])) {
-            fprintf(stderr, "plena trace %s: not built in this version of plena\n", sub);
-            return 2;
-        }
-    fprintf(stderr, "plena trace: unknown subcommand '%s'\n", sub);
-    usage(stderr);
-    return 2;
-}
+static const struct plena_cli_sub trace_subs[] = {
+    {"validate", cmd_validate, &validate_spec},
+    {"stats", cmd_stats, &stats_spec},
+    {"gen", cmd_gen, &gen_spec},
+    {"import", cmd_import, &import_spec},
+    {"split", cmd_split, &split_spec},
+    {"pack", cmd_pack, &pack_spec},
+    {"rules", cmd_rules, &rules_spec},
+};
+static const char *const trace_not_built[] = {"route", "build", "tiny-checkpoint", NULL};
+
+const struct plena_cli_cmd plena_cli_cmd_trace = {
+    .subs = trace_subs,
+    .n_subs = sizeof trace_subs / sizeof trace_subs[0],
+    .not_built = trace_not_built,
+};

@@ -73,6 +73,13 @@ const char *plena_status_meaning(enum plena_status code)
     return (unsigned)code < PLENA_STATUS_COUNT ? statuses[code].meaning : "unknown status";
 }
 
+enum plena_status plena_status_from_exit_code(int exit_code)
+{
+    for (size_t i = 0; i < PLENA_STATUS_COUNT; i++)
+        if (statuses[i].exit_code == exit_code) return (enum plena_status)i;
+    return PLENA_E_FAILED;
+}
+
 enum plena_status plena_status_worst(enum plena_status a, enum plena_status b)
 {
     return plena_status_exit_code(b) > plena_status_exit_code(a) ? b : a;

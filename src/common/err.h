@@ -44,6 +44,9 @@ const char *plena_err_format(const struct plena_err *err, char *buf, unsigned lo
 
 /* The process exit code of a status (status.def); 1 for a value outside it. */
 int plena_status_exit_code(enum plena_status code);
+/* The first status (status.def order) with this exit code; PLENA_E_FAILED
+ * for a code outside the table. For the exit status of a worker process. */
+enum plena_status plena_status_from_exit_code(int exit_code);
 /* The status's name ("PLENA_E_INPUT") and meaning ("invalid input (...)"). */
 const char *plena_status_name(enum plena_status code);
 const char *plena_status_meaning(enum plena_status code);

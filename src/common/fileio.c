@@ -61,6 +61,26 @@ static void fsync_dir_of(const char *path)
     }
 }
 
+int plena_file_read_input(const char *path, char **data, size_t *len, struct plena_err *err)
+{
+    if (strcmp(path, "-")) return plena_file_read_all(path, data, len, err);
+    *data = NULL;
+    *len = 0;
+    struct plena_buf b;
+    plena_buf_init(&b);
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0)
+        if (plena_buf_append(&b, chunk, n)) break;
+    if (b.failed || plena_buf_append(&b, "", 1)) {
+        plena_buf_free(&b);
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "-", "out of memory reading standard input");
+    }
+    *data = b.data;
+    *len = b.len - 1;
+    return 0;
+}
+
 int plena_file_write_atomic(const char *path, const void *data, size_t len, struct plena_err *err)
 {
     static unsigned counter;

@@ -15,6 +15,8 @@
 /* Reads the whole file into a NUL-terminated buffer (caller frees with
  * plena_free). Errors are PLENA_E_INPUT naming the path. */
 int plena_file_read_all(const char *path, char **data, size_t *len, struct plena_err *err);
+/* The same, with "-" meaning standard input (read to its end). */
+int plena_file_read_input(const char *path, char **data, size_t *len, struct plena_err *err);
 
 /* Writes `len` bytes atomically. Errors are PLENA_E_OUTPUT naming the path. */
 int plena_file_write_atomic(const char *path, const void *data, size_t len, struct plena_err *err);

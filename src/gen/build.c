@@ -69,7 +69,63 @@ const struct plena_hbm_region *plena_moe_build_region(const struct plena_moe_bui
     return NULL;
 }
 
-/* ---- routing generators ---- */
+/* ---- routing: the choice of `plena moe --routing` and the generators ---- */
+
+int plena_moe_build_check_model(const struct plena_moe_model *m, const struct plena_gen_machine *gm,
+                                struct plena_err *err)
+{
+    char where[160];
+    snprintf(where, sizeof where, "model %s", m->name);
+    if (m->num_experts && m->top_k > m->num_experts)
+        return PLENA_FAIL(err, PLENA_E_FAILED, where, "top_k %u exceeds num_experts %u", m->top_k,
+                          m->num_experts);
+    if (m->hidden % gm->mlen)
+        return PLENA_FAIL(err, PLENA_E_FAILED, where, "hidden size %u is not a multiple of MLEN %u",
+                          m->hidden, gm->mlen);
+    return plena_model_validate(m, gm->mlen, err);
+}
+
+int plena_moe_routing_is_keyword(const char *routing)
+{
+    return !strcmp(routing, "device") || !strcmp(routing, "balanced") || !strcmp(routing, "random");
+}
+
+int plena_moe_build_routing(struct plena_moe_build_opts *o, const struct plena_moe_model *m,
+                            const char *routing, uint64_t seed, uint32_t **ids, float **w,
+                            struct plena_err *err)
+{
+    struct plena_moe_cfg *cfg = &o->cfg;
+    if (cfg->routing == PLENA_ROUTING_NONE) return 0;
+    if (!routing) routing = cfg->routing == PLENA_ROUTING_DEVICE ? "device" : "balanced";
+    if (!strcmp(routing, "device")) {
+        if (cfg->routing == PLENA_ROUTING_FIXED) {
+            if (!m->approx_routing_ok) {
+                char where[160];
+                snprintf(where, sizeof where, "model %s", m->name);
+                return PLENA_FAIL(err, PLENA_E_FAILED, where,
+                                  "V_TOPK does not reproduce its routing (moe-lowering.md 4); use "
+                                  "--routing balanced|random|FILE");
+            }
+            cfg->routing = PLENA_ROUTING_DEVICE;
+            cfg->approx_routing = 1;
+        }
+        return 0;
+    }
+    cfg->routing = PLENA_ROUTING_FIXED;
+    if (plena_moe_routing_is_keyword(routing)) {
+        const size_t n = (size_t)o->T * cfg->k;
+        *ids = plena_malloc(n * sizeof **ids);
+        *w = plena_malloc(n * sizeof **w);
+        if (!*ids || !*w) return PLENA_FAIL(err, PLENA_E_NOMEM, "", "out of memory");
+        if (!strcmp(routing, "balanced"))
+            plena_moe_routing_balanced(o->T, cfg->E, cfg->k, *ids, *w);
+        else
+            plena_moe_routing_random(o->T, cfg->E, cfg->k, seed, *ids, *w);
+    }
+    o->fixed_ids = *ids;
+    o->fixed_w = *w;
+    return 0;
+}
 
 void plena_moe_routing_balanced(uint32_t T, uint32_t E, uint32_t k, uint32_t *ids, float *w)
 {

@@ -116,12 +116,34 @@ void plena_moe_build_free(struct plena_moe_build *b);
 /* layout.json text (6.1) into out. */
 int plena_moe_layout_json(const struct plena_moe_build *b, struct plena_buf *out);
 
-/* Fixed-routing generators for the CLI: balanced (ids (t*k+j) mod E, weights
- * 1/k) and random (first k of a shuffle from derive(seed, 1, 0, t), weights a
- * softmax of uniform scores). ids/w hold T*k entries. */
+/* Fixed-routing generators: balanced (ids (t*k+j) mod E, weights 1/k) and
+ * random (first k of a shuffle from derive(seed, 1, 0, t), weights a softmax
+ * of uniform scores). ids/w hold T*k entries. */
 void plena_moe_routing_balanced(uint32_t T, uint32_t E, uint32_t k, uint32_t *ids, float *w);
 void plena_moe_routing_random(uint32_t T, uint32_t E, uint32_t k, uint64_t seed, uint32_t *ids,
                               float *w);
+
+/* The checks of `plena moe` before a build: top_k <= num_experts and H a
+ * multiple of MLEN (PLENA_E_FAILED, where "model NAME"), then the shape
+ * rules of plena_model_validate. */
+int plena_moe_build_check_model(const struct plena_moe_model *m, const struct plena_gen_machine *gm,
+                                struct plena_err *err);
+
+/* 1 when `routing` is a routing keyword (device, balanced, random), 0 when
+ * it names a route trace file. */
+int plena_moe_routing_is_keyword(const char *routing);
+
+/* Applies `plena moe --routing` to o (after plena_moe_build_opts_init; a
+ * model without routing is left alone). routing NULL is the preset's own
+ * path: device, or balanced for a fixed-routing preset. "device" keeps
+ * V_TOPK, approximately for a fixed-routing preset whose model allows it
+ * (else PLENA_E_FAILED); "balanced" and "random" (seeded) generate fixed
+ * routing into *ids and *w; a trace file's routing is given in *ids and *w
+ * (plena_trace_read_fixed_routing). The routing arrays are o's until the
+ * caller frees *ids and *w (plena_free). */
+int plena_moe_build_routing(struct plena_moe_build_opts *o, const struct plena_moe_model *m,
+                            const char *routing, uint64_t seed, uint32_t **ids, float **w,
+                            struct plena_err *err);
 
 /* HBM byte address of expert e's entry in projection table q (2.3; both
  * the stride and the windowed form). */

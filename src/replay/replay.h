@@ -1,12 +1,14 @@
 /* Replay of route traces (spec/traces-and-replay.md 5): options (5.1), the
  * per-trace pipeline (5.2) into a build directory with a decided results.json
- * (5.5), and the fingerprint of 0.4. The CLI (src/cli/cmd_replay.c) owns the
- * process pool, printing and exit codes; this module never prints. */
+ * (5.5), the fingerprint of 0.4, and a replay of many inputs with a pool of
+ * worker processes (batch.c). This module never prints: the CLI
+ * (src/cli/cmd_replay.c) prints the events and picks the exit code. */
 #ifndef PLENA_REPLAY_REPLAY_H
 #define PLENA_REPLAY_REPLAY_H
 
 #include <jansson.h>
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -96,6 +98,42 @@ int plena_replay_run(const struct plena_replay_item *it, const struct plena_repl
 json_t *plena_replay_split_json(const uint64_t *stage_picos, uint64_t clock_ps,
                                 const char *routed_lowering);
 json_t *plena_replay_tax_json(const uint64_t *stage_picos, uint64_t clock_ps);
+
+/* ---- a replay of many inputs (plena replay TRACE|SET...) ---- */
+struct plena_replay_batch_opts {
+    const char *const *inputs; /* trace files and sets; "-" = standard input */
+    size_t n_inputs;
+    int as_set;                  /* every input is a trace set (else: names ending in .jsonl) */
+    unsigned jobs;               /* > 1: that many worker processes */
+    volatile sig_atomic_t *stop; /* set by the caller's signal handler; may be NULL */
+};
+
+/* What happens, for the caller to print. Every callback may be NULL;
+ * `outcome` and the errors of a replayed trace are called in the worker
+ * process when jobs > 1. */
+struct plena_replay_batch_events {
+    /* an unreadable input, a trace that could not be prepared, an output or
+     * export failure, an error while replaying one trace */
+    void (*error)(void *ctx, const struct plena_err *err);
+    /* an invalid trace (V rules or replay tier): not replayed */
+    void (*invalid)(void *ctx, const char *source, const struct plena_trace_report *r);
+    /* a trace_id already given (V100): the later trace is not replayed */
+    void (*duplicate)(void *ctx, const char *source, const char *trace_id);
+    /* one trace decided (or skipped) */
+    void (*outcome)(void *ctx, const struct plena_replay_item *it,
+                    const struct plena_replay_outcome *oc);
+    void *ctx;
+};
+
+/* Reads every input, prepares every trace (nothing is written before all
+ * are checked), replays the valid ones into o->out_dir (in this process, or
+ * with b->jobs workers) and rebuilds the 5.8 exports. Returns the worst
+ * status of everything (E_FAILED for an invalid or repeated trace or a
+ * failed gate, E_INPUT, E_OUTPUT, E_NOMEM, E_INTERRUPTED when *b->stop was
+ * set: *interrupted then says so and the exports are not rebuilt). */
+enum plena_status plena_replay_batch(const struct plena_replay_opts *o,
+                                     const struct plena_replay_batch_opts *b,
+                                     const struct plena_replay_batch_events *ev, int *interrupted);
 
 /* Deletes leftover "*.tmp.*" files of an interrupted atomic write in dir (0.3). */
 void plena_replay_clean_tmp(const char *dir);

@@ -99,3 +99,28 @@ int plena_replay_tier_check(const char *bytes, size_t len, const struct plena_re
     if (rc) return rc;
     return report->valid ? 0 : PLENA_E_FAILED;
 }
+
+int plena_replay_tier_check_set(const char *bytes, size_t len,
+                                const struct plena_replay_tier_opts *ro,
+                                const struct plena_gen_machine *machine,
+                                struct plena_trace_set_report *s)
+{
+    struct plena_trace_lines it = {bytes, len, 0, 0};
+    const char *text;
+    size_t n, k = 0;
+    /* entries are in line order, one per non-blank line */
+    while (k < s->n_entries && plena_trace_lines_next(&it, &text, &n)) {
+        if (s->entries[k].line != it.line) continue;
+        struct plena_trace_report *r = &s->entries[k].report;
+        if (r->valid) {
+            size_t before = r->n_errors;
+            if (plena_replay_tier_check(text, n, ro, machine, r) == PLENA_E_NOMEM)
+                return PLENA_E_NOMEM;
+            for (size_t i = before; i < r->n_errors; i++)
+                r->errors[i].line = it.line;
+            if (!r->valid) s->valid = 0;
+        }
+        k++;
+    }
+    return 0;
+}

@@ -27,4 +27,12 @@ int plena_replay_tier_check(const char *bytes, size_t len, const struct plena_re
                             const struct plena_gen_machine *machine,
                             struct plena_trace_report *report);
 
+/* The same for every valid line of a trace set, `s` being the set's V-rule
+ * report over the same bytes (plena_trace_validate_set_bytes): R findings
+ * carry their set line and clear s->valid. 0 or PLENA_E_NOMEM. */
+int plena_replay_tier_check_set(const char *bytes, size_t len,
+                                const struct plena_replay_tier_opts *ro,
+                                const struct plena_gen_machine *machine,
+                                struct plena_trace_set_report *s);
+
 #endif

@@ -4,7 +4,8 @@
  * trace is validated before anyone writes it; the canonical order of a set;
  * reading a set or single traces into a list. The replay-tier rules
  * R001-R006 live in replay/tier.h (they ask the generator).
- * Does not read or write files: callers pass bytes and get buffers back. */
+ * Only files.c writes files (a directory of traces); the rest takes bytes
+ * and gives buffers back. */
 #ifndef PLENA_TRACE_BUILD_H
 #define PLENA_TRACE_BUILD_H
 
@@ -74,5 +75,15 @@ int plena_trace_docs_write_set(const struct plena_trace_docs *d, struct plena_bu
 int plena_trace_docs_read(struct plena_trace_docs *d, const char *name, const char *bytes,
                           size_t len, int is_set, const struct plena_trace_validate_options *opt,
                           struct plena_err *err);
+
+/* ---- into files (trace/files.c) ---- */
+/* One pretty DIR/<stable_id(trace_id)>.json per trace (1.8), each written
+ * atomically; with no_clobber nothing is written when one of them exists
+ * (PLENA_E_OUTPUT naming it). */
+int plena_trace_docs_write_dir(const struct plena_trace_docs *d, const char *dir, int no_clobber,
+                               struct plena_err *err);
+/* One output for d: a single trace in pretty form unless as_set, else a set
+ * in canonical order (d is sorted). -1 when out of memory. */
+int plena_trace_docs_render(struct plena_trace_docs *d, int as_set, struct plena_buf *b);
 
 #endif

@@ -23,12 +23,19 @@ void plena_trace_import_opts_default(struct plena_trace_import_opts *o)
     o->raw_elem_bytes = 2;
 }
 
+/* in enum plena_trace_import_format order */
+static const char *const format_names[] = {"vllm", "megatron", "csv", "jsonl"};
+
 int plena_trace_import_format_parse(const char *s)
 {
-    static const char *const names[] = {"vllm", "megatron", "csv", "jsonl"};
     for (int i = 0; i < 4; i++)
-        if (!strcmp(s, names[i])) return i;
+        if (!strcmp(s, format_names[i])) return i;
     return -1;
+}
+
+const char *plena_trace_import_format_name(enum plena_trace_import_format f)
+{
+    return (unsigned)f < 4 ? format_names[f] : "?";
 }
 
 struct mset;

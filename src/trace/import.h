@@ -45,6 +45,8 @@ struct plena_trace_import_opts {
 void plena_trace_import_opts_default(struct plena_trace_import_opts *o);
 /* "vllm" | "megatron" | "csv" | "jsonl"; -1 when unknown. */
 int plena_trace_import_format_parse(const char *s);
+/* The spelling of f; "?" outside the enum (the CLI lists the choices from it). */
+const char *plena_trace_import_format_name(enum plena_trace_import_format f);
 
 /* Records skipped under keep_going: one "WHERE: message\n" line each. */
 struct plena_trace_import_log {

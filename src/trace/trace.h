@@ -132,6 +132,22 @@ int plena_trace_validate_set_bytes(const char *bytes, size_t len,
                                    const struct plena_trace_validate_options *opt,
                                    struct plena_trace_set_report *report);
 
+/* ---- fixed routing from a trace (plena moe --routing FILE) ---- */
+/* The layer a trace's routing must fit. */
+struct plena_trace_routing_shape {
+    const char *model_name;
+    uint32_t hidden, experts, top_k, tokens;
+};
+/* Reads and validates the trace at `path`; when it is valid and its model
+ * and token count are `want`'s, *ids and *w (plena_free) hold its
+ * [tokens][top_k] routing. Errors name `where` (e.g. "--routing t.json"):
+ * E_INPUT unreadable, E_FAILED "not a valid route trace" (report holds the
+ * findings) or a shape mismatch, E_NOMEM. */
+int plena_trace_read_fixed_routing(const char *path, const char *where,
+                                   const struct plena_trace_routing_shape *want, uint32_t **ids,
+                                   float **w, struct plena_trace_report *report,
+                                   struct plena_err *err);
+
 /* ---- statistics (section 1.6) ---- */
 struct plena_trace_stats {
     size_t n_experts;
@@ -155,6 +171,20 @@ size_t plena_trace_active_experts(const int64_t *counts, size_t n, int64_t *out)
 size_t plena_trace_cold_experts(const int64_t *counts, size_t n, int64_t *out);
 size_t plena_trace_hot_experts(const int64_t *counts, size_t n, int64_t *out);
 
+/* The statistics `plena trace stats` prints for one document. */
+struct plena_trace_summary {
+    char trace_id[129];
+    long long token_count, top_k;
+    int64_t *counts; /* expert_counts, n entries (plena_trace_summary_free) */
+    size_t n;
+    struct plena_trace_stats stats;
+};
+/* Validates doc (the report holds the findings: PLENA_E_FAILED when
+ * invalid) and computes its statistics from expert_counts. PLENA_E_NOMEM. */
+int plena_trace_summary_doc(const char *doc, size_t len, struct plena_trace_summary *s,
+                            struct plena_trace_report *report);
+void plena_trace_summary_free(struct plena_trace_summary *s);
+
 /* ---- trace sets: JSON Lines (section 1.10) ---- */
 /* Cursor over the lines of a set: '\n' ends a line (a last line without one
  * counts), lines of only spaces, tabs and CR are blank and skipped, but every
@@ -167,6 +197,9 @@ struct plena_trace_lines {
 };
 /* Next non-blank line into *s, *n (without its '\n'): 1, or 0 at the end. */
 int plena_trace_lines_next(struct plena_trace_lines *it, const char **s, size_t *n);
+/* 1 when the file `path` is read as a trace set: its name ends in ".jsonl",
+ * or force_set (a --set option). */
+int plena_trace_path_is_set(const char *path, int force_set);
 
 /* ---- JSON writing (section 0.3 pretty form, 0.4 canonical form) ---- */
 /* Appends `v` to `b` with the common writer (common/json.h): pretty (keys

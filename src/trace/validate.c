@@ -1045,3 +1045,11 @@ int plena_trace_lines_next(struct plena_trace_lines *it, const char **s, size_t 
     }
     return 0;
 }
+
+/* The one rule for "is this file a trace set" (replay, trace validate,
+ * stats, pack; campaign's loader asks the same). */
+int plena_trace_path_is_set(const char *path, int force_set)
+{
+    size_t n = strlen(path);
+    return force_set || (n >= 6 && !strcmp(path + n - 6, ".jsonl"));
+}

@@ -1,0 +1,95 @@
+/* The replay options of spec/traces-and-replay.md 5.1 as one row table over
+ * struct plena_replay_opts: `plena replay` parses them, and `plena campaign`
+ * parses the same rows (into the fingerprint) and forwards them verbatim to
+ * every worker. Defaults are plena_replay_opts_default's. */
+#include <stddef.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/replay_opts.h"
+
+PLENA_OPT_ENUM_OF(weights_mode);
+PLENA_OPT_ENUM_OF(input_mode);
+
+static const struct plena_opt_enum lowerings = {
+    .names = (const char *const[]){"pair-major", "expert-major", NULL}};
+static const struct plena_opt_enum routings = {.names =
+                                                   (const char *const[]){"fixed", "device", NULL}};
+
+#define O struct plena_replay_opts
+const struct plena_opt plena_cli_replay_rows[] = {
+    {.names = "--lowering",
+     .kind = PLENA_OPT_CHOICE,
+     .metavar = "L",
+     PLENA_OPT_FIELD(O, lowering),
+     .choices = &lowerings,
+     .help = "routed lowering (expert-major is not built yet)"},
+    PLENA_OPT_ENUM_ROW("--weights", "W", O, weights, &plena_opt_enum_weights_mode,
+                       "expert and shared weights"),
+    PLENA_OPT_UINT_ROW("--weight-seed", "N", O, weight_seed, 0, UINT64_MAX, "weight seed"),
+    PLENA_OPT_ENUM_ROW("--input", "I", O, input, &plena_opt_enum_input_mode, "MoE input x"),
+    PLENA_OPT_UINT_ROW("--input-seed", "N", O, input_seed, 0, UINT64_MAX, "input seed"),
+    PLENA_OPT_ENUM_ROW("--routing", "R", O, routing_device, &routings,
+                       "fixed: the trace's routing; device needs preloaded router logits in the "
+                       "generator (not built yet)"),
+    {.names = "--profile",
+     .kind = PLENA_OPT_FLAG,
+     PLENA_OPT_FIELD(O, profile),
+     .ival = 1,
+     .excludes = "--no-profile",
+     .help = "write the stage profile"},
+    {.names = "--no-profile",
+     .kind = PLENA_OPT_FLAG,
+     PLENA_OPT_FIELD(O, profile),
+     .ival = 0,
+     .def_text = "off: the profile is written",
+     .help = "no stage profile"},
+    PLENA_OPT_FLAG_ROW("--overlap", O, overlap, "the prefetch/compute overlap overlay"),
+    {.names = "--repeat",
+     .kind = PLENA_OPT_UINT,
+     .metavar = "N",
+     PLENA_OPT_FIELD(O, repeat),
+     .min = 2,
+     .max = 1000,
+     .flags = PLENA_OPT_ZERO_OFF,
+     .help = "repeat gate with N emulator runs"},
+    {.names = "--mlen",
+     .kind = PLENA_OPT_UINT,
+     .metavar = "N",
+     PLENA_OPT_FIELD(O, mlen),
+     .min = 1,
+     .max = 4096,
+     .def_text = "the trace's replay.mlen",
+     .help = "override the trace's replay MLEN"},
+    {.names = "--blen",
+     .kind = PLENA_OPT_UINT,
+     .metavar = "N",
+     PLENA_OPT_FIELD(O, blen),
+     .min = 1,
+     .max = 4096,
+     .def_text = "the trace's replay.blen",
+     .help = "override the trace's replay BLEN"},
+    {.names = "--settings",
+     .kind = PLENA_OPT_PATH,
+     .metavar = "FILE",
+     PLENA_OPT_FIELD(O, settings_path),
+     .def_text = "the built-in lookup",
+     .help = "settings file"},
+    {.names = NULL}, /* end: the groups that share this table have n_rows 0 */
+};
+#undef O
+
+void plena_cli_replay_init(struct plena_replay_opts *o)
+{
+    plena_replay_opts_default(o);
+}
+
+int plena_cli_replay_not_built(const char *cmd, const struct plena_replay_opts *o, int allow_device)
+{
+    if (!strcmp(o->lowering, "expert-major"))
+        return plena_cli_usage_error(cmd, "--lowering expert-major is not built yet");
+    if (o->routing_device && !allow_device)
+        return plena_cli_usage_error(cmd, "--routing device needs preloaded router logits in "
+                                          "the generator, which is not built yet");
+    return 0;
+}

@@ -1,0 +1,22 @@
+/* The replay option rows shared by `plena replay` and `plena campaign`
+ * (cli/replay_opts.c). Their offsets are relative to a struct
+ * plena_replay_opts: a command puts that struct in its options and names its
+ * offset as the group's base. */
+#ifndef PLENA_CLI_REPLAY_OPTS_H
+#define PLENA_CLI_REPLAY_OPTS_H
+
+#include "cli/opts.h"
+#include "replay/replay.h"
+
+/* Ends with a {NULL} row: groups over it give n_rows 0. */
+extern const struct plena_opt plena_cli_replay_rows[];
+
+/* plena_replay_opts_default. */
+void plena_cli_replay_init(struct plena_replay_opts *o);
+/* The values the rows accept but the generator cannot build yet: 0, or the
+ * exit code of the usage error printed. `plena campaign` lets --routing
+ * device through (it enters the fingerprint; the workers refuse it). */
+int plena_cli_replay_not_built(const char *cmd, const struct plena_replay_opts *o,
+                               int allow_device);
+
+#endif

@@ -1,0 +1,139 @@
+/* The process pool (common/proc.h): every job runs once with at most
+ * `width` at once, exit codes and signals are reported per job, a prepare
+ * error stops dispatch after reaping what runs, and a stop request sends
+ * SIGTERM to the running jobs (reported as interrupted). */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/proc.h"
+
+#define N 6
+
+struct ctx {
+    int codes[N], signals[N], done[N], interrupted[N];
+    unsigned max_slot;
+    size_t max_running;
+    int fail_prepare_at; /* -1: never */
+    int sleep_forever;
+    volatile sig_atomic_t stop;
+    int ticks;
+};
+
+static int prepare(void *p, size_t i, struct plena_err *err)
+{
+    struct ctx *c = p;
+    if ((int)i == c->fail_prepare_at) return PLENA_FAIL(err, PLENA_E_OUTPUT, "x", "refused");
+    return 0;
+}
+
+static int child(void *p, size_t i)
+{
+    struct ctx *c = p;
+    if (c->sleep_forever)
+        for (;;)
+            pause();
+    if (i == 3) raise(SIGKILL);
+    return (int)i + 10;
+}
+
+static void done(void *p, size_t i, const struct plena_proc_exit *e)
+{
+    struct ctx *c = p;
+    c->done[i]++;
+    c->codes[i] = e->exit_code;
+    c->signals[i] = e->signal;
+    c->interrupted[i] = e->interrupted;
+    if (e->slot > c->max_slot) c->max_slot = e->slot;
+}
+
+static void tick(void *p, size_t n_running, size_t n_dispatched)
+{
+    struct ctx *c = p;
+    (void)n_dispatched;
+    if (n_running > c->max_running) c->max_running = n_running;
+    if (c->sleep_forever && ++c->ticks == 20) c->stop = 1;
+}
+
+static void run(struct ctx *c, unsigned width, int *interrupted, int expect_rc)
+{
+    struct plena_proc_pool p = {.n_jobs = N,
+                                .width = width,
+                                .stop = &c->stop,
+                                .prepare = prepare,
+                                .child = child,
+                                .done = done,
+                                .tick = tick,
+                                .ctx = c};
+    struct plena_err err = {0};
+    assert_int_equal(plena_proc_pool_run(&p, interrupted, &err), expect_rc);
+}
+
+static void test_all_jobs_once(void **state)
+{
+    (void)state;
+    struct ctx c;
+    memset(&c, 0, sizeof c);
+    c.fail_prepare_at = -1;
+    int intr = -1;
+    run(&c, 2, &intr, 0);
+    assert_int_equal(intr, 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(c.done[i], 1);
+        if (i == 3) {
+            assert_int_equal(c.codes[i], -1);
+            assert_int_equal(c.signals[i], SIGKILL);
+        } else {
+            assert_int_equal(c.codes[i], i + 10);
+            assert_int_equal(c.signals[i], 0);
+        }
+    }
+    assert_true(c.max_running <= 2);
+    assert_true(c.max_slot <= 1);
+}
+
+static void test_prepare_error_stops(void **state)
+{
+    (void)state;
+    struct ctx c;
+    memset(&c, 0, sizeof c);
+    c.fail_prepare_at = 2;
+    run(&c, 1, NULL, PLENA_E_OUTPUT);
+    assert_int_equal(c.done[0] + c.done[1], 2);
+    for (int i = 2; i < N; i++)
+        assert_int_equal(c.done[i], 0);
+}
+
+static void test_stop_forwards_sigterm(void **state)
+{
+    (void)state;
+    struct ctx c;
+    memset(&c, 0, sizeof c);
+    c.fail_prepare_at = -1;
+    c.sleep_forever = 1;
+    int intr = 0;
+    run(&c, 3, &intr, 0);
+    assert_int_equal(intr, 1);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(c.done[i], 1);
+        assert_int_equal(c.signals[i], SIGTERM);
+        assert_int_equal(c.interrupted[i], 1);
+    }
+    for (int i = 3; i < N; i++)
+        assert_int_equal(c.done[i], 0); /* never dispatched after the stop */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_all_jobs_once),
+        cmocka_unit_test(test_prepare_error_stops),
+        cmocka_unit_test(test_stop_forwards_sigterm),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
