@@ -553,14 +553,10 @@ static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_buil
         plena_free(tmp);
         return rc;
     }
-    if (mp->em_dev) { /* the device sort's count tables (moe.h em_tab_off), n = 0..T_blk */
-        const uint32_t B = cfg->m.blen, n1 = mp->t_blk + 1;
-        uint32_t *tab = b->ints + mp->int_base + mp->em_tab_off;
-        for (uint32_t n = 0; n < n1; n++) {
-            tab[n] = (n + B - 1) / B * B;      /* pad: rows of the segment */
-            tab[n1 + n] = (n + B - 1) / B - 1; /* tiles - 1 (n = 0: never kept) */
-            tab[2 * n1 + n] = n > 0;           /* nonzero */
-        }
+    if (mp->em_dev) { /* the device sort's count table in HBM, n = 0..T_blk */
+        uint8_t *bytes = NULL;
+        if (add_region(b, mp->route_hbm, mp->route_bytes, &bytes)) goto nomem;
+        plena_route_count_table(mp->t_blk, cfg->m.blen, mp->em_max_tiles, bytes);
     }
     if (mp->windowed && !em)
         for (uint32_t e = 0; e < E; e++)

@@ -400,10 +400,10 @@ int plena_emit_li(struct plena_ctx *c, enum plena_stage stage, unsigned rd, uint
     if (v >= (1ull << 32))
         return plena_prog_fail(c->p, PLENA_GEN_IMM, "constant %llu does not fit 32 bits",
                                (unsigned long long)v);
-    if (v <= PLENA_IMM18_MAX)
+    if (v <= PLENA_IMM18_MAX && !c->p->stable_form)
         return plena_emit(c, stage, PLENA_OP_S_ADDI_INT, rd, 0, 0, 0, 0, (uint32_t)v);
     plena_emit(c, stage, PLENA_OP_S_LUI_INT, rd, 0, 0, 0, 0, (uint32_t)(v >> 12));
-    if (v & 0xFFF)
+    if ((v & 0xFFF) || c->p->stable_form)
         plena_emit(c, stage, PLENA_OP_S_ADDI_INT, rd, rd, 0, 0, 0, (uint32_t)(v & 0xFFF));
     return c->p->status;
 }
@@ -414,7 +414,9 @@ int plena_emit_addi(struct plena_ctx *c, enum plena_stage stage, unsigned rd, un
     if (v >= (1ull << 32))
         return plena_prog_fail(c->p, PLENA_GEN_IMM, "constant %llu does not fit 32 bits",
                                (unsigned long long)v);
-    if (v <= PLENA_IMM18_MAX)
+    /* stable form: the same three instructions whatever v is (a stride is a
+     * row pitch, which moves with T) */
+    if (v <= PLENA_IMM18_MAX && !(c->p->stable_form && (rd != rs || scratch)))
         return plena_emit(c, stage, PLENA_OP_S_ADDI_INT, rd, rs, 0, 0, 0, (uint32_t)v);
     if (rd != rs) {
         plena_emit_li(c, stage, rd, v);
@@ -426,6 +428,23 @@ int plena_emit_addi(struct plena_ctx *c, enum plena_stage stage, unsigned rd, un
                                (unsigned long long)v);
     plena_emit_li(c, stage, scratch, v);
     return plena_emit(c, stage, PLENA_OP_S_ADD_INT, rd, rs, scratch, 0, 0, 0);
+}
+
+int plena_step_init(struct plena_ctx *c, enum plena_stage stage, struct plena_step *st,
+                    uint64_t v, unsigned reg)
+{
+    st->v = v;
+    st->reg = reg;
+    st->in_reg = c->p->stable_form;
+    if (st->in_reg) return plena_emit_li(c, stage, reg, v);
+    return c->p->status;
+}
+
+int plena_step_emit(struct plena_ctx *c, enum plena_stage stage, unsigned rd,
+                    const struct plena_step *st)
+{
+    if (st->in_reg) return plena_emit(c, stage, PLENA_OP_S_ADD_INT, rd, rd, st->reg, 0, 0, 0);
+    return plena_emit_addi(c, stage, rd, rd, st->v, st->reg);
 }
 
 static int loop_begin(struct plena_ctx *c, enum plena_stage stage, unsigned reg, uint32_t n,
@@ -441,13 +460,15 @@ static int loop_begin(struct plena_ctx *c, enum plena_stage stage, unsigned reg,
         plena_prog_fail(p, PLENA_GEN_LOOP, "loop nesting deeper than %d", PLENA_GEN_MAX_LOOP_DEPTH);
         return 0;
     }
-    int active = n >= 2 || force;
+    /* stable form: a caller with no counter register (0) knows its count is 1 */
+    int active = n >= 2 || force || (p->stable_form && reg != 0);
     if (active) plena_emit(c, stage, PLENA_OP_C_LOOP_START, reg, 0, 0, 0, 0, n);
     unsigned d = p->n_loops++;
     p->loops[d].reg = (uint8_t)reg;
     p->loops[d].n = n;
     p->loops[d].active = active;
     p->loops[d].live = 0;
+    p->loops[d].nm1 = 0;
     p->loops[d].outer_mult = p->mult;
     p->loops[d].dyn_at_start = p->dyn_total;
     p->mult *= n;
@@ -486,9 +507,9 @@ int plena_loop_begin_live(struct plena_ctx *c, enum plena_stage stage, unsigned 
     p->loops[d].live = 1;
     p->loops[d].outer_mult = p->mult;
     p->loops[d].dyn_at_start = p->dyn_total;
+    p->loops[d].nm1 = (uint8_t)gp_nm1;
     p->mult = body_mult;
     plena_emit(c, stage, PLENA_OP_S_ADD_INT, reg, reg, gp_nm1, 0, 0, 0);
-    plena_emit(c, stage, PLENA_OP_S_ADD_INT, gp_nm1, 0, 0, 0, 0, 0);
     return 1;
 }
 
@@ -498,6 +519,10 @@ int plena_loop_end(struct plena_ctx *c, enum plena_stage stage)
     if (p->status) return p->status;
     if (p->n_loops == 0) return plena_prog_fail(p, PLENA_GEN_LOOP, "loop end without begin");
     unsigned d = p->n_loops - 1;
+    /* a live loop re-runs its first body instruction (counter += gp_nm1) on
+     * every iteration: gp_nm1 is zeroed last, so the body may use it */
+    if (p->loops[d].live)
+        plena_emit(c, stage, PLENA_OP_S_ADD_INT, p->loops[d].nm1, 0, 0, 0, 0, 0);
     if (p->loops[d].active)
         plena_emit(c, stage, PLENA_OP_C_LOOP_END, p->loops[d].reg, 0, 0, 0, 0, 0);
     /* executed per iteration = body dynamic count / n (C_LOOP_END included) */
@@ -505,9 +530,10 @@ int plena_loop_end(struct plena_ctx *c, enum plena_stage stage)
                         (p->loops[d].outer_mult ? p->loops[d].outer_mult : 1);
     if (p->loops[d].active && !p->loops[d].live && p->max_loop && per_iter > p->max_loop)
         return plena_prog_fail(p, PLENA_GEN_LOOP,
-                               "loop on gp%u executes %llu instructions per iteration, above "
-                               "MAX_LOOP_INSTRUCTIONS %u",
-                               p->loops[d].reg, (unsigned long long)per_iter, p->max_loop);
+                               "loop on gp%u (stage %s) executes %llu instructions per "
+                               "iteration, above MAX_LOOP_INSTRUCTIONS %u",
+                               p->loops[d].reg, plena_stage_name(stage),
+                               (unsigned long long)per_iter, p->max_loop);
     p->mult = p->loops[d].outer_mult;
     p->n_loops--;
     return p->status;

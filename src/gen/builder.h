@@ -77,7 +77,8 @@ struct plena_prog {
         uint8_t reg;
         uint32_t n;
         int active;
-        int live; /* trip count read from a register at run time */
+        int live;    /* trip count read from a register at run time */
+        uint8_t nm1; /* live: the register that held n - 1 */
         uint64_t outer_mult;
         uint64_t dyn_at_start; /* dyn_total when the body began */
     } loops[PLENA_GEN_MAX_LOOP_DEPTH];
@@ -87,6 +88,11 @@ struct plena_prog {
     enum plena_gen_reason reason; /* the rule behind status */
     struct plena_err *err;
     int no_markers; /* test fault NO_MARKERS */
+    /* T-independent instruction forms (the expert-major lowering, docs/lowering.md
+     * "Static size"): every plena_emit_li is S_LUI_INT + S_ADDI_INT and no loop
+     * of trip count 1 is elided, so which form an instruction takes never
+     * depends on a size that moves with T (a tensor's row pitch, a count). */
+    int stable_form;
 };
 
 void plena_prog_init(struct plena_prog *p, uint32_t max_loop, struct plena_err *err);
@@ -201,6 +207,20 @@ int plena_emit(struct plena_ctx *c, enum plena_stage stage, enum plena_op op, un
 int plena_emit_li(struct plena_ctx *c, enum plena_stage stage, unsigned rd, uint64_t v);
 int plena_emit_addi(struct plena_ctx *c, enum plena_stage stage, unsigned rd, unsigned rs,
                     uint64_t v, unsigned scratch);
+/* A pointer step inside a loop. plena_step_init, before the loop: in the
+ * stable form the step v is loaded into `reg` once (the step is then one
+ * S_ADD_INT whatever v is); otherwise nothing is emitted and the step is
+ * plena_emit_addi with `reg` as its scratch (the instruction forms of the
+ * pair-major lowering, unchanged). */
+struct plena_step {
+    uint64_t v;
+    unsigned reg;
+    int in_reg;
+};
+int plena_step_init(struct plena_ctx *c, enum plena_stage stage, struct plena_step *st,
+                    uint64_t v, unsigned reg);
+int plena_step_emit(struct plena_ctx *c, enum plena_stage stage, unsigned rd,
+                    const struct plena_step *st);
 /* Hardware loop of n trips on counter `reg`: n == 1 emits no loop
  * instructions (returns 0), n >= 2 emits C_LOOP_START (returns 1). The body's
  * predicted dynamic counts are multiplied by n; plena_loop_end checks the
@@ -211,11 +231,12 @@ int plena_loop_begin(struct plena_ctx *c, enum plena_stage stage, unsigned reg, 
 int plena_loop_begin_t(struct plena_ctx *c, enum plena_stage stage, unsigned reg, uint32_t n);
 int plena_loop_end(struct plena_ctx *c, enum plena_stage stage);
 /* A hardware loop whose trip count n >= 1 is only known at run time: the
- * caller loads n - 1 into gp_nm1 (clobbered: the loop zeroes it). Emits
- * `C_LOOP_START reg, 1` and, as the first two body instructions,
- * `S_ADD_INT reg, reg, gp_nm1` and `S_ADD_INT gp_nm1, gp0, gp0`: the first
- * iteration raises the live counter to n, later ones add 0 (docs/machine.md
- * "Hardware loops": C_LOOP_END reads the counter live). body_mult is the
+ * caller loads n - 1 into gp_nm1. Emits `C_LOOP_START reg, 1` and, as the
+ * first body instruction, `S_ADD_INT reg, reg, gp_nm1`; plena_loop_end
+ * emits `S_ADD_INT gp_nm1, gp0, gp0` before the C_LOOP_END. C_LOOP_END
+ * jumps back to that first instruction (docs/machine.md "Hardware loops":
+ * the counter is read live), so the first iteration raises the counter to n
+ * and later ones add 0; the body may use gp_nm1 as scratch. body_mult is the
  * number of times the body runs in the whole program (the prediction of
  * dynamic counts); the loop budget of such a loop is the caller's to keep
  * (its iterations differ), plena_loop_end does not check it. Returns 1. */

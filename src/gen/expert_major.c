@@ -32,8 +32,10 @@ struct em {
     const struct plena_tensor *x, *acc;  /* block views */
     const struct plena_tensor *b[3];     /* expert bias tables (expert_bias only) */
     const struct plena_moe_em_scratch *buf;
-    unsigned aT; /* A register: base of the routing region (fixed routing) */
-    int dev;     /* device routing: the sort's arrays in INT SRAM */
+    const struct plena_tensor *lg; /* device routing: the block's router logits */
+    unsigned aT;    /* A register: base of the routing region (tables; the count table) */
+    unsigned rmask; /* device routing: V_TOPK's rmask operand */
+    int dev;        /* device routing: the sort's state in INT SRAM */
     uint32_t T, r0, n;
 };
 
@@ -87,6 +89,7 @@ static void load_slots_m1(struct plena_ctx *c, enum plena_stage s, unsigned rd)
 struct segloop {
     unsigned cs;   /* loop counter */
     unsigned gptr; /* HBM offset of the record (fixed), its INT SRAM address (device) */
+    unsigned grun; /* device: the segment's row offset (a running sum of its tiles) */
     uint64_t mult; /* predicted executions of the loop body */
 };
 
@@ -100,27 +103,65 @@ static void seg_begin(struct plena_ctx *c, enum plena_stage s, const struct em *
         dma_rec(c, s, em, gtmp, sl->gptr, int_at(c, c->map->em_seg_off), 0);
     } else {
         plena_emit_li(c, s, sl->gptr, int_at(c, c->map->em_rec_off));
+        plena_emit(c, s, PLENA_OP_S_ADDI_INT, sl->grun, 0, 0, 0, 0, 0);
         plena_emit(c, s, PLENA_OP_S_LD_INT, gtmp, 0, 0, 0, 0, int_at(c, c->map->em_scal_off));
         plena_loop_begin_live(c, s, sl->cs, gtmp, c->p->mult * ns);
     }
     sl->mult = c->p->mult;
 }
 
-/* rd = word `w` (0..3) of the current record */
+/* rd = tiles x BLEN x scale - 1 + add of the current device record (scratch: tmp) */
+static void dev_rows(struct plena_ctx *c, enum plena_stage s, const struct segloop *sl,
+                     unsigned rd, unsigned tmp, uint64_t scale, uint32_t add)
+{
+    plena_emit(c, s, PLENA_OP_S_LD_INT, rd, sl->gptr, 0, 0, 0, PLENA_DEV_TILES_M1);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, rd, rd, 0, 0, 0, 1);
+    plena_emit_li(c, s, tmp, c->m->blen * scale);
+    plena_emit(c, s, PLENA_OP_S_MUL_INT, rd, rd, tmp, 0, 0, 0);
+    if (add) plena_emit(c, s, PLENA_OP_S_ADDI_INT, rd, rd, 0, 0, 0, add);
+}
+
+/* rd = word `w` of the current record (route_plan.h PLENA_SEG_*). Device
+ * records hold the expert and its tiles - 1; the row offset is the running
+ * sum and rows - 1 = tiles x BLEN - 1 (rd must differ from sl's registers). */
 static void seg_word(struct plena_ctx *c, enum plena_stage s, const struct em *em,
                      const struct segloop *sl, unsigned rd, uint32_t w)
 {
-    if (!em->dev)
+    if (!em->dev) {
         plena_emit(c, s, PLENA_OP_S_LD_INT, rd, 0, 0, 0, 0, int_at(c, c->map->em_seg_off) + w);
-    else
-        plena_emit(c, s, PLENA_OP_S_LD_INT, rd, sl->gptr, 0, 0, 0, w);
+        return;
+    }
+    if (w == PLENA_SEG_EXPERT) {
+        plena_emit(c, s, PLENA_OP_S_LD_INT, rd, sl->gptr, 0, 0, 0, PLENA_DEV_EXPERT);
+    } else if (w == PLENA_SEG_TILES_M1) {
+        plena_emit(c, s, PLENA_OP_S_LD_INT, rd, sl->gptr, 0, 0, 0, PLENA_DEV_TILES_M1);
+    } else if (w == PLENA_SEG_ROW_OFF) {
+        plena_emit(c, s, PLENA_OP_S_ADDI_INT, rd, sl->grun, 0, 0, 0, 0);
+    } else { /* PLENA_SEG_ROWS_M1: (tiles - 1) x BLEN + BLEN - 1 */
+        struct plena_regset saved = c->live;
+        uint8_t t[1];
+        if (plena_regs_take(c, 1, 0, 0, t)) return;
+        plena_emit(c, s, PLENA_OP_S_LD_INT, rd, sl->gptr, 0, 0, 0, PLENA_DEV_TILES_M1);
+        plena_emit_li(c, s, t[0], c->m->blen);
+        plena_emit(c, s, PLENA_OP_S_MUL_INT, rd, rd, t[0], 0, 0, 0);
+        plena_emit(c, s, PLENA_OP_S_ADDI_INT, rd, rd, 0, 0, 0, c->m->blen - 1);
+        c->live = saved;
+    }
 }
 
 static void seg_end(struct plena_ctx *c, enum plena_stage s, const struct em *em,
                     const struct segloop *sl)
 {
+    if (em->dev) { /* next record; the row offset moves past this one's tiles */
+        struct plena_regset saved = c->live;
+        uint8_t t[2];
+        if (plena_regs_take(c, 2, 0, 0, t)) return;
+        dev_rows(c, s, sl, t[0], t[1], c->m->vlen, 0);
+        plena_emit(c, s, PLENA_OP_S_ADD_INT, sl->grun, sl->grun, t[0], 0, 0, 0);
+        c->live = saved;
+    }
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, sl->gptr, sl->gptr, 0, 0, 0,
-               em->dev ? 4 : PLENA_ROUTE_REC_BYTES);
+               em->dev ? PLENA_DEV_WORDS : PLENA_ROUTE_REC_BYTES);
     plena_loop_end(c, s);
 }
 
@@ -189,126 +230,263 @@ static void live_rows_add(struct plena_ctx *c, enum plena_stage stage, unsigned 
     plena_loop_end(c, stage);
 }
 
-/* ---- the device sort (stage gather): ids -> segments, slots, tables ---- */
+/* ---- device routing: V_TOPK token by token, the sort (stage gather) ----
+ * The scalar ISA has no divide or compare, and one INT SRAM cannot hold a
+ * large block's ids, so the block's top-k runs three times from the logits
+ * in VRAM (it is deterministic): pass 1 counts pairs per expert, pass 2
+ * scatters each pair's token row into its expert's next slot, pass 3
+ * combines in pair order reading each pair's slot the same way. Between
+ * passes 1 and 2 a walk over the experts turns counts into start slots and
+ * segment records; what depends on a count n (padded slots, how many
+ * records, the last one's tiles) is record n of the count table in HBM
+ * (route_plan.h PLENA_CNT_*), fetched with H_PREFETCH_S. */
 
-static int em_dev_sort(struct plena_ctx *c, const struct em *em)
+/* Token loop head: V_TOPK of token t's logits into the id buffer (weights at
+ * w_off). gL walks the logits; the caller's body follows, then topk_next. */
+static void topk_begin(struct plena_ctx *c, enum plena_stage s, const struct em *em, unsigned ct,
+                       unsigned gW, unsigned gL, unsigned gI)
+{
+    const enum plena_stage sk = PLENA_STAGE_ROUTER_TOPK;
+    plena_emit_li(c, sk, gW, fp_at(c, c->map->w_off));
+    plena_emit_li(c, sk, gL, em->lg->base);
+    plena_emit_li(c, sk, gI, int_at(c, c->map->ids_off));
+    plena_loop_begin_t(c, s, ct, em->n);
+    plena_emit(c, sk, PLENA_OP_V_TOPK, gW, gL, gI, em->rmask, 0, 0);
+}
+
+static void topk_next(struct plena_ctx *c, enum plena_stage s, unsigned gL)
+{
+    plena_emit(c, PLENA_STAGE_ROUTER_TOPK, PLENA_OP_S_ADDI_INT, gL, gL, 0, 0, 0,
+               c->map->eb * c->m->vlen);
+    plena_loop_end(c, s);
+}
+
+/* Pass 1 and the expert walk: counters, start slots, segment records and
+ * the two scalars (segments - 1, slots - 1). */
+static int dev_sort(struct plena_ctx *c, const struct em *em)
 {
     const enum plena_stage s = PLENA_STAGE_GATHER;
     const struct plena_moe_map *mp = c->map;
-    const uint32_t V = c->m->vlen, k = em->cfg->k, E = em->cfg->E, P = em->n * k;
-    const uint32_t ids = int_at(c, mp->ids_off), cnt = int_at(c, mp->em_cnt_off);
-    const uint32_t pad = int_at(c, mp->em_tab_off), tm1 = pad + mp->t_blk + 1,
-                   nz = tm1 + mp->t_blk + 1, scal = int_at(c, mp->em_scal_off);
+    const uint32_t k = em->cfg->k, E = em->cfg->E;
+    const uint32_t ids = int_at(c, mp->ids_off), cnt = int_at(c, mp->em_cnt_off),
+                   cbuf = int_at(c, mp->em_cbuf_off), scal = int_at(c, mp->em_scal_off);
     struct plena_regset saved = c->live;
-    uint8_t g[13];
-    if (plena_regs_take(c, 13, 0, 0, g)) return c->p->status;
-    const unsigned cl = g[0], cj = g[1], gP = g[2], gE = g[3], gN = g[4], gT = g[5], gSlot = g[6],
-                   gRec = g[7], gA = g[8], gVl = g[9], gOne = g[10], gFour = g[11], gX = g[12];
-    plena_prog_comment(c->p, "expert-major sort of %u pairs over %u experts", P, E);
-    /* counts: zero, then one increment per pair */
+    uint8_t g[15];
+    if (plena_regs_take(c, 15, 0, 0, g)) return c->p->status;
+    const unsigned cl = g[0], cj = g[1], cr = g[2], gE = g[3], gN = g[4], gX = g[5], gT = g[6],
+                   gRun = g[7], gRec = g[8], gA = g[9], gS = g[10], gMT = g[11], gW = g[12],
+                   gL = g[13], gJ = g[14];
+    plena_prog_comment(c->p, "expert-major sort: count %u tokens x top-%u over %u experts", em->n,
+                       k, E);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gE, 0, 0, 0, 0, 0);
-    int l = plena_loop_begin(c, s, cl, E);
+    plena_loop_begin(c, s, cl, E);
     plena_emit(c, s, PLENA_OP_S_ST_INT, 0, gE, 0, 0, 0, cnt);
-    if (l) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gE, gE, 0, 0, 0, 1);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gE, gE, 0, 0, 0, 1);
     plena_loop_end(c, s);
-    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gP, 0, 0, 0, 0, 0);
-    l = plena_loop_begin(c, s, cl, P);
-    plena_emit(c, s, PLENA_OP_S_LD_INT, gE, gP, 0, 0, 0, ids);
+    topk_begin(c, s, em, cl, gW, gL, gX);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gJ, 0, 0, 0, 0, 0);
+    plena_loop_begin(c, s, cj, k);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gE, gJ, 0, 0, 0, ids);
     plena_emit(c, s, PLENA_OP_S_LD_INT, gN, gE, 0, 0, 0, cnt);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gN, gN, 0, 0, 0, 1);
     plena_emit(c, s, PLENA_OP_S_ST_INT, gN, gE, 0, 0, 0, cnt);
-    if (l) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gP, gP, 0, 0, 0, 1);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gJ, gJ, 0, 0, 0, 1);
     plena_loop_end(c, s);
-    /* experts in id order: start slot, record (kept when the expert has
-     * pairs: the next record pointer moves by 4 x nonzero), running slot */
+    topk_next(c, s, gL);
+    /* experts in id order: counter := start slot; records for n > 0 (a
+     * dummy write that the next expert overwrites for n = 0) */
+    plena_prog_comment(c->p, "expert-major sort: start slots and segment records");
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gE, 0, 0, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gSlot, 0, 0, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gRun, 0, 0, 0, 0, 0);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gA, 0, 0, 0, 0, 0);
     plena_emit_li(c, s, gRec, int_at(c, mp->em_rec_off));
-    plena_emit_li(c, s, gVl, V);
-    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gOne, 0, 0, 0, 0, 1);
-    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gFour, 0, 0, 0, 0, 4);
-    l = plena_loop_begin(c, s, cl, E);
+    plena_emit_li(c, s, gMT, mp->em_max_tiles - 1);
+    plena_loop_begin(c, s, cl, E);
     plena_emit(c, s, PLENA_OP_S_LD_INT, gN, gE, 0, 0, 0, cnt);
-    plena_emit(c, s, PLENA_OP_S_ST_INT, gSlot, gE, 0, 0, 0, cnt);
-    plena_emit(c, s, PLENA_OP_S_ST_INT, gE, gRec, 0, 0, 0, PLENA_SEG_EXPERT);
-    plena_emit(c, s, PLENA_OP_S_LD_INT, gT, gN, 0, 0, 0, tm1);
-    plena_emit(c, s, PLENA_OP_S_ST_INT, gT, gRec, 0, 0, 0, PLENA_SEG_TILES_M1);
-    plena_emit(c, s, PLENA_OP_S_MUL_INT, gT, gSlot, gVl, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_S_ST_INT, gT, gRec, 0, 0, 0, PLENA_SEG_ROW_OFF);
-    plena_emit(c, s, PLENA_OP_S_LD_INT, gX, gN, 0, 0, 0, pad);
-    plena_emit(c, s, PLENA_OP_S_ADD_INT, gSlot, gSlot, gX, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_S_SUB_INT, gT, gX, gOne, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_S_ST_INT, gT, gRec, 0, 0, 0, PLENA_SEG_ROWS_M1);
-    plena_emit(c, s, PLENA_OP_S_LD_INT, gT, gN, 0, 0, 0, nz);
-    plena_emit(c, s, PLENA_OP_S_ADD_INT, gA, gA, gT, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_S_MUL_INT, gT, gT, gFour, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_S_ADD_INT, gRec, gRec, gT, 0, 0, 0);
-    if (l) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gE, gE, 0, 0, 0, 1);
+    plena_emit_li(c, s, gX, PLENA_ROUTE_REC_BYTES);
+    plena_emit(c, s, PLENA_OP_S_MUL_INT, gX, gN, gX, 0, 0, 0);
+    dma_rec(c, s, em, gT, gX, cbuf, 0);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gRun, gE, 0, 0, 0, cnt);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gX, 0, 0, 0, 0, cbuf + PLENA_CNT_ROWS);
+    plena_emit(c, s, PLENA_OP_S_ADD_INT, gRun, gRun, gX, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gX, 0, 0, 0, 0, cbuf + PLENA_CNT_NREC);
+    plena_emit(c, s, PLENA_OP_S_ADD_INT, gA, gA, gX, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gS, 0, 0, 0, 0, cbuf + PLENA_CNT_REC_STEP);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gX, 0, 0, 0, 0, cbuf + PLENA_CNT_NREC_M1);
+    plena_loop_begin_live(c, s, cr, gX, c->p->mult);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gE, gRec, 0, 0, 0, PLENA_DEV_EXPERT);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gMT, gRec, 0, 0, 0, PLENA_DEV_TILES_M1);
+    plena_emit(c, s, PLENA_OP_S_ADD_INT, gRec, gRec, gS, 0, 0, 0);
+    plena_loop_end(c, s);
+    /* the expert's last record takes the remainder (n = 0: the free slot) */
+    plena_emit(c, s, PLENA_OP_S_SUB_INT, gX, gRec, gS, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gT, 0, 0, 0, 0, cbuf + PLENA_CNT_LAST_TM1);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gT, gX, 0, 0, 0, PLENA_DEV_TILES_M1);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gE, gE, 0, 0, 0, 1);
     plena_loop_end(c, s);
     /* live counts: segments - 1, slots - 1 (a block has pairs, so both >= 1) */
-    plena_emit(c, s, PLENA_OP_S_SUB_INT, gT, gA, gOne, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_S_ST_INT, gT, 0, 0, 0, 0, scal);
-    plena_emit(c, s, PLENA_OP_S_SUB_INT, gT, gSlot, gOne, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_S_ST_INT, gT, 0, 0, 0, 0, scal + 1);
-    /* every slot reads h's zero row unless a pair lands in it */
-    plena_emit_li(c, s, gX, (uint64_t)(em->T - em->r0) * V);
-    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gP, 0, 0, 0, 0, 0);
-    l = plena_loop_begin(c, s, cl, mp->em_max_slots);
-    plena_emit(c, s, PLENA_OP_S_ST_INT, gX, gP, 0, 0, 0, int_at(c, mp->em_gtab_off));
-    if (l) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gP, gP, 0, 0, 0, 1);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gT, 0, 0, 0, 0, 1);
+    plena_emit(c, s, PLENA_OP_S_SUB_INT, gX, gA, gT, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gX, 0, 0, 0, 0, scal);
+    plena_emit(c, s, PLENA_OP_S_SUB_INT, gX, gRun, gT, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gX, 0, 0, 0, 0, scal + 1);
+    c->live = saved;
+    return c->p->status;
+}
+
+/* Every segment's last BLEN - 1 slots read the zero row before pass 2
+ * fills the slots that have a pair: padding rows are true zeros. */
+static int dev_zero_padding(struct plena_ctx *c, const struct em *em)
+{
+    const enum plena_stage s = PLENA_STAGE_GATHER;
+    const struct plena_moe_map *mp = c->map;
+    const struct plena_moe_em_scratch *bf = em->buf;
+    const uint32_t B = c->m->blen, V = c->m->vlen, nb = gen_nblk(c, &bf->xs);
+    if (B < 2) return c->p->status;
+    struct plena_regset saved = c->live;
+    uint8_t g[11], f[1];
+    if (plena_regs_take(c, 11, 0, 0, g) || plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
+    const unsigned cl = g[0], cr = g[1], cb = g[2], gX = g[3], gZ = g[5], gD = g[6], gS = g[7],
+                   fone = f[0];
+    struct segloop sl = {cl, g[4], g[8], 0};
+    struct plena_step xs_step, x_step;
+    plena_prog_comment(c->p, "expert-major padding slots: the zero row");
+    gen_ld_const(c, s, fone, gX, mp->off_one);
+    plena_step_init(c, s, &xs_step, (uint64_t)bf->xs.prow * V, g[9]);
+    plena_step_init(c, s, &x_step, (uint64_t)em->x->prow * V, g[10]);
+    seg_begin(c, s, em, &sl, gX);
+    /* gZ = the segment's end row - (BLEN - 1) */
+    dev_rows(c, s, &sl, gZ, gX, V, 0);
+    plena_emit(c, s, PLENA_OP_S_ADD_INT, gZ, gZ, sl.grun, 0, 0, 0);
+    plena_emit_li(c, s, gX, bf->xs.base - (uint64_t)(B - 1) * V);
+    plena_emit(c, s, PLENA_OP_S_ADD_INT, gZ, gZ, gX, 0, 0, 0);
+    plena_loop_begin(c, s, cr, B - 1);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gD, gZ, 0, 0, 0, 0);
+    plena_emit_li(c, s, gS, em->x->base + (uint64_t)(em->T - em->r0) * V);
+    plena_loop_begin(c, s, cb, nb);
+    plena_emit(c, s, PLENA_OP_V_MUL_VF, gD, gS, fone, 0, 0, 0); /* exact copy */
+    plena_step_emit(c, s, gD, &xs_step);
+    plena_step_emit(c, s, gS, &x_step);
     plena_loop_end(c, s);
-    /* scatter in pair order: the pair's slot is its expert's next slot */
-    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gP, 0, 0, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gX, 0, 0, 0, 0, 0); /* token row offset t x VLEN */
-    int lt = plena_loop_begin_t(c, s, cl, em->n);
-    int lj = plena_loop_begin(c, s, cj, k);
-    plena_emit(c, s, PLENA_OP_S_LD_INT, gE, gP, 0, 0, 0, ids);
-    plena_emit(c, s, PLENA_OP_S_LD_INT, gN, gE, 0, 0, 0, cnt);
-    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gT, gN, 0, 0, 0, 1);
-    plena_emit(c, s, PLENA_OP_S_ST_INT, gT, gE, 0, 0, 0, cnt);
-    plena_emit(c, s, PLENA_OP_S_ST_INT, gX, gN, 0, 0, 0, int_at(c, mp->em_gtab_off));
-    plena_emit(c, s, PLENA_OP_S_MUL_INT, gN, gN, gVl, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_S_ST_INT, gN, gP, 0, 0, 0, int_at(c, mp->em_slot_off));
-    if (lj || lt) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gP, gP, 0, 0, 0, 1);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gZ, gZ, 0, 0, 0, V);
     plena_loop_end(c, s);
-    if (lt) plena_emit(c, s, PLENA_OP_S_ADDI_INT, gX, gX, 0, 0, 0, V);
+    seg_end(c, s, em, &sl);
+    c->live = saved;
+    return c->p->status;
+}
+
+/* Before pass 3: every expert's counter back to its start slot, walking
+ * the records last to first so an expert's first segment writes last. */
+static int dev_cursor_reset(struct plena_ctx *c, const struct em *em)
+{
+    const enum plena_stage s = PLENA_STAGE_SCATTER_COMBINE;
+    const struct plena_moe_map *mp = c->map;
+    const uint32_t scal = int_at(c, mp->em_scal_off);
+    struct plena_regset saved = c->live;
+    uint8_t g[7];
+    if (plena_regs_take(c, 7, 0, 0, g)) return c->p->status;
+    const unsigned cl = g[0], gP = g[1], gRun = g[2], gX = g[3], gT = g[4], gE = g[5], gTwo = g[6];
+    plena_prog_comment(c->p, "expert-major: counters back to the start slots");
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gX, 0, 0, 0, 0, scal);
+    plena_emit(c, s, PLENA_OP_S_ADD_INT, gP, gX, gX, 0, 0, 0);
+    plena_emit_li(c, s, gT, int_at(c, mp->em_rec_off));
+    plena_emit(c, s, PLENA_OP_S_ADD_INT, gP, gP, gT, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gRun, 0, 0, 0, 0, scal + 1);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gRun, gRun, 0, 0, 0, 1);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gTwo, 0, 0, 0, 0, PLENA_DEV_WORDS);
+    plena_loop_begin_live(c, s, cl, gX, c->p->mult * nominal_segs(em));
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gT, gP, 0, 0, 0, PLENA_DEV_TILES_M1);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gT, gT, 0, 0, 0, 1);
+    plena_emit_li(c, s, gE, c->m->blen);
+    plena_emit(c, s, PLENA_OP_S_MUL_INT, gT, gT, gE, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_SUB_INT, gRun, gRun, gT, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gE, gP, 0, 0, 0, PLENA_DEV_EXPERT);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, gRun, gE, 0, 0, 0, int_at(c, mp->em_cnt_off));
+    plena_emit(c, s, PLENA_OP_S_SUB_INT, gP, gP, gTwo, 0, 0, 0);
     plena_loop_end(c, s);
     c->live = saved;
     return c->p->status;
 }
 
+/* rd = VRAM row address of the pair's slot in xs, the expert's counter
+ * moved on: e = ids[gJ]; slot = cnt[e]++ (scratch gE, gN) */
+static void dev_next_slot(struct plena_ctx *c, enum plena_stage s, const struct em *em,
+                          unsigned rd, unsigned gJ, unsigned gE, unsigned gN)
+{
+    const struct plena_moe_map *mp = c->map;
+    const uint32_t cnt = int_at(c, mp->em_cnt_off);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gE, gJ, 0, 0, 0, int_at(c, mp->ids_off));
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gN, gE, 0, 0, 0, cnt);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, rd, gN, 0, 0, 0, 1);
+    plena_emit(c, s, PLENA_OP_S_ST_INT, rd, gE, 0, 0, 0, cnt);
+    plena_emit_li(c, s, rd, c->m->vlen);
+    plena_emit(c, s, PLENA_OP_S_MUL_INT, gN, gN, rd, 0, 0, 0);
+    plena_emit_li(c, s, rd, em->buf->xs.base);
+    plena_emit(c, s, PLENA_OP_S_ADD_INT, rd, rd, gN, 0, 0, 0);
+}
+
 /* ---- gather: every slot of the block from its token's row (or the zero row) ---- */
+
+/* Steps of the gather's column-block loop (xs and the block's rows). */
+struct gather_steps {
+    struct plena_step xs, x;
+};
 
 /* one slot: gD = its row in xs; gT = the source row offset; copies, and with
  * input placement scales by f_w (loaded by the caller) */
 static void gather_slot(struct plena_ctx *c, const struct em *em, unsigned gT, unsigned gD,
-                        unsigned gDc, unsigned gS, unsigned cb, unsigned scr, unsigned fone,
-                        unsigned fw)
+                        unsigned gDc, unsigned gS, unsigned cb, const struct gather_steps *st,
+                        unsigned fone, unsigned fw)
 {
     const enum plena_stage s = PLENA_STAGE_GATHER, sw = PLENA_STAGE_EXPERT_ROUTE_WEIGHT;
-    const struct plena_moe_em_scratch *bf = em->buf;
-    const uint32_t nb = gen_nblk(c, &bf->xs);
-    const uint64_t xs_step = (uint64_t)bf->xs.prow * c->m->vlen,
-                   x_step = (uint64_t)em->x->prow * c->m->vlen;
+    const uint32_t nb = gen_nblk(c, &em->buf->xs);
     plena_emit_li(c, s, gS, em->x->base);
     plena_emit(c, s, PLENA_OP_S_ADD_INT, gS, gS, gT, 0, 0, 0);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gDc, gD, 0, 0, 0, 0);
     int lb = plena_loop_begin(c, s, cb, nb);
     plena_emit(c, s, PLENA_OP_V_MUL_VF, gDc, gS, fone, 0, 0, 0); /* exact copy */
     if (lb) {
-        plena_emit_addi(c, s, gDc, gDc, xs_step, scr);
-        plena_emit_addi(c, s, gS, gS, x_step, scr);
+        plena_step_emit(c, s, gDc, &st->xs);
+        plena_step_emit(c, s, gS, &st->x);
     }
     plena_loop_end(c, s);
     if (fw) { /* Llama-4: the expert input is scaled by the route weight */
         plena_emit(c, sw, PLENA_OP_S_ADDI_INT, gDc, gD, 0, 0, 0, 0);
         int lw = plena_loop_begin(c, sw, cb, nb);
         plena_emit(c, sw, PLENA_OP_V_MUL_VF, gDc, gDc, fw, 0, 0, 0);
-        if (lw) plena_emit_addi(c, sw, gDc, gDc, xs_step, scr);
+        if (lw) plena_step_emit(c, sw, gDc, &st->xs);
         plena_loop_end(c, sw);
     }
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gD, gD, 0, 0, 0, c->m->vlen);
+}
+
+/* Device pass 2: each pair's token row into its expert's next slot. */
+static int dev_gather(struct plena_ctx *c, const struct em *em, const struct gather_steps *st,
+                      unsigned fone)
+{
+    const enum plena_stage s = PLENA_STAGE_GATHER, sw = PLENA_STAGE_EXPERT_ROUTE_WEIGHT;
+    const int in_w = em->cfg->placement == PLENA_ROUTE_INPUT;
+    struct plena_regset saved = c->live;
+    uint8_t g[11], f[1];
+    if (plena_regs_take(c, 11, 0, 0, g) || (in_w && plena_regs_take(c, 0, 1, 0, f)))
+        return c->p->status;
+    const unsigned ct = g[0], cj = g[1], cb = g[2], gW = g[3], gL = g[4], gI = g[5], gJ = g[6],
+                   gE = g[7], gN = g[8], gD = g[9], gTr = g[10], fw = in_w ? f[0] : 0;
+    plena_prog_comment(c->p, "expert-major gather: each pair's row into its expert's next slot");
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gTr, 0, 0, 0, 0, 0); /* token row offset t x VLEN */
+    topk_begin(c, s, em, ct, gW, gL, gI);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gJ, 0, 0, 0, 0, 0);
+    plena_loop_begin(c, s, cj, em->cfg->k);
+    dev_next_slot(c, s, em, gD, gJ, gE, gN);
+    if (in_w) plena_emit(c, sw, PLENA_OP_S_LD_FP, fw, gJ, 0, 0, 0, fp_at(c, c->map->w_off));
+    /* gE, gN are free again: the copy's source and column pointers */
+    gather_slot(c, em, gTr, gD, gE, gN, cb, st, fone, fw);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gJ, gJ, 0, 0, 0, 1);
+    plena_loop_end(c, s);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gTr, gTr, 0, 0, 0, c->m->vlen);
+    topk_next(c, s, gL);
+    c->live = saved;
+    return c->p->status;
 }
 
 static int em_gather(struct plena_ctx *c, const struct em *em)
@@ -316,27 +494,26 @@ static int em_gather(struct plena_ctx *c, const struct em *em)
     const enum plena_stage s = PLENA_STAGE_GATHER, sw = PLENA_STAGE_EXPERT_ROUTE_WEIGHT;
     const struct plena_moe_map *mp = c->map;
     const int in_w = em->cfg->placement == PLENA_ROUTE_INPUT;
+    if (em->dev && (dev_sort(c, em) || dev_zero_padding(c, em))) return c->p->status;
     struct plena_regset saved = c->live;
-    uint8_t g[12], f[2];
-    if (plena_regs_take(c, 12, 0, 0, g) || plena_regs_take(c, 0, in_w ? 2 : 1, 0, f))
-        return c->p->status;
-    unsigned cg = g[0], ci = g[1], cb = g[2], gOff = g[3], gI = g[4], gT = g[5], gD = g[6],
-             gDc = g[7], gS = g[8], scr = g[9], gOffW = g[10], gIW = g[11];
-    unsigned fone = f[0], fw = in_w ? f[1] : 0;
-    gen_ld_const(c, s, fone, scr, mp->off_one);
-    plena_emit_li(c, s, gD, em->buf->xs.base);
+    uint8_t g[13], f[2];
+    if (plena_regs_take(c, 3, 0, 0, g) || plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
+    const unsigned fone = f[0];
+    struct gather_steps st;
+    gen_ld_const(c, s, fone, g[0], mp->off_one);
+    plena_step_init(c, s, &st.xs, (uint64_t)em->buf->xs.prow * c->m->vlen, g[1]);
+    plena_step_init(c, s, &st.x, (uint64_t)em->x->prow * c->m->vlen, g[2]);
     if (em->dev) {
-        plena_prog_comment(c->p, "expert-major gather (live slot count)");
-        plena_emit_li(c, s, gI, int_at(c, mp->em_gtab_off));
-        load_slots_m1(c, s, gOff);
-        plena_loop_begin_live(c, s, cg, gOff, c->p->mult * nominal_slots(c, em));
-        plena_emit(c, s, PLENA_OP_S_LD_INT, gT, gI, 0, 0, 0, 0);
-        plena_emit(c, s, PLENA_OP_S_ADDI_INT, gI, gI, 0, 0, 0, 1);
-        gather_slot(c, em, gT, gD, gDc, gS, cb, scr, fone, 0);
-        plena_loop_end(c, s);
+        dev_gather(c, em, &st, fone);
         c->live = saved;
         return c->p->status;
     }
+    if (plena_regs_take(c, 10, 0, 0, &g[3]) || (in_w && plena_regs_take(c, 0, 1, 0, &f[1])))
+        return c->p->status;
+    unsigned cg = g[3], ci = g[4], cb = g[5], gOff = g[6], gI = g[7], gT = g[8], gD = g[9],
+             gDc = g[10], gS = g[11], gOffW = g[12], gIW = g[0];
+    unsigned fw = in_w ? f[1] : 0;
+    plena_emit_li(c, s, gD, em->buf->xs.base);
     plena_prog_comment(c->p, "expert-major gather: %u slots in %u segments", em->bk->n_slots,
                        em->bk->n_seg);
     plena_emit_li(c, s, gOff, em->bk->gather_off);
@@ -351,7 +528,7 @@ static int em_gather(struct plena_ctx *c, const struct em *em)
         plena_emit(c, sw, PLENA_OP_S_LD_FP, fw, gIW, 0, 0, 0, 0);
         plena_emit(c, sw, PLENA_OP_S_ADDI_INT, gIW, gIW, 0, 0, 0, 1);
     }
-    gather_slot(c, em, gT, gD, gDc, gS, cb, scr, fone, fw);
+    gather_slot(c, em, gT, gD, gDc, gS, cb, &st, fone, fw);
     plena_loop_end(c, s);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gOff, gOff, 0, 0, 0, PLENA_ROUTE_REC_BYTES);
     if (in_w) plena_emit(c, sw, PLENA_OP_S_ADDI_INT, gOffW, gOffW, 0, 0, 0, PLENA_ROUTE_REC_BYTES);
@@ -380,10 +557,10 @@ static int em_projection(struct plena_ctx *c, const struct em *em, enum plena_pr
     const uint64_t slots = nominal_slots(c, em), tiles = slots / c->m->blen;
     struct plena_proj pj = {.x = x, .rows = 1, .dynamic = 1, .K_p = K_p, .N_p = N_p, .y = y};
     struct plena_regset saved = c->live;
-    uint8_t a[1], g[4];
-    if (plena_regs_take(c, 0, 0, 1, a) || plena_regs_take(c, 4, 0, 0, g)) return c->p->status;
+    uint8_t a[1], g[5];
+    if (plena_regs_take(c, 0, 0, 1, a) || plena_regs_take(c, 5, 0, 0, g)) return c->p->status;
     const unsigned aW = a[0], gRow = g[2], gN = g[3];
-    struct segloop sl = {g[0], g[1], 0};
+    struct segloop sl = {g[0], g[1], g[4], 0};
     plena_prog_comment(c->p, "expert-major %s projection over the segments",
                        which == PLENA_PROJ_GATE ? "gate"
                        : which == PLENA_PROJ_UP ? "up"
@@ -440,12 +617,15 @@ static int em_bias(struct plena_ctx *c, const struct em *em, enum plena_proj_kin
     const struct plena_tensor *b = em->b[which];
     const uint32_t V = c->m->vlen, nb = gen_nblk(c, y);
     struct plena_regset saved = c->live;
-    uint8_t g[10];
-    if (plena_regs_take(c, 10, 0, 0, g)) return c->p->status;
+    uint8_t g[13];
+    if (plena_regs_take(c, 13, 0, 0, g)) return c->p->status;
     unsigned cr = g[1], cb = g[2], gRow = g[4], gB = g[5], gN = g[6], gY = g[7], gBc = g[8],
              scr = g[9];
-    struct segloop sl = {g[0], g[3], 0};
+    struct segloop sl = {g[0], g[3], g[10], 0};
+    struct plena_step ystep, bstep;
     plena_prog_comment(c->p, "expert-major bias");
+    plena_step_init(c, s, &ystep, (uint64_t)y->prow * V, g[11]);
+    plena_step_init(c, s, &bstep, (uint64_t)b->prow * V, g[12]);
     seg_begin(c, s, em, &sl, gN);
     const uint64_t outer = sl.mult / nominal_segs(em);
     seg_word(c, s, em, &sl, gRow, PLENA_SEG_ROW_OFF);
@@ -461,8 +641,8 @@ static int em_bias(struct plena_ctx *c, const struct em *em, enum plena_proj_kin
     int lb = plena_loop_begin(c, s, cb, nb);
     plena_emit(c, s, PLENA_OP_V_ADD_VV, gY, gY, gBc, 0, 0, 0);
     if (lb) {
-        plena_emit_addi(c, s, gY, gY, (uint64_t)y->prow * V, scr);
-        plena_emit_addi(c, s, gBc, gBc, (uint64_t)b->prow * V, scr);
+        plena_step_emit(c, s, gY, &ystep);
+        plena_step_emit(c, s, gBc, &bstep);
     }
     plena_loop_end(c, s);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gRow, gRow, 0, 0, 0, V);
@@ -481,11 +661,11 @@ static int em_activation(struct plena_ctx *c, const struct em *em)
     const struct plena_moe_em_scratch *bf = em->buf;
     const int clamp = em->cfg->activation == PLENA_ACT_GPT_OSS_CLAMP_GATED;
     const uint32_t V = c->m->vlen, nb = c->map->I_p / V;
-    const uint64_t step = (uint64_t)bf->yg.prow * V;
     struct plena_regset saved = c->live;
-    uint8_t g[9], f[4];
-    if (plena_regs_take(c, 9, 0, 0, g) || plena_regs_take(c, 0, clamp ? 4 : 2, 0, f))
+    uint8_t g[10], f[4];
+    if (plena_regs_take(c, 10, 0, 0, g) || plena_regs_take(c, 0, clamp ? 4 : 2, 0, f))
         return c->p->status;
+    struct plena_step step;
     unsigned cr = g[0], cb = g[1], gG = g[2], gU = g[3], gS = g[4], gGc = g[5], gUc = g[6],
              gSc = g[7], scr = g[8];
     unsigned fone = f[0], fna = f[1], flp = clamp ? f[2] : 0, fln = clamp ? f[3] : 0;
@@ -498,6 +678,7 @@ static int em_activation(struct plena_ctx *c, const struct em *em)
     plena_emit_li(c, s, gG, bf->yg.base);
     plena_emit_li(c, s, gU, bf->yu.base);
     plena_emit_li(c, s, gS, bf->ys.base);
+    plena_step_init(c, s, &step, (uint64_t)bf->yg.prow * V, g[9]);
     if (em->dev) {
         load_slots_m1(c, s, scr);
         plena_loop_begin_live(c, s, cr, scr, c->p->mult * nominal_slots(c, em));
@@ -522,9 +703,9 @@ static int em_activation(struct plena_ctx *c, const struct em *em)
     if (clamp) plena_emit(c, s, PLENA_OP_V_ADD_VF, gUc, gUc, fone, 0, 0, 0);
     plena_emit(c, s, PLENA_OP_V_MUL_VV, gUc, gUc, gGc, 0, 0, 0);
     if (lb) {
-        plena_emit_addi(c, s, gGc, gGc, step, scr);
-        plena_emit_addi(c, s, gUc, gUc, step, scr);
-        plena_emit_addi(c, s, gSc, gSc, step, scr);
+        plena_step_emit(c, s, gGc, &step);
+        plena_step_emit(c, s, gUc, &step);
+        plena_step_emit(c, s, gSc, &step);
     }
     plena_loop_end(c, s);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gG, gG, 0, 0, 0, V);
@@ -537,74 +718,121 @@ static int em_activation(struct plena_ctx *c, const struct em *em)
 
 /* ---- combine: acc[t] = bf16(acc[t] + bf16(o_p * w_p)) for p = t*k + 0..k-1 ---- */
 
-static int em_combine(struct plena_ctx *c, const struct em *em)
+struct comb_regs {
+    unsigned cb, gY, gAc, gAcc, gTr, fw;
+    struct plena_step y, a;
+};
+
+/* One pair: its down-output row at gY into acc row gAcc (weighted by fw
+ * with output placement), the ops and rounding of pair-major's scatter. */
+static void comb_pair(struct plena_ctx *c, const struct em *em, const struct comb_regs *r)
 {
     const enum plena_stage s = PLENA_STAGE_SCATTER_COMBINE, sw = PLENA_STAGE_EXPERT_ROUTE_WEIGHT;
-    const struct plena_moe_map *mp = c->map;
-    const struct plena_moe_em_scratch *bf = em->buf;
     const int out_w = em->cfg->placement == PLENA_ROUTE_OUTPUT;
-    const uint32_t V = c->m->vlen, k = em->cfg->k, nb = gen_nblk(c, em->acc);
-    const uint64_t y_step = (uint64_t)bf->xs.prow * V, a_step = (uint64_t)em->acc->prow * V;
-    struct plena_regset saved = c->live;
-    uint8_t g[13], f[1];
-    if (plena_regs_take(c, 13, 0, 0, g) || plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
-    unsigned ct = g[0], cj = g[1], cb = g[2], gOffC = g[3], gOffW = g[4], gI = g[5], gF = g[6],
-             gY = g[7], gAc = g[8], gAcc = g[9], gTr = g[10], scr = g[11], gT = g[12];
-    unsigned fw = f[0];
-    plena_prog_comment(c->p, "expert-major combine: %u tokens x top-%u in pair order", em->n, k);
-    if (em->dev) { /* slots and V_TOPK weights in pair order: one pointer */
-        plena_emit(c, s, PLENA_OP_S_ADDI_INT, gI, 0, 0, 0, 0, 0);
-    } else {
-        plena_emit_li(c, s, gOffC, em->bk->comb_off);
-        if (out_w) plena_emit_li(c, sw, gOffW, em->bk->comb_w_off);
-    }
-    plena_emit_li(c, s, gAcc, em->acc->base);
-    plena_emit_li(c, s, gTr, bf->trow.base);
-    plena_loop_begin_t(c, s, ct, em->n);
-    if (!em->dev) {
-        const struct plena_route_plan *pl = em->plan;
-        for (uint32_t r = 0; r < pl->comb_int_recs; r++) {
-            dma_rec(c, s, em, gI, gOffC, int_at(c, mp->em_cbuf_off) + r * PLENA_ROUTE_REC_INTS, 0);
-            plena_emit(c, s, PLENA_OP_S_ADDI_INT, gOffC, gOffC, 0, 0, 0, PLENA_ROUTE_REC_BYTES);
-        }
-        if (out_w)
-            for (uint32_t r = 0; r < pl->comb_fp_recs; r++) {
-                dma_rec(c, sw, em, gF, gOffW, fp_at(c, mp->em_cw_off) + r * PLENA_ROUTE_REC_HALFS,
-                        1);
-                plena_emit(c, sw, PLENA_OP_S_ADDI_INT, gOffW, gOffW, 0, 0, 0,
-                           PLENA_ROUTE_REC_BYTES);
-            }
-        plena_emit_li(c, s, gI, int_at(c, mp->em_cbuf_off));
-        if (out_w) plena_emit_li(c, sw, gF, fp_at(c, mp->em_cw_off));
-    }
-    plena_loop_begin(c, s, cj, k);
-    plena_emit(c, s, PLENA_OP_S_LD_INT, gT, gI, 0, 0, 0, em->dev ? int_at(c, mp->em_slot_off) : 0);
-    plena_emit_li(c, s, gY, bf->xs.base);
-    plena_emit(c, s, PLENA_OP_S_ADD_INT, gY, gY, gT, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gAc, gAcc, 0, 0, 0, 0);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, r->gAc, r->gAcc, 0, 0, 0, 0);
+    int lb = plena_loop_begin(c, s, r->cb, gen_nblk(c, em->acc));
     if (out_w) {
-        if (em->dev) {
-            plena_emit(c, sw, PLENA_OP_S_LD_FP, fw, gI, 0, 0, 0, fp_at(c, mp->w_off));
-        } else {
-            plena_emit(c, sw, PLENA_OP_S_LD_FP, fw, gF, 0, 0, 0, 0);
-            plena_emit(c, sw, PLENA_OP_S_ADDI_INT, gF, gF, 0, 0, 0, 1);
-        }
-    }
-    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gI, gI, 0, 0, 0, 1);
-    int lb = plena_loop_begin(c, s, cb, nb);
-    if (out_w) {
-        plena_emit(c, sw, PLENA_OP_V_MUL_VF, gTr, gY, fw, 0, 0, 0);
-        plena_emit(c, s, PLENA_OP_V_ADD_VV, gAc, gAc, gTr, 0, 0, 0);
+        plena_emit(c, sw, PLENA_OP_V_MUL_VF, r->gTr, r->gY, r->fw, 0, 0, 0);
+        plena_emit(c, s, PLENA_OP_V_ADD_VV, r->gAc, r->gAc, r->gTr, 0, 0, 0);
     } else {
-        plena_emit(c, s, PLENA_OP_V_ADD_VV, gAc, gAc, gY, 0, 0, 0);
+        plena_emit(c, s, PLENA_OP_V_ADD_VV, r->gAc, r->gAc, r->gY, 0, 0, 0);
     }
     if (lb) {
-        plena_emit_addi(c, s, gY, gY, y_step, scr);
-        plena_emit_addi(c, s, gAc, gAc, a_step, scr);
+        plena_step_emit(c, s, r->gY, &r->y);
+        plena_step_emit(c, s, r->gAc, &r->a);
     }
     plena_loop_end(c, s);
+}
+
+/* Takes the combine's common registers and initialises them. */
+static int comb_setup(struct plena_ctx *c, const struct em *em, struct comb_regs *r)
+{
+    const enum plena_stage s = PLENA_STAGE_SCATTER_COMBINE;
+    uint8_t g[7], f[1];
+    if (plena_regs_take(c, 7, 0, 0, g) || plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
+    r->cb = g[0];
+    r->gY = g[1];
+    r->gAc = g[2];
+    r->gAcc = g[3];
+    r->gTr = g[4];
+    r->fw = f[0];
+    plena_step_init(c, s, &r->y, (uint64_t)em->buf->xs.prow * c->m->vlen, g[5]);
+    plena_step_init(c, s, &r->a, (uint64_t)em->acc->prow * c->m->vlen, g[6]);
+    plena_emit_li(c, s, r->gAcc, em->acc->base);
+    plena_emit_li(c, s, r->gTr, em->buf->trow.base);
+    return c->p->status;
+}
+
+/* Device pass 3: V_TOPK again; each pair's slot is its expert's next one,
+ * as in pass 2; the weights are V_TOPK's. */
+static int dev_combine(struct plena_ctx *c, const struct em *em)
+{
+    const enum plena_stage s = PLENA_STAGE_SCATTER_COMBINE, sw = PLENA_STAGE_EXPERT_ROUTE_WEIGHT;
+    const int out_w = em->cfg->placement == PLENA_ROUTE_OUTPUT;
+    if (dev_cursor_reset(c, em)) return c->p->status;
+    struct plena_regset saved = c->live;
+    struct comb_regs r;
+    uint8_t g[8];
+    if (comb_setup(c, em, &r) || plena_regs_take(c, 8, 0, 0, g)) return c->p->status;
+    const unsigned ct = g[0], cj = g[1], gW = g[2], gL = g[3], gI = g[4], gJ = g[5], gE = g[6],
+                   gN = g[7];
+    plena_prog_comment(c->p, "expert-major combine: %u tokens x top-%u in pair order", em->n,
+                       em->cfg->k);
+    topk_begin(c, s, em, ct, gW, gL, gI);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gJ, 0, 0, 0, 0, 0);
+    plena_loop_begin(c, s, cj, em->cfg->k);
+    dev_next_slot(c, s, em, r.gY, gJ, gE, gN);
+    if (out_w) plena_emit(c, sw, PLENA_OP_S_LD_FP, r.fw, gJ, 0, 0, 0, fp_at(c, c->map->w_off));
+    comb_pair(c, em, &r);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gJ, gJ, 0, 0, 0, 1);
     plena_loop_end(c, s);
-    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gAcc, gAcc, 0, 0, 0, V);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, r.gAcc, r.gAcc, 0, 0, 0, c->m->vlen);
+    topk_next(c, s, gL);
+    c->live = saved;
+    return c->p->status;
+}
+
+static int em_combine(struct plena_ctx *c, const struct em *em)
+{
+    if (em->dev) return dev_combine(c, em);
+    const enum plena_stage s = PLENA_STAGE_SCATTER_COMBINE, sw = PLENA_STAGE_EXPERT_ROUTE_WEIGHT;
+    const struct plena_moe_map *mp = c->map;
+    const struct plena_route_plan *pl = em->plan;
+    const int out_w = em->cfg->placement == PLENA_ROUTE_OUTPUT;
+    struct plena_regset saved = c->live;
+    struct comb_regs r;
+    uint8_t g[7];
+    if (comb_setup(c, em, &r) || plena_regs_take(c, 7, 0, 0, g)) return c->p->status;
+    const unsigned ct = g[0], cj = g[1], gOffC = g[2], gOffW = g[3], gI = g[4], gF = g[5],
+                   gT = g[6];
+    plena_prog_comment(c->p, "expert-major combine: %u tokens x top-%u in pair order", em->n,
+                       em->cfg->k);
+    plena_emit_li(c, s, gOffC, em->bk->comb_off);
+    if (out_w) plena_emit_li(c, sw, gOffW, em->bk->comb_w_off);
+    plena_loop_begin_t(c, s, ct, em->n);
+    for (uint32_t q = 0; q < pl->comb_int_recs; q++) {
+        dma_rec(c, s, em, gI, gOffC, int_at(c, mp->em_cbuf_off) + q * PLENA_ROUTE_REC_INTS, 0);
+        plena_emit(c, s, PLENA_OP_S_ADDI_INT, gOffC, gOffC, 0, 0, 0, PLENA_ROUTE_REC_BYTES);
+    }
+    if (out_w)
+        for (uint32_t q = 0; q < pl->comb_fp_recs; q++) {
+            dma_rec(c, sw, em, gF, gOffW, fp_at(c, mp->em_cw_off) + q * PLENA_ROUTE_REC_HALFS, 1);
+            plena_emit(c, sw, PLENA_OP_S_ADDI_INT, gOffW, gOffW, 0, 0, 0, PLENA_ROUTE_REC_BYTES);
+        }
+    plena_emit_li(c, s, gI, int_at(c, mp->em_cbuf_off));
+    if (out_w) plena_emit_li(c, sw, gF, fp_at(c, mp->em_cw_off));
+    plena_loop_begin(c, s, cj, em->cfg->k);
+    plena_emit(c, s, PLENA_OP_S_LD_INT, gT, gI, 0, 0, 0, 0);
+    plena_emit_li(c, s, r.gY, em->buf->xs.base);
+    plena_emit(c, s, PLENA_OP_S_ADD_INT, r.gY, r.gY, gT, 0, 0, 0);
+    if (out_w) {
+        plena_emit(c, sw, PLENA_OP_S_LD_FP, r.fw, gF, 0, 0, 0, 0);
+        plena_emit(c, sw, PLENA_OP_S_ADDI_INT, gF, gF, 0, 0, 0, 1);
+    }
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, gI, gI, 0, 0, 0, 1);
+    comb_pair(c, em, &r);
+    plena_loop_end(c, s);
+    plena_emit(c, s, PLENA_OP_S_ADDI_INT, r.gAcc, r.gAcc, 0, 0, 0, c->m->vlen);
     plena_loop_end(c, s);
     c->live = saved;
     return c->p->status;
@@ -678,6 +906,16 @@ static int em_sections(struct plena_ctx *c, const struct em *em)
     return em_combine(c, em);
 }
 
+/* A register em->aT = the routing region's HBM base (g: two scratch GPs). */
+static void set_region_base(struct plena_ctx *c, const struct em *em, const uint8_t g[2])
+{
+    const enum plena_stage s = PLENA_STAGE_GATHER;
+    const uint64_t base = c->map->route_hbm;
+    plena_emit_li(c, s, g[0], base & 0xFFFFFFFFu);
+    if (base >> 32) plena_emit_li(c, s, g[1], base >> 32);
+    plena_emit(c, s, PLENA_OP_C_SET_ADDR_REG, em->aT, base >> 32 ? g[1] : 0, g[0], 0, 0, 0);
+}
+
 int plena_moe_em_block(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
                        const struct plena_route_plan *plan, uint32_t b,
                        const struct plena_tensor *x, const struct plena_tensor *acc,
@@ -685,29 +923,14 @@ int plena_moe_em_block(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
                        const struct plena_moe_em_scratch *sc)
 {
     if (c->p->status) return c->p->status;
-    const struct plena_moe_map *mp = c->map;
-    struct em em = {cfg,
-                    plan,
-                    &plan->blk[b],
-                    x,
-                    acc,
-                    {bias[0], bias[1], bias[2]},
-                    sc,
-                    0,
-                    0,
-                    plan->T,
-                    plan->blk[b].r0,
-                    plan->blk[b].n};
+    struct em em = {cfg, plan, &plan->blk[b], x, acc, {bias[0], bias[1], bias[2]}, sc, NULL, 0, 0,
+                    0, plan->T, plan->blk[b].r0, plan->blk[b].n};
     struct plena_regset saved = c->live;
     uint8_t a[1], g[2];
     if (plena_regs_take(c, 0, 0, 1, a) || plena_regs_take(c, 2, 0, 0, g)) return c->p->status;
     em.aT = a[0];
+    set_region_base(c, &em, g);
     c->live.gp = saved.gp; /* only the table register stays taken */
-    const enum plena_stage s = PLENA_STAGE_GATHER;
-    const uint64_t base = mp->route_hbm;
-    plena_emit_li(c, s, g[0], base & 0xFFFFFFFFu);
-    if (base >> 32) plena_emit_li(c, s, g[1], base >> 32);
-    plena_emit(c, s, PLENA_OP_C_SET_ADDR_REG, em.aT, base >> 32 ? g[1] : 0, g[0], 0, 0, 0);
     em_sections(c, &em);
     c->live = saved;
     return c->p->status;
@@ -715,20 +938,21 @@ int plena_moe_em_block(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
 
 int plena_moe_em_dev_block(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint32_t T,
                            uint32_t r0, uint32_t n, const struct plena_tensor *x,
-                           const struct plena_tensor *acc, const struct plena_tensor *const bias[3],
-                           const struct plena_moe_em_scratch *sc)
+                           const struct plena_tensor *acc, const struct plena_tensor *lg,
+                           const struct plena_tensor *const bias[3],
+                           const struct plena_moe_em_scratch *sc, enum plena_topk_encoding *enc)
 {
     if (c->p->status) return c->p->status;
-    if (cfg->placement == PLENA_ROUTE_INPUT)
-        return plena_prog_fail(c->p, PLENA_GEN_SHAPE,
-                               "expert-major lowering of device routing with input-side route "
-                               "weights (Llama-4) is not built; use fixed routing");
-    if ((uint64_t)c->map->em_max_tiles * c->m->blen < c->map->t_blk)
-        return plena_prog_fail(c->p, PLENA_GEN_LOOP,
-                               "expert-major: one expert's rows of a block (%u) exceed the tile "
-                               "limit of the loop budget (%u tiles)",
-                               c->map->t_blk, c->map->em_max_tiles);
-    struct em em = {cfg, NULL, NULL, x, acc, {bias[0], bias[1], bias[2]}, sc, 0, 1, T, r0, n};
-    em_dev_sort(c, &em);
-    return em_sections(c, &em);
+    struct em em = {cfg, NULL, NULL, x, acc, {bias[0], bias[1], bias[2]}, sc, lg, 0, 0, 1, T, r0,
+                    n};
+    struct plena_regset saved = c->live;
+    uint8_t a[1], g[2];
+    if (plena_regs_take(c, 0, 0, 1, a) || plena_regs_take(c, 2, 0, 0, g)) return c->p->status;
+    em.aT = a[0];
+    em.rmask = gen_topk_setup(c, cfg, g[0], enc);
+    set_region_base(c, &em, g);
+    c->live.gp = saved.gp; /* only the table register stays taken */
+    em_sections(c, &em);
+    c->live = saved;
+    return c->p->status;
 }

@@ -222,14 +222,15 @@ int plena_emit_rmsnorm_rows(struct plena_ctx *c, enum plena_stage stage,
     plena_emit_li(c, stage, gR, x->base);
     plena_emit_li(c, stage, gQ, q.base);
     uint32_t nb = gen_nblk(c, x);
-    uint64_t bstep = (uint64_t)x->prow * c->m->vlen;
+    struct plena_step bstep;
+    plena_step_init(c, stage, &bstep, (uint64_t)x->prow * c->m->vlen, scr);
     int rl = plena_loop_begin_t(c, stage, cr, nrows);
     plena_emit(c, stage, PLENA_OP_S_ADD_FP, fs, 0, 0, 0, 0, 0);
     plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gX, gR, 0, 0, 0, 0);
     int bl = plena_loop_begin(c, stage, cb, nb);
     plena_emit(c, stage, PLENA_OP_V_MUL_VV, gQ, gX, gX, 0, 0, 0);
     plena_emit(c, stage, PLENA_OP_V_RED_SUM, fs, gQ, 0, 0, 0, 0);
-    if (bl) plena_emit_addi(c, stage, gX, gX, bstep, scr);
+    if (bl) plena_step_emit(c, stage, gX, &bstep);
     plena_loop_end(c, stage);
     plena_emit(c, stage, PLENA_OP_S_MUL_FP, fm, fs, fih, 0, 0, 0);
     plena_emit(c, stage, PLENA_OP_S_ADD_FP, fm, fm, feps, 0, 0, 0);
@@ -238,7 +239,7 @@ int plena_emit_rmsnorm_rows(struct plena_ctx *c, enum plena_stage stage,
     plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gX, gR, 0, 0, 0, 0);
     bl = plena_loop_begin(c, stage, cb, nb);
     plena_emit(c, stage, PLENA_OP_V_MUL_VF, gX, gX, fm, 0, 0, 0);
-    if (bl) plena_emit_addi(c, stage, gX, gX, bstep, scr);
+    if (bl) plena_step_emit(c, stage, gX, &bstep);
     plena_loop_end(c, stage);
     if (rl) plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gR, gR, 0, 0, 0, c->m->vlen);
     plena_loop_end(c, stage);
@@ -348,7 +349,7 @@ int gen_fast_chunk(struct plena_ctx *c, const struct plena_tensor *x, const stru
     const uint8_t *ga = &g[k];
     for (uint32_t s = 0; s < ns; s++) {
         uint64_t v = plena_row(x, 0, kt0 + s, c->m->vlen);
-        if (s == 0 || xstep > PLENA_IMM18_MAX) {
+        if (s == 0 || xstep > PLENA_IMM18_MAX || c->p->stable_form) {
             plena_emit_li(c, cs, ga[s], v);
             if (live) plena_emit(c, cs, PLENA_OP_S_ADD_INT, ga[s], ga[s], live->grow, 0, 0, 0);
         } else {
@@ -389,6 +390,51 @@ int gen_fast_chunk(struct plena_ctx *c, const struct plena_tensor *x, const stru
     plena_loop_end(c, cs);
     c->live = saved;
     return 1;
+}
+
+/* The per-tile form of one K chunk in the stable form (expert-major): row
+ * groups outer, micro-columns inner, so no loop iteration grows with the
+ * row count (the router's STREAM_F32 chunk of every K tile, with T_blk in
+ * the thousands); (g, jj) blocks are independent accumulator lifetimes, so
+ * the order changes no bit. The activation step, a row pitch, is held in a
+ * register; the other steps are geometry. */
+static void groups_outer_chunk(struct plena_ctx *c, const struct plena_proj *pj,
+                               const struct plena_tensor *d, uint32_t dc, uint32_t kt0,
+                               uint32_t ns, uint32_t ngroups, enum plena_stage cs)
+{
+    const uint64_t mlen2 = (uint64_t)c->m->mlen * c->m->mlen;
+    const uint64_t gstep = (uint64_t)c->m->blen * c->m->vlen, jstep = (uint64_t)c->m->blen * c->m->mlen;
+    if (mlen2 > PLENA_IMM18_MAX || gstep > PLENA_IMM18_MAX || jstep > PLENA_IMM18_MAX) {
+        plena_prog_fail(c->p, PLENA_GEN_IMM, "projection steps (MLEN %u, BLEN %u) exceed 18 bits",
+                        c->m->mlen, c->m->blen);
+        return;
+    }
+    uint8_t g[10];
+    if (plena_regs_take(c, 10, 0, 0, g)) return;
+    const unsigned c1 = g[0], c2 = g[1], c3 = g[2], gMj = g[3], gRj = g[4], gAg = g[5],
+                   gRg = g[6], gM = g[7], gA = g[8];
+    struct plena_step xstep;
+    plena_step_init(c, cs, &xstep, (uint64_t)pj->x->prow * c->m->vlen, g[9]);
+    plena_emit_li(c, cs, gAg, plena_row(pj->x, 0, kt0, c->m->vlen));
+    plena_emit_li(c, cs, gRg, plena_row(d, 0, dc, c->m->vlen));
+    plena_loop_begin(c, cs, c2, ngroups);
+    plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gMj, 0, 0, 0, 0, 0);
+    plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gRj, gRg, 0, 0, 0, 0);
+    plena_loop_begin(c, cs, c1, c->m->mlen / c->m->blen);
+    plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gM, gMj, 0, 0, 0, 0);
+    plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gA, gAg, 0, 0, 0, 0);
+    plena_loop_begin(c, cs, c3, ns);
+    plena_emit(c, cs, PLENA_OP_M_MM, 0, gM, gA, 0, 0, 0);
+    plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gM, gM, 0, 0, 0, (uint32_t)mlen2);
+    plena_step_emit(c, cs, gA, &xstep);
+    plena_loop_end(c, cs);
+    plena_emit(c, cs, PLENA_OP_M_MM_WO, gRj, 0, 0, 0, 0, 0);
+    plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gMj, gMj, 0, 0, 0, (uint32_t)jstep);
+    plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gRj, gRj, 0, 0, 0, c->m->blen);
+    plena_loop_end(c, cs);
+    plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gAg, gAg, 0, 0, 0, (uint32_t)gstep);
+    plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gRg, gRg, 0, 0, 0, (uint32_t)gstep);
+    plena_loop_end(c, cs);
 }
 
 int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *st,
@@ -459,6 +505,12 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
             gen_prefetch_chunk(c, st->prefetch, pj, aw, cb, kt0, ns, bytes);
             if (gen_fast_chunk(c, pj->x, q == 0 ? y : &ytmp, q == 0 ? cb : 0, kt0, ns, ngroups,
                                st->compute, NULL)) {
+                c->live = with_a;
+                goto chunk_add;
+            }
+            if (c->p->stable_form) {
+                groups_outer_chunk(c, pj, q == 0 ? y : &ytmp, q == 0 ? cb : 0, kt0, ns,
+                                   ngroups, st->compute);
                 c->live = with_a;
                 goto chunk_add;
             }
@@ -541,10 +593,11 @@ int plena_moe_router_logits_dot(struct plena_ctx *c, const struct plena_moe_cfg 
     struct plena_tensor q;
     if (gen_valloc(c, 1, c->m->vlen, "router_q", &q)) return c->p->status;
     const uint32_t eb = c->map->eb, nb = gen_nblk(c, x);
-    uint8_t g[11], f[1];
-    if (plena_regs_take(c, 11, 0, 0, g) || plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
+    uint8_t g[12], f[1];
+    if (plena_regs_take(c, 12, 0, 0, g) || plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
     unsigned ct = g[0], ce = g[1], cc = g[2], gXt = g[3], gWe = g[4], gXi = g[5], gWi = g[6],
-             gQ = g[7], gS = g[8], gL = g[9], scr = g[10];
+             gQ = g[7], gS = g[8], gL = g[9];
+    struct plena_step xstep, wstep;
     unsigned fa = f[0];
     const uint32_t scr_addr = c->map->fp_base + c->map->off_dot;
     plena_prog_comment(c->p, "router logits (dot form)");
@@ -557,6 +610,8 @@ int plena_moe_router_logits_dot(struct plena_ctx *c, const struct plena_moe_cfg 
     plena_emit_li(c, s, gXt, x->base);
     plena_emit_li(c, s, gL, logits->base);
     plena_emit_li(c, s, gQ, q.base);
+    plena_step_init(c, s, &xstep, (uint64_t)x->prow * c->m->vlen, g[10]);
+    plena_step_init(c, s, &wstep, (uint64_t)wr->prow * c->m->vlen, g[11]);
     int lt = plena_loop_begin_t(c, s, ct, t_rows);
     plena_emit_li(c, s, gWe, wr->base);
     plena_emit_li(c, s, gS, scr_addr);
@@ -568,8 +623,8 @@ int plena_moe_router_logits_dot(struct plena_ctx *c, const struct plena_moe_cfg 
     plena_emit(c, s, PLENA_OP_V_MUL_VV, gQ, gXi, gWi, 0, 0, 0);
     plena_emit(c, s, PLENA_OP_V_RED_SUM, fa, gQ, 0, 0, 0, 0);
     if (lc) {
-        plena_emit_addi(c, s, gXi, gXi, (uint64_t)x->prow * c->m->vlen, scr);
-        plena_emit_addi(c, s, gWi, gWi, (uint64_t)wr->prow * c->m->vlen, scr);
+        plena_step_emit(c, s, gXi, &xstep);
+        plena_step_emit(c, s, gWi, &wstep);
     }
     plena_loop_end(c, s);
     plena_emit(c, s, PLENA_OP_S_ST_FP, fa, gS, 0, 0, 0, 0);
@@ -650,22 +705,11 @@ int plena_moe_router_bias_add(struct plena_ctx *c, const struct plena_moe_cfg *c
 
 /* ---- 3.3.4 router select ---- */
 
-int plena_moe_router_select(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
-                            const struct plena_tensor *logits, uint32_t t_rows, uint32_t w_off,
-                            uint32_t ids_off, enum plena_topk_encoding *enc)
+unsigned gen_topk_setup(struct plena_ctx *c, const struct plena_moe_cfg *cfg, unsigned gK,
+                        enum plena_topk_encoding *enc)
 {
     const enum plena_stage s = PLENA_STAGE_ROUTER_TOPK;
-    if (c->p->status) return c->p->status;
     const uint32_t E = cfg->E, k = cfg->k;
-    if (!(E >= 1 && E <= PLENA_TOPK_MAX_EXPERTS && k >= 1 && k <= E && k <= PLENA_TOPK_MAX_K))
-        return plena_prog_fail(c->p, PLENA_GEN_TOPK,
-                               "top-k shape (E=%u, k=%u): expected 1 <= k <= "
-                               "min(E, %d), 1 <= E <= %d",
-                               E, k, PLENA_TOPK_MAX_K, PLENA_TOPK_MAX_EXPERTS);
-    struct plena_regset saved = c->live;
-    uint8_t g[5];
-    if (plena_regs_take(c, 5, 0, 0, g)) return c->p->status;
-    unsigned gK = g[0], gW = g[1], gL = g[2], gI = g[3], ct = g[4];
     unsigned rmask;
     if (cfg->topk_policy == PLENA_TOPK_AUTO && E == 32 && k == 4) {
         *enc = PLENA_TOPK_ENC_RMASK0;
@@ -683,6 +727,26 @@ int plena_moe_router_select(struct plena_ctx *c, const struct plena_moe_cfg *cfg
         plena_emit(c, s, PLENA_OP_C_SET_TOPK_REG, gK, 0, 0, 0, 0, 0);
     }
     plena_prog_comment(c->p, "top-k encoding %s", plena_topk_encoding_name(*enc));
+    return rmask;
+}
+
+int plena_moe_router_select(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                            const struct plena_tensor *logits, uint32_t t_rows, uint32_t w_off,
+                            uint32_t ids_off, enum plena_topk_encoding *enc)
+{
+    const enum plena_stage s = PLENA_STAGE_ROUTER_TOPK;
+    if (c->p->status) return c->p->status;
+    const uint32_t E = cfg->E, k = cfg->k;
+    if (!(E >= 1 && E <= PLENA_TOPK_MAX_EXPERTS && k >= 1 && k <= E && k <= PLENA_TOPK_MAX_K))
+        return plena_prog_fail(c->p, PLENA_GEN_TOPK,
+                               "top-k shape (E=%u, k=%u): expected 1 <= k <= "
+                               "min(E, %d), 1 <= E <= %d",
+                               E, k, PLENA_TOPK_MAX_K, PLENA_TOPK_MAX_EXPERTS);
+    struct plena_regset saved = c->live;
+    uint8_t g[5];
+    if (plena_regs_take(c, 5, 0, 0, g)) return c->p->status;
+    unsigned gK = g[0], gW = g[1], gL = g[2], gI = g[3], ct = g[4];
+    const unsigned rmask = gen_topk_setup(c, cfg, gK, enc);
     plena_emit_li(c, s, gW, (uint64_t)c->map->fp_base + w_off);
     plena_emit_li(c, s, gL, logits->base);
     plena_emit_li(c, s, gI, (uint64_t)c->map->int_base + ids_off);
@@ -888,6 +952,8 @@ int plena_moe_broadcast_row_weights(struct plena_ctx *c, enum plena_stage stage,
         fbase = gF;
     }
     plena_emit_li(c, stage, gR, plena_row(dst, row0, 0, c->m->vlen));
+    struct plena_step dstep;
+    plena_step_init(c, stage, &dstep, (uint64_t)dst->prow * c->m->vlen, scr);
     int rl =
         tloop ? plena_loop_begin_t(c, stage, cr, nrows) : plena_loop_begin(c, stage, cr, nrows);
     plena_emit(c, stage, PLENA_OP_S_LD_FP, fw, fbase, 0, 0, 0, fp_imm);
@@ -896,7 +962,7 @@ int plena_moe_broadcast_row_weights(struct plena_ctx *c, enum plena_stage stage,
     unsigned d = nb > 1 ? gD : gR;
     int bl = plena_loop_begin(c, stage, cb, nb);
     plena_emit(c, stage, PLENA_OP_V_MUL_VF, d, d, fw, 0, 0, 0);
-    if (bl) plena_emit_addi(c, stage, gD, gD, (uint64_t)dst->prow * c->m->vlen, scr);
+    if (bl) plena_step_emit(c, stage, gD, &dstep);
     plena_loop_end(c, stage);
     if (rl) {
         plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gF, gF, 0, 0, 0, fp_step);
@@ -978,16 +1044,18 @@ int plena_moe_shared_gate(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
     uint32_t mark = plena_vram_mark(c->va);
     struct plena_tensor q;
     if (gen_valloc(c, 1, c->m->vlen, "gate_q", &q)) return c->p->status;
-    uint8_t g[8], f[2];
-    if (plena_regs_take(c, 8, 0, 0, g) || plena_regs_take(c, 0, 2, 0, f)) return c->p->status;
-    unsigned gG = g[0], gX = g[1], ct = g[2], cc = g[3], gXc = g[4], gWc = g[5], gQ = g[6],
-             scr = g[7];
+    uint8_t g[9], f[2];
+    if (plena_regs_take(c, 9, 0, 0, g) || plena_regs_take(c, 0, 2, 0, f)) return c->p->status;
+    unsigned gG = g[0], gX = g[1], ct = g[2], cc = g[3], gXc = g[4], gWc = g[5], gQ = g[6];
+    struct plena_step xstep, wstep;
     unsigned fone = f[0], fz = f[1];
     plena_emit_li(c, st, gG, (uint64_t)c->map->fp_base + gate_off);
     plena_emit_li(c, st, gX, x->base);
     gen_ld_const(c, st, fone, gQ, c->map->off_one);
     plena_emit_li(c, st, gQ, q.base);
     const uint32_t nb = gen_nblk(c, x);
+    plena_step_init(c, st, &xstep, (uint64_t)x->prow * c->m->vlen, g[7]);
+    plena_step_init(c, st, &wstep, (uint64_t)wg->prow * c->m->vlen, g[8]);
     int lt = plena_loop_begin_t(c, st, ct, t_rows);
     plena_emit(c, st, PLENA_OP_S_ADD_FP, fz, 0, 0, 0, 0, 0);
     plena_emit(c, st, PLENA_OP_S_ADDI_INT, gXc, gX, 0, 0, 0, 0);
@@ -996,8 +1064,8 @@ int plena_moe_shared_gate(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
     plena_emit(c, st, PLENA_OP_V_MUL_VV, gQ, gXc, gWc, 0, 0, 0);
     plena_emit(c, st, PLENA_OP_V_RED_SUM, fz, gQ, 0, 0, 0, 0);
     if (lc) {
-        plena_emit_addi(c, st, gXc, gXc, (uint64_t)x->prow * c->m->vlen, scr);
-        plena_emit_addi(c, st, gWc, gWc, (uint64_t)wg->prow * c->m->vlen, scr);
+        plena_step_emit(c, st, gXc, &xstep);
+        plena_step_emit(c, st, gWc, &wstep);
     }
     plena_loop_end(c, st);
     plena_emit(c, st, PLENA_OP_S_SUB_FP, fz, 0, fz, 0, 0, 0);
@@ -1094,13 +1162,24 @@ static int em_fixed(const struct plena_moe_cfg *cfg)
     return cfg->routing == PLENA_ROUTING_FIXED && cfg->lowering == PLENA_LOWERING_EXPERT_MAJOR;
 }
 
-/* INT SRAM entries of a device-routed expert-major block of tb tokens: the
- * V_TOPK ids, then the on-device sort's arrays (moe.h em_* offsets). */
-static uint64_t em_dev_int(const struct plena_moe_cfg *cfg, uint64_t tb)
+static int em_device(const struct plena_moe_cfg *cfg)
 {
-    const uint64_t P = tb * cfg->k, A = P < cfg->E ? P : cfg->E;
-    /* records: one more than can be kept (the sort writes one past the last) */
-    return P + cfg->E + 4 * (A + 1) + (P + A * (cfg->m.blen - 1)) + P + 3 * (tb + 1) + 2;
+    return cfg->routing == PLENA_ROUTING_DEVICE && cfg->lowering == PLENA_LOWERING_EXPERT_MAJOR;
+}
+
+/* INT SRAM entries of the device expert-major sort of blocks of tb tokens
+ * (moe.h em_* offsets): one token's V_TOPK ids, the per-expert counters,
+ * the segment records (2 words each, one spare for the trailing dummy
+ * write), the count-record buffer, two scalars, the window table and 16
+ * spill slots. Only the records grow with tb, and only until every expert
+ * can be active. */
+static uint64_t em_dev_int(const struct plena_moe_cfg *cfg, const struct plena_moe_map *mp,
+                           uint64_t tb)
+{
+    const uint64_t segs =
+        plena_route_max_segments((uint32_t)tb, cfg->k, cfg->E, cfg->m.blen, mp->em_max_tiles);
+    return cfg->k + cfg->E + PLENA_DEV_WORDS * (segs + 1) + PLENA_ROUTE_REC_INTS + 2 +
+           (mp->windowed ? cfg->E : 0) + 16;
 }
 
 /* fp16 image value nearest to v, and its effective BF16 value (2.4) */
@@ -1166,6 +1245,78 @@ static int build_map_em(struct plena_ctx *c, const struct plena_moe_cfg *cfg, ui
     mp->spill_off = (uint32_t)(int_need - 16);
     mp->int_used = (uint32_t)int_need;
     mp->em_max_tiles = plena_moe_em_max_tiles(cfg, mp);
+    return 0;
+}
+
+/* SRAM maps of the expert-major device form (docs/lowering.md
+ * "Expert-major"): V_TOPK runs one token at a time into a k-entry id buffer
+ * (FP SRAM: k weights), so only the sort's per-expert state is resident and
+ * T_blk is bounded by VRAM (em_setup), not by the SRAMs, once every expert's
+ * records fit. */
+static int build_map_em_dev(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint32_t T,
+                            struct plena_moe_map *mp, int gate, int dot)
+{
+    const struct plena_gen_machine *m = &cfg->m;
+    const uint32_t V = m->vlen, k = cfg->k;
+    const uint64_t fp_fixed = (uint64_t)V + 16 + (dot ? (uint64_t)mp->eb * V : 0) + k;
+    const uint64_t fp_avail = m->fp_depth > cfg->fp_base ? m->fp_depth - cfg->fp_base : 0;
+    const uint64_t int_avail = m->int_depth > cfg->int_base ? m->int_depth - cfg->int_base : 0;
+    mp->em_max_tiles = plena_moe_em_max_tiles(cfg, mp);
+    if (fp_fixed + (gate ? 1 : 0) > fp_avail)
+        return plena_prog_fail(c->p, PLENA_GEN_SRAM,
+                               "FP SRAM: a token of the expert-major device form needs %llu "
+                               "entries (VLEN %u zero row + 16 constants%s + top_k %u route "
+                               "weights%s), limit %llu (FP_SRAM_DEPTH %u - fp_base %u); driven by "
+                               "model.top_k",
+                               (unsigned long long)fp_fixed + (gate ? 1 : 0), V,
+                               dot ? " + router dot scratch" : "", k,
+                               gate ? " + 1 gate value" : "", (unsigned long long)fp_avail,
+                               m->fp_depth, cfg->fp_base);
+    if (em_dev_int(cfg, mp, 1) > int_avail)
+        return plena_prog_fail(
+            c->p, PLENA_GEN_SRAM,
+            "INT SRAM: the on-device expert-major sort of one token needs %llu entries (top_k %u "
+            "ids, num_experts %u counters, segment records, a count record, 2 scalars%s + 16 "
+            "spill slots), limit %llu (INT_SRAM_DEPTH %u - int_base %u); driven by "
+            "model.num_experts, model.top_k; use --lowering pair-major or fixed routing",
+            (unsigned long long)em_dev_int(cfg, mp, 1), k, cfg->E,
+            mp->windowed ? " + num_experts window table" : "", (unsigned long long)int_avail,
+            m->int_depth, cfg->int_base);
+    uint64_t tb = T;
+    if (em_dev_int(cfg, mp, tb) > int_avail) { /* largest tb whose records fit */
+        uint64_t lo = 1, hi = tb;
+        while (lo < hi) {
+            uint64_t mid = lo + (hi - lo + 1) / 2;
+            if (em_dev_int(cfg, mp, mid) <= int_avail)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        tb = lo;
+    }
+    if (gate && fp_avail - fp_fixed < tb) tb = fp_avail - fp_fixed;
+    if (cfg->force_tblk && cfg->force_tblk < tb) tb = cfg->force_tblk;
+    mp->em_dev = 1;
+    mp->t_blk = (uint32_t)tb;
+    mp->n_blocks = gen_cdiv(T, mp->t_blk);
+    /* one physical row past T stays zero: the padding slots' source row */
+    mp->phys_rows = gen_rup(T + 1, m->blen);
+    mp->off_dot = V + 16;
+    mp->w_off = (uint32_t)(fp_fixed - k);
+    mp->gate_off = (uint32_t)fp_fixed;
+    mp->fp_used = mp->gate_off + (gate ? mp->t_blk : 0);
+    mp->ids_off = 0;
+    mp->em_cnt_off = k;
+    mp->em_rec_off = mp->em_cnt_off + cfg->E;
+    mp->em_cbuf_off = (uint32_t)(mp->em_rec_off +
+                                 PLENA_DEV_WORDS * (plena_route_max_segments(mp->t_blk, k, cfg->E,
+                                                                             m->blen,
+                                                                             mp->em_max_tiles) +
+                                                    1));
+    mp->em_scal_off = mp->em_cbuf_off + PLENA_ROUTE_REC_INTS;
+    mp->wtab_off = mp->em_scal_off + 2;
+    mp->spill_off = mp->wtab_off + (mp->windowed ? cfg->E : 0);
+    mp->int_used = mp->spill_off + 16;
     return 0;
 }
 
@@ -1238,6 +1389,7 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
     const uint32_t k = routed ? cfg->k : 0;
     const int gate = cfg->Is && cfg->gate == PLENA_SHARED_GATE_SIGMOID;
     if (em_fixed(cfg)) return build_map_em(c, cfg, T, mp, gate);
+    if (em_device(cfg)) return build_map_em_dev(c, cfg, T, mp, gate, dot);
     uint64_t fp_fixed = (uint64_t)V + 16 + (dot ? (uint64_t)mp->eb * V : 0);
     uint64_t fp_avail = m->fp_depth > cfg->fp_base ? m->fp_depth - cfg->fp_base : 0;
     uint64_t int_fixed = (mp->windowed ? cfg->E : 0) + 16;
@@ -1287,20 +1439,6 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
                     fp_avail ||
                 int_fixed + gen_rup((uint32_t)tb * k, PLENA_ROUTE_REC_INTS) > int_avail))
             tb--;
-    const int em_dev = device && cfg->lowering == PLENA_LOWERING_EXPERT_MAJOR;
-    if (em_dev) {
-        while (tb > 0 && int_fixed + em_dev_int(cfg, tb) > int_avail)
-            tb--;
-        if (tb < 1)
-            return plena_prog_fail(
-                c->p, PLENA_GEN_SRAM,
-                "INT SRAM: the on-device expert-major sort of one token needs %llu entries "
-                "(top_k %u ids, num_experts %u counts, segment records, gather and combine "
-                "tables, count tables + 16 spill slots), limit %llu (INT_SRAM_DEPTH %u - int_base "
-                "%u); driven by model.num_experts, model.top_k",
-                (unsigned long long)(int_fixed + em_dev_int(cfg, 1)), k, cfg->E,
-                (unsigned long long)int_avail, m->int_depth, cfg->int_base);
-    }
     if (cfg->force_tblk && cfg->force_tblk < tb) tb = cfg->force_tblk;
     if (tb < 1) /* impossible after the two checks above */
         return plena_prog_fail(c->p, PLENA_GEN_SRAM, "SRAM: T_blk < 1");
@@ -1330,21 +1468,6 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
         mp->route_hbm = (mp->hbm_end + 63) / 64 * 64;
         mp->route_bytes = mp->pm_w_base + mp->n_blocks * mp->pm_w_stride;
         mp->hbm_end = mp->route_hbm + mp->route_bytes;
-    }
-    if (em_dev) {
-        const uint32_t P = mp->t_blk * k, A = P < cfg->E ? P : cfg->E;
-        mp->em_dev = 1;
-        mp->em_max_slots = P + A * (m->blen - 1);
-        mp->em_cnt_off = P;
-        mp->em_rec_off = mp->em_cnt_off + cfg->E;
-        mp->em_gtab_off = mp->em_rec_off + 4 * (A + 1);
-        mp->em_slot_off = mp->em_gtab_off + mp->em_max_slots;
-        mp->em_tab_off = mp->em_slot_off + P;
-        mp->em_scal_off = mp->em_tab_off + 3 * (mp->t_blk + 1);
-        mp->wtab_off = mp->em_scal_off + 2;
-        mp->em_max_tiles = plena_moe_em_max_tiles(cfg, mp);
-        /* one physical row past T stays zero: the padding slots' source row */
-        if (mp->phys_rows < gen_rup(T + 1, m->blen)) mp->phys_rows = gen_rup(T + 1, m->blen);
     }
     mp->spill_off = mp->wtab_off + (mp->windowed ? cfg->E : 0);
     mp->int_used = mp->spill_off + 16;
@@ -1531,7 +1654,8 @@ static int em_setup(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint32
             plena_moe_em_scratch_elems(
                 m, mp,
                 (uint32_t)plena_route_max_slots(tb, cfg->k, cfg->E, m->blen, mp->em_max_tiles)) +
-            (cfg->Is ? 3 * prow * mp->Is_p + prow * m->vlen : 0) + 8 * g;
+            (cfg->Is ? 3 * prow * mp->Is_p + prow * m->vlen : 0) +
+            (mp->em_dev && mp->eb > 1 ? prow * mp->E_p : 0) /* the router's product */ + 8 * g;
         if (need <= avail) {
             best = tb;
             lo = tb + 1;
@@ -1550,6 +1674,14 @@ static int em_setup(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint32
     if (best < T && best > m->blen) best -= best % m->blen; /* blocks keep BLEN-row tiles */
     mp->t_blk = best;
     mp->n_blocks = gen_cdiv(T, best);
+    if (mp->em_dev) { /* the count table of n = 0..T_blk pairs per expert */
+        mp->em_max_slots = (uint32_t)plena_route_max_slots(best, cfg->k, cfg->E, m->blen,
+                                                           mp->em_max_tiles);
+        mp->route_hbm = (mp->hbm_end + 63) / 64 * 64;
+        mp->route_bytes = plena_route_count_table_bytes(best);
+        mp->hbm_end = mp->route_hbm + mp->route_bytes;
+        return plena_moe_em_alloc(c, mp->em_max_slots, sc);
+    }
     const size_t np = (size_t)T * cfg->k;
     uint32_t *dummy = NULL;
     const uint32_t *ids = cfg->route_ids;
@@ -1604,6 +1736,8 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
 #endif
     if (build_map(c, cfg, T, &info->map)) return p->status;
     const struct plena_moe_map *mp = &info->map;
+    const int em = routed && (em_fixed(cfg) || mp->em_dev);
+    p->stable_form = em; /* the static size of expert-major does not depend on T */
     const uint32_t V = cfg->m.vlen, PR = mp->phys_rows;
 
     /* ABI tensors (2.1), allocated first so they sit at the bottom of VRAM */
@@ -1664,19 +1798,17 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
         add_hbm(info, "ws_down", mp->shared[2], mp->Is_p, mp->H_p);
     }
 
-    const int em = routed && (em_fixed(cfg) || mp->em_dev);
     struct plena_route_plan plan;
     struct plena_moe_em_scratch ems;
     memset(&plan, 0, sizeof plan);
     memset(&ems, 0, sizeof ems);
     const uint32_t em_mark = plena_vram_mark(c->va);
-    if (em && !mp->em_dev && em_setup(c, cfg, T, info, &plan, &ems)) {
+    if (em && em_setup(c, cfg, T, info, &plan, &ems)) {
         plena_route_plan_free(&plan);
         return p->status;
     }
-    if (mp->em_dev && plena_moe_em_alloc(c, mp->em_max_slots, &ems)) return p->status;
-    if ((em && !mp->em_dev) || mp->pm_refill)
-        add_hbm(info, "routing_tables", mp->route_hbm,
+    if (em || mp->pm_refill)
+        add_hbm(info, mp->em_dev ? "count_table" : "routing_tables", mp->route_hbm,
                 (uint32_t)(mp->route_bytes / PLENA_ROUTE_REC_BYTES), PLENA_ROUTE_REC_BYTES);
 
     plena_prog_header(p, "plena moe preset=%s T=%u E=%u k=%u", cfg->name, T, cfg->E, cfg->k);
@@ -1709,9 +1841,12 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
             else
                 plena_moe_router_logits_gemm(c, cfg, &x, mp->router_hbm, &lg, n);
             if (cfg->router_bias) plena_moe_router_bias_add(c, cfg, &lg, &rb, n);
-            enum plena_topk_encoding enc = PLENA_TOPK_ENC_NONE;
-            plena_moe_router_select(c, cfg, &lg, n, mp->w_off, mp->ids_off, &enc);
-            info->topk_encoding = enc;
+            /* the device expert-major form runs V_TOPK itself, token by token */
+            if (!mp->em_dev) {
+                enum plena_topk_encoding enc = PLENA_TOPK_ENC_NONE;
+                plena_moe_router_select(c, cfg, &lg, n, mp->w_off, mp->ids_off, &enc);
+                info->topk_encoding = enc;
+            }
         }
         if (routed) {
             if (mp->pm_refill) pm_refill_block(c, b, n, cfg->k);
@@ -1727,7 +1862,8 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
             if (em) {
                 const struct plena_tensor *bias[3] = {&bg, &bu, &bd};
                 if (mp->em_dev)
-                    plena_moe_em_dev_block(c, cfg, T, r0, n, &pt.x, &pt.acc, bias, &ems);
+                    plena_moe_em_dev_block(c, cfg, T, r0, n, &pt.x, &pt.acc, &lg, bias, &ems,
+                                           &info->topk_encoding);
                 else
                     plena_moe_em_block(c, cfg, &plan, b, &pt.x, &pt.acc, bias, &ems);
                 info->pair_form = PLENA_PAIRS_SORTED;
@@ -1771,8 +1907,8 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
     return p->status;
 }
 
-int plena_moe_generate(const struct plena_moe_cfg *cfg, uint32_t T, struct plena_prog *prog,
-                       struct plena_moe_emit_info *info, struct plena_err *err)
+static int generate_once(const struct plena_moe_cfg *cfg, uint32_t T, struct plena_prog *prog,
+                         struct plena_moe_emit_info *info, struct plena_err *err)
 {
     plena_prog_init(prog, cfg->m.max_loop, err);
     struct plena_vram va;
@@ -1786,6 +1922,41 @@ int plena_moe_generate(const struct plena_moe_cfg *cfg, uint32_t T, struct plena
     int rc = plena_moe_emit_layer(&c, cfg, T, info);
     info->vram_peak = va.peak;
     plena_vram_fini(&va);
+    return rc;
+}
+
+/* The expert-major token block is the largest that fits VRAM (em_setup) and
+ * whose every static loop stays within MAX_LOOP_INSTRUCTIONS: a T_blk-row
+ * loop (the router's rows, RMSNorm, the shared branch) grows with T_blk, so
+ * when emission refuses a loop the block is bisected, each try being the
+ * generator itself (its static size does not depend on T, so a try is
+ * cheap). Pair-major keeps its SRAM-bound blocks, whose loops fit. */
+int plena_moe_generate(const struct plena_moe_cfg *cfg, uint32_t T, struct plena_prog *prog,
+                       struct plena_moe_emit_info *info, struct plena_err *err)
+{
+    int rc = generate_once(cfg, T, prog, info, err);
+    if (!rc || prog->reason != PLENA_GEN_LOOP || !prog->stable_form || info->map.t_blk < 2)
+        return rc;
+    struct plena_moe_cfg try = *cfg;
+    uint32_t lo = 0, hi = info->map.t_blk; /* hi refused, lo fits (0: none yet) */
+    while (hi - lo > 1) {
+        try.force_tblk = lo + (hi - lo) / 2;
+        plena_prog_free(prog);
+        rc = generate_once(&try, T, prog, info, err);
+        if (!rc)
+            lo = try.force_tblk;
+        else if (prog->reason == PLENA_GEN_LOOP)
+            hi = try.force_tblk;
+        else
+            return rc; /* another rule refuses a smaller block: its message */
+    }
+    if (lo == 0) return rc;
+    if (!(rc == 0 && try.force_tblk == lo)) {
+        try.force_tblk = lo;
+        plena_prog_free(prog);
+        rc = generate_once(&try, T, prog, info, err);
+    }
+    if (!rc && err) plena_err_clear(err);
     return rc;
 }
 

@@ -97,12 +97,13 @@ struct plena_moe_map {
     /* expert-major record buffers: INT (segment, gather, combine) and FP
      * (combine weights, input weights), offsets from int_base / fp_base */
     uint32_t em_seg_off, em_gbuf_off, em_cbuf_off, em_cw_off, em_iw_off;
-    /* expert-major device routing: the block's sort in INT SRAM (docs/lowering.md
-     * "Expert-major"): counts / start slots [E], segment records [4 x min(E, P)],
-     * gather table [slots], combine table [P], the count tables pad, tiles-1 and
-     * nonzero [T_blk + 1 each], and two scalars (segments - 1, slots - 1) */
+    /* expert-major device routing: the sort's state in INT SRAM (docs/lowering.md
+     * "Expert-major"): one token's ids at ids_off [k], the per-expert counters
+     * (counts, then slot cursors) [E], segment records [2 x (segments + 1)],
+     * the count-record buffer em_cbuf_off [16] and two scalars (segments - 1,
+     * slots - 1); the count table is the HBM routing region */
     int em_dev;
-    uint32_t em_cnt_off, em_rec_off, em_gtab_off, em_slot_off, em_tab_off, em_scal_off;
+    uint32_t em_cnt_off, em_rec_off, em_scal_off;
     uint32_t em_max_slots;
     /* HBM */
     int has_router_hbm, windowed;
@@ -167,12 +168,14 @@ int plena_moe_em_block(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
                        const struct plena_tensor *const bias[3],
                        const struct plena_moe_em_scratch *sc);
 
-/* Device routing: the section of the block of n tokens from r0, sorting the
- * ids V_TOPK wrote on the device first. */
+/* Device routing: the section of the block of n tokens from r0 whose router
+ * logits are in lg: V_TOPK token by token in three passes (count, gather,
+ * combine) around the sort and the experts. enc: the top-k encoding used. */
 int plena_moe_em_dev_block(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint32_t T,
                            uint32_t r0, uint32_t n, const struct plena_tensor *x,
-                           const struct plena_tensor *acc, const struct plena_tensor *const bias[3],
-                           const struct plena_moe_em_scratch *sc);
+                           const struct plena_tensor *acc, const struct plena_tensor *lg,
+                           const struct plena_tensor *const bias[3],
+                           const struct plena_moe_em_scratch *sc, enum plena_topk_encoding *enc);
 
 /* ---- capacity (2.6; traces-and-replay.md 2.3 R005) ---- */
 /* What a layer needs of each machine resource and what the machine has. */

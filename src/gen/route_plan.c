@@ -12,15 +12,47 @@ static uint32_t cdiv(uint32_t v, uint32_t a)
     return (v + a - 1) / a;
 }
 
+uint64_t plena_route_max_segments(uint32_t t_blk, uint32_t k, uint32_t E, uint32_t blen,
+                                  uint32_t max_tiles)
+{
+    const uint64_t pairs = (uint64_t)t_blk * k;
+    uint64_t segs = pairs < E ? pairs : E;
+    if (max_tiles) segs += pairs / ((uint64_t)max_tiles * blen);
+    return segs;
+}
+
 uint64_t plena_route_max_slots(uint32_t t_blk, uint32_t k, uint32_t E, uint32_t blen,
                                uint32_t max_tiles)
 {
-    const uint64_t pairs = (uint64_t)t_blk * k;
-    /* segments: at most one per active expert (<= min(E, pairs)) plus one per
-     * split, a split happening only after max_tiles full tiles */
-    uint64_t segs = pairs < E ? pairs : E;
-    if (max_tiles) segs += pairs / ((uint64_t)max_tiles * blen);
-    return pairs + segs * (blen - 1);
+    return (uint64_t)t_blk * k +
+           plena_route_max_segments(t_blk, k, E, blen, max_tiles) * (blen - 1);
+}
+
+uint64_t plena_route_count_table_bytes(uint32_t n_max)
+{
+    return ((uint64_t)n_max + 1) * PLENA_ROUTE_REC_BYTES;
+}
+
+static void put32(uint8_t *o, uint32_t v)
+{
+    o[0] = (uint8_t)v;
+    o[1] = (uint8_t)(v >> 8);
+    o[2] = (uint8_t)(v >> 16);
+    o[3] = (uint8_t)(v >> 24);
+}
+
+void plena_route_count_table(uint32_t n_max, uint32_t blen, uint32_t max_tiles, uint8_t *out)
+{
+    memset(out, 0, plena_route_count_table_bytes(n_max));
+    for (uint32_t n = 1; n <= n_max; n++) {
+        uint8_t *r = out + (uint64_t)n * PLENA_ROUTE_REC_BYTES;
+        const uint32_t tiles = cdiv(n, blen), nrec = cdiv(tiles, max_tiles);
+        put32(r + 4 * PLENA_CNT_ROWS, tiles * blen);
+        put32(r + 4 * PLENA_CNT_NREC_M1, nrec - 1);
+        put32(r + 4 * PLENA_CNT_REC_STEP, PLENA_DEV_WORDS);
+        put32(r + 4 * PLENA_CNT_LAST_TM1, tiles - (nrec - 1) * max_tiles - 1);
+        put32(r + 4 * PLENA_CNT_NREC, nrec);
+    }
 }
 
 void plena_route_plan_free(struct plena_route_plan *p)
@@ -157,14 +189,6 @@ int plena_route_plan_build(struct plena_route_plan *p, uint32_t T, uint32_t k, u
     }
     p->region_bytes = off;
     return 0;
-}
-
-static void put32(uint8_t *o, uint32_t v)
-{
-    o[0] = (uint8_t)v;
-    o[1] = (uint8_t)(v >> 8);
-    o[2] = (uint8_t)(v >> 16);
-    o[3] = (uint8_t)(v >> 24);
 }
 
 static void put16(uint8_t *o, uint16_t v)

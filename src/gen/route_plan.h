@@ -67,6 +67,11 @@ struct plena_route_plan {
     uint32_t max_slots;      /* largest n_slots of any block */
 };
 
+/* Segments a block of t_blk tokens can have at most: one per active expert
+ * (<= min(E, pairs)) plus one per split, a split happening only after
+ * max_tiles full tiles. */
+uint64_t plena_route_max_segments(uint32_t t_blk, uint32_t k, uint32_t E, uint32_t blen,
+                                  uint32_t max_tiles);
 /* Slots a block of t_blk tokens can need at most: every pair, plus BLEN - 1
  * padding for every segment (one per active expert, plus splits). */
 uint64_t plena_route_max_slots(uint32_t t_blk, uint32_t k, uint32_t E, uint32_t blen,
@@ -79,6 +84,28 @@ int plena_route_plan_build(struct plena_route_plan *p, uint32_t T, uint32_t k, u
                            uint32_t t_blk, uint32_t blen, uint32_t vlen, uint32_t max_tiles,
                            const uint32_t *ids, struct plena_err *err);
 void plena_route_plan_free(struct plena_route_plan *p);
+
+/* ---- the count table of the device sort ----
+ * Device routing sorts on the device (expert_major.c), which has no divide
+ * or compare: what an expert with n pairs in a block needs (its padded
+ * slots, how many segment records, the last one's tiles) is record n of a
+ * table in HBM, one 64-byte record per n = 0..n_max, fetched with
+ * H_PREFETCH_S at offset 64 n. Splits follow the plan's rule: segments of
+ * max_tiles tiles, the remainder last. */
+enum plena_route_cnt_word {
+    PLENA_CNT_ROWS = 0,     /* BLEN x ceil(n / BLEN): the expert's slots */
+    PLENA_CNT_NREC_M1 = 1,  /* segment records - 1 (0 for n = 0: one dummy write) */
+    PLENA_CNT_REC_STEP = 2, /* words the record pointer moves per record: 2, 0 for n = 0 */
+    PLENA_CNT_LAST_TM1 = 3, /* tiles - 1 of the last segment (0 for n = 0) */
+    PLENA_CNT_NREC = 4,     /* segment records (0 for n = 0) */
+    PLENA_CNT_WORDS = 5
+};
+/* Words of a device segment record in INT SRAM. */
+enum plena_route_dev_word { PLENA_DEV_EXPERT = 0, PLENA_DEV_TILES_M1 = 1, PLENA_DEV_WORDS = 2 };
+/* Bytes of the count table for n = 0..n_max. */
+uint64_t plena_route_count_table_bytes(uint32_t n_max);
+/* Writes the count table (little-endian u32 words, the rest of each record 0). */
+void plena_route_count_table(uint32_t n_max, uint32_t blen, uint32_t max_tiles, uint8_t *out);
 
 /* The routing region's bytes (little-endian): per block the segment
  * records, the gather records (source row offsets: token x VLEN, padding =

@@ -131,9 +131,40 @@ static void test_bad_ids(void **state)
     assert_int_equal(plena_route_plan_build(&p, 1, 2, 4, 1, 4, 64, 8, NULL, NULL), PLENA_E_INPUT);
 }
 
+/* The count table of the device sort, BLEN 4, at most 2 tiles a segment:
+ * n = 0 all zero (one dummy record write, pointer step 0); n = 1 and 4 one
+ * tile (rows 4); n = 5 two tiles in one segment (rows 8, last tiles-1 = 1);
+ * n = 9 three tiles, split 2 + 1 (rows 12, two records, the last 1 tile). */
+static void test_count_table(void **state)
+{
+    (void)state;
+    const uint32_t n_max = 10;
+    assert_int_equal(plena_route_count_table_bytes(n_max), 11 * 64);
+    uint8_t *t = plena_malloc(11 * 64);
+    assert_non_null(t);
+    memset(t, 0xAB, 11 * 64);
+    plena_route_count_table(n_max, 4, 2, t);
+    static const struct {
+        uint32_t n, rows, nrec_m1, step, last_tm1, nrec;
+    } want[] = {{0, 0, 0, 0, 0, 0},  {1, 4, 0, 2, 0, 1},  {4, 4, 0, 2, 0, 1},
+                {5, 8, 0, 2, 1, 1},  {8, 8, 0, 2, 1, 1},  {9, 12, 1, 2, 0, 2},
+                {10, 12, 1, 2, 0, 2}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const uint8_t *r = t + 64 * want[i].n;
+        assert_int_equal(get32(r + 4 * PLENA_CNT_ROWS), want[i].rows);
+        assert_int_equal(get32(r + 4 * PLENA_CNT_NREC_M1), want[i].nrec_m1);
+        assert_int_equal(get32(r + 4 * PLENA_CNT_REC_STEP), want[i].step);
+        assert_int_equal(get32(r + 4 * PLENA_CNT_LAST_TM1), want[i].last_tm1);
+        assert_int_equal(get32(r + 4 * PLENA_CNT_NREC), want[i].nrec);
+        for (uint32_t w = PLENA_CNT_WORDS; w < 16; w++) assert_int_equal(get32(r + 4 * w), 0);
+    }
+    plena_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_count_table),
         cmocka_unit_test(test_sort_and_tables),
         cmocka_unit_test(test_splits_and_blocks),
         cmocka_unit_test(test_bad_ids),

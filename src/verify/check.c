@@ -329,9 +329,12 @@ int plena_verify_emulate(const struct plena_moe_build *b, const struct plena_set
                    b->info.routed_lowering == PLENA_LOWERING_EXPERT_MAJOR;
     const uint32_t k = cfg->routing != PLENA_ROUTING_NONE && !em ? cfg->k : 0;
     const uint32_t r0 = (mp->n_blocks - 1) * mp->t_blk;
+    /* the expert-major device form runs V_TOPK token by token into one
+     * token's buffer: the last token's pairs are what is left */
+    const uint32_t id_t0 = mp->em_dev ? T - 1 : r0;
     d->t0 = r0;
-    d->p0 = r0 * k;
-    d->n_pairs = (T - r0) * k;
+    d->p0 = id_t0 * k;
+    d->n_pairs = (T - id_t0) * k;
     const int gate = cfg->Is && cfg->gate == PLENA_SHARED_GATE_SIGMOID;
     d->n_gate = gate ? T - r0 : 0;
     d->out = plena_malloc((size_t)T * H * sizeof *d->out);

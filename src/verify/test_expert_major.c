@@ -211,12 +211,65 @@ static void test_device(void **state)
         }
 }
 
+/* The static size of an expert-major layer does not depend on T (issue 12
+ * deliverable 4): qwen3-30b-a3b and gpt-oss-20b on the default settings,
+ * device and fixed routing, generate the same number of instructions at
+ * T = 64 and T = 4096 (one token block each: asserted, or the comparison
+ * would be between different block counts). Generation only. */
+static void test_static_size(void **state)
+{
+    (void)state;
+    struct plena_settings s;
+    plena_settings_reference(&s);
+    struct plena_gen_machine m;
+    plena_gen_machine_from_settings(&s, &m);
+    static const char *const presets[] = {"qwen3-30b-a3b", "gpt-oss-20b"};
+    static const uint32_t Ts[] = {64, 4096};
+    for (size_t i = 0; i < 2; i++)
+        for (int fixed = 0; fixed < 2; fixed++) {
+            size_t n[2];
+            for (size_t j = 0; j < 2; j++) {
+                const struct plena_moe_model *mdl = plena_model_preset_find(presets[i]);
+                struct plena_moe_cfg cfg;
+                plena_moe_cfg_from_model(mdl, &m, &cfg);
+                cfg.lowering = PLENA_LOWERING_EXPERT_MAJOR;
+                uint32_t *ids = NULL;
+                float *w = NULL;
+                if (fixed) {
+                    random_routing(Ts[j], cfg.E, cfg.k, 5, &ids, &w);
+                    cfg.routing = PLENA_ROUTING_FIXED;
+                    cfg.route_ids = ids;
+                } else {
+                    cfg.routing = PLENA_ROUTING_DEVICE;
+                }
+                struct plena_prog prog;
+                struct plena_moe_emit_info *info = plena_malloc(sizeof *info);
+                assert_non_null(info);
+                struct plena_err err;
+                plena_err_clear(&err);
+                int rc = plena_moe_generate(&cfg, Ts[j], &prog, info, &err);
+                if (rc) fprintf(stderr, "%s T=%u: %s\n", presets[i], Ts[j], err.msg);
+                assert_int_equal(rc, 0);
+                assert_int_equal(info->map.n_blocks, 1);
+                n[j] = prog.n_insns;
+                plena_prog_free(&prog);
+                plena_free(info);
+                plena_free(ids);
+                plena_free(w);
+            }
+            if (n[0] != n[1])
+                fail_msg("%s (%s routing): %zu instructions at T = 64, %zu at T = 4096",
+                         presets[i], fixed ? "fixed" : "device", n[0], n[1]);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bit_identity),
         cmocka_unit_test(test_skew),
         cmocka_unit_test(test_device),
+        cmocka_unit_test(test_static_size),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

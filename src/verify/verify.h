@@ -34,7 +34,8 @@ void plena_verify_refdata_free(struct plena_verify_refdata *rd);
 
 /* Machine state read back after a run. Arrays hold the pairs / tokens of
  * the LAST token block only when T_blk < T (the SRAM regions are reused per
- * block); p0/t0 say where they start. */
+ * block), the ids and weights of the last token only in the expert-major
+ * device form (V_TOPK runs token by token); p0/t0 say where they start. */
 struct plena_verify_device {
     int trapped;
     char trap[640];
