@@ -222,7 +222,7 @@ int plena_campaign_report(const struct plena_campaign_set *s, const char *out_di
     size_t ng = 0, capg = 0;
     json_t *rep = json_object(), *fails = json_object(), *notes = json_array();
     json_t *sel = NULL, *det = NULL, *width = NULL, *cst = NULL;
-    char *svr_note = NULL;
+    char *svr_note = NULL, *lowering = NULL;
     struct plena_csv csv;
     plena_csv_init(&csv);
     struct plena_buf md;
@@ -249,6 +249,9 @@ int plena_campaign_report(const struct plena_campaign_set *s, const char *out_di
             const char *sn = json_string_value(
                 json_object_get(json_object_get(res, "notes"), "shared_vs_routed"));
             if (sn && !svr_note) svr_note = plena_strdup(sn);
+            const char *lw =
+                json_string_value(json_object_get(json_object_get(res, "inputs"), "lowering"));
+            if (lw && !lowering) lowering = plena_strdup(lw);
         }
         if (r > 0) {
             if (smoke)
@@ -335,7 +338,11 @@ int plena_campaign_report(const struct plena_campaign_set *s, const char *out_di
 
     json_array_append_new(notes, json_string(plena_replay_measurement_note));
     if (svr_note) json_array_append_new(notes, json_string(svr_note));
-    json_array_append_new(notes, json_string("routed lowering: pair-major"));
+    {
+        char ln[64];
+        snprintf(ln, sizeof ln, "routed lowering: %s", lowering ? lowering : "none");
+        json_array_append_new(notes, json_string(ln));
+    }
     json_array_append_new(notes, json_string(plena_replay_routing_tax_scope));
     json_array_append_new(notes, json_string(decode_note));
     if (!strcmp(dstate, "bypassed"))
@@ -439,6 +446,7 @@ out:
     plena_free(g);
     plena_free(att);
     plena_free(svr_note);
+    plena_free(lowering);
     json_decref(rep);
     json_decref(fails);
     json_decref(notes);

@@ -607,7 +607,7 @@ static void test_report_real_replay(void **state)
     int found = 0;
     for (size_t i = 0; i < json_array_size(notes); i++)
         found |= !strcmp(json_string_value(json_array_get(notes, i)),
-                         plena_profile_text_shared_vs_routed);
+                         plena_profile_text_shared_vs_routed_expert_major); /* the default */
     assert_true(found);
     json_decref(d);
 
@@ -615,7 +615,8 @@ static void test_report_real_replay(void **state)
     snprintf(p, sizeof p, "%s/report.md", out);
     char *md_text = NULL;
     assert_int_equal(plena_file_read_all(p, &md_text, &n, NULL), 0);
-    assert_non_null(strstr(md_text, plena_profile_text_shared_vs_routed));
+    assert_non_null(strstr(md_text, plena_profile_text_shared_vs_routed_expert_major));
+    assert_non_null(strstr(md_text, "routed lowering: expert-major"));
     plena_free(md_text);
 }
 

@@ -61,7 +61,6 @@ static const struct plena_cmd_spec plena_asm_spec = {
 static int write_stage_map(const char *path, const struct plena_program *p, struct plena_err *err)
 {
     const struct plena_labels *l = &p->labels;
-    static const char *const lowering[] = {"unset", "pair_major", "expert_major"};
     struct plena_buf b;
     plena_buf_init(&b);
     plena_buf_puts(&b, "{\n  \"source\": ");
@@ -80,7 +79,10 @@ static int write_stage_map(const char *path, const struct plena_program *p, stru
     plena_buf_printf(&b,
                      "  \"routed_lowering\": \"%s\",\n  \"routed_moe_markers_present\": %s,\n"
                      "  \"label_count\": %zu,\n  \"instructions\": [",
-                     lowering[l->lowering], l->routed_moe_markers_present ? "true" : "false", l->n);
+                     /* "unset": no marker in the source (the profile says "none") */
+                     l->lowering == PLENA_LOWERING_UNSET ? "unset"
+                                                         : plena_lowering_marker(l->lowering),
+                     l->routed_moe_markers_present ? "true" : "false", l->n);
     for (size_t i = 0; i < l->n && !b.failed; i++) {
         plena_buf_printf(&b, "%s\n    {\"pc\": %zu, \"line\": %u, \"stage\": \"%s\", \"pair\": ",
                          i ? "," : "", i, p->src_line[i], plena_stage_name(l->v[i].stage));

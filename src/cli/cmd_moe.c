@@ -40,7 +40,29 @@ static void print_stage_table(const struct plena_verify_moe_report *r,
     else
         printf(" shared_to_routed_ratio null");
     printf(" routed_lowering %s\n", plena_lowering_marker(info->routed_lowering));
-    printf("note: %s\n", plena_profile_text_shared_vs_routed);
+    printf("note: %s\n", plena_profile_shared_vs_routed_text(info->routed_lowering));
+}
+
+/* routing_stats (docs/profile.md "routing_stats") under the stage table */
+static void print_routing_stats(const struct plena_routing_stats *st)
+{
+    printf("routing_stats: lowering %s active_experts %u tokens_per_expert min %.0f max %.0f "
+           "mean %.2f cv %.4f gini %.4f\n",
+           plena_lowering_marker((enum plena_lowering)st->lowering), st->active_experts,
+           st->tpe_min, st->tpe_max, st->tpe_mean, st->tpe_cv, st->tpe_gini);
+    printf("routing_stats: routed_rows issued %llu useful %llu padding %llu row_utilisation %.4f "
+           "shared_row_utilisation ",
+           (unsigned long long)st->routed_rows_issued, (unsigned long long)st->routed_rows_useful,
+           (unsigned long long)st->padding_rows, st->row_utilisation);
+    if (st->shared_row_utilisation < 0)
+        printf("null\n");
+    else
+        printf("%.4f\n", st->shared_row_utilisation);
+    printf("routing_stats: weight_bytes fetched %llu ideal %llu (%.3fx)\n",
+           (unsigned long long)st->weight_bytes_fetched, (unsigned long long)st->weight_bytes_ideal,
+           st->weight_bytes_ideal
+               ? (double)st->weight_bytes_fetched / (double)st->weight_bytes_ideal
+               : 0.0);
 }
 
 static void print_check(const struct plena_moe_build *b, const struct plena_verify_moe_report *rep)
@@ -70,7 +92,7 @@ static void print_check(const struct plena_moe_build *b, const struct plena_veri
 }
 
 struct moe_cli {
-    const char *model, *out, *routing, *settings;
+    const char *model, *out, *routing, *settings, *lowering;
     uint32_t tokens;
     uint64_t seed;
     int weights; /* enum plena_weights_mode */
@@ -78,6 +100,7 @@ struct moe_cli {
 };
 
 PLENA_OPT_ENUM_OF(weights_mode);
+static const struct plena_opt_enum lowerings = {.names = plena_lowering_options};
 
 #define M struct moe_cli
 static const struct plena_opt moe_rows[] = {
@@ -102,6 +125,15 @@ static const struct plena_opt moe_rows[] = {
      .def_text = "device for a preset with device routing, else balanced",
      .help = "device: the preset's V_TOPK path (approximate for fixed-routing presets that allow "
              "it); balanced, random (seeded by --seed) or a route trace FILE: fixed routing"},
+    {.names = "--lowering",
+     .kind = PLENA_OPT_CHOICE,
+     .metavar = "L",
+     PLENA_OPT_FIELD(M, lowering),
+     .choices = &lowerings,
+     .def = PLENA_LOWERING_DEFAULT_OPTION,
+     .help = "routed lowering: expert-major (each active expert's weights fetched once, its "
+             "tokens in full BLEN-row tiles) or pair-major (one pair per tile, the upstream "
+             "compiler's form)"},
     {.names = "--seed",
      .kind = PLENA_OPT_UINT,
      .metavar = "S",
@@ -192,6 +224,8 @@ static int cmd_moe(int argc, char **argv)
     if (plena_moe_build_check_model(&mdl, &gm, &err)) return plena_cli_report("moe", &err);
     struct plena_moe_build_opts o;
     plena_moe_build_opts_init(&o, &mdl, &gm, c.tokens);
+    if (plena_lowering_parse_option(c.lowering, &o.cfg.lowering))
+        return plena_cli_usage_error("moe", "--lowering: expected pair-major or expert-major");
     o.weights = wk;
     o.weight_seed = seed;
     o.input_seed = seed;
@@ -246,6 +280,7 @@ static int cmd_moe(int argc, char **argv)
         plena_run_format_summary(&rep.run, sum, sizeof sum);
         fputs(sum, stdout);
         if (rep.have_stages) print_stage_table(&rep, &b.info);
+        if (rep.routing.valid) print_routing_stats(&rep.routing);
     }
     if (rep.checked) print_check(&b, &rep);
     if (vrc)

@@ -7,12 +7,12 @@
 
 #include "cli/cli.h"
 #include "cli/replay_opts.h"
+#include "isa/program.h"
 
 PLENA_OPT_ENUM_OF(weights_mode);
 PLENA_OPT_ENUM_OF(input_mode);
 
-static const struct plena_opt_enum lowerings = {
-    .names = (const char *const[]){"pair-major", "expert-major", NULL}};
+static const struct plena_opt_enum lowerings = {.names = plena_lowering_options};
 static const struct plena_opt_enum routings = {.names =
                                                    (const char *const[]){"fixed", "device", NULL}};
 
@@ -23,7 +23,9 @@ const struct plena_opt plena_cli_replay_rows[] = {
      .metavar = "L",
      PLENA_OPT_FIELD(O, lowering),
      .choices = &lowerings,
-     .help = "routed lowering (expert-major is not built yet)"},
+     .help = "routed lowering: expert-major (each active expert's weights once, its tokens in "
+             "full BLEN-row tiles) or pair-major (one pair per tile, the upstream compiler's "
+             "form); part of the fingerprint"},
     PLENA_OPT_ENUM_ROW("--weights", "W", O, weights, &plena_opt_enum_weights_mode,
                        "expert and shared weights"),
     PLENA_OPT_UINT_ROW("--weight-seed", "N", O, weight_seed, 0, UINT64_MAX, "weight seed"),
@@ -86,8 +88,6 @@ void plena_cli_replay_init(struct plena_replay_opts *o)
 
 int plena_cli_replay_not_built(const char *cmd, const struct plena_replay_opts *o, int allow_device)
 {
-    if (!strcmp(o->lowering, "expert-major"))
-        return plena_cli_usage_error(cmd, "--lowering expert-major is not built yet");
     if (o->routing_device && !allow_device)
         return plena_cli_usage_error(cmd, "--routing device needs preloaded router logits in "
                                           "the generator, which is not built yet");

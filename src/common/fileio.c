@@ -61,6 +61,26 @@ static void fsync_dir_of(const char *path)
     }
 }
 
+int plena_file_read_range(const char *path, uint64_t offset, void *buf, size_t n,
+                          struct plena_err *err)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return PLENA_FAIL(err, PLENA_E_INPUT, path, "cannot open: %s", strerror(errno));
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(offset + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got < n)
+        return PLENA_FAIL(err, PLENA_E_INPUT, path,
+                          "shorter than %llu bytes (needed %zu bytes at offset %llu)",
+                          (unsigned long long)(offset + n), n, (unsigned long long)offset);
+    return 0;
+}
+
 int plena_file_read_input(const char *path, char **data, size_t *len, struct plena_err *err)
 {
     if (strcmp(path, "-")) return plena_file_read_all(path, data, len, err);

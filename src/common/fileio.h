@@ -18,6 +18,12 @@ int plena_file_read_all(const char *path, char **data, size_t *len, struct plena
 /* The same, with "-" meaning standard input (read to its end). */
 int plena_file_read_input(const char *path, char **data, size_t *len, struct plena_err *err);
 
+/* Reads exactly n bytes at byte `offset` into buf (a region of a large,
+ * possibly sparse file such as hbm.bin). PLENA_E_INPUT naming the path when
+ * it cannot be opened or is shorter than offset + n. */
+int plena_file_read_range(const char *path, uint64_t offset, void *buf, size_t n,
+                          struct plena_err *err);
+
 /* Writes `len` bytes atomically. Errors are PLENA_E_OUTPUT naming the path. */
 int plena_file_write_atomic(const char *path, const void *data, size_t len, struct plena_err *err);
 

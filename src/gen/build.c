@@ -54,13 +54,6 @@ void plena_moe_build_opts_init(struct plena_moe_build_opts *o, const struct plen
     o->mx_mode = PLENA_MX_PLENA;
 }
 
-uint64_t plena_moe_expert_base(const struct plena_moe_map *mp, int q, uint32_t e)
-{
-    if (mp->windowed)
-        return ((uint64_t)(mp->w0[q] + e / mp->epw) << 32) + (uint64_t)(e % mp->epw) * mp->stride;
-    return mp->table[q] + (uint64_t)e * mp->stride;
-}
-
 const struct plena_hbm_region *plena_moe_build_region(const struct plena_moe_build *b,
                                                       uint64_t base)
 {
@@ -220,14 +213,15 @@ static int stage_mx(struct plena_moe_build *b, uint64_t base, const float *v, ui
 {
     uint8_t *bytes;
     const uint64_t ne = (uint64_t)K_p * N_p;
-    if (add_region(b, base, ne + ne / 8, &bytes)) return PLENA_E_NOMEM;
+    if (add_region(b, base, ne + ne / PLENA_MOE_MX_BLOCK, &bytes)) return PLENA_E_NOMEM;
     float *row = plena_calloc(N_p, sizeof *row);
     if (!row) return PLENA_E_NOMEM;
     for (uint32_t r = 0; r < K_p; r++) {
         memset(row, 0, (size_t)N_p * sizeof *row);
         if (r < K) memcpy(row, v + (size_t)r * N, (size_t)N * sizeof *row);
-        plena_num_mx_encode_row(b->mx_mode, PLENA_MX_HOST, row, N_p, 8, bytes + (uint64_t)r * N_p,
-                                bytes + ne + (uint64_t)r * (N_p / 8));
+        plena_num_mx_encode_row(b->mx_mode, PLENA_MX_HOST, row, N_p, PLENA_MOE_MX_BLOCK,
+                                bytes + (uint64_t)r * N_p,
+                                bytes + ne + (uint64_t)r * (N_p / PLENA_MOE_MX_BLOCK));
     }
     plena_free(row);
     return 0;
@@ -287,36 +281,36 @@ static uint64_t route_addr(const void *ctx, int q, uint32_t e)
     return plena_moe_expert_base(ctx, q, e);
 }
 
-/* The expert-major routing region (route_plan.h): the same plan the
- * generator emitted against, its tables written at map.route_hbm. The
- * weights are the fp16 halves pair-major's FP SRAM image would hold. */
-static int stage_route_tables(struct plena_moe_build *b, struct plena_err *err)
+/* The expert-major routing region (route_plan.h) of ids/w: the same plan the
+ * generator emitted against. The weights are the fp16 halves pair-major's
+ * FP SRAM image would hold. out has map.route_bytes bytes. */
+static int em_tables(const struct plena_moe_build *b, const uint32_t *ids, const float *w32,
+                     uint8_t *out, struct plena_err *err)
 {
     const struct plena_moe_cfg *cfg = &b->cfg;
     const struct plena_moe_map *mp = &b->info.map;
     struct plena_route_plan plan;
     int rc = plena_route_plan_build(&plan, b->T, cfg->k, cfg->E, mp->t_blk, cfg->m.blen,
-                                    cfg->m.vlen, mp->em_max_tiles, b->fixed_ids, err);
+                                    cfg->m.vlen, mp->em_max_tiles, ids, err);
     if (rc) return rc;
     if (plan.region_bytes != mp->route_bytes) {
         plena_route_plan_free(&plan);
-        return PLENA_FAIL(err, PLENA_E_INTERNAL, "routing tables",
-                          "the staged plan has %llu bytes, the program %llu",
+        return PLENA_FAIL(err, PLENA_E_INPUT, "routing tables",
+                          "the routing's tables have %llu bytes, the program's %llu (a routing "
+                          "other than the one the program was generated for)",
                           (unsigned long long)plan.region_bytes,
                           (unsigned long long)mp->route_bytes);
     }
     const size_t np = (size_t)b->T * cfg->k;
     uint16_t *w16 = plena_malloc((np ? np : 1) * sizeof *w16);
-    uint8_t *bytes = NULL;
-    if (!w16 || add_region(b, mp->route_hbm, plan.region_bytes, &bytes)) {
-        plena_free(w16);
+    if (!w16) {
         plena_route_plan_free(&plan);
         return fail_nomem(err);
     }
     for (size_t i = 0; i < np; i++)
-        w16[i] = plena_num_fp16_from_f32(b->fixed_w32[i]);
+        w16[i] = plena_num_fp16_from_f32(w32[i]);
     plena_route_plan_tables(&plan, w16, cfg->placement == PLENA_ROUTE_INPUT, b->T, route_addr, mp,
-                            bytes);
+                            out);
     plena_free(w16);
     plena_route_plan_free(&plan);
     return 0;
@@ -325,26 +319,75 @@ static int stage_route_tables(struct plena_moe_build *b, struct plena_err *err)
 /* Pair-major fixed routing beyond the SRAMs: each block's ids (u32) and
  * weights (fp16 image halves), whole 64-byte records per block, at the
  * offsets of the map (pm_ids_stride, pm_w_base, pm_w_stride). */
-static int stage_pm_tables(struct plena_moe_build *b, struct plena_err *err)
+static void pm_tables(const struct plena_moe_build *b, const uint32_t *ids, const float *w32,
+                      uint8_t *out)
 {
     const struct plena_moe_map *mp = &b->info.map;
     const uint32_t k = b->cfg.k;
-    uint8_t *bytes = NULL;
-    if (add_region(b, mp->route_hbm, mp->route_bytes, &bytes)) return fail_nomem(err);
-    memset(bytes, 0, mp->route_bytes);
+    memset(out, 0, mp->route_bytes);
     for (uint32_t p = 0; p < b->T * k; p++) {
         const uint32_t blk = p / (mp->t_blk * k), i = p % (mp->t_blk * k);
-        uint8_t *id = bytes + blk * mp->pm_ids_stride + 4ull * i;
-        const uint32_t v = b->fixed_ids[p];
+        uint8_t *id = out + blk * mp->pm_ids_stride + 4ull * i;
+        const uint32_t v = ids[p];
         id[0] = (uint8_t)v;
         id[1] = (uint8_t)(v >> 8);
         id[2] = (uint8_t)(v >> 16);
         id[3] = (uint8_t)(v >> 24);
-        uint8_t *w = bytes + mp->pm_w_base + blk * mp->pm_w_stride + 2ull * i;
-        const uint16_t h = plena_num_fp16_from_f32(b->fixed_w32[p]);
+        uint8_t *w = out + mp->pm_w_base + blk * mp->pm_w_stride + 2ull * i;
+        const uint16_t h = plena_num_fp16_from_f32(w32[p]);
         w[0] = (uint8_t)h;
         w[1] = (uint8_t)(h >> 8);
     }
+}
+
+int plena_moe_build_route_image(const struct plena_moe_build *b, const uint32_t *ids,
+                                const float *w32, struct plena_moe_route_image *img,
+                                struct plena_err *err)
+{
+    memset(img, 0, sizeof *img);
+    const struct plena_moe_map *mp = &b->info.map;
+    const size_t np = (size_t)b->T * b->cfg.k;
+    if (b->cfg.routing != PLENA_ROUTING_FIXED)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "routing image", "the layer has no fixed routing");
+    const int em = b->info.routed_lowering == PLENA_LOWERING_EXPERT_MAJOR;
+    img->file = em || mp->pm_refill ? PLENA_BUILD_FILE_HBM : PLENA_BUILD_FILE_INT_SRAM;
+    img->offset =
+        img->file == PLENA_BUILD_FILE_HBM ? mp->route_hbm : 4ull * (mp->int_base + mp->ids_off);
+    img->n = img->file == PLENA_BUILD_FILE_HBM ? mp->route_bytes : 4 * np;
+    img->bytes = plena_malloc(img->n ? img->n : 1);
+    if (!img->bytes) return fail_nomem(err);
+    if (em) {
+        int rc = em_tables(b, ids, w32, img->bytes, err);
+        if (rc) {
+            plena_free(img->bytes);
+            img->bytes = NULL;
+        }
+        return rc;
+    }
+    if (mp->pm_refill) {
+        pm_tables(b, ids, w32, img->bytes);
+        return 0;
+    }
+    for (size_t p = 0; p < np; p++) /* the INT SRAM image: the ids as u32 */
+        for (int q = 0; q < 4; q++)
+            img->bytes[4 * p + q] = (uint8_t)(ids[p] >> (8 * q));
+    return 0;
+}
+
+/* The HBM region of the fixed routing (expert-major tables, pair-major
+ * refill records) from the build's own ids. */
+static int stage_route_region(struct plena_moe_build *b, struct plena_err *err)
+{
+    struct plena_moe_route_image img;
+    int rc = plena_moe_build_route_image(b, b->fixed_ids, b->fixed_w32, &img, err);
+    if (rc) return rc;
+    uint8_t *bytes = NULL;
+    if (add_region(b, img.offset, img.n, &bytes)) {
+        plena_free(img.bytes);
+        return fail_nomem(err);
+    }
+    memcpy(bytes, img.bytes, img.n);
+    plena_free(img.bytes);
     return 0;
 }
 
@@ -545,11 +588,7 @@ static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_buil
     if (fixed && !em && !refill)
         for (uint32_t p = 0; p < T * k; p++)
             b->ints[mp->int_base + mp->ids_off + p] = b->fixed_ids[p];
-    if (refill && (rc = stage_pm_tables(b, err))) {
-        plena_free(tmp);
-        return rc;
-    }
-    if (em && (rc = stage_route_tables(b, err))) {
+    if ((refill || em) && (rc = stage_route_region(b, err))) {
         plena_free(tmp);
         return rc;
     }

@@ -113,6 +113,24 @@ int plena_moe_build_run(const struct plena_moe_build_opts *o, struct plena_moe_b
                         struct plena_err *err);
 void plena_moe_build_free(struct plena_moe_build *b);
 
+/* Where build b keeps its fixed routing, and the bytes that must be there
+ * for the routing ids/w32 ([T*k], pair order): `file` (the INT SRAM image for
+ * pair-major within the SRAMs: the u32 ids at byte `offset`; hbm.bin for the
+ * pair-major refill records and the expert-major tables: the routing region
+ * at map.route_hbm) and n bytes (plena_free). The stager writes exactly this
+ * image from the build's ids; replay's routing-integrity check compares the
+ * written file with the image of the trace's routing. PLENA_E_INPUT for a
+ * routing whose expert-major tables would not match the program's size. */
+struct plena_moe_route_image {
+    enum plena_build_file file;
+    uint64_t offset;
+    size_t n;
+    uint8_t *bytes;
+};
+int plena_moe_build_route_image(const struct plena_moe_build *b, const uint32_t *ids,
+                                const float *w32, struct plena_moe_route_image *img,
+                                struct plena_err *err);
+
 /* layout.json text (6.1) into out. */
 int plena_moe_layout_json(const struct plena_moe_build *b, struct plena_buf *out);
 
@@ -145,9 +163,6 @@ int plena_moe_build_routing(struct plena_moe_build_opts *o, const struct plena_m
                             const char *routing, uint64_t seed, uint32_t **ids, float **w,
                             struct plena_err *err);
 
-/* HBM byte address of expert e's entry in projection table q (2.3; both
- * the stride and the windowed form). */
-uint64_t plena_moe_expert_base(const struct plena_moe_map *mp, int q, uint32_t e);
 /* The staged region starting exactly at base, or NULL. */
 const struct plena_hbm_region *plena_moe_build_region(const struct plena_moe_build *b,
                                                       uint64_t base);

@@ -60,6 +60,13 @@ int plena_prog_fail(struct plena_prog *p, enum plena_gen_reason reason, const ch
 
 static struct plena_item *push(struct plena_prog *p)
 {
+    if (p->n_items >= PLENA_GEN_MAX_ITEMS) {
+        plena_prog_fail(p, PLENA_GEN_SHAPE,
+                        "the program exceeds %u instructions and comments, the generator's "
+                        "limit (host memory); expert-major keeps a layer's size independent of T",
+                        PLENA_GEN_MAX_ITEMS);
+        return NULL;
+    }
     if (plena_grow((void **)&p->items, &p->cap_items, p->n_items + 1, sizeof *p->items)) {
         plena_prog_fail(p, PLENA_GEN_NOMEM, "out of memory appending item %zu", p->n_items);
         return NULL;
@@ -430,8 +437,16 @@ int plena_emit_addi(struct plena_ctx *c, enum plena_stage stage, unsigned rd, un
     return plena_emit(c, stage, PLENA_OP_S_ADD_INT, rd, rs, scratch, 0, 0, 0);
 }
 
-int plena_step_init(struct plena_ctx *c, enum plena_stage stage, struct plena_step *st,
-                    uint64_t v, unsigned reg)
+int plena_emit_addi_geom(struct plena_ctx *c, enum plena_stage stage, unsigned rd, unsigned rs,
+                         uint64_t v, unsigned scratch)
+{
+    if (v <= PLENA_IMM18_MAX)
+        return plena_emit(c, stage, PLENA_OP_S_ADDI_INT, rd, rs, 0, 0, 0, (uint32_t)v);
+    return plena_emit_addi(c, stage, rd, rs, v, scratch);
+}
+
+int plena_step_init(struct plena_ctx *c, enum plena_stage stage, struct plena_step *st, uint64_t v,
+                    unsigned reg)
 {
     st->v = v;
     st->reg = reg;
@@ -521,8 +536,7 @@ int plena_loop_end(struct plena_ctx *c, enum plena_stage stage)
     unsigned d = p->n_loops - 1;
     /* a live loop re-runs its first body instruction (counter += gp_nm1) on
      * every iteration: gp_nm1 is zeroed last, so the body may use it */
-    if (p->loops[d].live)
-        plena_emit(c, stage, PLENA_OP_S_ADD_INT, p->loops[d].nm1, 0, 0, 0, 0, 0);
+    if (p->loops[d].live) plena_emit(c, stage, PLENA_OP_S_ADD_INT, p->loops[d].nm1, 0, 0, 0, 0, 0);
     if (p->loops[d].active)
         plena_emit(c, stage, PLENA_OP_C_LOOP_END, p->loops[d].reg, 0, 0, 0, 0, 0);
     /* executed per iteration = body dynamic count / n (C_LOOP_END included) */

@@ -48,6 +48,10 @@ struct plena_gen_machine {
 void plena_gen_machine_default(struct plena_gen_machine *m);
 
 #define PLENA_GEN_MAX_LOOP_DEPTH 8
+/* Items (instructions and comments) of one program at most: about 3 GB of
+ * host memory; pair-major's unrolled pairs reach it first (docs/lowering.md
+ * "Static size"). */
+#define PLENA_GEN_MAX_ITEMS (1u << 27)
 
 enum plena_item_kind { PLENA_ITEM_INSN = 0, PLENA_ITEM_COMMENT = 1 };
 
@@ -207,6 +211,11 @@ int plena_emit(struct plena_ctx *c, enum plena_stage stage, enum plena_op op, un
 int plena_emit_li(struct plena_ctx *c, enum plena_stage stage, unsigned rd, uint64_t v);
 int plena_emit_addi(struct plena_ctx *c, enum plena_stage stage, unsigned rd, unsigned rs,
                     uint64_t v, unsigned scratch);
+/* rd = rs + v for a step that is machine geometry (MLEN, VLEN, BLEN and
+ * their products, a weight tile's bytes), never a row pitch: the shortest
+ * form, also in the stable form, since it cannot move with T. */
+int plena_emit_addi_geom(struct plena_ctx *c, enum plena_stage stage, unsigned rd, unsigned rs,
+                         uint64_t v, unsigned scratch);
 /* A pointer step inside a loop. plena_step_init, before the loop: in the
  * stable form the step v is loaded into `reg` once (the step is then one
  * S_ADD_INT whatever v is); otherwise nothing is emitted and the step is
@@ -217,8 +226,8 @@ struct plena_step {
     unsigned reg;
     int in_reg;
 };
-int plena_step_init(struct plena_ctx *c, enum plena_stage stage, struct plena_step *st,
-                    uint64_t v, unsigned reg);
+int plena_step_init(struct plena_ctx *c, enum plena_stage stage, struct plena_step *st, uint64_t v,
+                    unsigned reg);
 int plena_step_emit(struct plena_ctx *c, enum plena_stage stage, unsigned rd,
                     const struct plena_step *st);
 /* Hardware loop of n trips on counter `reg`: n == 1 emits no loop

@@ -111,8 +111,8 @@ static void seg_begin(struct plena_ctx *c, enum plena_stage s, const struct em *
 }
 
 /* rd = tiles x BLEN x scale - 1 + add of the current device record (scratch: tmp) */
-static void dev_rows(struct plena_ctx *c, enum plena_stage s, const struct segloop *sl,
-                     unsigned rd, unsigned tmp, uint64_t scale, uint32_t add)
+static void dev_rows(struct plena_ctx *c, enum plena_stage s, const struct segloop *sl, unsigned rd,
+                     unsigned tmp, uint64_t scale, uint32_t add)
 {
     plena_emit(c, s, PLENA_OP_S_LD_INT, rd, sl->gptr, 0, 0, 0, PLENA_DEV_TILES_M1);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, rd, rd, 0, 0, 0, 1);
@@ -410,8 +410,8 @@ static int dev_cursor_reset(struct plena_ctx *c, const struct em *em)
 
 /* rd = VRAM row address of the pair's slot in xs, the expert's counter
  * moved on: e = ids[gJ]; slot = cnt[e]++ (scratch gE, gN) */
-static void dev_next_slot(struct plena_ctx *c, enum plena_stage s, const struct em *em,
-                          unsigned rd, unsigned gJ, unsigned gE, unsigned gN)
+static void dev_next_slot(struct plena_ctx *c, enum plena_stage s, const struct em *em, unsigned rd,
+                          unsigned gJ, unsigned gE, unsigned gN)
 {
     const struct plena_moe_map *mp = c->map;
     const uint32_t cnt = int_at(c, mp->em_cnt_off);
@@ -923,8 +923,20 @@ int plena_moe_em_block(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
                        const struct plena_moe_em_scratch *sc)
 {
     if (c->p->status) return c->p->status;
-    struct em em = {cfg, plan, &plan->blk[b], x, acc, {bias[0], bias[1], bias[2]}, sc, NULL, 0, 0,
-                    0, plan->T, plan->blk[b].r0, plan->blk[b].n};
+    struct em em = {cfg,
+                    plan,
+                    &plan->blk[b],
+                    x,
+                    acc,
+                    {bias[0], bias[1], bias[2]},
+                    sc,
+                    NULL,
+                    0,
+                    0,
+                    0,
+                    plan->T,
+                    plan->blk[b].r0,
+                    plan->blk[b].n};
     struct plena_regset saved = c->live;
     uint8_t a[1], g[2];
     if (plena_regs_take(c, 0, 0, 1, a) || plena_regs_take(c, 2, 0, 0, g)) return c->p->status;
@@ -943,8 +955,8 @@ int plena_moe_em_dev_block(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
                            const struct plena_moe_em_scratch *sc, enum plena_topk_encoding *enc)
 {
     if (c->p->status) return c->p->status;
-    struct em em = {cfg, NULL, NULL, x, acc, {bias[0], bias[1], bias[2]}, sc, lg, 0, 0, 1, T, r0,
-                    n};
+    struct em em = {cfg, NULL, NULL, x,  acc, {bias[0], bias[1], bias[2]}, sc, lg, 0,
+                    0,   1,    T,    r0, n};
     struct plena_regset saved = c->live;
     uint8_t a[1], g[2];
     if (plena_regs_take(c, 0, 0, 1, a) || plena_regs_take(c, 2, 0, 0, g)) return c->p->status;

@@ -65,21 +65,88 @@ static int same_opnd(const struct opnd *a, const struct opnd *b)
            a->dyn == b->dyn && a->t->prow == b->t->prow;
 }
 
-int gen_rows_blocks(struct plena_ctx *c, enum plena_stage stage, enum plena_op op,
-                    enum rb_kind kind, struct opnd d, struct opnd a, struct opnd b, unsigned freg,
-                    uint32_t nrows, uint32_t nblocks, int tloop)
+/* Operands that are the same tensor row share one pointer: alias[i] is
+ * operand i's pointer; returns the number of pointers. */
+static unsigned opnd_aliases(struct opnd *const o[3], unsigned n_op, int alias[3])
 {
-    if (c->p->status || nrows == 0 || nblocks == 0) return c->p->status;
-    struct plena_regset saved = c->live;
-    struct opnd *o[3] = {&d, &a, &b};
-    unsigned n_op = kind == RB_VV ? 3 : (kind == RB_VF ? 2 : 1);
-    int alias[3] = {-1, -1, -1};
     unsigned nptr = 0;
+    for (unsigned i = 0; i < 3; i++)
+        alias[i] = -1;
     for (unsigned i = 0; i < n_op; i++) {
         for (unsigned j = 0; j < i; j++)
             if (alias[i] < 0 && same_opnd(o[i], o[j])) alias[i] = alias[j];
         if (alias[i] < 0) alias[i] = (int)nptr++;
     }
+    return nptr;
+}
+
+/* gen_rows_blocks in the stable form (expert-major): rows outer, column
+ * blocks inner, so a row loop of thousands of tokens never makes one
+ * iteration exceed MAX_LOOP_INSTRUCTIONS, and the column step (a row pitch)
+ * is a register; the ops and their order per element are the same. */
+static int rows_outer_blocks(struct plena_ctx *c, enum plena_stage stage, enum plena_op op,
+                             enum rb_kind kind, struct opnd d, struct opnd a, struct opnd b,
+                             unsigned freg, uint32_t nrows, uint32_t nblocks, int tloop)
+{
+    struct plena_regset saved = c->live;
+    struct opnd *o[3] = {&d, &a, &b};
+    const unsigned n_op = kind == RB_VV ? 3 : (kind == RB_VF ? 2 : 1);
+    int alias[3];
+    const unsigned nptr = opnd_aliases(o, n_op, alias);
+    uint8_t r[12];
+    /* per pointer: row base, column cursor, column step; row and block counters; zero-row base */
+    const unsigned need = 3 * nptr + 2 + (kind == RB_MAP);
+    if (plena_regs_take(c, need, 0, 0, r)) return c->p->status;
+    const unsigned cr = r[3 * nptr], cb = r[3 * nptr + 1];
+    const unsigned gz = kind == RB_MAP ? r[3 * nptr + 2] : 0;
+    struct plena_step step[3];
+    const struct opnd *first[3] = {NULL, NULL, NULL};
+    for (unsigned i = 0; i < n_op; i++)
+        if (!first[alias[i]]) first[alias[i]] = o[i];
+    for (unsigned q = 0; q < nptr; q++) {
+        plena_emit_li(c, stage, r[3 * q], first[q]->base);
+        if (first[q]->dyn)
+            plena_emit(c, stage, PLENA_OP_S_ADD_INT, r[3 * q], r[3 * q], first[q]->dyn, 0, 0, 0);
+        plena_step_init(c, stage, &step[q], (uint64_t)first[q]->t->prow * c->m->vlen, r[3 * q + 2]);
+    }
+    if (kind == RB_MAP) plena_emit_li(c, stage, gz, c->map->fp_base);
+    int rl =
+        tloop ? plena_loop_begin_t(c, stage, cr, nrows) : plena_loop_begin(c, stage, cr, nrows);
+    for (unsigned q = 0; q < nptr; q++)
+        plena_emit(c, stage, PLENA_OP_S_ADDI_INT, r[3 * q + 1], r[3 * q], 0, 0, 0, 0);
+    int bl = plena_loop_begin(c, stage, cb, nblocks);
+    const unsigned p0 = r[3 * alias[0] + 1];
+    if (kind == RB_VV)
+        plena_emit(c, stage, op, p0, r[3 * alias[1] + 1], r[3 * alias[2] + 1], 0, 0, 0);
+    else if (kind == RB_VF)
+        plena_emit(c, stage, op, p0, r[3 * alias[1] + 1], freg, 0, 0, 0);
+    else
+        plena_emit(c, stage, PLENA_OP_S_MAP_V_FP, p0, gz, 0, 0, 0, 0);
+    if (bl)
+        for (unsigned q = 0; q < nptr; q++)
+            plena_step_emit(c, stage, r[3 * q + 1], &step[q]);
+    plena_loop_end(c, stage);
+    if (rl)
+        for (unsigned q = 0; q < nptr; q++)
+            if (!first[q]->fixed)
+                plena_emit_addi_geom(c, stage, r[3 * q], r[3 * q], first[q]->rstride, 0);
+    plena_loop_end(c, stage);
+    c->live = saved;
+    return c->p->status;
+}
+
+int gen_rows_blocks(struct plena_ctx *c, enum plena_stage stage, enum plena_op op,
+                    enum rb_kind kind, struct opnd d, struct opnd a, struct opnd b, unsigned freg,
+                    uint32_t nrows, uint32_t nblocks, int tloop)
+{
+    if (c->p->status || nrows == 0 || nblocks == 0) return c->p->status;
+    if (c->p->stable_form)
+        return rows_outer_blocks(c, stage, op, kind, d, a, b, freg, nrows, nblocks, tloop);
+    struct plena_regset saved = c->live;
+    struct opnd *o[3] = {&d, &a, &b};
+    const unsigned n_op = kind == RB_VV ? 3 : (kind == RB_VF ? 2 : 1);
+    int alias[3];
+    const unsigned nptr = opnd_aliases(o, n_op, alias);
     uint8_t r[8];
     /* pointers, row counter, block counter, scratch, [zero-row base] */
     unsigned need = nptr + 3 + (kind == RB_MAP);
@@ -112,7 +179,7 @@ int gen_rows_blocks(struct plena_ctx *c, enum plena_stage stage, enum plena_op o
         for (unsigned i = 0; i < n_op; i++)
             if (!o[i]->fixed && !adv[alias[i]]) {
                 adv[alias[i]] = 1;
-                plena_emit_addi(c, stage, preg[i], preg[i], o[i]->rstride, scr);
+                plena_emit_addi_geom(c, stage, preg[i], preg[i], o[i]->rstride, scr);
             }
     plena_loop_end(c, stage);
     if (bl) {
@@ -306,8 +373,8 @@ void gen_prefetch_chunk(struct plena_ctx *c, enum plena_stage stage, const struc
     for (uint32_t s = 0; s < ns; s++) {
         plena_emit(c, stage, PLENA_OP_H_PREFETCH_M, g[0], g[1], aw, 1, pj->bf16_plain, 0);
         if (s + 1 < ns) {
-            plena_emit_addi(c, stage, g[0], g[0], mlen2, g[2]);
-            plena_emit_addi(c, stage, g[1], g[1], tstep, g[2]);
+            plena_emit_addi_geom(c, stage, g[0], g[0], mlen2, g[2]);
+            plena_emit_addi_geom(c, stage, g[1], g[1], tstep, g[2]);
         }
     }
     c->live = saved;
@@ -399,11 +466,12 @@ int gen_fast_chunk(struct plena_ctx *c, const struct plena_tensor *x, const stru
  * the order changes no bit. The activation step, a row pitch, is held in a
  * register; the other steps are geometry. */
 static void groups_outer_chunk(struct plena_ctx *c, const struct plena_proj *pj,
-                               const struct plena_tensor *d, uint32_t dc, uint32_t kt0,
-                               uint32_t ns, uint32_t ngroups, enum plena_stage cs)
+                               const struct plena_tensor *d, uint32_t dc, uint32_t kt0, uint32_t ns,
+                               uint32_t ngroups, enum plena_stage cs)
 {
     const uint64_t mlen2 = (uint64_t)c->m->mlen * c->m->mlen;
-    const uint64_t gstep = (uint64_t)c->m->blen * c->m->vlen, jstep = (uint64_t)c->m->blen * c->m->mlen;
+    const uint64_t gstep = (uint64_t)c->m->blen * c->m->vlen,
+                   jstep = (uint64_t)c->m->blen * c->m->mlen;
     if (mlen2 > PLENA_IMM18_MAX || gstep > PLENA_IMM18_MAX || jstep > PLENA_IMM18_MAX) {
         plena_prog_fail(c->p, PLENA_GEN_IMM, "projection steps (MLEN %u, BLEN %u) exceed 18 bits",
                         c->m->mlen, c->m->blen);
@@ -411,8 +479,8 @@ static void groups_outer_chunk(struct plena_ctx *c, const struct plena_proj *pj,
     }
     uint8_t g[10];
     if (plena_regs_take(c, 10, 0, 0, g)) return;
-    const unsigned c1 = g[0], c2 = g[1], c3 = g[2], gMj = g[3], gRj = g[4], gAg = g[5],
-                   gRg = g[6], gM = g[7], gA = g[8];
+    const unsigned c1 = g[0], c2 = g[1], c3 = g[2], gMj = g[3], gRj = g[4], gAg = g[5], gRg = g[6],
+                   gM = g[7], gA = g[8];
     struct plena_step xstep;
     plena_step_init(c, cs, &xstep, (uint64_t)pj->x->prow * c->m->vlen, g[9]);
     plena_emit_li(c, cs, gAg, plena_row(pj->x, 0, kt0, c->m->vlen));
@@ -509,8 +577,8 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
                 goto chunk_add;
             }
             if (c->p->stable_form) {
-                groups_outer_chunk(c, pj, q == 0 ? y : &ytmp, q == 0 ? cb : 0, kt0, ns,
-                                   ngroups, st->compute);
+                groups_outer_chunk(c, pj, q == 0 ? y : &ytmp, q == 0 ? cb : 0, kt0, ns, ngroups,
+                                   st->compute);
                 c->live = with_a;
                 goto chunk_add;
             }
@@ -548,18 +616,18 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
             int l3 = plena_loop_begin(c, cs, c3, ns);
             plena_emit(c, cs, PLENA_OP_M_MM, 0, m, a, 0, 0, 0);
             if (l3) {
-                plena_emit_addi(c, cs, gM, gM, mlen2, scr);
+                plena_emit_addi_geom(c, cs, gM, gM, mlen2, scr);
                 plena_emit_addi(c, cs, gA, gA, xstep, scr);
             }
             plena_loop_end(c, cs);
             plena_emit(c, cs, PLENA_OP_M_MM_WO, rg, 0, 0, 0, 0, 0);
             if (l2) {
-                plena_emit_addi(c, cs, gAg, gAg, (uint64_t)c->m->blen * c->m->vlen, scr);
-                plena_emit_addi(c, cs, gRg, gRg, (uint64_t)c->m->blen * c->m->vlen, scr);
+                plena_emit_addi_geom(c, cs, gAg, gAg, (uint64_t)c->m->blen * c->m->vlen, scr);
+                plena_emit_addi_geom(c, cs, gRg, gRg, (uint64_t)c->m->blen * c->m->vlen, scr);
             }
             plena_loop_end(c, cs);
             if (l1) {
-                plena_emit_addi(c, cs, gMj, gMj, (uint64_t)c->m->blen * c->m->mlen, scr);
+                plena_emit_addi_geom(c, cs, gMj, gMj, (uint64_t)c->m->blen * c->m->mlen, scr);
                 plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gRj, gRj, 0, 0, 0, c->m->blen);
             }
             plena_loop_end(c, cs);
@@ -1189,9 +1257,16 @@ static void konst(float v, uint16_t *h, float *eff)
     *eff = plena_num_round_bf16(plena_num_fp16_to_f32(*h));
 }
 
+uint64_t plena_moe_expert_base(const struct plena_moe_map *mp, int q, uint32_t e)
+{
+    if (mp->windowed)
+        return ((uint64_t)(mp->w0[q] + e / mp->epw) << 32) + (uint64_t)(e % mp->epw) * mp->stride;
+    return mp->table[q] + (uint64_t)e * mp->stride;
+}
+
 static uint64_t mx_bytes(uint64_t rc)
 {
-    return rc + rc / 8;
+    return rc + rc / PLENA_MOE_MX_BLOCK;
 }
 
 /* SRAM maps of the expert-major fixed form: record buffers only (the
@@ -1269,9 +1344,8 @@ static int build_map_em_dev(struct plena_ctx *c, const struct plena_moe_cfg *cfg
                                "weights%s), limit %llu (FP_SRAM_DEPTH %u - fp_base %u); driven by "
                                "model.top_k",
                                (unsigned long long)fp_fixed + (gate ? 1 : 0), V,
-                               dot ? " + router dot scratch" : "", k,
-                               gate ? " + 1 gate value" : "", (unsigned long long)fp_avail,
-                               m->fp_depth, cfg->fp_base);
+                               dot ? " + router dot scratch" : "", k, gate ? " + 1 gate value" : "",
+                               (unsigned long long)fp_avail, m->fp_depth, cfg->fp_base);
     if (em_dev_int(cfg, mp, 1) > int_avail)
         return plena_prog_fail(
             c->p, PLENA_GEN_SRAM,
@@ -1283,6 +1357,16 @@ static int build_map_em_dev(struct plena_ctx *c, const struct plena_moe_cfg *cfg
             mp->windowed ? " + num_experts window table" : "", (unsigned long long)int_avail,
             m->int_depth, cfg->int_base);
     uint64_t tb = T;
+    { /* a first VRAM bound, so the logits of a T_blk block fit beside the
+       * token-indexed tensors of all T (em_setup refines it) */
+        const uint64_t per_tok = (uint64_t)mp->eb * V +
+                                 (uint64_t)k * (mp->H_p + 3ull * mp->I_p + V) +
+                                 (cfg->Is ? 3ull * mp->Is_p + V : 0) + (uint64_t)mp->E_p;
+        const uint64_t n_tok = 2 + (cfg->residual == PLENA_RESIDUAL_PRE_NORM) + (cfg->Is > 0);
+        const uint64_t abi = n_tok * gen_rup(T + 1, m->blen) * mp->H_p; /* h, acc, residual, S */
+        const uint64_t room = m->vram_elems > abi ? m->vram_elems - abi : 0;
+        if (room / per_tok < tb) tb = room / per_tok > 0 ? room / per_tok : 1;
+    }
     if (em_dev_int(cfg, mp, tb) > int_avail) { /* largest tb whose records fit */
         uint64_t lo = 1, hi = tb;
         while (lo < hi) {
@@ -1308,11 +1392,11 @@ static int build_map_em_dev(struct plena_ctx *c, const struct plena_moe_cfg *cfg
     mp->ids_off = 0;
     mp->em_cnt_off = k;
     mp->em_rec_off = mp->em_cnt_off + cfg->E;
-    mp->em_cbuf_off = (uint32_t)(mp->em_rec_off +
-                                 PLENA_DEV_WORDS * (plena_route_max_segments(mp->t_blk, k, cfg->E,
-                                                                             m->blen,
-                                                                             mp->em_max_tiles) +
-                                                    1));
+    mp->em_cbuf_off =
+        (uint32_t)(mp->em_rec_off +
+                   PLENA_DEV_WORDS *
+                       (plena_route_max_segments(mp->t_blk, k, cfg->E, m->blen, mp->em_max_tiles) +
+                        1));
     mp->em_scal_off = mp->em_cbuf_off + PLENA_ROUTE_REC_INTS;
     mp->wtab_off = mp->em_scal_off + 2;
     mp->spill_off = mp->wtab_off + (mp->windowed ? cfg->E : 0);
@@ -1384,6 +1468,11 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
             mp->shared[q] = plena_hbm_place(&ha, b, 0);
     }
     mp->hbm_end = ha.top;
+    if (routed) /* expert 0's three projections; every expert's entry is laid out alike */
+        for (int q = 0; q < 3; q++)
+            mp->expert_weight_bytes +=
+                plena_moe_prefetch_bytes(plena_moe_expert_base(mp, q, 0), q < 2 ? mp->H_p : mp->I_p,
+                                         q < 2 ? mp->I_p : mp->H_p, m->mlen, PLENA_MOE_MX_BLOCK);
 
     /* token block size (2.6) */
     const uint32_t k = routed ? cfg->k : 0;
@@ -1671,12 +1760,35 @@ static int em_setup(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint32
                                "model.intermediate_size %u and the token count",
                                (unsigned long long)avail, (unsigned long long)c->va->capacity,
                                cfg->H, cfg->I);
+    /* blocks of a handful of tokens would unroll the layer T/T_blk times:
+     * refuse, saying how many tokens leave room for a useful block */
+    const uint32_t min_blk = 16;
+    if (best < T && best < min_blk) {
+        uint64_t tok = 0; /* token-indexed ABI elements per token */
+        for (unsigned i = 0; i < info->n_abi; i++)
+            if (info->abi[i].rows == T && info->abi[i].prow) tok += info->abi[i].pcol;
+        const uint64_t blk_need =
+            plena_moe_em_scratch_elems(m, mp,
+                                       (uint32_t)plena_route_max_slots(min_blk, cfg->k, cfg->E,
+                                                                       m->blen, mp->em_max_tiles)) +
+            (cfg->Is ? 3ull * min_blk * mp->Is_p : 0) +
+            (mp->em_dev ? (uint64_t)min_blk * (mp->eb * m->vlen + mp->E_p) : 0) + 8 * g;
+        const uint64_t cap = c->va->capacity;
+        const uint64_t tmax = tok && cap > blk_need ? (cap - blk_need) / tok : 0;
+        return plena_prog_fail(c->p, PLENA_GEN_VRAM,
+                               "VRAM: the token-indexed tensors of %u tokens leave room for "
+                               "expert-major token blocks of %u token(s) only (VECTOR_SRAM_SIZE x "
+                               "VLEN %llu elements); at most about %llu tokens for %s on these "
+                               "settings (blocks of %u)",
+                               T, best, (unsigned long long)cap, (unsigned long long)tmax,
+                               cfg->name, min_blk);
+    }
     if (best < T && best > m->blen) best -= best % m->blen; /* blocks keep BLEN-row tiles */
     mp->t_blk = best;
     mp->n_blocks = gen_cdiv(T, best);
     if (mp->em_dev) { /* the count table of n = 0..T_blk pairs per expert */
-        mp->em_max_slots = (uint32_t)plena_route_max_slots(best, cfg->k, cfg->E, m->blen,
-                                                           mp->em_max_tiles);
+        mp->em_max_slots =
+            (uint32_t)plena_route_max_slots(best, cfg->k, cfg->E, m->blen, mp->em_max_tiles);
         mp->route_hbm = (mp->hbm_end + 63) / 64 * 64;
         mp->route_bytes = plena_route_count_table_bytes(best);
         mp->hbm_end = mp->route_hbm + mp->route_bytes;
@@ -1715,6 +1827,12 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
     struct plena_prog *p = c->p;
     if (p->status) return p->status;
     if (T == 0) return plena_prog_fail(p, PLENA_GEN_SHAPE, "token count must be > 0");
+    /* token loops are hardware loops: their count is C_LOOP_START's imm22 */
+    if (T > PLENA_MOE_MAX_TOKENS)
+        return plena_prog_fail(p, PLENA_GEN_SHAPE,
+                               "token count %u exceeds %u, the largest hardware loop count "
+                               "(C_LOOP_START imm22)",
+                               T, PLENA_MOE_MAX_TOKENS);
     if (cfg->m.vlen != cfg->m.mlen || cfg->m.blen == 0 || cfg->m.mlen % cfg->m.blen)
         return plena_prog_fail(p, PLENA_GEN_SHAPE, "geometry: VLEN must equal MLEN, BLEN | MLEN");
     if (cfg->H == 0 || cfg->H % cfg->m.mlen)
@@ -1779,6 +1897,22 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
         int rc = abi[i].prow ? plena_vram_alloc_prow(c->va, abi[i].rows, abi[i].prow, abi[i].cols,
                                                      abi[i].name, abi[i].t, p->err)
                              : gen_valloc(c, abi[i].rows, abi[i].cols, abi[i].name, abi[i].t);
+        if (rc && rc != PLENA_E_NOMEM && abi[i].prow) { /* a token-indexed tensor: T is too big */
+            unsigned n_tok = 0;
+            for (size_t j = 0; j < sizeof abi / sizeof abi[0]; j++)
+                n_tok += abi[j].want && abi[j].prow;
+            const uint64_t per = (uint64_t)n_tok * mp->H_p;
+            const uint64_t tmax =
+                c->va->capacity / per > cfg->m.blen ? c->va->capacity / per - cfg->m.blen : 0;
+            plena_err_clear(p->err); /* this message replaces the allocator's */
+            return plena_prog_fail(p, PLENA_GEN_VRAM,
+                                   "token count %u: the layer's %u token-indexed tensors (h, "
+                                   "residual, acc, S: %u rows x hidden %u each) need more than "
+                                   "the %llu VRAM elements (VECTOR_SRAM_SIZE x VLEN); at most "
+                                   "about %llu tokens for %s on these settings",
+                                   T, n_tok, PR, mp->H_p, (unsigned long long)c->va->capacity,
+                                   (unsigned long long)tmax, cfg->name);
+        }
         if (rc) {
             gen_vram_failed(p, rc);
             return p->status;

@@ -12,6 +12,14 @@
 #include "../gen/builder.h"
 #include "../model/model.h"
 
+/* The generator's MX block: one e8m0 scale per 8 elements (the HBM layout of
+ * docs/lowering.md "Memory ABI"; every MX mode plena builds uses it). */
+#define PLENA_MOE_MX_BLOCK 8u
+
+/* Tokens of one layer call at most: token loops count in C_LOOP_START's
+ * 22-bit immediate (VRAM usually binds first: the message says where). */
+#define PLENA_MOE_MAX_TOKENS 4194303u
+
 enum plena_topk_policy { PLENA_TOPK_AUTO = 0, PLENA_TOPK_FORCE_REGISTER = 1 };
 enum plena_loop_policy { PLENA_LOOPS_AUTO = 0, PLENA_LOOPS_UNROLL_PAIRS = 1 };
 enum plena_topk_encoding {
@@ -111,6 +119,7 @@ struct plena_moe_map {
     uint32_t epw, w0[3];                                /* windowed form */
     uint64_t shared[3];
     uint64_t route_hbm, route_bytes; /* expert-major routing tables (0 bytes: none) */
+    uint64_t expert_weight_bytes;    /* HBM bytes one expert's three projections prefetch */
     uint64_t hbm_end;
 };
 
@@ -130,6 +139,10 @@ struct plena_moe_emit_info {
     uint64_t routed_static; /* static instructions of the pair sections */
     uint64_t gate_static;   /* static instructions of the shared gate */
 };
+
+/* HBM byte address of expert e's entry in projection table q (2.3; both
+ * the stride and the windowed form). */
+uint64_t plena_moe_expert_base(const struct plena_moe_map *mp, int q, uint32_t e);
 
 /* Finds an ABI tensor by name (NULL when absent). */
 const struct plena_tensor *plena_moe_abi_find(const struct plena_moe_emit_info *info,
@@ -176,6 +189,24 @@ int plena_moe_em_dev_block(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
                            const struct plena_tensor *acc, const struct plena_tensor *lg,
                            const struct plena_tensor *const bias[3],
                            const struct plena_moe_em_scratch *sc, enum plena_topk_encoding *enc);
+
+/* ---- routing statistics (docs/profile.md "routing_stats") ---- */
+/* HBM bytes the prefetches of a whole MXFP8 [K_p, N_p] matrix at `base`
+ * read, MLEN x MLEN tile by tile, by the machine's transaction rule (per row
+ * its element run, then its scale run, each in 64-byte blocks): what the
+ * profile's counters show for fetching it once. */
+uint64_t plena_moe_prefetch_bytes(uint64_t base, uint32_t K_p, uint32_t N_p, uint32_t mlen,
+                                  uint32_t mx_block);
+/* The lowering's figures of one layer call whose routing was ids[T*k]
+ * (pair order; the device's, for device routing): the expert counts
+ * (plena_routing_counts) and what the generated program issues for them --
+ * BLEN-row tiles, padding rows, expert weight bytes prefetched -- from the
+ * lowering's own rules (one tile and one weight fetch per pair in
+ * pair-major; per token block, per expert its pairs in tiles and its
+ * weights once per segment in expert-major). PLENA_E_INPUT for an id >= E. */
+int plena_moe_routing_stats(const struct plena_moe_cfg *cfg, uint32_t T,
+                            const struct plena_moe_emit_info *info, const uint32_t *ids,
+                            struct plena_routing_stats *st, struct plena_err *err);
 
 /* ---- capacity (2.6; traces-and-replay.md 2.3 R005) ---- */
 /* What a layer needs of each machine resource and what the machine has. */

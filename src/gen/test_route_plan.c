@@ -146,9 +146,8 @@ static void test_count_table(void **state)
     plena_route_count_table(n_max, 4, 2, t);
     static const struct {
         uint32_t n, rows, nrec_m1, step, last_tm1, nrec;
-    } want[] = {{0, 0, 0, 0, 0, 0},  {1, 4, 0, 2, 0, 1},  {4, 4, 0, 2, 0, 1},
-                {5, 8, 0, 2, 1, 1},  {8, 8, 0, 2, 1, 1},  {9, 12, 1, 2, 0, 2},
-                {10, 12, 1, 2, 0, 2}};
+    } want[] = {{0, 0, 0, 0, 0, 0}, {1, 4, 0, 2, 0, 1},  {4, 4, 0, 2, 0, 1},  {5, 8, 0, 2, 1, 1},
+                {8, 8, 0, 2, 1, 1}, {9, 12, 1, 2, 0, 2}, {10, 12, 1, 2, 0, 2}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const uint8_t *r = t + 64 * want[i].n;
         assert_int_equal(get32(r + 4 * PLENA_CNT_ROWS), want[i].rows);
@@ -156,7 +155,8 @@ static void test_count_table(void **state)
         assert_int_equal(get32(r + 4 * PLENA_CNT_REC_STEP), want[i].step);
         assert_int_equal(get32(r + 4 * PLENA_CNT_LAST_TM1), want[i].last_tm1);
         assert_int_equal(get32(r + 4 * PLENA_CNT_NREC), want[i].nrec);
-        for (uint32_t w = PLENA_CNT_WORDS; w < 16; w++) assert_int_equal(get32(r + 4 * w), 0);
+        for (uint32_t w = PLENA_CNT_WORDS; w < 16; w++)
+            assert_int_equal(get32(r + 4 * w), 0);
     }
     plena_free(t);
 }

@@ -151,34 +151,48 @@ int plena_program_load(const char *path, struct plena_asm_diags *warnings,
     return rc;
 }
 
-static const struct {
-    enum plena_lowering l;
-    const char *marker, *option;
-} lowerings[] = {
-    {PLENA_LOWERING_UNSET, "none", "none"},
-    {PLENA_LOWERING_PAIR_MAJOR, "pair_major", "pair-major"},
-    {PLENA_LOWERING_EXPERT_MAJOR, "expert_major", "expert-major"},
+static const char *const lowering_markers[] = {
+#define PLENA_LOWERING_MARKER(id, marker, option) marker,
+    PLENA_LOWERING_LIST(PLENA_LOWERING_MARKER)
+#undef PLENA_LOWERING_MARKER
 };
+static const char *const lowering_options[] = {
+#define PLENA_LOWERING_OPTION(id, marker, option) option,
+    PLENA_LOWERING_LIST(PLENA_LOWERING_OPTION)
+#undef PLENA_LOWERING_OPTION
+};
+#define N_LOWERINGS (sizeof lowering_markers / sizeof lowering_markers[0])
+const char *const plena_lowering_options[] = {
+#define PLENA_LOWERING_OPTION(id, marker, option) option,
+    PLENA_LOWERING_ROUTED(PLENA_LOWERING_OPTION)
+#undef PLENA_LOWERING_OPTION
+        NULL};
 
 const char *plena_lowering_marker(enum plena_lowering l)
 {
-    for (size_t i = 0; i < sizeof lowerings / sizeof lowerings[0]; i++)
-        if (lowerings[i].l == l) return lowerings[i].marker;
-    return "none";
+    return (unsigned)l < N_LOWERINGS ? lowering_markers[l] : lowering_markers[0];
 }
 
 const char *plena_lowering_option(enum plena_lowering l)
 {
-    for (size_t i = 0; i < sizeof lowerings / sizeof lowerings[0]; i++)
-        if (lowerings[i].l == l) return lowerings[i].option;
-    return "none";
+    return (unsigned)l < N_LOWERINGS ? lowering_options[l] : lowering_options[0];
 }
 
 int plena_lowering_parse_option(const char *s, enum plena_lowering *out)
 {
-    for (size_t i = 1; s && i < sizeof lowerings / sizeof lowerings[0]; i++)
-        if (!strcmp(lowerings[i].option, s)) {
-            *out = lowerings[i].l;
+    for (size_t i = PLENA_LOWERING_UNSET + 1; s && i < N_LOWERINGS; i++)
+        if (!strcmp(lowering_options[i], s)) {
+            *out = (enum plena_lowering)i;
+            return 0;
+        }
+    return -1;
+}
+
+int plena_lowering_parse_marker(const char *s, enum plena_lowering *out)
+{
+    for (size_t i = 0; s && i < N_LOWERINGS; i++)
+        if (!strcmp(lowering_markers[i], s)) {
+            *out = (enum plena_lowering)i;
             return 0;
         }
     return -1;

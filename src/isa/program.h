@@ -17,19 +17,33 @@
 #define PLENA_PAIR_NONE UINT32_MAX
 
 enum plena_attribution { PLENA_ATTR_LEGACY = 0, PLENA_ATTR_MARKERS = 1 };
+/* The routed lowerings, one row each: id, the spelling of the
+ * `@routed_lowering=` marker, layout.json and the profile, and the spelling
+ * of options and results (docs/lowering.md "Expert-major"). UNSET first. */
+#define PLENA_LOWERING_ROUTED(X)                                                                   \
+    X(PAIR_MAJOR, "pair_major", "pair-major")                                                      \
+    X(EXPERT_MAJOR, "expert_major", "expert-major")
+#define PLENA_LOWERING_LIST(X) X(UNSET, "none", "none") PLENA_LOWERING_ROUTED(X)
 enum plena_lowering {
-    PLENA_LOWERING_UNSET = 0,
-    PLENA_LOWERING_PAIR_MAJOR,
-    PLENA_LOWERING_EXPERT_MAJOR
+#define PLENA_LOWERING_ID(id, marker, option) PLENA_LOWERING_##id,
+    PLENA_LOWERING_LIST(PLENA_LOWERING_ID)
+#undef PLENA_LOWERING_ID
 };
-/* The spellings of a routed lowering, from one table: as the
- * `@routed_lowering=` marker, layout.json and the profile write it ("none",
- * "pair_major", "expert_major") and as options and results spell it ("none",
- * "pair-major", "expert-major"). */
+/* The lowering `plena moe`, `plena replay` and `plena campaign` build when
+ * --lowering is not given (the library's cfg default stays pair-major, the
+ * form the cost tables, gates and R005 figures of docs/lowering.md describe). */
+#define PLENA_LOWERING_DEFAULT        PLENA_LOWERING_EXPERT_MAJOR
+#define PLENA_LOWERING_DEFAULT_OPTION "expert-major"
+/* The spellings of a lowering (UNSET and out of range: "none"). */
 const char *plena_lowering_marker(enum plena_lowering l);
 const char *plena_lowering_option(enum plena_lowering l);
+/* The option spellings of the routed lowerings ("pair-major",
+ * "expert-major"), NULL-terminated: the choices of every --lowering. */
+extern const char *const plena_lowering_options[];
 /* "pair-major" or "expert-major" (an option value); -1 for anything else. */
 int plena_lowering_parse_option(const char *s, enum plena_lowering *out);
+/* A marker spelling ("none", "pair_major", "expert_major"); -1 otherwise. */
+int plena_lowering_parse_marker(const char *s, enum plena_lowering *out);
 
 struct plena_label {
     uint8_t stage; /* enum plena_stage */

@@ -209,9 +209,45 @@ static void test_lowering_and_presence(void **state)
     plena_labels_free(&l);
 }
 
+/* The lowering spellings come from one table: markers and options round-trip,
+ * the option list is the routed rows, and the commands' default option names
+ * the default lowering. */
+static void test_lowering_spellings(void **state)
+{
+    (void)state;
+    static const struct {
+        enum plena_lowering l;
+        const char *marker, *option;
+    } want[] = {{PLENA_LOWERING_UNSET, "none", "none"},
+                {PLENA_LOWERING_PAIR_MAJOR, "pair_major", "pair-major"},
+                {PLENA_LOWERING_EXPERT_MAJOR, "expert_major", "expert-major"}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        enum plena_lowering l;
+        assert_string_equal(plena_lowering_marker(want[i].l), want[i].marker);
+        assert_string_equal(plena_lowering_option(want[i].l), want[i].option);
+        assert_int_equal(plena_lowering_parse_marker(want[i].marker, &l), 0);
+        assert_int_equal(l, want[i].l);
+        if (want[i].l == PLENA_LOWERING_UNSET) {
+            assert_int_equal(plena_lowering_parse_option("none", &l), -1); /* not a choice */
+        } else {
+            assert_int_equal(plena_lowering_parse_option(want[i].option, &l), 0);
+            assert_int_equal(l, want[i].l);
+        }
+    }
+    assert_string_equal(plena_lowering_options[0], "pair-major");
+    assert_string_equal(plena_lowering_options[1], "expert-major");
+    assert_null(plena_lowering_options[2]);
+    enum plena_lowering d;
+    assert_int_equal(plena_lowering_parse_option(PLENA_LOWERING_DEFAULT_OPTION, &d), 0);
+    assert_int_equal(d, PLENA_LOWERING_DEFAULT);
+    assert_int_equal(plena_lowering_parse_option("expert_major", &d), -1);
+    assert_string_equal(plena_lowering_marker((enum plena_lowering)7), "none");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lowering_spellings),
         cmocka_unit_test(test_markers_mode_ignores_comments),
         cmocka_unit_test(test_marker_syntax_and_pairs),
         cmocka_unit_test(test_unresolved_marker),

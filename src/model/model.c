@@ -285,8 +285,14 @@ int plena_routing_counts(const uint32_t *ids, size_t n_pairs, uint32_t E,
 {
     int64_t *cnt = plena_calloc(E ? E : 1, sizeof *cnt);
     if (!cnt) return PLENA_FAIL(err, PLENA_E_NOMEM, "routing_stats", "out of memory");
-    for (size_t i = 0; i < n_pairs; i++)
-        if (ids[i] < E) cnt[ids[i]]++;
+    for (size_t i = 0; i < n_pairs; i++) {
+        if (ids[i] >= E) {
+            plena_free(cnt);
+            return PLENA_FAIL(err, PLENA_E_INPUT, "routing_stats",
+                              "pair %zu: expert id %u, expected < num_experts %u", i, ids[i], E);
+        }
+        cnt[ids[i]]++;
+    }
     st->active_experts = 0;
     double sum = 0, sq = 0, mn = E ? (double)cnt[0] : 0, mx = 0;
     for (uint32_t e = 0; e < E; e++) {

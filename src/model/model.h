@@ -111,19 +111,20 @@ uint32_t plena_model_fused_shared_width(uint32_t n_shared, uint32_t moe_inter);
  * (plena_routing_counts); the rest from the lowering (gen/route_plan.h). */
 struct plena_routing_stats {
     int valid;
-    int lowering;                 /* enum plena_lowering (isa/program.h) */
-    uint32_t active_experts;      /* experts with at least one pair */
+    int lowering;                                        /* enum plena_lowering (isa/program.h) */
+    uint32_t active_experts;                             /* experts with at least one pair */
     double tpe_min, tpe_max, tpe_mean, tpe_cv, tpe_gini; /* pairs per expert over all E */
-    uint64_t padding_rows;        /* BLEN-tile rows without a pair */
-    uint64_t routed_rows_issued;  /* rows through the routed experts' M_MMs */
-    uint64_t routed_rows_useful;  /* pairs */
-    double row_utilisation;       /* useful / issued */
+    uint64_t padding_rows;                               /* BLEN-tile rows without a pair */
+    uint64_t routed_rows_issued;   /* rows through the routed experts' M_MMs */
+    uint64_t routed_rows_useful;   /* pairs */
+    double row_utilisation;        /* useful / issued */
     double shared_row_utilisation; /* shared rows / rows issued; < 0: no shared branch */
     uint64_t weight_bytes_fetched; /* routed expert weights the program fetches from HBM */
     uint64_t weight_bytes_ideal;   /* each active expert's weights once */
 };
-/* Counts per expert of ids[n_pairs] < E: active experts and the
- * tokens_per_expert figures (min, max, mean, coefficient of variation, Gini). */
+/* Counts per expert of ids[n_pairs]: active experts and the
+ * tokens_per_expert figures (min, max, mean, coefficient of variation, Gini).
+ * PLENA_E_INPUT naming the pair for an id >= E. */
 int plena_routing_counts(const uint32_t *ids, size_t n_pairs, uint32_t E,
                          struct plena_routing_stats *st, struct plena_err *err);
 /* Gini of expert counts (docs/trace-schema.md): counts sorted ascending

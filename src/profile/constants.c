@@ -1,5 +1,5 @@
-/* The constant strings of spec/timing-and-profile.md 7.6: one definition each
- * in libplena. The profile writer, `plena moe` and the replay layer print
+/* The constant strings of the profile (docs/profile.md "Constant strings"):
+ * one definition each in libplena. The profile writer, `plena moe` and the replay layer print
  * these arrays; tests compare JSON values to them byte for byte. Do not
  * re-wrap or paraphrase them: consumers compare bytes. */
 #include "profile/profile.h"
@@ -28,3 +28,20 @@ const char plena_profile_text_shared_vs_routed[] =
     "grow with tokens x top_k while the batched shared expert does not; "
     "attribution_notes.routed_lowering names the lowering behind these figures, and the ratio "
     "must not be quoted as an architectural result.";
+
+/* Expert-major: the ratio follows the active experts and their tokens; the
+ * residual dependence on the lowering is the padding and the sort. */
+const char plena_profile_text_shared_vs_routed_expert_major[] =
+    "A shared-vs-routed cycle ratio still depends on this toolchain's routed lowering: the "
+    "expert-major routed lowering fetches each active expert's weights once per token block and "
+    "runs its tokens in full BLEN-row tiles (at most BLEN-1 padding rows per expert and block), "
+    "so routed cycles follow the active experts and their token counts, as the batched shared "
+    "expert follows the tokens; routing_stats gives the padding, row utilisation and weight "
+    "bytes behind these figures, and attribution_notes.routed_lowering names the lowering.";
+
+const char *plena_profile_shared_vs_routed_text(enum plena_lowering l)
+{
+    /* no routed expert ran (UNSET): the ratio is null; S, as the format had it */
+    return l == PLENA_LOWERING_EXPERT_MAJOR ? plena_profile_text_shared_vs_routed_expert_major
+                                            : plena_profile_text_shared_vs_routed;
+}

@@ -8,6 +8,8 @@
  * file does not know how the durations were obtained. */
 #include "profile/profile.h"
 
+#include "model/routing_json.h"
+
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,14 +163,20 @@ void plena_profile_split_compute(const uint64_t w[PLENA_STAGE_COUNT], uint64_t p
     }
 }
 
-const char *plena_profile_routed_lowering(const struct plena_profile *p)
+enum plena_lowering plena_profile_lowering(const struct plena_profile *p)
 {
     uint64_t routed = 0;
     for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++)
         if (plena_stage_is_routed_expert((enum plena_stage)s)) routed += p->stage[s].instructions;
-    if (routed == 0) return "none";
-    if (p->labels && p->labels->lowering == PLENA_LOWERING_EXPERT_MAJOR) return "expert_major";
-    return "pair_major";
+    if (routed == 0) return PLENA_LOWERING_UNSET;
+    if (p->labels && p->labels->lowering == PLENA_LOWERING_EXPERT_MAJOR)
+        return PLENA_LOWERING_EXPERT_MAJOR;
+    return PLENA_LOWERING_PAIR_MAJOR;
+}
+
+const char *plena_profile_routed_lowering(const struct plena_profile *p)
+{
+    return plena_lowering_marker(plena_profile_lowering(p));
 }
 
 /* ---- JSON ---- */
@@ -326,7 +334,8 @@ static json_t *classification(struct jb *b, const struct plena_profile *p)
     json_t *notes = json_object();
     if (!notes) b->failed = 1;
     if (notes) {
-        put(b, notes, "shared_vs_routed", json_string(plena_profile_text_shared_vs_routed));
+        put(b, notes, "shared_vs_routed",
+            json_string(plena_profile_shared_vs_routed_text(plena_profile_lowering(p))));
         put(b, notes, "routed_lowering", json_string(plena_profile_routed_lowering(p)));
     }
     put(b, o, "attribution_notes", notes);
@@ -388,6 +397,8 @@ int plena_profile_render(const struct plena_profile *p, const struct plena_profi
         put(&b, pairs, key, entry(&b, p, &p->pairs[i].total, 1, &p->pairs[i]));
     }
     put(&b, o, "pairs", pairs);
+    if (run->routing && run->routing->valid)
+        put(&b, o, "routing_stats", plena_routing_stats_json(run->routing));
     put(&b, o, "caveat", json_string(plena_profile_text_caveat));
     if (b.failed) {
         json_decref(o);

@@ -16,6 +16,7 @@
 #include "../isa/isa.h"
 #include "../isa/program.h"
 #include "../isa/stages.h"
+#include "../model/model.h"
 #include "../timing/timing.h"
 
 /* Constant strings of section 7.6: the one definition of each (constants.c). */
@@ -23,7 +24,11 @@ extern const char plena_profile_text_logical[];          /* L */
 extern const char plena_profile_text_physical[];         /* P */
 extern const char plena_profile_text_resource[];         /* R */
 extern const char plena_profile_text_caveat[];           /* C */
-extern const char plena_profile_text_shared_vs_routed[]; /* S */
+extern const char plena_profile_text_shared_vs_routed[]; /* S: pair-major */
+extern const char plena_profile_text_shared_vs_routed_expert_major[];
+/* The shared-vs-routed caveat of a lowering: one constant string each (S for
+ * pair-major and for UNSET, when no routed expert ran and the ratio is null). */
+const char *plena_profile_shared_vs_routed_text(enum plena_lowering l);
 
 /* Resource classes of section 7.5 (enum plena_resource, plena_resource_name
  * and plena_resource_of) come from the unit table of isa/columns.def. */
@@ -81,6 +86,9 @@ struct plena_profile_run {
     uint64_t instructions_executed;
     uint64_t total_simulation_picos;            /* serial total of the run */
     const struct plena_overlap_report *overlap; /* NULL: overlay off */
+    /* the MoE layer's routing (docs/profile.md "routing_stats"); NULL or not
+     * valid: the run is not a layer plena built, and the key is absent */
+    const struct plena_routing_stats *routing;
 };
 
 /* Renders the profile JSON v4 (section 7), NUL-terminated, caller frees with
@@ -114,5 +122,8 @@ void plena_profile_split_compute(const uint64_t stage_wall_picos[PLENA_STAGE_COU
 
 /* "pair_major", "expert_major" or "none" (section 6.5). */
 const char *plena_profile_routed_lowering(const struct plena_profile *p);
+/* The same as an enum: UNSET when no executed instruction was billed to a
+ * routed-expert stage. */
+enum plena_lowering plena_profile_lowering(const struct plena_profile *p);
 
 #endif

@@ -214,7 +214,7 @@ static void test_keys_order_and_sums(void **state)
     struct plena_profile p;
     assert_int_equal(plena_profile_init(&p, &l, 6, 1000, NULL), 0);
     feed(&p);
-    struct plena_profile_run run = {NULL, 6, 70300, NULL};
+    struct plena_profile_run run = {NULL, 6, 70300, NULL, NULL};
     char *text;
     json_t *j = render(&p, &run, &text);
     assert_keys(j, TOP_KEYS);
@@ -335,9 +335,19 @@ static void test_constants_byte_equal(void **state)
     assert_string_equal(plena_profile_text_resource, SPEC_R);
     assert_string_equal(plena_profile_text_caveat, SPEC_C);
     assert_string_equal(plena_profile_text_shared_vs_routed, SPEC_S);
+    /* one caveat per lowering: S for pair-major (and no routed expert), the
+     * expert-major text for expert-major, and the two differ */
+    assert_ptr_equal(plena_profile_shared_vs_routed_text(PLENA_LOWERING_PAIR_MAJOR),
+                     plena_profile_text_shared_vs_routed);
+    assert_ptr_equal(plena_profile_shared_vs_routed_text(PLENA_LOWERING_UNSET),
+                     plena_profile_text_shared_vs_routed);
+    assert_ptr_equal(plena_profile_shared_vs_routed_text(PLENA_LOWERING_EXPERT_MAJOR),
+                     plena_profile_text_shared_vs_routed_expert_major);
+    assert_string_not_equal(plena_profile_text_shared_vs_routed_expert_major, SPEC_S);
+    assert_non_null(strstr(plena_profile_text_shared_vs_routed_expert_major, "expert-major"));
     struct plena_profile p;
     assert_int_equal(plena_profile_init(&p, NULL, 0, 1000, NULL), 0);
-    struct plena_profile_run run = {NULL, 0, 0, NULL};
+    struct plena_profile_run run = {NULL, 0, 0, NULL, NULL};
     json_t *j = render(&p, &run, NULL);
     assert_string_equal(json_string_value(json_object_get(j, "logical_byte_status")), SPEC_L);
     assert_string_equal(json_string_value(json_object_get(j, "physical_byte_status")), SPEC_P);
@@ -374,7 +384,7 @@ static void test_stage_names_equal_stages_def(void **state)
     assert_int_equal(n, 15);
     struct plena_profile p;
     assert_int_equal(plena_profile_init(&p, NULL, 0, 1000, NULL), 0);
-    struct plena_profile_run run = {NULL, 0, 0, NULL};
+    struct plena_profile_run run = {NULL, 0, 0, NULL, NULL};
     json_t *j = render(&p, &run, NULL);
     json_t *st = json_object_get(j, "stages");
     assert_int_equal(json_object_size(st), n);
@@ -415,7 +425,7 @@ static void test_legacy_drift_and_trap(void **state)
     assert_int_equal(plena_profile_init(&p, &l, 6, 1000, NULL), 0);
     plena_profile_add(&p, 4, 0x0D, 1000, 0, 0);
     struct plena_profile_trap t = {5, 0x01, "M_MM", "x.asm", 12, "trap at pc 5 ..."};
-    struct plena_profile_run run = {&t, 1, 1000, NULL};
+    struct plena_profile_run run = {&t, 1, 1000, NULL, NULL};
     json_t *j = render(&p, &run, NULL);
     assert_string_equal(json_string_value(json_object_get(j, "run_status")), "trapped");
     json_t *tj = json_object_get(j, "trap");
@@ -462,7 +472,7 @@ static void test_overlap_object(void **state)
     struct plena_profile p;
     assert_int_equal(plena_profile_init(&p, NULL, 1, 1000, NULL), 0);
     struct plena_overlap_report r = {6440000, 6440, 6408000, 6408, 32000, 32, 0, 0, 1, 100, 0, 0};
-    struct plena_profile_run run = {NULL, 1, 6440000, &r};
+    struct plena_profile_run run = {NULL, 1, 6440000, &r, NULL};
     json_t *j = render(&p, &run, NULL);
     json_t *o = json_object_get(j, "overlap");
     assert_keys(o, OVERLAP_KEYS);

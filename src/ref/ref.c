@@ -220,6 +220,8 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
         return PLENA_FAIL(err, PLENA_E_INPUT, "ref", "bad shape: H %u, MLEN %u, T %u", H, M, T);
     int routed = cfg->routing != PLENA_ROUTING_NONE && cfg->E > 0;
     int shared = cfg->Is > 0;
+    if (out->route_only && !routed)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "ref", "route_only on a layer without routing");
     if (routed && (cfg->k == 0 || cfg->k > cfg->E || cfg->k > PLENA_TOPK_MAX_K))
         return PLENA_FAIL(err, PLENA_E_INPUT, "ref", "bad top_k %u for %u experts", cfg->k, cfg->E);
     const uint32_t Ip = roundup(cfg->I ? cfg->I : 1, M), Isp = shared ? roundup(cfg->Is, M) : 0;
@@ -267,6 +269,10 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
         uint32_t ids_local[4096];
         float w_local[4096];
         if (!ids || !wts) {
+            if (out->route_only) {
+                rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref", "route_only needs ids and weights");
+                goto done;
+            }
             if ((size_t)T * k > 4096) {
                 rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref",
                                 "ids/weights outputs required for T*k > 4096");
@@ -307,6 +313,7 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
             memcpy(ids, in->fixed_ids, sizeof(uint32_t) * T * k);
             memcpy(wts, in->fixed_w, sizeof(float) * T * k);
         }
+        if (out->route_only) goto done;
         /* Step 9: accumulator init (true zero). */
         memset(s.acc, 0, th * sizeof(float));
         /* Step 10: pairs in order p = t*k + j. */

@@ -80,6 +80,8 @@ struct plena_moe_ref_out {
                      * (checkpoint for the float64 bound, see plena_moe_rel_rms_moe) */
     float *x_norm;  /* [T][H] or NULL: the normalised MoE input after RMSNorm and the
                      * norm-weight multiply (h itself without PRE_NORM) */
+    int route_only; /* stop once ids and weights (both required) are known: the
+                     * routing of a build without its experts (out may be NULL) */
 };
 
 int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,

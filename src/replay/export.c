@@ -384,13 +384,19 @@ int plena_replay_export(const char *root, int passed_only,
     if (!rc) rc = write_buf(root, "shared_vs_routed.csv", &svr.buf, err);
     if (!rc) rc = write_buf(root, "routing_tax.csv", &tax.buf, err);
     if (!rc) {
+        /* the note of the runs' lowering (one per replay: the first result's) */
+        const char *svr_note =
+            n_rows ? json_string_value(json_object_get(json_object_get(rows[0].result, "notes"),
+                                                       "shared_vs_routed"))
+                   : NULL;
+        if (!svr_note) svr_note = plena_profile_shared_vs_routed_text(PLENA_LOWERING_UNSET);
         json_t *js = json_pack(
             "{s:i,s:s,s:s,s:{s:I,s:I,s:I,s:I},s:O,s:O,s:O,s:O,s:O}", "schema_version", 1,
-            "measurement_note", plena_replay_measurement_note, "shared_vs_routed_note",
-            plena_profile_text_shared_vs_routed, "counts", "passed_numerical",
-            (json_int_t)cnt.passed_numerical, "passed_smoke", (json_int_t)cnt.passed_smoke,
-            "failed", (json_int_t)cnt.failed, "skipped", (json_int_t)cnt.skipped, "runs", runs,
-            "stages", stages, "shared_vs_routed", svrs, "routing_tax", taxes, "skipped", skipped);
+            "measurement_note", plena_replay_measurement_note, "shared_vs_routed_note", svr_note,
+            "counts", "passed_numerical", (json_int_t)cnt.passed_numerical, "passed_smoke",
+            (json_int_t)cnt.passed_smoke, "failed", (json_int_t)cnt.failed, "skipped",
+            (json_int_t)cnt.skipped, "runs", runs, "stages", stages, "shared_vs_routed", svrs,
+            "routing_tax", taxes, "skipped", skipped);
         char path[4096];
         if (!js)
             rc = PLENA_FAIL(err, PLENA_E_NOMEM, root, "out of memory");

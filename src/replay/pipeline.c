@@ -15,6 +15,7 @@
 #include "common/fileio.h"
 #include "common/sha256.h"
 #include "gen/build.h"
+#include "model/routing_json.h"
 #include "model/trace_model.h"
 #include "num/num.h"
 #include "ref/ref.h"
@@ -26,6 +27,7 @@
 #include "replay/export.h"
 #include "replay/jsonw.h"
 #include "replay/replay.h"
+#include "model/routing_json.h"
 #include "replay/result.h"
 #include "run/run.h"
 #include "verify/verify.h"
@@ -64,7 +66,9 @@ json_t *plena_replay_split_json(const uint64_t *pic, uint64_t clock_ps, const ch
     json_object_set_new(o, "shared_to_routed_ratio",
                         sp.has_ratio ? json_real(sp.shared_to_routed_ratio) : json_null());
     json_object_set_new(o, "routed_lowering", json_string(routed_lowering));
-    json_object_set_new(o, "note", json_string(plena_profile_text_shared_vs_routed));
+    enum plena_lowering lw = PLENA_LOWERING_UNSET;
+    if (plena_lowering_parse_marker(routed_lowering, &lw)) lw = PLENA_LOWERING_UNSET;
+    json_object_set_new(o, "note", json_string(plena_profile_shared_vs_routed_text(lw)));
     return o;
 }
 
@@ -140,6 +144,7 @@ struct ctx {
     float *w32;    /* [T*k] binary32 */
     uint32_t T, K;
     int in_memory; /* stand-alone gates: stage in memory, never write the build */
+    struct plena_routing_stats routing; /* of the build (valid once generated) */
 };
 
 static int path_in(const struct ctx *c, const char *name, char *buf, size_t n)
@@ -213,6 +218,12 @@ static int generate(struct ctx *c, struct plena_err *err)
     plena_gen_machine_from_settings(&c->settings, &mach);
     struct plena_moe_build_opts bo;
     plena_moe_build_opts_init(&bo, &mdl, &mach, c->T);
+    if (plena_lowering_parse_option(c->o->lowering, &bo.cfg.lowering)) {
+        plena_replay_check_set(&c->checks, "generate", 0, "lowering '%s': expected %s or %s",
+                               c->o->lowering ? c->o->lowering : "(none)",
+                               plena_lowering_options[0], plena_lowering_options[1]);
+        return 0;
+    }
     bo.fixed_ids = c->ids;
     bo.fixed_w = c->w32;
     bo.weights = c->o->weights == PLENA_WEIGHTS_ZERO            ? PLENA_WEIGHTS_ZERO
@@ -237,40 +248,67 @@ static int generate(struct ctx *c, struct plena_err *err)
     c->generated = 1;
     plena_replay_check_set(&c->checks, "generate", 1, "%zu instructions, %u pairs",
                            c->build.n_words, c->T * c->K);
-    return 0;
+    /* the trace's ids are the routing the program runs (fixed routing) */
+    return plena_moe_routing_stats(&c->build.cfg, c->T, &c->build.info, c->ids, &c->routing, err);
 }
 
-/* Routing integrity (5.2): int_sram.bin as written holds the trace's ids. */
+/* Routing integrity (5.2): the build as written holds the trace's routing,
+ * wherever the lowering keeps it (gen plena_moe_build_route_image): the ids
+ * in int_sram.bin, or the routing region of hbm.bin (pair-major refill
+ * records, expert-major tables: compared byte for byte with the tables of
+ * the trace's ids and weights). */
 static void check_routing_integrity(struct ctx *c)
 {
     char p[4200], detail[512];
-    size_t n = (size_t)c->T * c->K;
-    uint32_t base = c->build.info.map.int_base + c->build.info.map.ids_off;
-    char *data = NULL;
-    size_t len = 0;
+    const size_t n = (size_t)c->T * c->K;
+    struct plena_moe_route_image img;
+    struct plena_err e;
+    plena_err_clear(&e);
     int ok = 0;
-    if (!path_in(c, plena_build_file_name(PLENA_BUILD_FILE_INT_SRAM), p, sizeof p) &&
-        !plena_file_read_all(p, &data, &len, NULL) && len >= ((size_t)base + n) * 4) {
-        uint32_t *img = plena_calloc(n ? n : 1, sizeof *img);
+    if (plena_moe_build_route_image(&c->build, c->ids, c->w32, &img, &e)) {
+        plena_replay_check_set(&c->checks, "routing_integrity", 0, "%s", e.msg);
+        return;
+    }
+    const char *name = plena_build_file_name(img.file);
+    uint8_t *got = plena_malloc(img.n ? img.n : 1);
+    if (!got) {
+        snprintf(detail, sizeof detail, "out of memory");
+    } else if (path_in(c, name, p, sizeof p) ||
+               plena_file_read_range(p, img.offset, got, img.n, &e)) {
+        snprintf(detail, sizeof detail, "%s: %s", name, e.msg[0] ? e.msg : "path too long");
+    } else if (img.file == PLENA_BUILD_FILE_INT_SRAM) { /* id by id, as 5.2 words it */
+        uint32_t *ids = plena_calloc(n ? n : 1, sizeof *ids);
         int64_t *tr = plena_calloc(n ? n : 1, sizeof *tr);
-        if (img && tr) {
+        if (ids && tr) {
             for (size_t i = 0; i < n; i++) {
-                const unsigned char *q = (const unsigned char *)data + ((size_t)base + i) * 4;
-                img[i] = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
+                const uint8_t *q = got + 4 * i;
+                ids[i] = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
                          (uint32_t)q[3] << 24;
                 tr[i] = c->ids[i];
             }
-            ok = plena_replay_routing_integrity(img, tr, n, detail, sizeof detail);
+            ok = plena_replay_routing_integrity(ids, tr, n, detail, sizeof detail);
         } else {
             snprintf(detail, sizeof detail, "out of memory");
         }
-        plena_free(img);
+        plena_free(ids);
         plena_free(tr);
     } else {
-        snprintf(detail, sizeof detail, "%s missing or shorter than %zu entries",
-                 plena_build_file_name(PLENA_BUILD_FILE_INT_SRAM), (size_t)base + n);
+        size_t i = 0;
+        while (i < img.n && got[i] == img.bytes[i])
+            i++;
+        ok = i == img.n;
+        if (ok)
+            snprintf(detail, sizeof detail,
+                     "%s routing region (%zu bytes at %llu) encodes the trace's %zu pairs", name,
+                     img.n, (unsigned long long)img.offset, n);
+        else
+            snprintf(detail, sizeof detail,
+                     "%s routing region at %llu: byte %zu is 0x%02X, the trace's routing needs "
+                     "0x%02X",
+                     name, (unsigned long long)img.offset, i, got[i], img.bytes[i]);
     }
-    plena_free(data);
+    plena_free(got);
+    plena_free(img.bytes);
     plena_replay_check_set(&c->checks, "routing_integrity", ok, "%s", detail);
 }
 
@@ -438,6 +476,7 @@ static int run_build(struct ctx *c, const char *dir, struct plena_run_outcome *r
     ro.stats_path = stats;
     ro.profile_path = c->o->profile ? prof : NULL;
     ro.overlap = c->o->overlap;
+    ro.routing = &c->routing;
     ro.label = c->it->trace_id;
     return plena_run_execute(&ro, ro_out, err);
 }
@@ -786,7 +825,10 @@ static json_t *build_result(struct ctx *c, const struct plena_replay_gate *g,
 #undef S
 
     json_t *notes = json_pack(
-        "{s:s,s:s,s:s}", "shared_vs_routed", plena_profile_text_shared_vs_routed, "routed_lowering",
+        "{s:s,s:s,s:s}", "shared_vs_routed",
+        json_is_object(svr) ? json_string_value(json_object_get(svr, "note"))
+                            : plena_profile_shared_vs_routed_text(PLENA_LOWERING_UNSET),
+        "routed_lowering",
         json_is_object(svr) ? json_string_value(json_object_get(svr, "routed_lowering")) : "none",
         "routing_tax_scope", plena_replay_routing_tax_scope);
     json_t *res = json_pack(
@@ -797,6 +839,7 @@ static json_t *build_result(struct ctx *c, const struct plena_replay_gate *g,
         stages, "shared_vs_routed", svr, "routing_tax", tax, "bytes", bytes, "functional",
         functional, "repeat", c->repeat ? json_incref(c->repeat) : json_null(), "measurement_note",
         plena_replay_measurement_note, "notes", notes);
+    if (res) json_object_set_new(res, "routing_stats", plena_routing_stats_json(&c->routing));
     if (res) json_object_set_new(res, "gate", plena_replay_gate_json(&c->checks, g, decided_at));
     return res;
 }

@@ -36,7 +36,7 @@
 void plena_replay_opts_default(struct plena_replay_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->lowering = "pair-major";
+    o->lowering = plena_lowering_option(PLENA_LOWERING_DEFAULT);
     o->weights = PLENA_WEIGHTS_RANDOM;
     o->weight_seed = 1;
     o->input = PLENA_INPUT_RANDOM;

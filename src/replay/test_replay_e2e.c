@@ -148,10 +148,10 @@ static void test_zero_weights_are_smoke(void **state)
     json_decref(r);
 }
 
-/* flips the lowest mantissa bit of output row 0, column 0 in vram_dump.bin */
-static void flip_output(void *ctx, const char *dir)
+/* The base of layout.json tensor `name` in build directory dir (fails the
+ * test when absent). */
+static long long layout_base(const char *dir, const char *name)
 {
-    (void)ctx;
     char p[4200];
     snprintf(p, sizeof p, "%s/layout.json", dir);
     json_t *l;
@@ -160,19 +160,33 @@ static void flip_output(void *ctx, const char *dir)
     long long base = -1;
     for (size_t i = 0; i < json_array_size(ts); i++) {
         json_t *t = json_array_get(ts, i);
-        if (!strcmp(json_string_value(json_object_get(t, "name")), "acc"))
+        if (!strcmp(json_string_value(json_object_get(t, "name")), name))
             base = json_integer_value(json_object_get(t, "base"));
     }
     json_decref(l);
     assert_true(base >= 0);
-    snprintf(p, sizeof p, "%s/vram_dump.bin", dir);
+    return base;
+}
+
+/* Flips bit 0 of byte `at` of dir/file. */
+static void flip_byte(const char *dir, const char *file, long long at)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", dir, file);
     FILE *f = fopen(p, "r+b");
     assert_non_null(f);
-    fseek(f, (long)(base * 2), SEEK_SET);
+    fseek(f, (long)at, SEEK_SET);
     int b = fgetc(f);
-    fseek(f, (long)(base * 2), SEEK_SET);
+    fseek(f, (long)at, SEEK_SET);
     fputc(b ^ 1, f);
     fclose(f);
+}
+
+/* flips the lowest mantissa bit of output row 0, column 0 in vram_dump.bin */
+static void flip_output(void *ctx, const char *dir)
+{
+    (void)ctx;
+    flip_byte(dir, "vram_dump.bin", layout_base(dir, "acc") * 2);
 }
 
 static void test_flipped_output_element_fails(void **state)
@@ -210,12 +224,20 @@ static void alter_id(void *ctx, const char *dir)
     fclose(f);
 }
 
-static void test_altered_id_fails_routing_integrity(void **state)
+/* changes the first word of the expert-major routing tables in hbm.bin (the
+ * first segment record's expert id) */
+static void alter_table(void *ctx, const char *dir)
 {
-    (void)state;
+    (void)ctx;
+    flip_byte(dir, "hbm.bin", layout_base(dir, "routing_tables"));
+}
+
+static void altered_routing_fails(const char *lowering, void (*alter)(void *, const char *))
+{
     struct plena_replay_opts o;
     plena_replay_opts_default(&o);
-    o.after_generate = alter_id;
+    o.lowering = lowering;
+    o.after_generate = alter;
     struct plena_replay_outcome oc;
     json_t *r = replay_example(&o, &oc);
     assert_int_equal(oc.code, PLENA_E_FAILED);
@@ -226,6 +248,13 @@ static void test_altered_id_fails_routing_integrity(void **state)
         found |= !strcmp(json_string_value(json_array_get(failed, i)), "routing_integrity");
     assert_true(found);
     json_decref(r);
+}
+
+static void test_altered_id_fails_routing_integrity(void **state)
+{
+    (void)state;
+    altered_routing_fails("pair-major", alter_id);      /* ids in int_sram.bin */
+    altered_routing_fails("expert-major", alter_table); /* tables in hbm.bin */
 }
 
 static void test_overlap_issue_model(void **state)

@@ -647,7 +647,7 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
         for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++)
             out->stage_wall_picos[s] = profile.stage[s].picos;
         struct plena_profile_run pr = {ss.trap, res.instructions_executed, out->serial_picos,
-                                       overlap ? &out->overlap : NULL};
+                                       overlap ? &out->overlap : NULL, o->routing};
         char *text = NULL;
         size_t len = 0;
         int r = plena_profile_render(&profile, &pr, &text, &len, &perr);

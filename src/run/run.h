@@ -18,6 +18,8 @@
 #include "../settings/settings.h"
 #include "../timing/timing.h"
 
+struct plena_routing_stats; /* model/model.h */
+
 struct plena_run_opts {
     /* program: `program` (borrowed, in memory) wins over `program_path` */
     const char *program_path;
@@ -39,6 +41,8 @@ struct plena_run_opts {
     const char *stats_path;
     const char *profile_path;
     const char *log_path; /* copied into run-stats only */
+    /* the MoE layer's routing, written into the profile (NULL: none) */
+    const struct plena_routing_stats *routing;
     /* behaviour */
     int overlap;
     unsigned threads; /* >= 1; never changes any output (I5) */

@@ -83,8 +83,8 @@ static float fp_entry(const struct plena_moe_build *b, uint32_t i)
     return plena_num_round_bf16(f);
 }
 
-int plena_verify_refdata_from_build(const struct plena_moe_build *b,
-                                    struct plena_verify_refdata *rd, struct plena_err *err)
+static int refdata_from_build(const struct plena_moe_build *b, struct plena_verify_refdata *rd,
+                              int routing_only, struct plena_err *err)
 {
     memset(rd, 0, sizeof *rd);
     const struct plena_moe_cfg *cfg = &b->cfg;
@@ -141,6 +141,7 @@ int plena_verify_refdata_from_build(const struct plena_moe_build *b,
             in->router_b = rd->router_b;
         }
     }
+    if (routing_only) return 0;
     if (routed) {
         for (int q = 0; q < 3; q++) {
             rd->w[q] = plena_calloc(E, sizeof(float *));
@@ -207,6 +208,50 @@ int plena_verify_refdata_from_build(const struct plena_moe_build *b,
         in->fixed_w = rd->fixed_w;
     }
     return 0;
+}
+
+int plena_verify_refdata_from_build(const struct plena_moe_build *b,
+                                    struct plena_verify_refdata *rd, struct plena_err *err)
+{
+    return refdata_from_build(b, rd, 0, err);
+}
+
+int plena_verify_routing_ids(const struct plena_moe_build *b, uint32_t *ids, struct plena_err *err)
+{
+    const struct plena_moe_cfg *cfg = &b->cfg;
+    const size_t np = (size_t)b->T * cfg->k;
+    if (cfg->routing == PLENA_ROUTING_NONE)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "routing", "the layer has no routed experts");
+    if (cfg->routing == PLENA_ROUTING_FIXED) {
+        if (!b->fixed_ids) return PLENA_FAIL(err, PLENA_E_INPUT, "routing", "no fixed ids");
+        memcpy(ids, b->fixed_ids, np * sizeof *ids);
+        return 0;
+    }
+    struct plena_verify_refdata rd;
+    float *w = plena_malloc((np ? np : 1) * sizeof *w);
+    int rc = w ? refdata_from_build(b, &rd, 1, err) : nomem(err);
+    if (!rc) {
+        struct plena_moe_ref_out ro = {.ids = ids, .weights = w, .route_only = 1};
+        rc = plena_moe_reference(&rd.cfg, &rd.in, &ro, err);
+    }
+    if (w) plena_verify_refdata_free(&rd);
+    plena_free(w);
+    return rc;
+}
+
+int plena_verify_routing_stats(const struct plena_moe_build *b, struct plena_routing_stats *st,
+                               struct plena_err *err)
+{
+    memset(st, 0, sizeof *st);
+    st->shared_row_utilisation = -1.0;
+    if (b->cfg.routing == PLENA_ROUTING_NONE) return 0; /* valid = 0: nothing to report */
+    const size_t np = (size_t)b->T * b->cfg.k;
+    uint32_t *ids = plena_malloc((np ? np : 1) * sizeof *ids);
+    if (!ids) return nomem(err);
+    int rc = plena_verify_routing_ids(b, ids, err);
+    if (!rc) rc = plena_moe_routing_stats(&b->cfg, b->T, &b->info, ids, st, err);
+    plena_free(ids);
+    return rc;
 }
 
 void plena_verify_refdata_free(struct plena_verify_refdata *rd)
@@ -405,7 +450,7 @@ int plena_verify_check(const struct plena_moe_build *b, const struct plena_verif
         rc = nomem(err);
         goto done;
     }
-    struct plena_moe_ref_out ro = {out, k ? ids : NULL, k ? w : NULL, g, moe, xn};
+    struct plena_moe_ref_out ro = {out, k ? ids : NULL, k ? w : NULL, g, moe, xn, 0};
     if ((rc = plena_moe_reference(&rd.cfg, &rd.in, &ro, err))) goto done;
     /* output bits: every element of rows < T, cols < H; +0 vs -0 counts */
     r->elements = n;

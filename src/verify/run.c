@@ -85,6 +85,7 @@ static int timed_run(const struct plena_moe_build *b, const struct plena_verify_
         return PLENA_FAIL(err, PLENA_E_OUTPUT, o->dir, "path too long");
     ro.settings = o->settings;
     ro.profile_path = prof;
+    ro.routing = &r->routing;
     ro.label = "moe";
     ro.argc = o->argc;
     ro.argv = o->argv;
@@ -117,7 +118,9 @@ int plena_verify_moe(const struct plena_moe_build *b, const struct plena_verify_
 {
     memset(r, 0, sizeof *r);
     r->status = PLENA_OK;
-    int rc = 0;
+    /* the routing statistics go into the profile and the report */
+    int rc = plena_verify_routing_stats(b, &r->routing, err);
+    if (rc) return rc;
     if (o->run) {
         if ((rc = timed_run(b, o, r, err))) return rc;
         if (r->run.status != PLENA_RUN_OUT_COMPLETED) {

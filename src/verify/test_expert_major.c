@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "common/alloc.h"
+#include "common/test_support.h"
 #include "gen/build.h"
 #include "gen/route_plan.h"
 #include "verify/verify.h"
@@ -258,18 +259,164 @@ static void test_static_size(void **state)
                 plena_free(w);
             }
             if (n[0] != n[1])
-                fail_msg("%s (%s routing): %zu instructions at T = 64, %zu at T = 4096",
-                         presets[i], fixed ? "fixed" : "device", n[0], n[1]);
+                fail_msg("%s (%s routing): %zu instructions at T = 64, %zu at T = 4096", presets[i],
+                         fixed ? "fixed" : "device", n[0], n[1]);
         }
+}
+
+/* Distinct experts of ids[n] (< 4096 experts). */
+static uint32_t distinct(const uint32_t *ids, size_t n)
+{
+    static unsigned char seen[4096];
+    memset(seen, 0, sizeof seen);
+    uint32_t a = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!seen[ids[i]]) {
+            seen[ids[i]] = 1;
+            a++;
+        }
+    return a;
+}
+
+/* What an expert-major program issues, against the machine (issue 12
+ * deliverable 6): H_PREFETCH_M executed in expert_weight_prefetch equals
+ * A x 3 x H_p x I_p / MLEN^2 (A: active experts, counted here from the
+ * routing), the stage's HBM bytes in the timed run's profile equal
+ * routing_stats.weight_bytes_ideal and weight_bytes_fetched; padding is at
+ * most A x (BLEN - 1); row utilisation is exactly pairs / (BLEN x sum of
+ * ceil(n_e / BLEN)); and pair-major's figures are one tile and one weight
+ * fetch per pair. One token block, no segment splits (asserted). */
+static void counters_match(const char *preset, uint32_t T, int device, const char *dir)
+{
+    const struct plena_moe_model *mdl = plena_model_preset_find(preset);
+    uint32_t *ids = NULL;
+    float *w = NULL;
+    if (!device) random_routing(T, mdl->num_experts, mdl->top_k, 17, &ids, &w);
+    struct plena_moe_build_opts o;
+    plena_moe_build_opts_init(&o, mdl, &g_m, T);
+    o.cfg.routing = device ? PLENA_ROUTING_DEVICE : PLENA_ROUTING_FIXED;
+    o.cfg.lowering = PLENA_LOWERING_EXPERT_MAJOR;
+    o.fixed_ids = ids;
+    o.fixed_w = w;
+    o.out_dir = dir;
+    struct plena_moe_build b;
+    struct plena_err err;
+    plena_err_clear(&err);
+    int rc = plena_moe_build_run(&o, &b, &err);
+    if (rc) fprintf(stderr, "%s: %s\n", preset, err.msg);
+    assert_int_equal(rc, 0);
+    assert_int_equal(b.info.map.n_blocks, 1);
+    const uint32_t k = b.cfg.k, E = b.cfg.E, B = g_m.blen, M = g_m.mlen;
+    uint32_t *rid = plena_malloc((size_t)T * k * sizeof *rid);
+    assert_int_equal(plena_verify_routing_ids(&b, rid, &err), 0);
+    const uint32_t A = distinct(rid, (size_t)T * k);
+    uint64_t tiles = 0;
+    for (uint32_t e = 0; e < E; e++) {
+        uint32_t n = 0;
+        for (size_t p = 0; p < (size_t)T * k; p++)
+            n += rid[p] == e;
+        tiles += (n + B - 1) / B;
+        assert_true((n + B - 1) / B <= b.info.map.em_max_tiles); /* no split */
+    }
+    /* the machine: H_PREFETCH_M of the prefetch stage */
+    struct plena_verify_device d;
+    emulate(&b, &d);
+    uint64_t(*so)[64] = plena_calloc(PLENA_STAGE_COUNT, sizeof *so);
+    plena_verify_count_stage_op(&b, d.pc_count, so);
+    const uint64_t H_p = b.info.map.H_p, I_p = b.info.map.I_p;
+    assert_int_equal(so[PLENA_STAGE_EXPERT_WEIGHT_PREFETCH][PLENA_OP_H_PREFETCH_M],
+                     (uint64_t)A * 3 * H_p * I_p / ((uint64_t)M * M));
+    plena_free(so);
+    plena_verify_device_free(&d);
+    /* the timed run's HBM counters and the statistics */
+    struct plena_verify_moe_opts vo = {&g_set, dir, 1, 0, 0, 0, NULL};
+    struct plena_verify_moe_report rep;
+    assert_int_equal(plena_verify_moe(&b, &vo, &rep, &err), 0);
+    assert_true(rep.have_stages);
+    const struct plena_routing_stats *st = &rep.routing;
+    assert_true(st->valid);
+    assert_int_equal(st->active_experts, A);
+    assert_int_equal(rep.stages[PLENA_STAGE_EXPERT_WEIGHT_PREFETCH].bytes, st->weight_bytes_ideal);
+    assert_int_equal(st->weight_bytes_fetched, st->weight_bytes_ideal);
+    assert_int_equal(st->routed_rows_useful, (uint64_t)T * k);
+    assert_int_equal(st->routed_rows_issued, tiles * B);
+    assert_true(st->padding_rows <= (uint64_t)A * (B - 1));
+    assert_true(st->row_utilisation == (double)T * k / (double)(tiles * B));
+    /* pair-major's figures for the same layer */
+    struct plena_moe_build pm;
+    o.cfg.lowering = PLENA_LOWERING_PAIR_MAJOR;
+    o.out_dir = NULL;
+    assert_int_equal(plena_moe_build_run(&o, &pm, &err), 0);
+    struct plena_routing_stats sp;
+    assert_int_equal(plena_moe_routing_stats(&pm.cfg, T, &pm.info, rid, &sp, &err), 0);
+    assert_int_equal(sp.routed_rows_issued, (uint64_t)T * k * B);
+    assert_int_equal(sp.weight_bytes_fetched, (uint64_t)T * k * b.info.map.expert_weight_bytes);
+    assert_int_equal(sp.weight_bytes_ideal, st->weight_bytes_ideal);
+    plena_moe_build_free(&pm);
+    plena_free(rid);
+    plena_free(ids);
+    plena_free(w);
+    plena_moe_build_free(&b);
+}
+
+static void test_counters(void **state)
+{
+    (void)state;
+    char dir[256], sub[300];
+    assert_int_equal(plena_test_mkdtemp(dir, sizeof dir, "em_counters"), 0);
+    static const struct {
+        const char *preset;
+        uint32_t T;
+        int device;
+    } cases[] = {{"tiny-route-128x8", 64, 0},
+                 {"tiny-route-128x8", 64, 1},
+                 {"tiny-ds-fused", 37, 0},
+                 {"tiny-gpt-oss", 9, 1},
+                 {"tiny-ksplit", 16, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(sub, sizeof sub, "%s/c%zu", dir, i);
+        counters_match(cases[i].preset, cases[i].T, cases[i].device, sub);
+    }
+    plena_test_rmtree(dir);
+}
+
+/* Row utilisation >= 90 % whenever every active expert has n_e >= 4 BLEN
+ * (the 8.3 target): tiny-fixed (E 16, k 2) at T = 256 balanced, 32 pairs per
+ * expert, and a skewed routing with every expert at 16..48 pairs. */
+static void test_utilisation_target(void **state)
+{
+    (void)state;
+    const uint32_t T = 256, k = 2, E = 16, B = g_m.blen;
+    uint32_t *ids = plena_malloc(T * k * sizeof *ids);
+    float *w = plena_malloc(T * k * sizeof *w);
+    for (int skew = 0; skew < 2; skew++) {
+        for (uint32_t p = 0; p < T * k; p++) {
+            ids[p] = skew ? (p % 3 == 0 ? (p / 3) % 8 : 8 + (p % 8)) : p % E;
+            w[p] = 0.5f;
+        }
+        for (uint32_t t = 0; t < T; t++) /* two distinct experts per token */
+            if (ids[2 * t] == ids[2 * t + 1]) ids[2 * t + 1] = (ids[2 * t + 1] + 1) % E;
+        struct plena_moe_build b;
+        build("tiny-fixed", T, ids, w, PLENA_LOWERING_EXPERT_MAJOR, &b);
+        struct plena_routing_stats st;
+        struct plena_err err;
+        plena_err_clear(&err);
+        assert_int_equal(plena_verify_routing_stats(&b, &st, &err), 0);
+        assert_true(st.tpe_min >= 4.0 * B);
+        if (st.row_utilisation < 0.90)
+            fail_msg("skew %d: row utilisation %.4f < 0.90", skew, st.row_utilisation);
+        plena_moe_build_free(&b);
+    }
+    plena_free(ids);
+    plena_free(w);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bit_identity),
-        cmocka_unit_test(test_skew),
-        cmocka_unit_test(test_device),
-        cmocka_unit_test(test_static_size),
+        cmocka_unit_test(test_bit_identity), cmocka_unit_test(test_skew),
+        cmocka_unit_test(test_device),       cmocka_unit_test(test_static_size),
+        cmocka_unit_test(test_counters),     cmocka_unit_test(test_utilisation_target),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -32,6 +32,16 @@ int plena_verify_refdata_from_build(const struct plena_moe_build *b,
                                     struct plena_verify_refdata *rd, struct plena_err *err);
 void plena_verify_refdata_free(struct plena_verify_refdata *rd);
 
+/* The routing of one call of build b, ids[T*k] in pair order: the fixed
+ * ids, or for device routing the bit-exact reference's RMSNorm, router and
+ * top-k (no expert weight is decoded) -- the device's own ids whenever
+ * `--check` passes, the same ids a replay compares. */
+int plena_verify_routing_ids(const struct plena_moe_build *b, uint32_t *ids, struct plena_err *err);
+/* The routing statistics of build b (plena_moe_routing_stats on those ids);
+ * st->valid = 0 for a layer without routed experts. */
+int plena_verify_routing_stats(const struct plena_moe_build *b, struct plena_routing_stats *st,
+                               struct plena_err *err);
+
 /* Machine state read back after a run. Arrays hold the pairs / tokens of
  * the LAST token block only when T_blk < T (the SRAM regions are reused per
  * block), the ids and weights of the last token only in the expert-major
@@ -149,6 +159,8 @@ struct plena_verify_moe_report {
     int check_trapped; /* its emulator run trapped: check_trap says where */
     char check_trap[640];
     struct plena_verify_result check;
+    /* the layer's routing statistics (valid = 0 without routed experts) */
+    struct plena_routing_stats routing;
     /* PLENA_OK, or PLENA_E_FAILED when the run trapped or the check failed */
     enum plena_status status;
 };

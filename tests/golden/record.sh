@@ -85,6 +85,15 @@ run moe_qwen3 "$BIN" moe --model qwen3-30b-a3b --tokens 2 --routing random --out
     --check --profile
 files moe_qwen3 moe_qwen3
 run moe_list "$BIN" moe --list-models
+# pair-major for comparison, and the lowering's bad input: an unknown name, a
+# token count beyond the hardware loop count, a routing file naming expert 32 of 32
+run moe_pm "$BIN" moe --model tiny-route-32x4 --tokens 6 --lowering pair-major --out moe_pm --check
+run moe_bad_lowering "$BIN" moe --model tiny-route-32x4 --tokens 6 --lowering sideways --out moe_x
+run moe_too_many_tokens "$BIN" moe --model tiny-route-32x4 --tokens 4294967295 --program-only \
+    --out moe_x
+"$BIN" trace gen --model tiny-route-32x4 --tokens 2 --dist uniform --seed 1 >ids.json 2>/dev/null || true
+sed '/"topk_indices"/{n;s/\[[0-9]*,/[32,/}' ids.json >ids_bad.json
+run moe_bad_ids "$BIN" moe --model tiny-route-32x4 --tokens 2 --routing ids_bad.json --out moe_x
 
 # --- plena trace gen | validate | stats
 mkdir gen
