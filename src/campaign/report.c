@@ -89,8 +89,10 @@ struct group {
     int64_t layer; /* -1: the (benchmark, phase) row */
     double *cyc;
     size_t n_cyc, cap_cyc;
-    size_t runs, pn, ps, failed, n_tax, n_shared, n_bytes;
+    size_t runs, pn, ps, failed, n_tax, n_shared, n_bytes, n_rs;
     double tax, shared, rd, wr;
+    /* routing_stats sums (docs/profile.md "routing_stats") */
+    double active, gini, padding, util, fetched, ideal;
 };
 
 static struct group *group_get(struct group **g, size_t *n, size_t *cap, const char *b,
@@ -145,7 +147,14 @@ static const char *const report_cols[] = {"benchmark",
                                           "routing_tax_fraction_mean",
                                           "shared_fraction_mean",
                                           "hbm_bytes_read_mean",
-                                          "hbm_bytes_written_mean"};
+                                          "hbm_bytes_written_mean",
+                                          "active_experts_mean",
+                                          "tokens_per_expert_gini_mean",
+                                          "padding_rows_mean",
+                                          "row_utilisation_mean",
+                                          "weight_bytes_fetched_mean",
+                                          "weight_bytes_ideal_mean",
+                                          "weight_fetch_ratio"};
 #define N_REPORT_COLS (sizeof report_cols / sizeof report_cols[0])
 
 static json_t *mean_or_null(double sum, size_t n)
@@ -184,6 +193,15 @@ static json_t *group_row(const struct group *g)
     json_object_set_new(r, "shared_fraction_mean", mean_or_null(g->shared, g->n_shared));
     json_object_set_new(r, "hbm_bytes_read_mean", mean_or_null(g->rd, g->n_bytes));
     json_object_set_new(r, "hbm_bytes_written_mean", mean_or_null(g->wr, g->n_bytes));
+    json_object_set_new(r, "active_experts_mean", mean_or_null(g->active, g->n_rs));
+    json_object_set_new(r, "tokens_per_expert_gini_mean", mean_or_null(g->gini, g->n_rs));
+    json_object_set_new(r, "padding_rows_mean", mean_or_null(g->padding, g->n_rs));
+    json_object_set_new(r, "row_utilisation_mean", mean_or_null(g->util, g->n_rs));
+    json_object_set_new(r, "weight_bytes_fetched_mean", mean_or_null(g->fetched, g->n_rs));
+    json_object_set_new(r, "weight_bytes_ideal_mean", mean_or_null(g->ideal, g->n_rs));
+    /* the group's weight traffic over its ideal: sums, not a mean of ratios */
+    json_object_set_new(r, "weight_fetch_ratio",
+                        g->n_rs && g->ideal > 0 ? json_real(g->fetched / g->ideal) : json_null());
     return r;
 }
 
@@ -304,6 +322,24 @@ int plena_campaign_report(const struct plena_campaign_set *s, const char *out_di
                 int ok2;
                 double wr = num(res, "run", "hbm_bytes_written", &ok2);
                 if (ok && ok2) x->rd += rd, x->wr += wr, x->n_bytes++;
+                const json_t *rs = json_object_get(res, "routing_stats");
+                if (json_is_object(rs)) {
+                    int o1, o2, o3, o4, o5, o6;
+                    const double a = num(res, "routing_stats", "active_experts", &o1),
+                                 pd = num(res, "routing_stats", "padding_rows", &o2),
+                                 u = num(res, "routing_stats", "row_utilisation", &o3),
+                                 fe = num(res, "routing_stats", "weight_bytes_fetched", &o4),
+                                 id = num(res, "routing_stats", "weight_bytes_ideal", &o5),
+                                 gi = json_number_value(json_object_get(
+                                     json_object_get(rs, "tokens_per_expert"), "gini"));
+                    o6 = json_is_number(
+                        json_object_get(json_object_get(rs, "tokens_per_expert"), "gini"));
+                    if (o1 && o2 && o3 && o4 && o5 && o6) {
+                        x->active += a, x->padding += pd, x->util += u;
+                        x->fetched += fe, x->ideal += id, x->gini += gi;
+                        x->n_rs++;
+                    }
+                }
             }
         }
         json_decref(res);

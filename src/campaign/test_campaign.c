@@ -583,7 +583,9 @@ static void test_report_real_replay(void **state)
     const char *header =
         "benchmark,phase,layer,runs,passed_numerical,passed_smoke,failed,cycles_min,"
         "cycles_median,cycles_mean,cycles_p95,cycles_max,routing_tax_fraction_mean,"
-        "shared_fraction_mean,hbm_bytes_read_mean,hbm_bytes_written_mean\n";
+        "shared_fraction_mean,hbm_bytes_read_mean,hbm_bytes_written_mean,active_experts_mean,"
+        "tokens_per_expert_gini_mean,padding_rows_mean,row_utilisation_mean,"
+        "weight_bytes_fetched_mean,weight_bytes_ideal_mean,weight_fetch_ratio\n";
     assert_memory_equal(csv, header, strlen(header));
     assert_non_null(strstr(csv, "\nsynthetic,prefill,,8,8,0,0,"));
     plena_free(csv);
@@ -598,6 +600,33 @@ static void test_report_real_replay(void **state)
         json_integer_value(json_object_get(json_object_get(d, "replay"), "passed_numerical")), 8);
     json_t *groups = json_object_get(d, "groups");
     assert_true(json_array_size(groups) >= 1);
+    /* routing_stats aggregated over the group's 8 traces: the ratio of the
+     * summed fetched and ideal bytes of every results.json, read here */
+    const json_t *g0r = json_array_get(groups, 0);
+    double fetched = 0, ideal = 0, util = 0;
+    size_t n_res = 0;
+    char rroot[256];
+    snprintf(rroot, sizeof rroot, "%s/replay", out);
+    DIR *dd = opendir(rroot);
+    assert_non_null(dd);
+    struct dirent *de;
+    while ((de = readdir(dd))) {
+        char rp[600];
+        snprintf(rp, sizeof rp, "%s/%s/results.json", rroot, de->d_name);
+        json_t *res = NULL;
+        if (de->d_name[0] == '.' || plena_replay_json_read_file(rp, &res, NULL)) continue;
+        const json_t *rs = json_object_get(res, "routing_stats");
+        fetched += json_number_value(json_object_get(rs, "weight_bytes_fetched"));
+        ideal += json_number_value(json_object_get(rs, "weight_bytes_ideal"));
+        util += json_number_value(json_object_get(rs, "row_utilisation"));
+        n_res++;
+        json_decref(res);
+    }
+    closedir(dd);
+    assert_int_equal(n_res, 8);
+    assert_true(ideal > 0 && fetched >= ideal);
+    assert_true(json_number_value(json_object_get(g0r, "weight_fetch_ratio")) == fetched / ideal);
+    assert_true(json_number_value(json_object_get(g0r, "row_utilisation_mean")) == util / 8);
     json_t *g0 = json_array_get(groups, 0);
     double mn = json_number_value(json_object_get(g0, "cycles_min"));
     double md = json_number_value(json_object_get(g0, "cycles_median"));
