@@ -36,7 +36,7 @@ test-asan: setup $(ASAN_BUILD)/build.ninja
 	    ctest --output-on-failure -j $(JOBS) -LE no_sanitize
 
 # libFuzzer over the trace JSON reader and validator, bounded in time
-# (spec/traces-and-replay.md 2.4); the corpus lives in fuzz/corpus/.
+# (docs/trace-schema.md "Validator findings"); the corpus lives in fuzz/corpus/.
 FUZZ_SECONDS ?= 60
 test-fuzz: setup
 	./scripts/fuzz.sh $(FUZZ_SECONDS)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Campaign throughput (spec/traces-and-replay.md 7.5-7.7): 40 small traces
+# Campaign throughput (docs/replay.md "Campaigns"): 40 small traces
 # replayed with --jobs 1, --jobs 2 and, when the binary was built with MPI,
 # 2 ranks. Scaling efficiency = (traces/s at 2) / (2 x traces/s at 1).
 # usage: bench/campaign_throughput.sh [PLENA_BIN]
@@ -45,8 +45,8 @@ run_one jobs2 "" "--jobs 2"
 r1=$(cat "$TMP/jobs1.rate") r2=$(cat "$TMP/jobs2.rate")
 awk -v a="$r1" -v b="$r2" 'BEGIN { printf "scaling efficiency (jobs 2): %.3f\n", b / (2 * a) }'
 
-# 2 ranks on this node: --jobs 2 is the node's width, divided by the 2 ranks
-# (7.5), so each rank runs one worker; --bind-to none keeps the ranks'
+# 2 ranks on this node: --jobs 2 is the node's width, divided by the 2
+# ranks, so each rank runs one worker; --bind-to none keeps the ranks'
 # workers off a single bound core. Container env: see scripts/ci_mpi.sh.
 if command -v mpirun >/dev/null 2>&1 && "$BIN" campaign --help | grep -q "^mpi: built with MPI"; then
     export OMPI_MCA_btl_vader_single_copy_mechanism=none

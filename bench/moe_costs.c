@@ -1,4 +1,4 @@
-/* bench/moe_costs: the cost tables of spec/moe-lowering.md 8.2 (test C1),
+/* bench/moe_costs: the cost tables of docs/lowering.md "Cost accounting" (test C1),
  * counted from emulator runs of generated programs: M_MM billed to
  * expert_projection / shared_expert_projection and H_PREFETCH_M billed to
  * expert_weight_prefetch / shared_expert_projection, for H = I = I_s = 64,

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Replay throughput (spec/traces-and-replay.md 5; issue 6 item 7): traces per
+# Replay throughput (docs/replay.md "Pipeline"; issue 6 item 7): traces per
 # minute of `plena replay` for qwen3-30b-a3b decode traces (1 token) and
 # prefill traces (64 tokens), with and without the stage profile. Traces come
 # from `plena trace gen --dist uniform`; each case replays them in one serial

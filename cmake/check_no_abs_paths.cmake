@@ -1,4 +1,5 @@
-# Source check (traces spec section 8, row 30): no hard-coded workspace, home or
+# Source check, CTest no_abs_paths (docs/architecture.md "Module graph"; the upstream
+# harnesses hard-coded theirs): no hard-coded workspace, home or
 # build paths in library or CLI sources; every path is an option or relative to
 # --out. OS interfaces (/proc, /dev/null, /tmp as the TMPDIR fallback) are allowed.
 # Usage: cmake -DSRC_DIR=<repo>/src -P check_no_abs_paths.cmake

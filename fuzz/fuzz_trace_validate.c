@@ -1,5 +1,5 @@
 /* libFuzzer target: bytes -> plena_trace_validate_bytes, as a single trace
- * and as a trace set (spec/traces-and-replay.md 2.4). A crash, sanitizer
+ * and as a trace set (docs/trace-schema.md "Validator findings"). A crash, sanitizer
  * report or leak is a finding; every crash becomes a fixture. Built by
  * scripts/fuzz.sh with clang -fsanitize=fuzzer,address,undefined. */
 #include <stddef.h>

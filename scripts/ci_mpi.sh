@@ -1,6 +1,6 @@
 #!/bin/sh
-# 2-rank MPI campaigns against --jobs 1 runs (spec/traces-and-replay.md 7.7
-# "identity", 7.4 "the parallel pass uses the ranks", 7.6 resume). CTest test
+# 2-rank MPI campaigns against --jobs 1 runs (docs/replay.md "Campaigns": identical
+# results, the determinism gate's parallel pass uses the ranks, resume). CTest test
 # `campaign_mpi` (labels mpi, no_sanitize). Exit 77 (CTest skip) when plena was
 # built without MPI or mpirun is missing.
 # usage: scripts/ci_mpi.sh [PLENA_BIN]

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds and runs the libFuzzer targets for a bounded time
-# (spec/traces-and-replay.md 2.4). Usage: scripts/fuzz.sh [SECONDS=30] [BUILD_DIR=build-fuzz]
+# (docs/trace-schema.md "Validator findings").
+# Usage: scripts/fuzz.sh [SECONDS=30] [BUILD_DIR=build-fuzz]
 # Compiles the needed src/common and src/trace sources directly with clang
 # (-fsanitize=fuzzer,address,undefined) and links jansson; the seed corpus in
 # fuzz/corpus/<target>/ is read, new inputs go to a scratch copy so the repo

@@ -1,10 +1,10 @@
-/* Campaigns over many route traces (spec/traces-and-replay.md 7): loading
- * and ordering the inputs (7.1), Hamilton selection (7.2), cost-ordered
- * sharding (7.3), the serial-vs-parallel determinism gate (7.4), width
- * (7.5), checkpointed replay with a JSONL manifest and resume (7.6), status
- * and the report (7.9). Workers are child processes running a configurable
- * argv (by default `plena replay`); this module never prints: progress goes
- * to a callback and the CLI (src/cli/cmd_campaign.c) formats it. */
+/* Campaigns over many route traces (docs/replay.md "Campaigns"): loading
+ * and ordering the inputs, Hamilton selection, cost-ordered sharding, the
+ * serial-vs-parallel determinism gate, width, checkpointed replay with a
+ * JSONL manifest and resume, status and the report. Workers are child
+ * processes running a configurable argv (by default `plena replay`); this
+ * module never prints: progress goes to a callback and the CLI
+ * (src/cli/cmd_campaign.c) formats it. */
 #ifndef PLENA_CAMPAIGN_CAMPAIGN_H
 #define PLENA_CAMPAIGN_CAMPAIGN_H
 
@@ -17,7 +17,7 @@
 #include "common/err.h"
 #include "replay/replay.h"
 
-/* ---- inputs (7.1) ---- */
+/* ---- inputs ---- */
 struct plena_campaign_trace {
     struct plena_replay_item item; /* trace json (owned), ids, hashes, fingerprint */
     char path[1024];               /* trace file a worker reads ("" = from a set line) */
@@ -41,16 +41,16 @@ void plena_campaign_set_free(struct plena_campaign_set *s);
  * relative to the list's directory). Each trace is validated and
  * fingerprinted with plena_replay_prepare. An invalid trace is PLENA_E_FAILED
  * unless skip_invalid (then listed in s->invalid); a duplicate trace_id is
- * PLENA_E_INPUT naming both sources. The set ends in 1.10 order. */
+ * PLENA_E_INPUT naming both sources. The set ends in canonical order. */
 int plena_campaign_load(const char *const *inputs, size_t n_inputs,
                         const struct plena_replay_opts *o, const char *settings_sha256,
                         int skip_invalid, struct plena_campaign_set *s, struct plena_err *err);
 
-/* 1.10 order: benchmark, sample_index, sample_id, phase (prefill, decode,
+/* Canonical order: benchmark, sample_index, sample_id, phase (prefill, decode,
  * smoke, unknown), decode_step, layer, trace_id. */
 int plena_campaign_cmp_canonical(const struct plena_campaign_trace *a,
                                  const struct plena_campaign_trace *b);
-/* 7.3: cost = token_count x top_k descending, then trace_id ascending. */
+/* Cost order (shards, the run queue): token_count x top_k descending, then trace_id. */
 int plena_campaign_cmp_cost(const struct plena_campaign_trace *a,
                             const struct plena_campaign_trace *b);
 /* Fills idx[0..n-1] with the set's indices in cost order. */
@@ -65,12 +65,13 @@ int plena_campaign_open(const char *const *inputs, size_t n_inputs,
                         int use_selection, struct plena_campaign_set *s, char cfp[65],
                         struct plena_err *err);
 
-/* config_fingerprint (0.4): hash of the fingerprint object without trace_sha256. */
+/* config_fingerprint (docs/replay.md "Identity"): hash of the fingerprint object
+ * without trace_sha256. */
 int plena_campaign_config_fingerprint(const struct plena_replay_opts *o,
                                       const char *settings_sha256, char hex[65],
                                       struct plena_err *err);
 
-/* ---- selection (7.2) ---- */
+/* ---- selection ---- */
 /* Hamilton largest remainder in integer arithmetic. n[c] units per stratum,
  * names for the tie-break, target T <= sum n. Fills quota[c], rem[c] =
  * (n_c T) mod N and extra[c] (1 for a surplus seat). */
@@ -97,7 +98,7 @@ struct plena_campaign_select_opts {
 /* 1 when `by` names a field selection can stratify on. */
 int plena_campaign_by_field_known(const char *by);
 
-/* Builds the selection.json object (7.2). Errors: unknown field and a target
+/* Builds the selection.json object. Errors: unknown field and a target
  * above the available units are PLENA_E_USAGE; a unit lacking a required
  * field is PLENA_E_INPUT. */
 int plena_campaign_select(const struct plena_campaign_set *s,
@@ -121,7 +122,7 @@ struct plena_campaign_worker {
 /* Absolute path of the running executable (/proc/self/exe). */
 int plena_campaign_self_exe(char *buf, size_t n, struct plena_err *err);
 
-/* ---- width (7.5) ---- */
+/* ---- width ---- */
 struct plena_campaign_width {
     unsigned width;
     char reason[48];
@@ -130,7 +131,7 @@ struct plena_campaign_width {
     int64_t rss_probe_kb;     /* -1 no probe */
     double memory_fraction;
 };
-/* The formula of 7.5: max(1, min(cores - 2, floor(fraction * mem / rss),
+/* The width formula: max(1, min(cores - 2, floor(fraction * mem / rss),
  * remaining)), max_jobs (0 = none) caps with reason suffix "_capped".
  * mem_kb < 0 gives width 1 "memory_unknown"; rss_kb <= 0 width 1
  * "rss_probe_failed". */
@@ -143,7 +144,7 @@ int64_t plena_campaign_mem_available_kb(const char *meminfo_path);
 /* Online processors usable by this process (affinity mask count, >= 1). */
 long plena_campaign_cores(void);
 
-/* ---- progress (7.6) ---- */
+/* ---- progress ---- */
 struct plena_campaign_progress {
     size_t total, done, passed, failed, given_up, skipped_existing, running, remaining;
     size_t completed_here; /* completed by this invocation, skipped excluded */
@@ -159,7 +160,7 @@ void plena_campaign_progress_line(const struct plena_campaign_progress *p, char 
 
 typedef void (*plena_campaign_progress_fn)(void *ctx, const struct plena_campaign_progress *p);
 
-/* ---- run (7.6) ---- */
+/* ---- run ---- */
 struct plena_campaign_run_opts {
     const char *out_dir;
     unsigned jobs; /* 0 = auto */
@@ -172,7 +173,7 @@ struct plena_campaign_run_opts {
     volatile sig_atomic_t *stop; /* set by the CLI's signal handler */
     plena_campaign_progress_fn progress;
     void *progress_ctx;
-    int skip_exports;              /* do not rebuild the 5.8 exports in replay/ */
+    int skip_exports;              /* do not rebuild the run-level exports in replay/ */
     const char *determinism_state; /* "passed" or "bypassed", recorded for the report */
 };
 
@@ -197,7 +198,7 @@ int plena_campaign_run(const struct plena_campaign_set *s, const struct plena_ca
 int plena_campaign_manifest_read(const char *path, int truncate, json_t **lines, size_t *torn_bytes,
                                  struct plena_err *err);
 
-/* ---- determinism gate (7.4) ---- */
+/* ---- determinism gate ---- */
 struct plena_campaign_det_opts {
     const char *out_dir;
     unsigned samples; /* K, default 20 */
@@ -236,7 +237,7 @@ enum plena_campaign_gate plena_campaign_gate_decision(const char *out_dir,
                                                       const char *config_fingerprint, int bypass,
                                                       const char **state, struct plena_err *err);
 
-/* ---- status and report (7.9) ---- */
+/* ---- status and report ---- */
 struct plena_campaign_status {
     size_t total, passed, failed, given_up, not_run, manifest_lines, torn_bytes;
 };
@@ -248,12 +249,12 @@ int plena_campaign_status_read(const struct plena_campaign_set *s, const char *o
 double plena_campaign_quantile(const double *sorted, size_t n, double q);
 
 /* Writes report.json, report.csv and report.md into out_dir. *passed is the
- * campaign verdict of 7.9. */
+ * campaign verdict. */
 int plena_campaign_report(const struct plena_campaign_set *s, const char *out_dir,
                           const char *config_fingerprint, unsigned max_attempts, int *passed,
                           struct plena_err *err);
 
-/* ---- MPI (7.7) ---- */
+/* ---- MPI ---- */
 /* 1 when built with MPI. Without it every function below returns
  * PLENA_E_USAGE "built without MPI" (plena_campaign_mpi_finish returns code). */
 int plena_campaign_have_mpi(void);
@@ -265,7 +266,7 @@ struct plena_campaign_mpi_opts {
 };
 
 /* MPI_Init (only when asked for: the same binary runs without mpirun) and the
- * shared-memory split of 7.5. */
+ * shared-memory split that the per-node width needs. */
 int plena_campaign_mpi_init(struct plena_campaign_mpi **m, struct plena_err *err);
 int plena_campaign_mpi_rank(const struct plena_campaign_mpi *m);
 int plena_campaign_mpi_size(const struct plena_campaign_mpi *m);

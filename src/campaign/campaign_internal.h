@@ -69,7 +69,7 @@ struct plena_campaign_run_ctx {
     size_t n_queue;
 };
 
-/* Setup, resume state (7.6) and the queue; on error everything is freed. */
+/* Setup, resume state and the queue; on error everything is freed. */
 int plena_campaign_run_begin(struct plena_campaign_run_ctx *c, const struct plena_campaign_set *s,
                              const struct plena_campaign_run_opts *o,
                              struct plena_campaign_run_summary *sum, struct plena_err *err);
@@ -91,7 +91,7 @@ int plena_campaign_write_width(const char *out_dir, const struct plena_campaign_
 struct plena_campaign_det_plan {
     size_t *pick; /* set indices of the subset, canonical order */
     size_t n;
-    unsigned width; /* J of 7.4 */
+    unsigned width; /* the parallel pass's width, max(2, min(J, 4)) */
     char serial[4300], parallel[4300];
 };
 /* Subset, J, fresh serial/ and parallel/ directories. */

@@ -1,10 +1,10 @@
-/* Serial-vs-parallel determinism gate (spec/traces-and-replay.md 7.4): the
+/* Serial-vs-parallel determinism gate (docs/replay.md "Campaigns"): the
  * first K distinct (benchmark, sample_id) of the ordered list, replayed into
  * freshly recreated determinism/serial/ (width 1) and determinism/parallel/
  * (width max(2, min(J, 4)) capped by the trace count), compared by canonical
  * hashes without volatile keys; determinism.json records the verdict and the
  * config_fingerprint that `campaign run` checks before starting. Skip-existing
- * is never used here (upstream defect, spec 8 row 3). */
+ * is never used here (upstream's determinism passes reused existing results). */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include <errno.h>
 #include <ftw.h>

@@ -1,4 +1,4 @@
-/* Campaign inputs (spec/traces-and-replay.md 7.1, 1.10, 7.3): directories,
+/* Campaign inputs (docs/replay.md "Campaigns"): directories,
  * trace files, trace sets and lists are read, every trace validated and
  * fingerprinted through replay's own step 1 (plena_replay_prepare), duplicate
  * trace ids refused, and the set put in canonical order. Cost order and the

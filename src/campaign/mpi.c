@@ -1,12 +1,13 @@
-/* MPI distribution of a campaign (spec/traces-and-replay.md 7.7, with 7.3
- * sharding, 7.4's parallel pass and 7.5's per-node width): rank 0 computes the
- * work list and broadcasts it (ids, hashes and the trace JSON itself), item k
- * of the cost-ordered list runs on rank k mod R in that rank's local pool, and
- * rank 0 alone writes results, manifest, progress, failures, exports and the
- * verdicts. Compiled only when CMake finds MPI. Other ranks never re-read the
- * inputs and never ship large binaries: only results.json, stage_profile.json
- * and the tail of the worker log travel. Messages are raw bytes (a homogeneous
- * cluster is assumed: same binary, same endianness). */
+/* MPI distribution of a campaign (docs/replay.md "Campaigns", with its
+ * sharding, the determinism gate's parallel pass and the per-node width):
+ * rank 0 computes the work list and broadcasts it (ids, hashes and the trace
+ * JSON itself), item k of the cost-ordered list runs on rank k mod R in that
+ * rank's local pool, and rank 0 alone writes results, manifest, progress,
+ * failures, exports and the verdicts. Compiled only when CMake finds MPI.
+ * Other ranks never re-read the inputs and never ship large binaries: only
+ * results.json, stage_profile.json and the tail of the worker log travel.
+ * Messages are raw bytes (a homogeneous cluster is assumed: same binary, same
+ * endianness). */
 #define _XOPEN_SOURCE 700 /* nftw, mkdtemp */
 #include <mpi.h>
 
@@ -33,7 +34,7 @@ enum { TAG_RESULT = 71, TAG_DONE = 72 };
 
 struct plena_campaign_mpi {
     int rank, size;
-    int node_rank, node_size; /* MPI_COMM_TYPE_SHARED split (7.5) */
+    int node_rank, node_size; /* MPI_COMM_TYPE_SHARED split */
     MPI_Comm node;
 };
 
@@ -505,7 +506,7 @@ static unsigned rank_width(const struct plena_campaign_mpi *m, unsigned node_wid
     return w ? w : 1;
 }
 
-/* ---- run (7.6 under 7.7) ---- */
+/* ---- run (checkpointed replay under MPI) ---- */
 int plena_campaign_run_mpi(struct plena_campaign_mpi *m, const struct plena_campaign_set *s,
                            const struct plena_campaign_run_opts *o,
                            const struct plena_campaign_mpi_opts *mo,
@@ -543,7 +544,7 @@ int plena_campaign_run_mpi(struct plena_campaign_mpi *m, const struct plena_camp
     }
     size_t n = m->rank == 0 ? c.n_queue : rc ? 0 : local.n;
 
-    /* width (7.5): the node's width, divided by the ranks on the node */
+    /* width: the node's width, divided by the ranks on the node */
     struct plena_campaign_width w;
     memset(&w, 0, sizeof w);
     double frac = o->memory_fraction > 0 ? o->memory_fraction : 0.70;
@@ -648,7 +649,7 @@ out:
     return rc;
 }
 
-/* ---- determinism gate (7.4: the parallel pass uses the ranks) ---- */
+/* ---- determinism gate (the parallel pass uses the ranks) ---- */
 int plena_campaign_determinism_mpi(struct plena_campaign_mpi *m, const struct plena_campaign_set *s,
                                    const struct plena_campaign_det_opts *o,
                                    const struct plena_campaign_mpi_opts *mo,
@@ -669,7 +670,7 @@ int plena_campaign_determinism_mpi(struct plena_campaign_mpi *m, const struct pl
         rc = plena_campaign_det_begin(s, o, &pl, err);
         planned = !rc;
         if (!rc) rc = plena_campaign_det_serial(s, o, &pl, &intr, err);
-        /* the parallel pass's work list is cost-ordered like every shard (7.3) */
+        /* the parallel pass's work list is cost-ordered like every shard */
         if (!rc && !intr) {
             idx = plena_calloc(pl.n ? pl.n : 1, sizeof *idx);
             all = plena_calloc(pl.n ? pl.n : 1, sizeof *all);

@@ -1,6 +1,6 @@
-/* The MPI entry points of a build without MPI (spec/traces-and-replay.md
- * 7.7): `--mpi` is a usage error, "built without MPI". mpi.c replaces this
- * file when CMake finds MPI. */
+/* The MPI entry points of a build without MPI (docs/replay.md "Campaigns"):
+ * `--mpi` is a usage error, "built without MPI". mpi.c replaces this file
+ * when CMake finds MPI. */
 #include <string.h>
 
 #include "campaign/campaign.h"

@@ -1,4 +1,4 @@
-/* Worker processes of a campaign (spec/traces-and-replay.md 7.5, 7.6): argv
+/* Worker processes of a campaign (docs/replay.md "Campaigns"): argv
  * template expansion, exec with stdin closed and output to the build dir's
  * log, on the process pool of common/proc.h (dispatch in a given order,
  * SIGTERM forwarding when asked to stop, peak RSS from wait4); width

@@ -1,6 +1,6 @@
 /* Checkpointed campaign replay and the determinism gate
- * (spec/traces-and-replay.md 7.4-7.6). The per-trace results.json is the
- * checkpoint (skip rule 6.5, replay's own predicate); manifest.jsonl is the
+ * (docs/replay.md "Campaigns"). The per-trace results.json is the
+ * checkpoint (replay's own skip-existing predicate); manifest.jsonl is the
  * ordered log of completed attempts, written only here, one fsync'ed line at
  * a time; progress.json, width.json, rss_probe.json and failures.jsonl are
  * the coordinator's too. Deliberately no retries inside one invocation: a
@@ -362,7 +362,7 @@ int plena_campaign_run_begin(struct plena_campaign_run_ctx *c, const struct plen
     }
     if ((rc = write_status(o->out_dir, "run", "running", o->determinism_state, err))) goto out;
 
-    /* resume state from the manifest (7.6) */
+    /* resume state from the manifest */
     if ((rc = plena_campaign_manifest_read(c->manifest_path, 1, &lines, &sum->torn_manifest_bytes,
                                            err)))
         goto out;
@@ -477,7 +477,7 @@ int plena_campaign_run(const struct plena_campaign_set *s, const struct plena_ca
     struct plena_campaign_job *jobs = c.jobs;
     size_t n_queue = c.n_queue;
 
-    /* width (7.5) */
+    /* width */
     size_t first = 0;
     int interrupted = 0;
     if (o->jobs) {

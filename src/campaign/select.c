@@ -1,9 +1,9 @@
-/* Stratified selection (spec/traces-and-replay.md 7.2): Hamilton largest
+/* Stratified selection (docs/replay.md "Campaigns"): Hamilton largest
  * remainder quotas in integer arithmetic only, surplus seats one per stratum
  * ordered by (remainder desc, n_c desc, name asc), then a seeded shuffle per
  * stratum with derive(seed, 4, fnv1a64(benchmark 0x1F stratum)). Builds the
  * selection.json object; writing it is the caller's job. Upstream gave all
- * surplus seats to one stratum (spec 8 row 20); this file is the fix. */
+ * surplus seats to one stratum; this file is the fix. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,11 @@
-/* Campaign tests (spec/traces-and-replay.md 7, 8 rows 1-3, 20, 23, 25):
- * Hamilton worked examples, width formula, quantiles in-process; selection,
- * determinism gate, blocking, kill-and-resume, manifest tails and error exits
- * through $PLENA_BIN with testdata/fake_worker.sh standing in for replay. */
+/* Campaign tests (docs/replay.md "Campaigns"), with the upstream defects
+ * plena must not repeat: failing gates or replays that exit 0, a determinism
+ * result that does not block the run, determinism passes that reuse existing
+ * results, all surplus seats to one stratum, a width probe on the first trace
+ * and a manifest rewritten in place. Hamilton worked examples, width
+ * formula, quantiles in-process; selection, determinism gate, blocking,
+ * kill-and-resume, manifest tails and error exits through $PLENA_BIN with
+ * testdata/fake_worker.sh standing in for replay. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -136,7 +140,7 @@ static void test_hamilton_worked_examples(void **state)
     check_hamilton((uint64_t[]){7, 5, 3}, abc, 3, 8, (uint64_t[]){4, 3, 1});
     const char *mccm[] = {"math", "code", "chat", "misc"};
     check_hamilton((uint64_t[]){40, 25, 12, 3}, mccm, 4, 20, (uint64_t[]){10, 6, 3, 1});
-    /* remainders of the last example: 0/20/0/60 (7.2) */
+    /* remainders of the last example: 0/20/0/60 */
     uint64_t q[4], r[4];
     int ex[4];
     plena_campaign_hamilton((uint64_t[]){40, 25, 12, 3}, mccm, 4, 20, q, r, ex, NULL);
@@ -544,7 +548,7 @@ static void test_error_exits(void **state)
     assert_int_equal(run(missing, NULL), 3);
 }
 
-/* ---- report (7.9) from a campaign of real `plena replay` workers ---- */
+/* ---- report from a campaign of real `plena replay` workers ---- */
 static void test_report_real_replay(void **state)
 {
     (void)state;
@@ -575,7 +579,7 @@ static void test_report_real_replay(void **state)
                          out,        "--settings", settings,   NULL};
     assert_int_equal(run(rep, NULL), 0);
 
-    /* report.csv: the column list of 7.9, then the (benchmark, phase) row */
+    /* report.csv: the column list, then the (benchmark, phase) row */
     snprintf(p, sizeof p, "%s/report.csv", out);
     char *csv = NULL;
     size_t n;
@@ -649,7 +653,7 @@ static void test_report_real_replay(void **state)
     plena_free(md_text);
 }
 
-/* ---- --jobs auto (7.5): probe the costliest trace, record the width ---- */
+/* ---- --jobs auto: probe the costliest trace, record the width ---- */
 static void test_jobs_auto(void **state)
 {
     (void)state;

@@ -1,5 +1,5 @@
 /* Shared helpers of the CLI. The CLI is the only code that prints to the
- * terminal or chooses exit codes (spec/timing-and-profile.md 8.3); every exit
+ * terminal or chooses exit codes (docs/cli.md "Exit codes"); every exit
  * code it returns is plena_status_exit_code() of a status (common/status.def).
  * Options are parsed by the table parser of cli/opts.h. */
 #ifndef PLENA_CLI_CLI_H

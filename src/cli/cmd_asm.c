@@ -1,7 +1,8 @@
-/* plena asm: assemble PLENA assembly into machine code (spec/isa.md 13,
- * spec/timing-and-profile.md 6.2 for --stage-map). Diagnostics go to stderr
- * as "file:line:col: error|warning: text". The assembler itself lives in
- * src/isa/asm.c; this file has the option table and the printing. */
+/* plena asm: assemble PLENA assembly into machine code (docs/machine.md
+ * "Assembly syntax"; docs/profile.md "Stage attribution" for --stage-map).
+ * Diagnostics go to stderr as "file:line:col: error|warning: text". The
+ * assembler itself lives in src/isa/asm.c; this file has the option table and
+ * the printing. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,13 +44,13 @@ static const struct plena_opt asm_rows[] = {
 };
 static const struct plena_opt_group asm_groups[] = {{NULL, asm_rows, 4, 0, 0}};
 static const struct plena_opt_pos asm_pos[] = {
-    {"IN.asm", "PLENA assembly (spec/isa.md section 13)", offsetof(struct asm_cli, in), 1, 1}};
+    {"IN.asm", "PLENA assembly source", offsetof(struct asm_cli, in), 1, 1}};
 
 static const struct plena_cmd_spec plena_asm_spec = {
     .name = "asm",
     .summary = "assemble PLENA assembly into machine code (.mem)",
-    .description = "Assembles PLENA assembly (spec/isa.md section 13) into machine code, one "
-                   "0xXXXXXXXX word per line. Diagnostics go to standard error as "
+    .description = "Assembles PLENA assembly (docs/machine.md \"Assembly syntax\") into machine "
+                   "code, one 0xXXXXXXXX word per line. Diagnostics go to standard error as "
                    "\"file:line:col: error|warning: text\".",
     .pos = asm_pos,
     .n_pos = 1,

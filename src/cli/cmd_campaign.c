@@ -1,5 +1,5 @@
 /* plena campaign select|determinism|run|status|report
- * (spec/traces-and-replay.md 7): option parsing, the replay options passed
+ * (docs/replay.md "Campaigns"): option parsing, the replay options passed
  * through to every worker (and into the fingerprint), signal handling,
  * progress printing and exit codes. The work itself is src/campaign/. */
 #include <math.h>
@@ -304,17 +304,17 @@ static void copts_init(void *p)
         .forward_off = offsetof(struct copts, pass)                                                \
     }
 static const struct plena_cmd_spec select_spec = CAMPAIGN_SPEC(
-    "select", "stratified selection -> selection.json (7.2)",
+    "select", "stratified selection -> selection.json",
     "Selects --target units (Hamilton largest remainder over the --by strata, seeded shuffle) "
     "and writes OUT/selection.json; every other action then works on the selection.",
     select_groups);
 static const struct plena_cmd_spec det_spec = CAMPAIGN_SPEC(
-    "determinism", "serial vs parallel gate -> determinism.json (7.4)",
+    "determinism", "serial vs parallel gate -> determinism.json",
     "Replays --samples traces serially and with J workers and compares the results with the "
     "volatile keys removed; `campaign run` refuses to run without a passed gate.",
     det_groups);
 static const struct plena_cmd_spec run_spec = CAMPAIGN_SPEC(
-    "run", "checkpointed parallel replay with resume (7.6)",
+    "run", "checkpointed parallel replay with resume",
     "Replays every (selected) trace into OUT/replay/ with a manifest; a rerun resumes. Runs the "
     "determinism gate first when none passed for this configuration.",
     run_groups);
@@ -322,7 +322,7 @@ static const struct plena_cmd_spec status_spec = CAMPAIGN_SPEC(
     "status", "counts from the manifest and results (writes nothing)",
     "Prints the counts of passed, failed, given-up and not-run traces.", status_groups);
 static const struct plena_cmd_spec report_spec =
-    CAMPAIGN_SPEC("report", "report.json, report.csv, report.md (7.9)",
+    CAMPAIGN_SPEC("report", "report.json, report.csv, report.md",
                   "Writes the campaign report from the manifest and results.", status_groups);
 #undef CAMPAIGN_SPEC
 
@@ -574,7 +574,7 @@ static void list_invalid(const struct plena_campaign_set *set)
         fprintf(stderr, "plena campaign: skipped invalid trace %s\n", set->invalid[i]);
 }
 
-/* `run` and `determinism` under mpirun (spec 7.7). Rank 0 loads, decides and
+/* `run` and `determinism` under mpirun. Rank 0 loads, decides and
  * prints; every rank takes part in each collective step and exits with the
  * worst code of all ranks. */
 static int mpi_main(struct copts *o)
@@ -721,8 +721,9 @@ static int campaign_main(struct copts *op)
 }
 
 /* plena campaign canonical-hash FILE [--drop KEY]...: SHA-256 of the JSON
- * file's canonical form with the volatile keys of 0.4 removed (and top-level
- * KEYs dropped), as the determinism gate compares results; for scripts. */
+ * file's canonical form with the volatile keys removed (docs/replay.md
+ * "Volatile keys"; top-level KEYs dropped too), as the determinism gate
+ * compares results; for scripts. */
 struct hash_cli {
     const char *file;
     struct plena_opt_list drop;
@@ -737,8 +738,8 @@ static const struct plena_opt_group hash_groups[] = {{NULL, hash_rows, 1, 0, 0}}
 static const struct plena_cmd_spec hash_spec = {
     .name = "campaign canonical-hash",
     .summary = "SHA-256 of a JSON file as the determinism gate compares it (for scripts)",
-    .description = "Prints the SHA-256 of FILE's canonical form (spec 0.4) with the volatile keys "
-                   "removed, as the determinism gate compares results.",
+    .description = "Prints the SHA-256 of FILE's canonical form (docs/replay.md \"Identity\") "
+                   "with the volatile keys removed, as the determinism gate compares results.",
     .pos = hash_pos,
     .n_pos = 1,
     .groups = hash_groups,
@@ -811,7 +812,8 @@ static void campaign_notes(struct plena_buf *b)
     plena_buf_init(&keys);
     for (size_t i = 0; i < plena_replay_n_volatile_keys; i++)
         plena_buf_printf(&keys, "%s%s", i ? ", " : "", plena_replay_volatile_keys[i]);
-    plena_buf_puts(b, "volatile keys removed before comparing results (spec 0.4):\n  ");
+    plena_buf_puts(
+        b, "volatile keys removed before comparing (docs/replay.md \"Volatile keys\"):\n  ");
     plena_opts_put_wrapped(b, keys.data ? keys.data : "", 2, 2);
     plena_buf_free(&keys);
     plena_buf_printf(b, "mpi: %s\n",
@@ -827,7 +829,7 @@ static const struct plena_cli_sub campaign_subs[] = {
 const struct plena_cli_cmd plena_cli_cmd_campaign = {
     .subs = campaign_subs,
     .n_subs = sizeof campaign_subs / sizeof campaign_subs[0],
-    .description = "Campaigns over many route traces (spec/traces-and-replay.md 7): plena "
+    .description = "Campaigns over many route traces (docs/replay.md \"Campaigns\"): plena "
                    "campaign ACTION --traces DIR|SET|LIST... --out DIR [options]. Every action "
                    "but select works on OUT/selection.json when it exists.",
     .notes_fn = campaign_notes,

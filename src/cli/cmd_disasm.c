@@ -1,6 +1,6 @@
-/* plena disasm: machine code (.mem, spec/numerics-and-files.md 8) to
- * canonical assembly (spec/isa.md 13.6), one line per word, to stdout or -o
- * (written atomically). */
+/* plena disasm: machine code (.mem, docs/formats.md "Machine code") to
+ * canonical assembly (docs/machine.md "Disassembly"), one line per word, to
+ * stdout or -o (written atomically). */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
-/* plena gates timing|repeat|functional (spec/timing-and-profile.md 9.1,
- * spec/traces-and-replay.md 6): the option tables, one PASS/FAIL line per
+/* plena gates timing|repeat|functional (docs/timing.md "Timing gates",
+ * docs/replay.md "Gates"): the option tables, one PASS/FAIL line per
  * gate, and the exit status of the verdict. The gates themselves are
  * src/run/gates.h and src/replay/gates.h. */
 #include <stddef.h>
@@ -40,7 +40,7 @@ static const struct plena_opt_group timing_groups[] = {{NULL, timing_rows, 3, 0,
 static const struct plena_cmd_spec timing_spec = {
     .name = "gates timing",
     .summary = "timing validation gates G1, G2, G5, profile accounting, repeat determinism",
-    .description = "Runs the timing gate cases of spec/timing-and-profile.md 9 and prints one "
+    .description = "Runs the timing gate cases of docs/timing.md \"Timing gates\" and prints one "
                    "PASS/FAIL line per gate, then \"timing gates: N/M passed\".",
     .groups = timing_groups,
     .n_groups = 1,
@@ -82,7 +82,7 @@ static int cmd_timing(int argc, char **argv)
     return code;
 }
 
-/* ---- repeat and functional: a reopened replay build directory (6.3, 6.4) ---- */
+/* ---- repeat and functional: a reopened replay build directory ---- */
 
 #define G struct plena_replay_gate_opts
 static const struct plena_opt settings_row = {
@@ -112,7 +112,7 @@ static const struct plena_opt_group functional_groups[] = {{NULL, functional_row
 
 static const struct plena_cmd_spec repeat_spec = {
     .name = "gates repeat",
-    .summary = "repeat gate on a replay build directory (traces-and-replay 6.3)",
+    .summary = "repeat gate on a replay build directory",
     .description = "Reruns the emulator on the staged images of BUILD_DIR N times and compares "
                    "every metric; writes BUILD_DIR/repeat_gate.json after the decision.",
     .pos = build_dir_pos,
@@ -123,7 +123,7 @@ static const struct plena_cmd_spec repeat_spec = {
 };
 static const struct plena_cmd_spec functional_spec = {
     .name = "gates functional",
-    .summary = "functional gate on a replay build directory (traces-and-replay 6.4)",
+    .summary = "functional gate on a replay build directory",
     .description = "Compares the emulator dumps of BUILD_DIR with the reference (the build must "
                    "have been replayed with --keep-dumps); writes BUILD_DIR/functional_gate.json "
                    "after the decision.",
@@ -145,7 +145,7 @@ static int replay_gate(const struct plena_cmd_spec *spec, int is_repeat, int arg
     int rc = is_repeat ? plena_replay_gate_repeat(&o, &r, &err)
                        : plena_replay_gate_functional(&o, &r, &err);
     if (rc) {
-        /* not evaluated: not passed either (6.1); say so on the gate line */
+        /* not evaluated: not passed either; say so on the gate line */
         plena_cli_report("gates", &err);
         printf("FAIL %s not_evaluated build_dir=%s\n", argv[0], o.build_dir);
         return plena_status_exit_code(plena_status_worst(err.code, PLENA_E_FAILED));

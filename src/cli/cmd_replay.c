@@ -1,8 +1,9 @@
 /* plena replay TRACE|SET... --out DIR [...] and plena replay export --root DIR
- * (spec/traces-and-replay.md 5, 5.8, 0.2): the option tables, the signal
- * handler, and the printing of what plena_replay_batch (replay/batch.c)
- * reports: findings of invalid traces, errors, one PASS/FAIL/SKIP line per
- * trace. The highest exit code of 0.2 wins (plena_status_worst). */
+ * (docs/replay.md "Pipeline", "Exports" and "Exit status"): the option tables,
+ * the signal handler, and the printing of what plena_replay_batch
+ * (replay/batch.c) reports: findings of invalid traces, errors, one
+ * PASS/FAIL/SKIP line per trace. The highest exit code wins
+ * (plena_status_worst). */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,9 +32,9 @@ static const struct plena_opt export_rows[] = {
 static const struct plena_opt_group export_groups[] = {{NULL, export_rows, 2, 0, 0}};
 static const struct plena_cmd_spec export_spec = {
     .name = "replay export",
-    .summary = "rebuild the run-level exports (5.8) of a replay directory",
-    .description = "Rebuilds summary.csv and the other run-level exports of spec/traces-and-"
-                   "replay.md 5.8 from every results.json under DIR.",
+    .summary = "rebuild the run-level exports of a replay directory",
+    .description = "Rebuilds summary.csv and the other run-level exports (docs/replay.md "
+                   "\"Exports\") from every results.json under DIR.",
     .groups = export_groups,
     .n_groups = 1,
     .opts_size = sizeof(struct export_cli),
@@ -130,7 +131,7 @@ static const struct plena_opt replay_local_rows[] = {
      .def = "1",
      .help = "worker processes"},
     PLENA_OPT_FLAG_ROW("--skip-existing", C, ro.skip_existing,
-                       "skip traces with a passed result of the same fingerprint (6.5)"),
+                       "skip traces with a passed result of the same fingerprint"),
     PLENA_OPT_FLAG_ROW("--keep-dumps", C, ro.keep_dumps,
                        "keep the emulator dumps and the reference output"),
     PLENA_OPT_FLAG_ROW("--prune-inputs", C, ro.prune_inputs,
@@ -158,7 +159,7 @@ static const struct plena_cmd_spec replay_spec = {
     .description = "Reads and validates every input first (an invalid trace: its findings, "
                    "nothing written for it), replays the valid ones into OUT/<trace_id>/ with a "
                    "decided results.json, then writes the run-level exports "
-                   "(spec/traces-and-replay.md 5).",
+                   "(docs/replay.md \"Pipeline\").",
     .pos = replay_pos,
     .n_pos = 1,
     .groups = replay_groups,

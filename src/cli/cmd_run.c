@@ -1,7 +1,7 @@
-/* plena run: flags of spec/timing-and-profile.md 8.1 (with the upstream
- * aliases, one table row each), summary lines of 8.2, exit codes of 8.3. All
- * work happens in the run session (src/run/run.h); this file parses, prints
- * and picks the exit status. */
+/* plena run: flags (docs/cli.md "plena run", with the upstream aliases, one
+ * table row each), summary lines (docs/timing.md "Summary lines"), exit codes
+ * (docs/cli.md "Exit codes"). All work happens in the run session
+ * (src/run/run.h); this file parses, prints and picks the exit status. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,7 +36,7 @@ static const char *hbm_model_name(int v)
 static const struct plena_opt_enum hbm_models = {.name = hbm_model_name};
 
 #define R struct run_cli
-/* spec/timing-and-profile.md 8.1, upstream aliases after the '|' */
+/* docs/cli.md "plena run", upstream aliases after the '|' */
 static const struct plena_opt run_rows[] = {
     {.names = "--program|--opcode",
      .kind = PLENA_OPT_PATH,
@@ -118,8 +118,8 @@ static void run_init(void *p)
 static const struct plena_cmd_spec run_spec = {
     .name = "run",
     .summary = "run a program on the emulator (functional, timing, profile)",
-    .description = "Runs a program on the emulator with timing (spec/timing-and-profile.md 8): "
-                   "the Topology line, then the summary lines of 8.2 on standard output; the "
+    .description = "Runs a program on the emulator with timing: the Topology line, then the "
+                   "summary lines (docs/timing.md \"Summary lines\") on standard output; the "
                    "dumps, and the profile and run-stats JSON when asked for.",
     .groups = run_groups,
     .n_groups = 1,

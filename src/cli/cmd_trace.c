@@ -1,7 +1,8 @@
 /* plena trace: validate (+ --replay tier), stats, gen, import, split, pack,
- * rules (spec/traces-and-replay.md 1.6, 1.10, 2.1-2.3, 3.2, 3.3): one option
- * table per subcommand; reads files (or `-`), calls the trace module and
- * prints text or --json; the highest exit code of all inputs wins.
+ * rules (docs/trace-schema.md, docs/replay.md "Replay tier", docs/cli.md
+ * "trace"): one option table per subcommand; reads files (or `-`), calls the
+ * trace module and prints text or --json; the highest exit code of all inputs
+ * wins.
  * route/build/tiny-checkpoint are not built yet and say so (exit 2). */
 #include <jansson.h>
 #include <stddef.h>
@@ -28,7 +29,8 @@ static int read_input(const char *path, char **data, size_t *len, struct plena_e
     return plena_file_read_input(path, data, len, err);
 }
 
-/* Prints v in the pretty form (0.3) to stdout and drops the reference. */
+/* Prints v in the pretty form (docs/formats.md "Conventions") to stdout and drops the
+ * reference. */
 static void print_json(json_t *v)
 {
     struct plena_buf b;
@@ -366,8 +368,8 @@ static const struct plena_cmd_spec stats_spec = {
     .summary = "counts, active/cold/hot experts, duplicate factor, gini",
     .description = "Prints per trace: tokens, top_k, experts, unique (active), zero, tail "
                    "(0 < count < 4) and hot (count >= 16) experts, duplicate factor, gini and "
-                   "max/mean load ratio (spec/traces-and-replay.md 1.6). An invalid trace is "
-                   "reported, not counted.",
+                   "max/mean load ratio (formulas: docs/trace-schema.md \"Semantic rules "
+                   "(validator only)\"). An invalid trace is reported, not counted.",
     .pos = stats_pos,
     .n_pos = 1,
     .groups = stats_groups,
@@ -507,7 +509,7 @@ static enum plena_status write_out(const char *cmd, const char *out_path, const 
 
 /* Writes docs: with out_dir one pretty file per trace (refusing existing
  * files unless force, when no_clobber); else one trace in pretty form unless
- * out_path ends in .jsonl, several as a set in canonical order (1.10). */
+ * out_path ends in .jsonl, several as a set in canonical order. */
 static enum plena_status write_docs(const char *cmd, struct plena_trace_docs *d,
                                     const char *out_path, const char *out_dir, int force,
                                     int no_clobber)
@@ -677,10 +679,10 @@ static void gen_fini(void *p)
 static const struct plena_cmd_spec gen_spec = {
     .name = "trace gen",
     .summary = "synthetic routing traces",
-    .description = "Generates synthetic routing traces (spec/traces-and-replay.md 3.2). One trace "
-                   "is written in pretty form; several as a trace set in canonical order (one "
-                   "canonical trace per line), or with --out-dir one file each. Every trace is "
-                   "validated before it is written.",
+    .description = "Generates synthetic routing traces. One trace is written in pretty form; "
+                   "several as a trace set in canonical order (one canonical trace per line), "
+                   "or with --out-dir one file each. Every trace is validated before it is "
+                   "written.",
     .groups = gen_groups,
     .n_groups = 1,
     .init = gen_init,
@@ -878,8 +880,8 @@ static void import_fini(void *p)
 static const struct plena_cmd_spec import_spec = {
     .name = "trace import",
     .summary = "traces from vllm, megatron, csv or jsonl captures",
-    .description = "Imports routing captures into route traces (spec/traces-and-replay.md 3.3). "
-                   "Every trace is validated (statistics recomputed) before anything is written.",
+    .description = "Imports routing captures into route traces. Every trace is validated "
+                   "(statistics recomputed) before anything is written.",
     .pos = import_pos,
     .n_pos = 1,
     .groups = import_groups,
@@ -980,7 +982,7 @@ done:
     return pcode ? pcode : plena_status_exit_code(code);
 }
 
-/* ---- split / pack (1.10) ---- */
+/* ---- split / pack ---- */
 
 struct split_cli {
     const char *set, *out_dir;
@@ -1059,7 +1061,7 @@ static const struct plena_cmd_spec pack_spec = {
     .name = "trace pack",
     .summary = "traces -> one trace set in canonical order",
     .description = "Reads traces, validates each, and writes one trace set in canonical order "
-                   "(spec/traces-and-replay.md 1.10). A trace_id given twice is an error (V100).",
+                   "(docs/replay.md \"Campaigns\"). A trace_id given twice is an error (V100).",
     .pos = pack_pos,
     .n_pos = 1,
     .groups = pack_groups,

@@ -1,6 +1,6 @@
 /* File helpers: whole-file reads and atomic writes.
  *
- * Atomic write (spec/traces-and-replay.md section 0.3): the data go to
+ * Atomic write (docs/formats.md "Conventions"): the data go to
  * NAME.tmp.<pid>.<n> created O_EXCL in the target directory, are fsync'ed, then
  * renamed onto NAME and the directory is fsync'ed. A crash leaves either the
  * old file or the complete new one, never half a file. */

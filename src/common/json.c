@@ -1,7 +1,7 @@
-/* The JSON text writer and number spellings of spec/traces-and-replay.md
- * 0.3/0.4 and the result-file form of spec/timing-and-profile.md 7 (see
- * json.h). Strings escape only '"', '\\' and control bytes (as \u00XX, or
- * the two-character forms in the result-file form); other bytes, UTF-8
+/* The JSON text writer and number spellings of docs/formats.md
+ * "Conventions": pretty, canonical and result-file forms (see json.h).
+ * Strings escape only '"', '\\' and control bytes (as \u00XX, or the
+ * two-character forms in the result-file form); other bytes, UTF-8
  * included, are copied raw. */
 #include "common/json.h"
 
@@ -92,7 +92,7 @@ static int newline_indent(struct plena_buf *b, int level)
 
 static int cmp_keys(const void *a, const void *b)
 {
-    /* strcmp compares as unsigned char: byte order, as 0.3 asks */
+    /* strcmp compares as unsigned char: byte order, as both forms ask */
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
@@ -158,7 +158,7 @@ static int write_object(struct plena_buf *b, const json_t *v, unsigned flags, in
     const char *key;
     json_t *val;
     int rc = plena_buf_puts(b, "{");
-    if (flags & PLENA_JSON_PROFILE_FORM) { /* insertion order: the spec's key order */
+    if (flags & PLENA_JSON_PROFILE_FORM) { /* insertion order: the documented key order */
         int first = 1;
         json_object_foreach((json_t *)v, key, val)
         {

@@ -1,10 +1,10 @@
-/* The one JSON text writer of plena: spec/traces-and-replay.md 0.3 (pretty
- * form) and 0.4 (canonical form) with the shortest round-trip number
- * spellings of 0.3 (binary64 p <= 17, binary32 p <= 9), and the result-file
- * form of spec/timing-and-profile.md 7 (profile, run-stats and gate
- * summaries: PLENA_JSON_PROFILE_FORM). Trace documents and replay results both
- * go through it, so their bytes and hashes agree. It only formats: it never
- * decides what goes into a document, never reads JSON and never prints. */
+/* The one JSON text writer of plena (docs/formats.md "Conventions"): the
+ * pretty form and the canonical form with the shortest round-trip number
+ * spellings (binary64 p <= 17, binary32 p <= 9), and the result-file form
+ * (profile, run-stats and gate summaries: PLENA_JSON_PROFILE_FORM). Trace
+ * documents and replay results both go through it, so their bytes and hashes
+ * agree. It only formats: it never decides what goes into a document, never
+ * reads JSON and never prints. */
 #ifndef PLENA_COMMON_JSON_H
 #define PLENA_COMMON_JSON_H
 
@@ -23,9 +23,9 @@ void plena_json_fmt_float(char *buf, size_t n, float v);
 
 /* Flags of plena_json_dump. */
 enum {
-    /* 0.3 pretty form: keys sorted by byte order, 2-space indent, one member
+    /* The pretty form: keys sorted by byte order, 2-space indent, one member
      * per line, all-scalar arrays on one line with ", ", final newline.
-     * Without it, the 0.4 canonical form: sorted keys, no whitespace. */
+     * Without it, the canonical form: sorted keys, no whitespace. */
     PLENA_JSON_PRETTY = 1u << 0,
     /* Route-trace documents: every real inside an array held by a member named
      * `topk_weights` or `route_weights` (at any depth, nested arrays included)
@@ -35,10 +35,10 @@ enum {
     /* Refuse (-1) values nested deeper than PLENA_JSON_SHALLOW_DEPTH: replay
      * results are shallow, so deeper input is a runaway, not a result. */
     PLENA_JSON_SHALLOW = 1u << 2,
-    /* The result-file form of spec/timing-and-profile.md 7 (profile v4,
+    /* The result-file form (profile v4, docs/profile.md "Profile JSON";
      * run-stats v2, gate summaries); implies PLENA_JSON_PRETTY's indenting
      * and final newline, with these differences: keys in insertion order
-     * (the spec's key order), every array one element per line, reals as C
+     * (the documented key order), every array one element per line, reals as C
      * "%.17g" with ".0" appended when that prints like an integer (jansson
      * would print "e-8" for "e-08"), a non-finite real as null, and \b \f
      * \n \r \t as two-character escapes. */

@@ -1,5 +1,5 @@
 /* SHA-256 (FIPS 180-4), implemented in-tree for trace, settings and result
- * hashes (spec/traces-and-replay.md section 0.4). One-shot and incremental
+ * hashes (docs/replay.md "Identity"). One-shot and incremental
  * APIs; digests as 32 bytes or 64 lowercase hex characters plus NUL.
  * Deliberately no HMAC, no other SHA-2 widths. */
 #ifndef PLENA_COMMON_SHA256_H

@@ -1,4 +1,4 @@
-/* The common JSON writer of spec/traces-and-replay.md 0.3/0.4 (common/json.h):
+/* The common JSON writer (common/json.h, docs/formats.md "Conventions"):
  * shortest binary64 and binary32 spellings (hand-checked values), the pretty
  * and canonical forms (sorted keys, scalar arrays on one line, escapes), the
  * binary32 rule for route-weight arrays and the depth limit. Merged from the
@@ -41,7 +41,7 @@ static void test_fmt_double(void **state)
     expect_double(0.53125, "0.53125");
     expect_double(0.1 + 0.2, "0.30000000000000004"); /* needs all 17 digits */
     expect_double(1.0 / 3.0, "0.3333333333333333");  /* 16 digits read back */
-    /* the literal 0.3 rule: p = 1 already reads back, so 100.0 is "1e+02" */
+    /* the literal shortest-spelling rule: p = 1 already reads back, so 100.0 is "1e+02" */
     expect_double(100.0, "1e+02");
     expect_double(1e300, "1e+300");
     expect_double(-0.0, "-0");
@@ -204,7 +204,7 @@ static void test_shallow_limit(void **state)
     json_decref(deep);
 }
 
-/* The result-file form of timing-and-profile.md 7 (profile, run-stats, gate
+/* The result-file form of docs/profile.md "Profile JSON" (profile, run-stats, gate
  * summaries): insertion order, one array element per line, %.17g reals with
  * ".0" when integer-looking, two-character control escapes. */
 static void test_profile_form(void **state)

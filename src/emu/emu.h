@@ -1,4 +1,4 @@
-/* Functional PLENA emulator (spec/isa.md, spec/numerics-and-files.md).
+/* Functional PLENA emulator (docs/machine.md, docs/numerics.md).
  *
  * The emulator computes architectural state only. Timing and profiling
  * observe it through an event record filled per executed instruction
@@ -33,7 +33,7 @@ struct plena_trap {
     char detail[256];
 };
 
-/* One 64-byte HBM transaction, in the order of spec/timing-and-profile.md 3.2. */
+/* One 64-byte HBM transaction, in the order of docs/machine.md "HBM DMA". */
 struct plena_hbm_txn {
     uint64_t addr; /* byte address, multiple of 64 */
     uint8_t is_write;
@@ -41,7 +41,7 @@ struct plena_hbm_txn {
 
 /* Filled for every executed (non-trapping) instruction before the observer
  * is called. Register values are those read BEFORE the instruction executed
- * (what the overlap classifier of timing spec 5.1 needs). */
+ * (what the overlap classifier of docs/timing.md "Overlap overlay" needs). */
 struct plena_emu_event {
     uint32_t pc;
     uint32_t word;
@@ -71,8 +71,9 @@ int plena_emu_new(const struct plena_settings *s, uint64_t hbm_size, struct plen
                   struct plena_err *err);
 void plena_emu_free(struct plena_emu *emu);
 
-/* Preloads (spec/numerics-and-files.md sections 7 and 9); invalid sizes are
- * PLENA_E_INPUT naming the file and its size. The HBM image is mapped, not copied. */
+/* Preloads (docs/formats.md "HBM image" and "SRAM and VRAM preload images"); invalid
+ * sizes are PLENA_E_INPUT naming the file and its size. The HBM image is mapped, not
+ * copied. */
 int plena_emu_load_hbm_file(struct plena_emu *emu, const char *path, struct plena_err *err);
 int plena_emu_load_fpsram_file(struct plena_emu *emu, const char *path, struct plena_err *err);
 int plena_emu_load_intsram_file(struct plena_emu *emu, const char *path, struct plena_err *err);
@@ -84,12 +85,12 @@ int plena_emu_load_vram_file(struct plena_emu *emu, const char *path, struct ple
 int plena_emu_run(struct plena_emu *emu, const struct plena_program *prog, plena_emu_observer obs,
                   void *obs_ctx, struct plena_emu_result *res, struct plena_err *err);
 
-/* One-line trap message of spec/isa.md 14.2:
+/* One-line trap message of docs/machine.md "After a trap":
  * "trap at pc N (MNEMONIC, file:line): kind: detail (word 0xXXXXXXXX)". */
 void plena_emu_format_trap(const struct plena_trap *t, const struct plena_program *prog, char *buf,
                            size_t n);
 
-/* Dumps (spec/numerics-and-files.md section 10). */
+/* Dumps (docs/formats.md "Dumps"). */
 enum plena_dump_mask {
     PLENA_DUMP_VRAM = 1,
     PLENA_DUMP_MRAM = 2,

@@ -1,7 +1,8 @@
 /* Private machine layout of the functional emulator, shared by machine.c
  * (allocation, sparse memories, loaders, dumps) and exec.c (the one switch).
- * spec/isa.md section 2 is the state this mirrors. Not a public header: other
- * modules use emu.h only. Tests include it for the matrix-kernel cross check. */
+ * docs/machine.md "Machine state" is the state this mirrors. Not a public
+ * header: other modules use emu.h only. Tests include it for the matrix-kernel
+ * cross check. */
 #ifndef PLENA_EMU_EMU_INTERNAL_H
 #define PLENA_EMU_EMU_INTERNAL_H
 
@@ -73,14 +74,14 @@ struct plena_emu {
     int ref_paths;
     int kernel_isa;
 
-    /* registers (section 2.1/2.2) */
+    /* registers */
     uint32_t g[16];
     uint16_t f[16]; /* BF16 bits; only 0..7 are architectural (8..15 trap) */
     uint64_t a[16];
     uint32_t scale, stride, vmask, topk;
     int topk_set;
 
-    /* accumulators (section 2.3) */
+    /* accumulators */
     float *m_acc;  /* BLEN*BLEN */
     float *v_acc;  /* BLEN */
     float *hm_acc; /* BA*MLEN*MLEN, NULL unless BA*HLEN == MLEN */
@@ -103,7 +104,7 @@ struct plena_emu {
     uint64_t image_len;
     uint64_t hbm_hi; /* end of the highest 64-byte block written or preloaded */
 
-    /* loop stack (section 12) */
+    /* loop stack (docs/machine.md "Hardware loops") */
     struct emu_loop loops[EMU_LOOP_MAX];
     uint32_t n_loops;
     uint64_t budget_limit; /* min(base) + MAX_LOOP_INSTRUCTIONS, or UINT64_MAX */
@@ -173,7 +174,7 @@ static inline uint16_t *emu_vram_row_rw(struct plena_emu *e, uint64_t row)
     return pg + r * e->vlen;
 }
 
-/* Inline BF16 row conversions with the exact rules of num (spec/numerics 2.1:
+/* Inline BF16 row conversions with the exact rules of num (docs/numerics.md "BF16":
  * decode = bits << 16; encode = RNE on the upper half, every NaN -> 0x7FC0).
  * Written as fixed 16-element chunks so gcc -O2 vectorises them (its
  * "very cheap" cost model only takes loops with a known trip count); the tail
@@ -223,10 +224,11 @@ int emu_hbm_write(struct plena_emu *e, uint64_t addr, const uint8_t *src, size_t
 
 /* Matrix kernels (exec.c). Both compute, for i < rows and j < cols,
  *   out[i*cols + j] = dot(x[i*n + r], t[r*ts + j], r < n)
- * with products rounded to f32 and summed in increasing r (spec/numerics 6).
- * _ref is the obviously-correct scalar definition; _fast keeps every output
- * chain sequential but interleaves the independent chains so gcc vectorises
- * across j. Tests compare them bit for bit. */
+ * with products rounded to f32 and summed in increasing r
+ * (docs/numerics.md "Matrix accumulation order"). _ref is the
+ * obviously-correct scalar definition; _fast keeps every output chain
+ * sequential but interleaves the independent chains so gcc vectorises across
+ * j. Tests compare them bit for bit. */
 void emu_dot_block_ref(const float *x, size_t rows, size_t n, const float *t, size_t ts,
                        size_t cols, float *out);
 void emu_dot_block_fast(const float *x, size_t rows, size_t n, const float *t, size_t ts,

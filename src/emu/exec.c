@@ -1,7 +1,8 @@
 /* Instruction semantics of the functional emulator: one switch on enum
  * plena_op (no default, so -Wswitch flags a missing opcode), with the rules of
- * spec/isa.md sections 5-12 and the accumulation order of numerics 6. Every
- * instruction validates all addresses before its first write (precise traps).
+ * docs/machine.md and the accumulation order of docs/numerics.md
+ * "Matrix accumulation order". Every instruction validates all addresses
+ * before its first write (precise traps).
  * Timing is not computed here: an event record goes to the observer.
  * Speed: BF16 rows convert inline, matrix kernels keep each output's chain in
  * a register lane (generic GCC vectors, AVX2 or AVX-512F chosen at run time),
@@ -460,8 +461,8 @@ __attribute__((target("avx512f"))) static void dot_block_avx512(const float *x, 
 
 /* Fills an X-quad cache entry from the four BF16 rows x[0..3] (n a multiple
  * of 16): quad r/4 has lane 4i+s = x_i[r+s], decoded as load_rows does
- * (bits << 16, numerics 2.1). Per 16 r: the four rows' 16-element runs, then
- * a 4x4 transpose of their 128-bit lanes. */
+ * (bits << 16, docs/numerics.md "BF16"). Per 16 r: the four rows' 16-element
+ * runs, then a 4x4 transpose of their 128-bit lanes. */
 __attribute__((target("avx512f"))) static void mm44_fill_quads(const uint16_t *const x[4], size_t n,
                                                                float *q)
 {
@@ -502,7 +503,7 @@ static AVX512 void mm44_group(const struct emu_mm_pending *p, const int K, size_
     for (int k = 0; k < K; k++) {
         t[k] = p[k].t;
         q[k] = _mm512_load_ps(p[k].q);
-        acc[k] = MM44_PROD(k, 0); /* step 0: the bare product (numerics 6) */
+        acc[k] = MM44_PROD(k, 0); /* step 0: the bare product, as the reference order has it */
     }
 #define MM44_STEP(s)                                                                               \
     do {                                                                                           \
@@ -943,7 +944,7 @@ static float clamp88(float a)
 }
 
 /* Lane semantics of the element-wise vector ops over lanes [lo, hi): the
- * reference definition (spec/isa.md 7), one plain loop per op. */
+ * reference definition (docs/machine.md "Vector unit"), one plain loop per op. */
 static void vec_lanes_ref(enum plena_op op, int neg, const float *a, const float *b, float f,
                           float *o, uint32_t lo, uint32_t hi)
 {
@@ -1288,8 +1289,8 @@ static int op_dma(struct plena_emu *e, const struct plena_insn *in, enum plena_o
                              (unsigned long long)e->hbm_size);
         }
     }
-    /* Transaction list (timing spec 3.2): per row, element blocks then scale
-     * blocks, ascending; a store issues read then write per block. */
+    /* Transaction list (docs/machine.md "HBM DMA"): per row, element blocks then
+     * scale blocks, ascending; a store issues read then write per block. */
     size_t nt = 0;
     for (uint64_t i = 0; i < n; i++) {
         uint64_t runs[2][2] = {{sat_add(E0, i * st), row_bytes},
@@ -1378,8 +1379,8 @@ static void loop_remove(struct plena_emu *e, uint32_t idx)
     loops_changed(e);
 }
 
-/* Static pairing of spec/isa.md 12.1: pair[p] = pc of the C_LOOP_END paired
- * with the C_LOOP_START at p, or UINT32_MAX. */
+/* Static loop pairing (docs/machine.md "Hardware loops"): pair[p] = pc of the
+ * C_LOOP_END paired with the C_LOOP_START at p, or UINT32_MAX. */
 static int pair_loops(const struct plena_insn *code, size_t n, uint32_t *pair)
 {
     uint32_t *stk = plena_malloc((n ? n : 1) * sizeof *stk);
@@ -1494,7 +1495,7 @@ run_loop(struct plena_emu *e, const struct plena_insn *code, const uint32_t *wor
         case PLENA_OP_S_SUB_FP:
         case PLENA_OP_S_MAX_FP:
         case PLENA_OP_S_MUL_FP: {
-            if (in->rd == 0) { /* section 5.3: nothing read, nothing validated */
+            if (in->rd == 0) { /* a write to f0: nothing read, nothing validated */
                 if (observe) ev.f0_skip = 1;
                 break;
             }

@@ -1,8 +1,10 @@
 /* Machine state of the functional emulator: allocation from the settings,
- * sparse VRAM and HBM (spec/isa.md 2.4), preload files (numerics 7 and 9),
- * dumps (numerics 10) and the trap line of isa 14.2. Instruction semantics
- * live in exec.c only. VRAM and HBM pages materialise on first write; the HBM
- * image is mapped read-only and written pages are copied into an overlay. */
+ * sparse VRAM and HBM (docs/machine.md "Machine state"), preload files
+ * (docs/formats.md "HBM image" and "SRAM and VRAM preload images"), dumps
+ * (docs/formats.md "Dumps") and the trap line
+ * (docs/machine.md "After a trap"). Instruction semantics live in exec.c
+ * only. VRAM and HBM pages materialise on first write; the HBM image is
+ * mapped read-only and written pages are copied into an overlay. */
 #include "emu/emu_internal.h"
 
 #include "common/alloc.h"
@@ -56,7 +58,7 @@ static uint8_t *hbm_page(const struct plena_emu *e, uint64_t page)
     return e->hbm_l1[l1][page & ((1u << HBM_L2_BITS) - 1)];
 }
 
-/* Bytes at or beyond HBM_SIZE read as 0 (isa 2.4). */
+/* Bytes at or beyond HBM_SIZE read as 0 (docs/machine.md "Machine state"). */
 void emu_hbm_read(const struct plena_emu *e, uint64_t addr, uint8_t *dst, size_t n)
 {
     while (n > 0) {
@@ -395,9 +397,9 @@ static int read_full(int fd, void *buf, size_t n)
     return 0;
 }
 
-/* Opens an SRAM preload (numerics 9/10): its size must be a multiple of
- * `elem` bytes and at most `max`; `what` names the memory and `limit` how max
- * comes from the settings, for the message. */
+/* Opens an SRAM preload (docs/formats.md "SRAM and VRAM preload images"): its
+ * size must be a multiple of `elem` bytes and at most `max`; `what` names the
+ * memory and `limit` how max comes from the settings, for the message. */
 static int open_preload(const char *path, unsigned elem, uint64_t max, const char *what,
                         const char *limit, int *fd, uint64_t *size, struct plena_err *err)
 {

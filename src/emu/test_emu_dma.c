@@ -1,7 +1,9 @@
-/* HBM DMA (spec/isa.md 11, timing spec 3.2 transaction order), preload
- * loaders and dumps (numerics 7, 9, 10), loops (isa 12), the remaining trap
- * kinds of 14.1, the trap line of 14.2, events and determinism. Expected bytes
- * come from the spec's worked examples. */
+/* HBM DMA and its transaction order (docs/machine.md "HBM DMA"), preload
+ * loaders and dumps (docs/formats.md "HBM image",
+ * "SRAM and VRAM preload images" and "Dumps"), loops
+ * (docs/machine.md "Hardware loops"), the remaining trap kinds and the trap
+ * line (docs/machine.md "Traps" and "After a trap"), events and determinism.
+ * Expected bytes are worked examples computed by hand, not by the code. */
 #include "emu/test_util.h"
 
 #include <fcntl.h>
@@ -66,8 +68,9 @@ static void test_g2_prefetch_list(void **state)
     plena_emu_free(e);
 }
 
-/* numerics 10: H_STORE_V of rows 0..3 (row 0 starts with row A) gives a
- * 320-byte hbm_dump.bin; events carry read/write pairs per block. */
+/* H_STORE_V of rows 0..3 (row 0 starts with row A) gives a 320-byte
+ * hbm_dump.bin (docs/formats.md "Dumps"); events carry read/write pairs per
+ * block. */
 static void test_store_dump_320(void **state)
 {
     (void)state;
@@ -106,8 +109,9 @@ static void test_store_dump_320(void **state)
     plena_emu_free(e);
 }
 
-/* isa 11.2 worked example: W[128][128] at 65536, SCALE 16384, STRIDE 128,
- * off 8256: row 1 elements at 73920..73983, scales at 82968..82975. */
+/* Address formation (docs/machine.md "HBM DMA"), worked example: W[128][128]
+ * at 65536, SCALE 16384, STRIDE 128, off 8256: row 1 elements at
+ * 73920..73983, scales at 82968..82975. */
 static void test_address_formation(void **state)
 {
     (void)state;
@@ -141,9 +145,10 @@ static void test_address_formation(void **state)
     plena_emu_free(e);
 }
 
-/* H_PREFETCH_M decodes with the settings' MX mode (numerics 3-5): the same
- * bytes in PLENA and OCP mode. Row 0: block 0 = {0x38, 0x78, 0x01, 0xB8}
- * under scale byte 127 (2^0 in both), block 1 = {0x38} under scale byte 0.
+/* H_PREFETCH_M decodes with the settings' MX mode (docs/numerics.md
+ * "MX decode" and "OCP mode"): the same bytes in PLENA and OCP mode. Row 0:
+ * block 0 = {0x38, 0x78, 0x01, 0xB8} under scale byte 127 (2^0 in both),
+ * block 1 = {0x38} under scale byte 0.
  * PLENA: 1, inf (e=15 m=0), 2^-10 (m/8 * 2^-7), -1; scale 0 -> 0.
  * OCP e4m3fn/e8m0: 1, 256, 2^-9, -1; scale 0 -> 2^-127. */
 static void test_prefetch_mx_modes(void **state)
@@ -203,8 +208,9 @@ static void test_mx_block_checked(void **state)
 static const uint8_t image18[18] = {0x28, 0x30, 0x34, 0x38, 0x20, 0xA8, 0x00, 0x3C, 0x3A,
                                     0x3F, 0xBF, 0x07, 0x01, 0x00, 0x3C, 0x38, 0x81, 0x7F};
 
-/* numerics 7 worked example through a mapped image file, plus the MRAM dump
- * example of numerics 10 (tile 0 row 1 column 3 = E0 3B at bytes 134..135). */
+/* A worked HBM image (docs/formats.md "HBM image") through a mapped image
+ * file, plus an MRAM dump example (docs/formats.md "Dumps": tile 0 row 1
+ * column 3 = E0 3B at bytes 134..135). */
 static void test_image_prefetch(void **state)
 {
     (void)state;
@@ -225,7 +231,7 @@ static void test_image_prefetch(void **state)
     tu_ok(e, &p);
     const uint16_t rowB[8] = {0x3FA0, 0x3FF0, 0xBFF0, 0x3BE0, 0x3A80, 0x0000, 0x3FC0, 0x3F80};
     /* lanes 8, 9 read the image's scale bytes 0x81 0x7F as codes with scale
-     * byte 0: -2^-10 * 0 = -0.0 (sign kept) and NaN * 0 = NaN (numerics 4.1) */
+     * byte 0: -2^-10 * 0 = -0.0 (sign kept) and NaN * 0 = NaN (docs/numerics.md "MX decode") */
     for (unsigned i = 0; i < 64; i++) {
         uint16_t w = i < 8 ? rowB[i] : (i == 8 ? 0x8000 : (i == 9 ? 0x7FC0 : 0));
         assert_int_equal(plena_emu_vram_get(e, 64 * 8 + i), w);
@@ -633,8 +639,8 @@ static void test_loop_budget(void **state)
     plena_emu_free(e);
 }
 
-/* isa 12.1 example; the word after C_BREAK is an invalid opcode that must
- * never execute. */
+/* C_BREAK out of a paired loop (docs/machine.md "Hardware loops"); the word
+ * after C_BREAK is an invalid opcode that must never execute. */
 static void test_break(void **state)
 {
     (void)state;

@@ -1,8 +1,9 @@
-/* Semantics tests per opcode group (spec/isa.md sections 6, 7, 9, 10, 14):
- * scalar int and FP, vector element-wise ops with masks and the NaN/-0
- * rows of 7.1, V_SHFT_V, reductions, S_MAP_V_FP, matrix ops and write-outs,
- * and the fast matrix kernel against the scalar reference. Expected values
- * are hand-computed or computed by independent loops in the test. */
+/* Semantics tests per opcode group (docs/machine.md "Matrix unit", "Vector
+ * unit", "Scalar unit" and "Traps"): scalar int and FP, vector element-wise
+ * ops with masks and their NaN/-0 rules, V_SHFT_V, reductions, S_MAP_V_FP,
+ * matrix ops and write-outs, and the fast matrix kernel against the scalar
+ * reference. Expected values are hand-computed or computed by independent
+ * loops in the test. */
 #include "emu/test_util.h"
 #include "emu/emu_internal.h"
 
@@ -329,7 +330,7 @@ static void test_m_mm(void **state)
     for (unsigned i = 0; i < 4 * 64; i++)
         tu_vset(e, 64 * 30 + i, 1.0f); /* rows 30..33 */
     struct tu_prog p = {.n = 0};
-    LI(&p, 1, 4608); /* isa 6 worked example: tile 1, columns 8..11 */
+    LI(&p, 1, 4608); /* worked example: tile 1, columns 8..11 */
     LI(&p, 2, 512);
     R(&p, M_MM, 0, 1, 2);
     R(&p, M_MM, 0, 1, 2); /* accumulates: 2x */

@@ -1,11 +1,12 @@
 /* The emulator's fast paths against its scalar reference, bit for bit
- * (spec/numerics-and-files.md 2.1 and 6, spec/isa.md 6-7): inline BF16 row
- * conversions vs plena_num_bf16_row_* on every BF16 pattern and on f32 tie
- * points; every matrix kernel family vs emu_dot_block_ref on many shapes and
- * special values; and whole random programs of vector and matrix ops run on a
- * machine with ref_paths set and on machines with the generic, AVX2 and AVX-512F
- * kernels, comparing all VRAM, FP registers and FP SRAM. The reference side
- * is the plain definition, never the code under test. */
+ * (docs/numerics.md "BF16" and "Matrix accumulation order",
+ * docs/machine.md "Matrix unit" and "Vector unit"): inline BF16 row conversions
+ * vs plena_num_bf16_row_* on every BF16 pattern and on f32 tie points; every
+ * matrix kernel family vs emu_dot_block_ref on many shapes and special values;
+ * and whole random programs of vector and matrix ops run on a machine with
+ * ref_paths set and on machines with the generic, AVX2 and AVX-512F kernels,
+ * comparing all VRAM, FP registers and FP SRAM. The reference side is the plain
+ * definition, never the code under test. */
 #include "emu/emu_internal.h"
 #include "emu/test_util.h"
 
@@ -70,7 +71,7 @@ static void test_bf16_encode_ties(void **state)
         emu_bf16_row_from_f32(x + k, b, lens[k]);
         assert_memory_equal(a, b, sizeof a);
     }
-    /* spot checks from the spec, independent of num: tie to even, NaN */
+    /* spot checks worked by hand, independent of num: tie to even, NaN */
     uint16_t o[4];
     float sp[4] = {f32_of(0x3F808000u), f32_of(0x3F818000u), f32_of(0xFFC12345u),
                    f32_of(0x7F7FFFFFu)};
@@ -380,9 +381,11 @@ static void test_programs_fast_vs_ref(void **state)
  * only sees through BF16 write-outs (those hide a 1-ulp f32 difference):
  * a few instructions per run, then m_acc compared bit for bit between the
  * reference machine and every kernel family. Moderate finite operands with
- * 0.5% specials (few NaNs, so most chains stay comparable), some with all-(-0) X rows and m_acc
- * preset to -0: numerics 6 then gives -0, and +0 if a kernel started a chain
- * at 0 + product. MLEN 20 covers MLEN not a multiple of 16. */
+ * 0.5% specials (few NaNs, so most chains stay comparable), some with
+ * all-(-0) X rows and m_acc preset to -0: the accumulation order
+ * (docs/numerics.md "Matrix accumulation order") then gives -0, and +0 if a
+ * kernel started a chain at 0 + product. MLEN 20 covers MLEN not a multiple
+ * of 16. */
 static float rand_moderate(uint32_t *s)
 {
     uint32_t r = rng(s);
@@ -452,7 +455,7 @@ static void test_mm_acc_fast_vs_ref(void **state)
             m[3]->kernel_isa = emu_host_isa();
             for (int q = 0; q < 4; q++)
                 assert_int_equal(tu_run(m[q], &p).status, PLENA_RUN_COMPLETED);
-            if (negz) /* numerics 6: -0 chains stay -0 (NaN ones aside) */
+            if (negz) /* -0 chains stay -0 (NaN ones aside) */
                 for (uint32_t i = 0; i < Bl * Bl; i++) {
                     if (isnan(m[0]->m_acc[i])) continue;
                     uint32_t ba;

@@ -1,12 +1,14 @@
-/* V_TOPK and C_SET_TOPK_REG (spec/isa.md section 8): the worked example of
- * 8.2 with the dump bytes of numerics 10, policies 0/1/15 for several shapes,
- * ties, NaN logits, and every trap of the pair. Expected ids are chosen by
- * hand; expected weights follow the spec formula computed here in f32. */
+/* V_TOPK and C_SET_TOPK_REG (docs/machine.md "C_SET_TOPK_REG and V_TOPK"): a
+ * worked example with the dump bytes of docs/formats.md "Dumps", policies
+ * 0/1/15 for several shapes, ties, NaN logits, and every trap of the pair.
+ * Expected ids are chosen by hand; expected weights follow the documented
+ * formula computed here in f32. */
 #include "emu/test_util.h"
 
 #include <math.h>
 
-/* Spec 8.2 step 3 for the selected values v[0..k) in rank order. */
+/* Step 3 of V_TOPK (docs/machine.md "C_SET_TOPK_REG and V_TOPK") for the
+ * selected values v[0..k) in rank order. */
 static void softmax_ref(const float *v, unsigned k, uint16_t *out)
 {
     float ex[256], D = 0.0f;

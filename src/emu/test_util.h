@@ -1,8 +1,8 @@
 /* Shared helpers of the emulator tests: a small hand-filled machine
  * (MLEN = VLEN = 64, BLEN 4, HLEN 16, BA 4, 256 VRAM rows, 4 MRAM tiles),
  * a program builder over plena_isa_encode, and a temp directory. Expected
- * values in the tests come from the spec or hand computation, never from
- * running the emulator. */
+ * values in the tests come from the documented semantics or hand
+ * computation, never from running the emulator. */
 #ifndef PLENA_EMU_TEST_UTIL_H
 #define PLENA_EMU_TEST_UTIL_H
 

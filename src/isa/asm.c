@@ -1,4 +1,4 @@
-/* The PLENA assembler (spec/isa.md 13.1-13.6, deviation row 11 of 16).
+/* The PLENA assembler (docs/machine.md "Assembly syntax" to "Upstream encoder").
  * Operands are parsed from the forms.def descriptors (parsed once per call
  * into a small table), mnemonics are found through a hash table built from
  * isa.def; no opcode has its own parsing code. Hand-written scanner, no
@@ -62,8 +62,8 @@ struct op_rt {
     uint8_t has_up;
 };
 
-/* spec/isa.md 13.5: the three forms where the upstream assembler places an
- * operand where the decoder does not read it. */
+/* The three forms where the upstream assembler places an operand where the
+ * decoder does not read it (docs/machine.md "Upstream encoder"). */
 static const struct {
     uint8_t op, field;
     int8_t pos;
@@ -377,7 +377,8 @@ static int stage_expected_list(char *buf, size_t n)
     return 0;
 }
 
-/* An own-line comment: checks a stage marker's name (13.2 / 13.4). */
+/* An own-line comment: checks a stage marker's name (docs/machine.md
+ * "Assembly syntax" and "Strict and lenient assembly"). */
 static int check_comment(struct ctx *c, const struct plena_asm_line *ln)
 {
     const char *p = ln->s + ln->first, *e = ln->s + ln->end;
@@ -415,7 +416,8 @@ static int assemble_line(struct ctx *c, const struct plena_asm_line *ln, uint32_
     if (ce < e && find_stage_tag(ce, e)) {
         if (c->opts->strict)
             return fail(c, find_stage_tag(ce, e), "stage marker must be on its own line");
-        /* lenient: a marker in a trailing comment is ignored (13.4) */
+        /* lenient: a marker in a trailing comment is ignored
+         * (docs/machine.md "Strict and lenient assembly") */
     }
     while (ce > s && plena_asm_is_blank(ce[-1]))
         ce--;
@@ -435,8 +437,7 @@ static int assemble_line(struct ctx *c, const struct plena_asm_line *ln, uint32_
             why = "; opcode 0x31 is not implemented by any emulator";
         else if (mlen == 20 && !memcmp(s, "C_HADAMARD_TRANSFORM", 20))
             why = "; opcode 0x33 is not implemented by any emulator";
-        return fail(c, s,
-                    "unknown mnemonic '%.*s' (expected a mnemonic of spec/isa.md section 4%s)",
+        return fail(c, s, "unknown mnemonic '%.*s' (expected a mnemonic of docs/isa.md%s)",
                     (int)mlen, s, why);
     }
     const struct plena_op_info *info = plena_isa_info((unsigned)op);
@@ -529,7 +530,9 @@ static int assemble_line(struct ctx *c, const struct plena_asm_line *ln, uint32_
             fv[d->field] = v;
             fat[d->field] = t[i].s;
         }
-        /* Field-value rules that trap at run time (13.4): strict error, lenient warning. */
+        /* Field-value rules that trap at run time
+         * (docs/machine.md "Strict and lenient assembly"): strict error,
+         * lenient warning. */
         const char *bad = NULL;
         char msg[160];
         if (d->kind == K_S && v > 1) {
@@ -567,7 +570,8 @@ static int assemble_line(struct ctx *c, const struct plena_asm_line *ln, uint32_
                             fv[F_IMM]};
     uint32_t w = plena_isa_encode(&in);
     if (c->opts->encoder_upstream && o->has_up && fv[o->up_field] != 0) {
-        /* 13.5: move (or drop) the deviating field to the upstream position. */
+        /* --encoder=upstream: move (or drop) the deviating field to the upstream
+         * position. */
         uint32_t v = fv[o->up_field];
         if (o->up_field == F_IMM) {
             w = plena_setfield(w, PLENA_POS_IMM18, PLENA_SIZE_IMM18, 0);

@@ -1,8 +1,10 @@
-/* PLENA assembler (spec/isa.md 13.1-13.6): text -> struct plena_program.
- * Operand parsing is driven by isa.def + forms.def only; strict/lenient rules
- * of 13.4, the upstream-encoder placement of 13.5, and the shared line
- * scanner the label pass (labels.c) uses so both see the same instruction
- * lines. The library never prints: warnings are returned in a list. */
+/* PLENA assembler (docs/machine.md "Assembly syntax"): text -> struct
+ * plena_program. Operand parsing is driven by isa.def + forms.def only; the
+ * strict/lenient rules (docs/machine.md "Strict and lenient assembly"), the
+ * upstream-encoder placement (docs/machine.md "Upstream encoder"), and the
+ * shared line scanner the label pass (labels.c) uses so both see the same
+ * instruction lines. The library never prints: warnings are returned in a
+ * list. */
 #ifndef PLENA_ISA_ASM_H
 #define PLENA_ISA_ASM_H
 
@@ -14,9 +16,9 @@
 #include "../isa/program.h"
 
 struct plena_asm_opts {
-    int strict;           /* 13.4 strict column; 0 = lenient */
-    int encoder_upstream; /* 13.5: reproduce upstream placement, warn where it differs */
-    int want_labels;      /* run the label pass (timing spec 6.2) into out->labels */
+    int strict;           /* the strict column of "Strict and lenient assembly"; 0 = lenient */
+    int encoder_upstream; /* reproduce upstream placement, warn where it differs */
+    int want_labels;      /* also run the label pass (labels.c) into out->labels */
 };
 
 /* One warning. Errors are not listed: the first error stops assembly and is
@@ -50,7 +52,7 @@ int plena_asm_text(const char *text, size_t len, const char *name,
 int plena_asm_file(const char *path, const struct plena_asm_opts *opts, struct plena_program *out,
                    struct plena_asm_diags *warnings, struct plena_err *err);
 
-/* ---- The shared line scanner (13.1 and timing spec 6.2) ----
+/* ---- The shared line scanner (assembler and label pass) ----
  * Lines split on LF; a CR before LF (in fact any trailing CR) is dropped. A
  * line is classified by its first non-blank character. */
 enum plena_asm_line_kind {

@@ -1,4 +1,4 @@
-/* PLENA disassembler (spec/isa.md 13.6): one word -> canonical assembly with
+/* PLENA disassembler (docs/machine.md "Disassembly"): one word -> canonical assembly with
  * every optional operand written out, `.word 0xXXXXXXXX` for Invalid
  * opcodes. Operand order and kinds come from forms.def; there is no
  * per-opcode printing code. It does not annotate bits outside the class. */
@@ -16,7 +16,7 @@
 
 /* Writes the text of `w` into buf (n >= PLENA_DISASM_MAX never truncates).
  * Returns the text length. A valid opcode whose FP register field is >= 8
- * (not expressible in assembly, 13.1) is written as `.word` plus a comment. */
+ * (not expressible in assembly) is written as `.word` plus a comment. */
 size_t plena_disasm_word(uint32_t w, char *buf, size_t n);
 
 /* Appends one line per word to `out`. PLENA_E_NOMEM when an append fails. */

@@ -50,7 +50,7 @@ static void gen_isa(struct plena_buf *b)
                    "Generated from `src/isa/isa.def` (opcodes), `src/isa/forms.def` (operand "
                    "forms), `src/isa/costs.def` (cost rules and latency keys) and "
                    "`src/isa/columns.def` (state and flow vocabularies). The "
-                   "normative text is `spec/isa.md`.\n\n## Opcodes\n\n"
+                   "machine is described in [machine.md](machine.md).\n\n## Opcodes\n\n"
                    "Reads and Writes list the machine state an opcode may touch on some "
                    "execution (see State below); Flow says where execution continues.\n\n"
                    "| Opcode | Mnemonic | Class | Operands | Form | Unit | Cost | Reads | Writes "
@@ -170,10 +170,12 @@ static void gen_stages(struct plena_buf *b)
 {
     plena_buf_puts(b, header);
     plena_buf_puts(b, "# Stage vocabulary\n\n"
-                      "Generated from `src/isa/stages.def` (design decision D5). This order is "
-                      "the enum order, the JSON order of the profile and the order of this "
-                      "table. Mark a region with a comment line `; @stage=<name> [@pair=<n>]` "
-                      "(spec/isa.md 13.2, spec/timing-and-profile.md 6.3).\n\n"
+                      "Generated from `src/isa/stages.def` ([profile.md \"Stage vocabulary\"]"
+                      "(profile.md#stage-vocabulary)). This order is the enum order, the JSON "
+                      "order of the profile and the order of this table. Mark a region with a "
+                      "comment line `; @stage=<name> [@pair=<n>]` ([machine.md \"Assembly "
+                      "syntax\"](machine.md#assembly-syntax), [profile.md \"Stage attribution\"]"
+                      "(profile.md#stage-attribution)).\n\n"
                       "| # | Name | Branch | Routing tax | Pair scope | Work billed to it |\n"
                       "|---|---|---|---|---|---|\n");
     for (int s = 0; s < PLENA_STAGE_COUNT; s++) {
@@ -185,9 +187,10 @@ static void gen_stages(struct plena_buf *b)
         plena_buf_puts(b, " |\n");
     }
     plena_buf_puts(b, "\n## Branches\n\n"
-                      "The shared-vs-routed split (spec/timing-and-profile.md 7.8, "
-                      "spec/traces-and-replay.md 5.6) sums `wall_picos` per branch. The routing "
-                      "tax (spec/traces-and-replay.md 5.7) sums the stages marked yes.\n\n"
+                      "The shared-vs-routed split ([profile.md \"Shared-vs-routed split\"]"
+                      "(profile.md#shared-vs-routed-split)) sums `wall_picos` per branch. The "
+                      "routing tax ([profile.md \"Routing tax\"](profile.md#routing-tax)) sums "
+                      "the stages marked yes.\n\n"
                       "| Branch | In the split | Stages |\n|---|---|---|\n");
     for (int br = 0; br < PLENA_BRANCH_COUNT; br++) {
         plena_buf_printf(b, "| %s | ", plena_stage_branch_name(br));
@@ -203,8 +206,10 @@ static void gen_stages(struct plena_buf *b)
     }
     plena_buf_puts(b, "\n## Pair scopes\n\n"
                       "What entering a stage does to the current pair id when the marker carries "
-                      "no `@pair=` (spec/timing-and-profile.md 6.3-6.4). The routed experts' own "
-                      "work (`expert_*`, 6.5) is the routed branch with pair scope.\n\n"
+                      "no `@pair=` ([profile.md \"Stage attribution\"]"
+                      "(profile.md#stage-attribution)). The routed experts' own work "
+                      "(`expert_*`, [profile.md \"Routed lowering\"](profile.md#routed-lowering)) "
+                      "is the routed branch with pair scope.\n\n"
                       "| Scope | Rule | Stages |\n|---|---|---|\n");
     for (int c = 0; c < PLENA_SCOPE_COUNT; c++) {
         plena_buf_printf(b, "| %s | ", plena_stage_scope_name(c));

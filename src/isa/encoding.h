@@ -1,4 +1,4 @@
-/* PLENA instruction word layout (spec/isa.md section 3), drawn once.
+/* PLENA instruction word layout, drawn once (docs/machine.md "Instruction word").
  *
  *  31        26 25    22 21   18 17   14 13   10 9     6 5      0
  * +------------+--------+-------+-------+-------+-------+--------+

@@ -1,7 +1,7 @@
 /* The PLENA ISA as data: opcodes, encoding classes, operand forms, units,
  * cost rules and the state each opcode reads and writes, all expanded from
  * isa.def / forms.def / costs.def / columns.def, plus the word encoder and
- * decoder. spec/isa.md is normative. */
+ * decoder. docs/machine.md describes the machine they encode. */
 #ifndef PLENA_ISA_ISA_H
 #define PLENA_ISA_ISA_H
 
@@ -37,7 +37,7 @@ enum plena_unit {
     PLENA_UNIT_COUNT
 };
 
-/* Resource classes of spec/timing-and-profile.md 7.5, in JSON key order. */
+/* Resource classes of docs/profile.md "Accumulator", in JSON key order. */
 enum plena_resource {
 #define PLENA_RESOURCE(id, name) PLENA_RESOURCE_##id,
 #include "../isa/columns.def"

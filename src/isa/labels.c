@@ -1,5 +1,5 @@
-/* The label pass (spec/timing-and-profile.md 6.2-6.4 and 7.2): one (stage,
- * pair) label per instruction line, found with the assembler's own line
+/* The label pass (docs/profile.md "Stage attribution"): one (stage, pair)
+ * label per instruction line, found with the assembler's own line
  * scanner (asm.h) so label i is always PC i. Markers mode vs legacy mode, the
  * 13 legacy rules as ONE data table, pair-id extraction, the lowering marker
  * and routed_moe_markers_present. It does not assemble or validate operands. */
@@ -10,7 +10,7 @@
 #include "isa/program.h"
 #include "isa/stages.h"
 
-/* ---- legacy rules (6.4) ----
+/* ---- legacy rules ----
  * A clause matches when the lowercased comment contains `has` (and `has2`
  * when given), does not contain `lacks` (when given) and the current stage is
  * `cur` (when cur >= 0). A rule matches when any of its clauses does. The
@@ -116,7 +116,7 @@ static int legacy_stage(const char *s, size_t n, int cur)
     return cur;
 }
 
-/* Legacy pair id (6.4): first `key` occurrence followed immediately by a
+/* Legacy pair id: first `key` occurrence followed immediately by a
  * digit run that fits in u32. Returns 1 and *id when found. */
 static int scan_pair(const char *s, size_t n, const char *key, uint32_t *id)
 {
@@ -143,7 +143,7 @@ static int legacy_pair_id(const char *s, size_t n, uint32_t *id)
     return scan_pair(s, n, "step6_pair", id) || scan_pair(s, n, "pair=", id);
 }
 
-/* ---- markers (6.3) ---- */
+/* ---- markers ---- */
 
 struct state {
     struct plena_labels *l;

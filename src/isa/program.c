@@ -1,4 +1,4 @@
-/* Machine-code reader/writer (spec/numerics-and-files.md section 8) and
+/* Machine-code reader/writer (docs/formats.md "Machine code") and
  * plena_program_load/free. The reader accepts any whitespace, optional 0x/0X
  * and 1-8 hex digits of either case; the writer emits exactly `0x%08X\n`.
  * Assembly goes through asm.c; this file does no label pass of its own. */

@@ -1,6 +1,6 @@
 /* A loaded PLENA program: machine words plus, when the assembly source is
  * known, the PC -> source line table and the stage labels of the label pass
- * (spec/timing-and-profile.md 6.2-6.4, spec/isa.md 13.2).
+ * (docs/profile.md "Stage attribution", docs/machine.md "Assembly syntax").
  *
  * Producers: the assembler (plena_asm_*), the .mem reader
  * (plena_program_read_mem) and plena_program_load (either, by extension).
@@ -81,7 +81,7 @@ struct plena_program {
 void plena_program_free(struct plena_program *p); /* frees members; p itself is caller-owned */
 void plena_labels_free(struct plena_labels *l);
 
-/* Reads PLENA hex machine code (spec/numerics-and-files.md section 8).
+/* Reads PLENA hex machine code (docs/formats.md "Machine code").
  * A bad token is PLENA_E_INPUT with "file:line: ..." naming the text. */
 int plena_program_read_mem(const char *path, struct plena_program *out, struct plena_err *err);
 int plena_program_parse_mem(const char *text, size_t len, const char *name,

@@ -1,6 +1,7 @@
-/* Stage vocabulary expanded from stages.def (design decision D5): names,
- * meanings and the columns every classifier reads (split branch, routing
- * tax, pair scope), so no module keeps its own list of stages. */
+/* Stage vocabulary expanded from stages.def
+ * (docs/profile.md "Stage vocabulary"): names, meanings and the columns every
+ * classifier reads (split branch, routing tax, pair scope), so no module
+ * keeps its own list of stages. */
 #ifndef PLENA_ISA_STAGES_H
 #define PLENA_ISA_STAGES_H
 
@@ -37,7 +38,7 @@ int plena_stage_lookup(const char *name, unsigned len);
 enum plena_stage_branch plena_stage_branch(enum plena_stage s);
 int plena_stage_is_routing_tax(enum plena_stage s);
 enum plena_stage_scope plena_stage_scope(enum plena_stage s);
-/* The routed experts' own work ("expert_*" of timing-and-profile.md 6.5):
+/* The routed experts' own work ("expert_*" of docs/profile.md "Routed lowering"):
  * branch routed and scope pair. */
 int plena_stage_is_routed_expert(enum plena_stage s);
 

@@ -1,7 +1,9 @@
-/* Assembler, disassembler and .mem reader/writer tests (spec/isa.md 13,
- * spec/numerics-and-files.md 8). Expected words come from the worked
- * encodings of isa.md 13.6; rejection cases are testdata/err_*.asm with the
- * expected "line:col: message" in their first line (decodetree style). */
+/* Assembler, disassembler and .mem reader/writer tests (docs/machine.md
+ * "Assembly syntax" and "Disassembly", docs/formats.md "Machine code").
+ * Expected words are worked encodings, built by hand from the word layout of
+ * docs/machine.md "Instruction word"; rejection cases are testdata/err_*.asm
+ * with the expected "line:col: message" in their first line (decodetree
+ * style). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,7 +45,7 @@ static uint32_t word_of(const char *text, int upstream)
     return w;
 }
 
-/* spec/isa.md 13.6, both encoder columns. */
+/* Worked encodings, both encoder columns (docs/machine.md "Upstream encoder"). */
 static const struct {
     const char *text;
     uint32_t plena, upstream;
@@ -81,8 +83,9 @@ static void test_worked_encodings(void **state)
         assert_int_equal(word_of(worked[i].text, 0), worked[i].plena);
         assert_int_equal(word_of(worked[i].text, 1), worked[i].upstream);
     }
-    /* Accepted upstream spellings (13.3): 4th ignored operand, gp0 for Z,
-     * the three-operand *_WO form, hex immediates, blanks around commas. */
+    /* Accepted upstream spellings (docs/isa.md "Operand forms"): 4th ignored
+     * operand, gp0 for Z, the three-operand *_WO form, hex immediates, blanks
+     * around commas. */
     assert_int_equal(word_of("M_MM gp0, gp2, gp1, 0", 0), 0x00004801);
     assert_int_equal(word_of("M_MV_WO gp3, gp0, 4", 0), 0x000100CB);
     assert_int_equal(word_of("  S_ADDI_INT   gp1 ,gp0 , 0x5  ; comment", 0), 0x00014062);
@@ -363,7 +366,7 @@ static void test_empty_and_comments(void **state)
     plena_program_free(&p);
 }
 
-/* ---- .mem (spec/numerics-and-files.md 8) ---- */
+/* ---- .mem (docs/formats.md "Machine code") ---- */
 
 static void mem_bad(const char *text, const char *where, const char *msg)
 {

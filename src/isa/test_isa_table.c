@@ -72,7 +72,8 @@ static void test_roundtrip_extreme_fields(void **state)
 static void test_spec_worked_encodings(void **state)
 {
     (void)state;
-    /* spec/isa.md 13.6, built from fields (the assembler test checks the text). */
+    /* Worked encodings (docs/machine.md "Instruction word"), built from fields
+     * (the assembler test checks the text). */
     struct plena_insn in = {.op = PLENA_OP_S_ADDI_INT, .rd = 1, .rs1 = 0, .imm = 5};
     assert_int_equal(plena_isa_encode(&in), 0x00014062);
     struct plena_insn lui = {.op = PLENA_OP_S_LUI_INT, .rd = 2, .imm = 8};
@@ -122,7 +123,7 @@ static void test_stage_table(void **state)
 
 /* Class and unit vocabularies (columns.def) as data: the names, the fields
  * each class places (checked by encoding one field at a time) and the
- * resource class each unit bills to (timing-and-profile.md 7.5). */
+ * resource class each unit bills to (docs/profile.md "Accumulator"). */
 static void test_class_and_unit_tables(void **state)
 {
     (void)state;
@@ -179,7 +180,7 @@ static void test_class_and_unit_tables(void **state)
     assert_int_equal(plena_resource_of(0x3F), PLENA_RESOURCE_OTHER);
 }
 
-/* The READS/WRITES/FLOW columns as data: facts of spec/isa.md that any
+/* The READS/WRITES/FLOW columns as data: facts of docs/machine.md that any
  * correct row set satisfies, so a wrongly marked opcode fails here. */
 static int popcount(unsigned x)
 {
@@ -257,10 +258,10 @@ static void test_state_columns(void **state)
     assert_string_equal(plena_flow_name(PLENA_FLOW_EXIT), "exit");
 }
 
-/* The stage columns against the spec's lists, as data: branches of
- * traces-and-replay.md 5.6 (= timing-and-profile.md 7.8), the routing tax of
- * 5.7, the pair-sticky stages of timing-and-profile.md 6.3, the two stages
- * that end a pair in legacy mode (6.4) and the expert_* stages of 6.5. */
+/* The stage columns against lists typed in here from docs/profile.md, as
+ * data: the branches of "Shared-vs-routed split", the routing tax of "Routing
+ * tax", the pair-sticky stages and the two stages that end a pair in legacy
+ * mode ("Stage attribution") and the expert_* stages of "Routed lowering". */
 static int in_list(const char *name, const char *const *list)
 {
     for (; *list; list++)

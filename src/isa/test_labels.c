@@ -1,7 +1,8 @@
-/* Label pass conformance (spec/timing-and-profile.md 10, T6 and T7): markers
+/* Label pass conformance (docs/profile.md "Stage attribution"): markers
  * vs legacy mode, each of the 13 legacy rules, pair-id extraction, pair
  * tokens, unresolved markers, the lowering marker and
- * routed_moe_markers_present. Expected labels are read off the spec tables. */
+ * routed_moe_markers_present. Expected labels are worked out by hand from the
+ * rules, not from labels.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -85,7 +86,8 @@ static void test_marker_syntax_and_pairs(void **state)
     plena_labels_free(&l);
 }
 
-/* T7 */
+/* An unresolved marker: listed with line and count, the region keeps the
+ * previous stage. */
 static void test_unresolved_marker(void **state)
 {
     (void)state;
@@ -113,7 +115,7 @@ static void test_unresolved_marker(void **state)
     plena_labels_free(&l);
 }
 
-/* T6: one fixture per legacy rule of 6.4. */
+/* One fixture per legacy rule. */
 static void test_legacy_rules(void **state)
 {
     (void)state;

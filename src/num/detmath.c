@@ -1,10 +1,11 @@
-/* det_log / det_exp / det_sincos of spec/traces-and-replay.md section 0.5.
+/* det_log / det_exp / det_sincos of docs/numerics.md "Deterministic math".
  * Algorithms are the classic fdlibm ones (Sun, 1993: Cody-Waite reduction,
  * then minimax polynomials with the published coefficients), re-expressed
  * with frexp/ldexp/floor in place of bit twiddling. Every expression is
  * evaluated in the written order in binary64 (-ffp-contract=off), so the
- * results do not depend on the C library. Only the reduced domains the spec
- * needs are supported: no Payne-Hanek reduction for huge sin/cos arguments. */
+ * results do not depend on the C library. Only the reduced domains the trace
+ * generators need are supported: no Payne-Hanek reduction for huge sin/cos
+ * arguments. */
 #include "num/detmath.h"
 
 #include <math.h> /* floor, frexp, ldexp only: exact operations */

@@ -1,5 +1,5 @@
 /* Deterministic transcendental functions for trace generation
- * (spec/traces-and-replay.md section 0.5): built only from IEEE basic
+ * (docs/numerics.md "Deterministic math"): built only from IEEE basic
  * operations, floor, frexp and ldexp, so results are byte-identical on every
  * IEEE-754 machine (unlike libm). Accuracy: within 4 ulp of the true value
  * on the stated domains; outside them the functions return non-zero and

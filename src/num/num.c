@@ -1,5 +1,5 @@
 /* Scalar reference implementations of PLENA's numeric formats
- * (spec/numerics-and-files.md sections 2-5, decision D4): BF16, FP16, PLENA-e4m3,
+ * (docs/numerics.md): BF16, FP16, PLENA-e4m3,
  * e8m0, the hardware element quantizer Q(y), the device (H_STORE_V) and host
  * (HBM image writer) MX block encoders and the optional OCP MXFP8 mode.
  * These functions *are* the definition: anything faster is tested against
@@ -10,8 +10,9 @@
 #include <math.h>
 #include <string.h>
 
-/* EPS of section 4.2: fl32(1e-9) = 0x3089705F. Written as bits so no
- * decimal-to-binary conversion can disagree. */
+/* EPS of the element quantizer (docs/numerics.md "Element quantizer"):
+ * fl32(1e-9) = 0x3089705F. Written as bits so no decimal-to-binary conversion
+ * can disagree. */
 #define EPS_BITS 0x3089705Fu
 
 uint32_t plena_num_f32_bits(float x)
@@ -33,7 +34,7 @@ static int is_nan_bits(uint32_t b)
     return (b & 0x7F800000u) == 0x7F800000u && (b & 0x007FFFFFu) != 0;
 }
 
-/* ---- BF16 (section 2.1) ---- */
+/* ---- BF16 (docs/numerics.md "BF16") ---- */
 
 uint16_t plena_num_bf16_from_f32(float x)
 {
@@ -68,7 +69,7 @@ void plena_num_bf16_row_to_f32(const uint16_t *h, float *out, size_t n)
         out[i] = plena_num_bf16_to_f32(h[i]);
 }
 
-/* ---- FP16 (section 2.2) ---- */
+/* ---- FP16 (docs/numerics.md "FP16") ---- */
 
 float plena_num_fp16_to_f32(uint16_t h)
 {
@@ -143,7 +144,7 @@ static float pow2f(int e)
     return plena_num_f32_from_bits(1u << (e + 149));
 }
 
-/* ---- PLENA-e4m3 and e8m0 (section 3) ---- */
+/* ---- PLENA-e4m3 and e8m0 (docs/numerics.md "PLENA e4m3") ---- */
 
 float plena_num_e4m3_decode_ref(uint8_t code)
 {
@@ -168,9 +169,9 @@ float plena_num_e8m0_decode_ref(uint8_t b)
     return pow2f((int)b - 127);
 }
 
-/* HR(u) of section 4.2 for 0 <= u < 8: truncate to two fractional bits, then
- * round half to even. k = floor(4u) splits into integer part k/4 and the
- * quarter k%4; only quarter 2 is a tie. */
+/* HR(u) of docs/numerics.md "Element quantizer" for 0 <= u < 8: truncate to
+ * two fractional bits, then round half to even. k = floor(4u) splits into
+ * integer part k/4 and the quarter k%4; only quarter 2 is a tie. */
 static int hr_round(float u)
 {
     int k = (int)floorf(4.0f * u); /* 4u is exact */
@@ -192,7 +193,7 @@ uint8_t plena_num_e4m3_quantize_ref(float y)
     int e = raw < -7 ? -7 : (raw > 7 ? 7 : raw);
     int q;
     if (ovf) {
-        q = 7; /* u may be huge or inexact; the spec never uses it */
+        q = 7; /* u may be huge or inexact; the definition never uses it */
     } else {
         float mant = a / pow2f(e); /* exact: e in [-7, 7] */
         /* mant - 1 may be slightly negative when EPS rounded t up to 2^e. */
@@ -208,7 +209,7 @@ uint8_t plena_num_e4m3_quantize_ref(float y)
     return (uint8_t)((s << 7) | ((e + 7) << 3) | q);
 }
 
-/* ---- OCP MXFP8 (section 5) ---- */
+/* ---- OCP MXFP8 (docs/numerics.md "OCP mode") ---- */
 
 float plena_num_ocp_e4m3fn_decode_ref(uint8_t code)
 {
@@ -316,7 +317,7 @@ int plena_num_fmt_decode_table(enum plena_fmt fmt, float table[256])
     return 0;
 }
 
-/* ---- MX blocks (section 4) ---- */
+/* ---- MX blocks (docs/numerics.md "MX decode") ---- */
 
 /* formats.def: the element and scale formats of each MX mode. */
 static const struct plena_num_mx_mode_info mx_mode_table[] = {
@@ -341,12 +342,13 @@ static const struct plena_num_mx_mode_info *mx_mode(enum plena_mx_mode mode)
 
 float plena_num_mx_decode(enum plena_mx_mode mode, uint8_t code, uint8_t scale)
 {
-    /* One IEEE f32 multiplication, nothing else (section 4.1). */
+    /* One IEEE f32 multiplication, nothing else (docs/numerics.md "MX decode"). */
     const struct plena_num_mx_mode_info *m = mx_mode(mode);
     return fmt_table[m->element].decode_ref(code) * fmt_table[m->scale].decode_ref(scale);
 }
 
-/* Sections 4.3 / 4.4; `zero_special` selects the device encoder's step 2. */
+/* The MX encoders (docs/numerics.md "MX encoders"); `zero_special` selects the
+ * device encoder's step 2. */
 static void plena_encode_block(const float *x, size_t n, uint8_t *codes, uint8_t *scale,
                                int zero_special)
 {
@@ -407,8 +409,8 @@ void plena_num_mx_encode_block_host(enum plena_mx_mode mode, const float *x, siz
  *   saturated 0x77; for -5 <= E <= 7, mant = |y| / 2^E is exact,
  *   u = (mant - 1) * 8 is exact, floor(4u) is the top five mantissa bits,
  *   and HR() keeps the top three plus the round-half-even rule on the next
- *   two (section 4.2). Every other y (|y| < 2^-5, zero, subnormal, Inf, NaN)
- *   goes to plena_num_e4m3_quantize_ref. */
+ *   two (docs/numerics.md "Element quantizer"). Every other y (|y| < 2^-5,
+ *   zero, subnormal, Inf, NaN) goes to plena_num_e4m3_quantize_ref. */
 static void plena_encode_block_fast(const float *x, size_t n, uint8_t *codes, uint8_t *scale,
                                     int zero_special)
 {

@@ -1,4 +1,4 @@
-/* Numeric formats of PLENA (spec/numerics-and-files.md, decision D4).
+/* Numeric formats of PLENA (docs/numerics.md).
  * Scalar *_ref functions define correct; row helpers are tested against them.
  * Rounding: f32->BF16 is RNE with NaN -> 0x7FC0. e8m0 byte 0 decodes to 0.0
  * (unlike ggml's 2^-127). All arithmetic is binary32 with -ffp-contract=off. */
@@ -8,13 +8,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- BF16 (section 2.1) ---- */
+/* ---- BF16 (docs/numerics.md "BF16") ---- */
 uint16_t plena_num_bf16_from_f32(float x);
 float plena_num_bf16_to_f32(uint16_t h);
 /* bf16(x) as a float: round x through BF16 and back. */
 float plena_num_round_bf16(float x);
 
-/* ---- IEEE fp16 (section 2.2) ---- */
+/* ---- IEEE fp16 (docs/numerics.md "FP16") ---- */
 float plena_num_fp16_to_f32(uint16_t h);
 uint16_t plena_num_fp16_from_f32(float x); /* RNE, subnormals, >= 65520 -> Inf, NaN -> 0x7E00 */
 
@@ -28,13 +28,13 @@ float plena_expf(float x);
 /* floor(log2(t)) for finite t > 0, read exactly from the binary exponent. */
 int plena_num_floor_log2(float t);
 
-/* ---- PLENA-e4m3 element and e8m0 scale (section 3) ---- */
+/* ---- PLENA-e4m3 element and e8m0 scale (docs/numerics.md "PLENA e4m3") ---- */
 float plena_num_e4m3_decode_ref(uint8_t code);
 float plena_num_e8m0_decode_ref(uint8_t b); /* 0 -> 0.0, 255 -> +Inf */
-/* Element quantizer Q(y) (section 4.2). */
+/* Element quantizer Q(y) (docs/numerics.md "Element quantizer"). */
 uint8_t plena_num_e4m3_quantize_ref(float y);
 
-/* ---- OCP MXFP8 (section 5) ---- */
+/* ---- OCP MXFP8 (docs/numerics.md "OCP mode") ---- */
 float plena_num_ocp_e4m3fn_decode_ref(uint8_t code);
 float plena_num_ocp_e8m0_decode_ref(uint8_t b); /* 0 -> 2^-127, 255 -> NaN */
 
@@ -46,13 +46,13 @@ enum plena_mx_mode {
     PLENA_MX_MODE_COUNT
 };
 
-/* MX block decode: value = fl32(elem(code) * scale(b)) (section 4.1). */
+/* MX block decode (docs/numerics.md "MX decode"): value = fl32(elem(code) * scale(b)). */
 float plena_num_mx_decode(enum plena_mx_mode mode, uint8_t code, uint8_t scale);
 
 /* Encode one block of n values (n = block size).
- * device encoder = section 4.3 (H_STORE_V), host encoder = section 4.4
- * (HBM image writer: no all-zero special case, zero block scale 0x61).
- * OCP mode follows section 5 (host and device identical). */
+ * device encoder (H_STORE_V) and host encoder (HBM image writer: no all-zero
+ * special case, zero block scale 0x61) of docs/numerics.md "MX encoders".
+ * OCP mode follows docs/numerics.md "OCP mode" (host and device identical). */
 void plena_num_mx_encode_block_device(enum plena_mx_mode mode, const float *x, size_t n,
                                       uint8_t *codes, uint8_t *scale);
 void plena_num_mx_encode_block_host(enum plena_mx_mode mode, const float *x, size_t n,

@@ -1,5 +1,5 @@
 /* xoshiro256** with SplitMix64 derivation, bounded draws, shuffle and
- * fnv1a64 exactly as spec/traces-and-replay.md section 0.5 defines them; the
+ * fnv1a64 exactly as docs/numerics.md "Pseudo-random numbers" defines them; the
  * known answers of that section are the unit tests. Deliberately no
  * floating point except uniform()'s exact scaling. */
 #include "num/prng.h"

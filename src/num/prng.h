@@ -1,4 +1,4 @@
-/* plena's one pseudo-random generator (spec/traces-and-replay.md section 0.5):
+/* plena's one pseudo-random generator (docs/numerics.md "Pseudo-random numbers"):
  * xoshiro256** seeded through SplitMix64's mixer, plus fnv1a64 for turning
  * strings into derive words. Integer-only, so streams are identical on every
  * machine. No global state: every caller owns its struct plena_prng. */
@@ -12,7 +12,7 @@ struct plena_prng {
     uint64_t s[4];
 };
 
-/* Derive tags: the first word after the seed (section 0.5). */
+/* Derive tags: the first word after the seed. */
 enum {
     PLENA_PRNG_TAG_ROUTING = 1,
     PLENA_PRNG_TAG_WEIGHTS = 2,

@@ -1,6 +1,7 @@
-/* Accuracy of the deterministic math module (spec/traces-and-replay.md
- * section 0.5): within 4 ulp of libm (the oracle here, itself < 1 ulp) over
- * random and adversarial points of each domain, and errors outside them. */
+/* Accuracy of the deterministic math module
+ * (docs/numerics.md "Deterministic math"): within 4 ulp of libm (the oracle
+ * here, itself < 1 ulp) over random and adversarial points of each domain,
+ * and errors outside them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

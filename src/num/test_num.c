@@ -1,6 +1,6 @@
 /* Exhaustive and worked-example tests of the numerics library
- * (spec/numerics-and-files.md sections 2-7). Expected values come from the
- * spec's tables or from the spec's formulas re-derived here independently
+ * (docs/numerics.md, docs/formats.md "HBM image"). Expected values come from
+ * worked tables or from the documented formulas re-derived here independently
  * (in double, through frexp/ldexp), never from the code under test. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -333,7 +333,7 @@ static void test_ocp_e4m3fn_all_codes(void **state)
     assert_value(plena_num_ocp_e4m3fn_decode_ref(0x80), -0.0);
 }
 
-/* ---- MX decode (section 4.1) ---- */
+/* ---- MX decode (docs/numerics.md "MX decode") ---- */
 
 static void test_mx_decode_rules(void **state)
 {
@@ -367,9 +367,10 @@ static void test_mx_decode_rules(void **state)
     assert_value(plena_num_mx_decode(PLENA_MX_OCP, 0x7E, 0x81), 1792.0);
 }
 
-/* ---- Q(y) (sections 4.2, 4.5) ---- */
+/* ---- Q(y) (docs/numerics.md "Element quantizer" and "MX encoders") ---- */
 
-/* Q(y) restated in double from the spec text, sharing nothing with num.c. */
+/* Q(y) restated in double from its definition
+ * (docs/numerics.md "Element quantizer"), sharing nothing with num.c. */
 static uint8_t q_model(float y)
 {
     if (isnan(y)) return 0x7F;
@@ -445,7 +446,7 @@ static void test_quantizer_edges(void **state)
     assert_int_equal(plena_num_e4m3_quantize_ref(255.9f), 0x77); /* raw 7, u 7.99 -> 7 */
 }
 
-/* ---- worked blocks (section 4.6) ---- */
+/* ---- worked blocks (docs/numerics.md "MX encoders") ---- */
 
 struct block {
     float x[8];
@@ -573,7 +574,8 @@ static void test_block_scale_edges(void **state)
 static void test_zero_block_row(void **state)
 {
     (void)state;
-    /* Section 7: a [1, 64] tensor, row A then zeros. */
+    /* A worked HBM image (docs/formats.md "HBM image"): a [1, 64] tensor, row A
+     * then zeros. */
     float x[64] = {1, 2, 3, 4, 0.5f, -1, 0, 6};
     uint8_t codes[64], scales[8];
     plena_num_mx_encode_row(PLENA_MX_PLENA, PLENA_MX_HOST, x, 64, 8, codes, scales);
@@ -590,7 +592,7 @@ static void test_zero_block_row(void **state)
     plena_num_mx_decode_row(PLENA_MX_PLENA, codes, scales, 64, 8, back);
     for (int i = 0; i < 64; i++)
         assert_value(back[i], (double)x[i]);
-    /* block 32 and a row helper with the image of section 7 (rows A and B) */
+    /* block 32 and a row helper with the worked HBM image (rows A and B) */
     float ab[16] = {1,      2,     3,    4,   0.5f, -1, 0, 6, 1.325f, 1.99f, -1.875f, 0.0068359375f,
                     0.001f, -0.0f, 1.5f, 1.0f};
     uint8_t img[18];
@@ -603,7 +605,7 @@ static void test_zero_block_row(void **state)
     assert_int_equal(scales[1], 0x00);
 }
 
-/* ---- OCP (section 5) ---- */
+/* ---- OCP (docs/numerics.md "OCP mode") ---- */
 
 static void test_worked_blocks_ocp(void **state)
 {
@@ -690,8 +692,9 @@ static void test_format_traits(void **state)
 }
 
 /* The MX mode rows of formats.def as data: names (the settings values),
- * element and scale formats (sections 4.1 and 5), and the decode they drive
- * against the named _ref decoders on every (code, scale) pair. */
+ * element and scale formats (docs/numerics.md "MX decode" and "OCP mode"),
+ * and the decode they drive against the named _ref decoders on every (code,
+ * scale) pair. */
 static void test_mx_mode_table(void **state)
 {
     (void)state;

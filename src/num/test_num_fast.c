@@ -1,6 +1,6 @@
 /* The fast MX row encoder (plena_num_mx_encode_row) against the scalar
  * reference block encoders (plena_num_mx_encode_block_host/_device, the
- * definition of spec/numerics-and-files.md sections 4.3-4.4 and 5): both
+ * definition of docs/numerics.md "MX encoders" and "OCP mode"): both
  * encoders, both MX modes, block 8 and 32, random blocks over the whole f32
  * range plus the special values that decide the edge cases (NaN, +-Inf, -0,
  * subnormals, rounding ties, all-zero blocks, exact powers of two, values

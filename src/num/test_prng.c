@@ -1,4 +1,4 @@
-/* Known answers of spec/traces-and-replay.md section 0.5 for the PRNG,
+/* Known answers of docs/numerics.md "Pseudo-random numbers" for the PRNG,
  * derive, shuffle and fnv1a64, plus the rejection rule of bounded(). */
 #include <setjmp.h>
 #include <stdarg.h>

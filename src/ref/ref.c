@@ -1,8 +1,9 @@
-/* Bit-exact MoE reference (spec/moe-lowering.md 7.1). Every function below
- * mirrors one emitter of section 3.3 and names its rounding points; the
- * comments quote the instruction whose semantics the line reproduces. Tensors
- * are logical row-major arrays; padded widths (I_p, Is_p, E_p) are computed
- * explicitly with zero weights, exactly as the machine sees them. */
+/* Bit-exact MoE reference (docs/lowering.md "Checking a build"). Every
+ * function below mirrors one emitter (docs/lowering.md "Layer steps") and
+ * names its rounding points; the comments quote the instruction whose
+ * semantics the line reproduces. Tensors are logical row-major arrays; padded
+ * widths (I_p, Is_p, E_p) are computed explicitly with zero weights, exactly
+ * as the machine sees them. */
 #include "ref/ref.h"
 
 #include <math.h>
@@ -31,7 +32,7 @@ static float clamp88(float a)
     return a;
 }
 
-/* V_MIN_VF / V_MAX_VF lane rules (isa.md 7.1). */
+/* V_MIN_VF / V_MAX_VF lane rules (docs/machine.md "Vector unit"). */
 static float min_vf(float a, float f)
 {
     if (a != a || f != f) return NAN;
@@ -54,7 +55,8 @@ static float row_sum(const float *q, uint32_t n)
 }
 
 /* One M_MM contribution for one output element: dot over the MLEN K indices of
- * tile kt, products rounded to f32, summed in increasing index (isa.md 6). */
+ * tile kt, products rounded to f32, summed in increasing index
+ * (docs/numerics.md "Matrix accumulation order"). */
 static float tile_dot(const float *x, const float *w, uint32_t ldw, uint32_t col, uint32_t kt,
                       uint32_t mlen)
 {
@@ -67,7 +69,7 @@ static float tile_dot(const float *x, const float *w, uint32_t ldw, uint32_t col
     return s;
 }
 
-/* plena_emit_projection, KSPLIT_BF16 (3.3.5): chunks of C tiles; per chunk an
+/* plena_emit_projection, KSPLIT_BF16: chunks of C tiles; per chunk an
  * f32 accumulator over its M_MMs (acc = fl32(acc + s)), bf16 at M_MM_WO;
  * Y = bf16(P_0), then Y = bf16(Y + bf16(P_q)) (V_ADD_VV block add). */
 static void proj_ksplit(const float *x, uint32_t rows, uint32_t kp, const float *w, uint32_t np,
@@ -105,7 +107,7 @@ static void proj_stream(const float *x, uint32_t rows, uint32_t kp, const float 
         }
 }
 
-/* plena_emit_rmsnorm_rows + plena_emit_mul_rows_by_row (3.3.1), one row. */
+/* plena_emit_rmsnorm_rows + plena_emit_mul_rows_by_row, one row. */
 static void rmsnorm_row(float *x, const float *gamma, uint32_t H, uint32_t vlen,
                         const struct plena_moe_ref_consts *c, float *q)
 {
@@ -125,7 +127,7 @@ static void rmsnorm_row(float *x, const float *gamma, uint32_t H, uint32_t vlen,
         x[i] = bf(x[i] * gamma[i]); /* V_MUL_VV */
 }
 
-/* plena_moe_expert_activation (3.3.8) on one row of `width` lanes; result in u. */
+/* plena_moe_expert_activation on one row of `width` lanes; result in u. */
 static void activation_row(float *g, float *u, uint32_t width, enum plena_act_policy pol,
                            float neg_alpha, const struct plena_moe_ref_consts *c)
 {
@@ -148,7 +150,8 @@ static void activation_row(float *g, float *u, uint32_t width, enum plena_act_po
     }
 }
 
-/* Sortable key of IEEE total order; NaN sorts below -Inf (isa.md 8.2 step 2). */
+/* Sortable key of IEEE total order; NaN sorts below -Inf
+ * (docs/machine.md "C_SET_TOPK_REG and V_TOPK" step 2). */
 static uint32_t total_order_key(float v)
 {
     uint32_t b = plena_num_f32_bits(v);
@@ -156,7 +159,8 @@ static uint32_t total_order_key(float v)
     return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
-/* V_TOPK semantics (isa.md 8.2), written independently of the emulator. */
+/* V_TOPK semantics (docs/machine.md "C_SET_TOPK_REG and V_TOPK"), written
+ * independently of the emulator. */
 void plena_moe_ref_topk(const float *logits, uint32_t E, uint32_t k, uint32_t *ids, float *w)
 {
     uint32_t sel_count = 0;

@@ -1,14 +1,14 @@
-/* Reference models of one MoE layer (spec/moe-lowering.md section 7).
+/* Reference models of one MoE layer (docs/lowering.md "Checking a build").
  *
  * plena_moe_reference():     the bit-exact reference. Same operations, same
  *   order, same rounding points as the program plena's generator emits
- *   (section 3.3), computed from logical tensors in plain C. It shares only
- *   numeric atoms with the emulator (num/: BF16 RNE, plena_expf) and never
- *   executes instructions or uses VRAM addresses.
+ *   (docs/lowering.md "Layer steps"), computed from logical tensors in
+ *   plain C. It shares only numeric atoms with the emulator (num/: BF16 RNE,
+ *   plena_expf) and never executes instructions or uses VRAM addresses.
  * plena_moe_reference_f64(): an independent float64 reference written from the
  *   model equations (no intermediate rounding), used to bound the relative RMS
  *   error so that a bug mirrored in the generator and the bit-exact reference
- *   is still caught (section 7.2).
+ *   is still caught.
  *
  * Inputs are the *staged* values: weights as decoded from the HBM image,
  * activations and constants as preloaded (effective BF16 values). */
@@ -39,7 +39,8 @@ struct plena_moe_ref_cfg {
     enum plena_residual_mode residual;
 };
 
-/* Effective (BF16-exact) constants as they sit in FP SRAM (section 2.4). */
+/* Effective (BF16-exact) constants as they sit in FP SRAM (docs/lowering.md
+ * "Memory ABI"). */
 struct plena_moe_ref_consts {
     float one;                  /* 1.0 */
     float neg_alpha_routed;     /* -1.0 or GPT-OSS -1.703125 */
@@ -121,9 +122,10 @@ double plena_moe_rel_rms(const struct plena_moe_ref_cfg *cfg, const struct plena
 /* The float64 bound measured where it is meaningful: rel = ||moe_out - y64|| /
  * ||y64|| with y64 = out64 - residual and moe_out the bit-exact reference's
  * MoE output before the residual add-back (plena_moe_ref_out.moe_out).
- * Why not the spec's ||(out - residual) - y64||: out = bf16(moe + residual)
- * is rounded at the residual's magnitude, so with random inputs (replay 5.2:
- * x uniform in [-1, 1], weights 1/sqrt(fan_in)) ||residual|| is 5-10x ||y64||
+ * Why not ||(out - residual) - y64||, as the specification has it (a deviation,
+ * docs/design.md): out = bf16(moe + residual) is rounded at the residual's
+ * magnitude, so with random inputs (docs/replay.md "Pipeline": x uniform in
+ * [-1, 1], weights 1/sqrt(fan_in)) ||residual|| is 5-10x ||y64||
  * and that one final rounding alone uses most of the 0.02 budget. Since the
  * bit-exact check already proves the emulator equals the reference, this
  * checkpoint is the emulator's value too; plena_moe_rel_rms_full guards the
@@ -136,12 +138,13 @@ double plena_moe_rel_rms_moe(const struct plena_moe_ref_cfg *cfg, const struct p
 double plena_moe_rel_rms_full(const struct plena_moe_ref_cfg *cfg, const float *out,
                               const double *out64);
 
-/* V_TOPK semantics of isa.md 8.2 (stable total-order ranking, NaN last,
- * softmax over the selected in rank order, weights rounded to BF16),
- * implemented independently of the emulator. */
+/* V_TOPK semantics of docs/machine.md "C_SET_TOPK_REG and V_TOPK"
+ * (stable total-order ranking, NaN last, softmax over the selected in
+ * rank order, weights rounded to BF16), implemented independently of
+ * the emulator. */
 void plena_moe_ref_topk(const float *logits, uint32_t E, uint32_t k, uint32_t *ids, float *w);
 
-/* The documented bound of section 7.2. */
+/* The documented bound of docs/lowering.md "Checking a build". */
 #define PLENA_MOE_REL_RMS_BOUND 0.02
 
 #endif

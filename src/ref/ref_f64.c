@@ -1,7 +1,8 @@
-/* Independent float64 MoE reference (spec/moe-lowering.md 7.2): written from
- * the model equations, not from the instruction sequence — no tiles, no
- * chunks, no intermediate rounding. Its only job is to bound the error of the
- * bit-exact path so a mistake mirrored in generator and reference is caught. */
+/* Independent float64 MoE reference (docs/lowering.md "Checking a build"):
+ * written from the model equations, not from the instruction sequence — no
+ * tiles, no chunks, no intermediate rounding. Its only job is to bound the
+ * error of the bit-exact path so a mistake mirrored in generator and
+ * reference is caught. */
 #include "ref/ref.h"
 
 #include <math.h>

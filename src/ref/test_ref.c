@@ -1,6 +1,7 @@
-/* Tests of the reference models: hand-computed single-lane layers, the V_TOPK
- * worked example of isa.md 8.2, and agreement of the bit-exact reference with
- * the independent float64 reference on MX-representable data (7.2, 7.3). */
+/* Tests of the reference models: hand-computed single-lane layers, a V_TOPK
+ * worked example (docs/machine.md "C_SET_TOPK_REG and V_TOPK"), and agreement
+ * of the bit-exact reference with the independent float64 reference on
+ * MX-representable data (docs/lowering.md "Checking a build"). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

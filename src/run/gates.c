@@ -1,8 +1,8 @@
-/* `plena gates timing` (spec/timing-and-profile.md 9): the ten cases of 9.2
- * are assembled in-process (no fixture files), written with their settings
- * and inputs under DIR/cases/<case>/, run through plena_run_execute with the
- * profile on, and judged by the pure evaluator of the five gates of 9.3.
- * Printing and the exit status belong to src/cli/cmd_gates.c. */
+/* `plena gates timing` (docs/timing.md "Timing gates"): the ten cases are
+ * assembled in-process (no fixture files), written with their settings and
+ * inputs under DIR/cases/<case>/, run through plena_run_execute with the
+ * profile on, and judged by the pure evaluator of the five gates. Printing
+ * and the exit status belong to src/cli/cmd_gates.c. */
 #include "run/gates.h"
 
 #include <jansson.h>
@@ -272,7 +272,7 @@ enum plena_status plena_gates_status(const struct plena_gates_report *r)
     return r->passed ? PLENA_OK : PLENA_E_FAILED;
 }
 
-/* ---- cases (9.2) ---- */
+/* ---- cases ---- */
 
 static const unsigned random_order[64] = {
     28, 24, 42, 46, 18, 52, 6,  3,  38, 13, 11, 27, 41, 44, 47, 17, 21, 59, 19, 22, 57, 49,
@@ -314,7 +314,7 @@ static void pf(struct plena_buf *b, unsigned off)
     plena_buf_printf(b, "S_ADDI_INT gp2, gp0, %u\nH_PREFETCH_V gp6, gp2, a3, 1, 0\n", off);
 }
 
-/* The case program as assembly text (9.2). */
+/* The case program as assembly text. */
 void plena_gates_case_program(int idx, struct plena_buf *b);
 void plena_gates_case_program(int idx, struct plena_buf *b)
 {
@@ -348,7 +348,7 @@ void plena_gates_case_program(int idx, struct plena_buf *b)
     }
 }
 
-/* Gate defaults of 9.2 on top of the reference settings. */
+/* Gate defaults on top of the reference settings. */
 static const char *const gate_defaults[] = {
     "CONFIG.MLEN=64",
     "CONFIG.VLEN=64",
@@ -381,7 +381,7 @@ static uint64_t jget(json_t *o, const char *k)
     return json_is_integer(v) ? (uint64_t)json_integer_value(v) : UINT64_MAX;
 }
 
-/* SHA-256 of the profile bytes (timing spec 9.3, repeat_determinism). */
+/* SHA-256 of the profile bytes (repeat_determinism). */
 static void digest(const char *text, size_t len, char out[65])
 {
     plena_sha256_hex(text, len, out);

@@ -1,6 +1,6 @@
-/* `plena gates timing` as a library (spec/timing-and-profile.md 9):
- * the cases of 9.2 built in-process, run through the run session, and the
- * gates of 9.3. plena_gates_timing_evaluate is pure (case results in, gate
+/* `plena gates timing` as a library (docs/timing.md "Timing gates"):
+ * the cases built in-process, run through the run session, and the
+ * gates. plena_gates_timing_evaluate is pure (case results in, gate
  * results out) so each check can be unit-tested with synthetic inputs. */
 #ifndef PLENA_RUN_GATES_H
 #define PLENA_RUN_GATES_H
@@ -69,7 +69,7 @@ struct plena_gate_result {
 /* Gate names in report order. */
 extern const char *const plena_gate_names[PLENA_GATE_COUNT];
 
-/* Pure: evaluates the five gates of 9.3. A case missing from `cases` (by
+/* Pure: evaluates the five gates. A case missing from `cases` (by
  * name) or not `ran` fails every gate that needs it (check "case_ran"). */
 void plena_gates_timing_evaluate(const struct plena_gate_case *cases, size_t n_cases,
                                  const struct plena_gate_repeat *reps, size_t n_reps,

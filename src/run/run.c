@@ -1,4 +1,4 @@
-/* The run session (spec/timing-and-profile.md 8, spec/isa.md 14.2): loads
+/* The run session (docs/timing.md, docs/machine.md "After a trap"): loads
  * settings, program, labels and inputs; runs the emulator with the timing
  * model, the optional overlap overlay and the stage profiler observing each
  * executed instruction; writes dumps, the profile and run-stats v2. It never
@@ -22,7 +22,7 @@
 #include "profile/profile.h"
 #include "profile/profile_json.h"
 
-/* ---- formatting helpers (8.2) ---- */
+/* ---- formatting helpers (docs/timing.md "Summary lines") ---- */
 
 void plena_run_format_ns(uint64_t ps, char *buf, size_t n)
 {
@@ -154,7 +154,7 @@ static void observe(void *ctx, const struct plena_emu_event *ev)
     }
 }
 
-/* ---- run-stats v2 (8.4) ---- */
+/* ---- run-stats v2 (docs/formats.md "Run-stats JSON") ---- */
 
 struct session {
     const struct plena_run_opts *o;
@@ -318,7 +318,7 @@ static int write_stats(struct session *ss, struct plena_err *err)
             for (unsigned k = 0; k < PLENA_LAT_COUNT; k++)
                 set(lat, plena_latency_name((enum plena_latency)k), u64(s->latency[k]), &failed);
             set(t, "latencies", lat, &failed);
-            /* one list of HBM keys: the settings module's, in spec 3.1 order */
+            /* one list of HBM keys: the settings module's, in its order */
             set(h, "MODEL", json_string(plena_settings_hbm_model_name(s->hbm.model)), &failed);
             const char *names[64];
             uint64_t values[64];

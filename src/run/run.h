@@ -1,10 +1,12 @@
 /* Run session: one emulator run with timing, overlay, stage profile, dumps
- * and run-stats wired together (spec/timing-and-profile.md 7-8,
- * spec/isa.md 14.2, spec/numerics-and-files.md 10). Used by `plena run`, the
- * timing gates, and later `plena moe` and replay.
+ * and run-stats wired together (docs/timing.md, docs/profile.md
+ * "Profile JSON", docs/machine.md "After a trap", docs/formats.md "Dumps" and
+ * "Run-stats JSON"). Used by `plena run`, the timing gates, and later
+ * `plena moe` and replay.
  *
- * The session never prints: summary lines (8.2) are produced into a buffer
- * by plena_run_format_summary and printed by the CLI. */
+ * The session never prints: summary lines (docs/timing.md "Summary lines")
+ * are produced into a buffer by plena_run_format_summary and printed by the
+ * CLI. */
 #ifndef PLENA_RUN_RUN_H
 #define PLENA_RUN_RUN_H
 
@@ -30,7 +32,7 @@ struct plena_run_opts {
     /* inputs (NULL = none) */
     const char *hbm_path, *fpsram_path, *intsram_path, *vram_path;
     /* settings: `settings` (copied) wins over `settings_path`; both NULL =
-     * the lookup of spec/numerics-and-files.md 11.1 */
+     * the lookup of docs/formats.md "Settings file" */
     const char *settings_path;
     const struct plena_settings *settings;
     uint64_t hbm_size; /* 0 = CONFIG.HBM_SIZE */
@@ -45,7 +47,7 @@ struct plena_run_opts {
     const struct plena_routing_stats *routing;
     /* behaviour */
     int overlap;
-    unsigned threads; /* >= 1; never changes any output (I5) */
+    unsigned threads; /* >= 1; never changes any output (docs/timing.md "Determinism") */
     const char *label;
     /* provenance for run-stats (may be 0/NULL) */
     int argc;
@@ -67,7 +69,7 @@ struct plena_run_outcome {
     enum plena_status code;         /* OK; E_FAILED when trapped; else the error (exit code
                                      * via plena_status_exit_code, docs/cli.md) */
     struct plena_trap trap;         /* kind NONE unless trapped */
-    char trap_message[640];         /* spec/isa.md 14.2 line; empty unless trapped */
+    char trap_message[640];         /* the trap line; empty unless trapped */
     struct plena_settings settings; /* effective settings (valid once loaded) */
     int settings_loaded;
     uint64_t hbm_size;
@@ -94,12 +96,12 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
 
 /* "Topology mlen=M vlen=V hlen=H blen=B broadcast_amount=A\n" */
 void plena_run_format_topology(const struct plena_settings *s, char *buf, size_t n);
-/* The end-of-run lines of spec 8.2 (overlay line when on, completed or
+/* The end-of-run summary lines (overlay line when on, completed or
  * trapped line, HBM Statistics line), each ending in LF. */
 void plena_run_format_summary(const struct plena_run_outcome *out, char *buf, size_t n);
 /* "<ps/1000>.<ps%1000, 3 digits>ns" */
 void plena_run_format_ns(uint64_t ps, char *buf, size_t n);
-/* Utilization of 8.2: (R + W) / (ps x 1e-12), 0 when ps is 0. */
+/* Utilization of the HBM Statistics line: (R + W) / (ps x 1e-12), 0 when ps is 0. */
 double plena_run_utilization(uint64_t bytes_read, uint64_t bytes_written, uint64_t ps);
 
 /* Parses SIZE with an optional K/M/G (binary) suffix; 0 on success. */

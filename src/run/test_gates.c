@@ -1,6 +1,6 @@
-/* Timing gates (spec/timing-and-profile.md 9, T11): the pure evaluator with
- * synthetic failing inputs (9.4 last paragraph), the full run at defaults,
- * and every perturbation of 9.4 through the CLI (named gate false, summary
+/* Timing gates (docs/timing.md "Timing gates"): the pure evaluator with
+ * synthetic failing inputs, the full run at defaults, and every perturbation
+ * that must make a gate fail, through the CLI (named gate false, summary
  * passed false, exit 1). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,7 +19,7 @@
 
 static char tmpdir[256];
 
-/* A passing case set with the figures of spec 9.2 / 4. */
+/* A passing case set with the reference figures (docs/timing.md "Timing gates"). */
 static void baseline(struct plena_gate_case c[PLENA_GATE_CASE_COUNT],
                      struct plena_gate_repeat rp[4])
 {
@@ -236,7 +236,7 @@ static void test_run_defaults_pass(void **state)
         assert_true(r.gates[i].passed);
     assert_true(r.passed);
     assert_int_equal(plena_gates_status(&r), PLENA_OK);
-    /* the case figures of 9.2 */
+    /* the reference case figures */
     static const uint64_t want[PLENA_GATE_CASE_COUNT] = {1717, 1997, 1950, 1615, 40,
                                                          6400, 6440, 6408, 64,   64};
     for (int i = 0; i < PLENA_GATE_CASE_COUNT; i++)
@@ -249,7 +249,7 @@ static void test_run_defaults_pass(void **state)
     for (size_t i = 0; i < 7; i++, it = json_object_iter_next(j, it))
         assert_string_equal(json_object_iter_key(it), keys[i]);
     json_decref(j);
-    /* the case directory holds every artifact of 9.1 */
+    /* the case directory holds every artifact */
     const char *files[] = {"program.asm",    "program.mem",       "plena_settings.toml",
                            "hbm.bin",        "fp_sram.bin",       "int_sram.bin",
                            "run_stats.json", "stage_profile.json"};

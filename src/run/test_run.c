@@ -1,8 +1,9 @@
-/* Run session and `plena run` (spec/timing-and-profile.md 7-8, T9, T10;
- * spec/isa.md 14.2): G2 figures end to end, M_MV = M_MM = 64 cycles, the
- * acceptance failures (each a clear message and exit 3 or 1, dumps on
- * traps), profile identities on a trapping program, determinism across runs
- * and thread counts, legacy vs markers attribution, CLI usage rules. */
+/* Run session and `plena run` (docs/cli.md "plena run", docs/timing.md,
+ * docs/profile.md "Profile JSON", docs/machine.md "After a trap"): G2 figures
+ * end to end, M_MV = M_MM = 64 cycles, the acceptance failures (each a clear
+ * message and exit 3 or 1, dumps on traps), profile identities on a trapping
+ * program, determinism across runs and thread counts, legacy vs markers
+ * attribution, CLI usage rules. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -120,7 +121,7 @@ static void test_g2_end_to_end(void **state)
     json_decref(co);
     json_decref(ser);
     json_decref(ov);
-    /* summary lines of 8.2, exact */
+    /* summary lines (docs/timing.md "Summary lines"), exact */
     assert_true(contains("ov.out", "Topology mlen=64 vlen=64 hlen=16 blen=4 broadcast_amount=4\n"));
     assert_true(contains("ov.out",
                          "Experimental overlap: serial latency 6440.000ns cycles 6440 | adjusted "
@@ -224,8 +225,9 @@ static void test_traps_exit_1(void **state)
     (void)state;
     check_trap("S_LUI_INT gp1, 4000\nV_ADD_VV gp0, gp1, gp1\n", "vram", "vram_out_of_range");
     check_trap("S_LUI_INT gp1, 4000\nM_MM gp0, gp1, gp0\n", "mram", "mram_out_of_range");
-    /* the budget is per iteration (spec/isa.md 12): a 120-instruction body
-     * exceeds MAX_LOOP_INSTRUCTIONS = 100 of the test settings */
+    /* the budget is per iteration (docs/machine.md "Hardware loops"): a
+     * 120-instruction body exceeds MAX_LOOP_INSTRUCTIONS = 100 of the test
+     * settings */
     char loop[4096] = "C_LOOP_START gp1, 3\n";
     for (int i = 0; i < 120; i++)
         strcat(loop, "S_ADDI_INT gp2, gp2, 1\n");
@@ -239,8 +241,9 @@ static void test_traps_exit_1(void **state)
     assert_true(contains("inv.err", "(word 0x00000000)"));
 }
 
-/* T9: identities of 7.4 hold on a trapping program; the trapping
- * instruction is neither counted nor timed. */
+/* The profile identities (totals = sums over stages, docs/profile.md
+ * "Accumulator") hold on a trapping program; the trapping instruction is
+ * neither counted nor timed. */
 static void test_trap_profile_identities(void **state)
 {
     (void)state;
@@ -298,7 +301,8 @@ static json_t *normalised_stats(const char *name)
     return j;
 }
 
-/* T10 */
+/* Determinism (docs/timing.md "Determinism"): three runs and threads 1/4
+ * give identical profile bytes and normalised run-stats. */
 static void test_determinism(void **state)
 {
     (void)state;
@@ -352,7 +356,8 @@ static void test_determinism(void **state)
     json_decref(s0);
 }
 
-/* legacy vs markers (6.2): substrings ignored inside marked regions */
+/* legacy vs markers (docs/profile.md "Stage attribution"): substrings
+ * ignored inside marked regions */
 static void test_legacy_and_markers(void **state)
 {
     (void)state;

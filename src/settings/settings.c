@@ -1,6 +1,6 @@
 /* plena_settings.toml: lookup, reading, validation, overrides and writing
- * (spec/numerics-and-files.md section 11, spec/timing-and-profile.md 1 and
- * 3.1, spec/isa.md section 1). CONFIG and HBM keys are typed rows of one
+ * (docs/formats.md "Settings file", docs/timing.md "Clock" and "HBM model",
+ * docs/machine.md "Configuration"). CONFIG and HBM keys are typed rows of one
  * table (Redis config.c style): reading, defaults, overrides, the effective
  * listing and the writer all derive from it. Latency keys come from
  * isa/costs.def. No per-key fallback to the reference file, ever. */
@@ -42,8 +42,8 @@ static const char *const hbm_model_names[] = {"hbm2", "ideal", NULL};
 #define NOFIELD  0, 0
 
 /* X(id, table, "NAME", kind, required, has_default, default, lo, hi, rule, names, storage)
- * CONFIG rows in spec 11.4 order (the order missing keys are reported in),
- * HBM rows in timing spec 3.1 order (the run-stats order). */
+ * CONFIG rows in reference-file order (the order missing keys are reported in),
+ * HBM rows in the order of docs/timing.md "HBM model" (the run-stats order). */
 #define SETTINGS_KEYS(X)                                                                           \
     X(DC_EN, CFG, "DC_EN", K_INT, 1, 0, 0, MIN64, MAX64, R_NONE, NULL, FIELD(dc_en))               \
     X(MAX_LOOP_INSTRUCTIONS, CFG, "MAX_LOOP_INSTRUCTIONS", K_INT, 1, 0, 0, 1, U32, R_NONE, NULL,   \
@@ -142,7 +142,7 @@ static const char *const latency_names[PLENA_LAT_COUNT] = {
 #undef PLENA_LATENCY
 };
 
-/* PRECISION tables in spec 11.3 order. */
+/* PRECISION tables in reference-file order. */
 enum prec_id {
     P_MATRIX_SRAM,
     P_VECTOR_SRAM,
@@ -313,7 +313,7 @@ static int read_key(struct ctx *c, int k, const struct plena_toml_value *v, cons
     return 0;
 }
 
-/* ---- PRECISION (spec 11.3) ---- */
+/* ---- PRECISION ---- */
 
 struct dtype {
     int is_int;
@@ -572,7 +572,7 @@ static int parse_doc(struct ctx *c, const struct plena_toml_value *root, struct 
     char path[512];
     const struct plena_toml_value *v;
 
-    /* 1. presence of every required key, in the order of spec 11.8 */
+    /* 1. presence of every required key, in the documented validation order */
     for (int k = 0; k < KEY_COUNT; k++) {
         if (!rows[k].required) continue;
         key_path(path, sizeof path, k);
@@ -689,7 +689,7 @@ int plena_settings_parse(const char *text, size_t len, const char *name, struct 
     return rc;
 }
 
-/* ---- lookup (spec 11.1) ---- */
+/* ---- lookup ---- */
 
 static int load_file(const char *path, struct plena_settings *s, struct plena_err *err)
 {
@@ -890,6 +890,8 @@ static void put_fp(struct plena_buf *b, const char *path, int sign, int e, int m
 int plena_settings_to_toml(const struct plena_settings *s, struct plena_buf *out)
 {
     char path[256];
+    /* These bytes are hashed into settings_sha256 (replay fingerprints, --skip-existing), so
+     * the header below keeps its old wording. cite_docs: keep */
     plena_buf_puts(out, "# plena settings written by plena_settings_to_toml\n"
                         "# (spec/numerics-and-files.md section 11).\n\n[MODE]\n"
                         "mode = \"TRANSACTIONAL\"\n");

@@ -1,9 +1,9 @@
-/* Machine settings from plena_settings.toml (spec/numerics-and-files.md
- * section 11, spec/timing-and-profile.md sections 1 and 3.1).
+/* Machine settings from plena_settings.toml (docs/formats.md
+ * "Settings file", docs/timing.md "Clock" and "HBM model").
  *
  * Policy: no per-key fallback. Every required key of the file in use must be
  * present and valid, else loading fails naming the dotted key (and line).
- * Only the optional keys listed in the spec have defaults. When no file is
+ * Only the documented optional keys have defaults. When no file is
  * given or found, the built-in byte copy of configs/plena_settings.toml is
  * used (config_path empty). Unknown keys under CONFIG, LATENCY and HBM are
  * warnings collected in the struct; this module never prints. */
@@ -28,7 +28,7 @@ struct plena_hbm_type {
 
 enum plena_hbm_model_kind { PLENA_HBM_MODEL_HBM2 = 0, PLENA_HBM_MODEL_IDEAL = 1 };
 
-/* [TRANSACTIONAL.HBM] parameters; all have defaults (timing spec 3.1). */
+/* [TRANSACTIONAL.HBM] parameters; all have defaults (docs/timing.md "HBM model"). */
 struct plena_hbm_params {
     enum plena_hbm_model_kind model;
     uint64_t tck_ps;
@@ -75,10 +75,10 @@ struct plena_settings {
     char warnings[PLENA_SETTINGS_MAX_WARNINGS][256];
 };
 
-/* Loads with the lookup order of spec section 11.1: explicit path, then
+/* Loads with the lookup order of docs/formats.md "Settings file": explicit path, then
  * $PLENA_SETTINGS_TOML, ./plena_settings.toml, ../plena_settings.toml, else the
  * built-in copy. `path` may be NULL. Errors are PLENA_E_INPUT with the
- * spec's message forms (file:line: dotted.key: ...). */
+ * documented message forms (file:line: dotted.key: ...). */
 int plena_settings_load(const char *path, struct plena_settings *s, struct plena_err *err);
 /* Parses settings text (name is used in messages). */
 int plena_settings_parse(const char *text, size_t len, const char *name, struct plena_settings *s,
@@ -109,7 +109,7 @@ int plena_settings_to_toml(const struct plena_settings *s, struct plena_buf *out
  * provenance, defaults_used and warnings are not compared. */
 int plena_settings_equal(const struct plena_settings *a, const struct plena_settings *b);
 
-/* The effective numeric [TRANSACTIONAL.HBM] parameters in timing spec 3.1
+/* The effective numeric [TRANSACTIONAL.HBM] parameters in docs/timing.md "HBM model"
  * order (TCK_PS .. nRFC; MODEL is a string: plena_settings_hbm_model_name).
  * Fills at most `max` pairs (names/values may be NULL when max is 0) and
  * returns the total number of parameters. */

@@ -1,8 +1,10 @@
-/* Tests of plena_settings (spec/numerics-and-files.md section 11, timing spec
- * 1 and 3.1): the reference file's values (hand-copied from the spec tables,
- * not from costs.def), every example message of 11.7, the T3 rejections,
+/* Tests of plena_settings (docs/formats.md "Settings file", docs/timing.md
+ * "Clock" and "HBM model"): the reference file's values (hand-copied from the
+ * documented tables, not from costs.def), every message form, the rejections
+ * of a missing latency key, a negative nRCD, MODEL = "ddr4" and CHANNELS = 6,
  * warnings, DC_EN column choice, overrides, the writer round trip and the
- * lookup order. Expected messages are the spec's forms, character for character. */
+ * lookup order. Expected messages are the documented forms, character for
+ * character. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -125,13 +127,14 @@ static void expect_config_msg(const char *key, const char *value, const char *fm
     plena_free(t);
 }
 
-/* Spec 11.5 table, dc_lib_en and dc_lib_dis columns, in the spec's order. */
+/* The reference latency table (docs/timing.md "Per-instruction costs"), dc_lib_en and
+ * dc_lib_dis columns, in costs.def order. */
 static const uint32_t spec_en[15] = {0, 1, 1, 1, 2, 4, 8, 9, 1, 4, 1, 1, 1, 1, 1};
 static const uint32_t spec_dis[15] = {0, 2, 5, 6, 7, 4, 20, 9, 1, 4, 1, 2, 2, 2, 1};
 
 static void check_reference_values(const struct plena_settings *s)
 {
-    /* spec 11.4 */
+    /* CONFIG */
     assert_int_equal(s->dc_en, 1);
     assert_int_equal(s->max_loop_instructions, 100000);
     assert_int_equal(s->blen, 4);
@@ -150,14 +153,14 @@ static void check_reference_values(const struct plena_settings *s)
     assert_int_equal(s->mx_mode, PLENA_MX_PLENA);
     assert_int_equal(s->clock_period_ps, 1000);
     assert_int_equal(s->config_hbm_channels, 0);
-    /* spec 11.3 */
+    /* PRECISION */
     const struct plena_hbm_type *t[4] = {&s->hbm_m_weight_type, &s->hbm_m_kv_type,
                                          &s->hbm_v_act_type, &s->hbm_v_kv_type};
     for (int i = 0; i < 4; i++) {
         assert_int_equal(t[i]->kind, PLENA_HBM_MX);
         assert_int_equal(t[i]->block, 8);
     }
-    /* spec 11.5 */
+    /* LATENCY */
     assert_int_equal(PLENA_LAT_COUNT, 15);
     for (int i = 0; i < 15; i++) {
         assert_int_equal(s->latency_en[i], spec_en[i]);
@@ -165,7 +168,7 @@ static void check_reference_values(const struct plena_settings *s)
         assert_int_equal(s->latency[i], spec_en[i]);
     }
     assert_int_equal(s->latency[PLENA_LAT_VECTOR_SUM_CYCLES], 8);
-    /* timing spec 3.1 defaults */
+    /* HBM defaults (docs/timing.md "HBM model") */
     const struct plena_hbm_params *h = &s->hbm;
     assert_int_equal(h->model, PLENA_HBM_MODEL_HBM2);
     assert_int_equal(h->tck_ps, 1000);
@@ -191,7 +194,7 @@ static void check_reference_values(const struct plena_settings *s)
     assert_int_equal(h->nFAW, 15);
     assert_int_equal(h->nREFI, 3900);
     assert_int_equal(h->nRFC, 350);
-    /* derived (spec/isa.md section 1) */
+    /* derived (docs/machine.md "Configuration") */
     assert_int_equal(plena_settings_vram_elems(s), 268435456);
     assert_int_equal(plena_settings_mram_tiles(s), 64);
 }
@@ -322,7 +325,7 @@ static void test_missing_key_order(void **state)
                       "[TRANSACTIONAL.LATENCY.VECTOR_ADD_CYCLES]\n");
     t = replace_free(t, "[TRANSACTIONAL.PRECISION.SCALAR_FP]", "[TRANSACTIONAL.PRECISION.OTHER]");
     expect_msg(t, NAME ": TRANSACTIONAL.PRECISION.SCALAR_FP: required key missing");
-    /* CONFIG before PRECISION, in 11.4 order (MLEN before HBM_SIZE) */
+    /* CONFIG before PRECISION, in reference-file order (MLEN before HBM_SIZE) */
     t = replace_free(t, "[TRANSACTIONAL.CONFIG.HBM_SIZE]\nvalue = 17179869184\n", "");
     t = replace_free(t, "[TRANSACTIONAL.CONFIG.MLEN]\nvalue = 64\n", "");
     expect_msg(t, NAME ": TRANSACTIONAL.CONFIG.MLEN.value: required key missing");
@@ -542,7 +545,7 @@ static void test_hbm_table(void **state)
     const char *names[32];
     uint64_t values[32];
     size_t n = plena_settings_hbm_params(&s, names, values, 32);
-    assert_int_equal(n, 23); /* 3.1 rows minus MODEL */
+    assert_int_equal(n, 23); /* the HBM keys minus MODEL */
     assert_string_equal(names[0], "TCK_PS");
     assert_int_equal(values[0], 1250);
     assert_string_equal(names[1], "CHANNELS");

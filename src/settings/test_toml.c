@@ -1,4 +1,4 @@
-/* Tests of the TOML-subset reader (spec/numerics-and-files.md 11.2): every
+/* Tests of the TOML-subset reader (docs/formats.md "Settings file"): every
  * accepted construct with its line/column, every rejection with its exact
  * message, and an allocation-failure sweep over a document using them all. */
 #include <setjmp.h>

@@ -1,4 +1,4 @@
-/* Strict TOML-subset reader (spec/numerics-and-files.md section 11.2).
+/* Strict TOML-subset reader (docs/formats.md "Settings file", Syntax).
  * Recursive descent over the bytes; the current line is tracked as newlines
  * are consumed so every key and value carries its line and column. Errors
  * for constructs outside the subset are explicit ("quoted keys are not

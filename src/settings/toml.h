@@ -1,8 +1,9 @@
-/* A small, strict reader for the TOML subset of spec/numerics-and-files.md
- * section 11.2, internal to the settings module. It builds a tree of tables,
- * arrays and scalars, each with the line and column where it was written.
- * It deliberately rejects what plena does not need (quoted keys, multi-line
- * strings, date/times) instead of half-supporting it, and it has no writer. */
+/* A small, strict reader for the TOML subset of
+ * docs/formats.md "Settings file" (Syntax), internal to the settings module.
+ * It builds a tree of tables, arrays and scalars, each with the line and
+ * column where it was written. It deliberately rejects what plena does not
+ * need (quoted keys, multi-line strings, date/times) instead of
+ * half-supporting it, and it has no writer. */
 #ifndef PLENA_SETTINGS_TOML_H
 #define PLENA_SETTINGS_TOML_H
 

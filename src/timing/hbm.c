@@ -1,14 +1,15 @@
-/* hbm.c — plena's own HBM2 pseudo-channel controller model
- * (spec/timing-and-profile.md 3.3-3.8): address mapping with the granule hash,
- * per-bank/pseudo-channel/channel state, command legality, per-tick FR-FCFS
- * with all-bank refresh and the idle-row close timer, batch and sequential issue.
+/* hbm.c — plena's own HBM2 pseudo-channel controller model (docs/timing.md
+ * "HBM model"; the comments below name its subsections in quotes): address
+ * mapping with the granule hash, per-bank/pseudo-channel/channel state,
+ * command legality, per-tick FR-FCFS with all-bank refresh and the idle-row
+ * close timer, batch and sequential issue.
  * Ticks are considered only while an instruction is served (see serve()).
  * Ticks where nothing can happen are skipped (the skip target is the earliest
  * tick at which some command could become legal or a refresh / idle close is
  * due), and each channel looks only at its banks with pending requests, one
  * representative request per bank and command kind (all requests of a bank
  * needing the same command are equally legal, so the oldest one stands for
- * them). The exhaustive mode is the literal definition of 3.6 (every tick,
+ * them). The exhaustive mode is the literal definition ("Scheduler"; every tick,
  * every pending request in sequence order) and exists to test that
  * equivalence. It does not move data: it only decides when transactions
  * complete. */
@@ -45,7 +46,7 @@ struct pch {
     uint8_t has_act;
     /* Fast path only. Banks with pending requests (a slice of active_all),
      * and over them the bank-level part of each command's earliest legal
-     * time (3.5 legality is a max of channel, pseudo-channel, bank-group and
+     * time (legality, "Commands", is a max of channel, pseudo-channel, bank-group and
      * bank terms, so the min over banks factors out the shared terms):
      *   col_min[0|1]  min next_col of banks with a read | write hit
      *   act_min       min max(next_act, bank-group nRRDL limit) of closed banks
@@ -314,7 +315,7 @@ static inline void map_addr(const struct plena_hbm *h, uint64_t addr, struct ple
      * order, low bits first: one field "sel" of p+h+g+k bits. */
     uint64_t b = addr >> (6 + h->c_bits);
     uint64_t sel = b & h->sel_mask;
-    /* Hash the granule number into the selection bits (3.3): moves an MX
+    /* Hash the granule number into the selection bits ("Address mapping"): moves an MX
      * tensor's scale stream off its element stream's bank. The key's fields
      * are XORed in the same order, so one XOR of the whole field does it. */
     if (h->p.address_hash_bit > 0) sel ^= (addr >> h->p.address_hash_bit) & h->sel_mask;
@@ -378,7 +379,7 @@ static int is_hit(const struct plena_hbm *h, const struct req *r)
     return bk->open && bk->row == r->row;
 }
 
-/* Pseudo-channel terms of the legality rules of 3.5 (the rest is the
+/* Pseudo-channel terms of the legality rules of "Commands" (the rest is the
  * channel's command bus and the bank's own limits). */
 static uint64_t pc_col_term(const struct plena_hbm *h, const struct pch *pc, int is_write)
 {
@@ -400,7 +401,7 @@ static uint64_t bg_term(const struct plena_hbm *h, uint32_t bgi)
     return h->bg_has[bgi] ? h->bg_last[bgi] + h->rrdl_ps : 0;
 }
 
-/* Earliest time at which the column command of hit r is legal (3.5), state unchanged. */
+/* Earliest time at which the column command of hit r is legal, state unchanged. */
 static uint64_t col_ready(const struct plena_hbm *h, const struct req *r)
 {
     uint64_t x = max64(h->chans[r->ch].col_bus_free, h->banks[r->bank].next_col);
@@ -540,7 +541,7 @@ static void issue_pre(struct plena_hbm *h, uint64_t t, struct req *r)
     emit(h, t, "PRE", r);
 }
 
-/* Step 4 of 3.6 for one channel, literally (exhaustive mode): every pending
+/* Scheduler step 4 for one channel, literally (exhaustive mode): every pending
  * request in sequence order. */
 static void channel_step_literal(struct plena_hbm *h, struct chan *c, uint64_t t)
 {
@@ -574,7 +575,7 @@ static void channel_step_literal(struct plena_hbm *h, struct chan *c, uint64_t t
 
 /* The oldest pending read hit, write hit and non-hit of a bank. Every
  * request of a bank that needs the same command (RD, WR, or the ACT / PRE of
- * a non-hit) has the same earliest legal time, so in 3.6 (a) and (b) the
+ * a non-hit) has the same earliest legal time, so in step 4 (a) and (b) the
  * oldest one of each kind is the only one of them that can be chosen. */
 static void update_reps(struct plena_hbm *h, struct bank *bk)
 {
@@ -673,7 +674,7 @@ static uint32_t scan_row(struct plena_hbm *h, struct pch *pc, uint64_t t, int ok
     return best;
 }
 
-/* Step 4 of 3.6 for one channel over its pseudo channels' aggregates and
+/* Scheduler step 4 for one channel over its pseudo channels' aggregates and
  * banks' representatives: the same choice as the literal scan (the legal
  * candidate with the smallest sequence number). A pseudo channel whose
  * shared terms or clean aggregates show nothing legal at t is not scanned. */
@@ -758,7 +759,7 @@ static uint64_t channel_cand(struct plena_hbm *h, uint32_t ch)
 
 /* ---- the controller ---- */
 
-/* Step 1 of 3.6 at tick t: every refresh window at or before t. */
+/* Scheduler step 1 at tick t: every refresh window at or before t. */
 static void refresh_step(struct plena_hbm *h, uint64_t t)
 {
     const struct plena_hbm_params *p = &h->p;
@@ -778,7 +779,7 @@ static void refresh_step(struct plena_hbm *h, uint64_t t)
     h->idle_min_all = NONE;
 }
 
-/* Step 2 of 3.6 at tick t (no bus used); each bank's effect is independent
+/* Scheduler step 2 at tick t (no bus used); each bank's effect is independent
  * of the others. The fast path scans a channel only once its lower bound is
  * due, and makes the bound exact again. */
 static void idle_step(struct plena_hbm *h, uint64_t t)
@@ -814,7 +815,7 @@ static void idle_step(struct plena_hbm *h, uint64_t t)
     h->idle_min_all = all;
 }
 
-/* One controller tick (3.6). */
+/* One controller tick (the four steps of "Scheduler"). */
 static void tick(struct plena_hbm *h, uint64_t t)
 {
     const struct plena_hbm_params *p = &h->p;
@@ -999,12 +1000,12 @@ static void enqueue_one(struct plena_hbm *h, const struct plena_hbm_txn *txn)
 static uint64_t serve(struct plena_hbm *h, uint64_t t_start, const struct plena_hbm_txn *txn,
                       size_t n)
 {
-    /* Ticks are considered only while an instruction is being served (3.8:
-     * "the first tick considered is ceil(t_start / T) x T"). What happened
+    /* Ticks are considered only while an instruction is being served ("Issue
+     * modes": the first tick considered is ceil(t_start / T) x T). What happened
      * in between (refresh windows, idle closes) is applied lazily by steps 1
      * and 2 of that first tick, with this instruction's requests already
      * queued, so an idle close never takes a row this instruction is about to
-     * hit. This reading reproduces the G1 reference totals of 3.10; stepping
+     * hit. This reading reproduces the G1 reference totals; stepping
      * idle ticks with an empty queue instead gives 2003 rather than 1950
      * cycles for the random-order case. */
     uint64_t t0 = ceil_tick(t_start, h->T);
@@ -1030,11 +1031,11 @@ static uint64_t serve(struct plena_hbm *h, uint64_t t_start, const struct plena_
     return latest;
 }
 
-/* Sequential issue (3.8), fast path: the one pending request r of serve()
+/* Sequential issue, fast path: the one pending request r of serve()
  * with the tick loop replaced by its closed form. With r alone in the queue,
  * step 4 can only issue r's next command (PRE if its bank is open on another
  * row, ACT if closed, then RD / WR), at the earliest tick >= lo where the
- * max() of its legality terms (3.5) and blocked_until is reached; nothing
+ * max() of its legality terms and blocked_until is reached; nothing
  * else changes r's terms before then except two events, which are applied in
  * tick order first:
  *  - a refresh window W at or before that tick: the ticks before W apply their

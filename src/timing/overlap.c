@@ -1,9 +1,9 @@
-/* overlap.c — the opt-in overlap overlay (spec/timing-and-profile.md 5):
+/* overlap.c — the opt-in overlap overlay (docs/timing.md "Overlap overlay"):
  * classifies each executed instruction from its opcode and pre-execution
- * register values (5.1) and hides queued prefetch time behind later compute
- * in FIFO order (5.2). A post-pass estimate: it changes only reported cycles,
- * never state, bytes or stage figures (I6). Write-after-write between compute
- * and a pending prefetch is deliberately not modelled (as upstream). */
+ * register values and hides queued prefetch time behind later compute in FIFO
+ * order. A post-pass estimate: it changes only reported cycles, never state,
+ * bytes or stage figures. Write-after-write between compute and a pending
+ * prefetch is deliberately not modelled (as upstream). */
 #include <string.h>
 
 #include "common/alloc.h"
@@ -39,7 +39,7 @@ static struct plena_overlap_range rng(enum plena_overlap_space sp, uint64_t lo, 
     return r;
 }
 
-/* The class of 5.1 from the opcode's isa.def columns: a store to HBM and a
+/* The class from the opcode's isa.def columns: a store to HBM and a
  * loop exit are barriers (FLOW exit), an HBM read into MRAM or VRAM is a
  * prefetch (H_PREFETCH_S fills scalar SRAM for the scalar loads right after
  * it, which the overlay does not track, so it stays serial: "other"), anything
@@ -59,7 +59,7 @@ static enum plena_overlap_class class_of(unsigned op)
     return PLENA_OVERLAP_OTHER;
 }
 
-/* The ranges of 5.1: which register holds each operand and how far it
+/* The ranges: which register holds each operand and how far it
  * reaches is per-opcode geometry, not a column, so it stays a switch; the
  * spaces come from the READS/WRITES columns (test_timing checks they agree
  * for every opcode). */
@@ -126,7 +126,7 @@ static void classify(const struct geom *g, const struct plena_emu_event *ev,
         ci->n_reads = 1;
         break;
     }
-    default: /* every other V_* (5.1): one row at G[rs1] */
+    default: /* every other V_*: one row at G[rs1] */
         ci->reads[0] = rng(V, rs1, g->vlen);
         ci->n_reads = 1;
         break;
@@ -152,7 +152,7 @@ int plena_overlap_new(const struct plena_settings *s, struct plena_overlap **out
     struct plena_overlap *o = plena_calloc(1, sizeof *o);
     if (!o) return PLENA_FAIL(err, PLENA_E_NOMEM, "overlap", "out of memory");
     o->g = geom_of(s);
-    /* the class depends on the opcode alone (5.1); only the ranges read registers */
+    /* the class depends on the opcode alone; only the ranges read registers */
     for (unsigned op = 0; op < 256; op++)
         o->other[op] = class_of(op) == PLENA_OVERLAP_OTHER;
     *out = o;

@@ -1,8 +1,9 @@
-/* HBM model conformance (spec/timing-and-profile.md 3.3-3.10, checklist T4):
- * the G2 command timeline of 3.9 via the trace hook, every reference value of
- * 3.10 including the whole G1 programs, the ideal model, skip-ahead equal to
- * the tick-by-tick definition on randomized request lists, and determinism.
- * Expected values are the spec's; nothing here is derived from the code. */
+/* HBM model conformance (docs/timing.md "HBM model"): the G2 command
+ * timeline via the trace hook, every reference value ("Reference values")
+ * including the whole G1 programs, the ideal model, skip-ahead equal to the
+ * tick-by-tick definition on randomized request lists, and determinism.
+ * Expected values are the reference figures; nothing here is derived from the
+ * code. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,7 +19,8 @@
 
 /* ---- trace recorder ---- */
 
-/* PF(o) of 9.2: 4 rows, STRIDE 64, SCALE 65536; per row element block then scale block (3.2). */
+/* PF(o) of the timing gates: 4 rows, STRIDE 64, SCALE 65536; per row element
+ * block then scale block (docs/machine.md "HBM DMA"). */
 static void pf_txns(uint64_t o, struct plena_hbm_txn *t)
 {
     for (uint64_t i = 0; i < 4; i++) {
@@ -29,7 +31,7 @@ static void pf_txns(uint64_t o, struct plena_hbm_txn *t)
     }
 }
 
-/* H_PREFETCH_M of 64 rows at offset 0, base 0, rstride 1 (isa.md 11.2). */
+/* H_PREFETCH_M of 64 rows at offset 0, base 0, rstride 1 (docs/machine.md "HBM DMA"). */
 static void pm_txns(uint64_t stride, uint64_t scale, struct plena_hbm_txn *t)
 {
     for (uint64_t i = 0; i < 64; i++) {
@@ -47,7 +49,7 @@ static void test_address_mapping(void **state)
     ref_hbm_params(&p);
     struct plena_hbm *h = new_hbm(&p);
     struct plena_hbm_loc l;
-    plena_hbm_map(h, 0, &l); /* 3.3: channel 0 / pc 0 / bank group 0 / bank 0 */
+    plena_hbm_map(h, 0, &l); /* channel 0 / pc 0 / bank group 0 / bank 0 */
     assert_int_equal(l.channel, 0);
     assert_int_equal(l.pseudo_channel, 0);
     assert_int_equal(l.bank_group, 0);
@@ -98,7 +100,7 @@ static void test_g2_timeline(void **state)
         plena_hbm_set_trace(h, record, &rc);
         struct plena_hbm_txn t[8];
         pf_txns(0, t);
-        /* 3.9: addresses 0, 65536, 64, 65536, 128, 65536, 192, 65536 */
+        /* the G2 prefetch: addresses 0, 65536, 64, 65536, 128, 65536, 192, 65536 */
         const uint64_t addrs[8] = {0, 65536, 64, 65536, 128, 65536, 192, 65536};
         for (int i = 0; i < 8; i++)
             assert_int_equal(t[i].addr, addrs[i]);
@@ -123,11 +125,11 @@ static void test_g2_timeline(void **state)
             assert_int_equal(rc.r[i].row, 0);
             assert_int_equal(rc.r[i].seq, want[i].seq);
         }
-        /* 3.10: the same H_PREFETCH_V 1000 ps after it ends (rows still open): 24000 ps */
+        /* the same H_PREFETCH_V 1000 ps after it ends (rows still open): 24000 ps */
         assert_int_equal(plena_hbm_batch(h, 41000, t, 8), 24000);
         plena_hbm_free(h);
         free(rc.r);
-        /* 3.8: a start between ticks waits for ceil(t_start / T) x T: starting at 7.5 ns
+        /* a start between ticks waits for ceil(t_start / T) x T: starting at 7.5 ns
          * the commands are those of the 8 ns start, so the duration is 40 - 7.5 ns */
         h = new_hbm(&p);
         plena_hbm_set_exhaustive(h, mode);
@@ -162,7 +164,7 @@ static void test_store_v_reference(void **state)
     (void)state;
     struct plena_hbm_params p;
     ref_hbm_params(&p);
-    /* 3.2: per row element block read then write, then scale block read then write;
+    /* per row element block read then write, then scale block read then write;
      * SCALE 256, STRIDE 64: scale of row i at 256 + 8i -> block 256. */
     struct plena_hbm_txn t[16];
     for (int i = 0; i < 4; i++) {
@@ -179,7 +181,7 @@ static void test_store_v_reference(void **state)
     }
 }
 
-/* Refresh (3.6 step 1), hand-computed from 3.5/3.6. */
+/* Refresh (scheduler step 1), hand-computed from "Commands" and "Scheduler". */
 static void test_refresh(void **state)
 {
     (void)state;
@@ -230,7 +232,7 @@ static void test_refresh(void **state)
     }
 }
 
-/* Idle close (3.6 step 2) is applied at the next instruction's first tick, with
+/* Idle close (scheduler step 2) is applied at the next instruction's first tick, with
  * its requests already queued: a row the instruction targets stays open. */
 static void test_idle_close(void **state)
 {
@@ -265,7 +267,7 @@ static void test_idle_close(void **state)
     plena_hbm_free(h);
 }
 
-/* ACT spacing (3.5): nFAW and nRRDL, hand-computed, no address hashing. */
+/* ACT spacing: nFAW and nRRDL, hand-computed, no address hashing. */
 static void test_act_windows(void **state)
 {
     (void)state;
@@ -293,7 +295,7 @@ static void test_act_windows(void **state)
     }
 }
 
-/* Row conflict in one bank (3.5 PRE legality, 3.6 FR-FCFS), no hashing: seq 1 wants
+/* Row conflict in one bank (PRE legality, FR-FCFS), no hashing: seq 1 wants
  * row 1 of the bank that seq 0 and 2..5 want on row 0. */
 static void test_row_conflict(void **state)
 {
@@ -378,7 +380,7 @@ static void test_rejects_bad_params(void **state)
     assert_string_equal(err.where, "HBM.ROW_BYTES");
 }
 
-/* ---- whole G1/G2 programs through plena_timing (3.10, 4, 9.2) ---- */
+/* ---- whole G1/G2 programs through plena_timing (docs/timing.md "Timing gates") ---- */
 
 static uint64_t acct(struct plena_timing *t, unsigned op, const struct plena_hbm_txn *txn, size_t n)
 {
@@ -446,7 +448,7 @@ static uint64_t run_g1(int pattern, int exhaustive, struct recorder *rc, uint64_
 static void test_g1_totals(void **state)
 {
     (void)state;
-    static const uint64_t want[4] = {1717, 1997, 1950, 1615}; /* 3.10 / 9.2 */
+    static const uint64_t want[4] = {1717, 1997, 1950, 1615}; /* the G1 reference totals */
     for (int mode = 0; mode < 2; mode++)
         for (int pat = 0; pat < 4; pat++) {
             uint64_t bytes[2];

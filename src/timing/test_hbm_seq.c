@@ -1,8 +1,8 @@
-/* Sequential issue (spec/timing-and-profile.md 3.8) on the HBM model: the
+/* Sequential issue (docs/timing.md "Issue modes") on the HBM model: the
  * closed form that plena_hbm_sequential uses for a request running alone must
- * equal the literal tick-by-tick definition of 3.6 (exhaustive mode) and the
- * general skip-ahead loop (one-transaction batches, which 3.8 makes the same
- * instruction), command by command, in durations, and in the state it leaves
+ * equal the literal tick-by-tick definition (exhaustive mode) and the
+ * general skip-ahead loop (one-transaction batches, which the issue rules
+ * make the same instruction), command by command, in durations, and in the state it leaves
  * behind (probed by later batch requests). Random workloads cross refresh
  * windows, revisit banks on other rows and use small and zero idle-close times. */
 #include <setjmp.h>
@@ -57,7 +57,7 @@ static void run(const struct plena_hbm_params *p, const struct op *plan, size_t 
         if (!o->sequential) {
             d = plena_hbm_batch(h, now, o->txn, o->n);
         } else if (mode == SEQ_AS_BATCHES) {
-            /* 3.8: transaction j enters at e_(j-1) and runs alone */
+            /* transaction j enters at e_(j-1) and runs alone */
             uint64_t e = now;
             for (size_t j = 0; j < o->n; j++)
                 e += plena_hbm_batch(h, e, &o->txn[j], 1);
@@ -192,9 +192,10 @@ static void test_sequential_equals_ticks(void **state)
     free(plan);
 }
 
-/* Hand-computed (3.5, 3.6, 3.8; reference timings, T = 1000 ps, hash off):
- * nREFI = 40, nRFC = 10, ROW_IDLE_CLOSE = 0. One H_STORE_V of two writes to
- * bank 0, rows 0 and 1 (address 0 and one row stride on), from t = 0.
+/* Hand-computed (docs/timing.md "Commands", "Scheduler" and "Issue modes";
+ * reference timings, T = 1000 ps, hash off): nREFI = 40, nRFC = 10,
+ * ROW_IDLE_CLOSE = 0. One H_STORE_V of two writes to bank 0, rows 0 and 1
+ * (address 0 and one row stride on), from t = 0.
  *   w0: ACT 0, WR 7000 (nRCD), done 7000 + (nCWL+nBL)*T = 13000.
  *   w1 enters at 13000: PRE needs next_pre = max(ACT + nRAS = 17000,
  *       done + nWR = 21000) = 21000; ACT at 21000 + nRP = 28000;

@@ -1,7 +1,7 @@
 /* Test data shared by test_timing.c and test_hbm.c: the reference settings of
- * spec/timing-and-profile.md 2.1 (latency table), 3.1 (HBM defaults) and 9.2
- * (gate CONFIG), typed in by hand so the timing tests do not depend on the
- * settings loader. */
+ * docs/timing.md (latency table of "Per-instruction costs", HBM defaults of
+ * "HBM model", gate CONFIG of "Timing gates"), typed in by hand so the timing
+ * tests do not depend on the settings loader. */
 #ifndef PLENA_TIMING_TEST_REFSETTINGS_H
 #define PLENA_TIMING_TEST_REFSETTINGS_H
 
@@ -9,7 +9,7 @@
 
 #include "timing/timing.h"
 
-/* 2.1, in costs.def order: {dc_lib_en, dc_lib_dis} */
+/* latency table, in costs.def order: {dc_lib_en, dc_lib_dis} */
 static const uint32_t ref_latency[PLENA_LAT_COUNT][2] = {
     {0, 0},  /* SYSTOLIC_PROCESSING_OVERHEAD */
     {1, 2},  /* VECTOR_ADD_CYCLES */

@@ -1,7 +1,8 @@
-/* Per-instruction costs and the overlap overlay (spec/timing-and-profile.md
- * 1, 2, 5; checklist T1, T2, T5): every opcode's fixed cost at DC_EN 1 and 0
- * from the table of 2.2 (typed in here), the f0 skip, V_TOPK x E, byte
- * counters, the clock period, classification 5.1 and every unit vector of 5.2. */
+/* Per-instruction costs and the overlap overlay (docs/timing.md "Clock",
+ * "Per-instruction costs" and "Overlap overlay"): every opcode's fixed cost at
+ * DC_EN 1 and 0 from a per-opcode cycle table (typed in here), the f0 skip,
+ * V_TOPK x E, byte counters, the clock period, the overlay's classes and its
+ * accounting on hand-worked cases. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,7 +15,7 @@
 #include "timing/test_refsettings.h"
 #include "timing/timing.h"
 
-/* 2.2 "Cycles (en/dis)" at MLEN = VLEN = 64; -1 = traps (never charged). */
+/* Cycles (en/dis) per opcode at MLEN = VLEN = 64; -1 = traps (never charged). */
 static const int want_cycles[64][2] = {
     [0x00] = {-1, -1}, [0x01] = {64, 64}, [0x02] = {64, 64},   [0x03] = {64, 64}, [0x04] = {64, 64},
     [0x05] = {1, 1},   [0x06] = {1, 1},   [0x07] = {64, 64},   [0x08] = {64, 64}, [0x09] = {1, 1},
@@ -32,7 +33,7 @@ static const int want_cycles[64][2] = {
     [0x3D] = {-1, -1}, [0x3E] = {-1, -1}, [0x3F] = {-1, -1},
 };
 
-/* Ops marked "f0 skip" in 2.2. */
+/* Ops with the f0 skip (docs/timing.md "Per-instruction costs"). */
 static int has_f0_skip(unsigned op)
 {
     return (op >= 0x15 && op <= 0x1D);
@@ -78,7 +79,7 @@ static void test_fixed_costs_both_columns(void **state)
             assert_int_equal(rd, 0);
             assert_int_equal(wr, 0);
         }
-        /* I3: time is the sum of durations */
+        /* serial execution: time is the sum of durations */
         assert_int_equal(plena_timing_now_ps(t), sum);
         assert_int_equal(plena_timing_bytes_read(t), 0);
         plena_timing_free(t);
@@ -182,7 +183,7 @@ static void test_hbm_bytes_and_ideal(void **state)
     assert_int_equal(plena_timing_status(t, NULL), 0);
     plena_timing_free(t);
 
-    /* hbm2: H_STORE_V is issued sequentially (3.8): the 171000 ps case of 3.10
+    /* hbm2: H_STORE_V is issued sequentially: the 171000 ps reference case
      * (4 rows, SCALE 256, STRIDE 64: element block RMW, then scale block 256 RMW) */
     s.hbm.model = PLENA_HBM_MODEL_HBM2;
     t = new_timing(&s);
@@ -201,7 +202,7 @@ static void test_hbm_bytes_and_ideal(void **state)
     plena_timing_free(t);
 }
 
-/* ---- overlay (5.1, 5.2) ---- */
+/* ---- overlay ---- */
 
 static struct plena_overlap *new_ov(void)
 {
@@ -408,9 +409,10 @@ static void test_classification(void **state)
     }
 }
 
-/* Every opcode: the class is the one spec 5.1 lists by name, and the spaces
- * of the ranges are those the isa.def READS/WRITES columns name (the class
- * and the spaces come from the table, the geometry from a switch). */
+/* Every opcode: the class is the one docs/timing.md "Overlap overlay" lists,
+ * and the spaces of the ranges are those the isa.def READS/WRITES columns
+ * name (the class and the spaces come from the table, the geometry from a
+ * switch). */
 static void test_classification_all_opcodes(void **state)
 {
     (void)state;
@@ -447,7 +449,7 @@ static void test_classification_all_opcodes(void **state)
     }
 }
 
-/* G2 combined with the overlay on, fed as events (4, 8.2): 6440 serial, 6408 adjusted. */
+/* G2 combined with the overlay on, fed as events: 6440 serial, 6408 adjusted. */
 static void test_g2_overlay_events(void **state)
 {
     (void)state;

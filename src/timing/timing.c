@@ -1,8 +1,8 @@
 /* timing.c — per-instruction durations and run totals
- * (spec/timing-and-profile.md sections 1 and 2): one precomputed table of
+ * (docs/timing.md "Clock" and "Per-instruction costs"): one precomputed table of
  * picoseconds per opcode from isa.def's COST column, V_TOPK's E factor, the
  * f0 skip, and the HBM model for H_* (batch for prefetches, sequential for
- * H_STORE_V). Time is u64 ps and only ever summed (I1-I3). It never looks at
+ * H_STORE_V). Time is u64 ps and only ever summed. It never looks at
  * functional state beyond the event record. */
 #include "common/alloc.h"
 #include "timing/timing.h"
@@ -69,7 +69,7 @@ int plena_timing_new(const struct plena_settings *s, struct plena_timing **out,
         if (c == PLENA_COST_TOPK)
             t->kind[op] = K_TOPK;
         else if (c == PLENA_COST_HBM)
-            /* 3.8: prefetches issue as a batch, the read-modify-write store one by one */
+            /* prefetches issue as a batch, the read-modify-write store one by one */
             t->kind[op] = op == PLENA_OP_H_STORE_V ? K_HBM_SEQ : K_HBM_BATCH;
         t->cost_ps[op] = rule_cycles(s, c) * s->clock_period_ps;
     }

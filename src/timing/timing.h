@@ -1,13 +1,14 @@
-/* Timing model (spec/timing-and-profile.md sections 0-5, decision D6).
+/* Timing model (docs/timing.md).
  *
  * Observes executed-instruction events from the emulator and never changes
- * functional results. All time is u64 picoseconds (I1); cycles are derived
- * once per reported quantity with ceil (I2); execution is serial (I3).
+ * functional results. All time is u64 picoseconds; cycles are derived once
+ * per reported quantity with ceil; execution is serial (docs/timing.md
+ * "Clock").
  *
  * Three parts:
- *   - plena_hbm_*      the in-house HBM2 command-level model (section 3)
- *   - plena_timing_*   per-instruction durations and run totals (sections 1-2)
- *   - plena_overlap_*  the opt-in overlap overlay (section 5) */
+ *   - plena_hbm_*      the in-house HBM2 command-level model ("HBM model")
+ *   - plena_timing_*   per-instruction durations and run totals ("Per-instruction costs")
+ *   - plena_overlap_*  the opt-in overlap overlay ("Overlap overlay") */
 #ifndef PLENA_TIMING_TIMING_H
 #define PLENA_TIMING_TIMING_H
 
@@ -27,7 +28,7 @@ static inline uint64_t plena_ps_to_cycles(uint64_t ps, uint64_t period_ps)
 /* ---- HBM model ---- */
 struct plena_hbm;
 
-/* Optional debug hook (conformance test T4): called for every DRAM command.
+/* Optional debug hook (conformance tests): called for every DRAM command.
  * cmd is "ACT", "PRE", "RD", "WR" or "REF"; seq is the request sequence
  * number (-1 for REF). */
 typedef void (*plena_hbm_trace_fn)(void *ctx, uint64_t tick_ps, const char *cmd, unsigned channel,
@@ -45,14 +46,16 @@ uint64_t plena_hbm_batch(struct plena_hbm *h, uint64_t t_start_ps, const struct 
 uint64_t plena_hbm_sequential(struct plena_hbm *h, uint64_t t_start_ps,
                               const struct plena_hbm_txn *txn, size_t n);
 
-/* Address mapping of 3.3 (with the granule hash when ADDRESS_HASH_BIT > 0). */
+/* Address mapping (docs/timing.md "Address mapping"; with the granule hash when
+ * ADDRESS_HASH_BIT > 0). */
 struct plena_hbm_loc {
     unsigned channel, pseudo_channel, bank_group, bank;
     uint64_t row;
 };
 void plena_hbm_map(const struct plena_hbm *h, uint64_t addr, struct plena_hbm_loc *loc);
-/* Test aid: 1 = step every tick (the definition of 3.6), 0 = skip ticks where
- * nothing can happen (default; results are identical by construction). */
+/* Test aid: 1 = step every tick (the definition, docs/timing.md "Scheduler"),
+ * 0 = skip ticks where nothing can happen (default; results are identical by
+ * construction). */
 void plena_hbm_set_exhaustive(struct plena_hbm *h, int on);
 /* Non-zero once a request could not be queued for lack of memory (its
  * instruction was then charged as if it had no transactions). */
@@ -102,7 +105,7 @@ void plena_overlap_observe(struct plena_overlap *o, const struct plena_emu_event
 void plena_overlap_report(const struct plena_overlap *o, uint64_t serial_total_ps,
                           uint64_t clock_period_ps, struct plena_overlap_report *r);
 
-/* Classification of 5.1 and the low-level accounting of 5.2 (what
+/* Classification and the low-level accounting of the overlay (what
  * plena_overlap_observe does after classifying; used directly by tests).
  * Ranges are half-open element intervals. */
 enum plena_overlap_space { PLENA_OVERLAP_MATRIX = 0, PLENA_OVERLAP_VECTOR = 1 };

@@ -1,7 +1,8 @@
-/* The one trace builder (spec/traces-and-replay.md 3.1, 3.4, 1.6, 1.7) and
- * trace lists in the canonical set order of 1.10. Statistics are always
- * recomputed here from the ids; the finished trace is written and validated
- * before it is returned, so no producer can hand out an invalid trace.
+/* The one trace builder (model fields as docs/lowering.md "Model files" gives
+ * them, statistics and logical bytes as docs/trace-schema.md defines them) and
+ * trace lists in canonical set order. Statistics are always recomputed here
+ * from the ids; the finished trace is written and validated before it is
+ * returned, so no producer can hand out an invalid trace.
  * Route weights are binary32 values (stored as doubles in the tree). */
 #include "trace/build.h"
 

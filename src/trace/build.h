@@ -1,7 +1,8 @@
-/* Building traces and handling trace sets (spec/traces-and-replay.md 1.10,
- * 3.1, 3.4): one builder that every producer (gen, importers) calls, so model
- * fields, statistics and logical bytes are derived in one place and every
- * trace is validated before anyone writes it; the canonical order of a set;
+/* Building traces and handling trace sets (docs/trace-schema.md,
+ * docs/lowering.md "Model files"): one builder that every producer (gen,
+ * importers) calls, so model fields, statistics and logical bytes are derived
+ * in one place and every trace is validated before anyone writes it; the
+ * canonical order of a set;
  * reading a set or single traces into a list. The replay-tier rules
  * R001-R006 live in replay/tier.h (they ask the generator).
  * Only files.c writes files (a directory of traces); the rest takes bytes
@@ -19,13 +20,13 @@
 
 struct json_t;
 
-/* stable_id of 1.8, in place: bytes outside [A-Za-z0-9_-] become '_', at most
+/* stable_id, in place: bytes outside [A-Za-z0-9_-] become '_', at most
  * 128 bytes. */
 void plena_trace_stable_id(char *s);
 
 /* Everything a trace needs beyond the model. Strings are borrowed. */
 struct plena_trace_spec {
-    const struct plena_moe_model *model; /* fields of 3.4 */
+    const struct plena_moe_model *model; /* as docs/lowering.md "Model files" */
     uint32_t layer;                      /* model.layer_index */
     const char *trace_id;                /* passed through stable_id */
     const char *created_by;
@@ -48,7 +49,7 @@ struct plena_trace_spec {
  * names the first finding), PLENA_E_NOMEM. */
 int plena_trace_build(const struct plena_trace_spec *s, struct json_t **out, struct plena_err *err);
 
-/* ---- lists of traces and trace sets (1.10) ---- */
+/* ---- lists of traces and trace sets ---- */
 struct plena_trace_doc {
     struct json_t *tree; /* owned */
     char trace_id[129];
@@ -61,7 +62,7 @@ struct plena_trace_docs {
 void plena_trace_docs_free(struct plena_trace_docs *d);
 /* Takes ownership of tree (also on failure). 0 or PLENA_E_NOMEM. */
 int plena_trace_docs_add(struct plena_trace_docs *d, struct json_t *tree, const char *origin);
-/* Canonical order of 1.10: (benchmark, sample_index, sample_id, phase in the
+/* Canonical order: (benchmark, sample_index, sample_id, phase in the
  * order prefill, decode, smoke, unknown, decode_step, layer_index, trace_id).
  * An absent sample_index sorts before every present one, an absent or null
  * decode_step before step 1. Stable for equal keys. */
@@ -77,7 +78,7 @@ int plena_trace_docs_read(struct plena_trace_docs *d, const char *name, const ch
                           struct plena_err *err);
 
 /* ---- into files (trace/files.c) ---- */
-/* One pretty DIR/<stable_id(trace_id)>.json per trace (1.8), each written
+/* One pretty DIR/<stable_id(trace_id)>.json per trace, each written
  * atomically; with no_clobber nothing is written when one of them exists
  * (PLENA_E_OUTPUT naming it). */
 int plena_trace_docs_write_dir(const struct plena_trace_docs *d, const char *dir, int no_clobber,

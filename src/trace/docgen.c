@@ -1,7 +1,7 @@
 /* plena_trace_docgen: writes schemas/route_trace_v2.schema.json (JSON Schema
  * draft 2020-12) and docs/trace-schema.md from fields.def and rules.def, or with
  * --check compares the committed copies and fails when they are stale
- * (spec/traces-and-replay.md 1.1). A build tool, not part of libplena: it is
+ * (CTest trace_docs_fresh). A build tool, not part of libplena: it is
  * allowed to print. Semantic rules appear in the docs as prose only. */
 #include <jansson.h>
 #include <math.h>
@@ -313,7 +313,7 @@ static const char *semantic_rules =
     "- `trace_id` pattern applies to v2; a v1 `trace_id` outside it gives W010.\n"
     "- `created_at_utc` must be a real calendar date (V006).\n"
     "- `model.top_k` <= `model.num_experts` (V014).\n"
-    "- Shared experts (spec 1.4): `shared_experts` >= 1 needs `shared_intermediate_size` (V023) "
+    "- Shared experts: `shared_experts` >= 1 needs `shared_intermediate_size` (V023) "
     "and "
     "`shared_gate` (V024); a width without experts is V025, a `sigmoid` gate without experts V026; "
     "any shared field with `schema_version` 1 is V027.\n"
@@ -349,7 +349,7 @@ static int build_docs(struct plena_buf *b, const char *example)
         "Do not edit: change the tables and run `ninja trace-docs`; the CTest test "
         "`trace_docs_fresh` fails when this file is stale. -->\n\n"
         "A route trace is one JSON object describing the routing of one MoE layer for one "
-        "token group (spec/traces-and-replay.md section 1). `plena trace validate` checks it; "
+        "token group. `plena trace validate` checks it; "
         "the JSON Schema `schemas/route_trace_v2.schema.json` is generated from the same field "
         "table but checks only types, ranges and enums.\n\n"
         "Column *rule* is the validator code for a missing, mistyped or out-of-range value "
@@ -369,7 +369,7 @@ static int build_docs(struct plena_buf *b, const char *example)
         plena_buf_puts(b, " |\n");
     }
     plena_buf_puts(b,
-                   "\n## Complete example (spec section 1.9)\n\n"
+                   "\n## Complete example\n\n"
                    "Valid, v2, with a gated shared branch (shown compacted). Check by hand: counts "
                    "sum 8 = 4 x 2; 5 active experts, so duplicate_factor 8/5 = 1.6; sorted counts "
                    "[0,0,0,1,1,1,2,3] give S = 53 and gini = 106/64 - 9/8 = 0.53125.\n\n```json\n");

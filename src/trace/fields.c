@@ -1,5 +1,5 @@
 /* The field and rule tables expanded from fields.def and rules.def
- * (spec/traces-and-replay.md 1.2-1.7, 2.2), plus small lookups over them.
+ * (docs/trace-schema.md "Fields" and "Validator findings"), plus small lookups over them.
  * Nothing here knows about JSON values; validate.c and docgen.c consume the rows. */
 #include "isa/isa.h"
 #include "trace/trace.h"

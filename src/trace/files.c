@@ -1,7 +1,6 @@
-/* Trace documents into files (spec/traces-and-replay.md 1.8, 1.10): one
- * pretty <stable_id(trace_id)>.json per trace in a directory, or one output
- * rendered as a single pretty trace or a set in canonical order. Used by
- * `plena trace gen|import|split`. */
+/* Trace documents into files: one pretty <stable_id(trace_id)>.json per trace
+ * in a directory, or one output rendered as a single pretty trace or a set in
+ * canonical order. Used by `plena trace gen|import|split`. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -9,7 +8,7 @@
 #include "common/fileio.h"
 #include "trace/build.h"
 
-/* The file name of a trace in a directory: stable_id(trace_id).json (1.8). */
+/* The file name of a trace in a directory: stable_id(trace_id).json. */
 static int doc_path(char *buf, size_t n, const char *dir, const char *trace_id)
 {
     char name[160];

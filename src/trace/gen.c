@@ -1,7 +1,8 @@
-/* plena trace gen: synthetic routing of spec/traces-and-replay.md 3.2 and the
- * model fields of 3.4. Every trace is built as a jansson tree, written in the
- * pretty form of 0.3 and validated before it is handed back (trace/build.c).
- * Route weights are binary32 values, printed with the binary32 rule of 0.3. */
+/* plena trace gen (docs/cli.md "plena trace gen"): synthetic routing and the
+ * model fields of docs/lowering.md "Model files". Every trace is built as a
+ * jansson tree, written in the pretty form and validated before it is handed
+ * back (trace/build.c). Route weights are binary32 values, printed with the
+ * binary32 rule of docs/formats.md "Conventions". */
 #include "trace/gen.h"
 
 #include <jansson.h>
@@ -105,7 +106,7 @@ static int dist_weights(const struct plena_trace_gen_opts *o, uint32_t E, double
                             "hot:%u needs fewer hot experts than num_experts %u", o->hot_n, E);
         for (uint32_t e = 0; e < E && !rc; e++)
             p[e] = (1.0 - o->hot_f) / (double)(E - o->hot_n);
-        /* --hot-ids replaces the shuffled hot set (3.2). */
+        /* --hot-ids replaces the shuffled hot set. */
         if (!rc && o->n_hot_ids && o->n_hot_ids != o->hot_n)
             rc = PLENA_FAIL(err, PLENA_E_USAGE, "--hot-ids", "%zu ids given for hot:%u",
                             o->n_hot_ids, o->hot_n);
@@ -191,7 +192,7 @@ int plena_trace_gen_tree(const struct plena_trace_gen_opts *o, json_t **tree, st
             break;
         case PLENA_TRACE_DIST_ZIPF:
         case PLENA_TRACE_DIST_HOT:
-            /* Weighted draw without replacement, sums in id order (3.2). */
+            /* Weighted draw without replacement, sums in id order. */
             memset(taken, 0, E);
             for (uint32_t j = 0; j < K; j++) {
                 double W = 0.0, c = 0.0;

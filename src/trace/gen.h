@@ -1,7 +1,7 @@
-/* Synthetic route traces (`plena trace gen`, spec/traces-and-replay.md 3.2,
- * model fields per 3.4). Deterministic: xoshiro256** streams from num/prng.h,
- * derive(seed, 1, layer_index, sample); zipf weights via num/detmath.h, never
- * libm. Importers (3.3) are in trace/import.h. */
+/* Synthetic route traces (`plena trace gen`, docs/cli.md "plena trace gen";
+ * model fields per docs/lowering.md "Model files"). Deterministic: xoshiro256**
+ * streams from num/prng.h, derive(seed, 1, layer_index, sample); zipf weights
+ * via num/detmath.h, never libm. Importers are in trace/import.h. */
 #ifndef PLENA_TRACE_GEN_H
 #define PLENA_TRACE_GEN_H
 

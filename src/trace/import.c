@@ -1,4 +1,4 @@
-/* Importers of spec/traces-and-replay.md 3.3. Every record is checked here
+/* Importers (docs/cli.md "plena trace import"). Every record is checked here
  * against the model (row width = top_k, ids in [0, E), integer ids, no id
  * twice per token) with a message naming file, line/record and field, then
  * built and validated by trace/build.c. With keep_going a bad record is logged
@@ -223,7 +223,7 @@ static json_t *parse_line(struct imp *st, const char *where, const char *s, size
 
 /* ---- vllm ---- */
 
-/* ids: [N][L][K] row-major. decode selects the trace kind of 3.3. */
+/* ids: [N][L][K] row-major. decode selects the trace kind (prefill or decode). */
 static int vllm_emit(struct imp *st, const char *where, const char *rid, long index, int decode,
                      const int64_t *ids, size_t N, size_t L)
 {
@@ -1034,7 +1034,7 @@ static int import_csv(struct imp *st, const char *bytes, size_t len)
             r.sample = r.bench + strlen(r.bench) + 1;
             r.phase = r.sample + strlen(r.sample) + 1;
             r.cat = r.phase + strlen(r.phase) + 1;
-            if (!*r.cat) r.cat = NULL; /* empty cell = null (0.3) */
+            if (!*r.cat) r.cat = NULL; /* empty cell = null */
             rows[n_rows++] = r;
         }
     next:
@@ -1060,7 +1060,7 @@ static int import_csv(struct imp *st, const char *bytes, size_t len)
     return rc;
 }
 
-/* ---- jsonl routing rows (4.4) ---- */
+/* ---- jsonl routing rows ---- */
 
 static int str_field(struct imp *st, const char *where, const json_t *rec, const char *key,
                      int required, const char **out)

@@ -1,6 +1,6 @@
-/* Importers of public routing captures (spec/traces-and-replay.md 3.3):
+/* Importers of public routing captures (docs/cli.md "plena trace import"):
  * vLLM routed-experts JSON/JSONL and raw int16/int32 arrays, Megatron
- * router-trace JSONL, long-form CSV, and routing rows (4.4). Each record
+ * router-trace JSONL, long-form CSV, and routing rows. Each record
  * becomes traces through trace/build.h (statistics recomputed, validated).
  * Callers pass bytes; nothing here opens files or prints. FLAME-MoE parquet
  * is not read (convert to the jsonl form outside plena). */

@@ -1,5 +1,5 @@
 /* Fixed routing from a route trace (`plena moe --routing FILE`): the file is
- * validated (schema v2, section 2), its model must have the layer's shape
+ * validated (schema v2, docs/trace-schema.md), its model must have the layer's shape
  * and its token count the layer's T, and then its topk_indices and
  * topk_weights become the [T][k] routing (pair order t*k+j) a fixed-routing
  * build stages. Nothing is printed: the report holds the findings. */

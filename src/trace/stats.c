@@ -1,7 +1,7 @@
-/* Routing statistics of spec/traces-and-replay.md 1.6, computed exactly from
- * expert counts: duplicate factor, Gini (the formula and evaluation order of
- * 1.6, model/model.h's plena_routing_gini), active/cold/hot lists and the extra
- * numbers of `trace stats`.
+/* Routing statistics (docs/trace-schema.md "Semantic rules (validator only)"),
+ * computed exactly from expert counts: duplicate factor, Gini (the documented
+ * formula and evaluation order, model/model.h's plena_routing_gini),
+ * active/cold/hot lists and the extra numbers of `trace stats`.
  * Does not read traces; callers pass the counts. */
 #include "trace/trace.h"
 

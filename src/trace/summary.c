@@ -1,5 +1,5 @@
 /* The statistics of one trace document (`plena trace stats`): the document
- * is validated first, then the 1.6 statistics are computed from its stored
+ * is validated first, then the routing statistics are computed from its stored
  * expert_counts, which the validator has checked against the histogram of
  * topk_indices (V053). Nothing is printed. */
 #include <jansson.h>

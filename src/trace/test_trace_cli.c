@@ -1,6 +1,7 @@
-/* `plena trace` CLI contract (spec/traces-and-replay.md 0.2, 2.1): exit codes
- * 0 valid / 1 invalid / 2 usage / 3 unreadable, the text line forms, --json,
- * FILE:LINE: prefixes for sets and the stats numbers of the 1.9 example.
+/* `plena trace` CLI contract (docs/cli.md "Exit codes" and "plena trace
+ * validate"): exit codes 0 valid / 1 invalid / 2 usage / 3 unreadable, the
+ * text line forms, --json, FILE:LINE: prefixes for sets and the stats numbers
+ * of the complete example of docs/trace-schema.md.
  * Runs $PLENA_BIN; writes only under a fresh mkdtemp() directory. */
 #include <setjmp.h>
 #include <stdarg.h>

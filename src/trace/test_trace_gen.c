@@ -1,4 +1,4 @@
-/* plena trace gen (spec/traces-and-replay.md 3.2): same seed -> identical
+/* plena trace gen (docs/cli.md "plena trace gen"): same seed -> identical
  * bytes, different seed -> different routing; round-robin/balanced counts
  * differ by at most 1; no duplicate id per row at K = E and K = 1; every
  * generated trace validates (plena_trace_gen validates; the test re-checks). */

@@ -1,9 +1,9 @@
-/* Importers (spec/traces-and-replay.md 3.3) on fixtures built here: a
+/* Importers (docs/cli.md "plena trace import") on fixtures built here: a
  * 3-request vLLM JSONL, a raw int16 array, Megatron JSONL with nested and flat
  * records (with and without --merge-ranks), a shuffled long-form CSV and one
  * routing row. Expected traces are written by hand (statistics computed by
  * hand in the comments) and compared in canonical form. The five error cases
- * of 3.3 (wrong K, id out of range, missing column, duplicate (token, slot),
+ * (wrong K, id out of range, missing column, duplicate (token, slot),
  * non-integer id) fail with the expected message; --keep-going skips. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -310,7 +310,7 @@ static void test_csv(void **state)
     done(&d, &log);
 }
 
-/* ---- routing rows (4.4) ---- */
+/* ---- routing rows ---- */
 
 static void test_rows(void **state)
 {
@@ -332,7 +332,7 @@ static void test_rows(void **state)
     done(&d, &log);
 }
 
-/* ---- the error cases of 3.3 ---- */
+/* ---- the error cases ---- */
 
 static void expect_fail(struct plena_trace_import_opts *o, const char *name, const char *text,
                         const char *where, const char *msg)

@@ -1,8 +1,9 @@
 /* Trace sets, writer numbers, replay tier and generator statistics
- * (spec/traces-and-replay.md 0.3, 1.10, 2.3, 3.2):
- * - the trace writer applies the binary32 rule to route weights (0.3);
- * - canonical set order (1.10) on hand-made keys;
- * - R001 / R006 fixtures made from the 1.9 example;
+ * (docs/formats.md "Conventions", docs/replay.md "Replay tier", docs/cli.md
+ * "plena trace gen"):
+ * - the trace writer applies the binary32 rule to route weights;
+ * - canonical set order on hand-made keys;
+ * - R001 / R006 fixtures made from the complete example of docs/trace-schema.md;
  * - the stored golden of `trace gen --model tiny-route-32x4 --tokens 16
  *   --dist zipf:1.2 --seed 7` (a REGRESSION golden: generated once by the code
  *   after its counts and weights were reviewed by hand; it pins the bytes,
@@ -32,7 +33,7 @@
 static void test_route_weights_written_as_binary32(void **state)
 {
     (void)state;
-    /* the trace writer applies the binary32 rule of 0.3 (spellings are
+    /* the trace writer applies the binary32 rule (spellings are
      * tested in common/test_json.c): inside topk_weights/route_weights only */
     json_t *v = json_pack("{s:{s:[[f]]},s:f}", "routing", "topk_weights", (double)0.1f, "other",
                           (double)0.1f);
@@ -46,7 +47,7 @@ static void test_route_weights_written_as_binary32(void **state)
     json_decref(v);
 }
 
-/* 1.10 sets: blank lines (spaces, tabs, CR only) are skipped but numbered;
+/* Trace sets: blank lines (spaces, tabs, CR only) are skipped but numbered;
  * the last line needs no '\n'. */
 static void test_set_lines(void **state)
 {

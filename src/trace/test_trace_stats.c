@@ -1,7 +1,7 @@
-/* Statistics of spec/traces-and-replay.md 1.6 against hand-computed values:
- * the 1.9 example (gini 0.53125, duplicate factor 1.6, lists), edge cases
- * (all zero, one hot expert, perfectly balanced). The JSON writer of 0.3 is
- * tested in common/test_json.c. */
+/* Routing statistics against hand-computed values: the complete example of
+ * docs/trace-schema.md (gini 0.53125, duplicate factor 1.6, lists), edge cases
+ * (all zero, one hot expert, perfectly balanced). The JSON writer is tested in
+ * common/test_json.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,8 +1,9 @@
-/* Validator tests (spec/traces-and-replay.md 2.2, 2.4): the unmodified 1.9
- * example passes; one mutation of it per rule fails with exactly that code
- * and path; parser robustness (bool-as-int, 2.0, duplicate key, 1e400, int64
- * overflow, deep nesting, empty, garbage, [], null, "x"); trace sets (V100).
- * Expected codes and paths come from the spec tables, not from the code.
+/* Validator tests (docs/trace-schema.md "Validator findings"): the
+ * unmodified complete example passes; one mutation of it per rule fails with
+ * exactly that code and path; parser robustness (bool-as-int, 2.0, duplicate
+ * key, 1e400, int64 overflow, deep nesting, empty, garbage, [], null, "x");
+ * trace sets (V100).
+ * Expected codes and paths come from the documented tables, not from the code.
  * With PLENA_TRACE_DUMP_FIXTURES=DIR set, every mutated document is also
  * written there (used once to seed fuzz/corpus/trace_validate). */
 #include <setjmp.h>
@@ -408,7 +409,7 @@ static void test_rule_cases(void **state)
         run_case(&cases[i]);
 }
 
-/* Spec messages quoted in 2.2 */
+/* Message texts, word for word */
 static void test_messages(void **state)
 {
     (void)state;

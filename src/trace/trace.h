@@ -1,5 +1,5 @@
 /* Route traces: schema v2 field table, validator, trace sets and routing
- * statistics (spec/traces-and-replay.md sections 1 and 2).
+ * statistics (docs/trace-schema.md).
  * The field table (fields.def) drives presence/type/range/enum checks, the JSON
  * Schema and the docs; semantic rules live only in validate.c. This module does
  * not run replays (replay/) and does not read files: callers pass bytes. */
@@ -73,7 +73,7 @@ struct plena_trace_rule_info {
 unsigned plena_trace_rule_count(void);
 const struct plena_trace_rule_info *plena_trace_rule_at(unsigned i);
 
-/* ---- validator (section 2) ---- */
+/* ---- validator ---- */
 #define PLENA_TRACE_MAX_ERRORS_DEFAULT 100
 #define PLENA_TRACE_MAX_BYTES_DEFAULT  ((size_t)1 << 30)
 #define PLENA_TRACE_MAX_DEPTH          64
@@ -116,7 +116,7 @@ int plena_trace_validate_bytes(const char *bytes, size_t len,
                                const struct plena_trace_validate_options *opt,
                                struct plena_trace_report *report);
 
-/* A trace set (.jsonl, section 1.10): one report per non-blank line, each
+/* A trace set (.jsonl): one report per non-blank line, each
  * line validated alone, plus V100 for a repeated trace_id. */
 struct plena_trace_set_entry {
     long line; /* 1-based line number in the set */
@@ -148,7 +148,7 @@ int plena_trace_read_fixed_routing(const char *path, const char *where,
                                    float **w, struct plena_trace_report *report,
                                    struct plena_err *err);
 
-/* ---- statistics (section 1.6) ---- */
+/* ---- statistics ---- */
 struct plena_trace_stats {
     size_t n_experts;
     int64_t total;   /* sum of counts */
@@ -158,7 +158,7 @@ struct plena_trace_stats {
     size_t n_hot;    /* count >= 16 */
     int64_t max_count;
     double duplicate_factor; /* total / n_active, 0 when none active */
-    double gini;             /* exact formula of 1.6, 0 when total is 0 */
+    double gini;             /* the documented exact formula, 0 when total is 0 */
     double max_mean_ratio;   /* max_count / (total / n_experts), 0 when total is 0 */
 };
 
@@ -166,7 +166,7 @@ struct plena_trace_stats {
 int plena_trace_stats_compute(const int64_t *counts, size_t n, struct plena_trace_stats *st,
                               struct plena_err *err);
 double plena_trace_duplicate_factor(const int64_t *counts, size_t n);
-/* Fill `out` (capacity n) with the lists of 1.6; return the number written. */
+/* Fill `out` (capacity n) with the active/cold/hot lists; return the number written. */
 size_t plena_trace_active_experts(const int64_t *counts, size_t n, int64_t *out);
 size_t plena_trace_cold_experts(const int64_t *counts, size_t n, int64_t *out);
 size_t plena_trace_hot_experts(const int64_t *counts, size_t n, int64_t *out);
@@ -185,7 +185,7 @@ int plena_trace_summary_doc(const char *doc, size_t len, struct plena_trace_summ
                             struct plena_trace_report *report);
 void plena_trace_summary_free(struct plena_trace_summary *s);
 
-/* ---- trace sets: JSON Lines (section 1.10) ---- */
+/* ---- trace sets: JSON Lines ---- */
 /* Cursor over the lines of a set: '\n' ends a line (a last line without one
  * counts), lines of only spaces, tabs and CR are blank and skipped, but every
  * line is numbered. Start with {bytes, len} (pos and line 0). */
@@ -201,7 +201,7 @@ int plena_trace_lines_next(struct plena_trace_lines *it, const char **s, size_t 
  * or force_set (a --set option). */
 int plena_trace_path_is_set(const char *path, int force_set);
 
-/* ---- JSON writing (section 0.3 pretty form, 0.4 canonical form) ---- */
+/* ---- JSON writing (pretty and canonical forms, docs/formats.md "Conventions") ---- */
 /* Appends `v` to `b` with the common writer (common/json.h): pretty (keys
  * sorted, 2-space indent, scalar arrays on one line, final newline) or
  * canonical (no whitespace). Reals inside a `topk_weights` or `route_weights`

@@ -1,4 +1,4 @@
-/* The route-trace validator (spec/traces-and-replay.md 2.1, 2.2, 2.4, 1.10).
+/* The route-trace validator (docs/trace-schema.md).
  * Pass 1 walks fields.def: presence, JSON type, range and enum of every field,
  * unknown (W001) and upstream-only (W002) members. Pass 2 holds the semantic
  * rules (shared combinations, token_count, rows, histogram, statistics, sums),
@@ -440,7 +440,7 @@ static void check_model(struct ctx *c)
              (long long)ival(c, PLENA_TF_MODEL_NUM_EXPERTS));
         c->st[PLENA_TF_MODEL_TOP_K] = ST_BAD;
     }
-    /* Shared-expert combinations (1.4); skipped when a shared field is mistyped. */
+    /* Shared-expert combinations; skipped when a shared field is mistyped. */
     if (!ok(c, PLENA_TF_MODEL)) return;
     enum plena_trace_field se = PLENA_TF_MODEL_SHARED_EXPERTS,
                            sis = PLENA_TF_MODEL_SHARED_INTERMEDIATE_SIZE,
@@ -624,7 +624,7 @@ static void walk_weights(struct ctx *c, const struct routing_dims *dm)
                 row_ok = 0;
                 continue;
             }
-            /* Sums and order are judged on the binary32 values (1.6). */
+            /* Sums and order are judged on the binary32 values. */
             float fw = (float)w;
             sum += (double)fw;
             if (j > 0 && fw > prev && order_bad == m) order_bad = j;
@@ -948,7 +948,7 @@ done:
     return report->valid ? 0 : PLENA_E_FAILED;
 }
 
-/* ---- trace sets (1.10) ---- */
+/* ---- trace sets ---- */
 
 void plena_trace_set_report_free(struct plena_trace_set_report *r)
 {
@@ -1027,7 +1027,7 @@ int plena_trace_validate_set_bytes(const char *bytes, size_t len,
     return rep->valid ? 0 : PLENA_E_FAILED;
 }
 
-/* One line iterator for trace sets (1.10): skips blank lines, counts every
+/* One line iterator for trace sets: skips blank lines, counts every
  * line; shared by the validator, builder, importers and the CLI. */
 int plena_trace_lines_next(struct plena_trace_lines *it, const char **s, size_t *n)
 {
