@@ -1,4 +1,4 @@
-/* Campaign status and report (spec/traces-and-replay.md 7.1 status, 7.9):
+/* Campaign status and report (docs/replay.md "Campaigns" status, 7.9):
  * counts per trace from the results (the checkpoint) and the manifest
  * (attempts), grouped cycle statistics with linearly interpolated median and
  * p95, and report.json / report.csv / report.md written atomically. The

@@ -1,7 +1,7 @@
-/* plena moe: build a MoE layer (spec/moe-lowering.md 6.1), run it through the
+/* plena moe: build a MoE layer (docs/lowering.md "Model presets"), run it through the
  * run session (src/run/) and print the stage table with the shared-vs-routed
- * split (spec/timing-and-profile.md 7.8); --check compares the emulator with
- * the bit-exact reference and the float64 bound (moe-lowering 7.1-7.2).
+ * split (docs/profile.md "Shared-vs-routed split"); --check compares the emulator with
+ * the bit-exact reference and the float64 bound (docs/lowering.md "Checking a build").
  * The model checks and the --routing choice live in gen/build.c, reading a
  * routing trace in trace/routing.c, running and checking in verify/; this
  * file only parses options, prints and picks exit codes. */
@@ -180,10 +180,11 @@ static void moe_init(void *p)
 static const struct plena_cmd_spec moe_spec = {
     .name = "moe",
     .summary = "build (and run and check) a MoE layer program",
-    .description = "Builds a MoE layer program for a model preset (spec/moe-lowering.md 6.1), "
-                   "runs it and prints the summary lines and, with --profile, the stage table "
-                   "with the shared-vs-routed split; --check compares the output with the "
-                   "reference models.",
+    .description =
+        "Builds a MoE layer program for a model preset (docs/lowering.md \"Model presets\"), "
+        "runs it and prints the summary lines and, with --profile, the stage table "
+        "with the shared-vs-routed split; --check compares the output with the "
+        "reference models.",
     .groups = moe_groups,
     .n_groups = 1,
     .init = moe_init,

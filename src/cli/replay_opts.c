@@ -1,4 +1,4 @@
-/* The replay options of spec/traces-and-replay.md 5.1 as one row table over
+/* The replay options of docs/replay.md "Pipeline" as one row table over
  * struct plena_replay_opts: `plena replay` parses them, and `plena campaign`
  * parses the same rows (into the fingerprint) and forwards them verbatim to
  * every worker. Defaults are plena_replay_opts_default's. */

@@ -1,5 +1,6 @@
-/* MoE build directory writer (spec/moe-lowering.md 2.1-2.5, 6.1, 7.3;
- * spec/traces-and-replay.md 5.2): test data generation, staging of every ABI
+/* MoE build directory writer
+ * (docs/lowering.md "Memory ABI", "Model presets" and "Checking a build";
+ * docs/replay.md "Pipeline"): test data generation, staging of every ABI
  * tensor into in-memory images, and the atomic directory writer (sparse
  * hbm.bin). Only experts the routing can reach are materialised (FIXED: the
  * selected ones; DEVICE: all). It never runs the emulator. */
@@ -95,9 +96,10 @@ int plena_moe_build_routing(struct plena_moe_build_opts *o, const struct plena_m
             if (!m->approx_routing_ok) {
                 char where[160];
                 snprintf(where, sizeof where, "model %s", m->name);
-                return PLENA_FAIL(err, PLENA_E_FAILED, where,
-                                  "V_TOPK does not reproduce its routing (moe-lowering.md 4); use "
-                                  "--routing balanced|random|FILE");
+                return PLENA_FAIL(
+                    err, PLENA_E_FAILED, where,
+                    "V_TOPK does not reproduce its routing (docs/lowering.md \"Routing\"); use "
+                    "--routing balanced|random|FILE");
             }
             cfg->routing = PLENA_ROUTING_DEVICE;
             cfg->approx_routing = 1;
@@ -175,7 +177,8 @@ static void gen_values(const struct plena_moe_build_opts *o, unsigned role, uint
     plena_prng_derive(&g, o->weight_seed, words, 3);
     const double a = 1.0 / sqrt((double)(fan_in ? fan_in : 1));
     if (o->weights == PLENA_WEIGHTS_REPRESENTABLE) {
-        /* 7.3: {-1,-0.5,-0.25,0,0.25,0.5,1} x 2^round(log2 a): exact in MX and BF16 */
+        /* docs/lowering.md "Checking a build": {-1,-0.5,-0.25,0,0.25,0.5,1} x 2^round(log2 a):
+         * exact in MX and BF16 */
         static const float set[7] = {-1.0f, -0.5f, -0.25f, 0.0f, 0.25f, 0.5f, 1.0f};
         const float p = ldexpf(1.0f, (int)floor(log2(a) + 0.5));
         for (size_t i = 0; i < n; i++)
@@ -227,7 +230,7 @@ static int stage_mx(struct plena_moe_build *b, uint64_t base, const float *v, ui
     return 0;
 }
 
-/* VRAM element address of logical (r, col) of tensor t (2.2). */
+/* VRAM element address of logical (r, col) of tensor t (docs/lowering.md "Memory ABI"). */
 static uint64_t vaddr(const struct plena_tensor *t, uint32_t r, uint32_t col, uint32_t V)
 {
     return t->base + (uint64_t)(col / V) * t->prow * V + (uint64_t)r * V + col % V;

@@ -1,5 +1,5 @@
-/* MoE build directory (spec/moe-lowering.md 2.1-2.5, 6.1, 7.3;
- * spec/traces-and-replay.md 5.2 for random weights): generates the layer
+/* MoE build directory (docs/lowering.md "Memory ABI", "Model presets" and "Checking a build";
+ * docs/replay.md "Pipeline" for random weights): generates the layer
  * program, stages every ABI tensor (HBM weights through the host MX encoder,
  * BF16 VRAM preload, fp16 FP SRAM image, INT SRAM image) and writes the build
  * directory atomically (hbm.bin as a sparse file). It does not run the
@@ -16,7 +16,7 @@
 #include "../settings/settings.h"
 
 /* Weight roles of derive(weight_seed, 2, role, expert_id): 0-6 are those of
- * traces-and-replay.md 5.2; 7-12 are plena's choice for tensors that section
+ * docs/replay.md "Pipeline"; 7-12 are plena's choice for tensors that section
  * does not name (router weight and bias, expert biases). */
 enum plena_moe_role {
     PLENA_ROLE_GATE = 0,
@@ -44,12 +44,12 @@ struct plena_moe_build_opts {
     enum plena_input_mode input;
     uint64_t input_seed;
     /* tests: h scaled by 2^input_scale_log2 (<= 0) so the residual stays
-     * below the layer output (moe-lowering 7.2: ||residual|| <= ||y64||) */
+     * below the layer output (docs/lowering.md "Checking a build": ||residual|| <= ||y64||) */
     int input_scale_log2;
-    /* tests (7.3): router weights built so every token's top-(k+1) logits are
-     * 0.125 apart (times the normalised input), all negative, with the top id
-     * E-1-d for direction d = t mod 4 (so ids >= E/2 are selected); h rows
-     * carry +1 at column d and 0 at the other direction columns. */
+    /* tests (docs/lowering.md "Checking a build"): router weights built so every token's top-(k+1)
+     * logits are 0.125 apart (times the normalised input), all negative, with the top id E-1-d for
+     * direction d = t mod 4 (so ids >= E/2 are selected); h rows carry +1 at column d and 0 at the
+     * other direction columns. */
     int router_gaps;
     enum plena_mx_mode mx_mode;
     const char *out_dir; /* NULL: staged in memory only */
@@ -131,7 +131,7 @@ int plena_moe_build_route_image(const struct plena_moe_build *b, const uint32_t 
                                 const float *w32, struct plena_moe_route_image *img,
                                 struct plena_err *err);
 
-/* layout.json text (6.1) into out. */
+/* layout.json text (docs/formats.md "layout.json") into out. */
 int plena_moe_layout_json(const struct plena_moe_build *b, struct plena_buf *out);
 
 /* Fixed-routing generators: balanced (ids (t*k+j) mod E, weights 1/k) and
@@ -167,7 +167,8 @@ int plena_moe_build_routing(struct plena_moe_build_opts *o, const struct plena_m
 const struct plena_hbm_region *plena_moe_build_region(const struct plena_moe_build *b,
                                                       uint64_t base);
 
-/* HBM element/scale addresses of an MXFP8 [K_p, N_p] tensor at base (2.3). */
+/* HBM element/scale addresses of an MXFP8 [K_p, N_p] tensor at base (docs/lowering.md "Memory
+ * ABI"). */
 static inline uint64_t plena_mx_scale_base(uint64_t base, uint32_t K_p, uint32_t N_p)
 {
     return base + (uint64_t)K_p * N_p;

@@ -1,5 +1,5 @@
 /* Program builder: items, rendering, legalisation, registers, loops, VRAM and
- * HBM placement (spec/moe-lowering.md section 1). Rendering is a pure
+ * HBM placement (docs/lowering.md "Builder"). Rendering is a pure
  * function of the item array; appends are amortised O(1), so emission is
  * linear in program size. No MoE knowledge lives here. */
 #include "gen/builder.h"
@@ -367,7 +367,7 @@ static int take_lowest(unsigned *live, unsigned first, unsigned limit)
 
 int plena_regs_take(struct plena_ctx *c, unsigned n_gp, unsigned n_fp, unsigned n_a, uint8_t *out)
 {
-    /* gp0 and f0 are constant zero (1.4), so GP and FP start at 1; a0 is usable */
+    /* gp0 and f0 are constant zero, so GP and FP start at 1; a0 is usable */
     static const struct {
         const char *name;
         unsigned first, limit;

@@ -1,9 +1,9 @@
-/* Program builder of the MoE generator (spec/moe-lowering.md section 1):
- * append-only instruction/comment items, ASM rendering with stage markers
- * (1.2), immediate legalisation (1.3), register clobber sets (1.4), the VRAM
- * allocator and static SRAM/HBM placement (1.5) and hardware loops within the
- * loop budget (1.6). It holds no "current stage": every append takes an
- * explicit enum plena_stage. It does not know what a MoE layer is (moe.h). */
+/* Program builder of the MoE generator (docs/lowering.md "Builder"):
+ * append-only instruction/comment items, ASM rendering with stage markers,
+ * immediate legalisation, register clobber sets, the VRAM allocator and
+ * static SRAM/HBM placement and hardware loops within the loop budget. It
+ * holds no "current stage": every append takes an explicit enum plena_stage.
+ * It does not know what a MoE layer is (moe.h). */
 #ifndef PLENA_GEN_BUILDER_H
 #define PLENA_GEN_BUILDER_H
 
@@ -119,13 +119,13 @@ int plena_prog_header(struct plena_prog *p, const char *fmt, ...)
 int plena_prog_render_asm(const struct plena_prog *p, struct plena_buf *out);
 int plena_prog_words(const struct plena_prog *p, uint32_t **words, size_t *n);
 
-/* ---- registers (1.4) ---- */
+/* ---- registers ---- */
 struct plena_regset {
     uint16_t gp;
     uint8_t fp, a;
 };
 
-/* ---- VRAM allocator (1.5) ---- */
+/* ---- VRAM allocator ---- */
 enum plena_space {
     PLENA_SPACE_VRAM = 0,
     PLENA_SPACE_HBM = 1,
@@ -168,7 +168,7 @@ uint32_t plena_vram_mark(const struct plena_vram *va);
 void plena_vram_release(struct plena_vram *va, uint32_t mark);
 uint64_t plena_vram_live_elems(const struct plena_vram *va);
 
-/* ---- HBM bump allocator (1.5, 2.3) ---- */
+/* ---- HBM bump allocator (docs/lowering.md "Builder" and "Memory ABI") ---- */
 struct plena_hbm_alloc {
     uint64_t top, align;
 };
@@ -176,7 +176,7 @@ struct plena_hbm_alloc {
  * the block would straddle one (unless it is larger than a window). */
 uint64_t plena_hbm_place(struct plena_hbm_alloc *h, uint64_t bytes, int table);
 
-/* VRAM element address of row r, column block c (2.2). */
+/* VRAM element address of row r, column block c (docs/lowering.md "Memory ABI"). */
 static inline uint64_t plena_row(const struct plena_tensor *x, uint32_t r, uint32_t c,
                                  uint32_t vlen)
 {
@@ -207,7 +207,7 @@ int plena_regs_take(struct plena_ctx *c, unsigned n_gp, unsigned n_fp, unsigned 
 /* Generic append: fields by name. */
 int plena_emit(struct plena_ctx *c, enum plena_stage stage, enum plena_op op, unsigned rd,
                unsigned rs1, unsigned rs2, unsigned rs3, unsigned funct1, uint32_t imm);
-/* Immediate legalisation (1.3). scratch 0 = none. */
+/* Immediate legalisation. scratch 0 = none. */
 int plena_emit_li(struct plena_ctx *c, enum plena_stage stage, unsigned rd, uint64_t v);
 int plena_emit_addi(struct plena_ctx *c, enum plena_stage stage, unsigned rd, unsigned rs,
                     uint64_t v, unsigned scratch);

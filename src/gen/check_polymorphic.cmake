@@ -1,4 +1,4 @@
-# Source check of spec/moe-lowering.md 1.1: polymorphic emitters are only
+# Source check of docs/lowering.md "Builder": polymorphic emitters are only
 # called directly. Fails on (a) a name not immediately followed by '(',
 # (b) a #define whose body names one, (c) a call whose second argument is
 # neither a PLENA_STAGE_* literal nor an identifier named `stage`.

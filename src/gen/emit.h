@@ -71,7 +71,7 @@ int gen_fast_chunk(struct plena_ctx *c, const struct plena_tensor *x, const stru
                    uint32_t dc, uint32_t kt0, uint32_t ns, uint32_t ngroups, enum plena_stage cs,
                    const struct gen_live_rows *live);
 
-/* The V_TOPK encoding of cfg's (E, k) (moe-lowering 4): rmask 0 or 1 for
+/* The V_TOPK encoding of cfg's (E, k) (docs/lowering.md "Routing"): rmask 0 or 1 for
  * the two upstream shapes, else the top-k register, set here with
  * C_SET_TOPK_REG from gK (clobbered). Returns the rmask operand. */
 unsigned gen_topk_setup(struct plena_ctx *c, const struct plena_moe_cfg *cfg, unsigned gK,

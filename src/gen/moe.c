@@ -1,7 +1,8 @@
-/* MoE lowering: every emitter of spec/moe-lowering.md section 3.3 and the
- * layer driver of 3.2. Each emitter takes its registers with plena_regs_take,
- * restores ctx->live on return, frees every VRAM tensor it allocates and
- * passes its stage explicitly to every append. Host staging is in build.c. */
+/* MoE lowering: every emitter of docs/lowering.md "Layer steps" and the
+ * layer driver of docs/lowering.md "Layer steps". Each emitter takes its
+ * registers with plena_regs_take, restores ctx->live on return, frees every
+ * VRAM tensor it allocates and passes its stage explicitly to every append.
+ * Host staging is in build.c. */
 #include "gen/moe.h"
 #include "gen/emit.h"
 #include "gen/route_plan.h"
@@ -380,11 +381,11 @@ void gen_prefetch_chunk(struct plena_ctx *c, enum plena_stage stage, const struc
     c->live = saved;
 }
 
-/* Compute part of one K chunk (3.3.5) with the tile-in-chunk level unrolled
+/* Compute part of one K chunk with the tile-in-chunk level unrolled
  * at emit time: one activation register per tile (pre-advanced to its K
  * tile), one MRAM pointer stepped by c->m->mlen^2 between the chunk's M_MMs and
  * stepped back to the next micro-column with one S_SUB_INT, so one M_MM
- * costs about 2 executed instructions instead of 4 (the pair budget of 1.6
+ * costs about 2 executed instructions instead of 4 (the pair budget of docs/lowering.md "Builder"
  * is what this buys). Row groups are the outer hardware loop and
  * micro-columns the inner one: (g, jj) blocks are independent accumulator
  * lifetimes, so the order changes no bit. Returns 0 (emitting nothing) when
@@ -1250,7 +1251,7 @@ static uint64_t em_dev_int(const struct plena_moe_cfg *cfg, const struct plena_m
            (mp->windowed ? cfg->E : 0) + 16;
 }
 
-/* fp16 image value nearest to v, and its effective BF16 value (2.4) */
+/* fp16 image value nearest to v, and its effective BF16 value (docs/lowering.md "Memory ABI") */
 static void konst(float v, uint16_t *h, float *eff)
 {
     *h = plena_num_fp16_from_f32(v);
@@ -1474,7 +1475,7 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
                 plena_moe_prefetch_bytes(plena_moe_expert_base(mp, q, 0), q < 2 ? mp->H_p : mp->I_p,
                                          q < 2 ? mp->I_p : mp->H_p, m->mlen, PLENA_MOE_MX_BLOCK);
 
-    /* token block size (2.6) */
+    /* token block size (docs/lowering.md "Token blocks") */
     const uint32_t k = routed ? cfg->k : 0;
     const int gate = cfg->Is && cfg->gate == PLENA_SHARED_GATE_SIGMOID;
     if (em_fixed(cfg)) return build_map_em(c, cfg, T, mp, gate);
@@ -1484,7 +1485,7 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
     uint64_t int_fixed = (mp->windowed ? cfg->E : 0) + 16;
     uint64_t int_avail = m->int_depth > cfg->int_base ? m->int_depth - cfg->int_base : 0;
     /* Failures name the resource, the requirement, the limit and the model
-     * fields behind it (traces-and-replay.md 2.3 R005 quotes these). */
+     * fields behind it (docs/replay.md "Replay tier" R005 quotes these). */
     const uint32_t per_fp = k + (gate ? 1 : 0);
     uint32_t tok_need = cfg->routing == PLENA_ROUTING_FIXED ? T : 1;
     uint64_t fp_need = fp_fixed + (uint64_t)tok_need * per_fp;
@@ -1858,7 +1859,8 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
     p->stable_form = em; /* the static size of expert-major does not depend on T */
     const uint32_t V = cfg->m.vlen, PR = mp->phys_rows;
 
-    /* ABI tensors (2.1), allocated first so they sit at the bottom of VRAM */
+    /* ABI tensors (docs/lowering.md "Memory ABI"), allocated first so they
+     * sit at the bottom of VRAM */
     struct plena_tensor h, res, gam, wr, rb, bg, bu, bd, wg, acc, S, lg;
     memset(&res, 0, sizeof res);
     memset(&acc, 0, sizeof acc);

@@ -1,6 +1,6 @@
-/* MoE layer lowering (spec/moe-lowering.md sections 2-5, 8): configuration,
- * the FP/INT SRAM and HBM maps, every emitter of section 3.3 and
- * plena_moe_emit_layer (step table 3.2). Emitters append to a plena_ctx and
+/* MoE layer lowering (docs/lowering.md): configuration,
+ * the FP/INT SRAM and HBM maps, every emitter of docs/lowering.md "Layer steps" and
+ * plena_moe_emit_layer (docs/lowering.md "Layer steps"). Emitters append to a plena_ctx and
  * pass their stage explicitly to every builder call; polymorphic emitters
  * take it as their second parameter and check it against their allowed mask.
  * Staging host images (HBM, SRAM, VRAM preload) is build.h's job, not this. */
@@ -78,13 +78,13 @@ struct plena_moe_cfg {
     enum plena_moe_fault fault;
 };
 
-/* Fills cfg from a model and the machine (section 6: PRE_NORM, C = 4). */
+/* Fills cfg from a model and the machine (docs/lowering.md "Model presets": PRE_NORM, C = 4). */
 void plena_moe_cfg_from_model(const struct plena_moe_model *mdl, const struct plena_gen_machine *m,
                               struct plena_moe_cfg *cfg);
 
 enum plena_proj_kind { PLENA_PROJ_GATE = 0, PLENA_PROJ_UP = 1, PLENA_PROJ_DOWN = 2 };
 
-/* SRAM maps (2.4, 2.5), HBM placement (2.3) and effective constants. */
+/* SRAM maps (docs/lowering.md "Memory ABI"), HBM placement and effective constants. */
 struct plena_moe_map {
     uint32_t H_p, I_p, Is_p, E_p, eb;
     uint32_t t_blk, n_blocks, phys_rows;
@@ -140,7 +140,7 @@ struct plena_moe_emit_info {
     uint64_t gate_static;   /* static instructions of the shared gate */
 };
 
-/* HBM byte address of expert e's entry in projection table q (2.3; both
+/* HBM byte address of expert e's entry in projection table q (docs/lowering.md "Memory ABI"; both
  * the stride and the windowed form). */
 uint64_t plena_moe_expert_base(const struct plena_moe_map *mp, int q, uint32_t e);
 
@@ -148,7 +148,7 @@ uint64_t plena_moe_expert_base(const struct plena_moe_map *mp, int q, uint32_t e
 const struct plena_tensor *plena_moe_abi_find(const struct plena_moe_emit_info *info,
                                               const char *name);
 
-/* The layer: steps of 3.2 for T tokens. The caller owns c->p and c->va;
+/* The layer: steps of docs/lowering.md "Layer steps" for T tokens. The caller owns c->p and c->va;
  * c->m must point at cfg->m; c->map is set to &info->map. */
 int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint32_t T,
                          struct plena_moe_emit_info *info);
@@ -208,7 +208,7 @@ int plena_moe_routing_stats(const struct plena_moe_cfg *cfg, uint32_t T,
                             const struct plena_moe_emit_info *info, const uint32_t *ids,
                             struct plena_routing_stats *st, struct plena_err *err);
 
-/* ---- capacity (2.6; traces-and-replay.md 2.3 R005) ---- */
+/* ---- capacity (docs/lowering.md "Token blocks"; docs/replay.md "Replay tier" R005) ---- */
 /* What a layer needs of each machine resource and what the machine has. */
 struct plena_gen_capacity {
     uint32_t t_blk;                 /* token block size the generator chose */
@@ -221,18 +221,19 @@ struct plena_gen_capacity {
 };
 /* Would the generator lower `mdl` (with the routing in mdl->routing) for T
  * tokens on machine m? Runs the generator itself (plena_moe_generate), so the
- * rules are its own: T_blk of 2.6 (FP SRAM, INT SRAM; fixed routing needs the
- * whole routing table), the VRAM allocator, the MRAM chunk, and the
- * instruction count. On failure err names the resource, the requirement,
- * the limit and the model fields behind it, the return is PLENA_E_INPUT (or
- * PLENA_E_NOMEM) and cap->reason names the rule: PLENA_GEN_SRAM, _VRAM,
- * _SHAPE (MRAM, shape, instruction count) or _NOMEM. An HBM image
- * beyond HBM_SIZE is not a failure (reads past the capacity return zeros);
- * cap->hbm_need > cap->hbm_limit tells the caller to warn. cap may be NULL. */
+ * rules are its own: T_blk of docs/lowering.md "Token blocks" (FP SRAM, INT
+ * SRAM; fixed routing needs the whole routing table), the VRAM allocator, the
+ * MRAM chunk, and the instruction count. On failure err names the resource,
+ * the requirement, the limit and the model fields behind it, the return is
+ * PLENA_E_INPUT (or PLENA_E_NOMEM) and cap->reason names the rule:
+ * PLENA_GEN_SRAM, _VRAM, _SHAPE (MRAM, shape, instruction count) or _NOMEM. An
+ * HBM image beyond HBM_SIZE is not a failure (reads past the capacity return
+ * zeros); cap->hbm_need > cap->hbm_limit tells the caller to warn. cap may be
+ * NULL. */
 int plena_gen_capacity_check(const struct plena_moe_model *mdl, const struct plena_gen_machine *m,
                              uint32_t T, struct plena_gen_capacity *cap, struct plena_err *err);
 
-/* ---- emitters (3.3) ---- */
+/* ---- emitters ---- */
 int plena_moe_fp_zero_row_init(struct plena_ctx *c, enum plena_stage stage);
 int plena_moe_true_zero_rows(struct plena_ctx *c, enum plena_stage stage,
                              const struct plena_tensor *x, uint32_t row0, uint32_t nrows);

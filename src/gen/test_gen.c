@@ -1,6 +1,6 @@
-/* Tests of the program builder and the MoE lowering (spec/moe-lowering.md
- * sections 1, 3, 6, 7.4 and 8.2). Expected values come from the spec's
- * tables and hand computation, never from running the generator. */
+/* Tests of the program builder and the MoE lowering (docs/lowering.md).
+ * Expected values come from the spec's tables and hand computation, never
+ * from running the generator. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -141,7 +141,7 @@ static void test_legalisation(void **state)
     assert_int_equal(e.p.items[0].insn.op, PLENA_OP_S_LUI_INT);
     assert_int_equal(e.p.items[0].insn.imm, 64);
     env_fini(&e);
-    /* isa.md 8.1: 4194056 = LUI 1023 + ADDI 3848 */
+    /* docs/machine.md "C_SET_TOPK_REG and V_TOPK": 4194056 = LUI 1023 + ADDI 3848 */
     env_init(&e, 4);
     assert_int_equal(plena_emit_li(&e.c, PLENA_STAGE_OTHER, 4, 4194056), 0);
     assert_int_equal(n_insn(&e.p), 2);
@@ -283,7 +283,7 @@ static void test_polymorphic_stage_masks(void **state)
     env_init(&e, 4);
     struct plena_tensor x;
     assert_int_equal(plena_vram_alloc(&e.va, 4, 64, "x", &x, NULL), 0);
-    /* allowed masks of section 1.1 */
+    /* allowed masks of docs/lowering.md "Builder" */
     const unsigned zero = 1u << PLENA_STAGE_RESIDUAL_SETUP | 1u << PLENA_STAGE_ACCUMULATOR_INIT |
                           1u << PLENA_STAGE_GATHER | 1u << PLENA_STAGE_SHARED_EXPERT_PROJECTION;
     const unsigned copy =
@@ -568,7 +568,7 @@ static void test_memory_abi(void **state)
     assert_int_equal(diff[0], diff[1]);
 }
 
-/* C1 (section 8.2): M_MM / H_PREFETCH_M of routed and shared programs */
+/* C1 (docs/lowering.md "Cost accounting"): M_MM / H_PREFETCH_M of routed and shared programs */
 static void c1_counts(uint32_t blen, int routed, uint32_t T, uint64_t *mm, uint64_t *pf)
 {
     struct plena_moe_cfg cfg;
@@ -737,15 +737,15 @@ static void test_windowed_presets(void **state)
     }
 }
 
-/* F2 (moe-lowering 5, 7.4): the fused shared gate/up tensor [H, n*m] is MX
- * encoded in blocks of 8 along a row. With n = 2, m = 12 (tiny-straddle) the
- * block of columns 8..15 holds expert 1's columns 8..11 and expert 2's
- * columns 0..3; with m = 16 no block straddles. Expert 1 carries amax 1.0,
- * expert 2 the value 1.375 * 2^-8 (amax 2^8 apart). Per expert, 1.375 * 2^-8
- * has its own scale 2^-8 and e4m3 1.375 (exact). Fused, the block scale is
- * 2^0, y = 1.375 * 2^-8 = 0.6875 * 2^-7 falls in PLENA-e4m3's subnormal
- * binade: u = 8 * 0.6875 = 5.5, HR(5.5) = 6 (tie to even), decoded
- * 6/8 * 2^-7 = 1.5 * 2^-8. */
+/* F2 (docs/lowering.md "Layer steps" and "Checking a build"): the fused
+ * shared gate/up tensor [H, n*m] is MX encoded in blocks of 8 along a row.
+ * With n = 2, m = 12 (tiny-straddle) the block of columns 8..15 holds expert
+ * 1's columns 8..11 and expert 2's columns 0..3; with m = 16 no block
+ * straddles. Expert 1 carries amax 1.0, expert 2 the value 1.375 * 2^-8
+ * (amax 2^8 apart). Per expert, 1.375 * 2^-8 has its own scale 2^-8 and e4m3
+ * 1.375 (exact). Fused, the block scale is 2^0, y = 1.375 * 2^-8 = 0.6875 *
+ * 2^-7 falls in PLENA-e4m3's subnormal binade: u = 8 * 0.6875 = 5.5, HR(5.5)
+ * = 6 (tie to even), decoded 6/8 * 2^-7 = 1.5 * 2^-8. */
 static void straddle_row(uint32_t n, uint32_t m, float *fused_dec, float *sep_dec)
 {
     float row[64] = {0}, part[64];
@@ -788,8 +788,8 @@ static void test_f2_mx_straddle(void **state)
     assert_true(fused[16] == 1.375f * 0x1p-8f);
 }
 
-/* plena_gen_capacity_check (moe-lowering 2.6): requirements counted by hand
- * from the FP/INT SRAM maps of 2.4/2.5 (VLEN 64 + 16 constants + T_blk * k
+/* plena_gen_capacity_check (docs/lowering.md "Token blocks"): requirements counted by hand
+ * from the FP/INT SRAM maps of docs/lowering.md "Memory ABI" (VLEN 64 + 16 constants + T_blk * k
  * route weights; T_blk * k ids + 16 spill slots). */
 static void test_capacity_check(void **state)
 {

@@ -275,7 +275,8 @@ int plena_routing_gini(const int64_t *counts, size_t n, double *gini, struct ple
     plena_free(v);
     over |= __builtin_mul_overflow(S, (int64_t)2, &S);
     if (over) return PLENA_FAIL(err, PLENA_E_INPUT, "expert_counts", "gini sum overflows int64");
-    /* S now holds 2S; evaluated in exactly the order of 1.6. */
+    /* S now holds 2S; evaluated in exactly the order of docs/trace-schema.md "Semantic rules
+     * (validator only)". */
     *gini = (double)S / ((double)n * (double)total) - (double)(n + 1) / (double)n;
     return 0;
 }

@@ -1,5 +1,5 @@
 /* Profile accumulator and the profile JSON v4 writer
- * (spec/timing-and-profile.md 6.5, 7.1-7.8).
+ * (docs/profile.md).
  *
  * Picoseconds are summed per stage / pair / pair-stage / resource class and
  * turned into cycles exactly once per reported quantity (I2). The JSON is
@@ -131,7 +131,7 @@ static uint64_t ceil_div(uint64_t ps, uint64_t period)
     return ps / period + (ps % period != 0);
 }
 
-/* ---- split of 7.8 ---- */
+/* ---- split of docs/profile.md "Shared-vs-routed split" ---- */
 
 void plena_profile_split_compute(const uint64_t w[PLENA_STAGE_COUNT], uint64_t period,
                                  struct plena_profile_split *o)
@@ -214,7 +214,7 @@ static json_t *resource_obj(struct jb *b, const uint64_t *res, uint64_t period)
     return o;
 }
 
-/* kind: 0 stage entry, 1 pair entry, 2 pair's per-stage entry (7.4). */
+/* kind: 0 stage entry, 1 pair entry, 2 pair's per-stage entry (docs/profile.md "Profile JSON"). */
 static json_t *entry(struct jb *b, const struct plena_profile *p,
                      const struct plena_profile_figures *f, int kind,
                      const struct plena_profile_pair *pair)

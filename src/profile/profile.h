@@ -1,5 +1,5 @@
-/* Stage profiling and profile JSON schema v4 (spec/timing-and-profile.md
- * sections 6.5 and 7, decision D7).
+/* Stage profiling and profile JSON schema v4
+ * (docs/profile.md "Routed lowering" and "Profile JSON").
  *
  * The accumulator is fed once per executed instruction with its static pc,
  * serial duration in ps, HBM transaction counts and opcode; it sums
@@ -19,7 +19,8 @@
 #include "../model/model.h"
 #include "../timing/timing.h"
 
-/* Constant strings of section 7.6: the one definition of each (constants.c). */
+/* Constant strings of docs/profile.md "Constant texts": the one definition of
+ * each (constants.c). */
 extern const char plena_profile_text_logical[];          /* L */
 extern const char plena_profile_text_physical[];         /* P */
 extern const char plena_profile_text_resource[];         /* R */
@@ -30,7 +31,7 @@ extern const char plena_profile_text_shared_vs_routed_expert_major[];
  * pair-major and for UNSET, when no routed expert ran and the ratio is null). */
 const char *plena_profile_shared_vs_routed_text(enum plena_lowering l);
 
-/* Resource classes of section 7.5 (enum plena_resource, plena_resource_name
+/* Resource classes of docs/profile.md "Accumulator" (enum plena_resource, plena_resource_name
  * and plena_resource_of) come from the unit table of isa/columns.def. */
 
 /* One accumulated figure set (a stage, a pair, a pair-stage or the total). */
@@ -78,7 +79,7 @@ struct plena_profile_trap {
     const char *mnemonic;
     const char *source_file; /* NULL when unknown */
     uint32_t source_line;    /* 0 when unknown */
-    const char *message;     /* the trap line of spec/isa.md 14.2 */
+    const char *message;     /* the trap line of docs/machine.md "After a trap" */
 };
 
 struct plena_profile_run {
@@ -91,7 +92,7 @@ struct plena_profile_run {
     const struct plena_routing_stats *routing;
 };
 
-/* Renders the profile JSON v4 (section 7), NUL-terminated, caller frees with
+/* Renders the profile JSON v4, NUL-terminated, caller frees with
  * plena_free. */
 int plena_profile_render(const struct plena_profile *p, const struct plena_profile_run *run,
                          char **text, size_t *len, struct plena_err *err);
@@ -99,12 +100,12 @@ int plena_profile_render(const struct plena_profile *p, const struct plena_profi
 int plena_profile_write(const struct plena_profile *p, const struct plena_profile_run *run,
                         const char *path, struct plena_err *err);
 
-/* Shared-vs-routed split of section 7.8 (traces-and-replay.md 5.6) and the
- * routing tax of traces-and-replay.md 5.7, from per-stage wall_picos and the
- * stages.def BRANCH/TAX columns: the one place the split is computed (the
- * CLI's stage table and replay's results both read it). Picoseconds are
- * summed first and each cycle figure is rounded up once; a clock period of 0
- * counts as 1 ps. */
+/* Shared-vs-routed split of docs/profile.md "Shared-vs-routed split"
+ * (docs/profile.md "Shared-vs-routed split") and the routing tax of
+ * docs/profile.md "Routing tax", from per-stage wall_picos and the stages.def
+ * BRANCH/TAX columns: the one place the split is computed (the CLI's stage table
+ * and replay's results both read it). Picoseconds are summed first and each cycle
+ * figure is rounded up once; a clock period of 0 counts as 1 ps. */
 struct plena_profile_split {
     uint64_t branch_picos[PLENA_BRANCH_COUNT]; /* per stages.def branch */
     uint64_t shared_picos, routed_picos;
@@ -120,7 +121,7 @@ struct plena_profile_split {
 void plena_profile_split_compute(const uint64_t stage_wall_picos[PLENA_STAGE_COUNT],
                                  uint64_t clock_period_ps, struct plena_profile_split *out);
 
-/* "pair_major", "expert_major" or "none" (section 6.5). */
+/* "pair_major", "expert_major" or "none". */
 const char *plena_profile_routed_lowering(const struct plena_profile *p);
 /* The same as an enum: UNSET when no executed instruction was billed to a
  * routed-expert stage. */

@@ -12,7 +12,7 @@
 #include "common/json.h"
 #include "timing/timing.h"
 
-/* The overlap object of spec/timing-and-profile.md 7.3; NULL when out of memory. */
+/* The overlap object of docs/profile.md "Profile JSON"; NULL when out of memory. */
 json_t *plena_profile_overlap_json(const struct plena_overlap_report *r);
 
 #endif

@@ -1,8 +1,8 @@
 /* Profile accumulator and JSON v4 writer on synthetic events
- * (spec/timing-and-profile.md 7): key order, exact picosecond sums rounded
- * once (I2), the 7.4 identities, stage names == stages.def both ways (T8),
- * constants byte-equal to the spec text, pairs, classification, traps and
- * the 7.8 split. End-to-end runs live in src/run/test_run.c. */
+ * (docs/profile.md "Profile JSON"): key order, exact picosecond sums rounded
+ * once (I2), the identities of docs/profile.md "Profile JSON", stage names == stages.def both ways
+ * (T8), constants byte-equal to the spec text, pairs, classification, traps and the
+ * shared-vs-routed split. End-to-end runs live in src/run/test_run.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,7 +18,7 @@
 #include "common/fileio.h"
 #include "profile/profile.h"
 
-/* Spec text of 7.6, copied from the spec (not from the library). */
+/* Spec text of docs/profile.md "Constant texts", copied from the spec (not from the library). */
 static const char *SPEC_L =
     "logical byte counts are not modelled; every logical_bytes field is null";
 static const char *SPEC_P =
@@ -250,7 +250,7 @@ static void test_keys_order_and_sums(void **state)
     assert_non_null(strstr(text, want));
     assert_non_null(strstr(text, "\n  \"schema_version\": 4,\n")); /* 2-space indent */
 
-    /* stages: all 15 in stages.def order, each with the 7.4 keys */
+    /* stages: all 15 in stages.def order, each with the keys of docs/profile.md "Profile JSON" */
     json_t *st = json_object_get(j, "stages");
     assert_int_equal(json_object_size(st), PLENA_STAGE_COUNT);
     size_t i = 0;

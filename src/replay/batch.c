@@ -1,5 +1,5 @@
 /* A replay of many inputs (`plena replay TRACE|SET... --out DIR`, spec
- * traces-and-replay.md 5, 5.8): reads every input (trace sets split into
+ * docs/replay.md "Pipeline" and "Exports"): reads every input (trace sets split into
  * their lines), prepares and validates every trace before anything is
  * written (step 1), refuses a trace_id given twice, checks the output root,
  * replays the rest in this process or on the process pool of common/proc.h

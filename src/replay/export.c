@@ -1,4 +1,4 @@
-/* Run-level exports (spec/traces-and-replay.md 5.8) from existing results.
+/* Run-level exports (docs/replay.md "Exports") from existing results.
  * Rows are sorted by (benchmark, sample_index, sample_id, phase, decode_step,
  * layer, trace_id); CSV headers are fixed tables, written also for zero rows
  * (upstream defect 31). The device_minus_fixed routing-tax rows need a fixed

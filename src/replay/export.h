@@ -1,4 +1,4 @@
-/* Run-level exports of a replay (spec/traces-and-replay.md 5.8): summary.csv,
+/* Run-level exports of a replay (docs/replay.md "Exports"): summary.csv,
  * stages.csv, shared_vs_routed.csv, routing_tax.csv and replay_summary.json,
  * rebuilt from the results.json files one level below a root. The column
  * tables here are the one definition used both to build a result's rows

@@ -1,4 +1,4 @@
-/* Functional gate of spec/traces-and-replay.md 5.3: every element of the
+/* Functional gate of docs/replay.md "Gates": every element of the
  * T x H region bit-identical (+0 = -0, any NaN fails, no match-rate
  * threshold: upstream defect 7), the float64 bound, a non-zero reference, and
  * an unsaturated sigmoid gate (defect 8). zero_input_smoke never counts as

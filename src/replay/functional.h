@@ -1,6 +1,6 @@
-/* Functional gate pieces of a replay (spec/traces-and-replay.md 5.2, 5.3,
- * 6.4) as pure functions over arrays: the bit-exact output comparison with
- * its metrics, the zero_input_smoke rules, the sigmoid-gate saturation check,
+/* Functional gate pieces of a replay (docs/replay.md "Pipeline" and "Gates")
+ * as pure functions over arrays: the bit-exact output comparison with its
+ * metrics, the zero_input_smoke rules, the sigmoid-gate saturation check,
  * routing integrity (INT SRAM ids equal the trace) and the route-weight
  * conversion chain. No files, no emulator: the pipeline reads dumps and
  * images and hands the values in, so every rule is testable on its own. */
@@ -42,7 +42,7 @@ struct plena_replay_cmp_in {
     double route_weight_max_conversion_error;
 };
 
-/* The 5.3 `functional` object ({kind, numerical, elements, mismatches, ...,
+/* The `functional` object (docs/replay.md "Gates") ({kind, numerical, elements, mismatches, ...,
  * checks, passed}); *passed says whether the functional check passes.
  * NULL on out of memory. */
 json_t *plena_replay_functional_compare(const struct plena_replay_cmp_in *in, int *passed);

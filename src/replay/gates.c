@@ -1,5 +1,5 @@
-/* `plena gates repeat|functional BUILD_DIR` as library calls (spec/traces-
- * and-replay.md 6.1, 6.3, 6.4). The options of the replay that wrote the
+/* `plena gates repeat|functional BUILD_DIR` as library calls (docs/replay.md
+ * "Gates"). The options of the replay that wrote the
  * build directory are recovered from results.json and accepted only when
  * they reproduce its recorded fingerprint; the checks themselves are the
  * pipeline's own repeat and functional steps (a replay session). Nothing
@@ -211,7 +211,7 @@ static int remove_old(const char *dir, const char *name, char *path, size_t n,
 {
     if (plena_path_join(path, n, dir, name))
         return PLENA_FAIL(err, PLENA_E_OUTPUT, dir, "path too long");
-    /* 6.1: no file with the final name exists before this attempt decides */
+    /* the gate's rule: no file with the final name exists before this attempt decides */
     if (unlink(path) && access(path, F_OK) == 0)
         return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot remove the old gate result");
     plena_replay_clean_tmp(dir);
@@ -278,7 +278,7 @@ int plena_replay_gate_functional(const struct plena_replay_gate_opts *go,
     if (!rc) rc = plena_replay_session_functional(s, &fn, &ck, err);
     if (!rc) {
         const int smoke = b.o.weights == PLENA_WEIGHTS_ZERO || b.o.input == PLENA_INPUT_ZEROS;
-        /* no comparison possible (no dump): a failed 5.3 object, no fallback */
+        /* no comparison possible (no dump): a failed `functional` object, no fallback */
         if (!fn)
             fn = json_pack("{s:s,s:b,s:b}", "kind", smoke ? "zero_input_smoke" : "reference",
                            "numerical", 0, "passed", 0);

@@ -1,4 +1,4 @@
-/* Stand-alone replay gates (spec/traces-and-replay.md 6.1, 6.3, 6.4):
+/* Stand-alone replay gates (docs/replay.md "Gates"):
  * `plena gates repeat BUILD_DIR` and `plena gates functional BUILD_DIR` as
  * library calls. They reopen a build directory written by `plena replay`,
  * recover the replay's exact options from results.json (checked against its
@@ -33,13 +33,13 @@ int plena_replay_session_open(const struct plena_replay_item *it, const struct p
                               struct plena_err *err);
 void plena_replay_session_free(struct plena_replay_session *s);
 
-/* 5.2 routing integrity + 5.3 comparison against build_dir/vram_dump.bin.
- * *functional: the 5.3 object (new reference), or NULL when no comparison
+/* docs/replay.md "Pipeline" routing integrity + 5.3 comparison against build_dir/vram_dump.bin.
+ * *functional: the `functional` object (new reference), or NULL when no comparison
  * was possible (no dump: the gate fails, there is no fallback); *checks the
  * routing_integrity and functional checks as the pipeline records them. */
 int plena_replay_session_functional(struct plena_replay_session *s, json_t **functional,
                                     struct plena_replay_checks *checks, struct plena_err *err);
-/* 6.3: `repeats` (>= 2) runs into build_dir/repeat/NN/, the decided object
+/* docs/replay.md "Gates": `repeats` (>= 2) runs into build_dir/repeat/NN/, the decided object
  * {repeats, passed, series, mismatched} in *repeat (new reference), written
  * to repeat_gate.json after the decision. */
 int plena_replay_session_repeat(struct plena_replay_session *s, unsigned repeats, json_t **repeat,
@@ -73,7 +73,7 @@ int plena_replay_gate_repeat(const struct plena_replay_gate_opts *o,
 int plena_replay_gate_functional(const struct plena_replay_gate_opts *o,
                                  struct plena_replay_gate_report *r, struct plena_err *err);
 
-/* Pure decision of 6.3 over a series object {metric: [values]}: the list
+/* Pure decision of docs/replay.md "Gates" over a series object {metric: [values]}: the list
  * of metrics whose series is empty, holds a null (a run did not produce
  * it) or more than one distinct value. `expected` names every metric that
  * must be present; a missing one is mismatched too. */

@@ -1,5 +1,5 @@
 /* Volatile keys, hashing and JSON files, CSV and JSONL append of
- * spec/traces-and-replay.md 0.3-0.4. See jsonw.h. The JSON text itself comes
+ * docs/formats.md "Conventions", docs/replay.md "Identity". See jsonw.h. The JSON text itself comes
  * from the common writer (common/json.h); non-finite reals are refused (-1)
  * rather than written: the spec says they are an error earlier. */
 #include "replay/jsonw.h"
@@ -15,7 +15,8 @@
 #include "common/alloc.h"
 #include "common/sha256.h"
 
-/* The one table (0.4 plus the run-stats list of timing-and-profile.md 8.4). */
+/* The one table (docs/replay.md "Volatile keys" plus the run-stats list of docs/formats.md
+ * "Run-stats JSON"). */
 const char *const plena_replay_volatile_keys[] = {
     "build_dir",
     "command",

@@ -1,4 +1,4 @@
-/* Result writing for the replay layer (spec/traces-and-replay.md 0.3, 0.4):
+/* Result writing for the replay layer (docs/formats.md "Conventions", docs/replay.md "Identity"):
  * pretty JSON with sorted keys, canonical JSON and its SHA-256, the ONE table
  * of volatile keys, RFC 4180 CSV and crash-tolerant JSONL append. The JSON
  * text itself is common/json.h's writer. Pure formatting: it never decides
@@ -15,11 +15,11 @@
 #include "common/fileio.h"
 #include "common/json.h"
 
-/* ---- JSON text (0.3, 0.4) ----
+/* ---- JSON text ----
  * The writer and the number spellings are common/json.h's (shared with
  * trace/); these two name replay's flags: results refuse values nested deeper
  * than 256 levels (PLENA_JSON_SHALLOW). */
-/* Pretty (0.3) or canonical (0.4) text; 0, or -1 on out of memory, a
+/* Pretty or canonical text; 0, or -1 on out of memory, a
  * non-finite real or too deep a value. */
 static inline int plena_replay_json_pretty(struct plena_buf *b, const json_t *v)
 {
@@ -30,7 +30,8 @@ static inline int plena_replay_json_canonical(struct plena_buf *b, const json_t 
     return plena_json_dump(b, v, PLENA_JSON_SHALLOW);
 }
 
-/* ---- volatile keys (0.4, timing-and-profile.md 8.4): one table ---- */
+/* ---- volatile keys (docs/replay.md "Identity",
+ * docs/formats.md "Run-stats JSON"): one table ---- */
 extern const char *const plena_replay_volatile_keys[];
 extern const size_t plena_replay_n_volatile_keys;
 int plena_replay_is_volatile_key(const char *key);
@@ -48,7 +49,7 @@ int plena_replay_json_write_file(const json_t *v, const char *path, struct plena
  * the path and the parse position; a missing file is PLENA_E_INPUT too. */
 int plena_replay_json_read_file(const char *path, json_t **out, struct plena_err *err);
 
-/* ---- CSV (0.3: RFC 4180, LF line ends, empty cell = null) ---- */
+/* ---- CSV (docs/formats.md "Conventions": RFC 4180, LF line ends, empty cell = null) ---- */
 struct plena_csv {
     struct plena_buf buf;
     size_t n_cols;
@@ -64,7 +65,7 @@ int plena_csv_cell_json(struct plena_csv *c, const json_t *v);
 /* Ends a row; -1 when the row does not have exactly n_cols cells. */
 int plena_csv_end_row(struct plena_csv *c);
 
-/* ---- JSONL append (0.3) ---- */
+/* ---- JSONL append ---- */
 /* Opens (creating) path for appending; bytes after the last '\n' (a torn line
  * from a crash) are truncated away and their count returned in *torn_bytes so
  * the CLI can report it once. */

@@ -41,7 +41,8 @@ static uint64_t ceil_div(uint64_t a, uint64_t b)
     return b ? a / b + (a % b != 0) : a;
 }
 
-/* 5.6 object from per-stage picoseconds; routed_lowering from the profile */
+/* The shared_vs_routed object (docs/profile.md "Shared-vs-routed split") from per-stage
+ * picoseconds; routed_lowering from the profile */
 json_t *plena_replay_split_json(const uint64_t *pic, uint64_t clock_ps, const char *routed_lowering)
 {
     struct plena_profile_split sp;
@@ -72,7 +73,7 @@ json_t *plena_replay_split_json(const uint64_t *pic, uint64_t clock_ps, const ch
     return o;
 }
 
-/* 5.7 stage_derived */
+/* the routing tax, stage_derived (docs/profile.md "Routing tax") */
 json_t *plena_replay_tax_json(const uint64_t *pic, uint64_t clock_ps)
 {
     struct plena_profile_split sp;
@@ -86,7 +87,8 @@ json_t *plena_replay_tax_json(const uint64_t *pic, uint64_t clock_ps)
                      "delta_cycles", "delta_hbm_bytes_read", "delta_hbm_bytes_written");
 }
 
-/* 15 stage rows (5.8 stages.csv columns without trace_id) from a profile v4 */
+/* 15 stage rows (the stages.csv columns of docs/replay.md "Exports" without trace_id) from a
+ * profile v4 */
 static json_t *stage_rows(const json_t *profile, uint64_t clock_ps)
 {
     json_t *rows = json_array();
@@ -132,8 +134,8 @@ struct ctx {
     struct plena_run_outcome run;
     json_t *run_stats;  /* parsed run_stats.json or NULL */
     json_t *profile;    /* parsed stage_profile.json or NULL */
-    json_t *functional; /* 5.3 object */
-    json_t *repeat;     /* 6.3 object or NULL */
+    json_t *functional; /* the `functional` object */
+    json_t *repeat;     /* the repeat object or NULL */
     int smoke;
     struct plena_settings settings;
     int settings_ok;
@@ -172,7 +174,8 @@ static int load_routing(struct ctx *c, struct plena_err *err)
             size_t p = (size_t)i * c->K + j;
             c->ids[p] = (uint32_t)json_integer_value(json_array_get(json_array_get(ids, i), j));
             c->w64[p] = json_number_value(json_array_get(json_array_get(ws, i), j));
-            c->w32[p] = (float)c->w64[p]; /* first link of the 5.2 chain */
+            c->w32[p] =
+                (float)c->w64[p]; /* first link of the weight chain of docs/replay.md "Pipeline" */
         }
     return 0;
 }
@@ -252,7 +255,7 @@ static int generate(struct ctx *c, struct plena_err *err)
     return plena_moe_routing_stats(&c->build.cfg, c->T, &c->build.info, c->ids, &c->routing, err);
 }
 
-/* Routing integrity (5.2): the build as written holds the trace's routing,
+/* Routing integrity (docs/replay.md "Pipeline"): the build as written holds the trace's routing,
  * wherever the lowering keeps it (gen plena_moe_build_route_image): the ids
  * in int_sram.bin, or the routing region of hbm.bin (pair-major refill
  * records, expert-major tables: compared byte for byte with the tables of
@@ -276,7 +279,7 @@ static void check_routing_integrity(struct ctx *c)
     } else if (path_in(c, name, p, sizeof p) ||
                plena_file_read_range(p, img.offset, got, img.n, &e)) {
         snprintf(detail, sizeof detail, "%s: %s", name, e.msg[0] ? e.msg : "path too long");
-    } else if (img.file == PLENA_BUILD_FILE_INT_SRAM) { /* id by id, as 5.2 words it */
+    } else if (img.file == PLENA_BUILD_FILE_INT_SRAM) { /* id by id, as the pipeline words it */
         uint32_t *ids = plena_calloc(n ? n : 1, sizeof *ids);
         int64_t *tr = plena_calloc(n ? n : 1, sizeof *tr);
         if (ids && tr) {
@@ -313,7 +316,7 @@ static void check_routing_integrity(struct ctx *c)
 }
 
 /* Output region (T x H) from vram_dump.bin of the timed run, with the
- * column-block formula of moe-lowering.md 2.2. A missing dump fails: there is
+ * column-block formula of docs/lowering.md "Memory ABI". A missing dump fails: there is
  * no fallback to any other dump (upstream defect 24). */
 static int read_output(struct ctx *c, const char *dir, uint16_t *out, char *why, size_t why_n)
 {
@@ -351,7 +354,7 @@ static int read_output(struct ctx *c, const char *dir, uint16_t *out, char *why,
     return rc;
 }
 
-/* Step 6: reference on the staged data + comparison (5.3). */
+/* Step 6: reference on the staged data + comparison (docs/replay.md "Gates"). */
 static int functional_step(struct ctx *c, struct plena_err *err)
 {
     double conv = plena_replay_route_weight_max_error(c->w64, (size_t)c->T * c->K);
@@ -481,8 +484,8 @@ static int run_build(struct ctx *c, const char *dir, struct plena_run_outcome *r
     return plena_run_execute(&ro, ro_out, err);
 }
 
-/* profile_accounting (5.5): profile totals equal the run's, exactly, and the
- * stages come from markers with none unresolved */
+/* profile_accounting (docs/replay.md "results.json"): profile totals equal the run's, exactly, and
+ * the stages come from markers with none unresolved */
 static void check_profile_accounting(struct ctx *c)
 {
     const json_t *p = c->profile;
@@ -564,7 +567,7 @@ static json_t *output_hash(struct ctx *c, const char *dir)
     return v;
 }
 
-/* Step 7, the repeat gate of 6.3: N runs of the same build inputs, each in
+/* Step 7, the repeat gate (docs/replay.md "Gates"): N runs of the same build inputs, each in
  * its own repeat/NN directory; every series must hold exactly one value and
  * every run must produce every metric (a missing one fails, never raises). */
 static int repeat_step(struct ctx *c, struct plena_err *err)
@@ -590,9 +593,9 @@ static int repeat_step(struct ctx *c, struct plena_err *err)
         json_t *v[8] = {NULL};
         if (!run_build(c, dir, &ro, PLENA_DUMP_VRAM, &rerr) &&
             ro.status == PLENA_RUN_OUT_COMPLETED) {
-            /* TEST-ONLY switch (spec 6.1 "can fail"): PLENA_TEST_NONDETERMINISM=1
-             * adds 1 ps to the last repeat's latency so the gate's FAIL path
-             * can be exercised end to end. Never set it outside tests. */
+            /* TEST-ONLY switch (docs/replay.md "Gates": a gate "can fail"):
+             * PLENA_TEST_NONDETERMINISM=1 adds 1 ps to the last repeat's latency so the gate's FAIL
+             * path can be exercised end to end. Never set it outside tests. */
             uint64_t skew = r + 1 == c->o->repeat && getenv("PLENA_TEST_NONDETERMINISM") &&
                                     !strcmp(getenv("PLENA_TEST_NONDETERMINISM"), "1")
                                 ? 1
@@ -814,7 +817,7 @@ static json_t *build_result(struct ctx *c, const struct plena_replay_gate *g,
     S("physical_read_matches_profile", get(bytes, "physical_read_matches_profile"));
     S("physical_written_matches_profile", get(bytes, "physical_written_matches_profile"));
     S("functional_kind", json_string(fkind));
-    /* 5.3: a smoke run is never a numerical pass: the cell stays empty */
+    /* a smoke run is never a numerical pass: the cell stays empty */
     S("functional_numerical_pass", c->smoke ? json_null() : json_boolean(fpassed));
     S("gate_passed", json_boolean(g->passed));
     S("fingerprint", json_string(it->fingerprint));
@@ -928,7 +931,7 @@ int plena_replay_run(const struct plena_replay_item *it, const struct plena_repl
     json_decref(res);
     if (rc) goto fail;
     /* after the decision: dumps unless --keep-dumps; regenerable inputs with
-     * --prune-inputs (5.4; the program, layout and trace.json stay) */
+     * --prune-inputs (docs/replay.md "Pipeline"; the program, layout and trace.json stay) */
     if (!o->keep_dumps) {
         for (unsigned bit = PLENA_DUMP_VRAM; bit <= PLENA_DUMP_HBM; bit <<= 1)
             unlink_in(&c, plena_emu_dump_file(bit));

@@ -1,8 +1,8 @@
-/* Replay pipeline of spec/traces-and-replay.md 5.2 for one trace: validate,
+/* Replay pipeline of docs/replay.md "Pipeline" for one trace: validate,
  * identify (trace_sha256, fingerprint), build directory, generate, run,
  * reference + functional gate, repeat gate, decide, publish results.json.
  * The gate is decided before anything with the final result name exists
- * (6.1); an old result is deleted before a new attempt (6.5). It does not
+ * (docs/replay.md "Gates"); an old result is deleted before a new attempt. It does not
  * fork or print: the CLI runs the pool. */
 #include "replay/replay.h"
 #include "gen/build.h"
@@ -97,7 +97,8 @@ static json_int_t geti(const json_t *o, const char *a, const char *b)
     return json_is_integer(x) ? json_integer_value(x) : 0;
 }
 
-/* stable_id (1.8): bytes outside [A-Za-z0-9_-] become '_', at most 128 bytes */
+/* stable_id (docs/trace-schema.md "Fields"): bytes outside [A-Za-z0-9_-] become
+ * '_', at most 128 bytes */
 static void stable_id(const char *in, char out[129])
 {
     size_t i = 0;
@@ -129,7 +130,7 @@ int plena_replay_prepare(const char *bytes, size_t len, const char *source_path,
     snprintf(it->trace_id, sizeof it->trace_id, "%s", report->trace_id);
     stable_id(it->trace_id, it->dir_name);
 
-    /* replay tier (2.3): the trace module's R rules, which call the
+    /* replay tier (docs/replay.md "Replay tier"): the trace module's R rules, which call the
      * generator's own shape checks */
     struct plena_settings s;
     if ((rc = plena_settings_load(o->settings_path, &s, err))) return rc;

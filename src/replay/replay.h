@@ -1,6 +1,7 @@
-/* Replay of route traces (spec/traces-and-replay.md 5): options (5.1), the
- * per-trace pipeline (5.2) into a build directory with a decided results.json
- * (5.5), the fingerprint of 0.4, and a replay of many inputs with a pool of
+/* Replay of route traces (docs/replay.md "Pipeline"): options, the
+ * per-trace pipeline into a build directory with a decided results.json
+ * (docs/replay.md "results.json"), the fingerprint of
+ * docs/replay.md "Identity", and a replay of many inputs with a pool of
  * worker processes (batch.c). This module never prints: the CLI
  * (src/cli/cmd_replay.c) prints the events and picks the exit code. */
 #ifndef PLENA_REPLAY_REPLAY_H
@@ -59,7 +60,7 @@ void plena_replay_item_free(struct plena_replay_item *it);
  * rendered as TOML (so the built-in copy and an identical file agree). */
 int plena_replay_settings_sha256(const char *settings_path, char hex[65], struct plena_err *err);
 
-/* The fingerprint object of 0.4 (trace_sha256 NULL: a campaign's
+/* The fingerprint object of docs/replay.md "Identity" (trace_sha256 NULL: a campaign's
  * config_fingerprint, without that member). */
 json_t *plena_replay_fingerprint_object(const char *trace_sha256, const struct plena_replay_opts *o,
                                         const char *settings_sha256);
@@ -92,9 +93,9 @@ struct plena_replay_outcome {
 int plena_replay_run(const struct plena_replay_item *it, const struct plena_replay_opts *o,
                      struct plena_replay_outcome *out, struct plena_err *err);
 
-/* 5.6 shared_vs_routed object and 5.7 stage_derived routing tax from
- * per-stage picoseconds (PLENA_STAGE_COUNT entries), summed in picoseconds
- * and rounded once. */
+/* docs/profile.md "Shared-vs-routed split" shared_vs_routed object and the routing tax
+ * (docs/profile.md "Routing tax") stage_derived routing tax from per-stage picoseconds
+ * (PLENA_STAGE_COUNT entries), summed in picoseconds and rounded once. */
 json_t *plena_replay_split_json(const uint64_t *stage_picos, uint64_t clock_ps,
                                 const char *routed_lowering);
 json_t *plena_replay_tax_json(const uint64_t *stage_picos, uint64_t clock_ps);
@@ -127,7 +128,7 @@ struct plena_replay_batch_events {
 
 /* Reads every input, prepares every trace (nothing is written before all
  * are checked), replays the valid ones into o->out_dir (in this process, or
- * with b->jobs workers) and rebuilds the 5.8 exports. Returns the worst
+ * with b->jobs workers) and rebuilds the exports of docs/replay.md "Exports". Returns the worst
  * status of everything (E_FAILED for an invalid or repeated trace or a
  * failed gate, E_INPUT, E_OUTPUT, E_NOMEM, E_INTERRUPTED when *b->stop was
  * set: *interrupted then says so and the exports are not rebuilt). */
@@ -135,7 +136,8 @@ enum plena_status plena_replay_batch(const struct plena_replay_opts *o,
                                      const struct plena_replay_batch_opts *b,
                                      const struct plena_replay_batch_events *ev, int *interrupted);
 
-/* Deletes leftover "*.tmp.*" files of an interrupted atomic write in dir (0.3). */
+/* Deletes leftover "*.tmp.*" files of an interrupted atomic write in dir
+ * (docs/formats.md "Conventions"). */
 void plena_replay_clean_tmp(const char *dir);
 
 #endif

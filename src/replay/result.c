@@ -1,5 +1,5 @@
 /* Gate decision, skip-existing and decided publication of results.json
- * (spec/traces-and-replay.md 5.5, 6.1, 6.5). Reading a result never defaults
+ * (docs/replay.md "results.json", "Gates" and "Pipeline"). Reading a result never defaults
  * anything to "passed": only the JSON value true counts (upstream defect 4). */
 #include "replay/result.h"
 

@@ -1,4 +1,4 @@
-/* results.json model of a replay (spec/traces-and-replay.md 5.5, 6.1, 6.5):
+/* results.json model of a replay (docs/replay.md "results.json", "Gates" and "Pipeline"):
  * gate checks, the gate decision (a pure function: checks in, gate out), the
  * skip-existing predicate and the decided, atomic publication of a result.
  * It does not run anything: replay.c evaluates the checks and fills them in. */
@@ -15,7 +15,7 @@
 #define PLENA_REPLAY_RESULT_KIND   "plena.replay"
 #define PLENA_REPLAY_MAX_CHECKS    16
 
-/* Constant strings of 5.5 (one definition each). */
+/* Constant strings of docs/replay.md "results.json" (one definition each). */
 extern const char plena_replay_measurement_note[];
 extern const char plena_replay_routing_tax_scope[];
 
@@ -51,7 +51,7 @@ struct plena_replay_gate {
     size_t n_failed;
 };
 
-/* The decision (5.5, 6.1): passes iff every required check (validate,
+/* The decision: passes iff every required check (validate,
  * generate, emulate, routing_integrity, functional, + profile_accounting when
  * profiling, + repeat when requested) is present and passed, and every other
  * present check passed. A required check that was never evaluated is listed
@@ -65,7 +65,7 @@ json_t *plena_replay_gate_json(const struct plena_replay_checks *c,
 /* [{name, passed, detail}] */
 json_t *plena_replay_checks_json(const struct plena_replay_checks *c);
 
-/* 6.5: 1 iff `results_path` parses as JSON, schema_version is 1, gate.passed
+/* docs/replay.md "Pipeline": 1 iff `results_path` parses as JSON, schema_version is 1, gate.passed
  * is the JSON value true and inputs.fingerprint equals `fingerprint`; 0 in
  * every other case (no file, unreadable, torn, passed false/absent/non-boolean,
  * other fingerprint). */

@@ -1,5 +1,5 @@
-/* `plena replay` as a command (spec/traces-and-replay.md 0.2, 5.1, 5.2 step 1,
- * 5.8): usage errors exit 2, a missing file 3, an invalid trace 1 with
+/* `plena replay` as a command (docs/cli.md "Exit codes", docs/replay.md "Pipeline",
+ * docs/replay.md "Exports"): usage errors exit 2, a missing file 3, an invalid trace 1 with
  * nothing written (no directory created), an unwritable output 4; a replay
  * always ends in a decided results.json and exports with headers; a result
  * that is not a pass is rerun by --skip-existing. Runs $PLENA_BIN. */
@@ -224,7 +224,7 @@ static void canonical_hash(const char *out, int i, char hex[65])
     json_decref(r);
 }
 
-/* 6.5 test: a replay SIGKILLed mid-run and rerun with --skip-existing ends
+/* docs/replay.md "Pipeline" test: a replay SIGKILLed mid-run and rerun with --skip-existing ends
  * with every trace exactly once in the exports and canonical results equal
  * to an uninterrupted run's. */
 static void test_killed_replay_resumes(void **state)
@@ -297,7 +297,7 @@ static int same_file(const char *a, const char *b)
     return same;
 }
 
-/* 5.3 / defect 11: a replay and a direct `plena moe` run of the same model,
+/* docs/replay.md "Gates" / defect 11: a replay and a direct `plena moe` run of the same model,
  * tokens, routing, weights and seeds stage byte-identical images and program
  * and give a byte-identical stage profile (cycles, HBM bytes, stage table). */
 static void test_replay_equals_moe(void **state)

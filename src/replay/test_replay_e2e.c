@@ -1,11 +1,10 @@
-/* End-to-end replays of the 1.9 example trace (H = I = 64, 8 experts top-2,
- * shared gated 128) through generator, emulator and reference model
- * (spec/traces-and-replay.md 5, 6; upstream defects 5, 6, 7, 9, 11, 12, 17,
- * 18, 31): the numerical gate passes; zero weights are smoke only; one
- * flipped output element or one altered INT SRAM id fails the gate with
- * gate.passed false in the file; --overlap reports overlap_overlay; the
- * split and the routing tax add up exactly from the stage profile; and a
- * shared-only program has routed_picos = 0. */
+/* End-to-end replays of the complete example trace of docs/trace-schema.md (H = I = 64, 8 experts
+ * top-2, shared gated 128) through generator, emulator and reference model (docs/replay.md
+ * "Pipeline" and "Gates"; upstream defects 5, 6, 7, 9, 11, 12, 17, 18, 31): the numerical gate
+ * passes; zero weights are smoke only; one flipped output element or one altered INT SRAM id fails
+ * the gate with gate.passed false in the file; --overlap reports overlap_overlay; the split and the
+ * routing tax add up exactly from the stage profile; and a shared-only program has routed_picos =
+ * 0. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -338,7 +337,7 @@ static void test_missing_dump_fails(void **state)
     json_decref(r);
 }
 
-/* 6.3: repeats run in distinct repeat/NN directories and agree */
+/* docs/replay.md "Gates": repeats run in distinct repeat/NN directories and agree */
 static void test_repeat_gate(void **state)
 {
     (void)state;

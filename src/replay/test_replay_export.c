@@ -1,6 +1,6 @@
-/* Run-level exports (spec/traces-and-replay.md 5.8; upstream defects 19, 31):
+/* Run-level exports (docs/replay.md "Exports"; upstream defects 19, 31):
  * zero-row exports keep their headers, a result missing a field is an error
- * naming the file, rows are sorted by the 5.8 key, directories without a
+ * naming the file, rows are sorted by the key of docs/replay.md "Exports", directories without a
  * result are listed as skipped, --passed-only filters failures, and a run
  * without routing-tax figures gives an empty (null) cell, never a crash. */
 #include <setjmp.h>

@@ -1,5 +1,5 @@
-/* Functional gate rules of spec/traces-and-replay.md 5.3 and the routing and
- * weight-chain rules of 5.2 (upstream defects 6, 7, 8, 9, 10): one flipped
+/* Functional gate rules of docs/replay.md "Gates" and the routing and
+ * weight-chain rules of docs/replay.md "Pipeline" (upstream defects 6, 7, 8, 9, 10): one flipped
  * element fails, +0 = -0, NaN fails, zero data is smoke and never numerical,
  * a saturated gate fails, the float64 bound is enforced, one altered id fails
  * routing integrity, and 0.1 goes through fp16 and BF16 as computed by hand. */
@@ -203,7 +203,7 @@ static void test_gate_saturation_and_bound(void **state)
 static void test_routing_integrity(void **state)
 {
     (void)state;
-    /* the 1.9 example's ids */
+    /* the complete example's ids (docs/trace-schema.md) */
     const int64_t trace[8] = {3, 1, 3, 5, 0, 3, 6, 1};
     uint32_t image[8] = {3, 1, 3, 5, 0, 3, 6, 1};
     char d[256];
@@ -216,8 +216,9 @@ static void test_routing_integrity(void **state)
 static void test_weight_chain(void **state)
 {
     (void)state;
-    /* 0.1 -> binary32 -> fp16 0x2E66 (= 614/1024 * 2^-4 + 2^-4 = 0.0999755859375)
-     * -> BF16: mantissa 1.599609375 * 128 = 204.75 rounds to 205 -> 0.10009765625 */
+    /* docs/cli.md "Commands" -> binary32 -> fp16 0x2E66 (= 614/1024 * 2^-4 + 2^-4 =
+     * 0.0999755859375) -> BF16: mantissa 1.599609375 * 128 = 204.75 rounds to 205 ->
+     * 0.10009765625 */
     uint16_t h;
     float e = plena_replay_route_weight_chain(0.1, &h);
     assert_int_equal(h, 0x2e66);

@@ -1,9 +1,9 @@
-/* `plena gates repeat|functional BUILD_DIR` (spec/traces-and-replay.md 6.1,
- * 6.3, 6.4): a small replay (the hand-written e8k2 example, --keep-dumps) is
- * gated by $PLENA_BIN and through the library; each gate is shown to fail on
- * an injected defect (nondeterminism behind the test-only switch, one flipped
- * output byte, a deleted dump: no fallback) with exit 1, and a missing build
- * directory exits 3. The pure repeat decision is tested on hand-made series. */
+/* `plena gates repeat|functional BUILD_DIR` (docs/replay.md "Gates"): a small
+ * replay (the hand-written e8k2 example, --keep-dumps) is gated by $PLENA_BIN
+ * and through the library; each gate is shown to fail on an injected defect
+ * (nondeterminism behind the test-only switch, one flipped output byte, a
+ * deleted dump: no fallback) with exit 1, and a missing build directory exits
+ * 3. The pure repeat decision is tested on hand-made series. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -111,7 +111,7 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
-/* 6.3 decision on hand-made series */
+/* docs/replay.md "Gates" decision on hand-made series */
 static void test_repeat_decision(void **state)
 {
     (void)state;

@@ -1,4 +1,4 @@
-/* Writing rules of spec/traces-and-replay.md 0.3/0.4 kept in replay/ (the
+/* Writing rules of docs/formats.md "Conventions", docs/replay.md "Identity" kept in replay/ (the
  * JSON text and numbers are tested in common/test_json.c): SHA-256 of a
  * canonical object (expected digests
  * computed outside plena with `printf '%s' TEXT | sha256sum`), volatile keys
@@ -54,7 +54,8 @@ static void test_canonical_sha256(void **state)
 static void test_volatile_keys(void **state)
 {
     (void)state;
-    /* the table holds every key the spec lists (0.4 and run-stats 8.4) */
+    /* the table holds every key the spec lists (docs/replay.md "Identity" and docs/formats.md
+     * "Run-stats JSON") */
     const char *must[] = {"build_dir",
                           "command",
                           "config_path",

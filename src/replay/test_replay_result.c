@@ -1,5 +1,5 @@
-/* Gate decision and skip-existing (spec/traces-and-replay.md 5.5, 6.1, 6.5;
- * upstream defects 4 and 5): every skip case of 6.5, the decision as a pure
+/* Gate decision and skip-existing (docs/replay.md "results.json", "Gates" and "Pipeline";
+ * upstream defects 4 and 5): every skip case of docs/replay.md "Pipeline", the decision as a pure
  * function, and publication only with a decided gate. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,7 +1,7 @@
 /* Replay-tier rules (replay/tier.h): R001 and R006 on the schema example,
  * and R005, the generator's
  * capacity check for the trace's shape and token count. Expected numbers are
- * the FP/INT SRAM maps of moe-lowering.md 2.4/2.5 counted by hand: with fixed
+ * the FP/INT SRAM maps of docs/lowering.md "Memory ABI" counted by hand: with fixed
  * routing the whole routing table must fit (VLEN + 16 constants + T*(k + gate)
  * FP entries, T*k + 16 INT entries). */
 #include <setjmp.h>
@@ -97,7 +97,7 @@ static void test_replay_tier(void **state)
     assert_int_equal(plena_file_read_all(path, &text, &text_len, &err), 0);
     json_t *doc = json_loadb(text, text_len, 0, NULL);
     assert_non_null(doc);
-    /* the 1.9 example: H = 64, replay.mlen 64 */
+    /* the complete example of docs/trace-schema.md: H = 64, replay.mlen 64 */
     replay_case(doc, 64, 0, NULL, NULL, NULL);
     /* settings MLEN 32 and no --mlen: replay.mlen 64 differs -> R006 */
     replay_case(doc, 32, 0, "R006", "replay.mlen", "is 64, but the settings' MLEN is 32");

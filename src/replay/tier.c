@@ -69,8 +69,8 @@ int plena_replay_tier_check(const char *bytes, size_t len, const struct plena_re
             rc = add(report, "R002", "model.intermediate_size", "generator refuses the shape: %s",
                      e.msg);
     }
-    /* R003: widths are zero-padded to MLEN (moe-lowering.md 0), so only the
-     * ranges of 1.3 apply and the V rules already checked them. R004: the
+    /* R003: widths are zero-padded to MLEN (docs/lowering.md "Memory ABI"), so only the
+     * ranges of docs/trace-schema.md "Fields" apply and the V rules already checked them. R004: the
      * generator lowers both activation policies at every shape. */
     /* R005: the generator's own capacity check for the replay's layer and
      * token count on the settings' machine. */

@@ -514,8 +514,8 @@ int plena_verify_check(const struct plena_moe_build *b, const struct plena_verif
         plena_moe_rmsnorm_f64(&rd.cfg, &rd.in, x64);
         r->rel_rms_norm = plena_moe_rel_rms_norm(&rd.cfg, xn, x64);
     }
-    /* zero weights or zero input: the maths is not exercised (traces 5.3
-     * zero_input_smoke), the bound does not apply */
+    /* zero weights or zero input: the maths is not exercised (docs/replay.md
+     * "Gates": zero_input_smoke), the bound does not apply */
     r->numerical = b->weights != PLENA_WEIGHTS_ZERO && b->input != PLENA_INPUT_ZEROS;
     r->bound_ok = r->numerical
                       ? r->rel_rms >= 0 && r->rel_rms <= PLENA_MOE_REL_RMS_BOUND &&

@@ -381,8 +381,8 @@ static void test_counters(void **state)
 }
 
 /* Row utilisation >= 90 % whenever every active expert has n_e >= 4 BLEN
- * (the 8.3 target): tiny-fixed (E 16, k 2) at T = 256 balanced, 32 pairs per
- * expert, and a skewed routing with every expert at 16..48 pairs. */
+ * (the target of docs/lowering.md "Expert-major"): tiny-fixed (E 16, k 2) at T = 256 balanced, 32
+ * pairs per expert, and a skewed routing with every expert at 16..48 pairs. */
 static void test_utilisation_target(void **state)
 {
     (void)state;

@@ -1,9 +1,10 @@
-/* End-to-end MoE tests through the emulator (spec/moe-lowering.md 7.4, 7.5):
- * build (staged images), in-process emulator run, bit-exact comparison with
- * the reference model and the float64 bound. Expected values are the
- * reference model's, which is written from the spec (src/ref/), never the
- * generator's; structural assertions (encodings, packed values, stage sets)
- * come from the spec tables. */
+/* End-to-end MoE tests through the emulator
+ * (docs/lowering.md "Checking a build" and "Fault injection"): build (staged
+ * images), in-process emulator run, bit-exact comparison with the reference
+ * model and the float64 bound. Expected values are the reference model's,
+ * which is written from the spec (src/ref/), never the generator's;
+ * structural assertions (encodings, packed values, stage sets) come from the
+ * spec tables. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -290,10 +291,10 @@ static void test_s1(void **state)
 }
 
 /* S2 + G1 + A1/A2: tiny-qwen2-gated T=8 */
-/* A2 exact: shared_expert_gate holds exactly the gate loop of 3.3.10 plus
- * the broadcast of 3.3.9, counted by hand for H_p = VLEN (one column block,
- * so neither column loop is a hardware loop) and T = T_blk tokens; every
- * address below 2^18 makes each `li` one S_ADDI_INT.
+/* A2 exact: shared_expert_gate holds exactly the gate loop of docs/lowering.md "Layer steps" plus
+ * the broadcast of docs/lowering.md "Layer steps", counted by hand for H_p = VLEN (one column
+ * block, so neither column loop is a hardware loop) and T = T_blk tokens; every address below
+ * 2^18 makes each `li` one S_ADDI_INT.
  *   gate prologue: li gpG, li gpX, S_LD_FP f_one, li (q row)          4
  *   C_LOOP_START (token loop, T)                                       1
  *   per token: S_ADD_FP f_z=0, S_ADDI gpXc, li gpWc, V_MUL_VV,
@@ -649,7 +650,7 @@ static void test_a6_union(void **state)
 }
 
 #ifdef PLENA_TESTING
-/* 7.5 negatives */
+/* docs/lowering.md "Fault injection" negatives */
 static void with_fault(struct plena_moe_build_opts *o, enum plena_moe_fault f)
 {
     o->cfg.fault = f;
@@ -724,7 +725,8 @@ static void test_faults(void **state)
 }
 #endif
 
-/* C1: the M_MM / H_PREFETCH_M tables of 8.2 (H = I = I_s = 64, k = 2) */
+/* C1: the M_MM / H_PREFETCH_M tables of
+ * docs/lowering.md "Cost accounting" (H = I = I_s = 64, k = 2) */
 static void c1_row(const struct plena_settings *s, const char *preset, uint32_t T, int routed,
                    uint64_t want_mm, uint64_t want_pf)
 {
@@ -858,7 +860,7 @@ static void test_build_dir(void **state)
     plena_moe_build_free(&b);
 }
 
-/* ---- F1: fusion identity (moe-lowering 5, 7.4) ---- */
+/* ---- F1: fusion identity (docs/lowering.md "Layer steps" and "Checking a build") ---- */
 
 static double silu64(double g)
 {

@@ -95,7 +95,7 @@ struct plena_verify_result {
 int plena_verify_check(const struct plena_moe_build *b, const struct plena_verify_device *d,
                        struct plena_verify_result *r, struct plena_err *err);
 
-/* One row of the cost tables of moe-lowering 8.2 (test C1, bench/moe_costs):
+/* One row of the cost tables of docs/lowering.md "Cost accounting" (test C1, bench/moe_costs):
  * builds `preset` at T tokens with zero weights and no residual (balanced
  * fixed routing when `routed`), runs it on the emulator, and counts M_MM billed
  * to expert_projection/shared_expert_projection and H_PREFETCH_M billed to
