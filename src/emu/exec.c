@@ -235,13 +235,16 @@ gen_tile(const float *restrict x, size_t n, const float *restrict t, size_t ts, 
             v4_st(out + (i0 + (size_t)i) * cols + j0 + 4 * (size_t)v, acc[i][v]);
 }
 
-#define GEN_TILE_RB(rb, nv)                                                                        \
+/* Calls tile (gen_tile or avx_tile) with the row count rb as a literal, so
+ * every instance is specialised for its rb and the accumulators stay in
+ * registers; one switch serves both kernels. */
+#define TILE_RB(tile, rb, nv)                                                                      \
     do {                                                                                           \
         switch (rb) {                                                                              \
-        case 1: gen_tile(x, n, t, ts, cols, out, i0, j0, 1, nv); break;                            \
-        case 2: gen_tile(x, n, t, ts, cols, out, i0, j0, 2, nv); break;                            \
-        case 3: gen_tile(x, n, t, ts, cols, out, i0, j0, 3, nv); break;                            \
-        default: gen_tile(x, n, t, ts, cols, out, i0, j0, 4, nv); break;                           \
+        case 1: tile(x, n, t, ts, cols, out, i0, j0, 1, nv); break;                                \
+        case 2: tile(x, n, t, ts, cols, out, i0, j0, 2, nv); break;                                \
+        case 3: tile(x, n, t, ts, cols, out, i0, j0, 3, nv); break;                                \
+        default: tile(x, n, t, ts, cols, out, i0, j0, 4, nv); break;                               \
         }                                                                                          \
     } while (0)
 
@@ -255,8 +258,8 @@ static void dot_block_generic(const float *x, size_t rows, size_t n, const float
     for (size_t i0 = 0; i0 < rows; i0 += 4) {
         size_t rb = rows - i0 < 4 ? rows - i0 : 4, j0 = 0;
         for (; j0 + 8 <= cols; j0 += 8)
-            GEN_TILE_RB(rb, 2);
-        if (j0 < cols) GEN_TILE_RB(rb, 1);
+            TILE_RB(gen_tile, rb, 2);
+        if (j0 < cols) TILE_RB(gen_tile, rb, 1);
     }
 }
 
@@ -336,16 +339,6 @@ static AVX2 void avx_pairs4(const float *restrict x, size_t n, const float *rest
         _mm256_storeu_ps(out + (i0 + 2 * (size_t)p) * 4, acc[p]);
 }
 
-#define AVX_TILE_RB(rb, nv)                                                                        \
-    do {                                                                                           \
-        switch (rb) {                                                                              \
-        case 1: avx_tile(x, n, t, ts, cols, out, i0, j0, 1, nv); break;                            \
-        case 2: avx_tile(x, n, t, ts, cols, out, i0, j0, 2, nv); break;                            \
-        case 3: avx_tile(x, n, t, ts, cols, out, i0, j0, 3, nv); break;                            \
-        default: avx_tile(x, n, t, ts, cols, out, i0, j0, 4, nv); break;                           \
-        }                                                                                          \
-    } while (0)
-
 __attribute__((target("avx2"))) static void dot_block_avx2(const float *x, size_t rows, size_t n,
                                                            const float *t, size_t ts, size_t cols,
                                                            float *out)
@@ -374,8 +367,8 @@ __attribute__((target("avx2"))) static void dot_block_avx2(const float *x, size_
     for (size_t i0 = 0; i0 < rows; i0 += 4) {
         size_t rb = rows - i0 < 4 ? rows - i0 : 4, j0 = 0;
         for (; j0 + 16 <= cols; j0 += 16)
-            AVX_TILE_RB(rb, 2);
-        if (j0 < cols) AVX_TILE_RB(rb, 1);
+            TILE_RB(avx_tile, rb, 2);
+        if (j0 < cols) TILE_RB(avx_tile, rb, 1);
     }
 }
 
