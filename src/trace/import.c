@@ -68,23 +68,11 @@ static int bad(struct imp *st, int code, const char *where, const char *fmt, ...
     return PLENA_FAIL(st->err, code, where, "%s", msg);
 }
 
+/* Strings are quoted to 40 bytes without a mark where they were cut (the
+ * importer's messages predate the validator's "..."). */
 static const char *describe(const json_t *v, char *buf, size_t n)
 {
-    char num[40];
-    switch (json_typeof(v)) {
-    case JSON_TRUE: return "boolean true";
-    case JSON_FALSE: return "boolean false";
-    case JSON_NULL: return "null";
-    case JSON_OBJECT: return "object";
-    case JSON_ARRAY: return "array";
-    case JSON_INTEGER: snprintf(buf, n, "integer %lld", (long long)json_integer_value(v)); break;
-    case JSON_REAL:
-        plena_json_fmt_double(num, sizeof num, json_real_value(v));
-        snprintf(buf, n, "real %s", num);
-        break;
-    case JSON_STRING: snprintf(buf, n, "string \"%.40s\"", json_string_value(v)); break;
-    }
-    return buf;
+    return plena_trace_describe_value(v, 0, buf, n);
 }
 
 /* One token's ids: an array of exactly K integer ids in [0, E), none twice. */
