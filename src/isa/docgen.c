@@ -10,17 +10,6 @@
 #include "isa/isa.h"
 #include "isa/stages.h"
 
-/* Markdown table cell: '|' must be escaped. */
-static void cell(struct plena_buf *b, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '|')
-            plena_buf_puts(b, "\\|");
-        else
-            plena_buf_append(b, s, 1);
-    }
-}
-
 static const char *const form_ids[] = {
 #define PLENA_FORM(id, d) #id,
 #include "isa/forms.def"
@@ -62,20 +51,20 @@ static void gen_isa(struct plena_buf *b)
                          r->valid ? plena_class_name(r->cls) : "—");
         if (r->operands[0]) {
             plena_buf_puts(b, "`");
-            cell(b, r->operands);
+            plena_buf_put_md_cell(b, r->operands);
             plena_buf_puts(b, "`");
         } else {
             plena_buf_puts(b, r->valid ? "(none)" : "—");
         }
         plena_buf_printf(b, " | %s | %s | ", r->valid ? form_ids[r->form] : "—",
                          plena_unit_name(r->unit));
-        cell(b, plena_cost_name(r->cost));
+        plena_buf_put_md_cell(b, plena_cost_name(r->cost));
         plena_buf_puts(b, " | ");
         state_set(b, r->reads);
         plena_buf_puts(b, " | ");
         state_set(b, r->writes);
         plena_buf_printf(b, " | %s | ", plena_flow_name(r->flow));
-        cell(b, r->synopsis);
+        plena_buf_put_md_cell(b, r->synopsis);
         plena_buf_puts(b, " |\n");
     }
     plena_buf_printf(b,
@@ -87,7 +76,7 @@ static void gen_isa(struct plena_buf *b)
     plena_buf_puts(b, "\n## State\n\n| Name | What | Read by | Written by |\n|---|---|---|---|\n");
     for (int st = 0; st < PLENA_STATE_COUNT; st++) {
         plena_buf_printf(b, "| %s | ", plena_state_name(st));
-        cell(b, plena_state_meaning(st));
+        plena_buf_put_md_cell(b, plena_state_meaning(st));
         for (int w = 0; w < 2; w++) {
             plena_buf_puts(b, " | ");
             int first = 1;
@@ -104,7 +93,7 @@ static void gen_isa(struct plena_buf *b)
     plena_buf_puts(b, "\n## Flow\n\n| Flow | Next pc | Mnemonics |\n|---|---|---|\n");
     for (int f = 0; f < PLENA_FLOW_COUNT; f++) {
         plena_buf_printf(b, "| %s | ", plena_flow_name(f));
-        cell(b, plena_flow_meaning(f));
+        plena_buf_put_md_cell(b, plena_flow_meaning(f));
         plena_buf_puts(b, " | ");
         int first = 1;
         for (unsigned op = 0; op < PLENA_OP_COUNT; op++) {
@@ -166,6 +155,21 @@ static void gen_isa(struct plena_buf *b)
 #undef PLENA_LATENCY
 }
 
+/* The last two cells of a branch (by_scope 0) or pair-scope (1) row: every
+ * stage of class cls, in stage order. */
+static void stages_cell(struct plena_buf *b, int cls, int by_scope)
+{
+    plena_buf_puts(b, " | ");
+    int first = 1;
+    for (int s = 0; s < PLENA_STAGE_COUNT; s++) {
+        int of = by_scope ? (int)plena_stage_scope(s) : (int)plena_stage_branch(s);
+        if (of != cls) continue;
+        plena_buf_printf(b, "%s%s", first ? "" : ", ", plena_stage_name(s));
+        first = 0;
+    }
+    plena_buf_puts(b, " |\n");
+}
+
 static void gen_stages(struct plena_buf *b)
 {
     plena_buf_puts(b, header);
@@ -181,7 +185,7 @@ static void gen_stages(struct plena_buf *b)
                          plena_stage_branch_name(plena_stage_branch(s)),
                          plena_stage_is_routing_tax(s) ? "yes" : "no",
                          plena_stage_scope_name(plena_stage_scope(s)));
-        cell(b, plena_stage_meaning(s));
+        plena_buf_put_md_cell(b, plena_stage_meaning(s));
         plena_buf_puts(b, " |\n");
     }
     plena_buf_puts(b, "\n## Branches\n\n"
@@ -191,15 +195,8 @@ static void gen_stages(struct plena_buf *b)
                       "| Branch | In the split | Stages |\n|---|---|---|\n");
     for (int br = 0; br < PLENA_BRANCH_COUNT; br++) {
         plena_buf_printf(b, "| %s | ", plena_stage_branch_name(br));
-        cell(b, plena_stage_branch_role(br));
-        plena_buf_puts(b, " | ");
-        int first = 1;
-        for (int s = 0; s < PLENA_STAGE_COUNT; s++) {
-            if ((int)plena_stage_branch(s) != br) continue;
-            plena_buf_printf(b, "%s%s", first ? "" : ", ", plena_stage_name(s));
-            first = 0;
-        }
-        plena_buf_puts(b, " |\n");
+        plena_buf_put_md_cell(b, plena_stage_branch_role(br));
+        stages_cell(b, br, 0);
     }
     plena_buf_puts(b, "\n## Pair scopes\n\n"
                       "What entering a stage does to the current pair id when the marker carries "
@@ -208,15 +205,8 @@ static void gen_stages(struct plena_buf *b)
                       "| Scope | Rule | Stages |\n|---|---|---|\n");
     for (int c = 0; c < PLENA_SCOPE_COUNT; c++) {
         plena_buf_printf(b, "| %s | ", plena_stage_scope_name(c));
-        cell(b, plena_stage_scope_rule(c));
-        plena_buf_puts(b, " | ");
-        int first = 1;
-        for (int s = 0; s < PLENA_STAGE_COUNT; s++) {
-            if ((int)plena_stage_scope(s) != c) continue;
-            plena_buf_printf(b, "%s%s", first ? "" : ", ", plena_stage_name(s));
-            first = 0;
-        }
-        plena_buf_puts(b, " |\n");
+        plena_buf_put_md_cell(b, plena_stage_scope_rule(c));
+        stages_cell(b, c, 1);
     }
 }
 
