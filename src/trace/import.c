@@ -447,7 +447,30 @@ static int int_field(struct imp *st, const char *where, const json_t *rec, const
     return 0;
 }
 
-/* nested [T][K] or flat T*K, row-major; kind 0 ids, 1 weights. */
+/* Row t of an id matrix (into ids) or, when ids is NULL, of a weight matrix
+ * (into w); K entries per row. */
+static int matrix_row(struct imp *st, const char *where, const char *path, const json_t *row,
+                      size_t t, int64_t *ids, float *w)
+{
+    return ids ? id_row(st, where, path, row, ids + t * st->K)
+               : weight_row(st, where, path, row, w + t * st->K);
+}
+
+/* The first T rows of the nested array a ([T][K], length checked by the
+ * caller), row t named "key[t]" in messages; ids or w as for matrix_row. */
+static int nested_rows(struct imp *st, const char *where, const char *key, const json_t *a,
+                       size_t T, int64_t *ids, float *w)
+{
+    char path[96];
+    for (size_t t = 0; t < T; t++) {
+        snprintf(path, sizeof path, "%s[%zu]", key, t);
+        int rc = matrix_row(st, where, path, json_array_get(a, t), t, ids, w);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* nested [T][K] or flat T*K, row-major: ids, or weights when ids is NULL. */
 static int megatron_matrix(struct imp *st, const char *where, const char *key, const json_t *a,
                            uint32_t T, int64_t *ids, float *w)
 {
@@ -458,13 +481,7 @@ static int megatron_matrix(struct imp *st, const char *where, const char *key, c
     if (nested) {
         if (n != T)
             return bad(st, PLENA_E_INPUT, where, "%s: %zu rows, expected num_tokens %u", key, n, T);
-        for (uint32_t t = 0; t < T; t++) {
-            snprintf(path, sizeof path, "%s[%u]", key, t);
-            int rc = ids ? id_row(st, where, path, json_array_get(a, t), ids + (size_t)t * st->K)
-                         : weight_row(st, where, path, json_array_get(a, t), w + (size_t)t * st->K);
-            if (rc) return rc;
-        }
-        return 0;
+        return nested_rows(st, where, key, a, T, ids, w);
     }
     if (n != (size_t)T * st->K)
         return bad(st, PLENA_E_INPUT, where,
@@ -479,8 +496,7 @@ static int megatron_matrix(struct imp *st, const char *where, const char *key, c
             json_array_append(row, json_array_get(a, (size_t)t * st->K + j));
         snprintf(path, sizeof path, "%s[%zu..%zu]", key, (size_t)t * st->K,
                  (size_t)t * st->K + st->K - 1);
-        rc = ids ? id_row(st, where, path, row, ids + (size_t)t * st->K)
-                 : weight_row(st, where, path, row, w + (size_t)t * st->K);
+        rc = matrix_row(st, where, path, row, t, ids, w);
     }
     json_decref(row);
     return rc;
@@ -1069,7 +1085,7 @@ static int str_field(struct imp *st, const char *where, const json_t *rec, const
 static int rows_line(struct imp *st, long line, long index, const char *s, size_t n)
 {
     (void)index;
-    char where[320], path[96], d[96];
+    char where[320], d[96];
     snprintf(where, sizeof where, "%s:%ld", st->name, line);
     int rc;
     json_t *rec = parse_line(st, where, s, n, &rc);
@@ -1115,11 +1131,7 @@ static int rows_line(struct imp *st, long line, long index, const char *s, size_
         rc = bad(st, PLENA_E_NOMEM, where, "out of memory");
         goto out;
     }
-    for (size_t t = 0; t < T && !rc; t++) {
-        snprintf(path, sizeof path, "routes[%zu]", t);
-        rc = id_row(st, where, path, json_array_get(routes, t), ids + t * st->K);
-    }
-    if (rc) goto out;
+    if ((rc = nested_rows(st, where, "routes", routes, T, ids, NULL))) goto out;
     if (rw && !json_is_null(rw)) {
         if (!json_is_array(rw) || json_array_size(rw) != T) {
             rc = bad(st, PLENA_E_INPUT, where, "route_weights: expected %zu rows like routes", T);
@@ -1130,11 +1142,7 @@ static int rows_line(struct imp *st, long line, long index, const char *s, size_
             rc = bad(st, PLENA_E_NOMEM, where, "out of memory");
             goto out;
         }
-        for (size_t t = 0; t < T && !rc; t++) {
-            snprintf(path, sizeof path, "route_weights[%zu]", t);
-            rc = weight_row(st, where, path, json_array_get(rw, t), w + t * st->K);
-        }
-        if (rc) goto out;
+        if ((rc = nested_rows(st, where, "route_weights", rw, T, NULL, w))) goto out;
         if (!wsrc) wsrc = "imported";
     } else {
         if (!st->o->allow_uniform_weights) {
