@@ -176,17 +176,29 @@ static int weights_missing(struct imp *st, const char *where, const char *what)
                what);
 }
 
-/* Iterates the non-blank lines of a JSONL input: calls fn(line_no, index,
- * text, len) in order. */
-typedef int (*line_fn)(struct imp *st, long line, long index, const char *s, size_t n);
-static int each_line(struct imp *st, const char *bytes, size_t len, line_fn fn)
+static json_t *parse_line(struct imp *st, const char *where, const char *s, size_t n, int *rc);
+
+/* Iterates the records of a JSONL input, one per non-blank line, in order:
+ * each must be a JSON object; fn gets it with its line number, its index
+ * among the lines and where = "<file>:<line>" for messages, and the record
+ * is freed after fn. A line that is not an object fails like a bad record. */
+typedef int (*record_fn)(struct imp *st, long line, long index, const char *where, json_t *rec);
+static int each_record(struct imp *st, const char *bytes, size_t len, record_fn fn)
 {
     struct plena_trace_lines it = {bytes, len, 0, 0};
     const char *s;
     size_t n;
     long index = 0;
     while (plena_trace_lines_next(&it, &s, &n)) {
-        int rc = fn(st, it.line, index++, s, n);
+        char where[320];
+        snprintf(where, sizeof where, "%s:%ld", st->name, it.line);
+        int rc;
+        json_t *rec = parse_line(st, where, s, n, &rc);
+        if (rec) {
+            rc = fn(st, it.line, index, where, rec);
+            json_decref(rec);
+        }
+        index++;
         if (rc && (!st->o->keep_going || rc == PLENA_E_NOMEM)) return rc;
     }
     return 0;
@@ -338,16 +350,10 @@ static int vllm_record(struct imp *st, const char *where, long index, json_t *re
     return rc;
 }
 
-static int vllm_line(struct imp *st, long line, long index, const char *s, size_t n)
+static int vllm_line(struct imp *st, long line, long index, const char *where, json_t *rec)
 {
-    char where[320];
-    snprintf(where, sizeof where, "%s:%ld", st->name, line);
-    int rc;
-    json_t *rec = parse_line(st, where, s, n, &rc);
-    if (!rec) return rc;
-    rc = vllm_record(st, where, index, rec);
-    json_decref(rec);
-    return rc;
+    (void)line;
+    return vllm_record(st, where, index, rec);
 }
 
 static int import_vllm_raw(struct imp *st, const char *bytes, size_t len)
@@ -410,7 +416,7 @@ static int import_vllm(struct imp *st, const char *bytes, size_t len)
         return rc;
     }
     json_decref(whole);
-    return each_line(st, bytes, len, vllm_line);
+    return each_record(st, bytes, len, vllm_line);
 }
 
 /* ---- megatron ---- */
@@ -502,14 +508,11 @@ static int megatron_matrix(struct imp *st, const char *where, const char *key, c
     return rc;
 }
 
-static int megatron_line(struct imp *st, long line, long index, const char *s, size_t n)
+static int megatron_line(struct imp *st, long line, long index, const char *where, json_t *rec)
 {
     (void)index;
-    char where[320], d[96];
-    snprintf(where, sizeof where, "%s:%ld", st->name, line);
+    char d[96];
     int rc;
-    json_t *rec = parse_line(st, where, s, n, &rc);
-    if (!rec) return rc;
     struct mrec m = {.line = line};
     int64_t T = 0, topk = 0;
     snprintf(m.stage, sizeof m.stage, "na");
@@ -570,12 +573,10 @@ static int megatron_line(struct imp *st, long line, long index, const char *s, s
         goto out;
     }
     st->mset->v[st->mset->n++] = m;
-    json_decref(rec);
     return 0;
 out:
     plena_free(m.ids);
     plena_free(m.w);
-    json_decref(rec);
     return rc;
 }
 
@@ -685,7 +686,7 @@ static int import_megatron(struct imp *st, const char *bytes, size_t len)
 {
     struct mset set = {0};
     st->mset = &set;
-    int rc = each_line(st, bytes, len, megatron_line);
+    int rc = each_record(st, bytes, len, megatron_line);
     st->mset = NULL;
     if (!rc && st->o->merge_ranks) {
         qsort(set.v, set.n, sizeof *set.v, cmp_mrec);
@@ -1082,14 +1083,11 @@ static int str_field(struct imp *st, const char *where, const json_t *rec, const
     return 0;
 }
 
-static int rows_line(struct imp *st, long line, long index, const char *s, size_t n)
+static int rows_line(struct imp *st, long line, long index, const char *where, json_t *rec)
 {
     (void)index;
-    char where[320], d[96];
-    snprintf(where, sizeof where, "%s:%ld", st->name, line);
+    char d[96];
     int rc;
-    json_t *rec = parse_line(st, where, s, n, &rc);
-    if (!rec) return rc;
     const char *sample = NULL, *phase = NULL, *bench = benchmark(st, "jsonl"), *cat = NULL,
                *wsrc = NULL, *rsrc = "routing_rows", *mkey = st->o->model->name;
     int64_t layer = 0, step = 0, sidx = -1, itok = -1;
@@ -1180,7 +1178,6 @@ static int rows_line(struct imp *st, long line, long index, const char *s, size_
 out:
     plena_free(ids);
     plena_free(w);
-    json_decref(rec);
     return rc;
 }
 
@@ -1209,7 +1206,7 @@ int plena_trace_import(const struct plena_trace_import_opts *o, const char *name
     case PLENA_TRACE_IMPORT_VLLM: rc = import_vllm(&st, bytes, len); break;
     case PLENA_TRACE_IMPORT_MEGATRON: rc = import_megatron(&st, bytes, len); break;
     case PLENA_TRACE_IMPORT_CSV: rc = import_csv(&st, bytes, len); break;
-    case PLENA_TRACE_IMPORT_JSONL: rc = each_line(&st, bytes, len, rows_line); break;
+    case PLENA_TRACE_IMPORT_JSONL: rc = each_record(&st, bytes, len, rows_line); break;
     }
     if (rc == PLENA_E_NOMEM) return PLENA_FAIL(err, PLENA_E_NOMEM, name, "out of memory");
     if (o->keep_going && rc != PLENA_E_USAGE && !plena_err_is_set(err)) return 0;
