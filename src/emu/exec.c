@@ -247,6 +247,15 @@ gen_tile(const float *restrict x, size_t n, const float *restrict t, size_t ts, 
         default: tile(x, n, t, ts, cols, out, i0, j0, 4, nv); break;                               \
         }                                                                                          \
     } while (0)
+/* All of out: bands of 4 rows (fewer at the end), each in tiles of two
+ * vectors of vw columns and then one vector, by TILE_RB. */
+#define TILE_ALL(tile, vw)                                                                         \
+    for (size_t i0 = 0; i0 < rows; i0 += 4) {                                                      \
+        size_t rb = rows - i0 < 4 ? rows - i0 : 4, j0 = 0;                                         \
+        for (; j0 + 2 * (vw) <= cols; j0 += 2 * (vw))                                              \
+            TILE_RB(tile, rb, 2);                                                                  \
+        if (j0 < cols) TILE_RB(tile, rb, 1);                                                       \
+    }
 
 static void dot_block_generic(const float *x, size_t rows, size_t n, const float *t, size_t ts,
                               size_t cols, float *out)
@@ -255,12 +264,7 @@ static void dot_block_generic(const float *x, size_t rows, size_t n, const float
         dot_block_scalar(x, rows, n, t, ts, cols, out);
         return;
     }
-    for (size_t i0 = 0; i0 < rows; i0 += 4) {
-        size_t rb = rows - i0 < 4 ? rows - i0 : 4, j0 = 0;
-        for (; j0 + 8 <= cols; j0 += 8)
-            TILE_RB(gen_tile, rb, 2);
-        if (j0 < cols) TILE_RB(gen_tile, rb, 1);
-    }
+    TILE_ALL(gen_tile, 4);
 }
 
 #ifdef EMU_X86
@@ -364,12 +368,7 @@ __attribute__((target("avx2"))) static void dot_block_avx2(const float *x, size_
         dot_block_generic(x, rows, n, t, ts, cols, out);
         return;
     }
-    for (size_t i0 = 0; i0 < rows; i0 += 4) {
-        size_t rb = rows - i0 < 4 ? rows - i0 : 4, j0 = 0;
-        for (; j0 + 16 <= cols; j0 += 16)
-            TILE_RB(avx_tile, rb, 2);
-        if (j0 < cols) TILE_RB(avx_tile, rb, 1);
-    }
+    TILE_ALL(avx_tile, 8);
 }
 
 /* AVX-512F, cols == 4 and rows a multiple of 4 (BLEN 4 M_MM): the 16 chains
