@@ -155,19 +155,25 @@ static void gen_isa(struct plena_buf *b)
 #undef PLENA_LATENCY
 }
 
-/* The last two cells of a branch (by_scope 0) or pair-scope (1) row: every
- * stage of class cls, in stage order. */
-static void stages_cell(struct plena_buf *b, int cls, int by_scope)
+/* The rows of the branch table (by_scope 0) or the pair-scope table (1):
+ * name, role or rule, then every stage of that class in stage order. */
+static void class_rows(struct plena_buf *b, int by_scope)
 {
-    plena_buf_puts(b, " | ");
-    int first = 1;
-    for (int s = 0; s < PLENA_STAGE_COUNT; s++) {
-        int of = by_scope ? (int)plena_stage_scope(s) : (int)plena_stage_branch(s);
-        if (of != cls) continue;
-        plena_buf_printf(b, "%s%s", first ? "" : ", ", plena_stage_name(s));
-        first = 0;
+    const int n = by_scope ? PLENA_SCOPE_COUNT : PLENA_BRANCH_COUNT;
+    for (int c = 0; c < n; c++) {
+        plena_buf_printf(b, "| %s | ",
+                         by_scope ? plena_stage_scope_name(c) : plena_stage_branch_name(c));
+        plena_buf_put_md_cell(b, by_scope ? plena_stage_scope_rule(c) : plena_stage_branch_role(c));
+        plena_buf_puts(b, " | ");
+        int first = 1;
+        for (int s = 0; s < PLENA_STAGE_COUNT; s++) {
+            int of = by_scope ? (int)plena_stage_scope(s) : (int)plena_stage_branch(s);
+            if (of != c) continue;
+            plena_buf_printf(b, "%s%s", first ? "" : ", ", plena_stage_name(s));
+            first = 0;
+        }
+        plena_buf_puts(b, " |\n");
     }
-    plena_buf_puts(b, " |\n");
 }
 
 static void gen_stages(struct plena_buf *b)
@@ -193,21 +199,13 @@ static void gen_stages(struct plena_buf *b)
                       "spec/traces-and-replay.md 5.6) sums `wall_picos` per branch. The routing "
                       "tax (spec/traces-and-replay.md 5.7) sums the stages marked yes.\n\n"
                       "| Branch | In the split | Stages |\n|---|---|---|\n");
-    for (int br = 0; br < PLENA_BRANCH_COUNT; br++) {
-        plena_buf_printf(b, "| %s | ", plena_stage_branch_name(br));
-        plena_buf_put_md_cell(b, plena_stage_branch_role(br));
-        stages_cell(b, br, 0);
-    }
+    class_rows(b, 0);
     plena_buf_puts(b, "\n## Pair scopes\n\n"
                       "What entering a stage does to the current pair id when the marker carries "
                       "no `@pair=` (spec/timing-and-profile.md 6.3-6.4). The routed experts' own "
                       "work (`expert_*`, 6.5) is the routed branch with pair scope.\n\n"
                       "| Scope | Rule | Stages |\n|---|---|---|\n");
-    for (int c = 0; c < PLENA_SCOPE_COUNT; c++) {
-        plena_buf_printf(b, "| %s | ", plena_stage_scope_name(c));
-        plena_buf_put_md_cell(b, plena_stage_scope_rule(c));
-        stages_cell(b, c, 1);
-    }
+    class_rows(b, 1);
 }
 
 static int generate(const char *what, struct plena_buf *b)
