@@ -510,6 +510,14 @@ malformed:
     return NULL;
 }
 
+/* Consumes the next character when it is ch: 1, else 0. */
+static int take(struct parser *p, int ch)
+{
+    if (peek(p, 0) != ch) return 0;
+    p->pos++;
+    return 1;
+}
+
 static struct plena_toml_value *parse_array(struct parser *p, int depth)
 {
     size_t open = p->pos;
@@ -518,10 +526,7 @@ static struct plena_toml_value *parse_array(struct parser *p, int depth)
     p->pos++;
     for (;;) {
         skip_all(p);
-        if (peek(p, 0) == ']') {
-            p->pos++;
-            return arr;
-        }
+        if (take(p, ']')) return arr;
         if (p->pos >= p->n) {
             fail_at(p, open, "unterminated array");
             goto bad;
@@ -530,15 +535,9 @@ static struct plena_toml_value *parse_array(struct parser *p, int depth)
         struct plena_toml_value *v = parse_value(p, depth + 1);
         if (!v || add_entry(p, arr, NULL, line, c, v)) goto bad;
         skip_all(p);
+        if (take(p, ',')) continue;
+        if (take(p, ']')) return arr;
         int ch = peek(p, 0);
-        if (ch == ',') {
-            p->pos++;
-            continue;
-        }
-        if (ch == ']') {
-            p->pos++;
-            return arr;
-        }
         if (ch < 0)
             fail_at(p, open, "unterminated array");
         else
@@ -561,8 +560,7 @@ static struct plena_toml_value *parse_inline_table(struct parser *p, int depth)
     if (!t) return NULL;
     p->pos++;
     skip_ws(p);
-    if (peek(p, 0) == '}') {
-        p->pos++;
+    if (take(p, '}')) {
         t->flags = T_INLINE;
         return t;
     }
@@ -574,16 +572,12 @@ static struct plena_toml_value *parse_inline_table(struct parser *p, int depth)
         }
         if (parse_keyval(p, t, depth + 1)) goto bad;
         skip_ws(p);
-        int ch = peek(p, 0);
-        if (ch == ',') {
-            p->pos++;
-            continue;
-        }
-        if (ch == '}') {
-            p->pos++;
+        if (take(p, ',')) continue;
+        if (take(p, '}')) {
             t->flags = T_INLINE;
             return t;
         }
+        int ch = peek(p, 0);
         if (ch < 0 || ch == '\n' || ch == '\r')
             fail_at(p, open, "inline table must be closed on the same line");
         else
