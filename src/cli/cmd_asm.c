@@ -99,14 +99,12 @@ static int write_stage_map(const char *path, const struct plena_program *p, stru
     return rc;
 }
 
-static int cmd_asm(int argc, char **argv)
+static int cmd_asm(void *opts, const struct plena_cli_args *a)
 {
-    struct asm_cli c;
-    struct plena_opts_result pr;
-    int code;
-    if (plena_cli_parse(&plena_asm_spec, argc, argv, &c, &pr, &code)) return code;
-    const char *in = c.in, *out = c.out, *map = c.map;
-    struct plena_asm_opts o = c.o;
+    struct asm_cli *c = opts;
+    (void)a;
+    const char *in = c->in, *out = c->out, *map = c->map;
+    struct plena_asm_opts o = c->o;
     o.want_labels = map != NULL;
 
     struct plena_program p;
@@ -135,4 +133,4 @@ static int cmd_asm(int argc, char **argv)
     return plena_status_exit_code(PLENA_OK);
 }
 
-const struct plena_cli_cmd plena_cli_cmd_asm = {.spec = &plena_asm_spec, .fn = cmd_asm};
+const struct plena_cli_cmd plena_cli_cmd_asm = {.spec = &plena_asm_spec, .run = cmd_asm};

@@ -746,22 +746,18 @@ static const struct plena_cmd_spec hash_spec = {
     .opts_size = sizeof(struct hash_cli),
 };
 
-static int canonical_hash(int argc, char **argv)
+static int canonical_hash(void *opts, const struct plena_cli_args *a)
 {
-    struct hash_cli c;
-    struct plena_opts_result pr;
-    int code;
-    if (plena_cli_parse(&hash_spec, argc, argv, &c, &pr, &code)) return code;
+    struct hash_cli *c = opts;
+    (void)a;
     struct plena_err err;
     plena_err_clear(&err);
     json_t *v = NULL;
-    if (plena_replay_json_read_file(c.file, &v, &err)) {
-        plena_opts_free(&hash_spec, &c);
+    if (plena_replay_json_read_file(c->file, &v, &err)) {
         return plena_cli_report("campaign canonical-hash", &err);
     }
-    for (size_t i = 0; i < c.drop.n; i++)
-        json_object_del(v, c.drop.v[i]);
-    plena_opts_free(&hash_spec, &c);
+    for (size_t i = 0; i < c->drop.n; i++)
+        json_object_del(v, c->drop.v[i]);
     char hex[65];
     int rc = plena_replay_json_sha256(v, 1, hex, &err);
     json_decref(v);
@@ -770,39 +766,14 @@ static int canonical_hash(int argc, char **argv)
     return plena_status_exit_code(PLENA_OK);
 }
 
-static int campaign_action(const struct plena_cmd_spec *spec, int argc, char **argv)
+/* Every action but canonical-hash: its name is argv[0]. */
+static int campaign_action(void *opts, const struct plena_cli_args *a)
 {
-    struct copts o;
-    struct plena_opts_result pr;
-    int rc;
-    if (plena_cli_parse(spec, argc, argv, &o, &pr, &rc)) return rc;
-    o.action = argv[0];
-    o.have_target = plena_opts_given(spec, &pr, "--target") > 0;
-    o.have_seed = plena_opts_given(spec, &pr, "--seed") > 0;
-    int code = campaign_main(&o);
-    plena_opts_free(spec, &o);
-    return code;
-}
-
-static int cmd_select(int argc, char **argv)
-{
-    return campaign_action(&select_spec, argc, argv);
-}
-static int cmd_determinism(int argc, char **argv)
-{
-    return campaign_action(&det_spec, argc, argv);
-}
-static int cmd_run(int argc, char **argv)
-{
-    return campaign_action(&run_spec, argc, argv);
-}
-static int cmd_status(int argc, char **argv)
-{
-    return campaign_action(&status_spec, argc, argv);
-}
-static int cmd_report(int argc, char **argv)
-{
-    return campaign_action(&report_spec, argc, argv);
+    struct copts *o = opts;
+    o->action = a->argv[0];
+    o->have_target = plena_opts_given(a->spec, a->r, "--target") > 0;
+    o->have_seed = plena_opts_given(a->spec, a->r, "--seed") > 0;
+    return campaign_main(o);
 }
 
 static void campaign_notes(struct plena_buf *b)
@@ -819,9 +790,9 @@ static void campaign_notes(struct plena_buf *b)
 }
 
 static const struct plena_cli_sub campaign_subs[] = {
-    {"select", cmd_select, &select_spec}, {"determinism", cmd_determinism, &det_spec},
-    {"run", cmd_run, &run_spec},          {"status", cmd_status, &status_spec},
-    {"report", cmd_report, &report_spec}, {"canonical-hash", canonical_hash, &hash_spec},
+    {"select", campaign_action, &select_spec}, {"determinism", campaign_action, &det_spec},
+    {"run", campaign_action, &run_spec},       {"status", campaign_action, &status_spec},
+    {"report", campaign_action, &report_spec}, {"canonical-hash", canonical_hash, &hash_spec},
 };
 
 const struct plena_cli_cmd plena_cli_cmd_campaign = {

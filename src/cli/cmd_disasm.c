@@ -39,13 +39,11 @@ static const struct plena_cmd_spec plena_disasm_spec = {
     .opts_size = sizeof(struct disasm_cli),
 };
 
-static int cmd_disasm(int argc, char **argv)
+static int cmd_disasm(void *opts, const struct plena_cli_args *a)
 {
-    struct disasm_cli c;
-    struct plena_opts_result pr;
-    int code;
-    if (plena_cli_parse(&plena_disasm_spec, argc, argv, &c, &pr, &code)) return code;
-    const char *in = c.in, *out = c.out;
+    struct disasm_cli *c = opts;
+    (void)a;
+    const char *in = c->in, *out = c->out;
     struct plena_program p;
     struct plena_err err;
     plena_err_clear(&err);
@@ -65,4 +63,4 @@ static int cmd_disasm(int argc, char **argv)
     return rc ? plena_cli_report("disasm", &err) : plena_status_exit_code(PLENA_OK);
 }
 
-const struct plena_cli_cmd plena_cli_cmd_disasm = {.spec = &plena_disasm_spec, .fn = cmd_disasm};
+const struct plena_cli_cmd plena_cli_cmd_disasm = {.spec = &plena_disasm_spec, .run = cmd_disasm};

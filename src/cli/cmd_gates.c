@@ -47,22 +47,19 @@ static const struct plena_cmd_spec timing_spec = {
     .opts_size = sizeof(struct timing_cli),
 };
 
-static int cmd_timing(int argc, char **argv)
+static int cmd_timing(void *opts, const struct plena_cli_args *a)
 {
-    struct timing_cli c;
-    struct plena_opts_result pr;
+    struct timing_cli *c = opts;
     int code;
-    if (plena_cli_parse(&timing_spec, argc, argv, &c, &pr, &code)) return code;
-    c.o.overrides = c.sets.v;
-    c.o.n_overrides = c.sets.n;
+    (void)a;
+    c->o.overrides = c->sets.v;
+    c->o.n_overrides = c->sets.n;
     struct plena_gates_report *r = plena_malloc(sizeof *r);
     if (!r) {
-        plena_opts_free(&timing_spec, &c);
         return plena_cli_nomem("gates");
     }
     struct plena_err err = {0};
-    int rc = plena_gates_timing_run(&c.o, r, &err);
-    plena_opts_free(&timing_spec, &c);
+    int rc = plena_gates_timing_run(&c->o, r, &err);
     if (rc) {
         plena_free(r);
         return plena_cli_report("gates", &err);
@@ -134,42 +131,31 @@ static const struct plena_cmd_spec functional_spec = {
     .opts_size = sizeof(struct plena_replay_gate_opts),
 };
 
-static int replay_gate(const struct plena_cmd_spec *spec, int is_repeat, int argc, char **argv)
+/* gates repeat and gates functional: the gate's name is argv[0]. */
+static int replay_gate(void *opts, const struct plena_cli_args *a)
 {
-    struct plena_replay_gate_opts o;
-    struct plena_opts_result pr;
-    int code;
-    if (plena_cli_parse(spec, argc, argv, &o, &pr, &code)) return code;
+    const struct plena_replay_gate_opts *o = opts;
+    const char *name = a->argv[0];
     struct plena_replay_gate_report r;
     struct plena_err err = {0};
-    int rc = is_repeat ? plena_replay_gate_repeat(&o, &r, &err)
-                       : plena_replay_gate_functional(&o, &r, &err);
+    int rc = a->spec == &repeat_spec ? plena_replay_gate_repeat(o, &r, &err)
+                                     : plena_replay_gate_functional(o, &r, &err);
     if (rc) {
         /* not evaluated: not passed either (6.1); say so on the gate line */
         plena_cli_report("gates", &err);
-        printf("FAIL %s not_evaluated build_dir=%s\n", argv[0], o.build_dir);
+        printf("FAIL %s not_evaluated build_dir=%s\n", name, o->build_dir);
         return plena_status_exit_code(plena_status_worst(err.code, PLENA_E_FAILED));
     }
     char line[1200];
-    plena_replay_gate_format_line(argv[0], &r, line, sizeof line);
+    plena_replay_gate_format_line(name, &r, line, sizeof line);
     fputs(line, stdout);
     return plena_status_exit_code(r.passed ? PLENA_OK : PLENA_E_FAILED);
 }
 
-static int cmd_repeat(int argc, char **argv)
-{
-    return replay_gate(&repeat_spec, 1, argc, argv);
-}
-
-static int cmd_functional(int argc, char **argv)
-{
-    return replay_gate(&functional_spec, 0, argc, argv);
-}
-
 static const struct plena_cli_sub gates_subs[] = {
     {"timing", cmd_timing, &timing_spec},
-    {"repeat", cmd_repeat, &repeat_spec},
-    {"functional", cmd_functional, &functional_spec},
+    {"repeat", replay_gate, &repeat_spec},
+    {"functional", replay_gate, &functional_spec},
 };
 
 const struct plena_cli_cmd plena_cli_cmd_gates = {

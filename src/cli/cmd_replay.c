@@ -39,14 +39,12 @@ static const struct plena_cmd_spec export_spec = {
     .opts_size = sizeof(struct export_cli),
 };
 
-static int cmd_export(int argc, char **argv)
+static int cmd_export(void *opts, const struct plena_cli_args *a)
 {
-    struct export_cli x;
-    struct plena_opts_result pr;
-    int code;
-    if (plena_cli_parse(&export_spec, argc, argv, &x, &pr, &code)) return code;
-    const char *root = x.root;
-    const int passed_only = x.passed_only;
+    struct export_cli *x = opts;
+    (void)a;
+    const char *root = x->root;
+    const int passed_only = x->passed_only;
     struct plena_err err;
     plena_err_clear(&err);
     struct plena_replay_export_counts c;
@@ -168,17 +166,15 @@ static const struct plena_cmd_spec replay_spec = {
     .opts_size = sizeof(struct replay_cli),
 };
 
-static int cmd_replay(int argc, char **argv)
+static int cmd_replay(void *opts, const struct plena_cli_args *a)
 {
-    struct replay_cli rc_;
-    struct plena_opts_result pr;
+    struct replay_cli *rc_ = opts;
     int pcode;
-    if (plena_cli_parse(&replay_spec, argc, argv, &rc_, &pr, &pcode)) return pcode;
-    if ((pcode = plena_cli_replay_not_built("replay", &rc_.ro, 0))) {
-        plena_opts_free(&replay_spec, &rc_);
+    (void)a;
+    if ((pcode = plena_cli_replay_not_built("replay", &rc_->ro, 0))) {
         return pcode;
     }
-    const struct plena_replay_batch_opts b = {rc_.files.v, rc_.files.n, rc_.as_set, rc_.jobs,
+    const struct plena_replay_batch_opts b = {rc_->files.v, rc_->files.n, rc_->as_set, rc_->jobs,
                                               &g_stop};
     const struct plena_replay_batch_events ev = {on_error, on_invalid, on_duplicate, on_outcome,
                                                  NULL};
@@ -188,10 +184,9 @@ static int cmd_replay(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     int interrupted = 0;
-    enum plena_status st = plena_replay_batch(&rc_.ro, &b, &ev, &interrupted);
+    enum plena_status st = plena_replay_batch(&rc_->ro, &b, &ev, &interrupted);
     if (interrupted)
         fprintf(stderr, "plena replay: interrupted; rerun with --skip-existing to resume\n");
-    plena_opts_free(&replay_spec, &rc_);
     return plena_status_exit_code(st);
 }
 
@@ -199,7 +194,7 @@ static const struct plena_cli_sub replay_subs[] = {{"export", cmd_export, &expor
 
 const struct plena_cli_cmd plena_cli_cmd_replay = {
     .spec = &replay_spec,
-    .fn = cmd_replay,
+    .run = cmd_replay,
     .subs = replay_subs,
     .n_subs = 1,
 };

@@ -142,22 +142,19 @@ static int ends_with(const char *s, const char *suf)
     return n >= m && !strcmp(s + n - m, suf);
 }
 
-static int cmd_run(int argc, char **argv)
+static int cmd_run(void *opts, const struct plena_cli_args *a)
 {
-    struct run_cli c;
-    struct plena_opts_result pr;
-    int code;
-    if (plena_cli_parse(&run_spec, argc, argv, &c, &pr, &code)) return code;
-    struct plena_run_opts o = c.o;
+    struct run_cli *c = opts;
+    struct plena_run_opts o = c->o;
     /* upstream default: --stage-profile-asm alone writes ./stage_profile.json */
-    const char *asm_as = plena_opts_spelling(&run_spec, &pr, "--asm");
+    const char *asm_as = plena_opts_spelling(&run_spec, a->r, "--asm");
     if (asm_as && !strcmp(asm_as, "--stage-profile-asm") && !o.profile_path)
         o.profile_path = "stage_profile.json";
     if (o.profile_path && !o.asm_path && !ends_with(o.program_path, ".asm"))
         return plena_cli_usage_error(
             "run", "--profile needs stage labels: a .mem program needs --asm FILE");
-    o.argc = argc + 1;
-    char **cmdv = argv - 1; /* argv[-1] is the binary name (main passes argv + 1) */
+    o.argc = a->argc + 1;
+    char **cmdv = a->argv - 1; /* argv[-1] is the binary name (main passes argv + 1) */
     o.argv = cmdv;
     o.on_start = print_topology;
 
@@ -186,4 +183,4 @@ static int cmd_run(int argc, char **argv)
     return plena_status_exit_code(out.code);
 }
 
-const struct plena_cli_cmd plena_cli_cmd_run = {.spec = &run_spec, .fn = cmd_run};
+const struct plena_cli_cmd plena_cli_cmd_run = {.spec = &run_spec, .run = cmd_run};

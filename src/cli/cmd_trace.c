@@ -138,15 +138,13 @@ static const struct plena_cmd_spec validate_spec = {
     .opts_size = sizeof(struct validate_cli),
 };
 
-static int cmd_validate(int argc, char **argv)
+static int cmd_validate(void *opts, const struct plena_cli_args *a)
 {
-    struct validate_cli c;
-    struct plena_opts_result pr;
-    int code;
-    if (plena_cli_parse(&validate_spec, argc, argv, &c, &pr, &code)) return code;
-    const struct plena_trace_validate_options opt = c.opt;
-    const char *settings_path = c.settings_path;
-    const int as_json = c.as_json, force_set = c.force_set, replay = c.replay;
+    struct validate_cli *c = opts;
+    (void)a;
+    const struct plena_trace_validate_options opt = c->opt;
+    const char *settings_path = c->settings_path;
+    const int as_json = c->as_json, force_set = c->force_set, replay = c->replay;
     struct plena_gen_machine mach;
     plena_gen_machine_default(&mach);
     if (replay) {
@@ -155,16 +153,15 @@ static int cmd_validate(int argc, char **argv)
         struct plena_settings st;
         struct plena_err serr = {0};
         if (plena_settings_load(settings_path, &st, &serr)) {
-            plena_opts_free(&validate_spec, &c);
             return plena_cli_report("trace validate", &serr);
         }
-        c.ro.settings_mlen = st.mlen;
+        c->ro.settings_mlen = st.mlen;
         plena_gen_machine_from_settings(&st, &mach);
     }
     enum plena_status st = PLENA_OK;
     json_t *files = json_array();
-    for (size_t i = 0; i < c.files.n; i++) {
-        const char *path = c.files.v[i];
+    for (size_t i = 0; i < c->files.n; i++) {
+        const char *path = c->files.v[i];
         char *data = NULL;
         size_t len = 0;
         struct plena_err err = {0};
@@ -183,7 +180,7 @@ static int cmd_validate(int argc, char **argv)
             struct plena_trace_set_report s = {0};
             int rc = plena_trace_validate_set_bytes(data, len, &opt, &s);
             if (replay && rc != PLENA_E_NOMEM &&
-                plena_replay_tier_check_set(data, len, &c.ro, &mach, &s))
+                plena_replay_tier_check_set(data, len, &c->ro, &mach, &s))
                 rc = PLENA_E_NOMEM;
             if (rc == PLENA_E_NOMEM) {
                 fprintf(stderr, "plena trace validate: %s: out of memory\n", path);
@@ -215,7 +212,7 @@ static int cmd_validate(int argc, char **argv)
             plena_trace_report_init(&r);
             int rc = plena_trace_validate_bytes(data, len, &opt, &r);
             if (replay && rc == 0 &&
-                plena_replay_tier_check(data, len, &c.ro, &mach, &r) == PLENA_E_NOMEM)
+                plena_replay_tier_check(data, len, &c->ro, &mach, &r) == PLENA_E_NOMEM)
                 rc = PLENA_E_NOMEM;
             if (rc == PLENA_E_NOMEM) {
                 fprintf(stderr, "plena trace validate: %s: out of memory\n", path);
@@ -256,7 +253,6 @@ static int cmd_validate(int argc, char **argv)
     } else {
         json_decref(files);
     }
-    plena_opts_free(&validate_spec, &c);
     return plena_status_exit_code(st);
 }
 
@@ -375,17 +371,15 @@ static const struct plena_cmd_spec stats_spec = {
     .opts_size = sizeof(struct stats_cli),
 };
 
-static int cmd_stats(int argc, char **argv)
+static int cmd_stats(void *opts, const struct plena_cli_args *a)
 {
-    struct stats_cli c;
-    struct plena_opts_result pr;
-    int pcode;
-    if (plena_cli_parse(&stats_spec, argc, argv, &c, &pr, &pcode)) return pcode;
-    const int as_json = c.as_json, force_set = c.force_set;
+    struct stats_cli *c = opts;
+    (void)a;
+    const int as_json = c->as_json, force_set = c->force_set;
     enum plena_status worst = PLENA_OK;
     json_t *traces = json_array();
-    for (size_t i = 0; i < c.files.n; i++) {
-        const char *path = c.files.v[i];
+    for (size_t i = 0; i < c->files.n; i++) {
+        const char *path = c->files.v[i];
         char *data = NULL;
         size_t len = 0;
         struct plena_err err = {0};
@@ -414,7 +408,6 @@ static int cmd_stats(int argc, char **argv)
     } else {
         json_decref(traces);
     }
-    plena_opts_free(&stats_spec, &c);
     return plena_status_exit_code(worst);
 }
 
@@ -688,28 +681,28 @@ static const struct plena_cmd_spec gen_spec = {
     .opts_size = sizeof(struct gen_cli),
 };
 
-static int cmd_gen(int argc, char **argv)
+static int cmd_gen(void *opts, const struct plena_cli_args *a)
 {
-    struct gen_cli c;
-    struct plena_opts_result pr;
+    struct gen_cli *c = opts;
     int pcode;
-    if (plena_cli_parse(&gen_spec, argc, argv, &c, &pr, &pcode)) return pcode;
+    (void)a;
     pcode = 0;
-    struct plena_trace_gen_opts o = c.o;
-    uint32_t *layers = c.layers.v;
-    size_t n_layers = c.layers.n;
+    struct plena_trace_gen_opts o = c->o;
+    uint32_t *layers = c->layers.v;
+    size_t n_layers = c->layers.n;
     enum plena_status code = PLENA_OK;
     struct plena_err err = {0};
-    if (c.hot.n && (o.dist != PLENA_TRACE_DIST_HOT || c.hot.n != o.hot_n)) {
+    if (c->hot.n && (o.dist != PLENA_TRACE_DIST_HOT || c->hot.n != o.hot_n)) {
         pcode = plena_cli_usage_error("trace gen", "--hot-ids needs --dist hot:N with N = %zu ids",
-                                      c.hot.n);
+                                      c->hot.n);
         goto done;
     }
-    o.hot_ids = c.hot.v;
-    o.n_hot_ids = c.hot.n;
+    o.hot_ids = c->hot.v;
+    o.n_hot_ids = c->hot.n;
     char stamp[32];
     struct plena_moe_model m;
-    code = model_and_stamp("trace gen", c.model, &m, c.timestamp ? stamp : NULL, &o.created_at_utc);
+    code =
+        model_and_stamp("trace gen", c->model, &m, c->timestamp ? stamp : NULL, &o.created_at_utc);
     if (code) goto done;
     o.model = &m;
     if (!n_layers) {
@@ -718,13 +711,13 @@ static int cmd_gen(int argc, char **argv)
             pcode = plena_cli_nomem("trace gen");
             goto done;
         }
-        layers[0] = c.layer;
+        layers[0] = c->layer;
         n_layers = 1;
-        c.layers.v = layers;
+        c->layers.v = layers;
     }
     struct plena_trace_docs docs = {0};
     for (size_t l = 0; l < n_layers && !code; l++)
-        for (uint64_t s = 0; s < c.samples && !code; s++) {
+        for (uint64_t s = 0; s < c->samples && !code; s++) {
             json_t *t;
             o.layer = layers[l];
             o.sample = (uint32_t)s;
@@ -736,10 +729,9 @@ static int cmd_gen(int argc, char **argv)
                 plena_cli_nomem("trace gen");
             }
         }
-    if (!code) code = write_docs("trace gen", &docs, c.out, c.out_dir, 1, 0);
+    if (!code) code = write_docs("trace gen", &docs, c->out, c->out_dir, 1, 0);
     plena_trace_docs_free(&docs);
 done:
-    plena_opts_free(&gen_spec, &c);
     return pcode ? pcode : plena_status_exit_code(code);
 }
 
@@ -889,30 +881,29 @@ static const struct plena_cmd_spec import_spec = {
     .opts_size = sizeof(struct import_cli),
 };
 
-static int cmd_import(int argc, char **argv)
+static int cmd_import(void *opts, const struct plena_cli_args *a)
 {
-    struct import_cli c;
-    struct plena_opts_result pr;
+    struct import_cli *c = opts;
     int pcode;
-    if (plena_cli_parse(&import_spec, argc, argv, &c, &pr, &pcode)) return pcode;
-    struct plena_trace_import_opts o = c.o;
-    const char *file = c.file;
+    struct plena_trace_import_opts o = c->o;
+    const char *file = c->file;
     enum plena_status code = PLENA_OK;
     struct plena_err err = {0};
     pcode = 0;
-    o.from = (enum plena_trace_import_format)c.from;
-    if (c.phase >= 0) o.phase = import_phases.names[c.phase];
-    const int raw_given = c.raw || plena_opts_given(&import_spec, &pr, "--shape") || c.dtype >= 0;
+    o.from = (enum plena_trace_import_format)c->from;
+    if (c->phase >= 0) o.phase = import_phases.names[c->phase];
+    const int raw_given =
+        c->raw || plena_opts_given(&import_spec, a->r, "--shape") || c->dtype >= 0;
     if (raw_given) {
-        if (o.from != PLENA_TRACE_IMPORT_VLLM || !c.raw ||
-            !plena_opts_given(&import_spec, &pr, "--shape") || c.dtype < 0 || file) {
+        if (o.from != PLENA_TRACE_IMPORT_VLLM || !c->raw ||
+            !plena_opts_given(&import_spec, a->r, "--shape") || c->dtype < 0 || file) {
             pcode = plena_cli_usage_error("trace import", "--raw FILE --shape P,L,K --dtype "
                                                           "int16|int32 go together, with --from "
                                                           "vllm and no other FILE");
             goto done;
         }
-        memcpy(o.raw_shape, c.shape, sizeof o.raw_shape);
-        o.raw_elem_bytes = c.dtype == 0 ? 2 : 4;
+        memcpy(o.raw_shape, c->shape, sizeof o.raw_shape);
+        o.raw_elem_bytes = c->dtype == 0 ? 2 : 4;
         if (!o.phase || (strcmp(o.phase, "prefill") && strcmp(o.phase, "decode"))) {
             pcode = plena_cli_usage_error("trace import",
                                           "--raw needs --phase prefill or --phase decode (which "
@@ -920,13 +911,13 @@ static int cmd_import(int argc, char **argv)
             goto done;
         }
         o.raw = 1;
-        file = c.raw;
+        file = c->raw;
     }
     if (!file) {
         pcode = plena_cli_usage_error("trace import", "missing FILE");
         goto done;
     }
-    if ((c.map.n && o.from != PLENA_TRACE_IMPORT_VLLM) ||
+    if ((c->map.n && o.from != PLENA_TRACE_IMPORT_VLLM) ||
         ((o.merge_ranks || o.layer_offset) && o.from != PLENA_TRACE_IMPORT_MEGATRON) ||
         (o.decode_aggregate && o.from != PLENA_TRACE_IMPORT_VLLM)) {
         pcode = plena_cli_usage_error("trace import", "--layer-map and --decode-aggregate apply "
@@ -938,12 +929,12 @@ static int cmd_import(int argc, char **argv)
         pcode = plena_cli_usage_error("trace import", "--blen must divide --mlen");
         goto done;
     }
-    o.layer_map = c.map.v;
-    o.n_layer_map = c.map.n;
+    o.layer_map = c->map.v;
+    o.n_layer_map = c->map.n;
     char stamp[32];
     struct plena_moe_model m;
-    code =
-        model_and_stamp("trace import", c.model, &m, c.timestamp ? stamp : NULL, &o.created_at_utc);
+    code = model_and_stamp("trace import", c->model, &m, c->timestamp ? stamp : NULL,
+                           &o.created_at_utc);
     if (code) goto done;
     o.model = &m;
     char *data = NULL;
@@ -966,7 +957,7 @@ static int cmd_import(int argc, char **argv)
         fprintf(stderr, "plena trace import: %s: no traces produced\n", file);
         code = log.n_skipped ? PLENA_E_FAILED : PLENA_E_INPUT;
     } else {
-        code = write_docs("trace import", &docs, c.out, c.out_dir, 1, 0);
+        code = write_docs("trace import", &docs, c->out, c->out_dir, 1, 0);
         if (log.n_skipped) {
             fprintf(stderr, "plena trace import: %zu bad records skipped (--keep-going)\n",
                     log.n_skipped);
@@ -976,7 +967,6 @@ static int cmd_import(int argc, char **argv)
     plena_buf_free(&log.text);
     plena_trace_docs_free(&docs);
 done:
-    plena_opts_free(&import_spec, &c);
     return pcode ? pcode : plena_status_exit_code(code);
 }
 
@@ -1013,23 +1003,21 @@ static const struct plena_cmd_spec split_spec = {
     .opts_size = sizeof(struct split_cli),
 };
 
-static int cmd_split(int argc, char **argv)
+static int cmd_split(void *opts, const struct plena_cli_args *a)
 {
-    struct split_cli c;
-    struct plena_opts_result pr;
-    int pcode;
-    if (plena_cli_parse(&split_spec, argc, argv, &c, &pr, &pcode)) return pcode;
+    struct split_cli *c = opts;
+    (void)a;
     char *data = NULL;
     size_t len = 0;
     struct plena_err err = {0};
-    if (read_input(c.set, &data, &len, &err)) return plena_cli_report("trace split", &err);
+    if (read_input(c->set, &data, &len, &err)) return plena_cli_report("trace split", &err);
     struct plena_trace_docs docs = {0};
     enum plena_status code;
-    if (plena_trace_docs_read(&docs, c.set, data, len, 1, NULL, &err)) {
+    if (plena_trace_docs_read(&docs, c->set, data, len, 1, NULL, &err)) {
         plena_cli_report("trace split", &err);
         code = err.code;
     } else {
-        code = write_docs("trace split", &docs, NULL, c.out_dir, c.force, 1);
+        code = write_docs("trace split", &docs, NULL, c->out_dir, c->force, 1);
     }
     plena_free(data);
     plena_trace_docs_free(&docs);
@@ -1067,21 +1055,19 @@ static const struct plena_cmd_spec pack_spec = {
     .opts_size = sizeof(struct pack_cli),
 };
 
-static int cmd_pack(int argc, char **argv)
+static int cmd_pack(void *opts, const struct plena_cli_args *a)
 {
-    struct pack_cli c;
-    struct plena_opts_result pr;
-    int pcode;
-    if (plena_cli_parse(&pack_spec, argc, argv, &c, &pr, &pcode)) return pcode;
+    struct pack_cli *c = opts;
+    (void)a;
     struct plena_trace_docs docs = {0};
     enum plena_status code = PLENA_OK;
-    for (size_t i = 0; i < c.files.n && !code; i++) {
-        const char *a = c.files.v[i];
+    for (size_t i = 0; i < c->files.n && !code; i++) {
+        const char *a = c->files.v[i];
         char *data = NULL;
         size_t len = 0;
         struct plena_err err = {0};
         if (read_input(a, &data, &len, &err) ||
-            plena_trace_docs_read(&docs, a, data, len, plena_trace_path_is_set(a, c.force_set),
+            plena_trace_docs_read(&docs, a, data, len, plena_trace_path_is_set(a, c->force_set),
                                   NULL, &err)) {
             plena_cli_report("trace pack", &err);
             code = err.code;
@@ -1093,11 +1079,10 @@ static int cmd_pack(int argc, char **argv)
         plena_buf_init(&b);
         plena_trace_docs_sort(&docs);
         if (plena_trace_docs_write_set(&docs, &b)) b.failed = 1;
-        code = write_out("trace pack", c.out, &b);
+        code = write_out("trace pack", c->out, &b);
         plena_buf_free(&b);
     }
     plena_trace_docs_free(&docs);
-    plena_opts_free(&pack_spec, &c);
     return plena_status_exit_code(code);
 }
 
@@ -1114,12 +1099,9 @@ static const struct plena_cmd_spec rules_spec = {
     .opts_size = sizeof(struct rules_cli),
 };
 
-static int cmd_rules(int argc, char **argv)
+static int cmd_rules(void *opts, const struct plena_cli_args *a)
 {
-    struct rules_cli c;
-    struct plena_opts_result pr;
-    int pcode;
-    if (plena_cli_parse(&rules_spec, argc, argv, &c, &pr, &pcode)) return pcode;
+    (void)opts, (void)a;
     for (unsigned i = 0; i < plena_trace_rule_count(); i++) {
         const struct plena_trace_rule_info *r = plena_trace_rule_at(i);
         printf("%s  %-40s %s\n", r->code, r->path, r->rule);
