@@ -22,12 +22,8 @@ static const struct plena_opt_enum encoders = {
     .names = (const char *const[]){"plena", "upstream", NULL}};
 
 static const struct plena_opt asm_rows[] = {
-    {.names = "-o",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "OUT.mem",
-     PLENA_OPT_FIELD(struct asm_cli, out),
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "output machine code (written atomically)"},
+    PLENA_OPT_PATH_ROW("-o", "OUT.mem", struct asm_cli, out,
+                       "output machine code (written atomically)", .flags = PLENA_OPT_REQUIRED),
     PLENA_OPT_FLAG_ROW("--strict", struct asm_cli, o.strict,
                        "unknown stage names, register kind mismatches, markers in trailing "
                        "comments, V_TOPK policy 2..14, rd != 0 on M_BMM/M_BTMM and rstride > 1 "
@@ -41,7 +37,7 @@ static const struct plena_opt asm_rows[] = {
                        "write the label pass: per PC {pc, line, stage, pair}, the attribution "
                        "mode, marker count and unresolved markers"),
 };
-static const struct plena_opt_group asm_groups[] = {{NULL, asm_rows, 4, 0, 0}};
+static const struct plena_opt_group asm_groups[] = {PLENA_OPT_GROUP(NULL, asm_rows)};
 static const struct plena_opt_pos asm_pos[] = {
     {"IN.asm", "PLENA assembly (spec/isa.md section 13)", offsetof(struct asm_cli, in), 1, 1}};
 

@@ -137,68 +137,38 @@ static const struct plena_opt common_rows[] = {
      .flags = PLENA_OPT_REQUIRED | PLENA_OPT_REPEAT | PLENA_OPT_GREEDY,
      .help = "directories (*.json, *.jsonl), trace files, sets or lists; takes every following "
              "argument up to the next --option"},
-    {.names = "--out",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "DIR",
-     PLENA_OPT_FIELD(C, out),
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "campaign directory"},
+    PLENA_OPT_PATH_ROW("--out", "DIR", C, out, "campaign directory", .flags = PLENA_OPT_REQUIRED),
     PLENA_OPT_FLAG_ROW("--skip-invalid", C, skip_invalid,
                        "list invalid traces in the report instead of stopping"),
-    {.names = "--worker-cmd",
-     .kind = PLENA_OPT_STR,
-     .metavar = "'ARGV'",
-     PLENA_OPT_FIELD(C, worker_cmd),
-     .def_text = "plena replay {trace} --out {out} and the replay options",
-     .help = "testing hook: worker argv template with {trace} {out} {trace_id} {dir} "
-             "{fingerprint}"},
+    PLENA_OPT_STR_ROW("--worker-cmd", "'ARGV'", C, worker_cmd,
+                      "testing hook: worker argv template with {trace} {out} {trace_id} {dir} "
+                      "{fingerprint}",
+                      .def_text = "plena replay {trace} --out {out} and the replay options"),
 };
 static const struct plena_opt select_rows[] = {
-    {.names = "--target",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "N|all",
-     PLENA_OPT_FIELD(C, target),
-     .parse = parse_target,
-     .expect = "N or all",
-     .def_text = "none; required unless selection.json is reused",
-     .help = "units to select"},
-    {.names = "--seed",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "S",
-     PLENA_OPT_FIELD(C, seed),
-     .max = UINT64_MAX,
-     .def_text = "none; required unless selection.json is reused",
-     .help = "shuffle seed"},
-    {.names = "--by",
-     .kind = PLENA_OPT_STR,
-     .metavar = "FIELD",
-     PLENA_OPT_FIELD(C, by),
-     .def = "category",
-     .help = "stratum field: category (missing = uncategorized), benchmark, phase, sample_id or "
-             "layer"},
+    PLENA_OPT_CUSTOM_ROW("--target", "N|all", C, target, parse_target, "N or all",
+                         "units to select",
+                         .def_text = "none; required unless selection.json is reused"),
+    PLENA_OPT_UINT_ROW("--seed", "S", C, seed, 0, UINT64_MAX, "shuffle seed",
+                       .def_text = "none; required unless selection.json is reused"),
+    PLENA_OPT_STR_ROW(
+        "--by", "FIELD", C, by,
+        "stratum field: category (missing = uncategorized), benchmark, phase, sample_id or "
+        "layer",
+        .def = "category"),
     PLENA_OPT_ENUM_ROW("--unit", "U", C, unit_trace, &units,
                        "sample: (benchmark, sample_id) units; trace: one unit per trace"),
-    {.names = "--target-for",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "B=N|all",
-     PLENA_OPT_FIELD(C, tf),
-     .parse = parse_target_for,
-     .expect = "B=N or B=all",
-     .def_text = "none",
-     .flags = PLENA_OPT_REPEAT,
-     .help = "the target of benchmark B"},
+    PLENA_OPT_CUSTOM_ROW("--target-for", "B=N|all", C, tf, parse_target_for, "B=N or B=all",
+                         "the target of benchmark B", .def_text = "none",
+                         .flags = PLENA_OPT_REPEAT),
     PLENA_OPT_FLAG_ROW("--reselect", C, reselect, "recompute an existing selection.json"),
 };
 static const struct plena_opt width_rows[] = {
-    {.names = "--jobs",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "J|auto",
-     PLENA_OPT_FIELD(C, jobs),
-     .parse = parse_jobs,
-     .expect = "an integer from 1 to 4096 or auto",
-     .def = "1",
-     .help = "worker processes (auto: the width formula of 7.5; the determinism gate then uses "
-             "4)"},
+    PLENA_OPT_CUSTOM_ROW(
+        "--jobs", "J|auto", C, jobs, parse_jobs, "an integer from 1 to 4096 or auto",
+        "worker processes (auto: the width formula of 7.5; the determinism gate then uses "
+        "4)",
+        .def = "1"),
     PLENA_OPT_UINT_ROW("--samples", "K", C, samples, 1, 1000000,
                        "traces in the determinism gate's subset"),
 };
@@ -211,81 +181,47 @@ static const struct plena_opt run_rows[] = {
                        "count attempts from zero for this invocation"),
     PLENA_OPT_FLAG_ROW("--no-determinism-gate", C, no_gate,
                        "run without a passed determinism gate (the report records it)"),
-    {.names = "--progress-interval",
-     .kind = PLENA_OPT_DOUBLE,
-     .metavar = "S",
-     PLENA_OPT_FIELD(C, progress_interval),
-     .dmin = 0,
-     .dmax = INFINITY,
-     .flags = PLENA_OPT_MIN_OPEN,
-     .def = "30",
-     .help = "seconds between progress lines when standard error is not a terminal"},
-    {.names = "--progress",
-     .kind = PLENA_OPT_CHOICE,
-     .metavar = "none",
-     PLENA_OPT_FIELD(C, progress),
-     .choices = &progress_modes,
-     .def_text = "progress lines on standard error",
-     .help = "none: no progress lines"},
-    {.names = "--memory-fraction",
-     .kind = PLENA_OPT_DOUBLE,
-     .metavar = "F",
-     PLENA_OPT_FIELD(C, memory_fraction),
-     .dmin = 0,
-     .dmax = 1,
-     .flags = PLENA_OPT_MIN_OPEN,
-     .def_text = "0.70",
-     .help = "--jobs auto: share of MemAvailable the workers may use"},
-    {.names = "--max-jobs",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "N",
-     PLENA_OPT_FIELD(C, max_jobs),
-     .min = 1,
-     .max = 4096,
-     .def_text = "none",
-     .help = "--jobs auto: upper bound of the width"},
+    PLENA_OPT_DOUBLE_ROW("--progress-interval", "S", C, progress_interval, 0, INFINITY,
+                         "seconds between progress lines when standard error is not a terminal",
+                         .flags = PLENA_OPT_MIN_OPEN, .def = "30"),
+    PLENA_OPT_CHOICE_ROW("--progress", "none", C, progress, &progress_modes,
+                         "none: no progress lines", .def_text = "progress lines on standard error"),
+    PLENA_OPT_DOUBLE_ROW("--memory-fraction", "F", C, memory_fraction, 0, 1,
+                         "--jobs auto: share of MemAvailable the workers may use",
+                         .flags = PLENA_OPT_MIN_OPEN, .def_text = "0.70"),
+    PLENA_OPT_UINT_ROW("--max-jobs", "N", C, max_jobs, 1, 4096,
+                       "--jobs auto: upper bound of the width", .def_text = "none"),
 };
 static const struct plena_opt mpi_rows[] = {
     PLENA_OPT_FLAG_ROW("--mpi", C, mpi,
                        "distribute over MPI ranks (mpirun -n R plena campaign run --mpi ...): "
                        "rank 0 writes everything, the others replay into a scratch directory and "
                        "send results.json and stage_profile.json"),
-    {.names = "--shared-fs",
-     .kind = PLENA_OPT_FLAG,
-     PLENA_OPT_FIELD(C, shared_fs),
-     .ival = 1,
-     .needs = "--mpi",
-     .help = "ranks write straight into --out (a file system every rank sees)"},
-    {.names = "--scratch",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "DIR",
-     PLENA_OPT_FIELD(C, scratch),
-     .needs = "--mpi",
-     .def_text = "$TMPDIR or /tmp",
-     .help = "parent of the rank-local scratch directories"},
+    PLENA_OPT_FLAG_ROW("--shared-fs", C, shared_fs,
+                       "ranks write straight into --out (a file system every rank sees)",
+                       .needs = "--mpi"),
+    PLENA_OPT_PATH_ROW("--scratch", "DIR", C, scratch,
+                       "parent of the rank-local scratch directories", .needs = "--mpi",
+                       .def_text = "$TMPDIR or /tmp"),
 };
 #undef C
 
-#define GROUP(title, rows)                                                                         \
-    {                                                                                              \
-        title, rows, sizeof rows / sizeof rows[0], 0, 0                                            \
-    }
 #define REPLAY_GROUP                                                                               \
     {                                                                                              \
         "replay options (enter the fingerprint; passed to every worker)", plena_cli_replay_rows,   \
             0, offsetof(struct copts, ro), 1                                                       \
     }
-static const struct plena_opt_group select_groups[] = {GROUP(NULL, common_rows), REPLAY_GROUP,
-                                                       GROUP("select", select_rows)};
-static const struct plena_opt_group det_groups[] = {GROUP(NULL, common_rows), REPLAY_GROUP,
-                                                    GROUP("determinism", width_rows),
-                                                    GROUP("mpi", mpi_rows)};
+static const struct plena_opt_group select_groups[] = {
+    PLENA_OPT_GROUP(NULL, common_rows), REPLAY_GROUP, PLENA_OPT_GROUP("select", select_rows)};
+static const struct plena_opt_group det_groups[] = {
+    PLENA_OPT_GROUP(NULL, common_rows), REPLAY_GROUP, PLENA_OPT_GROUP("determinism", width_rows),
+    PLENA_OPT_GROUP("mpi", mpi_rows)};
 static const struct plena_opt_group run_groups[] = {
-    GROUP(NULL, common_rows),         REPLAY_GROUP,           GROUP("width", width_rows),
-    GROUP("attempts", attempts_rows), GROUP("run", run_rows), GROUP("mpi", mpi_rows)};
-static const struct plena_opt_group status_groups[] = {GROUP(NULL, common_rows), REPLAY_GROUP,
-                                                       GROUP("attempts", attempts_rows)};
-#undef GROUP
+    PLENA_OPT_GROUP(NULL, common_rows),   REPLAY_GROUP,
+    PLENA_OPT_GROUP("width", width_rows), PLENA_OPT_GROUP("attempts", attempts_rows),
+    PLENA_OPT_GROUP("run", run_rows),     PLENA_OPT_GROUP("mpi", mpi_rows)};
+static const struct plena_opt_group status_groups[] = {
+    PLENA_OPT_GROUP(NULL, common_rows), REPLAY_GROUP, PLENA_OPT_GROUP("attempts", attempts_rows)};
 #undef REPLAY_GROUP
 
 static void copts_init(void *p)
@@ -733,7 +669,7 @@ static const struct plena_opt hash_rows[] = {
 static const struct plena_opt_pos hash_pos[] = {
     {"FILE", "a JSON file (results.json, determinism.json, ...)", offsetof(struct hash_cli, file),
      1, 1}};
-static const struct plena_opt_group hash_groups[] = {{NULL, hash_rows, 1, 0, 0}};
+static const struct plena_opt_group hash_groups[] = {PLENA_OPT_GROUP(NULL, hash_rows)};
 static const struct plena_cmd_spec hash_spec = {
     .name = "campaign canonical-hash",
     .summary = "SHA-256 of a JSON file as the determinism gate compares it (for scripts)",

@@ -15,14 +15,11 @@ struct disasm_cli {
 };
 
 static const struct plena_opt disasm_rows[] = {
-    {.names = "-o",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "OUT.asm",
-     PLENA_OPT_FIELD(struct disasm_cli, out),
-     .def_text = "standard output",
-     .help = "write to a file (atomically) instead of standard output"},
+    PLENA_OPT_PATH_ROW("-o", "OUT.asm", struct disasm_cli, out,
+                       "write to a file (atomically) instead of standard output",
+                       .def_text = "standard output"),
 };
-static const struct plena_opt_group disasm_groups[] = {{NULL, disasm_rows, 1, 0, 0}};
+static const struct plena_opt_group disasm_groups[] = {PLENA_OPT_GROUP(NULL, disasm_rows)};
 static const struct plena_opt_pos disasm_pos[] = {{"IN.mem",
                                                    "machine code, one 0xXXXXXXXX word per line",
                                                    offsetof(struct disasm_cli, in), 1, 1}};

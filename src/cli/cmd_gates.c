@@ -19,24 +19,14 @@ struct timing_cli {
 };
 
 static const struct plena_opt timing_rows[] = {
-    {.names = "--out",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "DIR",
-     PLENA_OPT_FIELD(struct timing_cli, o.out_dir),
-     .def_text = "./plena_timing_gates",
-     .help = "output root: one directory per case"},
+    PLENA_OPT_PATH_ROW("--out", "DIR", struct timing_cli, o.out_dir,
+                       "output root: one directory per case", .def_text = "./plena_timing_gates"),
     PLENA_OPT_LIST_ROW("--set", "TABLE.KEY=VALUE", struct timing_cli, sets,
                        "settings override applied to every case, after the 9.2 case values"),
-    {.names = "--threads",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "N",
-     PLENA_OPT_FIELD(struct timing_cli, o.threads),
-     .min = 1,
-     .max = 4096,
-     .def = "1",
-     .help = "host threads (never changes outputs)"},
+    PLENA_OPT_UINT_ROW("--threads", "N", struct timing_cli, o.threads, 1, 4096,
+                       "host threads (never changes outputs)", .def = "1"),
 };
-static const struct plena_opt_group timing_groups[] = {{NULL, timing_rows, 3, 0, 0}};
+static const struct plena_opt_group timing_groups[] = {PLENA_OPT_GROUP(NULL, timing_rows)};
 static const struct plena_cmd_spec timing_spec = {
     .name = "gates timing",
     .summary = "timing validation gates G1, G2, G5, profile accounting, repeat determinism",
@@ -82,30 +72,21 @@ static int cmd_timing(void *opts, const struct plena_cli_args *a)
 /* ---- repeat and functional: a reopened replay build directory (6.3, 6.4) ---- */
 
 #define G struct plena_replay_gate_opts
-static const struct plena_opt settings_row = {
-    .names = "--settings",
-    .kind = PLENA_OPT_PATH,
-    .metavar = "FILE",
-    PLENA_OPT_FIELD(G, settings_path),
-    .def_text = "the file recorded in run_stats.json, else the built-in lookup",
-    .help = "the replay's settings; they must reproduce the recorded fingerprint"};
+static const struct plena_opt settings_row =
+    PLENA_OPT_PATH_ROW("--settings", "FILE", G, settings_path,
+                       "the replay's settings; they must reproduce the recorded fingerprint",
+                       .def_text = "the file recorded in run_stats.json, else the built-in lookup");
 static const struct plena_opt repeat_rows[] = {
-    {.names = "--repeats",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "N",
-     PLENA_OPT_FIELD(G, repeats),
-     .min = 2,
-     .max = 99,
-     .def = "3",
-     .help = "emulator runs into BUILD_DIR/repeat/NN"},
+    PLENA_OPT_UINT_ROW("--repeats", "N", G, repeats, 2, 99,
+                       "emulator runs into BUILD_DIR/repeat/NN", .def = "3"),
     settings_row,
 };
 static const struct plena_opt functional_rows[] = {settings_row};
 static const struct plena_opt_pos build_dir_pos[] = {
     {"BUILD_DIR", "a build directory of 'plena replay'", offsetof(G, build_dir), 1, 1}};
 #undef G
-static const struct plena_opt_group repeat_groups[] = {{NULL, repeat_rows, 2, 0, 0}};
-static const struct plena_opt_group functional_groups[] = {{NULL, functional_rows, 1, 0, 0}};
+static const struct plena_opt_group repeat_groups[] = {PLENA_OPT_GROUP(NULL, repeat_rows)};
+static const struct plena_opt_group functional_groups[] = {PLENA_OPT_GROUP(NULL, functional_rows)};
 
 static const struct plena_cmd_spec repeat_spec = {
     .name = "gates repeat",

@@ -19,16 +19,12 @@ struct export_cli {
 };
 
 static const struct plena_opt export_rows[] = {
-    {.names = "--root",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "DIR",
-     PLENA_OPT_FIELD(struct export_cli, root),
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "the --out directory of a replay"},
+    PLENA_OPT_PATH_ROW("--root", "DIR", struct export_cli, root, "the --out directory of a replay",
+                       .flags = PLENA_OPT_REQUIRED),
     PLENA_OPT_FLAG_ROW("--passed-only", struct export_cli, passed_only,
                        "export only results whose gate passed"),
 };
-static const struct plena_opt_group export_groups[] = {{NULL, export_rows, 2, 0, 0}};
+static const struct plena_opt_group export_groups[] = {PLENA_OPT_GROUP(NULL, export_rows)};
 static const struct plena_cmd_spec export_spec = {
     .name = "replay export",
     .summary = "rebuild the run-level exports (5.8) of a replay directory",
@@ -112,21 +108,11 @@ struct replay_cli {
 
 #define C struct replay_cli
 static const struct plena_opt replay_local_rows[] = {
-    {.names = "--out",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "DIR",
-     PLENA_OPT_FIELD(C, ro.out_dir),
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "replay root: one build directory per trace, results and exports"},
+    PLENA_OPT_PATH_ROW("--out", "DIR", C, ro.out_dir,
+                       "replay root: one build directory per trace, results and exports",
+                       .flags = PLENA_OPT_REQUIRED),
     PLENA_OPT_FLAG_ROW("--set", C, as_set, "read every input (also '-') as a trace set"),
-    {.names = "--jobs",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "N",
-     PLENA_OPT_FIELD(C, jobs),
-     .min = 1,
-     .max = 4096,
-     .def = "1",
-     .help = "worker processes"},
+    PLENA_OPT_UINT_ROW("--jobs", "N", C, jobs, 1, 4096, "worker processes", .def = "1"),
     PLENA_OPT_FLAG_ROW("--skip-existing", C, ro.skip_existing,
                        "skip traces with a passed result of the same fingerprint (6.5)"),
     PLENA_OPT_FLAG_ROW("--keep-dumps", C, ro.keep_dumps,
@@ -141,8 +127,7 @@ static const struct plena_opt_pos replay_pos[] = {
 static const struct plena_opt_group replay_groups[] = {
     {"replay options (enter the fingerprint)", plena_cli_replay_rows, 0,
      offsetof(struct replay_cli, ro), 0},
-    {"options (outside the fingerprint)", replay_local_rows,
-     sizeof replay_local_rows / sizeof replay_local_rows[0], 0, 0},
+    PLENA_OPT_GROUP("options (outside the fingerprint)", replay_local_rows),
 };
 
 static void replay_init(void *p)

@@ -93,21 +93,14 @@ static const struct plena_opt validate_rows[] = {
     PLENA_OPT_FLAG_ROW("--replay", V, replay,
                        "also the replay-tier rules R001-R006 (R005 runs the generator's capacity "
                        "check against the settings' machine)"),
-    {.names = "--settings",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "FILE",
-     PLENA_OPT_FIELD(V, settings_path),
-     .def_text = "the built-in lookup",
-     .help = "--replay: the settings whose machine (MLEN, SRAM and VRAM sizes) the replay would "
-             "use"},
-    {.names = "--mlen",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "N",
-     PLENA_OPT_FIELD(V, ro.mlen_override),
-     .min = 1,
-     .max = 4096,
-     .def_text = "the settings' MLEN",
-     .help = "--replay: replay MLEN override (R006 then accepts any replay.mlen)"},
+    PLENA_OPT_PATH_ROW(
+        "--settings", "FILE", V, settings_path,
+        "--replay: the settings whose machine (MLEN, SRAM and VRAM sizes) the replay would "
+        "use",
+        .def_text = "the built-in lookup"),
+    PLENA_OPT_UINT_ROW("--mlen", "N", V, ro.mlen_override, 1, 4096,
+                       "--replay: replay MLEN override (R006 then accepts any replay.mlen)",
+                       .def_text = "the settings' MLEN"),
 };
 static const struct plena_opt_pos validate_pos[] = {
     {"FILE",
@@ -115,8 +108,7 @@ static const struct plena_opt_pos validate_pos[] = {
      "input",
      offsetof(V, files), 1, 0}};
 #undef V
-static const struct plena_opt_group validate_groups[] = {
-    {NULL, validate_rows, sizeof validate_rows / sizeof validate_rows[0], 0, 0}};
+static const struct plena_opt_group validate_groups[] = {PLENA_OPT_GROUP(NULL, validate_rows)};
 
 static void validate_init(void *p)
 {
@@ -356,7 +348,7 @@ static const struct plena_opt stats_rows[] = {
 static const struct plena_opt_pos stats_pos[] = {
     {"FILE", "a trace, a trace set (.jsonl or --set), or - for standard input",
      offsetof(struct stats_cli, files), 1, 0}};
-static const struct plena_opt_group stats_groups[] = {{NULL, stats_rows, 2, 0, 0}};
+static const struct plena_opt_group stats_groups[] = {PLENA_OPT_GROUP(NULL, stats_rows)};
 static const struct plena_cmd_spec stats_spec = {
     .name = "trace stats",
     .summary = "counts, active/cold/hot experts, duplicate factor, gini",
@@ -572,87 +564,39 @@ static const struct plena_opt_enum route_weights = {
 
 #define G struct gen_cli
 static const struct plena_opt gen_rows[] = {
-    {.names = "--model",
-     .kind = PLENA_OPT_STR,
-     .metavar = "NAME|FILE",
-     PLENA_OPT_FIELD(G, model),
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "preset name or HF-style config JSON"},
-    {.names = "--tokens",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "T",
-     PLENA_OPT_FIELD(G, o.tokens),
-     .min = 1,
-     .max = 16777216,
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "tokens per trace"},
-    {.names = "--dist",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "D",
-     PLENA_OPT_FIELD(G, o.dist),
-     .parse = parse_dist,
-     .expect = "balanced, round-robin, uniform, zipf:S or hot:N[:F]",
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "balanced | round-robin | uniform | zipf:S | hot:N[:F]"},
-    {.names = "--seed",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "S",
-     PLENA_OPT_FIELD(G, o.seed),
-     .max = UINT64_MAX,
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "64-bit seed"},
-    {.names = "--layer",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "L",
-     PLENA_OPT_FIELD(G, layer),
-     .max = 65535,
-     .excludes = "--layers",
-     .help = "model layer index"},
-    {.names = "--layers",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "LIST",
-     PLENA_OPT_FIELD(G, layers),
-     .parse = parse_layers,
-     .expect = "a list like 0,1,4-7 of 0..65535",
-     .def_text = "--layer",
-     .help = "one trace per layer, e.g. 0,1,4-7 (instead of --layer)"},
-    {.names = "--samples",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "N",
-     PLENA_OPT_FIELD(G, samples),
-     .min = 1,
-     .max = 1000000,
-     .def = "1",
-     .help = "traces per layer, sample 0..N-1"},
+    PLENA_OPT_STR_ROW("--model", "NAME|FILE", G, model, "preset name or HF-style config JSON",
+                      .flags = PLENA_OPT_REQUIRED),
+    PLENA_OPT_UINT_ROW("--tokens", "T", G, o.tokens, 1, 16777216, "tokens per trace",
+                       .flags = PLENA_OPT_REQUIRED),
+    PLENA_OPT_CUSTOM_ROW(
+        "--dist", "D", G, o.dist, parse_dist, "balanced, round-robin, uniform, zipf:S or hot:N[:F]",
+        "balanced | round-robin | uniform | zipf:S | hot:N[:F]", .flags = PLENA_OPT_REQUIRED),
+    PLENA_OPT_UINT_ROW("--seed", "S", G, o.seed, 0, UINT64_MAX, "64-bit seed",
+                       .flags = PLENA_OPT_REQUIRED),
+    PLENA_OPT_UINT_ROW("--layer", "L", G, layer, 0, 65535, "model layer index",
+                       .excludes = "--layers"),
+    PLENA_OPT_CUSTOM_ROW(
+        "--layers", "LIST", G, layers, parse_layers, "a list like 0,1,4-7 of 0..65535",
+        "one trace per layer, e.g. 0,1,4-7 (instead of --layer)", .def_text = "--layer"),
+    PLENA_OPT_UINT_ROW("--samples", "N", G, samples, 1, 1000000, "traces per layer, sample 0..N-1",
+                       .def = "1"),
     PLENA_OPT_ENUM_ROW("--phase", "P", G, o.decode, &gen_phases, "phase of every trace"),
     PLENA_OPT_ENUM_ROW("--route-weights", "W", G, o.random_weights, &route_weights,
                        "route weights of every token"),
     PLENA_OPT_FLAG_ROW("--permute", G, o.permute,
                        "zipf: shuffle the rank order (derive(seed, 6, layer))"),
-    {.names = "--hot-ids",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "LIST",
-     PLENA_OPT_FIELD(G, hot),
-     .parse = parse_hot_ids,
-     .expect = "a list of expert ids",
-     .def_text = "a seeded shuffle",
-     .help = "hot:N: these N experts are the hot set"},
+    PLENA_OPT_CUSTOM_ROW("--hot-ids", "LIST", G, hot, parse_hot_ids, "a list of expert ids",
+                         "hot:N: these N experts are the hot set", .def_text = "a seeded shuffle"),
     PLENA_OPT_FLAG_ROW("--timestamp", G, timestamp,
                        "write created_at_utc (the output is then not reproducible)"),
     PLENA_OPT_UINT_ROW("--mlen", "M", G, o.mlen, 1, 4096, "replay.mlen"),
     PLENA_OPT_UINT_ROW("--blen", "B", G, o.blen, 1, 4096, "replay.blen"),
-    {.names = "--out",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "FILE",
-     PLENA_OPT_FIELD(G, out),
-     .def_text = "standard output",
-     .excludes = "--out-dir",
-     .help = "write here (atomically)"},
+    PLENA_OPT_PATH_ROW("--out", "FILE", G, out, "write here (atomically)",
+                       .def_text = "standard output", .excludes = "--out-dir"),
     PLENA_OPT_PATH_ROW("--out-dir", "D", G, out_dir, "one pretty <trace_id>.json per trace in D"),
 };
 #undef G
-static const struct plena_opt_group gen_groups[] = {
-    {NULL, gen_rows, sizeof gen_rows / sizeof gen_rows[0], 0, 0}};
+static const struct plena_opt_group gen_groups[] = {PLENA_OPT_GROUP(NULL, gen_rows)};
 
 static void gen_init(void *p)
 {
@@ -777,44 +721,26 @@ static int parse_shape(const struct plena_opt *row, const char *v, void *base, c
 
 #define I struct import_cli
 static const struct plena_opt import_rows[] = {
-    {.names = "--from",
-     .kind = PLENA_OPT_ENUM,
-     .metavar = "F",
-     PLENA_OPT_FIELD(I, from),
-     .choices = &import_formats,
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "vllm (routed-experts JSON/JSONL), megatron (router-trace JSONL), csv (long form), "
-             "jsonl (routing rows)"},
-    {.names = "--model",
-     .kind = PLENA_OPT_STR,
-     .metavar = "NAME|FILE",
-     PLENA_OPT_FIELD(I, model),
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "preset or HF-style config (these formats carry no shapes)"},
-    {.names = "--benchmark",
-     .kind = PLENA_OPT_STR,
-     .metavar = "NAME",
-     PLENA_OPT_FIELD(I, o.benchmark),
-     .def_text = "the format's name",
-     .help = "workload.benchmark"},
-    {.names = "--phase",
-     .kind = PLENA_OPT_ENUM,
-     .metavar = "P",
-     PLENA_OPT_FIELD(I, phase),
-     .choices = &import_phases,
-     .def_text = "megatron: unknown; vllm --raw: required",
-     .help = "megatron: the phase; vllm --raw: prefill or decode (which array the file holds)"},
+    PLENA_OPT_ENUM_ROW(
+        "--from", "F", I, from, &import_formats,
+        "vllm (routed-experts JSON/JSONL), megatron (router-trace JSONL), csv (long form), "
+        "jsonl (routing rows)",
+        .flags = PLENA_OPT_REQUIRED),
+    PLENA_OPT_STR_ROW("--model", "NAME|FILE", I, model,
+                      "preset or HF-style config (these formats carry no shapes)",
+                      .flags = PLENA_OPT_REQUIRED),
+    PLENA_OPT_STR_ROW("--benchmark", "NAME", I, o.benchmark, "workload.benchmark",
+                      .def_text = "the format's name"),
+    PLENA_OPT_ENUM_ROW(
+        "--phase", "P", I, phase, &import_phases,
+        "megatron: the phase; vllm --raw: prefill or decode (which array the file holds)",
+        .def_text = "megatron: unknown; vllm --raw: required"),
     PLENA_OPT_FLAG_ROW("--allow-uniform-weights", I, o.allow_uniform_weights,
                        "import a source without weights with 1/k each (weight_source "
                        "uniform_weights_timing_only)"),
-    {.names = "--layer-map",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "LIST",
-     PLENA_OPT_FIELD(I, map),
-     .parse = parse_layer_map,
-     .expect = "a list like 0,2,4",
-     .def_text = "the identity",
-     .help = "vllm: layer position -> model layer (e.g. 0,2,4)"},
+    PLENA_OPT_CUSTOM_ROW("--layer-map", "LIST", I, map, parse_layer_map, "a list like 0,2,4",
+                         "vllm: layer position -> model layer (e.g. 0,2,4)",
+                         .def_text = "the identity"),
     PLENA_OPT_UINT_ROW("--layer-offset", "N", I, o.layer_offset, 0, 65535,
                        "megatron: added to each record's layer"),
     PLENA_OPT_FLAG_ROW("--merge-ranks", I, o.merge_ranks,
@@ -824,34 +750,23 @@ static const struct plena_opt import_rows[] = {
     PLENA_OPT_PATH_ROW("--raw", "FILE", I, raw,
                        "vllm: a raw little-endian array instead of JSON (with --shape, --dtype "
                        "and --phase)"),
-    {.names = "--shape",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "P,L,K",
-     PLENA_OPT_FIELD(I, shape),
-     .parse = parse_shape,
-     .expect = "P,L,K",
-     .def_text = "none",
-     .help = "--raw: the array's shape"},
+    PLENA_OPT_CUSTOM_ROW("--shape", "P,L,K", I, shape, parse_shape, "P,L,K",
+                         "--raw: the array's shape", .def_text = "none"),
     PLENA_OPT_ENUM_ROW("--dtype", "T", I, dtype, &raw_dtypes, "--raw: the element type"),
     PLENA_OPT_FLAG_ROW("--keep-going", I, o.keep_going,
                        "skip bad records (listed on standard error), exit 1 at the end"),
     PLENA_OPT_UINT_ROW("--mlen", "M", I, o.mlen, 1, 4096, "replay.mlen"),
     PLENA_OPT_UINT_ROW("--blen", "B", I, o.blen, 1, 4096, "replay.blen"),
     PLENA_OPT_FLAG_ROW("--timestamp", I, timestamp, "write created_at_utc"),
-    {.names = "--out",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "FILE",
-     PLENA_OPT_FIELD(I, out),
-     .def_text = "standard output",
-     .excludes = "--out-dir",
-     .help = "write here (one trace pretty; several or .jsonl: a set)"},
+    PLENA_OPT_PATH_ROW("--out", "FILE", I, out,
+                       "write here (one trace pretty; several or .jsonl: a set)",
+                       .def_text = "standard output", .excludes = "--out-dir"),
     PLENA_OPT_PATH_ROW("--out-dir", "D", I, out_dir, "one pretty <trace_id>.json per trace"),
 };
 static const struct plena_opt_pos import_pos[] = {
     {"FILE", "the capture (- for standard input); none with --raw", offsetof(I, file), 0, 1}};
 #undef I
-static const struct plena_opt_group import_groups[] = {
-    {NULL, import_rows, sizeof import_rows / sizeof import_rows[0], 0, 0}};
+static const struct plena_opt_group import_groups[] = {PLENA_OPT_GROUP(NULL, import_rows)};
 
 static void import_init(void *p)
 {
@@ -978,18 +893,14 @@ struct split_cli {
 };
 
 static const struct plena_opt split_rows[] = {
-    {.names = "--out-dir",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "D",
-     PLENA_OPT_FIELD(struct split_cli, out_dir),
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "where D/<trace_id>.json go"},
+    PLENA_OPT_PATH_ROW("--out-dir", "D", struct split_cli, out_dir, "where D/<trace_id>.json go",
+                       .flags = PLENA_OPT_REQUIRED),
     PLENA_OPT_FLAG_ROW("--force", struct split_cli, force, "overwrite existing files"),
 };
 static const struct plena_opt_pos split_pos[] = {{"SET",
                                                   "a trace set (.jsonl), or - for standard input",
                                                   offsetof(struct split_cli, set), 1, 1}};
-static const struct plena_opt_group split_groups[] = {{NULL, split_rows, 2, 0, 0}};
+static const struct plena_opt_group split_groups[] = {PLENA_OPT_GROUP(NULL, split_rows)};
 static const struct plena_cmd_spec split_spec = {
     .name = "trace split",
     .summary = "one pretty <trace_id>.json per trace of a set",
@@ -1031,18 +942,15 @@ struct pack_cli {
 };
 
 static const struct plena_opt pack_rows[] = {
-    {.names = "--out",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "SET",
-     PLENA_OPT_FIELD(struct pack_cli, out),
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "the trace set to write (- for standard output)"},
+    PLENA_OPT_PATH_ROW("--out", "SET", struct pack_cli, out,
+                       "the trace set to write (- for standard output)",
+                       .flags = PLENA_OPT_REQUIRED),
     PLENA_OPT_FLAG_ROW("--set", struct pack_cli, force_set, "treat every FILE as a trace set"),
 };
 static const struct plena_opt_pos pack_pos[] = {
     {"FILE", "traces (.json) or trace sets (.jsonl or --set); - for standard input",
      offsetof(struct pack_cli, files), 1, 0}};
-static const struct plena_opt_group pack_groups[] = {{NULL, pack_rows, 2, 0, 0}};
+static const struct plena_opt_group pack_groups[] = {PLENA_OPT_GROUP(NULL, pack_rows)};
 static const struct plena_cmd_spec pack_spec = {
     .name = "trace pack",
     .summary = "traces -> one trace set in canonical order",
