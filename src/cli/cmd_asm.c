@@ -37,7 +37,6 @@ static const struct plena_opt asm_rows[] = {
                        "write the label pass: per PC {pc, line, stage, pair}, the attribution "
                        "mode, marker count and unresolved markers"),
 };
-static const struct plena_opt_group asm_groups[] = {PLENA_OPT_GROUP(NULL, asm_rows)};
 static const struct plena_opt_pos asm_pos[] = {
     {"IN.asm", "PLENA assembly (spec/isa.md section 13)", offsetof(struct asm_cli, in), 1, 1}};
 
@@ -47,10 +46,8 @@ static const struct plena_cmd_spec plena_asm_spec = {
     .description = "Assembles PLENA assembly (spec/isa.md section 13) into machine code, one "
                    "0xXXXXXXXX word per line. Diagnostics go to standard error as "
                    "\"file:line:col: error|warning: text\".",
-    .pos = asm_pos,
-    .n_pos = 1,
-    .groups = asm_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(asm_pos),
+    PLENA_CMD_ROWS(asm_rows),
     .opts_size = sizeof(struct asm_cli),
 };
 

@@ -234,9 +234,8 @@ static void copts_init(void *p)
 
 #define CAMPAIGN_SPEC(act, sum, desc, grp)                                                         \
     {                                                                                              \
-        .name = "campaign " act, .summary = sum, .description = desc, .groups = grp,               \
-        .n_groups = sizeof grp / sizeof grp[0], .init = copts_init,                                \
-        .opts_size = sizeof(struct copts), .has_forward = 1,                                       \
+        .name = "campaign " act, .summary = sum, .description = desc, PLENA_CMD_GROUPS(grp),       \
+        .init = copts_init, .opts_size = sizeof(struct copts), .has_forward = 1,                   \
         .forward_off = offsetof(struct copts, pass)                                                \
     }
 static const struct plena_cmd_spec select_spec = CAMPAIGN_SPEC(
@@ -669,16 +668,13 @@ static const struct plena_opt hash_rows[] = {
 static const struct plena_opt_pos hash_pos[] = {
     {"FILE", "a JSON file (results.json, determinism.json, ...)", offsetof(struct hash_cli, file),
      1, 1}};
-static const struct plena_opt_group hash_groups[] = {PLENA_OPT_GROUP(NULL, hash_rows)};
 static const struct plena_cmd_spec hash_spec = {
     .name = "campaign canonical-hash",
     .summary = "SHA-256 of a JSON file as the determinism gate compares it (for scripts)",
     .description = "Prints the SHA-256 of FILE's canonical form (spec 0.4) with the volatile keys "
                    "removed, as the determinism gate compares results.",
-    .pos = hash_pos,
-    .n_pos = 1,
-    .groups = hash_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(hash_pos),
+    PLENA_CMD_ROWS(hash_rows),
     .opts_size = sizeof(struct hash_cli),
 };
 

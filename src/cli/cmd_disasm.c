@@ -19,7 +19,6 @@ static const struct plena_opt disasm_rows[] = {
                        "write to a file (atomically) instead of standard output",
                        .def_text = "standard output"),
 };
-static const struct plena_opt_group disasm_groups[] = {PLENA_OPT_GROUP(NULL, disasm_rows)};
 static const struct plena_opt_pos disasm_pos[] = {{"IN.mem",
                                                    "machine code, one 0xXXXXXXXX word per line",
                                                    offsetof(struct disasm_cli, in), 1, 1}};
@@ -29,10 +28,8 @@ static const struct plena_cmd_spec plena_disasm_spec = {
     .summary = "disassemble PLENA machine code into assembly",
     .description = "Disassembles PLENA machine code into canonical assembly, every optional "
                    "operand written out; invalid opcodes become `.word 0xXXXXXXXX`.",
-    .pos = disasm_pos,
-    .n_pos = 1,
-    .groups = disasm_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(disasm_pos),
+    PLENA_CMD_ROWS(disasm_rows),
     .opts_size = sizeof(struct disasm_cli),
 };
 

@@ -26,14 +26,12 @@ static const struct plena_opt timing_rows[] = {
     PLENA_OPT_UINT_ROW("--threads", "N", struct timing_cli, o.threads, 1, 4096,
                        "host threads (never changes outputs)", .def = "1"),
 };
-static const struct plena_opt_group timing_groups[] = {PLENA_OPT_GROUP(NULL, timing_rows)};
 static const struct plena_cmd_spec timing_spec = {
     .name = "gates timing",
     .summary = "timing validation gates G1, G2, G5, profile accounting, repeat determinism",
     .description = "Runs the timing gate cases of spec/timing-and-profile.md 9 and prints one "
                    "PASS/FAIL line per gate, then \"timing gates: N/M passed\".",
-    .groups = timing_groups,
-    .n_groups = 1,
+    PLENA_CMD_ROWS(timing_rows),
     .opts_size = sizeof(struct timing_cli),
 };
 
@@ -85,18 +83,14 @@ static const struct plena_opt functional_rows[] = {settings_row};
 static const struct plena_opt_pos build_dir_pos[] = {
     {"BUILD_DIR", "a build directory of 'plena replay'", offsetof(G, build_dir), 1, 1}};
 #undef G
-static const struct plena_opt_group repeat_groups[] = {PLENA_OPT_GROUP(NULL, repeat_rows)};
-static const struct plena_opt_group functional_groups[] = {PLENA_OPT_GROUP(NULL, functional_rows)};
 
 static const struct plena_cmd_spec repeat_spec = {
     .name = "gates repeat",
     .summary = "repeat gate on a replay build directory (traces-and-replay 6.3)",
     .description = "Reruns the emulator on the staged images of BUILD_DIR N times and compares "
                    "every metric; writes BUILD_DIR/repeat_gate.json after the decision.",
-    .pos = build_dir_pos,
-    .n_pos = 1,
-    .groups = repeat_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(build_dir_pos),
+    PLENA_CMD_ROWS(repeat_rows),
     .opts_size = sizeof(struct plena_replay_gate_opts),
 };
 static const struct plena_cmd_spec functional_spec = {
@@ -105,10 +99,8 @@ static const struct plena_cmd_spec functional_spec = {
     .description = "Compares the emulator dumps of BUILD_DIR with the reference (the build must "
                    "have been replayed with --keep-dumps); writes BUILD_DIR/functional_gate.json "
                    "after the decision.",
-    .pos = build_dir_pos,
-    .n_pos = 1,
-    .groups = functional_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(build_dir_pos),
+    PLENA_CMD_ROWS(functional_rows),
     .opts_size = sizeof(struct plena_replay_gate_opts),
 };
 

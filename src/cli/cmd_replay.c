@@ -24,14 +24,12 @@ static const struct plena_opt export_rows[] = {
     PLENA_OPT_FLAG_ROW("--passed-only", struct export_cli, passed_only,
                        "export only results whose gate passed"),
 };
-static const struct plena_opt_group export_groups[] = {PLENA_OPT_GROUP(NULL, export_rows)};
 static const struct plena_cmd_spec export_spec = {
     .name = "replay export",
     .summary = "rebuild the run-level exports (5.8) of a replay directory",
     .description = "Rebuilds summary.csv and the other run-level exports of spec/traces-and-"
                    "replay.md 5.8 from every results.json under DIR.",
-    .groups = export_groups,
-    .n_groups = 1,
+    PLENA_CMD_ROWS(export_rows),
     .opts_size = sizeof(struct export_cli),
 };
 
@@ -142,10 +140,8 @@ static const struct plena_cmd_spec replay_spec = {
                    "nothing written for it), replays the valid ones into OUT/<trace_id>/ with a "
                    "decided results.json, then writes the run-level exports "
                    "(spec/traces-and-replay.md 5).",
-    .pos = replay_pos,
-    .n_pos = 1,
-    .groups = replay_groups,
-    .n_groups = 2,
+    PLENA_CMD_POS(replay_pos),
+    PLENA_CMD_GROUPS(replay_groups),
     .notes = "`plena replay export --root DIR` rebuilds the exports of an existing replay.",
     .init = replay_init,
     .opts_size = sizeof(struct replay_cli),

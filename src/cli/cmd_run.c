@@ -75,7 +75,6 @@ static const struct plena_opt run_rows[] = {
     PLENA_OPT_STR_ROW("--log-level", "LEVEL", R, log_level, "accepted for compatibility, ignored"),
 };
 #undef R
-static const struct plena_opt_group run_groups[] = {PLENA_OPT_GROUP(NULL, run_rows)};
 
 static void run_init(void *p)
 {
@@ -89,8 +88,7 @@ static const struct plena_cmd_spec run_spec = {
     .description = "Runs a program on the emulator with timing (spec/timing-and-profile.md 8): "
                    "the Topology line, then the summary lines of 8.2 on standard output; the "
                    "dumps, and the profile and run-stats JSON when asked for.",
-    .groups = run_groups,
-    .n_groups = 1,
+    PLENA_CMD_ROWS(run_rows),
     .init = run_init,
     .opts_size = sizeof(struct run_cli),
 };

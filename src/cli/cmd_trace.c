@@ -108,7 +108,6 @@ static const struct plena_opt_pos validate_pos[] = {
      "input",
      offsetof(V, files), 1, 0}};
 #undef V
-static const struct plena_opt_group validate_groups[] = {PLENA_OPT_GROUP(NULL, validate_rows)};
 
 static void validate_init(void *p)
 {
@@ -122,10 +121,8 @@ static const struct plena_cmd_spec validate_spec = {
     .summary = "validate traces (.json) and trace sets (.jsonl)",
     .description = "Validates route traces against schema v2 (docs/trace-schema.md): one line per "
                    "finding, then one verdict line per FILE; `plena trace rules` lists every rule.",
-    .pos = validate_pos,
-    .n_pos = 1,
-    .groups = validate_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(validate_pos),
+    PLENA_CMD_ROWS(validate_rows),
     .init = validate_init,
     .opts_size = sizeof(struct validate_cli),
 };
@@ -348,7 +345,6 @@ static const struct plena_opt stats_rows[] = {
 static const struct plena_opt_pos stats_pos[] = {
     {"FILE", "a trace, a trace set (.jsonl or --set), or - for standard input",
      offsetof(struct stats_cli, files), 1, 0}};
-static const struct plena_opt_group stats_groups[] = {PLENA_OPT_GROUP(NULL, stats_rows)};
 static const struct plena_cmd_spec stats_spec = {
     .name = "trace stats",
     .summary = "counts, active/cold/hot experts, duplicate factor, gini",
@@ -356,10 +352,8 @@ static const struct plena_cmd_spec stats_spec = {
                    "(0 < count < 4) and hot (count >= 16) experts, duplicate factor, gini and "
                    "max/mean load ratio (spec/traces-and-replay.md 1.6). An invalid trace is "
                    "reported, not counted.",
-    .pos = stats_pos,
-    .n_pos = 1,
-    .groups = stats_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(stats_pos),
+    PLENA_CMD_ROWS(stats_rows),
     .opts_size = sizeof(struct stats_cli),
 };
 
@@ -596,7 +590,6 @@ static const struct plena_opt gen_rows[] = {
     PLENA_OPT_PATH_ROW("--out-dir", "D", G, out_dir, "one pretty <trace_id>.json per trace in D"),
 };
 #undef G
-static const struct plena_opt_group gen_groups[] = {PLENA_OPT_GROUP(NULL, gen_rows)};
 
 static void gen_init(void *p)
 {
@@ -618,8 +611,7 @@ static const struct plena_cmd_spec gen_spec = {
                    "is written in pretty form; several as a trace set in canonical order (one "
                    "canonical trace per line), or with --out-dir one file each. Every trace is "
                    "validated before it is written.",
-    .groups = gen_groups,
-    .n_groups = 1,
+    PLENA_CMD_ROWS(gen_rows),
     .init = gen_init,
     .fini = gen_fini,
     .opts_size = sizeof(struct gen_cli),
@@ -766,7 +758,6 @@ static const struct plena_opt import_rows[] = {
 static const struct plena_opt_pos import_pos[] = {
     {"FILE", "the capture (- for standard input); none with --raw", offsetof(I, file), 0, 1}};
 #undef I
-static const struct plena_opt_group import_groups[] = {PLENA_OPT_GROUP(NULL, import_rows)};
 
 static void import_init(void *p)
 {
@@ -787,10 +778,8 @@ static const struct plena_cmd_spec import_spec = {
     .summary = "traces from vllm, megatron, csv or jsonl captures",
     .description = "Imports routing captures into route traces (spec/traces-and-replay.md 3.3). "
                    "Every trace is validated (statistics recomputed) before anything is written.",
-    .pos = import_pos,
-    .n_pos = 1,
-    .groups = import_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(import_pos),
+    PLENA_CMD_ROWS(import_rows),
     .init = import_init,
     .fini = import_fini,
     .opts_size = sizeof(struct import_cli),
@@ -900,17 +889,14 @@ static const struct plena_opt split_rows[] = {
 static const struct plena_opt_pos split_pos[] = {{"SET",
                                                   "a trace set (.jsonl), or - for standard input",
                                                   offsetof(struct split_cli, set), 1, 1}};
-static const struct plena_opt_group split_groups[] = {PLENA_OPT_GROUP(NULL, split_rows)};
 static const struct plena_cmd_spec split_spec = {
     .name = "trace split",
     .summary = "one pretty <trace_id>.json per trace of a set",
     .description = "Writes every trace of the set as D/<trace_id>.json (pretty form); refuses to "
                    "overwrite an existing file unless --force. Every line is validated first; "
                    "nothing is written when one is invalid.",
-    .pos = split_pos,
-    .n_pos = 1,
-    .groups = split_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(split_pos),
+    PLENA_CMD_ROWS(split_rows),
     .opts_size = sizeof(struct split_cli),
 };
 
@@ -950,16 +936,13 @@ static const struct plena_opt pack_rows[] = {
 static const struct plena_opt_pos pack_pos[] = {
     {"FILE", "traces (.json) or trace sets (.jsonl or --set); - for standard input",
      offsetof(struct pack_cli, files), 1, 0}};
-static const struct plena_opt_group pack_groups[] = {PLENA_OPT_GROUP(NULL, pack_rows)};
 static const struct plena_cmd_spec pack_spec = {
     .name = "trace pack",
     .summary = "traces -> one trace set in canonical order",
     .description = "Reads traces, validates each, and writes one trace set in canonical order "
                    "(spec/traces-and-replay.md 1.10). A trace_id given twice is an error (V100).",
-    .pos = pack_pos,
-    .n_pos = 1,
-    .groups = pack_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(pack_pos),
+    PLENA_CMD_ROWS(pack_rows),
     .opts_size = sizeof(struct pack_cli),
 };
 

@@ -229,6 +229,14 @@ int plena_opts_check_spec(const struct plena_cmd_spec *spec, char *msg, size_t n
         (title), (rows), sizeof(rows) / sizeof((rows)[0]), 0, 0                                    \
     }
 
+/* In a struct plena_cmd_spec: the positionals and the option groups with
+ * their counts taken from the arrays, or (PLENA_CMD_ROWS, the common case)
+ * one untitled group of rows, its one-element group array a compound literal. */
+#define PLENA_CMD_POS(p)    .pos = (p), .n_pos = sizeof(p) / sizeof((p)[0])
+#define PLENA_CMD_GROUPS(g) .groups = (g), .n_groups = sizeof(g) / sizeof((g)[0])
+#define PLENA_CMD_ROWS(rows)                                                                       \
+    .groups = (const struct plena_opt_group[]){PLENA_OPT_GROUP(NULL, rows)}, .n_groups = 1
+
 /* The spelling table of a model.h enum (PLENA_MODEL_ENUM) as a struct
  * plena_opt_enum named plena_opt_enum_<type>: its values, names and
  * "a, b or c" choices come from model.h, never from the CLI. */
