@@ -70,16 +70,20 @@ static int cmd_timing(void *opts, const struct plena_cli_args *a)
 /* ---- repeat and functional: a reopened replay build directory (6.3, 6.4) ---- */
 
 #define G struct plena_replay_gate_opts
-static const struct plena_opt settings_row =
-    PLENA_OPT_PATH_ROW("--settings", "FILE", G, settings_path,
-                       "the replay's settings; they must reproduce the recorded fingerprint",
-                       .def_text = "the file recorded in run_stats.json, else the built-in lookup");
+/* The --settings row of both gates. A macro, not a const object: an object's
+ * value is not a constant initializer in C (gcc folds it, clang refuses). */
+#define SETTINGS_ROW                                                                               \
+    PLENA_OPT_PATH_ROW("--settings", "FILE", G, settings_path,                                     \
+                       "the replay's settings; they must reproduce the recorded fingerprint",      \
+                       .def_text =                                                                 \
+                           "the file recorded in run_stats.json, else the built-in lookup")
 static const struct plena_opt repeat_rows[] = {
     PLENA_OPT_UINT_ROW("--repeats", "N", G, repeats, 2, 99,
                        "emulator runs into BUILD_DIR/repeat/NN", .def = "3"),
-    settings_row,
+    SETTINGS_ROW,
 };
-static const struct plena_opt functional_rows[] = {settings_row};
+static const struct plena_opt functional_rows[] = {SETTINGS_ROW};
+#undef SETTINGS_ROW
 static const struct plena_opt_pos build_dir_pos[] = {
     {"BUILD_DIR", "a build directory of 'plena replay'", offsetof(G, build_dir), 1, 1}};
 #undef G
