@@ -499,6 +499,37 @@ static int dist_pool(struct dist *d, struct plena_campaign_job *mine, size_t n_m
     return rc ? rc : d->rc;
 }
 
+/* The fields of a pass every rank sets; the rest of d starts zeroed. */
+static void dist_begin(struct dist *d, struct plena_campaign_mpi *m,
+                       const struct plena_campaign_worker *w, volatile sig_atomic_t *stop,
+                       int shared_fs, size_t n, unsigned width)
+{
+    *d =
+        (struct dist){.m = m, .w = w, .stop = stop, .shared_fs = shared_fs, .n = n, .width = width};
+}
+
+/* A rank > 0's share of a pass: the items k >= first of local that are
+ * this rank's (is_mine), replayed into sroot (created here) with scratch
+ * as their working directory. *mine holds the jobs (the caller frees it).
+ * After a local failure the pool still runs, with no jobs, so that rank 0
+ * hears from this rank. Returns 0 or the first error. */
+static int remote_pass(struct dist *d, const struct plena_campaign_set *local, size_t first,
+                       const char *scratch, const char *sroot, struct plena_campaign_job **mine,
+                       int *interrupted, struct plena_err *err)
+{
+    int rc = 0;
+    size_t n_mine = 0;
+    *mine = plena_calloc(d->n ? d->n : 1, sizeof **mine);
+    if (!*mine) rc = PLENA_FAIL(err, PLENA_E_NOMEM, "mpi", "out of memory");
+    for (size_t k = first; !rc && k < d->n; k++)
+        if (is_mine(d, k, d->m->rank))
+            rc = plena_campaign_job_init(&(*mine)[n_mine++], &local->v[k], k, scratch, sroot, err);
+    if (!rc) rc = plena_mkdir_p(sroot, err);
+    d->scratch_root = sroot;
+    int prc = dist_pool(d, *mine, rc ? 0 : n_mine, first, interrupted, rc ? NULL : err);
+    return rc ? rc : prc;
+}
+
 /* width of this rank: the node's width divided by the ranks on the node */
 static unsigned rank_width(const struct plena_campaign_mpi *m, unsigned node_width)
 {
@@ -592,13 +623,7 @@ int plena_campaign_run_mpi(struct plena_campaign_mpi *m, const struct plena_camp
     wait_req(&req);
 
     struct dist d;
-    memset(&d, 0, sizeof d);
-    d.m = m;
-    d.w = &o->worker;
-    d.stop = o->stop;
-    d.shared_fs = shared_fs;
-    d.n = n;
-    d.width = rw;
+    dist_begin(&d, m, &o->worker, o->stop, shared_fs, n, rw);
     d.remote_width = (size_t)(total_w - (int)rw);
     if (m->rank == 0) {
         sum->width = w;
@@ -627,16 +652,7 @@ int plena_campaign_run_mpi(struct plena_campaign_mpi *m, const struct plena_camp
             snprintf(sroot, sizeof sroot, "%s/replay", o->out_dir);
         else
             snprintf(sroot, sizeof sroot, "%s/replay", scratch);
-        size_t n_mine = 0;
-        mine = plena_calloc(n ? n : 1, sizeof *mine);
-        if (!mine) rc = PLENA_FAIL(err, PLENA_E_NOMEM, "mpi", "out of memory");
-        for (size_t k = first; !rc && k < n; k++)
-            if (is_mine(&d, k, m->rank))
-                rc = plena_campaign_job_init(&mine[n_mine++], &local.v[k], k, scratch, sroot, err);
-        if (!rc) rc = plena_mkdir_p(sroot, err);
-        d.scratch_root = sroot;
-        int prc = dist_pool(&d, mine, rc ? 0 : n_mine, first, &interrupted, rc ? NULL : err);
-        if (!rc) rc = prc;
+        rc = remote_pass(&d, &local, first, scratch, sroot, &mine, &interrupted, err);
         sum->interrupted = interrupted;
         sum->code = interrupted ? PLENA_E_INTERRUPTED : PLENA_OK;
     }
@@ -712,13 +728,7 @@ int plena_campaign_determinism_mpi(struct plena_campaign_mpi *m, const struct pl
     /* J workers in total, spread over the ranks (at least one each) */
     unsigned rw = (unsigned)(J / m->size + (m->rank < J % m->size));
     struct dist d;
-    memset(&d, 0, sizeof d);
-    d.m = m;
-    d.w = &o->worker;
-    d.stop = o->stop;
-    d.shared_fs = shared_fs;
-    d.n = n;
-    d.width = rw ? rw : 1;
+    dist_begin(&d, m, &o->worker, o->stop, shared_fs, n, rw ? rw : 1);
     d.remote_width = (size_t)J > d.width ? (size_t)J - d.width : (size_t)(m->size - 1);
     if (m->rank == 0) {
         d.all = all;
@@ -744,16 +754,7 @@ int plena_campaign_determinism_mpi(struct plena_campaign_mpi *m, const struct pl
             snprintf(sroot, sizeof sroot, "%s/determinism/parallel", o->out_dir);
         else
             snprintf(sroot, sizeof sroot, "%s/parallel", scratch);
-        size_t n_mine = 0;
-        mine = plena_calloc(n ? n : 1, sizeof *mine);
-        if (!mine) rc = PLENA_FAIL(err, PLENA_E_NOMEM, "mpi", "out of memory");
-        for (size_t k = 0; !rc && k < n; k++)
-            if (is_mine(&d, k, m->rank))
-                rc = plena_campaign_job_init(&mine[n_mine++], &local.v[k], k, scratch, sroot, err);
-        if (!rc) rc = plena_mkdir_p(sroot, err);
-        d.scratch_root = sroot;
-        int prc = dist_pool(&d, mine, rc ? 0 : n_mine, 0, &intr, rc ? NULL : err);
-        if (!rc) rc = prc;
+        rc = remote_pass(&d, &local, 0, scratch, sroot, &mine, &intr, err);
         sum->interrupted = intr;
     }
 out:

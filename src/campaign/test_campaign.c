@@ -19,11 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "campaign/campaign.h"
+#include "common/test_support.h"
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "profile/profile.h"
@@ -34,92 +34,72 @@ static const char *g_bin;
 static char g_worker[1024];
 static char g_set[256];
 
-static void sh(const char *fmt, ...)
-{
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    assert_int_equal(system(cmd), 0);
-}
-
 static int setup(void **state)
 {
     (void)state;
-    g_bin = getenv("PLENA_BIN");
+    g_bin = plena_test_bin();
     if (!g_bin) g_bin = PLENA_BINARY_DIR "/plena";
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/plena_campaign_XXXXXX");
-    if (!mkdtemp(g_tmp)) return -1;
+    if (plena_test_mkdtemp(g_tmp, sizeof g_tmp, "campaign")) return -1;
     snprintf(g_worker, sizeof g_worker,
              "/bin/sh %s/src/campaign/testdata/fake_worker.sh {trace} {out} {trace_id} {dir} "
              "{fingerprint}",
              PLENA_SOURCE_DIR);
     /* 8 traces: two models x 4 samples */
-    snprintf(g_set, sizeof g_set, "%s/in", g_tmp);
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "mkdir -p %s && %s trace gen --model tiny-route-16x1 --tokens 4 --dist uniform "
-             "--seed 1 --samples 4 --out %s/a.jsonl && %s trace gen --model tiny-route-32x4 "
-             "--tokens 8 --dist uniform --seed 2 --samples 4 --out %s/b.jsonl",
-             g_set, g_bin, g_set, g_bin, g_set);
-    return system(cmd) == 0 ? 0 : -1;
+    plena_test_path(g_set, sizeof g_set, g_tmp, "in");
+    return plena_test_sh("mkdir -p %s && %s trace gen --model tiny-route-16x1 --tokens 4 --dist "
+                         "uniform --seed 1 --samples 4 --out %s/a.jsonl && %s trace gen --model "
+                         "tiny-route-32x4 --tokens 8 --dist uniform --seed 2 --samples 4 --out "
+                         "%s/b.jsonl",
+                         g_set, g_bin, g_set, g_bin, g_set) == 0
+               ? 0
+               : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
-    return system(cmd) == 0 ? 0 : -1;
+    return plena_test_rmtree(g_tmp);
 }
 
 /* Starts plena with args (NULL-terminated) and env assignments "K=V"
  * (NULL-terminated); output to g_tmp/out.txt, err.txt. Returns the pid. */
 static pid_t start(const char *const *args, const char *const *env)
 {
-    pid_t p = fork();
-    if (p == 0) {
-        char o[128], e[128];
-        snprintf(o, sizeof o, "%s/out.txt", g_tmp);
-        snprintf(e, sizeof e, "%s/err.txt", g_tmp);
-        if (!freopen(o, "w", stdout) || !freopen(e, "w", stderr)) _exit(120);
-        for (size_t i = 0; env && env[i]; i++)
-            putenv((char *)env[i]);
-        const char *argv[64];
-        size_t n = 0;
-        argv[n++] = g_bin;
-        for (size_t i = 0; args[i] && n < 63; i++)
-            argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(g_bin, (char **)argv);
-        _exit(127);
-    }
-    return p;
-}
-
-static int wait_rc(pid_t p)
-{
-    int st;
-    if (waitpid(p, &st, 0) != p) return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    char o[128], e[128];
+    return plena_test_spawn(g_bin, args, env, plena_test_path(o, sizeof o, g_tmp, "out.txt"),
+                            plena_test_path(e, sizeof e, g_tmp, "err.txt"));
 }
 
 static int run(const char *const *args, const char *const *env)
 {
-    return wait_rc(start(args, env));
+    return plena_test_wait(start(args, env));
 }
 
 static int file_contains(const char *name, const char *needle)
 {
-    char p[256], *d = NULL;
-    size_t n;
-    snprintf(p, sizeof p, "%s/%s", g_tmp, name);
-    if (plena_file_read_all(p, &d, &n, NULL)) return 0;
-    int r = strstr(d, needle) != NULL;
-    plena_free(d);
-    return r;
+    return plena_test_file_contains(g_tmp, name, needle);
 }
+
+/* The `campaign run` most tests start: every trace of g_set into out with
+ * the fake worker, `--jobs jobs`, no progress lines, then the arguments of
+ * extra (NULL-terminated, may be NULL). Fills v (MAX_ARGS) and returns it. */
+#define MAX_ARGS 32
+static const char *const *fake_run(const char **v, const char *out, const char *jobs,
+                                   const char *const *extra)
+{
+    const char *const head[] = {"campaign", "run", "--traces",     g_set,    "--out",      out,
+                                "--jobs",   jobs,  "--worker-cmd", g_worker, "--progress", "none"};
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+        v[n++] = head[i];
+    for (size_t i = 0; extra && extra[i]; i++) {
+        assert_true(n + 1 < MAX_ARGS);
+        v[n++] = extra[i];
+    }
+    v[n] = NULL;
+    return v;
+}
+static const char *const no_gate[] = {"--no-determinism-gate", NULL};
 
 /* ---- in-process arithmetic ---- */
 static void check_hamilton(const uint64_t *n, const char *const *names, size_t k, uint64_t T,
@@ -178,10 +158,11 @@ static void test_width_and_quantile(void **state)
     assert_int_equal(w.width, 1);
     /* meminfo parsing with and without MemAvailable (no host fallback for a file) */
     char p[128];
-    snprintf(p, sizeof p, "%s/meminfo", g_tmp);
-    sh("printf 'MemTotal: 100 kB\\nMemAvailable:   12345 kB\\n' > %s", p);
+    plena_test_path(p, sizeof p, g_tmp, "meminfo");
+    assert_int_equal(
+        plena_test_sh("printf 'MemTotal: 100 kB\\nMemAvailable:   12345 kB\\n' > %s", p), 0);
     assert_int_equal(plena_campaign_mem_available_kb(p), 12345);
-    sh("printf 'MemTotal: 100 kB\\n' > %s", p);
+    assert_int_equal(plena_test_sh("printf 'MemTotal: 100 kB\\n' > %s", p), 0);
     assert_int_equal(plena_campaign_mem_available_kb(p), -1);
     /* quantiles at rank (n-1)q: [1,2,3,4] median 2.5, p95 = 3 + 0.85 */
     double v[] = {1, 2, 3, 4};
@@ -195,19 +176,20 @@ static void test_select_cli(void **state)
 {
     (void)state;
     char out[128], a[160], b[160];
-    snprintf(out, sizeof out, "%s/sel", g_tmp);
+    plena_test_path(out, sizeof out, g_tmp, "sel");
     const char *args[] = {"campaign", "select",   "--traces", g_set,    "--out",
                           out,        "--target", "3",        "--seed", "9",
                           "--by",     "category", "--unit",   "trace",  NULL};
     assert_int_equal(run(args, NULL), 0);
-    snprintf(a, sizeof a, "%s/selection.json", out);
-    snprintf(b, sizeof b, "%s/selection.first", g_tmp);
-    sh("cp %s %s", a, b);
+    plena_test_path(a, sizeof a, out, "selection.json");
+    plena_test_path(b, sizeof b, g_tmp, "selection.first");
+    assert_int_equal(plena_test_sh("cp %s %s", a, b), 0);
     const char *re[] = {"campaign", "select", "--traces",   g_set, "--out", out,
                         "--target", "3",      "--seed",     "9",   "--by",  "category",
                         "--unit",   "trace",  "--reselect", NULL};
     assert_int_equal(run(re, NULL), 0);
-    sh("cmp -s %s %s", a, b); /* byte-identical for the same inputs */
+    /* byte-identical for the same inputs */
+    assert_int_equal(plena_test_sh("cmp -s %s %s", a, b), 0);
     json_t *sel = NULL;
     assert_int_equal(plena_replay_json_read_file(a, &sel, NULL), 0);
     assert_int_equal(json_array_size(json_object_get(sel, "selected_trace_ids")), 3);
@@ -224,7 +206,7 @@ static void test_select_cli(void **state)
     assert_true(file_contains("err.txt", "larger than the 4 available"));
     /* duplicate trace ids across inputs */
     char dup[300];
-    snprintf(dup, sizeof dup, "%s/a.jsonl", g_set);
+    plena_test_path(dup, sizeof dup, g_set, "a.jsonl");
     const char *dups[] = {"campaign", "select", "--traces", g_set, dup,          "--out", out,
                           "--target", "1",      "--seed",   "1",   "--reselect", NULL};
     assert_int_equal(run(dups, NULL), 3);
@@ -236,7 +218,7 @@ static void test_determinism_gate(void **state)
 {
     (void)state;
     char out[128];
-    snprintf(out, sizeof out, "%s/det", g_tmp);
+    plena_test_path(out, sizeof out, g_tmp, "det");
     const char *det[] = {"campaign",  "determinism", "--traces", g_set, "--out",        out,
                          "--samples", "2",           "--jobs",   "1",   "--worker-cmd", g_worker,
                          NULL};
@@ -244,7 +226,7 @@ static void test_determinism_gate(void **state)
     assert_int_equal(run(det, noisy), 1);
     assert_true(file_contains("out.txt", "FAIL determinism"));
     char p[256];
-    snprintf(p, sizeof p, "%s/determinism.json", out);
+    plena_test_path(p, sizeof p, out, "determinism.json");
     json_t *d = NULL;
     assert_int_equal(plena_replay_json_read_file(p, &d, NULL), 0);
     assert_string_equal(json_string_value(json_object_get(d, "status")), "failed");
@@ -254,36 +236,23 @@ static void test_determinism_gate(void **state)
     assert_int_equal(json_integer_value(json_object_get(d, "trace_count")), 4);
     json_decref(d);
     /* a failed report blocks the run (8 row 2) */
-    const char *runa[] = {"campaign",   "run",    "--traces", g_set,          "--out",
-                          out,          "--jobs", "2",        "--worker-cmd", g_worker,
-                          "--progress", "none",   NULL};
+    const char *runa_v[MAX_ARGS];
+    const char *const *runa = fake_run(runa_v, out, "2", NULL);
     assert_int_equal(run(runa, NULL), 1);
     assert_true(file_contains("err.txt", "determinism.json"));
-    snprintf(p, sizeof p, "%s/manifest.jsonl", out);
+    plena_test_path(p, sizeof p, out, "manifest.jsonl");
     struct stat st;
     assert_true(stat(p, &st) != 0); /* nothing ran */
     /* a pre-seeded wrong result in parallel/ is recomputed (fresh dirs) */
     assert_int_equal(run(det, NULL), 0);
     assert_true(file_contains("out.txt", "PASS determinism"));
     /* the bypass is recorded */
-    const char *byp[] = {"campaign",
-                         "run",
-                         "--traces",
-                         g_set,
-                         "--out",
-                         out,
-                         "--jobs",
-                         "2",
-                         "--worker-cmd",
-                         g_worker,
-                         "--progress",
-                         "none",
-                         "--no-determinism-gate",
-                         NULL};
+    const char *byp_v[MAX_ARGS];
+    const char *const *byp = fake_run(byp_v, out, "2", no_gate);
     assert_int_equal(run(byp, NULL), 0);
     const char *rep[] = {"campaign", "report", "--traces", g_set, "--out", out, NULL};
     assert_int_equal(run(rep, NULL), 0);
-    snprintf(p, sizeof p, "%s/report.json", out);
+    plena_test_path(p, sizeof p, out, "report.json");
     assert_int_equal(plena_replay_json_read_file(p, &d, NULL), 0);
     assert_string_equal(json_string_value(json_object_get(d, "determinism")), "bypassed");
     assert_true(json_is_true(json_object_get(d, "passed")));
@@ -294,7 +263,7 @@ static void test_determinism_gate(void **state)
 static size_t manifest_lines(const char *out, json_t **arr)
 {
     char p[256];
-    snprintf(p, sizeof p, "%s/manifest.jsonl", out);
+    plena_test_path(p, sizeof p, out, "manifest.jsonl");
     size_t torn = 0;
     assert_int_equal(plena_campaign_manifest_read(p, 0, arr, &torn, NULL), 0);
     return json_array_size(*arr);
@@ -355,24 +324,12 @@ static void test_kill_and_resume(void **state)
 {
     (void)state;
     char ref[128], out[128], mark[128];
-    snprintf(ref, sizeof ref, "%s/ref", g_tmp);
-    snprintf(out, sizeof out, "%s/killed", g_tmp);
-    snprintf(mark, sizeof mark, "%s/marks", g_tmp);
-    sh("mkdir -p %s", mark);
-    const char *r1[] = {"campaign",
-                        "run",
-                        "--traces",
-                        g_set,
-                        "--out",
-                        ref,
-                        "--jobs",
-                        "1",
-                        "--worker-cmd",
-                        g_worker,
-                        "--progress",
-                        "none",
-                        "--no-determinism-gate",
-                        NULL};
+    plena_test_path(ref, sizeof ref, g_tmp, "ref");
+    plena_test_path(out, sizeof out, g_tmp, "killed");
+    plena_test_path(mark, sizeof mark, g_tmp, "marks");
+    assert_int_equal(plena_test_sh("mkdir -p %s", mark), 0);
+    const char *r1_v[MAX_ARGS];
+    const char *const *r1 = fake_run(r1_v, ref, "1", no_gate);
     assert_int_equal(run(r1, NULL), 0);
     json_t *refl = NULL;
     assert_int_equal(manifest_lines(ref, &refl), 8);
@@ -381,20 +338,8 @@ static void test_kill_and_resume(void **state)
     json_t *l;
     json_array_foreach(refl, i, l) json_array_append(ids, json_object_get(l, "trace_id"));
 
-    const char *rk[] = {"campaign",
-                        "run",
-                        "--traces",
-                        g_set,
-                        "--out",
-                        out,
-                        "--jobs",
-                        "2",
-                        "--worker-cmd",
-                        g_worker,
-                        "--progress",
-                        "none",
-                        "--no-determinism-gate",
-                        NULL};
+    const char *rk_v[MAX_ARGS];
+    const char *const *rk = fake_run(rk_v, out, "2", no_gate);
     char markenv[200];
     snprintf(markenv, sizeof markenv, "FAKE_MARK=%s", mark);
     const char *slow[] = {"FAKE_SLEEP=0.2", markenv, NULL};
@@ -408,7 +353,7 @@ static void test_kill_and_resume(void **state)
         if (n >= 2) break;
     }
     kill(p, SIGKILL);
-    assert_int_equal(wait_rc(p), 128 + SIGKILL);
+    assert_int_equal(plena_test_wait(p), 128 + SIGKILL);
     sleep_ms(300); /* orphaned workers get SIGTERM from PR_SET_PDEATHSIG */
     size_t after_kill = manifest_lines(out, &arr);
     json_decref(arr);
@@ -423,7 +368,7 @@ static void test_kill_and_resume(void **state)
     assert_true(w > 0);
     sleep_ms(50);
     kill(w, SIGKILL);
-    assert_int_equal(wait_rc(p), 1); /* one trace errored: not every trace passed */
+    assert_int_equal(plena_test_wait(p), 1); /* one trace errored: not every trace passed */
     manifest_lines(out, &arr);
     int saw_error = 0;
     json_array_foreach(arr, i, l) if (!strcmp(json_string_value(json_object_get(l, "status")),
@@ -443,21 +388,22 @@ static void test_kill_and_resume(void **state)
 
     /* a torn last line is tolerated and that trace rerun */
     char mp[256];
-    snprintf(mp, sizeof mp, "%s/manifest.jsonl", out);
+    plena_test_path(mp, sizeof mp, out, "manifest.jsonl");
     manifest_lines(out, &arr);
     const char *last = json_string_value(
         json_object_get(json_array_get(arr, json_array_size(arr) - 1), "trace_id"));
     char lastid[160];
     snprintf(lastid, sizeof lastid, "%s", last);
     json_decref(arr);
-    sh("rm %s/replay/%s/results.json && truncate -s -20 %s", out, lastid, mp);
+    assert_int_equal(
+        plena_test_sh("rm %s/replay/%s/results.json && truncate -s -20 %s", out, lastid, mp), 0);
     assert_int_equal(run(rk, NULL), 0);
     assert_true(file_contains("err.txt", "torn last line"));
     manifest_lines(out, &arr);
     json_array_foreach(ids, i, l) assert_int_equal(passed_lines(arr, json_string_value(l)), 1);
     json_decref(arr);
     /* a corrupt middle line is an input error */
-    sh("sed -i '2s/.*/{garbage/' %s", mp);
+    assert_int_equal(plena_test_sh("sed -i '2s/.*/{garbage/' %s", mp), 0);
     assert_int_equal(run(rk, NULL), 3);
     assert_true(file_contains("err.txt", "manifest.jsonl:2"));
     json_decref(refl);
@@ -469,49 +415,24 @@ static void test_failures_and_attempts(void **state)
 {
     (void)state;
     char out[128], p[256];
-    snprintf(out, sizeof out, "%s/fail", g_tmp);
-    const char *r[] = {"campaign",
-                       "run",
-                       "--traces",
-                       g_set,
-                       "--out",
-                       out,
-                       "--jobs",
-                       "2",
-                       "--worker-cmd",
-                       g_worker,
-                       "--progress",
-                       "none",
-                       "--no-determinism-gate",
-                       "--max-attempts",
-                       "2",
-                       NULL};
+    plena_test_path(out, sizeof out, g_tmp, "fail");
+    const char *const r_extra[] = {"--no-determinism-gate", "--max-attempts", "2", NULL};
+    const char *r_v[MAX_ARGS];
+    const char *const *r = fake_run(r_v, out, "2", r_extra);
     const char *failenv[] = {"FAKE_FAIL=syn_uniform_tiny-route-16x1_t4_s1_n0_l0", NULL};
     assert_int_equal(run(r, failenv), 1);
     assert_int_equal(run(r, failenv), 1);
     assert_int_equal(run(r, NULL), 1); /* given up: not retried though it would pass now */
     assert_true(file_contains("out.txt", "given_up=1"));
-    snprintf(p, sizeof p, "%s/failures.jsonl", out);
+    plena_test_path(p, sizeof p, out, "failures.jsonl");
     char *d = NULL;
     size_t n;
     assert_int_equal(plena_file_read_all(p, &d, &n, NULL), 0);
     assert_non_null(strstr(d, "\"failed_checks\":[\"functional\"]"));
     plena_free(d);
-    const char *reset[] = {"campaign",
-                           "run",
-                           "--traces",
-                           g_set,
-                           "--out",
-                           out,
-                           "--jobs",
-                           "2",
-                           "--worker-cmd",
-                           g_worker,
-                           "--progress",
-                           "none",
-                           "--no-determinism-gate",
-                           "--reset-attempts",
-                           NULL};
+    const char *const reset_extra[] = {"--no-determinism-gate", "--reset-attempts", NULL};
+    const char *reset_v[MAX_ARGS];
+    const char *const *reset = fake_run(reset_v, out, "2", reset_extra);
     assert_int_equal(run(reset, NULL), 0);
 }
 
@@ -519,22 +440,10 @@ static void test_error_exits(void **state)
 {
     (void)state;
     char out[128];
-    snprintf(out, sizeof out, "%s/afile/sub", g_tmp);
-    sh("touch %s/afile", g_tmp);
-    const char *r[] = {"campaign",
-                       "run",
-                       "--traces",
-                       g_set,
-                       "--out",
-                       out,
-                       "--jobs",
-                       "1",
-                       "--worker-cmd",
-                       g_worker,
-                       "--progress",
-                       "none",
-                       "--no-determinism-gate",
-                       NULL};
+    plena_test_path(out, sizeof out, g_tmp, "afile/sub");
+    assert_int_equal(plena_test_sh("touch %s/afile", g_tmp), 0);
+    const char *r_v[MAX_ARGS];
+    const char *const *r = fake_run(r_v, out, "1", no_gate);
     assert_int_equal(run(r, NULL), 4);
     assert_true(file_contains("err.txt", "afile"));
     const char *mpi[] = {"campaign", "run", "--traces", g_set, "--out", out, "--mpi", NULL};
@@ -553,12 +462,15 @@ static void test_report_real_replay(void **state)
 {
     (void)state;
     char out[128], p[256], settings[256];
-    snprintf(out, sizeof out, "%s/real", g_tmp);
+    plena_test_path(out, sizeof out, g_tmp, "real");
     /* the shipped settings with a small VRAM so each dump stays 8 MiB */
-    snprintf(settings, sizeof settings, "%s/small.toml", g_tmp);
-    sh("sed '/^\\[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE\\]/{n;s/value = .*/value = 65536/}' "
-       "%s/configs/plena_settings.toml > %s",
-       PLENA_SOURCE_DIR, settings);
+    plena_test_path(settings, sizeof settings, g_tmp, "small.toml");
+    assert_int_equal(
+        plena_test_sh(
+            "sed '/^\\[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE\\]/{n;s/value = .*/value = 65536/}' "
+            "%s/configs/plena_settings.toml > %s",
+            PLENA_SOURCE_DIR, settings),
+        0);
     const char *r[] = {"campaign",
                        "run",
                        "--traces",
@@ -580,7 +492,7 @@ static void test_report_real_replay(void **state)
     assert_int_equal(run(rep, NULL), 0);
 
     /* report.csv: the column list, then the (benchmark, phase) row */
-    snprintf(p, sizeof p, "%s/report.csv", out);
+    plena_test_path(p, sizeof p, out, "report.csv");
     char *csv = NULL;
     size_t n;
     assert_int_equal(plena_file_read_all(p, &csv, &n, NULL), 0);
@@ -596,7 +508,7 @@ static void test_report_real_replay(void **state)
 
     /* report.json: 8 numerical passes, min <= median <= max, the caveat
      * notes byte-identical to the profile's constant */
-    snprintf(p, sizeof p, "%s/report.json", out);
+    plena_test_path(p, sizeof p, out, "report.json");
     json_t *d = NULL;
     assert_int_equal(plena_replay_json_read_file(p, &d, NULL), 0);
     assert_true(json_is_true(json_object_get(d, "passed")));
@@ -645,7 +557,7 @@ static void test_report_real_replay(void **state)
     json_decref(d);
 
     /* report.md carries the notes verbatim */
-    snprintf(p, sizeof p, "%s/report.md", out);
+    plena_test_path(p, sizeof p, out, "report.md");
     char *md_text = NULL;
     assert_int_equal(plena_file_read_all(p, &md_text, &n, NULL), 0);
     assert_non_null(strstr(md_text, plena_profile_text_shared_vs_routed_expert_major));
@@ -658,24 +570,12 @@ static void test_jobs_auto(void **state)
 {
     (void)state;
     char out[128], p[256];
-    snprintf(out, sizeof out, "%s/auto", g_tmp);
-    const char *r[] = {"campaign",
-                       "run",
-                       "--traces",
-                       g_set,
-                       "--out",
-                       out,
-                       "--jobs",
-                       "auto",
-                       "--worker-cmd",
-                       g_worker,
-                       "--progress",
-                       "none",
-                       "--no-determinism-gate",
-                       NULL};
+    plena_test_path(out, sizeof out, g_tmp, "auto");
+    const char *r_v[MAX_ARGS];
+    const char *const *r = fake_run(r_v, out, "auto", no_gate);
     assert_int_equal(run(r, NULL), 0);
     json_t *w = NULL, *probe = NULL;
-    snprintf(p, sizeof p, "%s/width.json", out);
+    plena_test_path(p, sizeof p, out, "width.json");
     assert_int_equal(plena_replay_json_read_file(p, &w, NULL), 0);
     json_int_t width = json_integer_value(json_object_get(w, "width"));
     json_int_t cores = json_integer_value(json_object_get(w, "cores"));
@@ -683,7 +583,7 @@ static void test_jobs_auto(void **state)
     /* width = max(1, min(cores - 2, floor(0.7 mem / rss), remaining)) */
     assert_true(width <= (cores > 3 ? cores - 2 : 1));
     assert_non_null(json_string_value(json_object_get(w, "reason")));
-    snprintf(p, sizeof p, "%s/rss_probe.json", out);
+    plena_test_path(p, sizeof p, out, "rss_probe.json");
     assert_int_equal(plena_replay_json_read_file(p, &probe, NULL), 0);
     assert_true(json_integer_value(json_object_get(probe, "max_rss_kb")) > 0);
     /* the probe is the costliest trace: token_count x top_k, 8 x 4 beats 4 x 1;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/alloc.h"
 #include "common/fileio.h"
 
 const struct plena_cli_entry plena_cli_commands[] = {
@@ -75,6 +76,25 @@ int plena_cli_parse(const struct plena_cmd_spec *spec, int argc, char **argv, vo
     return 1;
 }
 
+/* Parses argv with spec into a fresh options struct, runs the body, frees. */
+static int run_parsed(const struct plena_cmd_spec *spec, plena_cli_run_fn run, int argc,
+                      char **argv)
+{
+    void *opts = plena_calloc(1, spec->opts_size ? spec->opts_size : 1);
+    struct plena_opts_result *r = plena_calloc(1, sizeof *r);
+    int code;
+    if (!opts || !r) {
+        code = plena_cli_nomem(spec->name);
+    } else if (!plena_cli_parse(spec, argc, argv, opts, r, &code)) {
+        const struct plena_cli_args a = {spec, r, argc, argv};
+        code = run(opts, &a);
+        plena_opts_free(spec, opts);
+    }
+    plena_free(r);
+    plena_free(opts);
+    return code;
+}
+
 /* ---- commands with subcommands ---- */
 
 static void sub_names(const struct plena_cli_cmd *c, char *buf, size_t n)
@@ -119,7 +139,8 @@ int plena_cli_run(const struct plena_cli_entry *e, int argc, char **argv)
     const char *sub = argc >= 2 ? argv[1] : NULL;
     if (c->n_subs && sub && sub[0] != '-') {
         for (size_t i = 0; i < c->n_subs; i++)
-            if (!strcmp(c->subs[i].name, sub)) return c->subs[i].fn(argc - 1, argv + 1);
+            if (!strcmp(c->subs[i].name, sub))
+                return run_parsed(c->subs[i].spec, c->subs[i].run, argc - 1, argv + 1);
         for (size_t i = 0; c->not_built && c->not_built[i]; i++)
             if (!strcmp(c->not_built[i], sub)) {
                 char nm[128];
@@ -127,7 +148,7 @@ int plena_cli_run(const struct plena_cli_entry *e, int argc, char **argv)
                 return plena_cli_not_built(nm);
             }
     }
-    if (c->spec) return c->fn(argc, argv);
+    if (c->spec) return c->run ? run_parsed(c->spec, c->run, argc, argv) : c->fn(argc, argv);
     char names[512];
     sub_names(c, names, sizeof names);
     if (sub && (!strcmp(sub, "--help") || !strcmp(sub, "-h") || !strcmp(sub, "help"))) {

@@ -10,10 +10,25 @@
 #include "cli/opts.h"
 #include "common/err.h"
 
-/* A subcommand of a command (`plena trace validate`): argv[0] is its name. */
+/* What a command body gets besides its options: its spec, the parse result
+ * (plena_opts_given, plena_opts_spelling) and argv as given (argv[0] is the
+ * command's or subcommand's name). */
+struct plena_cli_args {
+    const struct plena_cmd_spec *spec;
+    const struct plena_opts_result *r;
+    int argc;
+    char **argv;
+};
+/* A command body. The dispatcher parses argv with the spec into opts (a
+ * fresh struct of spec->opts_size bytes), answers --help and usage errors
+ * itself, calls the body, and frees opts (plena_opts_free) after it returns,
+ * so a body may return from anywhere. Returns the exit code. */
+typedef int (*plena_cli_run_fn)(void *opts, const struct plena_cli_args *a);
+
+/* A subcommand of a command (`plena trace validate`). */
 struct plena_cli_sub {
     const char *name;
-    int (*fn)(int argc, char **argv);
+    plena_cli_run_fn run;
     const struct plena_cmd_spec *spec;
 };
 
@@ -22,6 +37,9 @@ struct plena_cli_sub {
  * replay export`). Name and one-line help are the row of commands.def. */
 struct plena_cli_cmd {
     const struct plena_cmd_spec *spec;
+    plena_cli_run_fn run;
+    /* instead of run: a function that parses argv[1..] with spec itself
+     * (plena_cli_parse); argv[0] is the command's name */
     int (*fn)(int argc, char **argv);
     const struct plena_cli_sub *subs;
     size_t n_subs;

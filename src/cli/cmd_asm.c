@@ -23,12 +23,8 @@ static const struct plena_opt_enum encoders = {
     .names = (const char *const[]){"plena", "upstream", NULL}};
 
 static const struct plena_opt asm_rows[] = {
-    {.names = "-o",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "OUT.mem",
-     PLENA_OPT_FIELD(struct asm_cli, out),
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "output machine code (written atomically)"},
+    PLENA_OPT_PATH_ROW("-o", "OUT.mem", struct asm_cli, out,
+                       "output machine code (written atomically)", .flags = PLENA_OPT_REQUIRED),
     PLENA_OPT_FLAG_ROW("--strict", struct asm_cli, o.strict,
                        "unknown stage names, register kind mismatches, markers in trailing "
                        "comments, V_TOPK policy 2..14, rd != 0 on M_BMM/M_BTMM and rstride > 1 "
@@ -42,7 +38,6 @@ static const struct plena_opt asm_rows[] = {
                        "write the label pass: per PC {pc, line, stage, pair}, the attribution "
                        "mode, marker count and unresolved markers"),
 };
-static const struct plena_opt_group asm_groups[] = {{NULL, asm_rows, 4, 0, 0}};
 static const struct plena_opt_pos asm_pos[] = {
     {"IN.asm", "PLENA assembly source", offsetof(struct asm_cli, in), 1, 1}};
 
@@ -52,10 +47,8 @@ static const struct plena_cmd_spec plena_asm_spec = {
     .description = "Assembles PLENA assembly (docs/machine.md \"Assembly syntax\") into machine "
                    "code, one 0xXXXXXXXX word per line. Diagnostics go to standard error as "
                    "\"file:line:col: error|warning: text\".",
-    .pos = asm_pos,
-    .n_pos = 1,
-    .groups = asm_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(asm_pos),
+    PLENA_CMD_ROWS(asm_rows),
     .opts_size = sizeof(struct asm_cli),
 };
 
@@ -102,14 +95,12 @@ static int write_stage_map(const char *path, const struct plena_program *p, stru
     return rc;
 }
 
-static int cmd_asm(int argc, char **argv)
+static int cmd_asm(void *opts, const struct plena_cli_args *a)
 {
-    struct asm_cli c;
-    struct plena_opts_result pr;
-    int code;
-    if (plena_cli_parse(&plena_asm_spec, argc, argv, &c, &pr, &code)) return code;
-    const char *in = c.in, *out = c.out, *map = c.map;
-    struct plena_asm_opts o = c.o;
+    struct asm_cli *c = opts;
+    (void)a;
+    const char *in = c->in, *out = c->out, *map = c->map;
+    struct plena_asm_opts o = c->o;
     o.want_labels = map != NULL;
 
     struct plena_program p;
@@ -138,4 +129,4 @@ static int cmd_asm(int argc, char **argv)
     return plena_status_exit_code(PLENA_OK);
 }
 
-const struct plena_cli_cmd plena_cli_cmd_asm = {.spec = &plena_asm_spec, .fn = cmd_asm};
+const struct plena_cli_cmd plena_cli_cmd_asm = {.spec = &plena_asm_spec, .run = cmd_asm};

@@ -137,68 +137,38 @@ static const struct plena_opt common_rows[] = {
      .flags = PLENA_OPT_REQUIRED | PLENA_OPT_REPEAT | PLENA_OPT_GREEDY,
      .help = "directories (*.json, *.jsonl), trace files, sets or lists; takes every following "
              "argument up to the next --option"},
-    {.names = "--out",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "DIR",
-     PLENA_OPT_FIELD(C, out),
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "campaign directory"},
+    PLENA_OPT_PATH_ROW("--out", "DIR", C, out, "campaign directory", .flags = PLENA_OPT_REQUIRED),
     PLENA_OPT_FLAG_ROW("--skip-invalid", C, skip_invalid,
                        "list invalid traces in the report instead of stopping"),
-    {.names = "--worker-cmd",
-     .kind = PLENA_OPT_STR,
-     .metavar = "'ARGV'",
-     PLENA_OPT_FIELD(C, worker_cmd),
-     .def_text = "plena replay {trace} --out {out} and the replay options",
-     .help = "testing hook: worker argv template with {trace} {out} {trace_id} {dir} "
-             "{fingerprint}"},
+    PLENA_OPT_STR_ROW("--worker-cmd", "'ARGV'", C, worker_cmd,
+                      "testing hook: worker argv template with {trace} {out} {trace_id} {dir} "
+                      "{fingerprint}",
+                      .def_text = "plena replay {trace} --out {out} and the replay options"),
 };
 static const struct plena_opt select_rows[] = {
-    {.names = "--target",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "N|all",
-     PLENA_OPT_FIELD(C, target),
-     .parse = parse_target,
-     .expect = "N or all",
-     .def_text = "none; required unless selection.json is reused",
-     .help = "units to select"},
-    {.names = "--seed",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "S",
-     PLENA_OPT_FIELD(C, seed),
-     .max = UINT64_MAX,
-     .def_text = "none; required unless selection.json is reused",
-     .help = "shuffle seed"},
-    {.names = "--by",
-     .kind = PLENA_OPT_STR,
-     .metavar = "FIELD",
-     PLENA_OPT_FIELD(C, by),
-     .def = "category",
-     .help = "stratum field: category (missing = uncategorized), benchmark, phase, sample_id or "
-             "layer"},
+    PLENA_OPT_CUSTOM_ROW("--target", "N|all", C, target, parse_target, "N or all",
+                         "units to select",
+                         .def_text = "none; required unless selection.json is reused"),
+    PLENA_OPT_UINT_ROW("--seed", "S", C, seed, 0, UINT64_MAX, "shuffle seed",
+                       .def_text = "none; required unless selection.json is reused"),
+    PLENA_OPT_STR_ROW(
+        "--by", "FIELD", C, by,
+        "stratum field: category (missing = uncategorized), benchmark, phase, sample_id or "
+        "layer",
+        .def = "category"),
     PLENA_OPT_ENUM_ROW("--unit", "U", C, unit_trace, &units,
                        "sample: (benchmark, sample_id) units; trace: one unit per trace"),
-    {.names = "--target-for",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "B=N|all",
-     PLENA_OPT_FIELD(C, tf),
-     .parse = parse_target_for,
-     .expect = "B=N or B=all",
-     .def_text = "none",
-     .flags = PLENA_OPT_REPEAT,
-     .help = "the target of benchmark B"},
+    PLENA_OPT_CUSTOM_ROW("--target-for", "B=N|all", C, tf, parse_target_for, "B=N or B=all",
+                         "the target of benchmark B", .def_text = "none",
+                         .flags = PLENA_OPT_REPEAT),
     PLENA_OPT_FLAG_ROW("--reselect", C, reselect, "recompute an existing selection.json"),
 };
 static const struct plena_opt width_rows[] = {
-    {.names = "--jobs",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "J|auto",
-     PLENA_OPT_FIELD(C, jobs),
-     .parse = parse_jobs,
-     .expect = "an integer from 1 to 4096 or auto",
-     .def = "1",
-     .help = "worker processes (auto: the width formula of 7.5; the determinism gate then uses "
-             "4)"},
+    PLENA_OPT_CUSTOM_ROW(
+        "--jobs", "J|auto", C, jobs, parse_jobs, "an integer from 1 to 4096 or auto",
+        "worker processes (auto: the width formula of 7.5; the determinism gate then uses "
+        "4)",
+        .def = "1"),
     PLENA_OPT_UINT_ROW("--samples", "K", C, samples, 1, 1000000,
                        "traces in the determinism gate's subset"),
 };
@@ -211,81 +181,47 @@ static const struct plena_opt run_rows[] = {
                        "count attempts from zero for this invocation"),
     PLENA_OPT_FLAG_ROW("--no-determinism-gate", C, no_gate,
                        "run without a passed determinism gate (the report records it)"),
-    {.names = "--progress-interval",
-     .kind = PLENA_OPT_DOUBLE,
-     .metavar = "S",
-     PLENA_OPT_FIELD(C, progress_interval),
-     .dmin = 0,
-     .dmax = INFINITY,
-     .flags = PLENA_OPT_MIN_OPEN,
-     .def = "30",
-     .help = "seconds between progress lines when standard error is not a terminal"},
-    {.names = "--progress",
-     .kind = PLENA_OPT_CHOICE,
-     .metavar = "none",
-     PLENA_OPT_FIELD(C, progress),
-     .choices = &progress_modes,
-     .def_text = "progress lines on standard error",
-     .help = "none: no progress lines"},
-    {.names = "--memory-fraction",
-     .kind = PLENA_OPT_DOUBLE,
-     .metavar = "F",
-     PLENA_OPT_FIELD(C, memory_fraction),
-     .dmin = 0,
-     .dmax = 1,
-     .flags = PLENA_OPT_MIN_OPEN,
-     .def_text = "0.70",
-     .help = "--jobs auto: share of MemAvailable the workers may use"},
-    {.names = "--max-jobs",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "N",
-     PLENA_OPT_FIELD(C, max_jobs),
-     .min = 1,
-     .max = 4096,
-     .def_text = "none",
-     .help = "--jobs auto: upper bound of the width"},
+    PLENA_OPT_DOUBLE_ROW("--progress-interval", "S", C, progress_interval, 0, INFINITY,
+                         "seconds between progress lines when standard error is not a terminal",
+                         .flags = PLENA_OPT_MIN_OPEN, .def = "30"),
+    PLENA_OPT_CHOICE_ROW("--progress", "none", C, progress, &progress_modes,
+                         "none: no progress lines", .def_text = "progress lines on standard error"),
+    PLENA_OPT_DOUBLE_ROW("--memory-fraction", "F", C, memory_fraction, 0, 1,
+                         "--jobs auto: share of MemAvailable the workers may use",
+                         .flags = PLENA_OPT_MIN_OPEN, .def_text = "0.70"),
+    PLENA_OPT_UINT_ROW("--max-jobs", "N", C, max_jobs, 1, 4096,
+                       "--jobs auto: upper bound of the width", .def_text = "none"),
 };
 static const struct plena_opt mpi_rows[] = {
     PLENA_OPT_FLAG_ROW("--mpi", C, mpi,
                        "distribute over MPI ranks (mpirun -n R plena campaign run --mpi ...): "
                        "rank 0 writes everything, the others replay into a scratch directory and "
                        "send results.json and stage_profile.json"),
-    {.names = "--shared-fs",
-     .kind = PLENA_OPT_FLAG,
-     PLENA_OPT_FIELD(C, shared_fs),
-     .ival = 1,
-     .needs = "--mpi",
-     .help = "ranks write straight into --out (a file system every rank sees)"},
-    {.names = "--scratch",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "DIR",
-     PLENA_OPT_FIELD(C, scratch),
-     .needs = "--mpi",
-     .def_text = "$TMPDIR or /tmp",
-     .help = "parent of the rank-local scratch directories"},
+    PLENA_OPT_FLAG_ROW("--shared-fs", C, shared_fs,
+                       "ranks write straight into --out (a file system every rank sees)",
+                       .needs = "--mpi"),
+    PLENA_OPT_PATH_ROW("--scratch", "DIR", C, scratch,
+                       "parent of the rank-local scratch directories", .needs = "--mpi",
+                       .def_text = "$TMPDIR or /tmp"),
 };
 #undef C
 
-#define GROUP(title, rows)                                                                         \
-    {                                                                                              \
-        title, rows, sizeof rows / sizeof rows[0], 0, 0                                            \
-    }
 #define REPLAY_GROUP                                                                               \
     {                                                                                              \
         "replay options (enter the fingerprint; passed to every worker)", plena_cli_replay_rows,   \
             0, offsetof(struct copts, ro), 1                                                       \
     }
-static const struct plena_opt_group select_groups[] = {GROUP(NULL, common_rows), REPLAY_GROUP,
-                                                       GROUP("select", select_rows)};
-static const struct plena_opt_group det_groups[] = {GROUP(NULL, common_rows), REPLAY_GROUP,
-                                                    GROUP("determinism", width_rows),
-                                                    GROUP("mpi", mpi_rows)};
+static const struct plena_opt_group select_groups[] = {
+    PLENA_OPT_GROUP(NULL, common_rows), REPLAY_GROUP, PLENA_OPT_GROUP("select", select_rows)};
+static const struct plena_opt_group det_groups[] = {
+    PLENA_OPT_GROUP(NULL, common_rows), REPLAY_GROUP, PLENA_OPT_GROUP("determinism", width_rows),
+    PLENA_OPT_GROUP("mpi", mpi_rows)};
 static const struct plena_opt_group run_groups[] = {
-    GROUP(NULL, common_rows),         REPLAY_GROUP,           GROUP("width", width_rows),
-    GROUP("attempts", attempts_rows), GROUP("run", run_rows), GROUP("mpi", mpi_rows)};
-static const struct plena_opt_group status_groups[] = {GROUP(NULL, common_rows), REPLAY_GROUP,
-                                                       GROUP("attempts", attempts_rows)};
-#undef GROUP
+    PLENA_OPT_GROUP(NULL, common_rows),   REPLAY_GROUP,
+    PLENA_OPT_GROUP("width", width_rows), PLENA_OPT_GROUP("attempts", attempts_rows),
+    PLENA_OPT_GROUP("run", run_rows),     PLENA_OPT_GROUP("mpi", mpi_rows)};
+static const struct plena_opt_group status_groups[] = {
+    PLENA_OPT_GROUP(NULL, common_rows), REPLAY_GROUP, PLENA_OPT_GROUP("attempts", attempts_rows)};
 #undef REPLAY_GROUP
 
 static void copts_init(void *p)
@@ -298,9 +234,8 @@ static void copts_init(void *p)
 
 #define CAMPAIGN_SPEC(act, sum, desc, grp)                                                         \
     {                                                                                              \
-        .name = "campaign " act, .summary = sum, .description = desc, .groups = grp,               \
-        .n_groups = sizeof grp / sizeof grp[0], .init = copts_init,                                \
-        .opts_size = sizeof(struct copts), .has_forward = 1,                                       \
+        .name = "campaign " act, .summary = sum, .description = desc, PLENA_CMD_GROUPS(grp),       \
+        .init = copts_init, .opts_size = sizeof(struct copts), .has_forward = 1,                   \
         .forward_off = offsetof(struct copts, pass)                                                \
     }
 static const struct plena_cmd_spec select_spec = CAMPAIGN_SPEC(
@@ -734,35 +669,28 @@ static const struct plena_opt hash_rows[] = {
 static const struct plena_opt_pos hash_pos[] = {
     {"FILE", "a JSON file (results.json, determinism.json, ...)", offsetof(struct hash_cli, file),
      1, 1}};
-static const struct plena_opt_group hash_groups[] = {{NULL, hash_rows, 1, 0, 0}};
 static const struct plena_cmd_spec hash_spec = {
     .name = "campaign canonical-hash",
     .summary = "SHA-256 of a JSON file as the determinism gate compares it (for scripts)",
     .description = "Prints the SHA-256 of FILE's canonical form (docs/replay.md \"Identity\") "
                    "with the volatile keys removed, as the determinism gate compares results.",
-    .pos = hash_pos,
-    .n_pos = 1,
-    .groups = hash_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(hash_pos),
+    PLENA_CMD_ROWS(hash_rows),
     .opts_size = sizeof(struct hash_cli),
 };
 
-static int canonical_hash(int argc, char **argv)
+static int canonical_hash(void *opts, const struct plena_cli_args *a)
 {
-    struct hash_cli c;
-    struct plena_opts_result pr;
-    int code;
-    if (plena_cli_parse(&hash_spec, argc, argv, &c, &pr, &code)) return code;
+    struct hash_cli *c = opts;
+    (void)a;
     struct plena_err err;
     plena_err_clear(&err);
     json_t *v = NULL;
-    if (plena_replay_json_read_file(c.file, &v, &err)) {
-        plena_opts_free(&hash_spec, &c);
+    if (plena_replay_json_read_file(c->file, &v, &err)) {
         return plena_cli_report("campaign canonical-hash", &err);
     }
-    for (size_t i = 0; i < c.drop.n; i++)
-        json_object_del(v, c.drop.v[i]);
-    plena_opts_free(&hash_spec, &c);
+    for (size_t i = 0; i < c->drop.n; i++)
+        json_object_del(v, c->drop.v[i]);
     char hex[65];
     int rc = plena_replay_json_sha256(v, 1, hex, &err);
     json_decref(v);
@@ -771,39 +699,14 @@ static int canonical_hash(int argc, char **argv)
     return plena_status_exit_code(PLENA_OK);
 }
 
-static int campaign_action(const struct plena_cmd_spec *spec, int argc, char **argv)
+/* Every action but canonical-hash: its name is argv[0]. */
+static int campaign_action(void *opts, const struct plena_cli_args *a)
 {
-    struct copts o;
-    struct plena_opts_result pr;
-    int rc;
-    if (plena_cli_parse(spec, argc, argv, &o, &pr, &rc)) return rc;
-    o.action = argv[0];
-    o.have_target = plena_opts_given(spec, &pr, "--target") > 0;
-    o.have_seed = plena_opts_given(spec, &pr, "--seed") > 0;
-    int code = campaign_main(&o);
-    plena_opts_free(spec, &o);
-    return code;
-}
-
-static int cmd_select(int argc, char **argv)
-{
-    return campaign_action(&select_spec, argc, argv);
-}
-static int cmd_determinism(int argc, char **argv)
-{
-    return campaign_action(&det_spec, argc, argv);
-}
-static int cmd_run(int argc, char **argv)
-{
-    return campaign_action(&run_spec, argc, argv);
-}
-static int cmd_status(int argc, char **argv)
-{
-    return campaign_action(&status_spec, argc, argv);
-}
-static int cmd_report(int argc, char **argv)
-{
-    return campaign_action(&report_spec, argc, argv);
+    struct copts *o = opts;
+    o->action = a->argv[0];
+    o->have_target = plena_opts_given(a->spec, a->r, "--target") > 0;
+    o->have_seed = plena_opts_given(a->spec, a->r, "--seed") > 0;
+    return campaign_main(o);
 }
 
 static void campaign_notes(struct plena_buf *b)
@@ -821,9 +724,9 @@ static void campaign_notes(struct plena_buf *b)
 }
 
 static const struct plena_cli_sub campaign_subs[] = {
-    {"select", cmd_select, &select_spec}, {"determinism", cmd_determinism, &det_spec},
-    {"run", cmd_run, &run_spec},          {"status", cmd_status, &status_spec},
-    {"report", cmd_report, &report_spec}, {"canonical-hash", canonical_hash, &hash_spec},
+    {"select", campaign_action, &select_spec}, {"determinism", campaign_action, &det_spec},
+    {"run", campaign_action, &run_spec},       {"status", campaign_action, &status_spec},
+    {"report", campaign_action, &report_spec}, {"canonical-hash", canonical_hash, &hash_spec},
 };
 
 const struct plena_cli_cmd plena_cli_cmd_campaign = {

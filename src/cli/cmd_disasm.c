@@ -15,14 +15,10 @@ struct disasm_cli {
 };
 
 static const struct plena_opt disasm_rows[] = {
-    {.names = "-o",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "OUT.asm",
-     PLENA_OPT_FIELD(struct disasm_cli, out),
-     .def_text = "standard output",
-     .help = "write to a file (atomically) instead of standard output"},
+    PLENA_OPT_PATH_ROW("-o", "OUT.asm", struct disasm_cli, out,
+                       "write to a file (atomically) instead of standard output",
+                       .def_text = "standard output"),
 };
-static const struct plena_opt_group disasm_groups[] = {{NULL, disasm_rows, 1, 0, 0}};
 static const struct plena_opt_pos disasm_pos[] = {{"IN.mem",
                                                    "machine code, one 0xXXXXXXXX word per line",
                                                    offsetof(struct disasm_cli, in), 1, 1}};
@@ -32,20 +28,16 @@ static const struct plena_cmd_spec plena_disasm_spec = {
     .summary = "disassemble PLENA machine code into assembly",
     .description = "Disassembles PLENA machine code into canonical assembly, every optional "
                    "operand written out; invalid opcodes become `.word 0xXXXXXXXX`.",
-    .pos = disasm_pos,
-    .n_pos = 1,
-    .groups = disasm_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(disasm_pos),
+    PLENA_CMD_ROWS(disasm_rows),
     .opts_size = sizeof(struct disasm_cli),
 };
 
-static int cmd_disasm(int argc, char **argv)
+static int cmd_disasm(void *opts, const struct plena_cli_args *a)
 {
-    struct disasm_cli c;
-    struct plena_opts_result pr;
-    int code;
-    if (plena_cli_parse(&plena_disasm_spec, argc, argv, &c, &pr, &code)) return code;
-    const char *in = c.in, *out = c.out;
+    struct disasm_cli *c = opts;
+    (void)a;
+    const char *in = c->in, *out = c->out;
     struct plena_program p;
     struct plena_err err;
     plena_err_clear(&err);
@@ -65,4 +57,4 @@ static int cmd_disasm(int argc, char **argv)
     return rc ? plena_cli_report("disasm", &err) : plena_status_exit_code(PLENA_OK);
 }
 
-const struct plena_cli_cmd plena_cli_cmd_disasm = {.spec = &plena_disasm_spec, .fn = cmd_disasm};
+const struct plena_cli_cmd plena_cli_cmd_disasm = {.spec = &plena_disasm_spec, .run = cmd_disasm};

@@ -19,50 +19,35 @@ struct timing_cli {
 };
 
 static const struct plena_opt timing_rows[] = {
-    {.names = "--out",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "DIR",
-     PLENA_OPT_FIELD(struct timing_cli, o.out_dir),
-     .def_text = "./plena_timing_gates",
-     .help = "output root: one directory per case"},
+    PLENA_OPT_PATH_ROW("--out", "DIR", struct timing_cli, o.out_dir,
+                       "output root: one directory per case", .def_text = "./plena_timing_gates"),
     PLENA_OPT_LIST_ROW("--set", "TABLE.KEY=VALUE", struct timing_cli, sets,
                        "settings override applied to every case, after the 9.2 case values"),
-    {.names = "--threads",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "N",
-     PLENA_OPT_FIELD(struct timing_cli, o.threads),
-     .min = 1,
-     .max = 4096,
-     .def = "1",
-     .help = "host threads (never changes outputs)"},
+    PLENA_OPT_UINT_ROW("--threads", "N", struct timing_cli, o.threads, 1, 4096,
+                       "host threads (never changes outputs)", .def = "1"),
 };
-static const struct plena_opt_group timing_groups[] = {{NULL, timing_rows, 3, 0, 0}};
 static const struct plena_cmd_spec timing_spec = {
     .name = "gates timing",
     .summary = "timing validation gates G1, G2, G5, profile accounting, repeat determinism",
     .description = "Runs the timing gate cases of docs/timing.md \"Timing gates\" and prints one "
                    "PASS/FAIL line per gate, then \"timing gates: N/M passed\".",
-    .groups = timing_groups,
-    .n_groups = 1,
+    PLENA_CMD_ROWS(timing_rows),
     .opts_size = sizeof(struct timing_cli),
 };
 
-static int cmd_timing(int argc, char **argv)
+static int cmd_timing(void *opts, const struct plena_cli_args *a)
 {
-    struct timing_cli c;
-    struct plena_opts_result pr;
+    struct timing_cli *c = opts;
     int code;
-    if (plena_cli_parse(&timing_spec, argc, argv, &c, &pr, &code)) return code;
-    c.o.overrides = c.sets.v;
-    c.o.n_overrides = c.sets.n;
+    (void)a;
+    c->o.overrides = c->sets.v;
+    c->o.n_overrides = c->sets.n;
     struct plena_gates_report *r = plena_malloc(sizeof *r);
     if (!r) {
-        plena_opts_free(&timing_spec, &c);
         return plena_cli_nomem("gates");
     }
     struct plena_err err = {0};
-    int rc = plena_gates_timing_run(&c.o, r, &err);
-    plena_opts_free(&timing_spec, &c);
+    int rc = plena_gates_timing_run(&c->o, r, &err);
     if (rc) {
         plena_free(r);
         return plena_cli_report("gates", &err);
@@ -85,40 +70,31 @@ static int cmd_timing(int argc, char **argv)
 /* ---- repeat and functional: a reopened replay build directory ---- */
 
 #define G struct plena_replay_gate_opts
-static const struct plena_opt settings_row = {
-    .names = "--settings",
-    .kind = PLENA_OPT_PATH,
-    .metavar = "FILE",
-    PLENA_OPT_FIELD(G, settings_path),
-    .def_text = "the file recorded in run_stats.json, else the built-in lookup",
-    .help = "the replay's settings; they must reproduce the recorded fingerprint"};
+/* The --settings row of both gates. A macro, not a const object: an object's
+ * value is not a constant initializer in C (gcc folds it, clang refuses). */
+#define SETTINGS_ROW                                                                               \
+    PLENA_OPT_PATH_ROW("--settings", "FILE", G, settings_path,                                     \
+                       "the replay's settings; they must reproduce the recorded fingerprint",      \
+                       .def_text =                                                                 \
+                           "the file recorded in run_stats.json, else the built-in lookup")
 static const struct plena_opt repeat_rows[] = {
-    {.names = "--repeats",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "N",
-     PLENA_OPT_FIELD(G, repeats),
-     .min = 2,
-     .max = 99,
-     .def = "3",
-     .help = "emulator runs into BUILD_DIR/repeat/NN"},
-    settings_row,
+    PLENA_OPT_UINT_ROW("--repeats", "N", G, repeats, 2, 99,
+                       "emulator runs into BUILD_DIR/repeat/NN", .def = "3"),
+    SETTINGS_ROW,
 };
-static const struct plena_opt functional_rows[] = {settings_row};
+static const struct plena_opt functional_rows[] = {SETTINGS_ROW};
+#undef SETTINGS_ROW
 static const struct plena_opt_pos build_dir_pos[] = {
     {"BUILD_DIR", "a build directory of 'plena replay'", offsetof(G, build_dir), 1, 1}};
 #undef G
-static const struct plena_opt_group repeat_groups[] = {{NULL, repeat_rows, 2, 0, 0}};
-static const struct plena_opt_group functional_groups[] = {{NULL, functional_rows, 1, 0, 0}};
 
 static const struct plena_cmd_spec repeat_spec = {
     .name = "gates repeat",
     .summary = "repeat gate on a replay build directory",
     .description = "Reruns the emulator on the staged images of BUILD_DIR N times and compares "
                    "every metric; writes BUILD_DIR/repeat_gate.json after the decision.",
-    .pos = build_dir_pos,
-    .n_pos = 1,
-    .groups = repeat_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(build_dir_pos),
+    PLENA_CMD_ROWS(repeat_rows),
     .opts_size = sizeof(struct plena_replay_gate_opts),
 };
 static const struct plena_cmd_spec functional_spec = {
@@ -127,49 +103,36 @@ static const struct plena_cmd_spec functional_spec = {
     .description = "Compares the emulator dumps of BUILD_DIR with the reference (the build must "
                    "have been replayed with --keep-dumps); writes BUILD_DIR/functional_gate.json "
                    "after the decision.",
-    .pos = build_dir_pos,
-    .n_pos = 1,
-    .groups = functional_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(build_dir_pos),
+    PLENA_CMD_ROWS(functional_rows),
     .opts_size = sizeof(struct plena_replay_gate_opts),
 };
 
-static int replay_gate(const struct plena_cmd_spec *spec, int is_repeat, int argc, char **argv)
+/* gates repeat and gates functional: the gate's name is argv[0]. */
+static int replay_gate(void *opts, const struct plena_cli_args *a)
 {
-    struct plena_replay_gate_opts o;
-    struct plena_opts_result pr;
-    int code;
-    if (plena_cli_parse(spec, argc, argv, &o, &pr, &code)) return code;
+    const struct plena_replay_gate_opts *o = opts;
+    const char *name = a->argv[0];
     struct plena_replay_gate_report r;
     struct plena_err err = {0};
-    int rc = is_repeat ? plena_replay_gate_repeat(&o, &r, &err)
-                       : plena_replay_gate_functional(&o, &r, &err);
+    int rc = a->spec == &repeat_spec ? plena_replay_gate_repeat(o, &r, &err)
+                                     : plena_replay_gate_functional(o, &r, &err);
     if (rc) {
         /* not evaluated: not passed either; say so on the gate line */
         plena_cli_report("gates", &err);
-        printf("FAIL %s not_evaluated build_dir=%s\n", argv[0], o.build_dir);
+        printf("FAIL %s not_evaluated build_dir=%s\n", name, o->build_dir);
         return plena_status_exit_code(plena_status_worst(err.code, PLENA_E_FAILED));
     }
     char line[1200];
-    plena_replay_gate_format_line(argv[0], &r, line, sizeof line);
+    plena_replay_gate_format_line(name, &r, line, sizeof line);
     fputs(line, stdout);
     return plena_status_exit_code(r.passed ? PLENA_OK : PLENA_E_FAILED);
 }
 
-static int cmd_repeat(int argc, char **argv)
-{
-    return replay_gate(&repeat_spec, 1, argc, argv);
-}
-
-static int cmd_functional(int argc, char **argv)
-{
-    return replay_gate(&functional_spec, 0, argc, argv);
-}
-
 static const struct plena_cli_sub gates_subs[] = {
     {"timing", cmd_timing, &timing_spec},
-    {"repeat", cmd_repeat, &repeat_spec},
-    {"functional", cmd_functional, &functional_spec},
+    {"repeat", replay_gate, &repeat_spec},
+    {"functional", replay_gate, &functional_spec},
 };
 
 const struct plena_cli_cmd plena_cli_cmd_gates = {

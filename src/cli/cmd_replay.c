@@ -20,34 +20,26 @@ struct export_cli {
 };
 
 static const struct plena_opt export_rows[] = {
-    {.names = "--root",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "DIR",
-     PLENA_OPT_FIELD(struct export_cli, root),
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "the --out directory of a replay"},
+    PLENA_OPT_PATH_ROW("--root", "DIR", struct export_cli, root, "the --out directory of a replay",
+                       .flags = PLENA_OPT_REQUIRED),
     PLENA_OPT_FLAG_ROW("--passed-only", struct export_cli, passed_only,
                        "export only results whose gate passed"),
 };
-static const struct plena_opt_group export_groups[] = {{NULL, export_rows, 2, 0, 0}};
 static const struct plena_cmd_spec export_spec = {
     .name = "replay export",
     .summary = "rebuild the run-level exports of a replay directory",
     .description = "Rebuilds summary.csv and the other run-level exports (docs/replay.md "
                    "\"Exports\") from every results.json under DIR.",
-    .groups = export_groups,
-    .n_groups = 1,
+    PLENA_CMD_ROWS(export_rows),
     .opts_size = sizeof(struct export_cli),
 };
 
-static int cmd_export(int argc, char **argv)
+static int cmd_export(void *opts, const struct plena_cli_args *a)
 {
-    struct export_cli x;
-    struct plena_opts_result pr;
-    int code;
-    if (plena_cli_parse(&export_spec, argc, argv, &x, &pr, &code)) return code;
-    const char *root = x.root;
-    const int passed_only = x.passed_only;
+    struct export_cli *x = opts;
+    (void)a;
+    const char *root = x->root;
+    const int passed_only = x->passed_only;
     struct plena_err err;
     plena_err_clear(&err);
     struct plena_replay_export_counts c;
@@ -115,21 +107,11 @@ struct replay_cli {
 
 #define C struct replay_cli
 static const struct plena_opt replay_local_rows[] = {
-    {.names = "--out",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "DIR",
-     PLENA_OPT_FIELD(C, ro.out_dir),
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "replay root: one build directory per trace, results and exports"},
+    PLENA_OPT_PATH_ROW("--out", "DIR", C, ro.out_dir,
+                       "replay root: one build directory per trace, results and exports",
+                       .flags = PLENA_OPT_REQUIRED),
     PLENA_OPT_FLAG_ROW("--set", C, as_set, "read every input (also '-') as a trace set"),
-    {.names = "--jobs",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "N",
-     PLENA_OPT_FIELD(C, jobs),
-     .min = 1,
-     .max = 4096,
-     .def = "1",
-     .help = "worker processes"},
+    PLENA_OPT_UINT_ROW("--jobs", "N", C, jobs, 1, 4096, "worker processes", .def = "1"),
     PLENA_OPT_FLAG_ROW("--skip-existing", C, ro.skip_existing,
                        "skip traces with a passed result of the same fingerprint"),
     PLENA_OPT_FLAG_ROW("--keep-dumps", C, ro.keep_dumps,
@@ -144,8 +126,7 @@ static const struct plena_opt_pos replay_pos[] = {
 static const struct plena_opt_group replay_groups[] = {
     {"replay options (enter the fingerprint)", plena_cli_replay_rows, 0,
      offsetof(struct replay_cli, ro), 0},
-    {"options (outside the fingerprint)", replay_local_rows,
-     sizeof replay_local_rows / sizeof replay_local_rows[0], 0, 0},
+    PLENA_OPT_GROUP("options (outside the fingerprint)", replay_local_rows),
 };
 
 static void replay_init(void *p)
@@ -160,26 +141,22 @@ static const struct plena_cmd_spec replay_spec = {
                    "nothing written for it), replays the valid ones into OUT/<trace_id>/ with a "
                    "decided results.json, then writes the run-level exports "
                    "(docs/replay.md \"Pipeline\").",
-    .pos = replay_pos,
-    .n_pos = 1,
-    .groups = replay_groups,
-    .n_groups = 2,
+    PLENA_CMD_POS(replay_pos),
+    PLENA_CMD_GROUPS(replay_groups),
     .notes = "`plena replay export --root DIR` rebuilds the exports of an existing replay.",
     .init = replay_init,
     .opts_size = sizeof(struct replay_cli),
 };
 
-static int cmd_replay(int argc, char **argv)
+static int cmd_replay(void *opts, const struct plena_cli_args *a)
 {
-    struct replay_cli rc_;
-    struct plena_opts_result pr;
+    struct replay_cli *rc_ = opts;
     int pcode;
-    if (plena_cli_parse(&replay_spec, argc, argv, &rc_, &pr, &pcode)) return pcode;
-    if ((pcode = plena_cli_replay_not_built("replay", &rc_.ro, 0))) {
-        plena_opts_free(&replay_spec, &rc_);
+    (void)a;
+    if ((pcode = plena_cli_replay_not_built("replay", &rc_->ro, 0))) {
         return pcode;
     }
-    const struct plena_replay_batch_opts b = {rc_.files.v, rc_.files.n, rc_.as_set, rc_.jobs,
+    const struct plena_replay_batch_opts b = {rc_->files.v, rc_->files.n, rc_->as_set, rc_->jobs,
                                               &g_stop};
     const struct plena_replay_batch_events ev = {on_error, on_invalid, on_duplicate, on_outcome,
                                                  NULL};
@@ -189,10 +166,9 @@ static int cmd_replay(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     int interrupted = 0;
-    enum plena_status st = plena_replay_batch(&rc_.ro, &b, &ev, &interrupted);
+    enum plena_status st = plena_replay_batch(&rc_->ro, &b, &ev, &interrupted);
     if (interrupted)
         fprintf(stderr, "plena replay: interrupted; rerun with --skip-existing to resume\n");
-    plena_opts_free(&replay_spec, &rc_);
     return plena_status_exit_code(st);
 }
 
@@ -200,7 +176,7 @@ static const struct plena_cli_sub replay_subs[] = {{"export", cmd_export, &expor
 
 const struct plena_cli_cmd plena_cli_cmd_replay = {
     .spec = &replay_spec,
-    .fn = cmd_replay,
+    .run = cmd_replay,
     .subs = replay_subs,
     .n_subs = 1,
 };

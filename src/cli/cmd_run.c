@@ -38,39 +38,22 @@ static const struct plena_opt_enum hbm_models = {.name = hbm_model_name};
 #define R struct run_cli
 /* docs/cli.md "plena run", upstream aliases after the '|' */
 static const struct plena_opt run_rows[] = {
-    {.names = "--program|--opcode",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "FILE",
-     PLENA_OPT_FIELD(R, o.program_path),
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "machine code (.mem) or assembly (.asm)"},
+    PLENA_OPT_PATH_ROW("--program|--opcode", "FILE", R, o.program_path,
+                       "machine code (.mem) or assembly (.asm)", .flags = PLENA_OPT_REQUIRED),
     PLENA_OPT_PATH_ROW("--hbm", "FILE", R, o.hbm_path, "HBM image"),
     PLENA_OPT_PATH_ROW("--fpsram", "FILE", R, o.fpsram_path, "FP SRAM preload (fp16)"),
     PLENA_OPT_PATH_ROW("--intsram", "FILE", R, o.intsram_path, "INT SRAM preload (u32)"),
     PLENA_OPT_PATH_ROW("--vram", "FILE", R, o.vram_path, "VRAM preload (bf16)"),
-    {.names = "--hbm-size",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "SIZE",
-     PLENA_OPT_FIELD(R, o.hbm_size),
-     .parse = parse_hbm_size,
-     .expect = "bytes with optional K, M or G suffix",
-     .def_text = "CONFIG.HBM_SIZE",
-     .help = "override CONFIG.HBM_SIZE: bytes, optional suffix K, M, G"},
-    {.names = "--dump-dir",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "DIR",
-     PLENA_OPT_FIELD(R, o.dump_dir),
-     .def = ".",
-     .def_text = "the current directory",
-     .help = "where dumps go"},
-    {.names = "--dump",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "LIST",
-     PLENA_OPT_FIELD(R, o.dump_mask),
-     .parse = parse_dump,
-     .expect = "a comma list of vram, mram, fpsram, intsram, hbm, or all or none",
-     .def = "vram,mram,fpsram,intsram",
-     .help = "dumps to write: a comma list of vram, mram, fpsram, intsram, hbm, or all, or none"},
+    PLENA_OPT_CUSTOM_ROW(
+        "--hbm-size", "SIZE", R, o.hbm_size, parse_hbm_size, "bytes with optional K, M or G suffix",
+        "override CONFIG.HBM_SIZE: bytes, optional suffix K, M, G", .def_text = "CONFIG.HBM_SIZE"),
+    PLENA_OPT_PATH_ROW("--dump-dir", "DIR", R, o.dump_dir, "where dumps go", .def = ".",
+                       .def_text = "the current directory"),
+    PLENA_OPT_CUSTOM_ROW(
+        "--dump", "LIST", R, o.dump_mask, parse_dump,
+        "a comma list of vram, mram, fpsram, intsram, hbm, or all or none",
+        "dumps to write: a comma list of vram, mram, fpsram, intsram, hbm, or all, or none",
+        .def = "vram,mram,fpsram,intsram"),
     PLENA_OPT_PATH_ROW("--asm|--stage-profile-asm", "FILE", R, o.asm_path,
                        "assembly source of a .mem program (labels); --stage-profile-asm without "
                        "--profile also writes ./stage_profile.json (upstream default)"),
@@ -79,35 +62,19 @@ static const struct plena_opt run_rows[] = {
     PLENA_OPT_PATH_ROW("--stats", "FILE", R, o.stats_path, "write the run-stats JSON (schema v2)"),
     PLENA_OPT_FLAG_ROW("--overlap|--experimental-overlap-prefetch-compute", R, o.overlap,
                        "enable the prefetch/compute overlap overlay"),
-    {.names = "--hbm-model",
-     .kind = PLENA_OPT_ENUM,
-     .metavar = "NAME",
-     PLENA_OPT_FIELD(R, o.hbm_model),
-     .choices = &hbm_models,
-     .def_text = "HBM.MODEL of the settings",
-     .help = "override HBM.MODEL"},
-    {.names = "--threads",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "N",
-     PLENA_OPT_FIELD(R, o.threads),
-     .min = 1,
-     .max = 4096,
-     .def = "1",
-     .help = "host threads (never changes outputs)"},
+    PLENA_OPT_ENUM_ROW("--hbm-model", "NAME", R, o.hbm_model, &hbm_models, "override HBM.MODEL",
+                       .def_text = "HBM.MODEL of the settings"),
+    PLENA_OPT_UINT_ROW("--threads", "N", R, o.threads, 1, 4096,
+                       "host threads (never changes outputs)", .def = "1"),
     PLENA_OPT_STR_ROW("--label", "NAME", R, o.label, "copied into run-stats run_label"),
-    {.names = "--settings",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "FILE",
-     PLENA_OPT_FIELD(R, o.settings_path),
-     .def_text = "$PLENA_SETTINGS_TOML, ./plena_settings.toml, ../plena_settings.toml, else "
-                 "the built-in copy",
-     .help = "settings file"},
+    PLENA_OPT_PATH_ROW(
+        "--settings", "FILE", R, o.settings_path, "settings file",
+        .def_text = "$PLENA_SETTINGS_TOML, ./plena_settings.toml, ../plena_settings.toml, else "
+                    "the built-in copy"),
     PLENA_OPT_PATH_ROW("--log-file", "FILE", R, o.log_path, "recorded in run-stats log_path"),
     PLENA_OPT_STR_ROW("--log-level", "LEVEL", R, log_level, "accepted for compatibility, ignored"),
 };
 #undef R
-static const struct plena_opt_group run_groups[] = {
-    {NULL, run_rows, sizeof run_rows / sizeof run_rows[0], 0, 0}};
 
 static void run_init(void *p)
 {
@@ -121,8 +88,7 @@ static const struct plena_cmd_spec run_spec = {
     .description = "Runs a program on the emulator with timing: the Topology line, then the "
                    "summary lines (docs/timing.md \"Summary lines\") on standard output; the "
                    "dumps, and the profile and run-stats JSON when asked for.",
-    .groups = run_groups,
-    .n_groups = 1,
+    PLENA_CMD_ROWS(run_rows),
     .init = run_init,
     .opts_size = sizeof(struct run_cli),
 };
@@ -142,22 +108,19 @@ static int ends_with(const char *s, const char *suf)
     return n >= m && !strcmp(s + n - m, suf);
 }
 
-static int cmd_run(int argc, char **argv)
+static int cmd_run(void *opts, const struct plena_cli_args *a)
 {
-    struct run_cli c;
-    struct plena_opts_result pr;
-    int code;
-    if (plena_cli_parse(&run_spec, argc, argv, &c, &pr, &code)) return code;
-    struct plena_run_opts o = c.o;
+    struct run_cli *c = opts;
+    struct plena_run_opts o = c->o;
     /* upstream default: --stage-profile-asm alone writes ./stage_profile.json */
-    const char *asm_as = plena_opts_spelling(&run_spec, &pr, "--asm");
+    const char *asm_as = plena_opts_spelling(&run_spec, a->r, "--asm");
     if (asm_as && !strcmp(asm_as, "--stage-profile-asm") && !o.profile_path)
         o.profile_path = "stage_profile.json";
     if (o.profile_path && !o.asm_path && !ends_with(o.program_path, ".asm"))
         return plena_cli_usage_error(
             "run", "--profile needs stage labels: a .mem program needs --asm FILE");
-    o.argc = argc + 1;
-    char **cmdv = argv - 1; /* argv[-1] is the binary name (main passes argv + 1) */
+    o.argc = a->argc + 1;
+    char **cmdv = a->argv - 1; /* argv[-1] is the binary name (main passes argv + 1) */
     o.argv = cmdv;
     o.on_start = print_topology;
 
@@ -186,4 +149,4 @@ static int cmd_run(int argc, char **argv)
     return plena_status_exit_code(out.code);
 }
 
-const struct plena_cli_cmd plena_cli_cmd_run = {.spec = &run_spec, .fn = cmd_run};
+const struct plena_cli_cmd plena_cli_cmd_run = {.spec = &run_spec, .run = cmd_run};

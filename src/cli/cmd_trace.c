@@ -95,21 +95,14 @@ static const struct plena_opt validate_rows[] = {
     PLENA_OPT_FLAG_ROW("--replay", V, replay,
                        "also the replay-tier rules R001-R006 (R005 runs the generator's capacity "
                        "check against the settings' machine)"),
-    {.names = "--settings",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "FILE",
-     PLENA_OPT_FIELD(V, settings_path),
-     .def_text = "the built-in lookup",
-     .help = "--replay: the settings whose machine (MLEN, SRAM and VRAM sizes) the replay would "
-             "use"},
-    {.names = "--mlen",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "N",
-     PLENA_OPT_FIELD(V, ro.mlen_override),
-     .min = 1,
-     .max = 4096,
-     .def_text = "the settings' MLEN",
-     .help = "--replay: replay MLEN override (R006 then accepts any replay.mlen)"},
+    PLENA_OPT_PATH_ROW(
+        "--settings", "FILE", V, settings_path,
+        "--replay: the settings whose machine (MLEN, SRAM and VRAM sizes) the replay would "
+        "use",
+        .def_text = "the built-in lookup"),
+    PLENA_OPT_UINT_ROW("--mlen", "N", V, ro.mlen_override, 1, 4096,
+                       "--replay: replay MLEN override (R006 then accepts any replay.mlen)",
+                       .def_text = "the settings' MLEN"),
 };
 static const struct plena_opt_pos validate_pos[] = {
     {"FILE",
@@ -117,8 +110,6 @@ static const struct plena_opt_pos validate_pos[] = {
      "input",
      offsetof(V, files), 1, 0}};
 #undef V
-static const struct plena_opt_group validate_groups[] = {
-    {NULL, validate_rows, sizeof validate_rows / sizeof validate_rows[0], 0, 0}};
 
 static void validate_init(void *p)
 {
@@ -132,23 +123,19 @@ static const struct plena_cmd_spec validate_spec = {
     .summary = "validate traces (.json) and trace sets (.jsonl)",
     .description = "Validates route traces against schema v2 (docs/trace-schema.md): one line per "
                    "finding, then one verdict line per FILE; `plena trace rules` lists every rule.",
-    .pos = validate_pos,
-    .n_pos = 1,
-    .groups = validate_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(validate_pos),
+    PLENA_CMD_ROWS(validate_rows),
     .init = validate_init,
     .opts_size = sizeof(struct validate_cli),
 };
 
-static int cmd_validate(int argc, char **argv)
+static int cmd_validate(void *opts, const struct plena_cli_args *a)
 {
-    struct validate_cli c;
-    struct plena_opts_result pr;
-    int code;
-    if (plena_cli_parse(&validate_spec, argc, argv, &c, &pr, &code)) return code;
-    const struct plena_trace_validate_options opt = c.opt;
-    const char *settings_path = c.settings_path;
-    const int as_json = c.as_json, force_set = c.force_set, replay = c.replay;
+    struct validate_cli *c = opts;
+    (void)a;
+    const struct plena_trace_validate_options opt = c->opt;
+    const char *settings_path = c->settings_path;
+    const int as_json = c->as_json, force_set = c->force_set, replay = c->replay;
     struct plena_gen_machine mach;
     plena_gen_machine_default(&mach);
     if (replay) {
@@ -157,16 +144,15 @@ static int cmd_validate(int argc, char **argv)
         struct plena_settings st;
         struct plena_err serr = {0};
         if (plena_settings_load(settings_path, &st, &serr)) {
-            plena_opts_free(&validate_spec, &c);
             return plena_cli_report("trace validate", &serr);
         }
-        c.ro.settings_mlen = st.mlen;
+        c->ro.settings_mlen = st.mlen;
         plena_gen_machine_from_settings(&st, &mach);
     }
     enum plena_status st = PLENA_OK;
     json_t *files = json_array();
-    for (size_t i = 0; i < c.files.n; i++) {
-        const char *path = c.files.v[i];
+    for (size_t i = 0; i < c->files.n; i++) {
+        const char *path = c->files.v[i];
         char *data = NULL;
         size_t len = 0;
         struct plena_err err = {0};
@@ -185,7 +171,7 @@ static int cmd_validate(int argc, char **argv)
             struct plena_trace_set_report s = {0};
             int rc = plena_trace_validate_set_bytes(data, len, &opt, &s);
             if (replay && rc != PLENA_E_NOMEM &&
-                plena_replay_tier_check_set(data, len, &c.ro, &mach, &s))
+                plena_replay_tier_check_set(data, len, &c->ro, &mach, &s))
                 rc = PLENA_E_NOMEM;
             if (rc == PLENA_E_NOMEM) {
                 fprintf(stderr, "plena trace validate: %s: out of memory\n", path);
@@ -217,7 +203,7 @@ static int cmd_validate(int argc, char **argv)
             plena_trace_report_init(&r);
             int rc = plena_trace_validate_bytes(data, len, &opt, &r);
             if (replay && rc == 0 &&
-                plena_replay_tier_check(data, len, &c.ro, &mach, &r) == PLENA_E_NOMEM)
+                plena_replay_tier_check(data, len, &c->ro, &mach, &r) == PLENA_E_NOMEM)
                 rc = PLENA_E_NOMEM;
             if (rc == PLENA_E_NOMEM) {
                 fprintf(stderr, "plena trace validate: %s: out of memory\n", path);
@@ -258,7 +244,6 @@ static int cmd_validate(int argc, char **argv)
     } else {
         json_decref(files);
     }
-    plena_opts_free(&validate_spec, &c);
     return plena_status_exit_code(st);
 }
 
@@ -362,7 +347,6 @@ static const struct plena_opt stats_rows[] = {
 static const struct plena_opt_pos stats_pos[] = {
     {"FILE", "a trace, a trace set (.jsonl or --set), or - for standard input",
      offsetof(struct stats_cli, files), 1, 0}};
-static const struct plena_opt_group stats_groups[] = {{NULL, stats_rows, 2, 0, 0}};
 static const struct plena_cmd_spec stats_spec = {
     .name = "trace stats",
     .summary = "counts, active/cold/hot experts, duplicate factor, gini",
@@ -370,24 +354,20 @@ static const struct plena_cmd_spec stats_spec = {
                    "(0 < count < 4) and hot (count >= 16) experts, duplicate factor, gini and "
                    "max/mean load ratio (formulas: docs/trace-schema.md \"Semantic rules "
                    "(validator only)\"). An invalid trace is reported, not counted.",
-    .pos = stats_pos,
-    .n_pos = 1,
-    .groups = stats_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(stats_pos),
+    PLENA_CMD_ROWS(stats_rows),
     .opts_size = sizeof(struct stats_cli),
 };
 
-static int cmd_stats(int argc, char **argv)
+static int cmd_stats(void *opts, const struct plena_cli_args *a)
 {
-    struct stats_cli c;
-    struct plena_opts_result pr;
-    int pcode;
-    if (plena_cli_parse(&stats_spec, argc, argv, &c, &pr, &pcode)) return pcode;
-    const int as_json = c.as_json, force_set = c.force_set;
+    struct stats_cli *c = opts;
+    (void)a;
+    const int as_json = c->as_json, force_set = c->force_set;
     enum plena_status worst = PLENA_OK;
     json_t *traces = json_array();
-    for (size_t i = 0; i < c.files.n; i++) {
-        const char *path = c.files.v[i];
+    for (size_t i = 0; i < c->files.n; i++) {
+        const char *path = c->files.v[i];
         char *data = NULL;
         size_t len = 0;
         struct plena_err err = {0};
@@ -416,7 +396,6 @@ static int cmd_stats(int argc, char **argv)
     } else {
         json_decref(traces);
     }
-    plena_opts_free(&stats_spec, &c);
     return plena_status_exit_code(worst);
 }
 
@@ -581,87 +560,38 @@ static const struct plena_opt_enum route_weights = {
 
 #define G struct gen_cli
 static const struct plena_opt gen_rows[] = {
-    {.names = "--model",
-     .kind = PLENA_OPT_STR,
-     .metavar = "NAME|FILE",
-     PLENA_OPT_FIELD(G, model),
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "preset name or HF-style config JSON"},
-    {.names = "--tokens",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "T",
-     PLENA_OPT_FIELD(G, o.tokens),
-     .min = 1,
-     .max = 16777216,
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "tokens per trace"},
-    {.names = "--dist",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "D",
-     PLENA_OPT_FIELD(G, o.dist),
-     .parse = parse_dist,
-     .expect = "balanced, round-robin, uniform, zipf:S or hot:N[:F]",
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "balanced | round-robin | uniform | zipf:S | hot:N[:F]"},
-    {.names = "--seed",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "S",
-     PLENA_OPT_FIELD(G, o.seed),
-     .max = UINT64_MAX,
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "64-bit seed"},
-    {.names = "--layer",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "L",
-     PLENA_OPT_FIELD(G, layer),
-     .max = 65535,
-     .excludes = "--layers",
-     .help = "model layer index"},
-    {.names = "--layers",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "LIST",
-     PLENA_OPT_FIELD(G, layers),
-     .parse = parse_layers,
-     .expect = "a list like 0,1,4-7 of 0..65535",
-     .def_text = "--layer",
-     .help = "one trace per layer, e.g. 0,1,4-7 (instead of --layer)"},
-    {.names = "--samples",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "N",
-     PLENA_OPT_FIELD(G, samples),
-     .min = 1,
-     .max = 1000000,
-     .def = "1",
-     .help = "traces per layer, sample 0..N-1"},
+    PLENA_OPT_STR_ROW("--model", "NAME|FILE", G, model, "preset name or HF-style config JSON",
+                      .flags = PLENA_OPT_REQUIRED),
+    PLENA_OPT_UINT_ROW("--tokens", "T", G, o.tokens, 1, 16777216, "tokens per trace",
+                       .flags = PLENA_OPT_REQUIRED),
+    PLENA_OPT_CUSTOM_ROW(
+        "--dist", "D", G, o.dist, parse_dist, "balanced, round-robin, uniform, zipf:S or hot:N[:F]",
+        "balanced | round-robin | uniform | zipf:S | hot:N[:F]", .flags = PLENA_OPT_REQUIRED),
+    PLENA_OPT_UINT_ROW("--seed", "S", G, o.seed, 0, UINT64_MAX, "64-bit seed",
+                       .flags = PLENA_OPT_REQUIRED),
+    PLENA_OPT_UINT_ROW("--layer", "L", G, layer, 0, 65535, "model layer index",
+                       .excludes = "--layers"),
+    PLENA_OPT_CUSTOM_ROW(
+        "--layers", "LIST", G, layers, parse_layers, "a list like 0,1,4-7 of 0..65535",
+        "one trace per layer, e.g. 0,1,4-7 (instead of --layer)", .def_text = "--layer"),
+    PLENA_OPT_UINT_ROW("--samples", "N", G, samples, 1, 1000000, "traces per layer, sample 0..N-1",
+                       .def = "1"),
     PLENA_OPT_ENUM_ROW("--phase", "P", G, o.decode, &gen_phases, "phase of every trace"),
     PLENA_OPT_ENUM_ROW("--route-weights", "W", G, o.random_weights, &route_weights,
                        "route weights of every token"),
     PLENA_OPT_FLAG_ROW("--permute", G, o.permute,
                        "zipf: shuffle the rank order (derive(seed, 6, layer))"),
-    {.names = "--hot-ids",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "LIST",
-     PLENA_OPT_FIELD(G, hot),
-     .parse = parse_hot_ids,
-     .expect = "a list of expert ids",
-     .def_text = "a seeded shuffle",
-     .help = "hot:N: these N experts are the hot set"},
+    PLENA_OPT_CUSTOM_ROW("--hot-ids", "LIST", G, hot, parse_hot_ids, "a list of expert ids",
+                         "hot:N: these N experts are the hot set", .def_text = "a seeded shuffle"),
     PLENA_OPT_FLAG_ROW("--timestamp", G, timestamp,
                        "write created_at_utc (the output is then not reproducible)"),
     PLENA_OPT_UINT_ROW("--mlen", "M", G, o.mlen, 1, 4096, "replay.mlen"),
     PLENA_OPT_UINT_ROW("--blen", "B", G, o.blen, 1, 4096, "replay.blen"),
-    {.names = "--out",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "FILE",
-     PLENA_OPT_FIELD(G, out),
-     .def_text = "standard output",
-     .excludes = "--out-dir",
-     .help = "write here (atomically)"},
+    PLENA_OPT_PATH_ROW("--out", "FILE", G, out, "write here (atomically)",
+                       .def_text = "standard output", .excludes = "--out-dir"),
     PLENA_OPT_PATH_ROW("--out-dir", "D", G, out_dir, "one pretty <trace_id>.json per trace in D"),
 };
 #undef G
-static const struct plena_opt_group gen_groups[] = {
-    {NULL, gen_rows, sizeof gen_rows / sizeof gen_rows[0], 0, 0}};
 
 static void gen_init(void *p)
 {
@@ -683,35 +613,34 @@ static const struct plena_cmd_spec gen_spec = {
                    "several as a trace set in canonical order (one canonical trace per line), "
                    "or with --out-dir one file each. Every trace is validated before it is "
                    "written.",
-    .groups = gen_groups,
-    .n_groups = 1,
+    PLENA_CMD_ROWS(gen_rows),
     .init = gen_init,
     .fini = gen_fini,
     .opts_size = sizeof(struct gen_cli),
 };
 
-static int cmd_gen(int argc, char **argv)
+static int cmd_gen(void *opts, const struct plena_cli_args *a)
 {
-    struct gen_cli c;
-    struct plena_opts_result pr;
+    struct gen_cli *c = opts;
     int pcode;
-    if (plena_cli_parse(&gen_spec, argc, argv, &c, &pr, &pcode)) return pcode;
+    (void)a;
     pcode = 0;
-    struct plena_trace_gen_opts o = c.o;
-    uint32_t *layers = c.layers.v;
-    size_t n_layers = c.layers.n;
+    struct plena_trace_gen_opts o = c->o;
+    uint32_t *layers = c->layers.v;
+    size_t n_layers = c->layers.n;
     enum plena_status code = PLENA_OK;
     struct plena_err err = {0};
-    if (c.hot.n && (o.dist != PLENA_TRACE_DIST_HOT || c.hot.n != o.hot_n)) {
+    if (c->hot.n && (o.dist != PLENA_TRACE_DIST_HOT || c->hot.n != o.hot_n)) {
         pcode = plena_cli_usage_error("trace gen", "--hot-ids needs --dist hot:N with N = %zu ids",
-                                      c.hot.n);
+                                      c->hot.n);
         goto done;
     }
-    o.hot_ids = c.hot.v;
-    o.n_hot_ids = c.hot.n;
+    o.hot_ids = c->hot.v;
+    o.n_hot_ids = c->hot.n;
     char stamp[32];
     struct plena_moe_model m;
-    code = model_and_stamp("trace gen", c.model, &m, c.timestamp ? stamp : NULL, &o.created_at_utc);
+    code =
+        model_and_stamp("trace gen", c->model, &m, c->timestamp ? stamp : NULL, &o.created_at_utc);
     if (code) goto done;
     o.model = &m;
     if (!n_layers) {
@@ -720,13 +649,13 @@ static int cmd_gen(int argc, char **argv)
             pcode = plena_cli_nomem("trace gen");
             goto done;
         }
-        layers[0] = c.layer;
+        layers[0] = c->layer;
         n_layers = 1;
-        c.layers.v = layers;
+        c->layers.v = layers;
     }
     struct plena_trace_docs docs = {0};
     for (size_t l = 0; l < n_layers && !code; l++)
-        for (uint64_t s = 0; s < c.samples && !code; s++) {
+        for (uint64_t s = 0; s < c->samples && !code; s++) {
             json_t *t;
             o.layer = layers[l];
             o.sample = (uint32_t)s;
@@ -738,10 +667,9 @@ static int cmd_gen(int argc, char **argv)
                 plena_cli_nomem("trace gen");
             }
         }
-    if (!code) code = write_docs("trace gen", &docs, c.out, c.out_dir, 1, 0);
+    if (!code) code = write_docs("trace gen", &docs, c->out, c->out_dir, 1, 0);
     plena_trace_docs_free(&docs);
 done:
-    plena_opts_free(&gen_spec, &c);
     return pcode ? pcode : plena_status_exit_code(code);
 }
 
@@ -787,44 +715,26 @@ static int parse_shape(const struct plena_opt *row, const char *v, void *base, c
 
 #define I struct import_cli
 static const struct plena_opt import_rows[] = {
-    {.names = "--from",
-     .kind = PLENA_OPT_ENUM,
-     .metavar = "F",
-     PLENA_OPT_FIELD(I, from),
-     .choices = &import_formats,
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "vllm (routed-experts JSON/JSONL), megatron (router-trace JSONL), csv (long form), "
-             "jsonl (routing rows)"},
-    {.names = "--model",
-     .kind = PLENA_OPT_STR,
-     .metavar = "NAME|FILE",
-     PLENA_OPT_FIELD(I, model),
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "preset or HF-style config (these formats carry no shapes)"},
-    {.names = "--benchmark",
-     .kind = PLENA_OPT_STR,
-     .metavar = "NAME",
-     PLENA_OPT_FIELD(I, o.benchmark),
-     .def_text = "the format's name",
-     .help = "workload.benchmark"},
-    {.names = "--phase",
-     .kind = PLENA_OPT_ENUM,
-     .metavar = "P",
-     PLENA_OPT_FIELD(I, phase),
-     .choices = &import_phases,
-     .def_text = "megatron: unknown; vllm --raw: required",
-     .help = "megatron: the phase; vllm --raw: prefill or decode (which array the file holds)"},
+    PLENA_OPT_ENUM_ROW(
+        "--from", "F", I, from, &import_formats,
+        "vllm (routed-experts JSON/JSONL), megatron (router-trace JSONL), csv (long form), "
+        "jsonl (routing rows)",
+        .flags = PLENA_OPT_REQUIRED),
+    PLENA_OPT_STR_ROW("--model", "NAME|FILE", I, model,
+                      "preset or HF-style config (these formats carry no shapes)",
+                      .flags = PLENA_OPT_REQUIRED),
+    PLENA_OPT_STR_ROW("--benchmark", "NAME", I, o.benchmark, "workload.benchmark",
+                      .def_text = "the format's name"),
+    PLENA_OPT_ENUM_ROW(
+        "--phase", "P", I, phase, &import_phases,
+        "megatron: the phase; vllm --raw: prefill or decode (which array the file holds)",
+        .def_text = "megatron: unknown; vllm --raw: required"),
     PLENA_OPT_FLAG_ROW("--allow-uniform-weights", I, o.allow_uniform_weights,
                        "import a source without weights with 1/k each (weight_source "
                        "uniform_weights_timing_only)"),
-    {.names = "--layer-map",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "LIST",
-     PLENA_OPT_FIELD(I, map),
-     .parse = parse_layer_map,
-     .expect = "a list like 0,2,4",
-     .def_text = "the identity",
-     .help = "vllm: layer position -> model layer (e.g. 0,2,4)"},
+    PLENA_OPT_CUSTOM_ROW("--layer-map", "LIST", I, map, parse_layer_map, "a list like 0,2,4",
+                         "vllm: layer position -> model layer (e.g. 0,2,4)",
+                         .def_text = "the identity"),
     PLENA_OPT_UINT_ROW("--layer-offset", "N", I, o.layer_offset, 0, 65535,
                        "megatron: added to each record's layer"),
     PLENA_OPT_FLAG_ROW("--merge-ranks", I, o.merge_ranks,
@@ -834,34 +744,22 @@ static const struct plena_opt import_rows[] = {
     PLENA_OPT_PATH_ROW("--raw", "FILE", I, raw,
                        "vllm: a raw little-endian array instead of JSON (with --shape, --dtype "
                        "and --phase)"),
-    {.names = "--shape",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "P,L,K",
-     PLENA_OPT_FIELD(I, shape),
-     .parse = parse_shape,
-     .expect = "P,L,K",
-     .def_text = "none",
-     .help = "--raw: the array's shape"},
+    PLENA_OPT_CUSTOM_ROW("--shape", "P,L,K", I, shape, parse_shape, "P,L,K",
+                         "--raw: the array's shape", .def_text = "none"),
     PLENA_OPT_ENUM_ROW("--dtype", "T", I, dtype, &raw_dtypes, "--raw: the element type"),
     PLENA_OPT_FLAG_ROW("--keep-going", I, o.keep_going,
                        "skip bad records (listed on standard error), exit 1 at the end"),
     PLENA_OPT_UINT_ROW("--mlen", "M", I, o.mlen, 1, 4096, "replay.mlen"),
     PLENA_OPT_UINT_ROW("--blen", "B", I, o.blen, 1, 4096, "replay.blen"),
     PLENA_OPT_FLAG_ROW("--timestamp", I, timestamp, "write created_at_utc"),
-    {.names = "--out",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "FILE",
-     PLENA_OPT_FIELD(I, out),
-     .def_text = "standard output",
-     .excludes = "--out-dir",
-     .help = "write here (one trace pretty; several or .jsonl: a set)"},
+    PLENA_OPT_PATH_ROW("--out", "FILE", I, out,
+                       "write here (one trace pretty; several or .jsonl: a set)",
+                       .def_text = "standard output", .excludes = "--out-dir"),
     PLENA_OPT_PATH_ROW("--out-dir", "D", I, out_dir, "one pretty <trace_id>.json per trace"),
 };
 static const struct plena_opt_pos import_pos[] = {
     {"FILE", "the capture (- for standard input); none with --raw", offsetof(I, file), 0, 1}};
 #undef I
-static const struct plena_opt_group import_groups[] = {
-    {NULL, import_rows, sizeof import_rows / sizeof import_rows[0], 0, 0}};
 
 static void import_init(void *p)
 {
@@ -882,39 +780,36 @@ static const struct plena_cmd_spec import_spec = {
     .summary = "traces from vllm, megatron, csv or jsonl captures",
     .description = "Imports routing captures into route traces. Every trace is validated "
                    "(statistics recomputed) before anything is written.",
-    .pos = import_pos,
-    .n_pos = 1,
-    .groups = import_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(import_pos),
+    PLENA_CMD_ROWS(import_rows),
     .init = import_init,
     .fini = import_fini,
     .opts_size = sizeof(struct import_cli),
 };
 
-static int cmd_import(int argc, char **argv)
+static int cmd_import(void *opts, const struct plena_cli_args *a)
 {
-    struct import_cli c;
-    struct plena_opts_result pr;
+    struct import_cli *c = opts;
     int pcode;
-    if (plena_cli_parse(&import_spec, argc, argv, &c, &pr, &pcode)) return pcode;
-    struct plena_trace_import_opts o = c.o;
-    const char *file = c.file;
+    struct plena_trace_import_opts o = c->o;
+    const char *file = c->file;
     enum plena_status code = PLENA_OK;
     struct plena_err err = {0};
     pcode = 0;
-    o.from = (enum plena_trace_import_format)c.from;
-    if (c.phase >= 0) o.phase = import_phases.names[c.phase];
-    const int raw_given = c.raw || plena_opts_given(&import_spec, &pr, "--shape") || c.dtype >= 0;
+    o.from = (enum plena_trace_import_format)c->from;
+    if (c->phase >= 0) o.phase = import_phases.names[c->phase];
+    const int raw_given =
+        c->raw || plena_opts_given(&import_spec, a->r, "--shape") || c->dtype >= 0;
     if (raw_given) {
-        if (o.from != PLENA_TRACE_IMPORT_VLLM || !c.raw ||
-            !plena_opts_given(&import_spec, &pr, "--shape") || c.dtype < 0 || file) {
+        if (o.from != PLENA_TRACE_IMPORT_VLLM || !c->raw ||
+            !plena_opts_given(&import_spec, a->r, "--shape") || c->dtype < 0 || file) {
             pcode = plena_cli_usage_error("trace import", "--raw FILE --shape P,L,K --dtype "
                                                           "int16|int32 go together, with --from "
                                                           "vllm and no other FILE");
             goto done;
         }
-        memcpy(o.raw_shape, c.shape, sizeof o.raw_shape);
-        o.raw_elem_bytes = c.dtype == 0 ? 2 : 4;
+        memcpy(o.raw_shape, c->shape, sizeof o.raw_shape);
+        o.raw_elem_bytes = c->dtype == 0 ? 2 : 4;
         if (!o.phase || (strcmp(o.phase, "prefill") && strcmp(o.phase, "decode"))) {
             pcode = plena_cli_usage_error("trace import",
                                           "--raw needs --phase prefill or --phase decode (which "
@@ -922,13 +817,13 @@ static int cmd_import(int argc, char **argv)
             goto done;
         }
         o.raw = 1;
-        file = c.raw;
+        file = c->raw;
     }
     if (!file) {
         pcode = plena_cli_usage_error("trace import", "missing FILE");
         goto done;
     }
-    if ((c.map.n && o.from != PLENA_TRACE_IMPORT_VLLM) ||
+    if ((c->map.n && o.from != PLENA_TRACE_IMPORT_VLLM) ||
         ((o.merge_ranks || o.layer_offset) && o.from != PLENA_TRACE_IMPORT_MEGATRON) ||
         (o.decode_aggregate && o.from != PLENA_TRACE_IMPORT_VLLM)) {
         pcode = plena_cli_usage_error("trace import", "--layer-map and --decode-aggregate apply "
@@ -940,12 +835,12 @@ static int cmd_import(int argc, char **argv)
         pcode = plena_cli_usage_error("trace import", "--blen must divide --mlen");
         goto done;
     }
-    o.layer_map = c.map.v;
-    o.n_layer_map = c.map.n;
+    o.layer_map = c->map.v;
+    o.n_layer_map = c->map.n;
     char stamp[32];
     struct plena_moe_model m;
-    code =
-        model_and_stamp("trace import", c.model, &m, c.timestamp ? stamp : NULL, &o.created_at_utc);
+    code = model_and_stamp("trace import", c->model, &m, c->timestamp ? stamp : NULL,
+                           &o.created_at_utc);
     if (code) goto done;
     o.model = &m;
     char *data = NULL;
@@ -968,7 +863,7 @@ static int cmd_import(int argc, char **argv)
         fprintf(stderr, "plena trace import: %s: no traces produced\n", file);
         code = log.n_skipped ? PLENA_E_FAILED : PLENA_E_INPUT;
     } else {
-        code = write_docs("trace import", &docs, c.out, c.out_dir, 1, 0);
+        code = write_docs("trace import", &docs, c->out, c->out_dir, 1, 0);
         if (log.n_skipped) {
             fprintf(stderr, "plena trace import: %zu bad records skipped (--keep-going)\n",
                     log.n_skipped);
@@ -978,7 +873,6 @@ static int cmd_import(int argc, char **argv)
     plena_buf_free(&log.text);
     plena_trace_docs_free(&docs);
 done:
-    plena_opts_free(&import_spec, &c);
     return pcode ? pcode : plena_status_exit_code(code);
 }
 
@@ -990,48 +884,39 @@ struct split_cli {
 };
 
 static const struct plena_opt split_rows[] = {
-    {.names = "--out-dir",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "D",
-     PLENA_OPT_FIELD(struct split_cli, out_dir),
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "where D/<trace_id>.json go"},
+    PLENA_OPT_PATH_ROW("--out-dir", "D", struct split_cli, out_dir, "where D/<trace_id>.json go",
+                       .flags = PLENA_OPT_REQUIRED),
     PLENA_OPT_FLAG_ROW("--force", struct split_cli, force, "overwrite existing files"),
 };
 static const struct plena_opt_pos split_pos[] = {{"SET",
                                                   "a trace set (.jsonl), or - for standard input",
                                                   offsetof(struct split_cli, set), 1, 1}};
-static const struct plena_opt_group split_groups[] = {{NULL, split_rows, 2, 0, 0}};
 static const struct plena_cmd_spec split_spec = {
     .name = "trace split",
     .summary = "one pretty <trace_id>.json per trace of a set",
     .description = "Writes every trace of the set as D/<trace_id>.json (pretty form); refuses to "
                    "overwrite an existing file unless --force. Every line is validated first; "
                    "nothing is written when one is invalid.",
-    .pos = split_pos,
-    .n_pos = 1,
-    .groups = split_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(split_pos),
+    PLENA_CMD_ROWS(split_rows),
     .opts_size = sizeof(struct split_cli),
 };
 
-static int cmd_split(int argc, char **argv)
+static int cmd_split(void *opts, const struct plena_cli_args *a)
 {
-    struct split_cli c;
-    struct plena_opts_result pr;
-    int pcode;
-    if (plena_cli_parse(&split_spec, argc, argv, &c, &pr, &pcode)) return pcode;
+    struct split_cli *c = opts;
+    (void)a;
     char *data = NULL;
     size_t len = 0;
     struct plena_err err = {0};
-    if (read_input(c.set, &data, &len, &err)) return plena_cli_report("trace split", &err);
+    if (read_input(c->set, &data, &len, &err)) return plena_cli_report("trace split", &err);
     struct plena_trace_docs docs = {0};
     enum plena_status code;
-    if (plena_trace_docs_read(&docs, c.set, data, len, 1, NULL, &err)) {
+    if (plena_trace_docs_read(&docs, c->set, data, len, 1, NULL, &err)) {
         plena_cli_report("trace split", &err);
         code = err.code;
     } else {
-        code = write_docs("trace split", &docs, NULL, c.out_dir, c.force, 1);
+        code = write_docs("trace split", &docs, NULL, c->out_dir, c->force, 1);
     }
     plena_free(data);
     plena_trace_docs_free(&docs);
@@ -1045,45 +930,37 @@ struct pack_cli {
 };
 
 static const struct plena_opt pack_rows[] = {
-    {.names = "--out",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "SET",
-     PLENA_OPT_FIELD(struct pack_cli, out),
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "the trace set to write (- for standard output)"},
+    PLENA_OPT_PATH_ROW("--out", "SET", struct pack_cli, out,
+                       "the trace set to write (- for standard output)",
+                       .flags = PLENA_OPT_REQUIRED),
     PLENA_OPT_FLAG_ROW("--set", struct pack_cli, force_set, "treat every FILE as a trace set"),
 };
 static const struct plena_opt_pos pack_pos[] = {
     {"FILE", "traces (.json) or trace sets (.jsonl or --set); - for standard input",
      offsetof(struct pack_cli, files), 1, 0}};
-static const struct plena_opt_group pack_groups[] = {{NULL, pack_rows, 2, 0, 0}};
 static const struct plena_cmd_spec pack_spec = {
     .name = "trace pack",
     .summary = "traces -> one trace set in canonical order",
     .description = "Reads traces, validates each, and writes one trace set in canonical order "
                    "(docs/replay.md \"Campaigns\"). A trace_id given twice is an error (V100).",
-    .pos = pack_pos,
-    .n_pos = 1,
-    .groups = pack_groups,
-    .n_groups = 1,
+    PLENA_CMD_POS(pack_pos),
+    PLENA_CMD_ROWS(pack_rows),
     .opts_size = sizeof(struct pack_cli),
 };
 
-static int cmd_pack(int argc, char **argv)
+static int cmd_pack(void *opts, const struct plena_cli_args *a)
 {
-    struct pack_cli c;
-    struct plena_opts_result pr;
-    int pcode;
-    if (plena_cli_parse(&pack_spec, argc, argv, &c, &pr, &pcode)) return pcode;
+    struct pack_cli *c = opts;
+    (void)a;
     struct plena_trace_docs docs = {0};
     enum plena_status code = PLENA_OK;
-    for (size_t i = 0; i < c.files.n && !code; i++) {
-        const char *a = c.files.v[i];
+    for (size_t i = 0; i < c->files.n && !code; i++) {
+        const char *a = c->files.v[i];
         char *data = NULL;
         size_t len = 0;
         struct plena_err err = {0};
         if (read_input(a, &data, &len, &err) ||
-            plena_trace_docs_read(&docs, a, data, len, plena_trace_path_is_set(a, c.force_set),
+            plena_trace_docs_read(&docs, a, data, len, plena_trace_path_is_set(a, c->force_set),
                                   NULL, &err)) {
             plena_cli_report("trace pack", &err);
             code = err.code;
@@ -1095,11 +972,10 @@ static int cmd_pack(int argc, char **argv)
         plena_buf_init(&b);
         plena_trace_docs_sort(&docs);
         if (plena_trace_docs_write_set(&docs, &b)) b.failed = 1;
-        code = write_out("trace pack", c.out, &b);
+        code = write_out("trace pack", c->out, &b);
         plena_buf_free(&b);
     }
     plena_trace_docs_free(&docs);
-    plena_opts_free(&pack_spec, &c);
     return plena_status_exit_code(code);
 }
 
@@ -1116,12 +992,9 @@ static const struct plena_cmd_spec rules_spec = {
     .opts_size = sizeof(struct rules_cli),
 };
 
-static int cmd_rules(int argc, char **argv)
+static int cmd_rules(void *opts, const struct plena_cli_args *a)
 {
-    struct rules_cli c;
-    struct plena_opts_result pr;
-    int pcode;
-    if (plena_cli_parse(&rules_spec, argc, argv, &c, &pr, &pcode)) return pcode;
+    (void)opts, (void)a;
     for (unsigned i = 0; i < plena_trace_rule_count(); i++) {
         const struct plena_trace_rule_info *r = plena_trace_rule_at(i);
         printf("%s  %-40s %s\n", r->code, r->path, r->rule);

@@ -32,12 +32,7 @@ static void cell(struct plena_buf *b, const char *s)
 static void code_cell(struct plena_buf *b, const char *s)
 {
     plena_buf_puts(b, "`");
-    for (; *s; s++) {
-        if (*s == '|')
-            plena_buf_puts(b, "\\|");
-        else
-            plena_buf_append(b, s, 1);
-    }
+    plena_buf_put_md_cell(b, s);
     plena_buf_puts(b, "`");
 }
 

@@ -169,43 +169,73 @@ void plena_opts_row_default(const struct plena_cmd_spec *spec, const struct plen
  * the first problem in msg. The unit test runs it on every command. */
 int plena_opts_check_spec(const struct plena_cmd_spec *spec, char *msg, size_t n);
 
-/* ---- row constructors (designated initialisers; T is the group's struct) ---- */
+/* ---- row constructors (designated initialisers; T is the group's struct) ----
+ * One per kind. The help text comes last and may be followed by the row's
+ * other columns, named: PLENA_OPT_PATH_ROW("--out", "DIR", T, out, "where",
+ * .flags = PLENA_OPT_REQUIRED). A column the constructor sets itself is not
+ * named again (-Woverride-init); write such a row in full. */
 #define PLENA_OPT_FIELD(T, f) .off = offsetof(T, f), .size = sizeof(((T *)0)->f)
 
-#define PLENA_OPT_FLAG_ROW(nm, T, f, hlp)                                                          \
+#define PLENA_OPT_FLAG_ROW(nm, T, f, ...)                                                          \
     {                                                                                              \
-        .names = (nm), .kind = PLENA_OPT_FLAG, PLENA_OPT_FIELD(T, f), .ival = 1, .help = (hlp)     \
+        .names = (nm), .kind = PLENA_OPT_FLAG, PLENA_OPT_FIELD(T, f), .ival = 1,                   \
+        .help = __VA_ARGS__                                                                        \
     }
-#define PLENA_OPT_STR_ROW(nm, mv, T, f, hlp)                                                       \
+#define PLENA_OPT_STR_ROW(nm, mv, T, f, ...)                                                       \
     {                                                                                              \
         .names = (nm), .kind = PLENA_OPT_STR, .metavar = (mv), PLENA_OPT_FIELD(T, f),              \
-        .help = (hlp)                                                                              \
+        .help = __VA_ARGS__                                                                        \
     }
-#define PLENA_OPT_PATH_ROW(nm, mv, T, f, hlp)                                                      \
+#define PLENA_OPT_PATH_ROW(nm, mv, T, f, ...)                                                      \
     {                                                                                              \
         .names = (nm), .kind = PLENA_OPT_PATH, .metavar = (mv), PLENA_OPT_FIELD(T, f),             \
-        .help = (hlp)                                                                              \
+        .help = __VA_ARGS__                                                                        \
     }
-#define PLENA_OPT_UINT_ROW(nm, mv, T, f, lo, hi, hlp)                                              \
+#define PLENA_OPT_UINT_ROW(nm, mv, T, f, lo, hi, ...)                                              \
     {                                                                                              \
         .names = (nm), .kind = PLENA_OPT_UINT, .metavar = (mv), PLENA_OPT_FIELD(T, f),             \
-        .min = (lo), .max = (hi), .help = (hlp)                                                    \
+        .min = (lo), .max = (hi), .help = __VA_ARGS__                                              \
     }
-#define PLENA_OPT_ENUM_ROW(nm, mv, T, f, ch, hlp)                                                  \
+#define PLENA_OPT_DOUBLE_ROW(nm, mv, T, f, lo, hi, ...)                                            \
+    {                                                                                              \
+        .names = (nm), .kind = PLENA_OPT_DOUBLE, .metavar = (mv), PLENA_OPT_FIELD(T, f),           \
+        .dmin = (lo), .dmax = (hi), .help = __VA_ARGS__                                            \
+    }
+#define PLENA_OPT_ENUM_ROW(nm, mv, T, f, ch, ...)                                                  \
     {                                                                                              \
         .names = (nm), .kind = PLENA_OPT_ENUM, .metavar = (mv), PLENA_OPT_FIELD(T, f),             \
-        .choices = (ch), .help = (hlp)                                                             \
+        .choices = (ch), .help = __VA_ARGS__                                                       \
     }
-#define PLENA_OPT_LIST_ROW(nm, mv, T, f, hlp)                                                      \
+#define PLENA_OPT_CHOICE_ROW(nm, mv, T, f, ch, ...)                                                \
+    {                                                                                              \
+        .names = (nm), .kind = PLENA_OPT_CHOICE, .metavar = (mv), PLENA_OPT_FIELD(T, f),           \
+        .choices = (ch), .help = __VA_ARGS__                                                       \
+    }
+#define PLENA_OPT_LIST_ROW(nm, mv, T, f, ...)                                                      \
     {                                                                                              \
         .names = (nm), .kind = PLENA_OPT_LIST, .metavar = (mv), PLENA_OPT_FIELD(T, f),             \
-        .flags = PLENA_OPT_REPEAT, .help = (hlp)                                                   \
+        .flags = PLENA_OPT_REPEAT, .help = __VA_ARGS__                                             \
     }
-#define PLENA_OPT_CUSTOM_ROW(nm, mv, T, f, fn, exp, hlp)                                           \
+#define PLENA_OPT_CUSTOM_ROW(nm, mv, T, f, fn, exp, ...)                                           \
     {                                                                                              \
         .names = (nm), .kind = PLENA_OPT_CUSTOM, .metavar = (mv), PLENA_OPT_FIELD(T, f),           \
-        .parse = (fn), .expect = (exp), .help = (hlp)                                              \
+        .parse = (fn), .expect = (exp), .help = __VA_ARGS__                                        \
     }
+
+/* A group of rows that are a static array, untitled or titled, at base 0:
+ * the row count comes from the array, never from a hand-kept number. */
+#define PLENA_OPT_GROUP(title, rows)                                                               \
+    {                                                                                              \
+        (title), (rows), sizeof(rows) / sizeof((rows)[0]), 0, 0                                    \
+    }
+
+/* In a struct plena_cmd_spec: the positionals and the option groups with
+ * their counts taken from the arrays, or (PLENA_CMD_ROWS, the common case)
+ * one untitled group of rows, its one-element group array a compound literal. */
+#define PLENA_CMD_POS(p)    .pos = (p), .n_pos = sizeof(p) / sizeof((p)[0])
+#define PLENA_CMD_GROUPS(g) .groups = (g), .n_groups = sizeof(g) / sizeof((g)[0])
+#define PLENA_CMD_ROWS(rows)                                                                       \
+    .groups = (const struct plena_opt_group[]){PLENA_OPT_GROUP(NULL, rows)}, .n_groups = 1
 
 /* The spelling table of a model.h enum (PLENA_MODEL_ENUM) as a struct
  * plena_opt_enum named plena_opt_enum_<type>: its values, names and

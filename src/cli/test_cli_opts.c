@@ -54,56 +54,21 @@ static const struct plena_opt_enum lowerings = {
 
 #define T struct t_opts
 static const struct plena_opt rows[] = {
-    {.names = "--program|--opcode",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "FILE",
-     PLENA_OPT_FIELD(T, program),
-     .flags = PLENA_OPT_REQUIRED,
-     .help = "the program"},
-    {.names = "--out",
-     .kind = PLENA_OPT_PATH,
-     .metavar = "DIR",
-     PLENA_OPT_FIELD(T, out),
-     .def = "outdir",
-     .excludes = "--out-dir",
-     .help = "output"},
+    PLENA_OPT_PATH_ROW("--program|--opcode", "FILE", T, program, "the program",
+                       .flags = PLENA_OPT_REQUIRED),
+    PLENA_OPT_PATH_ROW("--out", "DIR", T, out, "output", .def = "outdir", .excludes = "--out-dir"),
     PLENA_OPT_PATH_ROW("--out-dir", "D", T, out_dir, "one file per item"),
     PLENA_OPT_FLAG_ROW("--strict|--pedantic", T, strict, "warnings are errors"),
-    {.names = "--threads",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "N",
-     PLENA_OPT_FIELD(T, threads),
-     .min = 1,
-     .max = 4096,
-     .def = "1",
-     .help = "host threads"},
-    {.names = "--repeat",
-     .kind = PLENA_OPT_UINT,
-     .metavar = "N",
-     PLENA_OPT_FIELD(T, repeat),
-     .min = 2,
-     .max = 1000,
-     .flags = PLENA_OPT_ZERO_OFF,
-     .help = "repeat runs"},
+    PLENA_OPT_UINT_ROW("--threads", "N", T, threads, 1, 4096, "host threads", .def = "1"),
+    PLENA_OPT_UINT_ROW("--repeat", "N", T, repeat, 2, 1000, "repeat runs",
+                       .flags = PLENA_OPT_ZERO_OFF),
     PLENA_OPT_UINT_ROW("--small", "N", T, small, 0, 255, "one byte"),
-    {.names = "--fraction",
-     .kind = PLENA_OPT_DOUBLE,
-     .metavar = "F",
-     PLENA_OPT_FIELD(T, fraction),
-     .dmin = 0,
-     .dmax = 1,
-     .flags = PLENA_OPT_MIN_OPEN,
-     .def = "0.5",
-     .help = "a share"},
+    PLENA_OPT_DOUBLE_ROW("--fraction", "F", T, fraction, 0, 1, "a share",
+                         .flags = PLENA_OPT_MIN_OPEN, .def = "0.5"),
     PLENA_OPT_ENUM_ROW("--weights", "W", T, weights, &plena_opt_enum_weights_mode,
                        "staged weights"),
-    {.names = "--lowering",
-     .kind = PLENA_OPT_CHOICE,
-     .metavar = "L",
-     PLENA_OPT_FIELD(T, lowering),
-     .choices = &lowerings,
-     .def = "pair-major",
-     .help = "routed lowering"},
+    PLENA_OPT_CHOICE_ROW("--lowering", "L", T, lowering, &lowerings, "routed lowering",
+                         .def = "pair-major"),
     PLENA_OPT_STR_ROW("--label", "NAME", T, label, "a label"),
     PLENA_OPT_LIST_ROW("--set", "T.K=V", T, sets, "an override"),
     {.names = "--traces",
@@ -112,21 +77,10 @@ static const struct plena_opt rows[] = {
      PLENA_OPT_FIELD(T, traces),
      .flags = PLENA_OPT_REPEAT | PLENA_OPT_GREEDY,
      .help = "inputs"},
-    {.names = "--even",
-     .kind = PLENA_OPT_CUSTOM,
-     .metavar = "E",
-     PLENA_OPT_FIELD(T, custom),
-     .parse = parse_even,
-     .expect = "2 or 4",
-     .def_text = "none",
-     .help = "an even number"},
+    PLENA_OPT_CUSTOM_ROW("--even", "E", T, custom, parse_even, "2 or 4", "an even number",
+                         .def_text = "none"),
     PLENA_OPT_FLAG_ROW("--mpi", T, mpi, "distribute"),
-    {.names = "--shared-fs",
-     .kind = PLENA_OPT_FLAG,
-     PLENA_OPT_FIELD(T, shared_fs),
-     .ival = 1,
-     .needs = "--mpi",
-     .help = "ranks share a file system"},
+    PLENA_OPT_FLAG_ROW("--shared-fs", T, shared_fs, "ranks share a file system", .needs = "--mpi"),
 };
 #undef T
 /* a group whose rows live in a struct inside the options, ending in {NULL} */
@@ -140,7 +94,7 @@ static const struct plena_opt inner_rows[] = {
     {.names = NULL},
 };
 static const struct plena_opt_group groups[] = {
-    {NULL, rows, sizeof rows / sizeof rows[0], 0, 0},
+    PLENA_OPT_GROUP(NULL, rows),
     {"inner options", inner_rows, 0, offsetof(struct t_opts, in), 1},
 };
 static const struct plena_opt_pos pos[] = {
@@ -160,10 +114,8 @@ static const struct plena_cmd_spec spec = {
     .name = "test",
     .summary = "a test command",
     .description = "Tests the parser.",
-    .pos = pos,
-    .n_pos = 2,
-    .groups = groups,
-    .n_groups = 2,
+    PLENA_CMD_POS(pos),
+    PLENA_CMD_GROUPS(groups),
     .notes = "A note.",
     .init = t_init,
     .opts_size = sizeof(struct t_opts),
@@ -177,8 +129,7 @@ static const struct plena_opt_pos one_pos[] = {
 static const struct plena_cmd_spec one_spec = {
     .name = "one",
     .summary = "one input",
-    .pos = one_pos,
-    .n_pos = 1,
+    PLENA_CMD_POS(one_pos),
     .groups = groups,
     .n_groups = 1,
     .opts_size = sizeof(struct t_opts),
@@ -299,25 +250,23 @@ static void test_each_error_one_message(void **state)
     expect_usage(PARSE("--program", "p", "--bogus=1"), "unknown option '--bogus=1'");
     expect_usage(PARSE("--program"), "option '--program' needs a value (FILE)");
     expect_usage(PARSE("--program", "p", "--strict=yes"), "option '--strict' takes no value");
-    /* range, naming the allowed range */
-    expect_usage(PARSE("--program", "p", "--threads", "0"),
-                 "--threads: expected an integer from 1 to 4096, found '0'");
-    expect_usage(PARSE("--program", "p", "--threads", "4097"),
-                 "--threads: expected an integer from 1 to 4096, found '4097'");
-    expect_usage(PARSE("--program", "p", "--threads", "-1"),
-                 "--threads: expected an integer from 1 to 4096, found '-1'");
-    expect_usage(PARSE("--program", "p", "--threads", "12x"),
-                 "--threads: expected an integer from 1 to 4096, found '12x'");
-    expect_usage(PARSE("--program", "p", "--repeat", "1"),
-                 "--repeat: expected 0 (off) or an integer from 2 to 1000, found '1'");
-    expect_usage(PARSE("--program", "p", "--small", "256"),
-                 "--small: expected an integer from 0 to 255, found '256'");
-    expect_usage(PARSE("--program", "p", "--seed", "18446744073709551616"),
-                 "--seed: expected an unsigned integer, found '18446744073709551616'");
-    expect_usage(PARSE("--program", "p", "--fraction", "0"),
-                 "--fraction: expected a number in (0, 1], found '0'");
-    expect_usage(PARSE("--program", "p", "--fraction", "nan"),
-                 "--fraction: expected a number in (0, 1], found 'nan'");
+    /* range, naming the allowed range: --program p OPTION VALUE */
+    static const struct {
+        const char *opt, *value, *msg;
+    } range[] = {
+        {"--threads", "0", "--threads: expected an integer from 1 to 4096, found '0'"},
+        {"--threads", "4097", "--threads: expected an integer from 1 to 4096, found '4097'"},
+        {"--threads", "-1", "--threads: expected an integer from 1 to 4096, found '-1'"},
+        {"--threads", "12x", "--threads: expected an integer from 1 to 4096, found '12x'"},
+        {"--repeat", "1", "--repeat: expected 0 (off) or an integer from 2 to 1000, found '1'"},
+        {"--small", "256", "--small: expected an integer from 0 to 255, found '256'"},
+        {"--seed", "18446744073709551616",
+         "--seed: expected an unsigned integer, found '18446744073709551616'"},
+        {"--fraction", "0", "--fraction: expected a number in (0, 1], found '0'"},
+        {"--fraction", "nan", "--fraction: expected a number in (0, 1], found 'nan'"},
+    };
+    for (size_t i = 0; i < sizeof range / sizeof range[0]; i++)
+        expect_usage(PARSE("--program", "p", range[i].opt, range[i].value), range[i].msg);
     /* enum: the choices come from model.h's spelling table */
     char choices[128], want[256];
     plena_weights_mode_choices(", ", " or ", choices, sizeof choices);
@@ -442,7 +391,7 @@ static void test_check_spec(void **state)
                                                 .max = 9,
                                                 .def = "10",
                                                 .help = "n"}};
-    static const struct plena_opt_group g1[] = {{NULL, bad_def, 1, 0, 0}};
+    static const struct plena_opt_group g1[] = {PLENA_OPT_GROUP(NULL, bad_def)};
     struct plena_cmd_spec s = {.name = "bad",
                                .summary = "bad",
                                .groups = g1,
@@ -454,14 +403,14 @@ static void test_check_spec(void **state)
     static const struct plena_opt twice[] = {
         PLENA_OPT_FLAG_ROW("--a", struct t_opts, strict, "a"),
         PLENA_OPT_FLAG_ROW("--b|--a", struct t_opts, mpi, "b")};
-    static const struct plena_opt_group g2[] = {{NULL, twice, 2, 0, 0}};
+    static const struct plena_opt_group g2[] = {PLENA_OPT_GROUP(NULL, twice)};
     s.groups = g2;
     assert_int_equal(plena_opts_check_spec(&s, msg, sizeof msg), -1);
     assert_non_null(strstr(msg, "spelled by two rows"));
     /* a field of the wrong size */
     static const struct plena_opt size[] = {
         PLENA_OPT_STR_ROW("--s", "S", struct t_opts, threads, "s")};
-    static const struct plena_opt_group g3[] = {{NULL, size, 1, 0, 0}};
+    static const struct plena_opt_group g3[] = {PLENA_OPT_GROUP(NULL, size)};
     s.groups = g3;
     assert_int_equal(plena_opts_check_spec(&s, msg, sizeof msg), -1);
     assert_non_null(strstr(msg, "field of size"));

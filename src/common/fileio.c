@@ -196,6 +196,17 @@ int plena_buf_printf(struct plena_buf *b, const char *fmt, ...)
     return 0;
 }
 
+int plena_buf_put_md_cell(struct plena_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '|')
+            plena_buf_puts(b, "\\|");
+        else
+            plena_buf_append(b, s, 1);
+    }
+    return b->failed ? -1 : 0;
+}
+
 int plena_mkdir_p(const char *path, struct plena_err *err)
 {
     char buf[4096];

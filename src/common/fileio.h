@@ -41,6 +41,9 @@ int plena_buf_append(struct plena_buf *b, const void *p, size_t n);
 int plena_buf_puts(struct plena_buf *b, const char *s);
 int plena_buf_printf(struct plena_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Appends s as the text of a Markdown table cell: every '|' escaped as "\|"
+ * (the one character that would end the cell; the generated docs rely on it). */
+int plena_buf_put_md_cell(struct plena_buf *b, const char *s);
 
 /* mkdir -p; PLENA_E_OUTPUT on failure. */
 int plena_mkdir_p(const char *path, struct plena_err *err);

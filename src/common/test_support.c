@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +92,13 @@ const char *plena_test_bin(void)
     return bin && !access(bin, X_OK) ? bin : NULL;
 }
 
+/* A wait status as a shell reports it: the exit code, or 128 + the signal. */
+static int exit_code_of(int st)
+{
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+}
+
 int plena_test_sh(const char *fmt, ...)
 {
     char cmd[16384];
@@ -99,7 +108,67 @@ int plena_test_sh(const char *fmt, ...)
     va_end(ap);
     if (w < 0 || (size_t)w >= sizeof cmd) return -1;
     int st = system(cmd);
-    if (st == -1) return -1;
-    if (WIFEXITED(st)) return WEXITSTATUS(st);
-    return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+    return st == -1 ? -1 : exit_code_of(st);
+}
+
+extern char **environ;
+
+/* 1 when the environment entry e ("K=V") names the variable that the
+ * assignment a ("K=V") sets. */
+static int same_name(const char *e, const char *a)
+{
+    size_t k = strcspn(a, "=");
+    return strncmp(e, a, k) == 0 && e[k] == '=';
+}
+
+pid_t plena_test_spawn(const char *bin, const char *const *args, const char *const *env,
+                       const char *out, const char *err)
+{
+    const char *argv[64];
+    size_t n = 0;
+    argv[n++] = bin;
+    for (size_t i = 0; args[i]; i++) {
+        assert_true(n < 63);
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    /* this environment, an entry that env sets again replaced by env's */
+    size_t n_env = 0, n_add = 0;
+    while (environ[n_env])
+        n_env++;
+    while (env && env[n_add])
+        n_add++;
+    const char **envp = plena_calloc(n_env + n_add + 1, sizeof *envp);
+    assert_non_null(envp);
+    size_t m = 0;
+    for (size_t i = 0; i < n_env; i++) {
+        int replaced = 0;
+        for (size_t k = 0; k < n_add && !replaced; k++)
+            replaced = same_name(environ[i], env[k]);
+        if (!replaced) envp[m++] = environ[i];
+    }
+    for (size_t k = 0; k < n_add; k++)
+        envp[m++] = env[k];
+    envp[m] = NULL;
+    posix_spawn_file_actions_t fa;
+    assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+    assert_int_equal(posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out,
+                                                      O_WRONLY | O_CREAT | O_TRUNC, 0644),
+                     0);
+    assert_int_equal(posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err,
+                                                      O_WRONLY | O_CREAT | O_TRUNC, 0644),
+                     0);
+    pid_t pid;
+    int rc = posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, (char *const *)envp);
+    posix_spawn_file_actions_destroy(&fa);
+    plena_free(envp);
+    if (rc) fail_msg("cannot start %s: %s", bin, strerror(rc));
+    return pid;
+}
+
+int plena_test_wait(pid_t pid)
+{
+    int st;
+    if (waitpid(pid, &st, 0) != pid) return -1;
+    return exit_code_of(st);
 }

@@ -1,12 +1,14 @@
 /* Helpers shared by the cmocka tests of every module: a fresh mkdtemp
- * directory, whole-file writes and reads inside it, removing it again, and
- * running the `plena` CLI ($PLENA_BIN) through the shell for its exit code.
+ * directory, whole-file writes and reads inside it, removing it again,
+ * running the `plena` CLI ($PLENA_BIN) through the shell for its exit code,
+ * or as a process of its own that the test can signal.
  * Built as the static library plena_test_support (tests only, never part of
  * libplena); the write helpers fail the calling test through cmocka. */
 #ifndef PLENA_COMMON_TEST_SUPPORT_H
 #define PLENA_COMMON_TEST_SUPPORT_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* Creates a fresh directory "/tmp/plena_<tag>_XXXXXX" (mkdtemp) into dir
  * (capacity n). Returns 0, or -1 when it does not fit or mkdtemp fails. */
@@ -37,5 +39,17 @@ const char *plena_test_bin(void);
  * Returns its exit code, 128 + the signal when it was killed, or -1 when it
  * could not be run or the command did not fit. */
 int plena_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Starts bin with the arguments args (NULL-terminated, at most 62) and this
+ * process's environment with the "K=V" assignments of env (NULL-terminated,
+ * may be NULL) set; its standard output and error go to the files out and
+ * err (created or truncated). Returns the pid; fails the test when the
+ * process cannot be started. For a test that must signal or time the process
+ * (plena_test_sh waits for it). */
+pid_t plena_test_spawn(const char *bin, const char *const *args, const char *const *env,
+                       const char *out, const char *err);
+/* Waits for pid: its exit code, 128 + the signal when it was killed, or -1
+ * when waitpid fails. */
+int plena_test_wait(pid_t pid);
 
 #endif

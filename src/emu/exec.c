@@ -236,15 +236,27 @@ gen_tile(const float *restrict x, size_t n, const float *restrict t, size_t ts, 
             v4_st(out + (i0 + (size_t)i) * cols + j0 + 4 * (size_t)v, acc[i][v]);
 }
 
-#define GEN_TILE_RB(rb, nv)                                                                        \
+/* Calls tile (gen_tile or avx_tile) with the row count rb as a literal, so
+ * every instance is specialised for its rb and the accumulators stay in
+ * registers; one switch serves both kernels. */
+#define TILE_RB(tile, rb, nv)                                                                      \
     do {                                                                                           \
         switch (rb) {                                                                              \
-        case 1: gen_tile(x, n, t, ts, cols, out, i0, j0, 1, nv); break;                            \
-        case 2: gen_tile(x, n, t, ts, cols, out, i0, j0, 2, nv); break;                            \
-        case 3: gen_tile(x, n, t, ts, cols, out, i0, j0, 3, nv); break;                            \
-        default: gen_tile(x, n, t, ts, cols, out, i0, j0, 4, nv); break;                           \
+        case 1: tile(x, n, t, ts, cols, out, i0, j0, 1, nv); break;                                \
+        case 2: tile(x, n, t, ts, cols, out, i0, j0, 2, nv); break;                                \
+        case 3: tile(x, n, t, ts, cols, out, i0, j0, 3, nv); break;                                \
+        default: tile(x, n, t, ts, cols, out, i0, j0, 4, nv); break;                               \
         }                                                                                          \
     } while (0)
+/* All of out: bands of 4 rows (fewer at the end), each in tiles of two
+ * vectors of vw columns and then one vector, by TILE_RB. */
+#define TILE_ALL(tile, vw)                                                                         \
+    for (size_t i0 = 0; i0 < rows; i0 += 4) {                                                      \
+        size_t rb = rows - i0 < 4 ? rows - i0 : 4, j0 = 0;                                         \
+        for (; j0 + 2 * (vw) <= cols; j0 += 2 * (vw))                                              \
+            TILE_RB(tile, rb, 2);                                                                  \
+        if (j0 < cols) TILE_RB(tile, rb, 1);                                                       \
+    }
 
 static void dot_block_generic(const float *x, size_t rows, size_t n, const float *t, size_t ts,
                               size_t cols, float *out)
@@ -253,12 +265,7 @@ static void dot_block_generic(const float *x, size_t rows, size_t n, const float
         dot_block_scalar(x, rows, n, t, ts, cols, out);
         return;
     }
-    for (size_t i0 = 0; i0 < rows; i0 += 4) {
-        size_t rb = rows - i0 < 4 ? rows - i0 : 4, j0 = 0;
-        for (; j0 + 8 <= cols; j0 += 8)
-            GEN_TILE_RB(rb, 2);
-        if (j0 < cols) GEN_TILE_RB(rb, 1);
-    }
+    TILE_ALL(gen_tile, 4);
 }
 
 #ifdef EMU_X86
@@ -337,16 +344,6 @@ static AVX2 void avx_pairs4(const float *restrict x, size_t n, const float *rest
         _mm256_storeu_ps(out + (i0 + 2 * (size_t)p) * 4, acc[p]);
 }
 
-#define AVX_TILE_RB(rb, nv)                                                                        \
-    do {                                                                                           \
-        switch (rb) {                                                                              \
-        case 1: avx_tile(x, n, t, ts, cols, out, i0, j0, 1, nv); break;                            \
-        case 2: avx_tile(x, n, t, ts, cols, out, i0, j0, 2, nv); break;                            \
-        case 3: avx_tile(x, n, t, ts, cols, out, i0, j0, 3, nv); break;                            \
-        default: avx_tile(x, n, t, ts, cols, out, i0, j0, 4, nv); break;                           \
-        }                                                                                          \
-    } while (0)
-
 __attribute__((target("avx2"))) static void dot_block_avx2(const float *x, size_t rows, size_t n,
                                                            const float *t, size_t ts, size_t cols,
                                                            float *out)
@@ -372,12 +369,7 @@ __attribute__((target("avx2"))) static void dot_block_avx2(const float *x, size_
         dot_block_generic(x, rows, n, t, ts, cols, out);
         return;
     }
-    for (size_t i0 = 0; i0 < rows; i0 += 4) {
-        size_t rb = rows - i0 < 4 ? rows - i0 : 4, j0 = 0;
-        for (; j0 + 16 <= cols; j0 += 16)
-            AVX_TILE_RB(rb, 2);
-        if (j0 < cols) AVX_TILE_RB(rb, 1);
-    }
+    TILE_ALL(avx_tile, 8);
 }
 
 /* AVX-512F, cols == 4 and rows a multiple of 4 (BLEN 4 M_MM): the 16 chains

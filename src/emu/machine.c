@@ -475,39 +475,51 @@ int plena_emu_load_hbm_file(struct plena_emu *e, const char *path, struct plena_
     return 0;
 }
 
-int plena_emu_load_fpsram_file(struct plena_emu *e, const char *path, struct plena_err *err)
+/* An FP or INT SRAM preload
+ * (docs/formats.md "SRAM and VRAM preload images"): at most depth elements
+ * of elem bytes each, named "<depth_key> <depth> x <elem>" in the size
+ * message; the SRAM is cleared and then put() stores element i from its
+ * file bytes. */
+static int load_sram(struct plena_emu *e, const char *path, unsigned elem, uint32_t depth,
+                     const char *what, const char *depth_key, void *sram,
+                     void (*put)(struct plena_emu *e, uint64_t i, const uint8_t *b),
+                     struct plena_err *err)
 {
     char limit[64];
-    snprintf(limit, sizeof limit, "FP_SRAM_DEPTH %u x 2", e->fp_depth);
+    snprintf(limit, sizeof limit, "%s %u x %u", depth_key, depth, elem);
     uint8_t *buf;
     uint64_t size;
-    int rc = read_preload(path, 2, 2ull * e->fp_depth, "FP SRAM", limit, &buf, &size, err);
+    int rc = read_preload(path, elem, (uint64_t)elem * depth, what, limit, &buf, &size, err);
     if (rc) return rc;
-    memset(e->fpsram, 0, (size_t)e->fp_depth * 2);
-    for (uint64_t i = 0; i < size / 2; i++) {
-        uint16_t h = (uint16_t)(buf[2 * i] | (buf[2 * i + 1] << 8));
-        e->fpsram[i] = plena_num_bf16_from_f32(plena_num_fp16_to_f32(h));
-    }
+    memset(sram, 0, (size_t)depth * elem);
+    for (uint64_t i = 0; i < size / elem; i++)
+        put(e, i, buf + elem * i);
     plena_free(buf);
     return 0;
 }
 
+/* fp16 in the file, stored as BF16 (RNE of the exact fp16 value). */
+static void put_fp(struct plena_emu *e, uint64_t i, const uint8_t *b)
+{
+    uint16_t h = (uint16_t)(b[0] | (b[1] << 8));
+    e->fpsram[i] = plena_num_bf16_from_f32(plena_num_fp16_to_f32(h));
+}
+
+static void put_int(struct plena_emu *e, uint64_t i, const uint8_t *b)
+{
+    e->intsram[i] =
+        (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+int plena_emu_load_fpsram_file(struct plena_emu *e, const char *path, struct plena_err *err)
+{
+    return load_sram(e, path, 2, e->fp_depth, "FP SRAM", "FP_SRAM_DEPTH", e->fpsram, put_fp, err);
+}
+
 int plena_emu_load_intsram_file(struct plena_emu *e, const char *path, struct plena_err *err)
 {
-    char limit[64];
-    snprintf(limit, sizeof limit, "INT_SRAM_DEPTH %u x 4", e->int_depth);
-    uint8_t *buf;
-    uint64_t size;
-    int rc = read_preload(path, 4, 4ull * e->int_depth, "INT SRAM", limit, &buf, &size, err);
-    if (rc) return rc;
-    memset(e->intsram, 0, (size_t)e->int_depth * 4);
-    for (uint64_t i = 0; i < size / 4; i++) {
-        const uint8_t *b = buf + 4 * i;
-        e->intsram[i] =
-            (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-    }
-    plena_free(buf);
-    return 0;
+    return load_sram(e, path, 4, e->int_depth, "INT SRAM", "INT_SRAM_DEPTH", e->intsram, put_int,
+                     err);
 }
 
 /* Streams the file page by page; all-zero pages stay absent, so a mostly-zero

@@ -45,9 +45,7 @@ static void dma_regs(struct tu_prog *p, unsigned areg, uint32_t addr, uint32_t s
 static void test_g2_prefetch_list(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     struct tu_prog p = {.n = 0};
     dma_regs(&p, 0, 0, 65536, 64);
     LI(&p, 1, 0);
@@ -74,9 +72,7 @@ static void test_g2_prefetch_list(void **state)
 static void test_store_dump_320(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     const float rowA[8] = {1, 2, 3, 4, 0.5f, -1, 0, 6};
     for (unsigned i = 0; i < 8; i++)
         tu_vset(e, i, rowA[i]);
@@ -115,9 +111,7 @@ static void test_store_dump_320(void **state)
 static void test_address_formation(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     uint8_t ones[64], sc[8];
     memset(ones, 0x38, 64); /* e4m3 1.0 */
     memset(sc, 0x80, 8);    /* scale 2.0 */
@@ -214,9 +208,7 @@ static const uint8_t image18[18] = {0x28, 0x30, 0x34, 0x38, 0x20, 0xA8, 0x00, 0x
 static void test_image_prefetch(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     char *dir = tu_tmpdir(), path[512];
     tu_write(dir, "hbm.bin", image18, 18, path);
     assert_int_equal(plena_emu_load_hbm_file(e, path, NULL), 0);
@@ -265,9 +257,7 @@ static void test_image_prefetch(void **state)
 static void test_image_copy_on_write(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     char *dir = tu_tmpdir(), path[512];
     tu_write(dir, "hbm.bin", image18, 18, path);
     assert_int_equal(plena_emu_load_hbm_file(e, path, NULL), 0);
@@ -326,9 +316,7 @@ static void test_store_types(void **state)
 static void test_hbm_limits(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     for (unsigned i = 0; i < 64; i++)
         tu_vset(e, i, 1.0f);
     struct tu_prog p = {.n = 0};
@@ -395,9 +383,7 @@ static void expect_input_error(int rc, const struct plena_err *err, const char *
 static void test_loaders(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     char *dir = tu_tmpdir(), path[512];
     const uint8_t fp[] = {0x00, 0x00, 0x00, 0x3C, 0x00, 0xC0, 0x53, 0xFB, 0x0C, 0x3C};
     const uint8_t in[] = {0x05, 0, 0, 0, 0x0C, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF};
@@ -484,9 +470,7 @@ static void test_loaders(void **state)
 static void test_prefetch_sram(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     uint8_t words[64], halves[64] = {0};
     for (int i = 0; i < 16; i++) {
         uint32_t w = 0x01020300u + (uint32_t)i;
@@ -558,9 +542,7 @@ static void test_prefetch_sram(void **state)
 static void test_live_loop_count(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     struct tu_prog p = {.n = 0};
     LI(&p, 6, 4); /* n - 1 for n = 5 */
     I(&p, C_LOOP_START, 1, 0, 1);
@@ -580,9 +562,7 @@ static void test_live_loop_count(void **state)
 static void test_loops_nested(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     struct tu_prog p = {.n = 0};
     I(&p, C_LOOP_START, 1, 0, 3);
     I(&p, C_LOOP_START, 2, 0, 4);
@@ -644,9 +624,7 @@ static void test_loop_budget(void **state)
 static void test_break(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     struct tu_prog p = {.n = 0};
     I(&p, C_LOOP_START, 4, 0, 16);
     I(&p, S_ADDI_INT, 6, 6, 1);
@@ -667,9 +645,7 @@ static void test_break(void **state)
 static void test_loop_traps(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     struct tu_prog p = {.n = 0};
     tu_emit(&p, PLENA_OP_C_BREAK, 0, 0, 0, 0, 0, 0);
     tu_trap(e, &p, PLENA_TRAP_BREAK_NO_LOOP, 0);
@@ -702,9 +678,7 @@ static void test_loop_traps(void **state)
 static void test_invalid_and_sram_traps(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     const uint32_t bad[] = {0x00000000, 0x00000031, 0x00000033, 0x0000003A, 0xFFFFFFFF};
     for (unsigned i = 0; i < 5; i++) {
         struct tu_prog p = {.n = 0};
@@ -742,9 +716,7 @@ static void test_invalid_and_sram_traps(void **state)
 static void test_format_trap(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     struct tu_prog p = {.n = 0};
     I(&p, S_LUI_INT, 1, 0, 4); /* 16384 = row 256 */
     p.w[p.n++] = 0x00004801;   /* M_MM 0, gp2, gp1 */
@@ -770,9 +742,7 @@ static void test_format_trap(void **state)
 static void test_event_fields(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     struct tu_prog p = {.n = 0};
     LI(&p, 1, 3);
     LI(&p, 2, 7);
@@ -810,9 +780,7 @@ static void test_event_fields(void **state)
  * after the last completed instruction. */
 static void run_for_dumps(const char *dir)
 {
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     for (unsigned i = 0; i < 64 * 8; i++)
         tu_vset(e, i, (float)((i * 13) % 17) - 8.0f);
     struct tu_prog p = {.n = 0};

@@ -12,9 +12,7 @@
 static void test_int_ops(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     struct tu_prog p = {.n = 0};
     LI(&p, 1, 5);
     I(&p, S_LUI_INT, 2, 0, 0xFFFFF);  /* 0xFFFFF000 */
@@ -44,9 +42,7 @@ static void test_int_ops(void **state)
 static void test_fp_ops(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     const uint16_t pre[] = {0x3F80, 0x4000, 0x7FC0, 0x8000, 0x4080, 0xBF80};
     for (unsigned i = 0; i < 6; i++)
         plena_emu_fpsram_set(e, i, pre[i]);
@@ -95,9 +91,7 @@ static void test_fp_ops(void **state)
 static void test_fp_bad_operand(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     struct tu_prog p = {.n = 0};
     LI(&p, 1, 1);
     tu_emit(&p, PLENA_OP_S_ADD_FP, 1, 8, 2, 0, 0, 0);
@@ -123,9 +117,7 @@ static void setup_rows(struct plena_emu *e)
 static void test_vector_elementwise(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     setup_rows(e);
     plena_emu_fpsram_set(e, 0, 0x4040); /* 3 */
     plena_emu_fpsram_set(e, 1, 0x7FC0); /* NaN */
@@ -173,9 +165,7 @@ static void test_vector_elementwise(void **state)
 static void test_vector_special(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     /* row 3: exp inputs; row 4: reciprocal inputs; row 5: mul-by-zero inputs */
     const float ex[] = {0.0f, 100.0f, -100.0f, NAN};
     const float rc[] = {0.0f, -0.0f, 4.0f, 0.5f};
@@ -220,9 +210,7 @@ static void test_vector_special(void **state)
 static void test_shift(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     setup_rows(e);
     for (unsigned i = 0; i < 64; i++)
         tu_vset(e, 64 * 41 + i, 9.0f);
@@ -245,9 +233,7 @@ static void test_shift(void **state)
 static void test_reductions(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     setup_rows(e);
     tu_vset(e, 192 + 5, NAN);
     plena_emu_fpsram_set(e, 0, 0x4040); /* 3 */
@@ -278,9 +264,7 @@ static void test_reductions(void **state)
 static void test_map_v_fp(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     for (unsigned i = 0; i < 64; i++)
         plena_emu_fpsram_set(e, 100 + i, B(0.5f * (float)i));
     plena_emu_fpsram_set(e, 100, 0x7FC1); /* non-canonical NaN becomes 0x7FC0 */
@@ -322,9 +306,7 @@ static void setup_matrix(struct plena_emu *e)
 static void test_m_mm(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     setup_matrix(e);
     tu_vset(e, 64 * 20, 7.0f); /* outside the written lanes: must survive */
     for (unsigned i = 0; i < 4 * 64; i++)
@@ -357,9 +339,7 @@ static void test_m_mm(void **state)
 static void test_m_tmm_mv_tmv(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     setup_matrix(e);
     struct tu_prog p = {.n = 0};
     LI(&p, 1, 4096 + 4 * 64); /* M_TMM rows 4..7 of the tile */
@@ -400,9 +380,7 @@ static void test_m_tmm_mv_tmv(void **state)
 static void test_accumulation_order(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     plena_emu_mram_set(e, 0 * 64, 33554432.0f);
     plena_emu_mram_set(e, 1 * 64, 1.0f);
     plena_emu_mram_set(e, 2 * 64, 33554432.0f);

@@ -57,9 +57,7 @@ static void check_topk(struct plena_emu *e, uint32_t fp_base, uint32_t int_base,
 static void test_worked_example(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     const float row[8] = {0.5f, 2.0f, -1.0f, 2.0f, NAN, 1.0f, -0.0f, 0.0f};
     for (unsigned i = 0; i < 64; i++)
         tu_vset(e, i, i < 8 ? row[i] : 99.0f); /* lanes 8..63 are not read */
@@ -93,9 +91,7 @@ static void test_worked_example(void **state)
 static void test_policy0(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     for (unsigned i = 32; i < 64; i++)
         tu_vset(e, 64 + i, 100.0f); /* E = 32: lanes 32.. are not logits */
     tu_vset(e, 64 + 5, 3.0f);
@@ -113,9 +109,7 @@ static void test_policy0(void **state)
 static void test_policy1(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     for (unsigned i = 0; i < 128; i++)
         tu_vset(e, 128 + i, -1.0f);
     tu_vset(e, 128 + 100, 5.0f); /* second logit row */
@@ -132,9 +126,7 @@ static void test_policy1(void **state)
 /* Logit e = value f(e) for e < E; lanes >= E in the last row hold 1000. */
 static void shape_case(unsigned E, unsigned k, unsigned top)
 {
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     unsigned rows = (E + 63) / 64;
     for (unsigned i = 0; i < rows * 64; i++)
         tu_vset(e, 640 + i, i < E ? (float)((i * 37) % 23) * 0.25f : 1000.0f);
@@ -176,9 +168,7 @@ static void test_shapes(void **state)
 static void test_weight_one_and_ties(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     for (unsigned i = 0; i < 8; i++)
         tu_vset(e, i, 0.5f);
     struct plena_emu_result r = run_topk(e, 8 << 8 | 3, 15, 0, 0, 0);
@@ -198,9 +188,7 @@ static void test_weight_one_and_ties(void **state)
 static void test_nan_logits(void **state)
 {
     (void)state;
-    struct plena_settings s;
-    tu_settings(&s);
-    struct plena_emu *e = tu_new(&s);
+    struct plena_emu *e = tu_default();
     tu_vset(e, 0, NAN);
     tu_vset(e, 1, 1.0f);
     tu_vset(e, 2, NAN);

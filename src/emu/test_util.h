@@ -69,6 +69,14 @@ static inline struct plena_emu *tu_new(const struct plena_settings *s)
     return e;
 }
 
+/* A machine with the tu_settings machine, unchanged. */
+static inline struct plena_emu *tu_default(void)
+{
+    struct plena_settings s;
+    tu_settings(&s);
+    return tu_new(&s);
+}
+
 /* Runs p; returns the result (asserts the run itself happened). */
 static inline struct plena_emu_result tu_run_obs(struct plena_emu *e, const struct tu_prog *p,
                                                  plena_emu_observer obs, void *ctx)

@@ -231,17 +231,21 @@ static void test_random_words_stable(void **state)
         checked++;
     }
     assert_true(checked > 5000);
+    static const struct {
+        uint32_t word;
+        const char *text;
+    } worked[] = {
+        {0x00000031, ".word 0x00000031"},
+        {0x0000C857, "S_ADD_FP f1, f2, f3"},
+        {0x00041A28, "H_PREFETCH_M gp8, gp6, a0, 1, 0"},
+        {0x00004801, "M_MM 0, gp2, gp1"},
+        {0x00000855, "V_RED_SUM f1, gp2, 0"},
+    };
     char buf[PLENA_DISASM_MAX];
-    plena_disasm_word(0x00000031, buf, sizeof buf);
-    assert_string_equal(buf, ".word 0x00000031");
-    plena_disasm_word(0x0000C857, buf, sizeof buf);
-    assert_string_equal(buf, "S_ADD_FP f1, f2, f3");
-    plena_disasm_word(0x00041A28, buf, sizeof buf);
-    assert_string_equal(buf, "H_PREFETCH_M gp8, gp6, a0, 1, 0");
-    plena_disasm_word(0x00004801, buf, sizeof buf);
-    assert_string_equal(buf, "M_MM 0, gp2, gp1");
-    plena_disasm_word(0x00000855, buf, sizeof buf);
-    assert_string_equal(buf, "V_RED_SUM f1, gp2, 0");
+    for (size_t i = 0; i < sizeof worked / sizeof worked[0]; i++) {
+        plena_disasm_word(worked[i].word, buf, sizeof buf);
+        assert_string_equal(buf, worked[i].text);
+    }
 }
 
 /* testdata/err_*.asm: first line "; expect: strict|lenient LINE:COL: TEXT". */

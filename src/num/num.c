@@ -375,22 +375,27 @@ static void plena_encode_block(const float *x, size_t n, uint8_t *codes, uint8_t
         codes[i] = (x[i] == 0.0f) ? 0x00 : plena_num_e4m3_quantize_ref(x[i] / d);
 }
 
-void plena_num_mx_encode_block_device(enum plena_mx_mode mode, const float *x, size_t n,
-                                      uint8_t *codes, uint8_t *scale)
+/* OCP mode has one encoder; only PLENA mode tells device from host (docs/numerics.md "MX
+ * encoders"). */
+static void encode_block(enum plena_mx_mode mode, const float *x, size_t n, uint8_t *codes,
+                         uint8_t *scale, int device)
 {
     if (mode == PLENA_MX_OCP)
         ocp_encode_block(x, n, codes, scale);
     else
-        plena_encode_block(x, n, codes, scale, 1);
+        plena_encode_block(x, n, codes, scale, device);
+}
+
+void plena_num_mx_encode_block_device(enum plena_mx_mode mode, const float *x, size_t n,
+                                      uint8_t *codes, uint8_t *scale)
+{
+    encode_block(mode, x, n, codes, scale, 1);
 }
 
 void plena_num_mx_encode_block_host(enum plena_mx_mode mode, const float *x, size_t n,
                                     uint8_t *codes, uint8_t *scale)
 {
-    if (mode == PLENA_MX_OCP)
-        ocp_encode_block(x, n, codes, scale);
-    else
-        plena_encode_block(x, n, codes, scale, 0);
+    encode_block(mode, x, n, codes, scale, 0);
 }
 
 /* ---- fast PLENA-mode block encoder (tested bit for bit against the _ref

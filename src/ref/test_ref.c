@@ -111,6 +111,26 @@ static float *fill(size_t n, float scale)
     return p;
 }
 
+/* E experts' gate, up and down weights ([H][I], [H][I], [I][H]) from fill,
+ * expert by expert in that order (the fill sequence is part of the inputs). */
+static void fill_experts(const float **pg, const float **pu, const float **pd, uint32_t E,
+                         uint32_t H, uint32_t I, float scale)
+{
+    for (uint32_t e = 0; e < E; e++) {
+        pg[e] = fill((size_t)H * I, scale);
+        pu[e] = fill((size_t)H * I, scale);
+        pd[e] = fill((size_t)I * H, scale);
+    }
+}
+
+/* The reference constants with INV_H for hidden size H (BF16-rounded 1/H). */
+static struct plena_moe_ref_consts consts_for(uint32_t H)
+{
+    struct plena_moe_ref_consts c = consts;
+    c.inv_h = plena_num_round_bf16(1.0f / (float)H);
+    return c;
+}
+
 /* Bit-exact vs float64: relative RMS within the documented bound, for a
  * routed + gated-shared PRE_NORM layer with device (GEMM) routing. */
 static void check_against_f64(uint32_t H, uint32_t I, uint32_t Is, uint32_t E, uint32_t k,
@@ -136,17 +156,12 @@ static void check_against_f64(uint32_t H, uint32_t I, uint32_t Is, uint32_t E, u
     float *wr = fill((size_t)H * E, 1.0f);
     const float **pg = calloc(E, sizeof *pg), **pu = calloc(E, sizeof *pu),
                 **pd = calloc(E, sizeof *pd);
-    for (uint32_t e = 0; e < E; e++) {
-        pg[e] = fill((size_t)H * I, 0.125f);
-        pu[e] = fill((size_t)H * I, 0.125f);
-        pd[e] = fill((size_t)I * H, 0.125f);
-    }
+    fill_experts(pg, pu, pd, E, H, I, 0.125f);
     float *sg = Is ? fill((size_t)H * Is, 0.125f) : NULL;
     float *su = Is ? fill((size_t)H * Is, 0.125f) : NULL;
     float *sd = Is ? fill((size_t)Is * H, 0.125f) : NULL;
     float *wsg = fill(H, 0.0625f);
-    struct plena_moe_ref_consts c = consts;
-    c.inv_h = plena_num_round_bf16(1.0f / (float)H);
+    struct plena_moe_ref_consts c = consts_for(H);
     struct plena_moe_ref_in in = {.h = h,
                                   .gamma = gamma,
                                   .router_w = wr,
@@ -202,19 +217,14 @@ static void test_bound_with_large_residual(void **state)
     for (int i = 0; i < H; i++)
         gamma[i] = 1.0f;
     const float *pg[E], *pu[E], *pd[E];
-    for (int e = 0; e < E; e++) {
-        pg[e] = fill((size_t)H * I, 0.0625f);
-        pu[e] = fill((size_t)H * I, 0.0625f);
-        pd[e] = fill((size_t)I * H, 0.0625f);
-    }
+    fill_experts(pg, pu, pd, E, H, I, 0.0625f);
     uint32_t ids[T * K];
     float fw[T * K];
     for (int i = 0; i < T * K; i++) {
         ids[i] = (uint32_t)((i * 3) % E);
         fw[i] = 0.5f;
     }
-    struct plena_moe_ref_consts c = consts;
-    c.inv_h = plena_num_round_bf16(1.0f / (float)H);
+    struct plena_moe_ref_consts c = consts_for(H);
     struct plena_moe_ref_in in = {.h = h,
                                   .gamma = gamma,
                                   .w_gate = pg,

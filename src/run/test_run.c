@@ -413,15 +413,15 @@ static void test_cli_usage(void **state)
 static void test_parse_helpers(void **state)
 {
     (void)state;
+    static const struct {
+        const char *text;
+        uint64_t bytes;
+    } sizes[] = {{"1M", 1048576}, {"3K", 3072}, {"2G", 2147483648ull}, {"64", 64}};
     uint64_t v;
-    assert_int_equal(plena_run_parse_size("1M", &v), 0);
-    assert_int_equal(v, 1048576);
-    assert_int_equal(plena_run_parse_size("3K", &v), 0);
-    assert_int_equal(v, 3072);
-    assert_int_equal(plena_run_parse_size("2G", &v), 0);
-    assert_int_equal(v, 2147483648ull);
-    assert_int_equal(plena_run_parse_size("64", &v), 0);
-    assert_int_equal(v, 64);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        assert_int_equal(plena_run_parse_size(sizes[i].text, &v), 0);
+        assert_int_equal(v, sizes[i].bytes);
+    }
     assert_int_not_equal(plena_run_parse_size("1T", &v), 0);
     assert_int_not_equal(plena_run_parse_size("-1", &v), 0);
     unsigned m;

@@ -117,6 +117,18 @@ static void expect_msg(const char *text, const char *want)
     plena_free(s);
 }
 
+/* ref with its first old replaced by new fails with "<NAME>:<line>: msg",
+ * line being that of the first at in the edited text (what the message names). */
+static void expect_edit_msg(const char *ref, const char *old, const char *new, const char *at,
+                            const char *msg)
+{
+    char *t = replace(ref, old, new);
+    char want[512];
+    snprintf(want, sizeof want, NAME ":%d: %s", line_of(t, at), msg);
+    expect_msg(t, want);
+    plena_free(t);
+}
+
 static void expect_config_msg(const char *key, const char *value, const char *fmt_rest)
 {
     int line;
@@ -243,18 +255,14 @@ static void test_spec_example_messages(void **state)
     expect_config_msg("HBM_M_Prefetch_Amount", "16",
                       "must be a positive multiple of MLEN (64), found 16");
     /* 5: unsupported precision, reported at the table's header line */
-    t = replace(ref,
-                "[TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE]\nformat = \"Mx\"\nblock = 8\n\n"
-                "[TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE.ELEM]",
-                "[TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE]\nformat = \"Plain\"\n\n"
-                "[TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE.DATA_TYPE]");
-    char want[512];
-    snprintf(want, sizeof want,
-             NAME ":%d: TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE: Plain Fp(sign=true, exponent=4, "
-                  "mantissa=3) is not supported",
-             line_of(t, "[TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE]"));
-    expect_msg(t, want);
-    plena_free(t);
+    expect_edit_msg(ref,
+                    "[TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE]\nformat = \"Mx\"\nblock = 8\n\n"
+                    "[TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE.ELEM]",
+                    "[TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE]\nformat = \"Plain\"\n\n"
+                    "[TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE.DATA_TYPE]",
+                    "[TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE]",
+                    "TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE: Plain Fp(sign=true, exponent=4, "
+                    "mantissa=3) is not supported");
     plena_free(ref);
 }
 
@@ -303,16 +311,13 @@ static void test_worked_fragment(void **state)
     /* ELEM e5m2 is rejected */
     const char *elem = "[TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE.ELEM]\ntype = \"Fp\"\nsign = true\n"
                        "exponent = 4\nmantissa = 3\n";
-    t = replace(ref, elem,
-                "[TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE.ELEM]\ntype = \"Fp\"\nsign = true\n"
-                "exponent = 5\nmantissa = 2\n");
-    snprintf(want, sizeof want,
-             NAME ":%d: TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE: Mx(block=8, ELEM=Fp(sign=true, "
-                  "exponent=5, mantissa=2), SCALE=Fp(sign=false, exponent=8, mantissa=0)) is not "
-                  "supported",
-             line_of(t, "[TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE]"));
-    expect_msg(t, want);
-    plena_free(t);
+    expect_edit_msg(ref, elem,
+                    "[TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE.ELEM]\ntype = \"Fp\"\nsign = true\n"
+                    "exponent = 5\nmantissa = 2\n",
+                    "[TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE]",
+                    "TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE: Mx(block=8, ELEM=Fp(sign=true, "
+                    "exponent=5, mantissa=2), SCALE=Fp(sign=false, exponent=8, mantissa=0)) is not "
+                    "supported");
     plena_free(ref);
 }
 
@@ -455,45 +460,31 @@ static void test_precision_rules(void **state)
     assert_int_equal(s.hbm_m_weight_type.kind, PLENA_HBM_BF16);
     plena_free(t);
     /* other plain types are not */
-    t = replace(ref, w,
-                "[TRANSACTIONAL.PRECISION.HBM_M_WEIGHT_TYPE]\nformat = \"Plain\"\n"
-                "[TRANSACTIONAL.PRECISION.HBM_M_WEIGHT_TYPE.DATA_TYPE]\ntype = \"Int\"\n"
-                "width = 8\n");
-    char want[512];
-    snprintf(want, sizeof want,
-             NAME ":%d: TRANSACTIONAL.PRECISION.HBM_M_WEIGHT_TYPE: Plain Int(width=8) is not "
-                  "supported",
-             line_of(t, "[TRANSACTIONAL.PRECISION.HBM_M_WEIGHT_TYPE]"));
-    expect_msg(t, want);
-    plena_free(t);
+    expect_edit_msg(ref, w,
+                    "[TRANSACTIONAL.PRECISION.HBM_M_WEIGHT_TYPE]\nformat = \"Plain\"\n"
+                    "[TRANSACTIONAL.PRECISION.HBM_M_WEIGHT_TYPE.DATA_TYPE]\ntype = \"Int\"\n"
+                    "width = 8\n",
+                    "[TRANSACTIONAL.PRECISION.HBM_M_WEIGHT_TYPE]",
+                    "TRANSACTIONAL.PRECISION.HBM_M_WEIGHT_TYPE: Plain Int(width=8) is not "
+                    "supported");
     /* MRAM type must be BF16 */
-    t = replace(ref,
-                "[TRANSACTIONAL.PRECISION.MATRIX_SRAM_TYPE.DATA_TYPE]\ntype = \"Fp\"\nsign = "
-                "true\nexponent = 8\nmantissa = 7\n",
-                "[TRANSACTIONAL.PRECISION.MATRIX_SRAM_TYPE.DATA_TYPE]\ntype = \"Fp\"\nsign = "
-                "true\nexponent = 5\nmantissa = 10\n");
-    snprintf(want, sizeof want,
-             NAME ":%d: TRANSACTIONAL.PRECISION.MATRIX_SRAM_TYPE: Plain Fp(sign=true, exponent=5, "
-                  "mantissa=10) is not supported",
-             line_of(t, "[TRANSACTIONAL.PRECISION.MATRIX_SRAM_TYPE]"));
-    expect_msg(t, want);
-    plena_free(t);
+    expect_edit_msg(ref,
+                    "[TRANSACTIONAL.PRECISION.MATRIX_SRAM_TYPE.DATA_TYPE]\ntype = \"Fp\"\nsign = "
+                    "true\nexponent = 8\nmantissa = 7\n",
+                    "[TRANSACTIONAL.PRECISION.MATRIX_SRAM_TYPE.DATA_TYPE]\ntype = \"Fp\"\nsign = "
+                    "true\nexponent = 5\nmantissa = 10\n",
+                    "[TRANSACTIONAL.PRECISION.MATRIX_SRAM_TYPE]",
+                    "TRANSACTIONAL.PRECISION.MATRIX_SRAM_TYPE: Plain Fp(sign=true, exponent=5, "
+                    "mantissa=10) is not supported");
     /* bad format string and wrong sign type */
-    t = replace(ref, "[TRANSACTIONAL.PRECISION.HBM_V_KV_TYPE]\nformat = \"Mx\"",
-                "[TRANSACTIONAL.PRECISION.HBM_V_KV_TYPE]\nformat = \"Block\"");
-    snprintf(want, sizeof want,
-             NAME ":%d: TRANSACTIONAL.PRECISION.HBM_V_KV_TYPE.format: must be \"Plain\" or \"Mx\", "
-                  "found \"Block\"",
-             line_of(t, "format = \"Block\""));
-    expect_msg(t, want);
-    plena_free(t);
-    t = replace(ref, "[TRANSACTIONAL.PRECISION.SCALAR_FP]\ntype = \"Fp\"\nsign = true",
-                "[TRANSACTIONAL.PRECISION.SCALAR_FP]\ntype = \"Fp\"\nsign = 1");
-    snprintf(want, sizeof want,
-             NAME ":%d: TRANSACTIONAL.PRECISION.SCALAR_FP.sign: expected boolean, found integer",
-             line_of(t, "sign = 1"));
-    expect_msg(t, want);
-    plena_free(t);
+    expect_edit_msg(ref, "[TRANSACTIONAL.PRECISION.HBM_V_KV_TYPE]\nformat = \"Mx\"",
+                    "[TRANSACTIONAL.PRECISION.HBM_V_KV_TYPE]\nformat = \"Block\"",
+                    "format = \"Block\"",
+                    "TRANSACTIONAL.PRECISION.HBM_V_KV_TYPE.format: must be \"Plain\" or \"Mx\", "
+                    "found \"Block\"");
+    expect_edit_msg(ref, "[TRANSACTIONAL.PRECISION.SCALAR_FP]\ntype = \"Fp\"\nsign = true",
+                    "[TRANSACTIONAL.PRECISION.SCALAR_FP]\ntype = \"Fp\"\nsign = 1", "sign = 1",
+                    "TRANSACTIONAL.PRECISION.SCALAR_FP.sign: expected boolean, found integer");
     plena_free(ref);
 }
 
@@ -610,23 +601,15 @@ static void test_dc_en_zero(void **state)
     plena_free(t);
     /* latency values: integers >= 0 */
     char *ref = ref_file(NULL);
-    t = replace(ref, "[TRANSACTIONAL.LATENCY.VECTOR_EXP_CYCLES]\ndc_lib_en = 1",
-                "[TRANSACTIONAL.LATENCY.VECTOR_EXP_CYCLES]\ndc_lib_en = -1");
-    char want[256];
-    snprintf(want, sizeof want,
-             NAME ":%d: TRANSACTIONAL.LATENCY.VECTOR_EXP_CYCLES.dc_lib_en: must be in "
-                  "0..4294967295, found -1",
-             line_of(t, "dc_lib_en = -1"));
-    expect_msg(t, want);
-    plena_free(t);
-    t = replace(ref, "[TRANSACTIONAL.LATENCY.VECTOR_EXP_CYCLES]\ndc_lib_en = 1",
-                "[TRANSACTIONAL.LATENCY.VECTOR_EXP_CYCLES]\ndc_lib_en = \"1\"");
-    snprintf(want, sizeof want,
-             NAME ":%d: TRANSACTIONAL.LATENCY.VECTOR_EXP_CYCLES.dc_lib_en: expected integer, "
-                  "found string",
-             line_of(t, "dc_lib_en = \"1\""));
-    expect_msg(t, want);
-    plena_free(t);
+    expect_edit_msg(ref, "[TRANSACTIONAL.LATENCY.VECTOR_EXP_CYCLES]\ndc_lib_en = 1",
+                    "[TRANSACTIONAL.LATENCY.VECTOR_EXP_CYCLES]\ndc_lib_en = -1", "dc_lib_en = -1",
+                    "TRANSACTIONAL.LATENCY.VECTOR_EXP_CYCLES.dc_lib_en: must be in "
+                    "0..4294967295, found -1");
+    expect_edit_msg(ref, "[TRANSACTIONAL.LATENCY.VECTOR_EXP_CYCLES]\ndc_lib_en = 1",
+                    "[TRANSACTIONAL.LATENCY.VECTOR_EXP_CYCLES]\ndc_lib_en = \"1\"",
+                    "dc_lib_en = \"1\"",
+                    "TRANSACTIONAL.LATENCY.VECTOR_EXP_CYCLES.dc_lib_en: expected integer, "
+                    "found string");
     plena_free(ref);
 }
 

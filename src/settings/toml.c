@@ -510,6 +510,14 @@ malformed:
     return NULL;
 }
 
+/* Consumes the next character when it is ch: 1, else 0. */
+static int take(struct parser *p, int ch)
+{
+    if (peek(p, 0) != ch) return 0;
+    p->pos++;
+    return 1;
+}
+
 static struct plena_toml_value *parse_array(struct parser *p, int depth)
 {
     size_t open = p->pos;
@@ -518,10 +526,7 @@ static struct plena_toml_value *parse_array(struct parser *p, int depth)
     p->pos++;
     for (;;) {
         skip_all(p);
-        if (peek(p, 0) == ']') {
-            p->pos++;
-            return arr;
-        }
+        if (take(p, ']')) return arr;
         if (p->pos >= p->n) {
             fail_at(p, open, "unterminated array");
             goto bad;
@@ -530,15 +535,9 @@ static struct plena_toml_value *parse_array(struct parser *p, int depth)
         struct plena_toml_value *v = parse_value(p, depth + 1);
         if (!v || add_entry(p, arr, NULL, line, c, v)) goto bad;
         skip_all(p);
+        if (take(p, ',')) continue;
+        if (take(p, ']')) return arr;
         int ch = peek(p, 0);
-        if (ch == ',') {
-            p->pos++;
-            continue;
-        }
-        if (ch == ']') {
-            p->pos++;
-            return arr;
-        }
         if (ch < 0)
             fail_at(p, open, "unterminated array");
         else
@@ -561,8 +560,7 @@ static struct plena_toml_value *parse_inline_table(struct parser *p, int depth)
     if (!t) return NULL;
     p->pos++;
     skip_ws(p);
-    if (peek(p, 0) == '}') {
-        p->pos++;
+    if (take(p, '}')) {
         t->flags = T_INLINE;
         return t;
     }
@@ -574,16 +572,12 @@ static struct plena_toml_value *parse_inline_table(struct parser *p, int depth)
         }
         if (parse_keyval(p, t, depth + 1)) goto bad;
         skip_ws(p);
-        int ch = peek(p, 0);
-        if (ch == ',') {
-            p->pos++;
-            continue;
-        }
-        if (ch == '}') {
-            p->pos++;
+        if (take(p, ',')) continue;
+        if (take(p, '}')) {
             t->flags = T_INLINE;
             return t;
         }
+        int ch = peek(p, 0);
         if (ch < 0 || ch == '\n' || ch == '\r')
             fail_at(p, open, "inline table must be closed on the same line");
         else
@@ -701,6 +695,25 @@ static void join_key(char *buf, size_t n, const struct keypart *parts, size_t n_
         o += (size_t)snprintf(buf + o, n - o, "%s%s", k ? "." : "", parts[k].text);
 }
 
+/* A new table or array of tables that a header names: entered in t under the
+ * key part kp, positioned at the header, with flags. NULL after an error
+ * (out of memory; the key and the value are freed). */
+static struct plena_toml_value *add_header_value(struct parser *p, struct plena_toml_value *t,
+                                                 const struct keypart *kp,
+                                                 enum plena_toml_type type, unsigned flags,
+                                                 int hline, int hcol)
+{
+    struct plena_toml_value *v = new_value(p, type, hline, hcol);
+    char *key = v ? plena_strdup(kp->text) : NULL;
+    if (!key) {
+        plena_toml_value_free(v);
+        oom(p);
+        return NULL;
+    }
+    v->flags = flags;
+    return add_entry(p, t, key, kp->line, kp->col, v) ? NULL : v;
+}
+
 /* [a.b.c] or [[a.b.c]]: returns the table that following key/values fill. */
 static struct plena_toml_value *parse_header(struct parser *p, struct plena_toml_value *root)
 {
@@ -723,14 +736,7 @@ static struct plena_toml_value *parse_header(struct parser *p, struct plena_toml
     for (size_t k = 0; k + 1 < n_parts; k++) {
         struct plena_toml_entry *e = find_mut(t, parts[k].text);
         if (!e) {
-            struct plena_toml_value *nt = new_value(p, PLENA_TOML_TABLE, hline, hcol);
-            char *key = nt ? plena_strdup(parts[k].text) : NULL;
-            if (!key) {
-                plena_toml_value_free(nt);
-                oom(p);
-                goto done;
-            }
-            if (add_entry(p, t, key, parts[k].line, parts[k].col, nt)) goto done;
+            if (!add_header_value(p, t, &parts[k], PLENA_TOML_TABLE, 0, hline, hcol)) goto done;
             e = &t->entries[t->n_entries - 1];
         }
         struct plena_toml_value *v = e->value;
@@ -746,15 +752,7 @@ static struct plena_toml_value *parse_header(struct parser *p, struct plena_toml
     struct plena_toml_entry *e = find_mut(t, last->text);
     if (aot) {
         if (!e) {
-            struct plena_toml_value *arr = new_value(p, PLENA_TOML_ARRAY, hline, hcol);
-            char *key = arr ? plena_strdup(last->text) : NULL;
-            if (!key) {
-                plena_toml_value_free(arr);
-                oom(p);
-                goto done;
-            }
-            arr->flags = T_AOT;
-            if (add_entry(p, t, key, last->line, last->col, arr)) goto done;
+            if (!add_header_value(p, t, last, PLENA_TOML_ARRAY, T_AOT, hline, hcol)) goto done;
             e = &t->entries[t->n_entries - 1];
         } else if (e->value->type != PLENA_TOML_ARRAY || !(e->value->flags & T_AOT)) {
             fail_at(p, open, "[[%s]]: '%s' is already defined and is not an array of tables", name,
@@ -780,16 +778,7 @@ static struct plena_toml_value *parse_header(struct parser *p, struct plena_toml
             result = v;
         }
     } else {
-        struct plena_toml_value *nt = new_value(p, PLENA_TOML_TABLE, hline, hcol);
-        char *key = nt ? plena_strdup(last->text) : NULL;
-        if (!key) {
-            plena_toml_value_free(nt);
-            oom(p);
-            goto done;
-        }
-        nt->flags = T_DEFINED;
-        if (add_entry(p, t, key, last->line, last->col, nt)) goto done;
-        result = nt;
+        result = add_header_value(p, t, last, PLENA_TOML_TABLE, T_DEFINED, hline, hcol);
     }
 done:
     free_parts(parts, n_parts);

@@ -891,6 +891,35 @@ static void drop_queue(struct plena_hbm *h)
     h->n_pending = 0;
 }
 
+/* A new request for txn: its sequence number and the flat channel,
+ * pseudo-channel, bank-group and bank indices of its address. */
+static void fill_req(struct plena_hbm *h, struct req *r, const struct plena_hbm_txn *txn)
+{
+    struct plena_hbm_loc loc;
+    map_addr(h, txn->addr, &loc);
+    r->seq = h->seq++;
+    r->row = loc.row;
+    r->done = 0;
+    r->ch = loc.channel;
+    r->pc = loc.channel * h->p.pseudo_channels + loc.pseudo_channel;
+    r->bgi = r->pc * h->p.bank_groups + loc.bank_group;
+    r->bank = r->bgi * h->p.banks_per_group + loc.bank;
+    r->is_write = txn->is_write != 0;
+    r->l_pc = (uint8_t)loc.pseudo_channel;
+    r->l_bg = (uint8_t)loc.bank_group;
+    r->l_bank = (uint8_t)loc.bank;
+}
+
+/* A request to the open row is a hit; a hit takes the bank out of the
+ * idle-close set (idle_min stays a lower bound). */
+static void count_hit(struct bank *bk, const struct req *r)
+{
+    if (bk->open && bk->row == r->row) {
+        bk->n_hits++;
+        bk->n_whits += r->is_write;
+    }
+}
+
 static int enqueue(struct plena_hbm *h, const struct plena_hbm_txn *txn, size_t n)
 {
     if (n > h->cap_reqs && plena_grow((void **)&h->reqs, &h->cap_reqs, n, sizeof *h->reqs) != 0)
@@ -906,20 +935,8 @@ static int enqueue(struct plena_hbm *h, const struct plena_hbm_txn *txn, size_t 
     h->n_reqs = n;
     h->n_busy = 0;
     for (size_t i = 0; i < n; i++) {
-        struct plena_hbm_loc loc;
-        map_addr(h, txn[i].addr, &loc);
         struct req *r = &h->reqs[i];
-        r->seq = h->seq++;
-        r->row = loc.row;
-        r->done = 0;
-        r->ch = loc.channel;
-        r->pc = loc.channel * h->p.pseudo_channels + loc.pseudo_channel;
-        r->bgi = r->pc * h->p.bank_groups + loc.bank_group;
-        r->bank = r->bgi * h->p.banks_per_group + loc.bank;
-        r->is_write = txn[i].is_write != 0;
-        r->l_pc = (uint8_t)loc.pseudo_channel;
-        r->l_bg = (uint8_t)loc.bank_group;
-        r->l_bank = (uint8_t)loc.bank;
+        fill_req(h, r, &txn[i]);
         struct chan *c = &h->chans[r->ch];
         struct bank *bk = &h->banks[r->bank];
         if (h->exhaustive) {
@@ -952,11 +969,7 @@ static int enqueue(struct plena_hbm *h, const struct plena_hbm_txn *txn, size_t 
                 h->busy[k] = r->ch;
             }
         }
-        /* a hit takes the bank out of the idle-close set (idle_min stays a lower bound) */
-        if (bk->open && bk->row == r->row) {
-            bk->n_hits++;
-            bk->n_whits += r->is_write;
-        }
+        count_hit(bk, r);
     }
     h->n_pending = n;
     return 0;
@@ -969,30 +982,15 @@ static int enqueue(struct plena_hbm *h, const struct plena_hbm_txn *txn, size_t 
  * once it completes is set: the dirty flags and the hit count. */
 static void enqueue_one(struct plena_hbm *h, const struct plena_hbm_txn *txn)
 {
-    struct plena_hbm_loc loc;
-    map_addr(h, txn->addr, &loc);
     struct req *r = &h->reqs[0];
-    r->seq = h->seq++;
-    r->row = loc.row;
-    r->done = 0;
-    r->ch = loc.channel;
-    r->pc = loc.channel * h->p.pseudo_channels + loc.pseudo_channel;
-    r->bgi = r->pc * h->p.bank_groups + loc.bank_group;
-    r->bank = r->bgi * h->p.banks_per_group + loc.bank;
-    r->is_write = txn->is_write != 0;
-    r->l_pc = (uint8_t)loc.pseudo_channel;
-    r->l_bg = (uint8_t)loc.bank_group;
-    r->l_bank = (uint8_t)loc.bank;
+    fill_req(h, r, txn);
     r->prev = r->next = NIL;
     struct bank *bk = &h->banks[r->bank];
     bank_changed(h, r->bank);
     h->chans[r->ch].dirty = 1;
     h->n_reqs = 1;
     h->n_busy = 0;
-    if (bk->open && bk->row == r->row) {
-        bk->n_hits++;
-        bk->n_whits += r->is_write;
-    }
+    count_hit(bk, r);
     h->n_pending = 1;
 }
 

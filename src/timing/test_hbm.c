@@ -42,49 +42,41 @@ static void pm_txns(uint64_t stride, uint64_t scale, struct plena_hbm_txn *t)
     }
 }
 
+/* plena_hbm_map(h, addr) is channel / pseudo channel / bank group / bank / row. */
+static void expect_loc(struct plena_hbm *h, uint64_t addr, unsigned ch, unsigned pc, unsigned bg,
+                       unsigned bank, uint64_t row)
+{
+    struct plena_hbm_loc l;
+    plena_hbm_map(h, addr, &l);
+    assert_int_equal(l.channel, ch);
+    assert_int_equal(l.pseudo_channel, pc);
+    assert_int_equal(l.bank_group, bg);
+    assert_int_equal(l.bank, bank);
+    assert_int_equal(l.row, row);
+}
+
 static void test_address_mapping(void **state)
 {
     (void)state;
     struct plena_hbm_params p;
     ref_hbm_params(&p);
     struct plena_hbm *h = new_hbm(&p);
-    struct plena_hbm_loc l;
-    plena_hbm_map(h, 0, &l); /* channel 0 / pc 0 / bank group 0 / bank 0 */
-    assert_int_equal(l.channel, 0);
-    assert_int_equal(l.pseudo_channel, 0);
-    assert_int_equal(l.bank_group, 0);
-    assert_int_equal(l.bank, 0);
-    assert_int_equal(l.row, 0);
-    plena_hbm_map(h, 65536, &l); /* channel 0 / pc 1 / bank group 0 / bank 1 */
-    assert_int_equal(l.channel, 0);
-    assert_int_equal(l.pseudo_channel, 1);
-    assert_int_equal(l.bank_group, 0);
-    assert_int_equal(l.bank, 1);
-    assert_int_equal(l.row, 0);
+    expect_loc(h, 0, 0, 0, 0, 0, 0);     /* channel 0 / pc 0 / bank group 0 / bank 0 */
+    expect_loc(h, 65536, 0, 1, 0, 1, 0); /* channel 0 / pc 1 / bank group 0 / bank 1 */
     /* without hashing, b bits: 0..3 = 0x5, 4 = 1, 5..7 = 0b101, 8..9 = 0b11, 10..11 = 0b10, 12.. =
      * 0x1A */
     uint64_t b = 0x5 | (1u << 4) | (5u << 5) | (3u << 8) | (2u << 10) | ((uint64_t)0x1A << 12);
     plena_hbm_free(h);
     p.address_hash_bit = 0;
     h = new_hbm(&p);
-    plena_hbm_map(h, b << 6, &l);
-    assert_int_equal(l.pseudo_channel, 1);
-    assert_int_equal(l.channel, 5);
-    assert_int_equal(l.bank_group, 3);
-    assert_int_equal(l.bank, 2);
-    assert_int_equal(l.row, 0x1A);
+    expect_loc(h, b << 6, 5, 1, 3, 2, 0x1A);
     plena_hbm_free(h);
     /* with hashing at bit 16: key = a >> 16 = b >> 10 = 0x1A*4 + 2 = 106 = 0b1101010:
      * pc ^= 0 -> 1; key >>= 1 (53 = 0b110101): ch ^= 0b101 -> 0; key >>= 3 (6): bg ^= 0b10 -> 1;
      * key >>= 2 (1): bank ^= 1 -> 3. Row unchanged. */
     p.address_hash_bit = 16;
     h = new_hbm(&p);
-    plena_hbm_map(h, b << 6, &l);
-    assert_int_equal(l.pseudo_channel, 1);
-    assert_int_equal(l.channel, 0);
-    assert_int_equal(l.bank_group, 1);
-    assert_int_equal(l.bank, 3);
-    assert_int_equal(l.row, 0x1A);
+    expect_loc(h, b << 6, 0, 1, 1, 3, 0x1A);
     plena_hbm_free(h);
 }
 
@@ -94,8 +86,7 @@ static void test_g2_timeline(void **state)
     struct plena_hbm_params p;
     ref_hbm_params(&p);
     for (int mode = 0; mode < 2; mode++) {
-        struct plena_hbm *h = new_hbm(&p);
-        plena_hbm_set_exhaustive(h, mode);
+        struct plena_hbm *h = new_hbm_mode(&p, mode);
         struct recorder rc = {0};
         plena_hbm_set_trace(h, record, &rc);
         struct plena_hbm_txn t[8];
@@ -131,8 +122,7 @@ static void test_g2_timeline(void **state)
         free(rc.r);
         /* a start between ticks waits for ceil(t_start / T) x T: starting at 7.5 ns
          * the commands are those of the 8 ns start, so the duration is 40 - 7.5 ns */
-        h = new_hbm(&p);
-        plena_hbm_set_exhaustive(h, mode);
+        h = new_hbm_mode(&p, mode);
         assert_int_equal(plena_hbm_batch(h, 7500, t, 8), 32500);
         assert_int_equal(plena_hbm_batch(h, 40001, t, 8), 24999); /* first tick 41 ns */
         plena_hbm_free(h);
@@ -146,16 +136,10 @@ static void test_prefetch_m_reference(void **state)
     ref_hbm_params(&p);
     struct plena_hbm_txn t[128];
     for (int mode = 0; mode < 2; mode++) {
-        struct plena_hbm *h = new_hbm(&p);
-        plena_hbm_set_exhaustive(h, mode);
         pm_txns(64, 4096, t);
-        assert_int_equal(plena_hbm_batch(h, 0, t, 128), 270000);
-        plena_hbm_free(h);
-        h = new_hbm(&p);
-        plena_hbm_set_exhaustive(h, mode);
+        assert_int_equal(on_fresh(plena_hbm_batch, &p, mode, 0, t, 128), 270000);
         pm_txns(2048, 131072, t); /* a [64, 2048] MXFP8 weight */
-        assert_int_equal(plena_hbm_batch(h, 0, t, 128), 55000);
-        plena_hbm_free(h);
+        assert_int_equal(on_fresh(plena_hbm_batch, &p, mode, 0, t, 128), 55000);
     }
 }
 
@@ -174,10 +158,7 @@ static void test_store_v_reference(void **state)
         t[4 * i + 3] = (struct plena_hbm_txn){256, 1};
     }
     for (int mode = 0; mode < 2; mode++) {
-        struct plena_hbm *h = new_hbm(&p);
-        plena_hbm_set_exhaustive(h, mode);
-        assert_int_equal(plena_hbm_sequential(h, 0, t, 16), 171000);
-        plena_hbm_free(h);
+        assert_int_equal(on_fresh(plena_hbm_sequential, &p, mode, 0, t, 16), 171000);
     }
 }
 
@@ -193,18 +174,14 @@ static void test_refresh(void **state)
         /* defaults: G2 prefetch at 3895 ns. ACTs at 3895/3897; the window at 3900 closes
          * both banks before any RD (next_col 3902) and blocks until 4250; ACTs again at
          * 4250/4252, RDs 4257..4271, last done 4282: 387 ns. */
-        struct plena_hbm *h = new_hbm(&p);
-        plena_hbm_set_exhaustive(h, mode);
-        assert_int_equal(plena_hbm_batch(h, 3895000, t, 8), 387000);
-        plena_hbm_free(h);
+        assert_int_equal(on_fresh(plena_hbm_batch, &p, mode, 3895000, t, 8), 387000);
 
         /* nREFI 100, nRFC 10, no idle close */
         struct plena_hbm_params q = p;
         q.nREFI = 100;
         q.nRFC = 10;
         q.row_idle_close = 0;
-        h = new_hbm(&q);
-        plena_hbm_set_exhaustive(h, mode);
+        struct plena_hbm *h = new_hbm_mode(&q, mode);
         struct recorder rc = {0};
         plena_hbm_set_trace(h, record, &rc);
         assert_int_equal(plena_hbm_batch(h, 0, t, 8), 32000);
@@ -280,18 +257,12 @@ static void test_act_windows(void **state)
     for (int mode = 0; mode < 2; mode++) {
         /* ACTs 0, 2, 4, 6 (nRRDS); the fifth waits for 0 + nFAW = 40; RDs 7, 11, 15, 19
          * (data bus), then 47 -> done 58 */
-        struct plena_hbm *h = new_hbm(&p);
-        plena_hbm_set_exhaustive(h, mode);
-        assert_int_equal(plena_hbm_batch(h, 0, t, 5), 58000);
-        plena_hbm_free(h);
+        assert_int_equal(on_fresh(plena_hbm_batch, &p, mode, 0, t, 5), 58000);
         /* same bank group: ACT 0, then 0 + nRRDL = 10; RD 7 (done 18), RD 17 -> 28 */
         struct plena_hbm_params q = p;
         q.nRRDL = 10;
         struct plena_hbm_txn u[2] = {{0, 0}, {65536, 0}};
-        h = new_hbm(&q);
-        plena_hbm_set_exhaustive(h, mode);
-        assert_int_equal(plena_hbm_batch(h, 0, u, 2), 28000);
-        plena_hbm_free(h);
+        assert_int_equal(on_fresh(plena_hbm_batch, &q, mode, 0, u, 2), 28000);
     }
 }
 
@@ -316,8 +287,7 @@ static void test_row_conflict(void **state)
                 {15000, "RD", 0, 3},  {19000, "RD", 0, 4},  {23000, "RD", 0, 5},
                 {25000, "PRE", 1, 1}, {32000, "ACT", 1, 1}, {39000, "RD", 1, 1}};
     for (int mode = 0; mode < 2; mode++) {
-        struct plena_hbm *h = new_hbm(&p);
-        plena_hbm_set_exhaustive(h, mode);
+        struct plena_hbm *h = new_hbm_mode(&p, mode);
         struct recorder rc = {0};
         plena_hbm_set_trace(h, record, &rc);
         assert_int_equal(plena_hbm_batch(h, 0, t, 6), 50000);
@@ -352,32 +322,33 @@ static void test_ideal_and_empty(void **state)
     plena_hbm_free(h);
 }
 
+/* plena_hbm_new refuses p as an input error at where; returns what it left in
+ * its model pointer. */
+static struct plena_hbm *expect_rejected(const struct plena_hbm_params *p, const char *where)
+{
+    struct plena_hbm *h = NULL;
+    struct plena_err err = {0};
+    assert_int_equal(plena_hbm_new(p, &h, &err), PLENA_E_INPUT);
+    assert_string_equal(err.where, where);
+    return h;
+}
+
 static void test_rejects_bad_params(void **state)
 {
     (void)state;
     struct plena_hbm_params p;
-    struct plena_hbm *h = NULL;
-    struct plena_err err = {0};
     ref_hbm_params(&p);
     p.channels = 6;
-    assert_int_equal(plena_hbm_new(&p, &h, &err), PLENA_E_INPUT);
-    assert_null(h);
-    assert_string_equal(err.where, "HBM.CHANNELS");
+    assert_null(expect_rejected(&p, "HBM.CHANNELS"));
     ref_hbm_params(&p);
     p.address_hash_bit = 3;
-    plena_err_clear(&err);
-    assert_int_equal(plena_hbm_new(&p, &h, &err), PLENA_E_INPUT);
-    assert_string_equal(err.where, "HBM.ADDRESS_HASH_BIT");
+    expect_rejected(&p, "HBM.ADDRESS_HASH_BIT");
     ref_hbm_params(&p);
     p.tck_ps = 0;
-    plena_err_clear(&err);
-    assert_int_equal(plena_hbm_new(&p, &h, &err), PLENA_E_INPUT);
-    assert_string_equal(err.where, "HBM.TCK_PS");
+    expect_rejected(&p, "HBM.TCK_PS");
     ref_hbm_params(&p);
     p.row_bytes = 32;
-    plena_err_clear(&err);
-    assert_int_equal(plena_hbm_new(&p, &h, &err), PLENA_E_INPUT);
-    assert_string_equal(err.where, "HBM.ROW_BYTES");
+    expect_rejected(&p, "HBM.ROW_BYTES");
 }
 
 /* ---- whole G1/G2 programs through plena_timing (docs/timing.md "Timing gates") ---- */
@@ -515,8 +486,7 @@ struct op_plan {
 static void run_plan(const struct plena_hbm_params *p, const struct op_plan *plan, size_t n_ops,
                      int exhaustive, struct recorder *rc, uint64_t *durations)
 {
-    struct plena_hbm *h = new_hbm(p);
-    plena_hbm_set_exhaustive(h, exhaustive);
+    struct plena_hbm *h = new_hbm_mode(p, exhaustive);
     plena_hbm_set_trace(h, record, rc);
     uint64_t now = 0;
     for (size_t i = 0; i < n_ops; i++) {
@@ -550,8 +520,7 @@ static void test_skip_idle_before_refresh(void **state)
     uint64_t d[2][2];
     struct recorder rc[2] = {{0}, {0}};
     for (int mode = 0; mode < 2; mode++) {
-        struct plena_hbm *h = new_hbm(&p);
-        plena_hbm_set_exhaustive(h, mode);
+        struct plena_hbm *h = new_hbm_mode(&p, mode);
         plena_hbm_set_trace(h, record, &rc[mode]);
         d[mode][0] = plena_hbm_batch(h, 0, a, 5);
         d[mode][1] = plena_hbm_batch(h, d[mode][0] + 1000, b, 1);

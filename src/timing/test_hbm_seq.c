@@ -45,8 +45,7 @@ struct stats {
 static void run(const struct plena_hbm_params *p, const struct op *plan, size_t n_ops,
                 enum mode mode, struct recorder *rc, uint64_t *durations, struct stats *st)
 {
-    struct plena_hbm *h = new_hbm(p);
-    plena_hbm_set_exhaustive(h, mode == SEQ_EXHAUSTIVE);
+    struct plena_hbm *h = new_hbm_mode(p, mode == SEQ_EXHAUSTIVE);
     plena_hbm_set_trace(h, record, rc);
     uint64_t now = 0;
     for (size_t i = 0; i < n_ops; i++) {
@@ -218,14 +217,8 @@ static void test_sequential_refresh_by_hand(void **state)
         (uint64_t)p.row_bytes * p.channels * p.pseudo_channels * p.bank_groups * p.banks_per_group;
     struct plena_hbm_txn t[2] = {{0, 1}, {row, 1}};
     for (int mode = 0; mode < 2; mode++) {
-        struct plena_hbm *h = new_hbm(&p);
-        plena_hbm_set_exhaustive(h, mode);
-        assert_int_equal(plena_hbm_sequential(h, 0, t, 2), 41000);
-        plena_hbm_free(h);
-        h = new_hbm(&p);
-        plena_hbm_set_exhaustive(h, mode);
-        assert_int_equal(plena_hbm_sequential(h, 10000, t, 2), 60000);
-        plena_hbm_free(h);
+        assert_int_equal(on_fresh(plena_hbm_sequential, &p, mode, 0, t, 2), 41000);
+        assert_int_equal(on_fresh(plena_hbm_sequential, &p, mode, 10000, t, 2), 60000);
     }
 }
 

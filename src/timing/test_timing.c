@@ -220,6 +220,17 @@ static void report(struct plena_overlap *o, uint64_t serial, struct plena_overla
     plena_overlap_report(o, serial, 1000, r);
 }
 
+/* The four figures every overlay case of docs/timing.md "Overlap overlay" states: serial and
+ * adjusted cycles, hidden prefetch cycles, dependent-prefetch stalls. */
+static void expect_cycles(const struct plena_overlap_report *r, uint64_t serial, uint64_t adjusted,
+                          uint64_t hidden, uint64_t stalls)
+{
+    assert_int_equal(r->serial_cycles, serial);
+    assert_int_equal(r->adjusted_cycles, adjusted);
+    assert_int_equal(r->hidden_prefetch_cycles, hidden);
+    assert_int_equal(r->dependent_prefetch_stalls, stalls);
+}
+
 static void test_overlay_unit_vectors(void **state)
 {
     (void)state;
@@ -231,10 +242,7 @@ static void test_overlay_unit_vectors(void **state)
     assert_int_equal(plena_overlap_prefetch(o, 40000, &VPF), 0);
     plena_overlap_compute(o, 6400000, &rd0, 1);
     report(o, 6440000, &r);
-    assert_int_equal(r.serial_cycles, 6440);
-    assert_int_equal(r.adjusted_cycles, 6400);
-    assert_int_equal(r.hidden_prefetch_cycles, 40);
-    assert_int_equal(r.dependent_prefetch_stalls, 0);
+    expect_cycles(&r, 6440, 6400, 40, 0);
     assert_int_equal(r.prefetch_ops, 1);
     assert_int_equal(r.compute_ops, 1);
     plena_overlap_free(o);
@@ -243,10 +251,7 @@ static void test_overlay_unit_vectors(void **state)
     plena_overlap_prefetch(o, 40000, &VPF);
     plena_overlap_compute(o, 6400000, &rd1, 1);
     report(o, 6440000, &r);
-    assert_int_equal(r.serial_cycles, 6440);
-    assert_int_equal(r.adjusted_cycles, 6440);
-    assert_int_equal(r.hidden_prefetch_cycles, 0);
-    assert_int_equal(r.dependent_prefetch_stalls, 1);
+    expect_cycles(&r, 6440, 6440, 0, 1);
     assert_int_equal(r.pending_prefetch_picos, 0);
     plena_overlap_free(o);
     /* 3: prefetch 500, prefetch 500, compute 2000 (no overlap of ranges) */
@@ -255,21 +260,15 @@ static void test_overlay_unit_vectors(void **state)
     plena_overlap_prefetch(o, 500, &VPF);
     plena_overlap_compute(o, 2000, &rd0, 1);
     report(o, 3000, &r);
-    assert_int_equal(r.serial_cycles, 3);
-    assert_int_equal(r.adjusted_cycles, 2);
-    assert_int_equal(r.hidden_prefetch_cycles, 1);
+    expect_cycles(&r, 3, 2, 1, 0);
     assert_int_equal(r.hidden_prefetch_picos, 1000);
-    assert_int_equal(r.dependent_prefetch_stalls, 0);
     plena_overlap_free(o);
     /* 4: prefetch 100000, compute 64000, end: 36 pending */
     o = new_ov();
     plena_overlap_prefetch(o, 100000, &VPF);
     plena_overlap_compute(o, 64000, &rd0, 1);
     report(o, 164000, &r);
-    assert_int_equal(r.serial_cycles, 164);
-    assert_int_equal(r.adjusted_cycles, 100);
-    assert_int_equal(r.hidden_prefetch_cycles, 64);
-    assert_int_equal(r.dependent_prefetch_stalls, 0);
+    expect_cycles(&r, 164, 100, 64, 0);
     assert_int_equal(r.pending_prefetch_picos, 36000);
     assert_int_equal(r.pending_prefetch_cycles, 36);
     plena_overlap_free(o);
@@ -279,10 +278,7 @@ static void test_overlay_unit_vectors(void **state)
     plena_overlap_barrier(o);
     plena_overlap_compute(o, 64000, &rd0, 1);
     report(o, 97000, &r);
-    assert_int_equal(r.serial_cycles, 97);
-    assert_int_equal(r.adjusted_cycles, 97);
-    assert_int_equal(r.hidden_prefetch_cycles, 0);
-    assert_int_equal(r.dependent_prefetch_stalls, 0);
+    expect_cycles(&r, 97, 97, 0, 0);
     assert_int_equal(r.barrier_ops, 1);
     assert_int_equal(r.pending_prefetch_picos, 0);
     plena_overlap_free(o);
@@ -335,6 +331,14 @@ static void expect_range(const struct plena_overlap_range *r, enum plena_overlap
     assert_int_equal(r->hi, hi);
 }
 
+/* Classifies the event of op with those register values (evt). */
+static void classify(const struct plena_settings *s, unsigned op, uint32_t rd, uint32_t rs1,
+                     uint32_t rs2, uint32_t e, struct plena_overlap_class_info *ci)
+{
+    struct plena_emu_event ev = evt(op, rd, rs1, rs2, e);
+    plena_overlap_classify(s, &ev, ci);
+}
+
 static void test_classification(void **state)
 {
     (void)state;
@@ -342,69 +346,54 @@ static void test_classification(void **state)
     ref_settings(&s, 1); /* MLEN = VLEN = 64, BLEN 4, rows_M 64, rows_V 4 */
     const enum plena_overlap_space M = PLENA_OVERLAP_MATRIX, V = PLENA_OVERLAP_VECTOR;
     struct plena_overlap_class_info ci;
-    struct plena_emu_event ev;
 
-    ev = evt(PLENA_OP_H_PREFETCH_M, 8192, 0, 0, 0);
-    plena_overlap_classify(&s, &ev, &ci);
+    classify(&s, PLENA_OP_H_PREFETCH_M, 8192, 0, 0, 0, &ci);
     assert_int_equal(ci.cls, PLENA_OVERLAP_PREFETCH);
     expect_range(&ci.write, M, 8192, 8192 + 64 * 64);
-    ev = evt(PLENA_OP_H_PREFETCH_V, 4096, 0, 0, 0);
-    plena_overlap_classify(&s, &ev, &ci);
+    classify(&s, PLENA_OP_H_PREFETCH_V, 4096, 0, 0, 0, &ci);
     assert_int_equal(ci.cls, PLENA_OVERLAP_PREFETCH);
     expect_range(&ci.write, V, 4096, 4352);
-    ev = evt(PLENA_OP_H_STORE_V, 0, 0, 0, 0);
-    plena_overlap_classify(&s, &ev, &ci);
+    classify(&s, PLENA_OP_H_STORE_V, 0, 0, 0, 0, &ci);
     assert_int_equal(ci.cls, PLENA_OVERLAP_BARRIER);
-    ev = evt(PLENA_OP_C_BREAK, 0, 0, 0, 0);
-    plena_overlap_classify(&s, &ev, &ci);
+    classify(&s, PLENA_OP_C_BREAK, 0, 0, 0, 0, &ci);
     assert_int_equal(ci.cls, PLENA_OVERLAP_BARRIER);
 
     /* matrix ranges start at the tile base tile(x) = x - x mod 4096 */
-    ev = evt(PLENA_OP_M_MM, 0, 4096 + 130, 512, 0);
-    plena_overlap_classify(&s, &ev, &ci);
+    classify(&s, PLENA_OP_M_MM, 0, 4096 + 130, 512, 0, &ci);
     assert_int_equal(ci.cls, PLENA_OVERLAP_COMPUTE);
     assert_int_equal(ci.n_reads, 2);
     expect_range(&ci.reads[0], M, 4096, 8192);
     expect_range(&ci.reads[1], V, 512, 512 + 256);
-    ev = evt(PLENA_OP_M_BTMM, 0, 100, 512, 0);
-    plena_overlap_classify(&s, &ev, &ci);
+    classify(&s, PLENA_OP_M_BTMM, 0, 100, 512, 0, &ci);
     expect_range(&ci.reads[0], M, 0, 4096);
     expect_range(&ci.reads[1], V, 512, 512 + 4096);
-    ev = evt(PLENA_OP_M_TMM, 0, 512, 8200, 0);
-    plena_overlap_classify(&s, &ev, &ci);
+    classify(&s, PLENA_OP_M_TMM, 0, 512, 8200, 0, &ci);
     expect_range(&ci.reads[0], V, 512, 768);
     expect_range(&ci.reads[1], M, 8192, 12288);
-    ev = evt(PLENA_OP_M_TMV, 0, 5000, 64, 0);
-    plena_overlap_classify(&s, &ev, &ci);
+    classify(&s, PLENA_OP_M_TMV, 0, 5000, 64, 0, &ci);
     expect_range(&ci.reads[0], M, 4096, 8192);
     expect_range(&ci.reads[1], V, 64, 128);
-    ev = evt(PLENA_OP_M_BTMV, 4000, 200, 64, 0); /* tile(4200) = 4096 */
-    plena_overlap_classify(&s, &ev, &ci);
+    classify(&s, PLENA_OP_M_BTMV, 4000, 200, 64, 0, &ci); /* tile(4200) = 4096 */
     expect_range(&ci.reads[0], M, 4096, 8192);
     expect_range(&ci.reads[1], V, 64, 128);
-    ev = evt(PLENA_OP_M_MV_WO, 64, 0, 0, 0);
-    plena_overlap_classify(&s, &ev, &ci);
+    classify(&s, PLENA_OP_M_MV_WO, 64, 0, 0, 0, &ci);
     assert_int_equal(ci.cls, PLENA_OVERLAP_COMPUTE);
     assert_int_equal(ci.n_reads, 0);
-    ev = evt(PLENA_OP_V_MUL_VV, 0, 128, 256, 0);
-    plena_overlap_classify(&s, &ev, &ci);
+    classify(&s, PLENA_OP_V_MUL_VV, 0, 128, 256, 0, &ci);
     assert_int_equal(ci.n_reads, 2);
     expect_range(&ci.reads[0], V, 128, 192);
     expect_range(&ci.reads[1], V, 256, 320);
-    ev = evt(PLENA_OP_V_TOPK, 0, 1024, 0, 130); /* ceil(130/64) x 64 = 192 */
-    plena_overlap_classify(&s, &ev, &ci);
+    classify(&s, PLENA_OP_V_TOPK, 0, 1024, 0, 130, &ci); /* ceil(130/64) x 64 = 192 */
     assert_int_equal(ci.n_reads, 1);
     expect_range(&ci.reads[0], V, 1024, 1216);
-    ev = evt(PLENA_OP_V_RED_SUM, 0, 320, 0, 0);
-    plena_overlap_classify(&s, &ev, &ci);
+    classify(&s, PLENA_OP_V_RED_SUM, 0, 320, 0, 0, &ci);
     assert_int_equal(ci.cls, PLENA_OVERLAP_COMPUTE);
     expect_range(&ci.reads[0], V, 320, 384);
     static const unsigned other[] = {
         PLENA_OP_S_ADD_FP,   PLENA_OP_S_LD_INT,       PLENA_OP_S_MAP_V_FP,  PLENA_OP_C_SET_ADDR_REG,
         PLENA_OP_C_LOOP_END, PLENA_OP_C_SET_TOPK_REG, PLENA_OP_C_LOOP_START};
     for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
-        ev = evt(other[i], 0, 0, 0, 0);
-        plena_overlap_classify(&s, &ev, &ci);
+        classify(&s, other[i], 0, 0, 0, 0, &ci);
         assert_int_equal(ci.cls, PLENA_OVERLAP_OTHER);
     }
 }
@@ -430,9 +419,8 @@ static void test_classification_all_opcodes(void **state)
             else if (n[0] == 'M' || n[0] == 'V')
                 want = PLENA_OVERLAP_COMPUTE;
         }
-        struct plena_emu_event ev = evt(op, 64, 128, 192, 64);
         struct plena_overlap_class_info ci;
-        plena_overlap_classify(&s, &ev, &ci);
+        classify(&s, op, 64, 128, 192, 64, &ci);
         if (ci.cls != want) fprintf(stderr, "opcode 0x%02X %s\n", op, n);
         assert_int_equal(ci.cls, want);
         unsigned spaces = 0;
@@ -482,13 +470,10 @@ static void test_g2_overlay_events(void **state)
     }
     struct plena_overlap_report r;
     plena_overlap_report(o, plena_timing_now_ps(t), 1000, &r);
-    assert_int_equal(r.serial_cycles, 6440);
-    assert_int_equal(r.adjusted_cycles, 6408);
-    assert_int_equal(r.hidden_prefetch_cycles, 32);
+    expect_cycles(&r, 6440, 6408, 32, 0);
     assert_int_equal(r.pending_prefetch_cycles, 0);
     assert_int_equal(r.prefetch_ops, 1);
     assert_int_equal(r.compute_ops, 100);
-    assert_int_equal(r.dependent_prefetch_stalls, 0);
     assert_int_equal(plena_timing_bytes_read(t), 512);
     plena_overlap_free(o);
     plena_timing_free(t);

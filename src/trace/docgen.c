@@ -31,6 +31,15 @@ static json_t *enum_array(const char *values)
     return a;
 }
 
+/* The JSON Schema "type" of a nullable field: [type, "null"]. */
+static json_t *or_null(const char *type)
+{
+    json_t *t = json_array();
+    json_array_append_new(t, json_string(type));
+    json_array_append_new(t, json_string("null"));
+    return t;
+}
+
 static void set_range(json_t *o, const struct plena_trace_field_info *f, int integral)
 {
     if (isfinite(f->lo))
@@ -98,25 +107,15 @@ static json_t *node(enum plena_trace_field id)
         json_object_set_new(o, "anyOf", any);
         break;
     }
-    case PLENA_TRACE_T_STR_OR_NULL: {
-        json_t *t = json_array();
-        json_array_append_new(t, json_string("string"));
-        json_array_append_new(t, json_string("null"));
-        json_object_set_new(o, "type", t);
-        break;
-    }
+    case PLENA_TRACE_T_STR_OR_NULL: json_object_set_new(o, "type", or_null("string")); break;
     case PLENA_TRACE_T_INTEGER:
         json_object_set_new(o, "type", json_string("integer"));
         set_range(o, f, 1);
         break;
-    case PLENA_TRACE_T_INT_OR_NULL: {
-        json_t *t = json_array();
-        json_array_append_new(t, json_string("integer"));
-        json_array_append_new(t, json_string("null"));
-        json_object_set_new(o, "type", t);
+    case PLENA_TRACE_T_INT_OR_NULL:
+        json_object_set_new(o, "type", or_null("integer"));
         set_range(o, f, 1);
         break;
-    }
     case PLENA_TRACE_T_NUMBER:
         json_object_set_new(o, "type", json_string("number"));
         set_range(o, f, 0);
@@ -198,16 +197,6 @@ static int build_schema(struct plena_buf *b)
 
 /* ---- markdown ---- */
 
-static void md_cell(struct plena_buf *b, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '|')
-            plena_buf_puts(b, "\\|");
-        else
-            plena_buf_append(b, s, 1);
-    }
-}
-
 static void type_text(struct plena_buf *b, enum plena_trace_field id)
 {
     const struct plena_trace_field_info *f = plena_trace_field_at(id);
@@ -286,7 +275,7 @@ static void md_object(struct plena_buf *b, enum plena_trace_field obj)
         plena_buf_puts(b, "### Top level\n\n");
     else
         plena_buf_printf(b, "### `%s`\n\n", plena_trace_field_path(obj, path, sizeof path));
-    md_cell(b, o->desc);
+    plena_buf_put_md_cell(b, o->desc);
     plena_buf_puts(b, ".\n\n| field | type | required | constraint | rule | description |\n"
                       "|---|---|---|---|---|---|\n");
     for (unsigned i = 1; i < PLENA_TF_COUNT; i++) {
@@ -299,7 +288,7 @@ static void md_object(struct plena_buf *b, enum plena_trace_field obj)
         plena_buf_printf(
             b, " | %s%s | ", f->code,
             (f->flags & PLENA_TRACE_FLAG_UPSTREAM) && strcmp(f->code, "W002") ? ", W002" : "");
-        md_cell(b, f->desc);
+        plena_buf_put_md_cell(b, f->desc);
         plena_buf_puts(b, " |\n");
     }
     plena_buf_puts(b, "\n");
@@ -365,7 +354,7 @@ static int build_docs(struct plena_buf *b, const char *example)
     for (unsigned i = 0; i < plena_trace_rule_count(); i++) {
         const struct plena_trace_rule_info *r = plena_trace_rule_at(i);
         plena_buf_printf(b, "| %s | `%s` | ", r->code, r->path);
-        md_cell(b, r->rule);
+        plena_buf_put_md_cell(b, r->rule);
         plena_buf_puts(b, " |\n");
     }
     plena_buf_puts(b,

@@ -68,23 +68,11 @@ static int bad(struct imp *st, int code, const char *where, const char *fmt, ...
     return PLENA_FAIL(st->err, code, where, "%s", msg);
 }
 
+/* Strings are quoted to 40 bytes without a mark where they were cut (the
+ * importer's messages predate the validator's "..."). */
 static const char *describe(const json_t *v, char *buf, size_t n)
 {
-    char num[40];
-    switch (json_typeof(v)) {
-    case JSON_TRUE: return "boolean true";
-    case JSON_FALSE: return "boolean false";
-    case JSON_NULL: return "null";
-    case JSON_OBJECT: return "object";
-    case JSON_ARRAY: return "array";
-    case JSON_INTEGER: snprintf(buf, n, "integer %lld", (long long)json_integer_value(v)); break;
-    case JSON_REAL:
-        plena_json_fmt_double(num, sizeof num, json_real_value(v));
-        snprintf(buf, n, "real %s", num);
-        break;
-    case JSON_STRING: snprintf(buf, n, "string \"%.40s\"", json_string_value(v)); break;
-    }
-    return buf;
+    return plena_trace_describe_value(v, 0, buf, n);
 }
 
 /* One token's ids: an array of exactly K integer ids in [0, E), none twice. */
@@ -188,17 +176,29 @@ static int weights_missing(struct imp *st, const char *where, const char *what)
                what);
 }
 
-/* Iterates the non-blank lines of a JSONL input: calls fn(line_no, index,
- * text, len) in order. */
-typedef int (*line_fn)(struct imp *st, long line, long index, const char *s, size_t n);
-static int each_line(struct imp *st, const char *bytes, size_t len, line_fn fn)
+static json_t *parse_line(struct imp *st, const char *where, const char *s, size_t n, int *rc);
+
+/* Iterates the records of a JSONL input, one per non-blank line, in order:
+ * each must be a JSON object; fn gets it with its line number, its index
+ * among the lines and where = "<file>:<line>" for messages, and the record
+ * is freed after fn. A line that is not an object fails like a bad record. */
+typedef int (*record_fn)(struct imp *st, long line, long index, const char *where, json_t *rec);
+static int each_record(struct imp *st, const char *bytes, size_t len, record_fn fn)
 {
     struct plena_trace_lines it = {bytes, len, 0, 0};
     const char *s;
     size_t n;
     long index = 0;
     while (plena_trace_lines_next(&it, &s, &n)) {
-        int rc = fn(st, it.line, index++, s, n);
+        char where[320];
+        snprintf(where, sizeof where, "%s:%ld", st->name, it.line);
+        int rc;
+        json_t *rec = parse_line(st, where, s, n, &rc);
+        if (rec) {
+            rc = fn(st, it.line, index, where, rec);
+            json_decref(rec);
+        }
+        index++;
         if (rc && (!st->o->keep_going || rc == PLENA_E_NOMEM)) return rc;
     }
     return 0;
@@ -350,16 +350,10 @@ static int vllm_record(struct imp *st, const char *where, long index, json_t *re
     return rc;
 }
 
-static int vllm_line(struct imp *st, long line, long index, const char *s, size_t n)
+static int vllm_line(struct imp *st, long line, long index, const char *where, json_t *rec)
 {
-    char where[320];
-    snprintf(where, sizeof where, "%s:%ld", st->name, line);
-    int rc;
-    json_t *rec = parse_line(st, where, s, n, &rc);
-    if (!rec) return rc;
-    rc = vllm_record(st, where, index, rec);
-    json_decref(rec);
-    return rc;
+    (void)line;
+    return vllm_record(st, where, index, rec);
 }
 
 static int import_vllm_raw(struct imp *st, const char *bytes, size_t len)
@@ -422,7 +416,7 @@ static int import_vllm(struct imp *st, const char *bytes, size_t len)
         return rc;
     }
     json_decref(whole);
-    return each_line(st, bytes, len, vllm_line);
+    return each_record(st, bytes, len, vllm_line);
 }
 
 /* ---- megatron ---- */
@@ -459,7 +453,30 @@ static int int_field(struct imp *st, const char *where, const json_t *rec, const
     return 0;
 }
 
-/* nested [T][K] or flat T*K, row-major; kind 0 ids, 1 weights. */
+/* Row t of an id matrix (into ids) or, when ids is NULL, of a weight matrix
+ * (into w); K entries per row. */
+static int matrix_row(struct imp *st, const char *where, const char *path, const json_t *row,
+                      size_t t, int64_t *ids, float *w)
+{
+    return ids ? id_row(st, where, path, row, ids + t * st->K)
+               : weight_row(st, where, path, row, w + t * st->K);
+}
+
+/* The first T rows of the nested array a ([T][K], length checked by the
+ * caller), row t named "key[t]" in messages; ids or w as for matrix_row. */
+static int nested_rows(struct imp *st, const char *where, const char *key, const json_t *a,
+                       size_t T, int64_t *ids, float *w)
+{
+    char path[96];
+    for (size_t t = 0; t < T; t++) {
+        snprintf(path, sizeof path, "%s[%zu]", key, t);
+        int rc = matrix_row(st, where, path, json_array_get(a, t), t, ids, w);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* nested [T][K] or flat T*K, row-major: ids, or weights when ids is NULL. */
 static int megatron_matrix(struct imp *st, const char *where, const char *key, const json_t *a,
                            uint32_t T, int64_t *ids, float *w)
 {
@@ -470,13 +487,7 @@ static int megatron_matrix(struct imp *st, const char *where, const char *key, c
     if (nested) {
         if (n != T)
             return bad(st, PLENA_E_INPUT, where, "%s: %zu rows, expected num_tokens %u", key, n, T);
-        for (uint32_t t = 0; t < T; t++) {
-            snprintf(path, sizeof path, "%s[%u]", key, t);
-            int rc = ids ? id_row(st, where, path, json_array_get(a, t), ids + (size_t)t * st->K)
-                         : weight_row(st, where, path, json_array_get(a, t), w + (size_t)t * st->K);
-            if (rc) return rc;
-        }
-        return 0;
+        return nested_rows(st, where, key, a, T, ids, w);
     }
     if (n != (size_t)T * st->K)
         return bad(st, PLENA_E_INPUT, where,
@@ -491,21 +502,17 @@ static int megatron_matrix(struct imp *st, const char *where, const char *key, c
             json_array_append(row, json_array_get(a, (size_t)t * st->K + j));
         snprintf(path, sizeof path, "%s[%zu..%zu]", key, (size_t)t * st->K,
                  (size_t)t * st->K + st->K - 1);
-        rc = ids ? id_row(st, where, path, row, ids + (size_t)t * st->K)
-                 : weight_row(st, where, path, row, w + (size_t)t * st->K);
+        rc = matrix_row(st, where, path, row, t, ids, w);
     }
     json_decref(row);
     return rc;
 }
 
-static int megatron_line(struct imp *st, long line, long index, const char *s, size_t n)
+static int megatron_line(struct imp *st, long line, long index, const char *where, json_t *rec)
 {
     (void)index;
-    char where[320], d[96];
-    snprintf(where, sizeof where, "%s:%ld", st->name, line);
+    char d[96];
     int rc;
-    json_t *rec = parse_line(st, where, s, n, &rc);
-    if (!rec) return rc;
     struct mrec m = {.line = line};
     int64_t T = 0, topk = 0;
     snprintf(m.stage, sizeof m.stage, "na");
@@ -566,12 +573,10 @@ static int megatron_line(struct imp *st, long line, long index, const char *s, s
         goto out;
     }
     st->mset->v[st->mset->n++] = m;
-    json_decref(rec);
     return 0;
 out:
     plena_free(m.ids);
     plena_free(m.w);
-    json_decref(rec);
     return rc;
 }
 
@@ -681,7 +686,7 @@ static int import_megatron(struct imp *st, const char *bytes, size_t len)
 {
     struct mset set = {0};
     st->mset = &set;
-    int rc = each_line(st, bytes, len, megatron_line);
+    int rc = each_record(st, bytes, len, megatron_line);
     st->mset = NULL;
     if (!rc && st->o->merge_ranks) {
         qsort(set.v, set.n, sizeof *set.v, cmp_mrec);
@@ -1078,14 +1083,11 @@ static int str_field(struct imp *st, const char *where, const json_t *rec, const
     return 0;
 }
 
-static int rows_line(struct imp *st, long line, long index, const char *s, size_t n)
+static int rows_line(struct imp *st, long line, long index, const char *where, json_t *rec)
 {
     (void)index;
-    char where[320], path[96], d[96];
-    snprintf(where, sizeof where, "%s:%ld", st->name, line);
+    char d[96];
     int rc;
-    json_t *rec = parse_line(st, where, s, n, &rc);
-    if (!rec) return rc;
     const char *sample = NULL, *phase = NULL, *bench = benchmark(st, "jsonl"), *cat = NULL,
                *wsrc = NULL, *rsrc = "routing_rows", *mkey = st->o->model->name;
     int64_t layer = 0, step = 0, sidx = -1, itok = -1;
@@ -1127,11 +1129,7 @@ static int rows_line(struct imp *st, long line, long index, const char *s, size_
         rc = bad(st, PLENA_E_NOMEM, where, "out of memory");
         goto out;
     }
-    for (size_t t = 0; t < T && !rc; t++) {
-        snprintf(path, sizeof path, "routes[%zu]", t);
-        rc = id_row(st, where, path, json_array_get(routes, t), ids + t * st->K);
-    }
-    if (rc) goto out;
+    if ((rc = nested_rows(st, where, "routes", routes, T, ids, NULL))) goto out;
     if (rw && !json_is_null(rw)) {
         if (!json_is_array(rw) || json_array_size(rw) != T) {
             rc = bad(st, PLENA_E_INPUT, where, "route_weights: expected %zu rows like routes", T);
@@ -1142,11 +1140,7 @@ static int rows_line(struct imp *st, long line, long index, const char *s, size_
             rc = bad(st, PLENA_E_NOMEM, where, "out of memory");
             goto out;
         }
-        for (size_t t = 0; t < T && !rc; t++) {
-            snprintf(path, sizeof path, "route_weights[%zu]", t);
-            rc = weight_row(st, where, path, json_array_get(rw, t), w + t * st->K);
-        }
-        if (rc) goto out;
+        if ((rc = nested_rows(st, where, "route_weights", rw, T, NULL, w))) goto out;
         if (!wsrc) wsrc = "imported";
     } else {
         if (!st->o->allow_uniform_weights) {
@@ -1184,7 +1178,6 @@ static int rows_line(struct imp *st, long line, long index, const char *s, size_
 out:
     plena_free(ids);
     plena_free(w);
-    json_decref(rec);
     return rc;
 }
 
@@ -1213,7 +1206,7 @@ int plena_trace_import(const struct plena_trace_import_opts *o, const char *name
     case PLENA_TRACE_IMPORT_VLLM: rc = import_vllm(&st, bytes, len); break;
     case PLENA_TRACE_IMPORT_MEGATRON: rc = import_megatron(&st, bytes, len); break;
     case PLENA_TRACE_IMPORT_CSV: rc = import_csv(&st, bytes, len); break;
-    case PLENA_TRACE_IMPORT_JSONL: rc = each_line(&st, bytes, len, rows_line); break;
+    case PLENA_TRACE_IMPORT_JSONL: rc = each_record(&st, bytes, len, rows_line); break;
     }
     if (rc == PLENA_E_NOMEM) return PLENA_FAIL(err, PLENA_E_NOMEM, name, "out of memory");
     if (o->keep_going && rc != PLENA_E_USAGE && !plena_err_is_set(err)) return 0;

@@ -31,23 +31,30 @@ static struct plena_moe_model model_e8k2(void)
 
 static struct plena_moe_model M;
 
-static void opts(struct plena_trace_import_opts *o, enum plena_trace_import_format f)
+/* One import: its options (format f, model e8k2, the rest default) and what
+ * the last run produced. */
+struct imp {
+    struct plena_trace_import_opts o;
+    struct plena_trace_docs d;
+    struct plena_err err;
+    struct plena_trace_import_log log;
+};
+
+static void opts(struct imp *c, enum plena_trace_import_format f)
 {
-    plena_trace_import_opts_default(o);
+    plena_trace_import_opts_default(&c->o);
     M = model_e8k2();
-    o->model = &M;
-    o->from = f;
+    c->o.model = &M;
+    c->o.from = f;
 }
 
-static int run(const struct plena_trace_import_opts *o, const char *name, const char *text,
-               size_t len, struct plena_trace_docs *d, struct plena_err *err,
-               struct plena_trace_import_log *log)
+static int run(struct imp *c, const char *name, const char *text, size_t len)
 {
-    memset(d, 0, sizeof *d);
-    memset(err, 0, sizeof *err);
-    memset(log, 0, sizeof *log);
-    plena_buf_init(&log->text);
-    return plena_trace_import(o, name, text, len, d, log, err);
+    memset(&c->d, 0, sizeof c->d);
+    memset(&c->err, 0, sizeof c->err);
+    memset(&c->log, 0, sizeof c->log);
+    plena_buf_init(&c->log.text);
+    return plena_trace_import(&c->o, name, text, len, &c->d, &c->log, &c->err);
 }
 
 static const json_t *find(const struct plena_trace_docs *d, const char *id)
@@ -95,10 +102,10 @@ static const json_t *at(const json_t *t, const char *obj, const char *key)
     return json_object_get(json_object_get(t, obj), key);
 }
 
-static void done(struct plena_trace_docs *d, struct plena_trace_import_log *log)
+static void done(struct imp *c)
 {
-    plena_trace_docs_free(d);
-    plena_buf_free(&log->text);
+    plena_trace_docs_free(&c->d);
+    plena_buf_free(&c->log.text);
 }
 
 /* ---- vLLM ---- */
@@ -140,92 +147,85 @@ static const char vllm_r0_l0_expected[] =
 static void test_vllm(void **state)
 {
     (void)state;
-    struct plena_trace_import_opts o;
-    struct plena_trace_docs d;
-    struct plena_err err;
-    struct plena_trace_import_log log;
-    opts(&o, PLENA_TRACE_IMPORT_VLLM);
+    struct imp c;
+    opts(&c, PLENA_TRACE_IMPORT_VLLM);
     /* no weights in vLLM: --allow-uniform-weights is required */
-    assert_int_equal(run(&o, "req.jsonl", vllm_jsonl, strlen(vllm_jsonl), &d, &err, &log),
-                     PLENA_E_USAGE);
-    assert_non_null(strstr(err.msg, "--allow-uniform-weights"));
-    done(&d, &log);
+    assert_int_equal(run(&c, "req.jsonl", vllm_jsonl, strlen(vllm_jsonl)), PLENA_E_USAGE);
+    assert_non_null(strstr(c.err.msg, "--allow-uniform-weights"));
+    done(&c);
 
-    o.allow_uniform_weights = 1;
-    assert_int_equal(run(&o, "req.jsonl", vllm_jsonl, strlen(vllm_jsonl), &d, &err, &log), 0);
+    c.o.allow_uniform_weights = 1;
+    assert_int_equal(run(&c, "req.jsonl", vllm_jsonl, strlen(vllm_jsonl)), 0);
     /* r0: 2 prefill + 2 decode; 7: 2 prefill; req2 (3rd non-blank line): 2 x 2 decode */
-    assert_int_equal(d.n, 10);
-    expect_json(find(&d, "vllm_r0_l0_prefill"), vllm_r0_l0_expected);
-    const json_t *t = find(&d, "vllm_r0_l1_prefill");
+    assert_int_equal(c.d.n, 10);
+    expect_json(find(&c.d, "vllm_r0_l0_prefill"), vllm_r0_l0_expected);
+    const json_t *t = find(&c.d, "vllm_r0_l1_prefill");
     expect_json(at(t, "routing", "topk_indices"), "[[0,2],[1,0],[6,1]]");
-    t = find(&d, "vllm_r0_l1_decode_d1");
+    t = find(&c.d, "vllm_r0_l1_decode_d1");
     expect_json(at(t, "routing", "topk_indices"), "[[7,2]]");
     expect_json(json_object_get(t, "workload"),
                 "{\"batch_size\":1,\"benchmark\":\"vllm\",\"decode_step\":1,\"phase\":\"decode\","
                 "\"sample_id\":\"r0\",\"sample_index\":0,\"seq_len\":1,\"token_count\":1}");
-    t = find(&d, "vllm_7_l1_prefill");
+    t = find(&c.d, "vllm_7_l1_prefill");
     expect_json(at(t, "routing", "topk_indices"), "[[5,6]]");
-    t = find(&d, "vllm_req2_l0_decode_d2");
+    t = find(&c.d, "vllm_req2_l0_decode_d2");
     expect_json(at(t, "routing", "topk_indices"), "[[4,5]]");
     expect_json(at(t, "workload", "decode_step"), "2");
     expect_json(at(t, "workload", "sample_index"), "2");
-    done(&d, &log);
+    done(&c);
 
     /* --decode-aggregate and --layer-map */
     uint32_t map[2] = {10, 12};
-    o.decode_aggregate = 1;
-    o.layer_map = map;
-    o.n_layer_map = 2;
-    assert_int_equal(run(&o, "req.jsonl", vllm_jsonl, strlen(vllm_jsonl), &d, &err, &log), 0);
-    assert_int_equal(d.n, 8);
-    t = find(&d, "vllm_req2_l12_decode");
+    c.o.decode_aggregate = 1;
+    c.o.layer_map = map;
+    c.o.n_layer_map = 2;
+    assert_int_equal(run(&c, "req.jsonl", vllm_jsonl, strlen(vllm_jsonl)), 0);
+    assert_int_equal(c.d.n, 8);
+    t = find(&c.d, "vllm_req2_l12_decode");
     expect_json(at(t, "routing", "topk_indices"), "[[2,3],[6,7]]");
     expect_json(at(t, "model", "layer_index"), "12");
     assert_null(at(t, "workload", "decode_step"));
     expect_json(at(t, "workload", "token_count"), "2");
-    done(&d, &log);
+    done(&c);
 }
 
 static void test_vllm_raw(void **state)
 {
     (void)state;
-    struct plena_trace_import_opts o;
-    struct plena_trace_docs d;
-    struct plena_err err;
-    struct plena_trace_import_log log;
-    opts(&o, PLENA_TRACE_IMPORT_VLLM);
-    o.allow_uniform_weights = 1;
-    o.raw = 1;
-    o.raw_shape[0] = 2; /* P */
-    o.raw_shape[1] = 1; /* L */
-    o.raw_shape[2] = 2; /* K */
-    o.raw_elem_bytes = 2;
-    o.phase = "prefill";
+    struct imp c;
+    opts(&c, PLENA_TRACE_IMPORT_VLLM);
+    c.o.allow_uniform_weights = 1;
+    c.o.raw = 1;
+    c.o.raw_shape[0] = 2; /* P */
+    c.o.raw_shape[1] = 1; /* L */
+    c.o.raw_shape[2] = 2; /* K */
+    c.o.raw_elem_bytes = 2;
+    c.o.phase = "prefill";
     uint32_t map[1] = {5};
-    o.layer_map = map;
-    o.n_layer_map = 1;
+    c.o.layer_map = map;
+    c.o.n_layer_map = 1;
     /* int16 little-endian [[3,1]], [[7,0]] */
     static const char raw[8] = {3, 0, 1, 0, 7, 0, 0, 0};
-    assert_int_equal(run(&o, "ids.bin", raw, sizeof raw, &d, &err, &log), 0);
-    assert_int_equal(d.n, 1);
+    assert_int_equal(run(&c, "ids.bin", raw, sizeof raw), 0);
+    assert_int_equal(c.d.n, 1);
     /* counts [1,1,0,1,0,0,0,1]: 4 slots / 4 active = 1; sorted
      * [0,0,0,0,1,1,1,1], S = 26, gini = 52/32 - 9/8 = 0.5 */
-    const json_t *t = find(&d, "vllm_req0_l5_prefill");
+    const json_t *t = find(&c.d, "vllm_req0_l5_prefill");
     expect_json(json_object_get(t, "routing"),
                 "{\"active_experts\":[0,1,3,7],\"cold_experts\":[2,4,5,6],\"duplicate_factor\":1,"
                 "\"expert_counts\":[1,1,0,1,0,0,0,1],\"gini\":0.5,\"hot_experts\":[0,1,3,7],"
                 "\"source\":\"vllm_routed_experts\",\"topk_indices\":[[3,1],[7,0]],"
                 "\"topk_weights\":[[0.5,0.5],[0.5,0.5]],"
                 "\"weight_source\":\"uniform_weights_timing_only\"}");
-    done(&d, &log);
+    done(&c);
     /* wrong size, negative id (0xffff = -1) */
-    assert_int_equal(run(&o, "ids.bin", raw, 6, &d, &err, &log), PLENA_E_INPUT);
-    assert_non_null(strstr(err.msg, "file is 6 bytes, expected 8 (shape 2,1,2 of int16)"));
-    done(&d, &log);
+    assert_int_equal(run(&c, "ids.bin", raw, 6), PLENA_E_INPUT);
+    assert_non_null(strstr(c.err.msg, "file is 6 bytes, expected 8 (shape 2,1,2 of int16)"));
+    done(&c);
     static const char neg[8] = {3, 0, 1, 0, (char)0xff, (char)0xff, 0, 0};
-    assert_int_equal(run(&o, "ids.bin", neg, 8, &d, &err, &log), PLENA_E_INPUT);
-    assert_non_null(strstr(err.msg, "element [1][0][0] (byte 4): expert id -1 outside 0..7"));
-    done(&d, &log);
+    assert_int_equal(run(&c, "ids.bin", neg, 8), PLENA_E_INPUT);
+    assert_non_null(strstr(c.err.msg, "element [1][0][0] (byte 4): expert id -1 outside 0..7"));
+    done(&c);
 }
 
 /* ---- Megatron ---- */
@@ -240,15 +240,12 @@ static const char mcore_jsonl[] =
 static void test_megatron(void **state)
 {
     (void)state;
-    struct plena_trace_import_opts o;
-    struct plena_trace_docs d;
-    struct plena_err err;
-    struct plena_trace_import_log log;
-    opts(&o, PLENA_TRACE_IMPORT_MEGATRON);
-    o.layer_offset = 2;
-    assert_int_equal(run(&o, "mc.jsonl", mcore_jsonl, strlen(mcore_jsonl), &d, &err, &log), 0);
-    assert_int_equal(d.n, 2);
-    const json_t *t = find(&d, "mcore_fwd_s3_b1_l2_r0"); /* nested record */
+    struct imp c;
+    opts(&c, PLENA_TRACE_IMPORT_MEGATRON);
+    c.o.layer_offset = 2;
+    assert_int_equal(run(&c, "mc.jsonl", mcore_jsonl, strlen(mcore_jsonl)), 0);
+    assert_int_equal(c.d.n, 2);
+    const json_t *t = find(&c.d, "mcore_fwd_s3_b1_l2_r0"); /* nested record */
     expect_json(at(t, "routing", "topk_indices"), "[[1,2],[3,4]]");
     expect_weights(at(t, "routing", "topk_weights"), "[[0.75,0.25],[0.5,0.5]]");
     expect_json(at(t, "routing", "weight_source"), "\"imported\"");
@@ -259,21 +256,21 @@ static void test_megatron(void **state)
     expect_json(json_object_get(t, "provenance"),
                 "{\"block\":1,\"file\":\"mc.jsonl\",\"format\":\"megatron\",\"line\":1,\"rank\":0,"
                 "\"stage\":\"fwd\",\"step\":3}");
-    t = find(&d, "mcore_fwd_s3_b1_l2_r1"); /* flat record */
+    t = find(&c.d, "mcore_fwd_s3_b1_l2_r1"); /* flat record */
     expect_json(at(t, "routing", "topk_indices"), "[[5,6]]");
     expect_weights(at(t, "routing", "topk_weights"), "[[0.625,0.375]]");
-    done(&d, &log);
+    done(&c);
 
-    o.layer_offset = 0;
-    o.merge_ranks = 1;
-    assert_int_equal(run(&o, "mc.jsonl", mcore_jsonl, strlen(mcore_jsonl), &d, &err, &log), 0);
-    assert_int_equal(d.n, 1);
-    t = find(&d, "mcore_fwd_s3_b1_l0_rall");
+    c.o.layer_offset = 0;
+    c.o.merge_ranks = 1;
+    assert_int_equal(run(&c, "mc.jsonl", mcore_jsonl, strlen(mcore_jsonl)), 0);
+    assert_int_equal(c.d.n, 1);
+    t = find(&c.d, "mcore_fwd_s3_b1_l0_rall");
     expect_json(at(t, "routing", "topk_indices"), "[[1,2],[3,4],[5,6]]");
     expect_weights(at(t, "routing", "topk_weights"), "[[0.75,0.25],[0.5,0.5],[0.625,0.375]]");
     expect_json(at(t, "routing", "expert_counts"), "[0,1,1,1,1,1,1,0]");
     expect_json(at(t, "provenance", "ranks"), "[0,1]");
-    done(&d, &log);
+    done(&c);
 }
 
 /* ---- CSV ---- */
@@ -289,25 +286,22 @@ static const char csv_shuffled[] = "expert,token,slot,sample_id,layer,phase,deco
 static void test_csv(void **state)
 {
     (void)state;
-    struct plena_trace_import_opts o;
-    struct plena_trace_docs d;
-    struct plena_err err;
-    struct plena_trace_import_log log;
-    opts(&o, PLENA_TRACE_IMPORT_CSV);
-    assert_int_equal(run(&o, "r.csv", csv_shuffled, strlen(csv_shuffled), &d, &err, &log), 0);
-    assert_int_equal(d.n, 2);
+    struct imp c;
+    opts(&c, PLENA_TRACE_IMPORT_CSV);
+    assert_int_equal(run(&c, "r.csv", csv_shuffled, strlen(csv_shuffled)), 0);
+    assert_int_equal(c.d.n, 2);
     /* prefill: ids [[3,1],[2,0]], counts [1,1,1,1,0,0,0,0]: df 1; sorted
      * [0,0,0,0,1,1,1,1], gini 0.5 */
-    const json_t *t = find(&d, "csv_s0_l0_prefill");
+    const json_t *t = find(&c.d, "csv_s0_l0_prefill");
     expect_json(json_object_get(t, "routing"),
                 "{\"active_experts\":[0,1,2,3],\"cold_experts\":[4,5,6,7],\"duplicate_factor\":1,"
                 "\"expert_counts\":[1,1,1,1,0,0,0,0],\"gini\":0.5,\"hot_experts\":[0,1,2,3],"
                 "\"source\":\"csv_import\",\"topk_indices\":[[3,1],[2,0]],"
                 "\"topk_weights\":[[0.75,0.25],[0.5,0.5]],\"weight_source\":\"imported\"}");
-    t = find(&d, "csv_s0_l0_decode_d1");
+    t = find(&c.d, "csv_s0_l0_decode_d1");
     expect_json(at(t, "routing", "topk_indices"), "[[4,5]]");
     expect_json(at(t, "workload", "decode_step"), "1");
-    done(&d, &log);
+    done(&c);
 }
 
 /* ---- routing rows ---- */
@@ -315,106 +309,98 @@ static void test_csv(void **state)
 static void test_rows(void **state)
 {
     (void)state;
-    struct plena_trace_import_opts o;
-    struct plena_trace_docs d;
-    struct plena_err err;
-    struct plena_trace_import_log log;
-    opts(&o, PLENA_TRACE_IMPORT_JSONL);
+    struct imp c;
+    opts(&c, PLENA_TRACE_IMPORT_JSONL);
     static const char row[] =
         "{\"sample_id\":\"q1\",\"layer\":1,\"phase\":\"decode\",\"decode_step\":2,"
         "\"routes\":[[0,7]],\"route_weights\":[[0.6,0.4]],\"benchmark\":\"b\","
         "\"sample_index\":4,\"model_key\":\"mk\"}\n";
-    assert_int_equal(run(&o, "rows.jsonl", row, strlen(row), &d, &err, &log), 0);
-    const json_t *t = find(&d, "mk_b_q1_l1_decode_d2");
+    assert_int_equal(run(&c, "rows.jsonl", row, strlen(row)), 0);
+    const json_t *t = find(&c.d, "mk_b_q1_l1_decode_d2");
     expect_weights(at(t, "routing", "topk_weights"), "[[0.6,0.4]]"); /* binary32 0.6f prints 0.6 */
     expect_json(at(t, "workload", "sample_index"), "4");
     expect_json(at(t, "routing", "weight_source"), "\"imported\"");
-    done(&d, &log);
+    done(&c);
 }
 
 /* ---- the error cases ---- */
 
-static void expect_fail(struct plena_trace_import_opts *o, const char *name, const char *text,
-                        const char *where, const char *msg)
+static void expect_fail(struct imp *c, const char *name, const char *text, const char *where,
+                        const char *msg)
 {
-    struct plena_trace_docs d;
-    struct plena_err err;
-    struct plena_trace_import_log log;
-    int rc = run(o, name, text, strlen(text), &d, &err, &log);
-    if (rc != PLENA_E_INPUT || strcmp(err.where, where) || !strstr(err.msg, msg))
-        fail_msg("rc %d where '%s' msg '%s'; expected '%s' / '%s'", rc, err.where, err.msg, where,
-                 msg);
-    done(&d, &log);
+    int rc = run(c, name, text, strlen(text));
+    if (rc != PLENA_E_INPUT || strcmp(c->err.where, where) || !strstr(c->err.msg, msg))
+        fail_msg("rc %d where '%s' msg '%s'; expected '%s' / '%s'", rc, c->err.where, c->err.msg,
+                 where, msg);
+    done(c);
 }
 
 static void test_errors(void **state)
 {
     (void)state;
-    struct plena_trace_import_opts o;
-    opts(&o, PLENA_TRACE_IMPORT_VLLM);
-    o.allow_uniform_weights = 1;
-    expect_fail(&o, "req.jsonl",
+    struct imp c;
+    opts(&c, PLENA_TRACE_IMPORT_VLLM);
+    c.o.allow_uniform_weights = 1;
+    expect_fail(&c, "req.jsonl",
                 "{\"request_id\":\"a\",\"prompt_routed_experts\":[[[1,2]]]}\n"
                 "{\"request_id\":\"b\",\"prompt_routed_experts\":[[[1,2,3]]]}\n",
                 "req.jsonl:2",
                 "prompt_routed_experts[0][0]: expected top_k 2 expert ids per token (model "
                 "e8k2), got 3");
-    expect_fail(&o, "req.jsonl", "{\"prompt_routed_experts\":[[[1,8]]]}\n", "req.jsonl",
+    expect_fail(&c, "req.jsonl", "{\"prompt_routed_experts\":[[[1,8]]]}\n", "req.jsonl",
                 "prompt_routed_experts[0][0][1]: expert id 8 outside 0..7 (num_experts 8)");
-    opts(&o, PLENA_TRACE_IMPORT_CSV);
-    expect_fail(&o, "r.csv", "token,slot,sample_id,layer,phase,decode_step\n0,0,s,0,prefill,\n",
+    opts(&c, PLENA_TRACE_IMPORT_CSV);
+    expect_fail(&c, "r.csv", "token,slot,sample_id,layer,phase,decode_step\n0,0,s,0,prefill,\n",
                 "r.csv:1", "header: missing required column expert");
-    expect_fail(&o, "r.csv",
+    expect_fail(&c, "r.csv",
                 "sample_id,layer,phase,decode_step,token,slot,expert,weight\n"
                 "s0,0,prefill,,0,0,1,0.5\n"
                 "s0,0,prefill,,0,1,2,0.5\n"
                 "s0,0,prefill,,0,1,3,0.5\n",
                 "r.csv:4",
                 "token 0 slot 1 of sample \"s0\" layer 0 prefill already given at line 3");
-    expect_fail(&o, "r.csv",
+    expect_fail(&c, "r.csv",
                 "sample_id,layer,phase,decode_step,token,slot,expert\ns0,0,prefill,,0,0,9\n",
                 "r.csv:2", "column expert: expert id 9 outside 0..7 (num_experts 8)");
-    expect_fail(&o, "r.csv",
+    expect_fail(&c, "r.csv",
                 "sample_id,layer,phase,decode_step,token,slot,expert\ns0,0,prefill,,0,0,x1\n",
                 "r.csv:2", "column expert: expected an integer");
-    expect_fail(&o, "r.csv",
+    expect_fail(&c, "r.csv",
                 "sample_id,layer,phase,decode_step,token,slot,expert\ns0,0,prefill,,0,2,1\n",
                 "r.csv:2", "column slot: 2 outside 0..1 (model e8k2 has top_k 2)");
-    opts(&o, PLENA_TRACE_IMPORT_MEGATRON);
-    expect_fail(&o, "mc.jsonl",
+    opts(&c, PLENA_TRACE_IMPORT_MEGATRON);
+    expect_fail(&c, "mc.jsonl",
                 "{\"layer\":0,\"num_tokens\":1,\"topk\":2,\"top_indices\":[[1.5,2]],"
                 "\"top_probs\":[[0.5,0.5]]}\n",
                 "mc.jsonl:1", "top_indices[0][0]: expected an integer expert id, got real 1.5");
-    expect_fail(&o, "mc.jsonl",
+    expect_fail(&c, "mc.jsonl",
                 "{\"layer\":0,\"num_tokens\":1,\"topk\":3,\"top_indices\":[[1,2,3]]}\n",
                 "mc.jsonl:1", "topk: 3, but model e8k2 has top_k 2");
     /* no top_probs and no --allow-uniform-weights */
-    expect_fail(&o, "mc.jsonl", "{\"layer\":0,\"num_tokens\":1,\"topk\":2,\"top_indices\":[1,2]}\n",
+    expect_fail(&c, "mc.jsonl", "{\"layer\":0,\"num_tokens\":1,\"topk\":2,\"top_indices\":[1,2]}\n",
                 "mc.jsonl:1", "pass --allow-uniform-weights");
 }
 
 static void test_keep_going(void **state)
 {
     (void)state;
-    struct plena_trace_import_opts o;
-    struct plena_trace_docs d;
-    struct plena_err err;
-    struct plena_trace_import_log log;
-    opts(&o, PLENA_TRACE_IMPORT_VLLM);
-    o.allow_uniform_weights = 1;
-    o.keep_going = 1;
+    struct imp c;
+    opts(&c, PLENA_TRACE_IMPORT_VLLM);
+    c.o.allow_uniform_weights = 1;
+    c.o.keep_going = 1;
     static const char in[] = "{\"request_id\":\"a\",\"prompt_routed_experts\":[[[1,2]]]}\n"
                              "{\"request_id\":\"b\",\"prompt_routed_experts\":[[[1,\"x\"]]]}\n"
                              "not json\n"
                              "{\"request_id\":\"c\",\"prompt_routed_experts\":[[[3,4]]]}\n";
-    assert_int_equal(run(&o, "k.jsonl", in, strlen(in), &d, &err, &log), 0);
-    assert_int_equal(d.n, 2);
-    assert_int_equal(log.n_skipped, 2);
-    plena_buf_append(&log.text, "", 1);
-    assert_non_null(strstr(log.text.data, "k.jsonl:2: prompt_routed_experts[0][0][1]: expected an "
-                                          "integer expert id, got string \"x\""));
-    assert_non_null(strstr(log.text.data, "k.jsonl:3: invalid JSON"));
-    done(&d, &log);
+    assert_int_equal(run(&c, "k.jsonl", in, strlen(in)), 0);
+    assert_int_equal(c.d.n, 2);
+    assert_int_equal(c.log.n_skipped, 2);
+    plena_buf_append(&c.log.text, "", 1);
+    assert_non_null(strstr(c.log.text.data,
+                           "k.jsonl:2: prompt_routed_experts[0][0][1]: expected an "
+                           "integer expert id, got string \"x\""));
+    assert_non_null(strstr(c.log.text.data, "k.jsonl:3: invalid JSON"));
+    done(&c);
 }
 
 int main(void)

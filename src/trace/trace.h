@@ -66,6 +66,10 @@ const char *plena_trace_ftype_name(enum plena_trace_ftype t);
 const char *plena_trace_field_path(enum plena_trace_field id, char *buf, size_t n);
 /* 1 when `s` (length n) is one of the row's '|'-separated enum values. */
 int plena_trace_field_enum_has(const struct plena_trace_field_info *f, const char *s, size_t n);
+/* A JSON value as messages name it: "boolean true", "real 2", "string \"2\"",
+ * "array", ... (buf, capacity n, holds the text when it is not a constant).
+ * Strings are quoted to 40 bytes; mark_cut appends "..." when one was longer. */
+const char *plena_trace_describe_value(const json_t *v, int mark_cut, char *buf, size_t n);
 
 struct plena_trace_rule_info {
     const char *code, *path, *rule;

@@ -157,8 +157,7 @@ static const char *kind(const json_t *v)
     return "?";
 }
 
-/* "boolean true", "real 2", "string \"2\"", "array", ... for messages. */
-static const char *describe(const json_t *v, char *buf, size_t n)
+const char *plena_trace_describe_value(const json_t *v, int mark_cut, char *buf, size_t n)
 {
     char num[40];
     switch (json_typeof(v)) {
@@ -171,13 +170,18 @@ static const char *describe(const json_t *v, char *buf, size_t n)
         snprintf(buf, n, "real %s", num);
         break;
     case JSON_STRING: {
-        size_t len = json_string_length(v);
-        snprintf(buf, n, "string \"%.40s%s\"", json_string_value(v), len > 40 ? "..." : "");
+        const int cut = mark_cut && json_string_length(v) > 40;
+        snprintf(buf, n, "string \"%.40s%s\"", json_string_value(v), cut ? "..." : "");
         break;
     }
     default: return kind(v);
     }
     return buf;
+}
+
+static const char *describe(const json_t *v, char *buf, size_t n)
+{
+    return plena_trace_describe_value(v, 1, buf, n);
 }
 
 static const char *fpath(enum plena_trace_field id, char *buf, size_t n)
@@ -209,6 +213,23 @@ static int required_here(const struct ctx *c, const struct plena_trace_field_inf
 static void check_object(struct ctx *c, enum plena_trace_field obj_id, json_t *obj,
                          const char *path);
 
+/* The table types whose only type rule is one JSON type, with the same
+ * "expected <type>" message under the row's code: the name of that type when
+ * v is not of it, else NULL (also for every other table type, checked in
+ * check_value's own cases). */
+static const char *plain_type_mismatch(enum plena_trace_ftype t, const json_t *v)
+{
+    switch (t) {
+    case PLENA_TRACE_T_OBJECT:
+    case PLENA_TRACE_T_FREE_OBJECT: return json_is_object(v) ? NULL : "object";
+    case PLENA_TRACE_T_ARRAY: return json_is_array(v) ? NULL : "array";
+    case PLENA_TRACE_T_BOOLEAN: return json_is_boolean(v) ? NULL : "boolean";
+    /* jansson keeps booleans apart from numbers, so true is never 1 here. */
+    case PLENA_TRACE_T_NUMBER: return json_is_number(v) ? NULL : "number";
+    default: return NULL;
+    }
+}
+
 static void check_value(struct ctx *c, const struct plena_trace_field_info *f, json_t *v,
                         const char *path)
 {
@@ -216,32 +237,17 @@ static void check_value(struct ctx *c, const struct plena_trace_field_info *f, j
     enum plena_trace_field id = f->id;
     c->st[id] = ST_BAD;
     c->val[id] = v;
+    const char *want = plain_type_mismatch(f->type, v);
+    if (want) {
+        fail(c, f->code, path, "expected %s, got %s", want, describe(v, d, sizeof d));
+        return;
+    }
     switch (f->type) {
     case PLENA_TRACE_T_OBJECT:
     case PLENA_TRACE_T_FREE_OBJECT:
-        if (!json_is_object(v)) {
-            fail(c, f->code, path, "expected object, got %s", describe(v, d, sizeof d));
-            return;
-        }
-        break;
     case PLENA_TRACE_T_ARRAY:
-        if (!json_is_array(v)) {
-            fail(c, f->code, path, "expected array, got %s", describe(v, d, sizeof d));
-            return;
-        }
-        break;
-    case PLENA_TRACE_T_BOOLEAN:
-        if (!json_is_boolean(v)) {
-            fail(c, f->code, path, "expected boolean, got %s", describe(v, d, sizeof d));
-            return;
-        }
-        break;
+    case PLENA_TRACE_T_BOOLEAN: break;
     case PLENA_TRACE_T_NUMBER:
-        /* jansson keeps booleans apart from numbers, so true is never 1 here. */
-        if (!json_is_number(v)) {
-            fail(c, f->code, path, "expected number, got %s", describe(v, d, sizeof d));
-            return;
-        }
         if (json_number_value(v) < f->lo || json_number_value(v) > f->hi) {
             fail(c, f->code, path, "is %s, outside %g..%g", describe(v, d, sizeof d), f->lo, f->hi);
             return;
