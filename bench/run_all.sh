@@ -37,6 +37,7 @@ if [ "$FULL" = 1 ]; then
     bench timing_overhead bash bench/timing_overhead.sh "$BIN"
     bench moe_costs "$B/bench/moe_costs"
     bench replay_throughput sh bench/replay_throughput.sh "$BIN"
+    bench lowering_compare "$B/bench/lowering_compare" --dir "${TMPDIR:-/tmp}"
 else
     bench asm_throughput bash bench/asm_throughput.sh "$BIN" 1000000 3
     bench emu_throughput "$B/bench/emu_throughput" 1 3
@@ -44,6 +45,7 @@ else
     bench moe_costs "$B/bench/moe_costs"
     DECODE_TRACES=${DECODE_TRACES:-2} PREFILL_TRACES=${PREFILL_TRACES:-0} \
         bench replay_throughput sh bench/replay_throughput.sh "$BIN"
+    bench lowering_compare "$B/bench/lowering_compare" --quick --dir "${TMPDIR:-/tmp}"
 fi
 bench campaign_throughput sh bench/campaign_throughput.sh "$BIN"
 

@@ -326,6 +326,13 @@ static void counters_match(const char *preset, uint32_t T, int device, const cha
     const uint64_t H_p = b.info.map.H_p, I_p = b.info.map.I_p;
     assert_int_equal(so[PLENA_STAGE_EXPERT_WEIGHT_PREFETCH][PLENA_OP_H_PREFETCH_M],
                      (uint64_t)A * 3 * H_p * I_p / ((uint64_t)M * M));
+    if (!device) /* fixed routing: the generator's prediction is exact (bench/lowering_compare) */
+        for (unsigned op = 0; op < 64; op++) {
+            uint64_t executed = 0;
+            for (unsigned st = 0; st < PLENA_STAGE_COUNT; st++)
+                executed += so[st][op];
+            assert_int_equal(b.info.dyn_op[op], executed);
+        }
     plena_free(so);
     plena_verify_device_free(&d);
     /* the timed run's HBM counters and the statistics */
