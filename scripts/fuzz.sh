@@ -30,7 +30,7 @@ build() { # name, sources...
 build fuzz_trace_validate "$ROOT/fuzz/fuzz_trace_validate.c" \
     "$ROOT/src/common/alloc.c" "$ROOT/src/common/err.c" "$ROOT/src/common/fileio.c" \
     "$ROOT/src/trace/fields.c" "$ROOT/src/trace/validate.c" "$ROOT/src/trace/stats.c" \
-    "$ROOT/src/common/json.c"
+    "$ROOT/src/common/json.c" "$ROOT/src/model/model.c"
 
 status=0
 for target in fuzz_trace_validate; do
