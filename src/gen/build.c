@@ -93,16 +93,17 @@ int plena_moe_build_routing(struct plena_moe_build_opts *o, const struct plena_m
     if (!routing) routing = cfg->routing == PLENA_ROUTING_DEVICE ? "device" : "balanced";
     if (!strcmp(routing, "device")) {
         if (cfg->routing == PLENA_ROUTING_FIXED) {
-            if (!m->approx_routing_ok) {
-                char where[160];
-                snprintf(where, sizeof where, "model %s", m->name);
-                return PLENA_FAIL(
-                    err, PLENA_E_FAILED, where,
-                    "V_TOPK does not reproduce its routing (docs/lowering.md \"Routing\"); use "
-                    "--routing balanced|random|FILE");
-            }
+            char where[160];
+            snprintf(where, sizeof where, "model %s", m->name);
+            if (!plena_moe_router_on_device(&m->router))
+                return PLENA_FAIL(err, PLENA_E_INPUT, where,
+                                  "its router (%s scores%s%s) has no device lowering yet "
+                                  "(docs/lowering.md \"Routers\"); use --routing "
+                                  "balanced|random|FILE",
+                                  plena_router_score_name(m->router.score),
+                                  m->router.n_group > 1 ? ", group-limited" : "",
+                                  m->router.capacity != PLENA_CAPACITY_NONE ? ", capacity" : "");
             cfg->routing = PLENA_ROUTING_DEVICE;
-            cfg->approx_routing = 1;
         }
         return 0;
     }

@@ -1197,6 +1197,18 @@ const struct plena_tensor *plena_moe_abi_find(const struct plena_moe_emit_info *
     return NULL;
 }
 
+int plena_moe_router_on_device(const struct plena_router *r)
+{
+    /* V_TOPK's softmax over the selected logits: gpt-oss, and softmax over E
+     * renormalised (the same weights) without bias, groups, scaling or capacity */
+    if (r->capacity != PLENA_CAPACITY_NONE || r->n_group > 1 ||
+        r->select_bias != PLENA_SELECT_BIAS_NONE || r->scaling != 1.0f)
+        return 0;
+    if (r->score == PLENA_SCORE_SOFTMAX_SELECTED) return 1;
+    return r->score == PLENA_SCORE_SOFTMAX &&
+           (r->norm == PLENA_NORM_SUM || r->norm == PLENA_NORM_L1) && r->norm_eps == 0.0f;
+}
+
 void plena_moe_cfg_from_model(const struct plena_moe_model *mdl, const struct plena_gen_machine *m,
                               struct plena_moe_cfg *cfg)
 {
@@ -1209,11 +1221,11 @@ void plena_moe_cfg_from_model(const struct plena_moe_model *mdl, const struct pl
     cfg->E = mdl->routing == PLENA_ROUTING_NONE ? 0 : mdl->num_experts;
     cfg->k = mdl->routing == PLENA_ROUTING_NONE ? 0 : mdl->top_k;
     cfg->router_form = mdl->router_form;
-    cfg->router_bias = mdl->router_bias;
+    cfg->router_bias = mdl->router.logit_bias;
     cfg->topk_policy = PLENA_TOPK_AUTO;
     cfg->activation = mdl->activation;
     cfg->expert_bias = mdl->expert_bias;
-    cfg->placement = mdl->route_placement;
+    cfg->placement = mdl->router.placement;
     cfg->n_shared = mdl->n_shared;
     cfg->Is = mdl->shared_inter;
     cfg->gate = mdl->shared_gate;

@@ -79,6 +79,10 @@ struct plena_moe_cfg {
 };
 
 /* Fills cfg from a model and the machine (docs/lowering.md "Model presets": PRE_NORM, C = 4). */
+/* Whether the generator lowers this router on the device (docs/lowering.md
+ * "Routers"); others need fixed routing. */
+int plena_moe_router_on_device(const struct plena_router *r);
+
 void plena_moe_cfg_from_model(const struct plena_moe_model *mdl, const struct plena_gen_machine *m,
                               struct plena_moe_cfg *cfg);
 

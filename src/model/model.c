@@ -63,7 +63,68 @@ ENUM_FUNCTIONS(routing_kind, PLENA_ROUTING_KIND_LIST)
 ENUM_FUNCTIONS(router_form, PLENA_ROUTER_FORM_LIST)
 ENUM_FUNCTIONS(shared_gate, PLENA_SHARED_GATE_LIST)
 ENUM_FUNCTIONS(residual_mode, PLENA_RESIDUAL_MODE_LIST)
+ENUM_FUNCTIONS(router_score, PLENA_ROUTER_SCORE_LIST)
+ENUM_FUNCTIONS(select_bias, PLENA_SELECT_BIAS_LIST)
+ENUM_FUNCTIONS(group_score, PLENA_GROUP_SCORE_LIST)
+ENUM_FUNCTIONS(router_norm, PLENA_ROUTER_NORM_LIST)
+ENUM_FUNCTIONS(capacity_rule, PLENA_CAPACITY_LIST)
 ENUM_FUNCTIONS(weights_mode, PLENA_WEIGHTS_MODE_LIST)
+
+int plena_router_is_set(const struct plena_router *r)
+{
+    return r->n_group >= 1;
+}
+
+void plena_router_default(struct plena_router *r)
+{
+    memset(r, 0, sizeof *r);
+    r->score = PLENA_SCORE_SOFTMAX;
+    r->norm = PLENA_NORM_SUM;
+    r->n_group = r->topk_group = 1;
+    r->scaling = 1.0f;
+}
+
+int plena_router_validate(const struct plena_router *r, uint32_t E, uint32_t k, const char *where,
+                          struct plena_err *err)
+{
+    if (r->n_group < 1 || r->topk_group < 1 || r->topk_group > r->n_group)
+        return PLENA_FAIL(err, PLENA_E_INPUT, where,
+                          "router: topk_group %u and n_group %u: expected 1 <= topk_group <= "
+                          "n_group",
+                          r->topk_group, r->n_group);
+    if (E && E % r->n_group)
+        return PLENA_FAIL(err, PLENA_E_INPUT, where,
+                          "router: n_group %u does not divide num_experts %u", r->n_group, E);
+    if (E && (uint64_t)r->topk_group * (E / r->n_group) < k)
+        return PLENA_FAIL(err, PLENA_E_INPUT, where,
+                          "router: topk_group %u groups of %u experts hold fewer than top_k %u",
+                          r->topk_group, E / r->n_group, k);
+    if ((r->n_group > 1) != (r->group_score != PLENA_GROUP_NONE))
+        return PLENA_FAIL(err, PLENA_E_INPUT, where,
+                          "router: n_group %u with group score '%s' (groups need a group score, "
+                          "one group none)",
+                          r->n_group, plena_group_score_name(r->group_score));
+    if (!(r->scaling > 0.0f) || r->scaling > 1e30f)
+        return PLENA_FAIL(err, PLENA_E_INPUT, where,
+                          "router: routed_scaling_factor %g: expected a finite value > 0",
+                          (double)r->scaling);
+    if (!(r->norm_eps >= 0.0f) || r->norm_eps > 1e30f)
+        return PLENA_FAIL(err, PLENA_E_INPUT, where,
+                          "router: normalisation epsilon %g: expected a finite value >= 0",
+                          (double)r->norm_eps);
+    if (r->capacity == PLENA_CAPACITY_FACTOR &&
+        !(r->capacity_factor > 0.0f && r->capacity_factor < 1e30f))
+        return PLENA_FAIL(err, PLENA_E_INPUT, where,
+                          "router: capacity factor %g: expected a finite value > 0",
+                          (double)r->capacity_factor);
+    if ((r->score == PLENA_SCORE_SOFTMAX_SELECTED || r->score == PLENA_SCORE_SIGMOID_SELECTED) &&
+        r->n_group > 1)
+        return PLENA_FAIL(err, PLENA_E_INPUT, where,
+                          "router: score '%s' selects on the logits, group-limited selection on "
+                          "scores over all experts",
+                          plena_router_score_name(r->score));
+    return 0;
+}
 ENUM_FUNCTIONS(input_mode, PLENA_INPUT_MODE_LIST)
 
 const struct plena_moe_model *plena_model_preset_find(const char *name)
@@ -108,6 +169,27 @@ static int get_uint(json_t *root, const char *const *keys, uint32_t *out, const 
         return 1;
     }
     return 0;
+}
+
+/* The router of an HF-style config (docs/lowering.md "Model files"): the
+ * softmax-top-k default, then every router key the published configs use,
+ * each type-checked; a value plena does not model is refused, naming the key
+ * and the value. */
+static int resolve_router(json_t *root, const char *path, struct plena_moe_model *m,
+                          struct plena_err *err)
+{
+    struct plena_router *r = &m->router;
+    plena_router_default(r);
+    char w[300];
+    json_t *v;
+    if ((v = json_object_get(root, "norm_topk_prob"))) {
+        if (!json_is_boolean(v)) {
+            snprintf(w, sizeof w, "%s:$.norm_topk_prob", path);
+            return PLENA_FAIL(err, PLENA_E_INPUT, w, "expected true or false");
+        }
+        r->norm = json_is_true(v) ? PLENA_NORM_SUM : PLENA_NORM_NONE;
+    }
+    return plena_router_validate(r, m->num_experts, m->top_k, path, err);
 }
 
 static int resolve_file(const char *path, struct plena_moe_model *m, struct plena_err *err)
@@ -172,12 +254,10 @@ static int resolve_file(const char *path, struct plena_moe_model *m, struct plen
         m->shared_inter = plena_model_fused_shared_width(v, m->moe_inter);
         m->shared_gate = PLENA_SHARED_GATE_NONE;
     }
-    json_t *ntp = json_object_get(root, "norm_topk_prob");
-    m->norm_topk_prob = ntp ? json_is_true(ntp) : 1;
+    if ((rc = resolve_router(root, path, m, err))) goto out;
     json_t *eps = json_object_get(root, "rms_norm_eps");
     m->rms_eps = eps && json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
     m->activation = PLENA_ACT_STANDARD_SWIGLU;
-    m->route_placement = PLENA_ROUTE_OUTPUT;
     m->routing = m->num_experts ? PLENA_ROUTING_DEVICE : PLENA_ROUTING_NONE;
     m->router_form = PLENA_ROUTER_GEMM;
     m->policy_name = "config";

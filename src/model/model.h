@@ -36,6 +36,43 @@
 #define PLENA_RESIDUAL_MODE_LIST(X)                                                                \
     X(PLENA_RESIDUAL_NONE, "none")                                                                 \
     X(PLENA_RESIDUAL_PRE_NORM, "pre_norm")
+/* The router (docs/lowering.md "Routers"): how a token's expert ids and the
+ * weights that multiply the expert outputs (or inputs) come from its router
+ * logits. Each list is one orthogonal choice; the HF field names they come
+ * from are in model.c (plena_model_resolve) and docs/lowering.md. */
+/* score function: softmax over all E; softmax over the selected k logits
+ * (gpt-oss, and what V_TOPK computes); sigmoid of every logit (DeepSeek-V3);
+ * sigmoid of the selected logit (Llama-4) */
+#define PLENA_ROUTER_SCORE_LIST(X)                                                                 \
+    X(PLENA_SCORE_SOFTMAX, "softmax")                                                              \
+    X(PLENA_SCORE_SOFTMAX_SELECTED, "softmax_topk")                                                \
+    X(PLENA_SCORE_SIGMOID, "sigmoid")                                                              \
+    X(PLENA_SCORE_SIGMOID_SELECTED, "sigmoid_topk")
+/* a per-expert bias: none; added to the scores for choosing only (DeepSeek-V3
+ * e_score_correction_bias, ERNIE moe_statics); added to the scores, weights too */
+#define PLENA_SELECT_BIAS_LIST(X)                                                                  \
+    X(PLENA_SELECT_BIAS_NONE, "none")                                                              \
+    X(PLENA_SELECT_BIAS_SELECTION, "selection")                                                    \
+    X(PLENA_SELECT_BIAS_SCORE, "score")
+/* group-limited selection: a group's score is the sum of its top-2 (biased)
+ * scores (DeepSeek-V3 noaux_tc) or its maximum (DeepSeek-V2 group_limited_greedy) */
+#define PLENA_GROUP_SCORE_LIST(X)                                                                  \
+    X(PLENA_GROUP_NONE, "none")                                                                    \
+    X(PLENA_GROUP_TOP2_SUM, "top2_sum")                                                            \
+    X(PLENA_GROUP_MAX, "max")
+/* normalisation of the selected weights: none; w / (sum + norm_eps); w /
+ * max(sum, norm_eps) (ERNIE moe_norm_min); w / L1 norm (DBRX p = 1) */
+#define PLENA_ROUTER_NORM_LIST(X)                                                                  \
+    X(PLENA_NORM_NONE, "none")                                                                     \
+    X(PLENA_NORM_SUM, "sum")                                                                       \
+    X(PLENA_NORM_SUM_CLAMPED, "sum_clamped")                                                       \
+    X(PLENA_NORM_L1, "l1")
+/* capacity: none; ceil(capacity_factor x T x k / E) pairs per expert; Hunyuan's
+ * max(k, k x T / E); pairs over capacity (token order) are dropped (weight 0) */
+#define PLENA_CAPACITY_LIST(X)                                                                     \
+    X(PLENA_CAPACITY_NONE, "none")                                                                 \
+    X(PLENA_CAPACITY_FACTOR, "factor")                                                             \
+    X(PLENA_CAPACITY_HUNYUAN, "hunyuan")
 /* What the staged weights and the layer input are made of (a build's data,
  * not the model's shape; here because gen, replay and verify all name it). */
 #define PLENA_WEIGHTS_MODE_LIST(X)                                                                 \
@@ -63,8 +100,59 @@ PLENA_MODEL_ENUM(routing_kind, PLENA_ROUTING_KIND_LIST)
 PLENA_MODEL_ENUM(router_form, PLENA_ROUTER_FORM_LIST)
 PLENA_MODEL_ENUM(shared_gate, PLENA_SHARED_GATE_LIST)
 PLENA_MODEL_ENUM(residual_mode, PLENA_RESIDUAL_MODE_LIST)
+PLENA_MODEL_ENUM(router_score, PLENA_ROUTER_SCORE_LIST)
+PLENA_MODEL_ENUM(select_bias, PLENA_SELECT_BIAS_LIST)
+PLENA_MODEL_ENUM(group_score, PLENA_GROUP_SCORE_LIST)
+PLENA_MODEL_ENUM(router_norm, PLENA_ROUTER_NORM_LIST)
+PLENA_MODEL_ENUM(capacity_rule, PLENA_CAPACITY_LIST)
 PLENA_MODEL_ENUM(weights_mode, PLENA_WEIGHTS_MODE_LIST)
 PLENA_MODEL_ENUM(input_mode, PLENA_INPUT_MODE_LIST)
+
+/* One router, every field orthogonal (docs/lowering.md "Routers"). The zero
+ * value is softmax over all E, no bias, no groups, no normalisation, which
+ * is not what any preset uses: presets and model files name every field;
+ * plena_router_default gives the softmax-top-k-renormalise router. */
+struct plena_router {
+    enum plena_router_score score;
+    enum plena_select_bias select_bias;
+    uint32_t n_group, topk_group; /* 1, 1: no group-limited selection */
+    enum plena_group_score group_score;
+    enum plena_router_norm norm;
+    float norm_eps; /* SUM: added to the denominator; SUM_CLAMPED: its minimum */
+    float scaling;  /* routed_scaling_factor (1 = none), after normalisation */
+    int logit_bias; /* a per-expert bias added to the logits (gpt-oss router.bias) */
+    enum plena_route_placement placement; /* weights multiply the outputs or the inputs */
+    enum plena_capacity_rule capacity;
+    float capacity_factor; /* CAPACITY_FACTOR */
+    int f32_logits;        /* the model computes its router logits in f32 */
+};
+/* Whether r describes a router (n_group >= 1); a zeroed struct does not: a
+ * model built from a capture's shape alone (an importer) has no router, and
+ * its traces carry no `router` object. */
+int plena_router_is_set(const struct plena_router *r);
+/* softmax over E, top-k, renormalised (Qwen3, Mixtral): scaling 1, groups 1. */
+void plena_router_default(struct plena_router *r);
+/* The router's rules: 1 <= topk_group <= n_group, n_group divides E (and k <=
+ * topk_group x E / n_group), scaling > 0 and finite, norm_eps >= 0, capacity
+ * factor > 0 with CAPACITY_FACTOR; the message names the field. */
+int plena_router_validate(const struct plena_router *r, uint32_t E, uint32_t k, const char *where,
+                          struct plena_err *err);
+
+/* The router of one token in float64, as the published model defines it:
+ * scores, the selection bias (bias[E] or NULL), group-limited selection, the
+ * top k (ties to the lower index) into ids[k] in rank order, and the weights
+ * w[k] the model multiplies by (normalisation and scaling included). */
+int plena_router_select_f64(const struct plena_router *r, uint32_t E, uint32_t k,
+                            const double *logits, const double *bias, uint32_t *ids, double *w,
+                            struct plena_err *err);
+/* Pairs one expert may take among T tokens' T x k (T x k without capacity). */
+uint64_t plena_router_capacity(const struct plena_router *r, uint32_t T, uint32_t E, uint32_t k);
+/* Drops, in token order, every pair beyond its expert's capacity: its weight
+ * becomes 0 (the pair stays, so shapes do not change). count[E] is scratch
+ * (then each expert's kept pairs). Returns the pairs dropped. */
+uint64_t plena_router_drop_over_capacity(const struct plena_router *r, uint32_t T, uint32_t E,
+                                         uint32_t k, const uint32_t *ids, double *w,
+                                         uint32_t *count);
 
 struct plena_moe_model {
     char name[128];        /* preset name or the config file's base name without ".json" */
@@ -76,13 +164,10 @@ struct plena_moe_model {
     uint32_t shared_inter; /* fused shared width I_s (0 = no shared branch) */
     enum plena_shared_gate shared_gate;
     enum plena_act_policy activation;
-    enum plena_route_placement route_placement;
+    struct plena_router router;
     enum plena_routing_kind routing; /* the preset's default routing path */
     enum plena_router_form router_form;
-    int router_bias;       /* GPT-OSS router bias */
-    int expert_bias;       /* GPT-OSS expert biases */
-    int norm_topk_prob;    /* informational */
-    int approx_routing_ok; /* DEVICE routing only approximates HF weights */
+    int expert_bias; /* GPT-OSS expert biases */
     float rms_eps;
     int zero_centred_norm;   /* Qwen3-Next: gamma' = bf16(1 + gamma) */
     int is_tiny;             /* a fast test preset */

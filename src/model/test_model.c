@@ -72,7 +72,7 @@ static void test_model_file(void **state)
     assert_int_equal(m.moe_inter, 1408);
     assert_int_equal(m.shared_inter, 5632);
     assert_int_equal(m.shared_gate, PLENA_SHARED_GATE_SIGMOID);
-    assert_int_equal(m.norm_topk_prob, 0);
+    assert_int_equal(m.router.norm, PLENA_NORM_NONE);
     assert_true(m.rms_eps == 1e-6f);
     f = fopen(path, "w");
     fputs("{\"hidden_size\": 2048, \"n_routed_experts\": 64, \"num_experts_per_tok\": 6,"
@@ -102,7 +102,8 @@ static void test_preset_fields(void **state)
     assert_int_equal(g->activation, PLENA_ACT_GPT_OSS_CLAMP_GATED);
     assert_int_equal(g->routing, PLENA_ROUTING_DEVICE);
     assert_int_equal(g->router_form, PLENA_ROUTER_DOT);
-    assert_int_equal(g->router_bias, 1);
+    assert_int_equal(g->router.logit_bias, 1);
+    assert_int_equal(g->router.score, PLENA_SCORE_SOFTMAX_SELECTED);
     assert_int_equal(g->expert_bias, 1);
     assert_true(g->rms_eps == 1e-5f);
     assert_string_equal(g->policy_name, "gpt_oss");
@@ -116,14 +117,15 @@ static void test_preset_fields(void **state)
     assert_int_equal(q->shared_inter, 5632);
     assert_int_equal(q->shared_gate, PLENA_SHARED_GATE_SIGMOID);
     assert_int_equal(q->activation, PLENA_ACT_STANDARD_SWIGLU);
-    assert_int_equal(q->route_placement, PLENA_ROUTE_OUTPUT);
+    assert_int_equal(q->router.placement, PLENA_ROUTE_OUTPUT);
+    assert_int_equal(q->router.norm, PLENA_NORM_NONE); /* norm_topk_prob false */
     assert_int_equal(q->routing, PLENA_ROUTING_FIXED);
     assert_int_equal(q->router_form, PLENA_ROUTER_GEMM);
-    assert_int_equal(q->approx_routing_ok, 1);
     assert_int_equal(q->is_tiny, 0);
     const struct plena_moe_model *l = plena_model_preset_find("tiny-llama4");
     assert_non_null(l);
-    assert_int_equal(l->route_placement, PLENA_ROUTE_INPUT);
+    assert_int_equal(l->router.placement, PLENA_ROUTE_INPUT);
+    assert_int_equal(l->router.score, PLENA_SCORE_SIGMOID_SELECTED);
     assert_int_equal(l->is_tiny, 1);
 }
 
@@ -196,7 +198,13 @@ static void test_trace_object(void **state)
               "\"intermediate_size\":1408,\"num_experts\":60,\"top_k\":4,\"shared_experts\":1,"
               "\"shared_intermediate_size\":5632,\"shared_gate\":\"sigmoid\","
               "\"activation_policy\":\"standard_swiglu\",\"route_weight_placement\":\"output\","
-              "\"policy_name\":\"qwen2_moe\",\"norm_topk_prob\":false}");
+              "\"policy_name\":\"qwen2_moe\",\"norm_topk_prob\":false,\"router\":{"
+              "\"family\":\"qwen2_moe\",\"scoring_func\":\"softmax\",\"selection_bias\":\"none\","
+              "\"topk_method\":\"greedy\",\"n_group\":1,\"topk_group\":1,\"norm_topk_prob\":false,"
+              "\"normalization\":\"none\",\"norm_eps\":0.0,\"moe_normalize_expert_weights\":null,"
+              "\"moe_norm_min\":null,\"routed_scaling_factor\":1.0,\"router_bias\":false,"
+              "\"route_weight_placement\":\"output\",\"capacity\":{\"rule\":\"none\","
+              "\"factor\":null},\"router_precision\":\"f32\"}}");
     free(text);
     struct plena_moe_model back;
     assert_int_equal(plena_model_from_trace(mo, "model", &back, NULL), 0);
@@ -217,7 +225,7 @@ static void test_trace_object(void **state)
     assert_int_equal(plena_model_from_trace(u, "model", &back, NULL), 0);
     assert_int_equal(back.shared_gate, PLENA_SHARED_GATE_SIGMOID);
     assert_int_equal(back.activation, PLENA_ACT_GPT_OSS_CLAMP_GATED);
-    assert_int_equal(back.route_placement, PLENA_ROUTE_INPUT);
+    assert_int_equal(back.router.placement, PLENA_ROUTE_INPUT);
     assert_true(back.rms_eps == 1e-6f);
     assert_int_equal(back.router_form, PLENA_ROUTER_GEMM);
     /* no shared experts: the width is ignored */

@@ -1,6 +1,8 @@
 /* model <-> route-trace `model` object (trace_model.h). */
 #include "model/trace_model.h"
 
+#include "isa/isa.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -22,9 +24,17 @@ json_t *plena_model_to_trace(const struct plena_moe_model *m, uint32_t layer)
     }
     json_object_set_new(mo, "activation_policy", json_string(plena_act_policy_name(m->activation)));
     json_object_set_new(mo, "route_weight_placement",
-                        json_string(plena_route_placement_name(m->route_placement)));
+                        json_string(plena_route_placement_name(m->router.placement)));
     if (m->policy_name) json_object_set_new(mo, "policy_name", json_string(m->policy_name));
-    json_object_set_new(mo, "norm_topk_prob", json_boolean(m->norm_topk_prob));
+    json_object_set_new(mo, "norm_topk_prob", json_boolean(m->router.norm != PLENA_NORM_NONE));
+    if (m->num_experts && plena_router_is_set(&m->router)) { /* the router behind the routing */
+        json_t *ro = plena_router_to_json(&m->router, m->policy_name);
+        if (!ro) {
+            json_decref(mo);
+            return NULL;
+        }
+        json_object_set_new(mo, "router", ro);
+    }
     return mo;
 }
 
@@ -57,7 +67,7 @@ int plena_model_from_trace(const json_t *mo, const char *where, struct plena_moe
         *m = *pre;
     } else {
         m->rms_eps = 1e-6f;
-        m->norm_topk_prob = 1;
+        plena_router_default(&m->router);
         m->router_form = PLENA_ROUTER_GEMM;
     }
     snprintf(m->name, sizeof m->name, "%s", name ? name : "trace");
@@ -81,10 +91,180 @@ int plena_model_from_trace(const json_t *mo, const char *where, struct plena_moe
     if (plena_act_policy_parse(json_string_value(json_object_get(mo, "activation_policy")),
                                &m->activation))
         m->activation = PLENA_ACT_STANDARD_SWIGLU;
+    /* a trace's router description wins over the preset's (schema v2
+     * traces without one mean what they always meant: the preset's, else
+     * softmax-top-k) */
+    const json_t *ro = json_object_get(mo, "router");
+    if (ro) {
+        char w[300];
+        snprintf(w, sizeof w, "%s.router", where);
+        if ((rc = plena_router_from_json(ro, w, &m->router, err))) return rc;
+    }
     if (plena_route_placement_parse(
-            json_string_value(json_object_get(mo, "route_weight_placement")), &m->route_placement))
-        m->route_placement = PLENA_ROUTE_OUTPUT;
+            json_string_value(json_object_get(mo, "route_weight_placement")), &m->router.placement))
+        m->router.placement = PLENA_ROUTE_OUTPUT;
     m->routing = PLENA_ROUTING_FIXED;
-    m->router_bias = 0; /* no router under fixed routing */
+    return 0;
+}
+
+/* ---- the router description ---- */
+
+/* HF's topk_method for a group score */
+static const char *topk_method_name(enum plena_group_score g)
+{
+    return g == PLENA_GROUP_TOP2_SUM ? "noaux_tc"
+           : g == PLENA_GROUP_MAX    ? "group_limited_greedy"
+                                     : "greedy";
+}
+
+json_t *plena_router_to_json(const struct plena_router *r, const char *family)
+{
+    json_t *o = json_object(), *cap = json_object();
+    if (!o || !cap) {
+        json_decref(o);
+        json_decref(cap);
+        return NULL;
+    }
+    int bad = 0;
+#define PUT(obj, k, v) bad |= json_object_set_new(obj, k, v)
+    PUT(o, "family", family ? json_string(family) : json_null());
+    PUT(o, "scoring_func", json_string(plena_router_score_name(r->score)));
+    PUT(o, "selection_bias", json_string(plena_select_bias_name(r->select_bias)));
+    PUT(o, "topk_method", json_string(topk_method_name(r->group_score)));
+    PUT(o, "n_group", json_integer(r->n_group));
+    PUT(o, "topk_group", json_integer(r->topk_group));
+    PUT(o, "norm_topk_prob", json_boolean(r->norm != PLENA_NORM_NONE));
+    PUT(o, "normalization", json_string(plena_router_norm_name(r->norm)));
+    PUT(o, "norm_eps", json_real(r->norm_eps));
+    PUT(o, "moe_normalize_expert_weights",
+        r->norm == PLENA_NORM_L1 ? json_integer(1) : json_null());
+    PUT(o, "moe_norm_min",
+        r->norm == PLENA_NORM_SUM_CLAMPED ? json_real(r->norm_eps) : json_null());
+    PUT(o, "routed_scaling_factor", json_real(r->scaling));
+    PUT(o, "router_bias", json_boolean(r->logit_bias));
+    PUT(o, "route_weight_placement", json_string(plena_route_placement_name(r->placement)));
+    PUT(cap, "rule", json_string(plena_capacity_rule_name(r->capacity)));
+    PUT(cap, "factor",
+        r->capacity == PLENA_CAPACITY_FACTOR ? json_real(r->capacity_factor) : json_null());
+    PUT(o, "capacity", cap);
+    PUT(o, "router_precision", json_string(r->f32_logits ? "f32" : "bf16"));
+#undef PUT
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static int key_fail(const char *where, const char *key, const char *what, struct plena_err *err)
+{
+    char w[300];
+    snprintf(w, sizeof w, "%s.%s", where, key);
+    return PLENA_FAIL(err, PLENA_E_INPUT, w, "%s", what);
+}
+
+/* a finite number >= 0 into *out */
+static int get_num(const json_t *v, const char *where, const char *key, float *out,
+                   struct plena_err *err)
+{
+    if (!json_is_number(v) || !(json_number_value(v) >= 0) || json_number_value(v) > 1e30)
+        return key_fail(where, key, "expected a finite number >= 0", err);
+    *out = (float)json_number_value(v);
+    return 0;
+}
+
+int plena_router_from_json(const json_t *o, const char *where, struct plena_router *r,
+                           struct plena_err *err)
+{
+    plena_router_default(r);
+    if (!json_is_object(o)) return key_fail(where, "router", "expected an object", err);
+    const char *k;
+    const json_t *v;
+    enum plena_group_score method = PLENA_GROUP_NONE;
+    int have_method = 0, norm_flag = -1;
+    char choices[160];
+    json_object_foreach((json_t *)o, k, v)
+    {
+        const char *sv = json_string_value(v);
+        int rc = 0;
+        if (!strcmp(k, "family")) {
+            if (!json_is_string(v) && !json_is_null(v))
+                rc = key_fail(where, k, "expected a string or null", err);
+        } else if (!strcmp(k, "scoring_func")) {
+            if (plena_router_score_parse(sv, &r->score)) {
+                char list[120];
+                snprintf(choices, sizeof choices, "expected %s",
+                         plena_router_score_choices(", ", " or ", list, sizeof list));
+                rc = key_fail(where, k, choices, err);
+            }
+        } else if (!strcmp(k, "selection_bias")) {
+            if (plena_select_bias_parse(sv, &r->select_bias))
+                rc = key_fail(where, k, "expected none, selection or score", err);
+        } else if (!strcmp(k, "topk_method")) {
+            have_method = 1;
+            if (sv && !strcmp(sv, "noaux_tc"))
+                method = PLENA_GROUP_TOP2_SUM;
+            else if (sv && !strcmp(sv, "group_limited_greedy"))
+                method = PLENA_GROUP_MAX;
+            else if (sv && !strcmp(sv, "greedy"))
+                method = PLENA_GROUP_NONE;
+            else
+                rc = key_fail(where, k, "expected greedy, group_limited_greedy or noaux_tc", err);
+        } else if (!strcmp(k, "n_group") || !strcmp(k, "topk_group")) {
+            if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+                json_integer_value(v) > PLENA_TOPK_MAX_EXPERTS)
+                rc = key_fail(where, k, "expected an integer from 1 to 16383", err);
+            else if (!strcmp(k, "n_group"))
+                r->n_group = (uint32_t)json_integer_value(v);
+            else
+                r->topk_group = (uint32_t)json_integer_value(v);
+        } else if (!strcmp(k, "norm_topk_prob")) {
+            if (!json_is_boolean(v))
+                rc = key_fail(where, k, "expected true or false", err);
+            else
+                norm_flag = json_is_true(v);
+        } else if (!strcmp(k, "normalization")) {
+            if (plena_router_norm_parse(sv, &r->norm))
+                rc = key_fail(where, k, "expected none, sum, sum_clamped or l1", err);
+        } else if (!strcmp(k, "norm_eps")) {
+            rc = get_num(v, where, k, &r->norm_eps, err);
+        } else if (!strcmp(k, "moe_normalize_expert_weights")) {
+            if (!json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 1))
+                rc = key_fail(where, k, "expected null or 1 (the L1 norm)", err);
+        } else if (!strcmp(k, "moe_norm_min")) {
+            if (!json_is_null(v)) rc = get_num(v, where, k, &r->norm_eps, err);
+        } else if (!strcmp(k, "routed_scaling_factor")) {
+            rc = get_num(v, where, k, &r->scaling, err);
+        } else if (!strcmp(k, "router_bias")) {
+            if (!json_is_boolean(v))
+                rc = key_fail(where, k, "expected true or false", err);
+            else
+                r->logit_bias = json_is_true(v);
+        } else if (!strcmp(k, "route_weight_placement")) {
+            if (plena_route_placement_parse(sv, &r->placement))
+                rc = key_fail(where, k, "expected output or input", err);
+        } else if (!strcmp(k, "capacity")) {
+            const json_t *rule = json_object_get(v, "rule"), *f = json_object_get(v, "factor");
+            if (!json_is_object(v) ||
+                plena_capacity_rule_parse(json_string_value(rule), &r->capacity))
+                rc = key_fail(where, k, "expected {\"rule\": none|factor|hunyuan, \"factor\": ...}",
+                              err);
+            else if (r->capacity == PLENA_CAPACITY_FACTOR)
+                rc = get_num(f, where, "capacity.factor", &r->capacity_factor, err);
+        } else if (!strcmp(k, "router_precision")) {
+            if (!sv || (strcmp(sv, "f32") && strcmp(sv, "bf16")))
+                rc = key_fail(where, k, "expected f32 or bf16", err);
+            else
+                r->f32_logits = !strcmp(sv, "f32");
+        } else {
+            rc = key_fail(where, k, "not a router field (docs/lowering.md \"Routers\")", err);
+        }
+        if (rc) return rc;
+    }
+    if (have_method) r->group_score = method;
+    if (norm_flag == 0 && r->norm != PLENA_NORM_NONE && !json_object_get(o, "normalization"))
+        r->norm = PLENA_NORM_NONE;
+    if (norm_flag >= 0 && (norm_flag != 0) != (r->norm != PLENA_NORM_NONE))
+        return key_fail(where, "norm_topk_prob", "disagrees with normalization", err);
     return 0;
 }

@@ -27,4 +27,17 @@ json_t *plena_model_to_trace(const struct plena_moe_model *m, uint32_t layer);
 int plena_model_from_trace(const json_t *mo, const char *where, struct plena_moe_model *out,
                            struct plena_err *err);
 
+/* The router description as JSON (docs/lowering.md "Routers"): the `router`
+ * object of layout.json and of a trace's `model`, keys named as the HF
+ * configs name them where they exist (family, scoring_func, topk_method,
+ * n_group, topk_group, norm_topk_prob, routed_scaling_factor,
+ * moe_normalize_expert_weights, moe_norm_min, capacity, route_weight_placement,
+ * router_precision) plus plena's selection_bias, router_bias and norm_eps.
+ * NULL when out of memory. */
+json_t *plena_router_to_json(const struct plena_router *r, const char *family);
+/* The router of a `router` object; every key checked (type, spelling, range),
+ * unknown keys refused, the message naming where.key and what was expected. */
+int plena_router_from_json(const json_t *o, const char *where, struct plena_router *r,
+                           struct plena_err *err);
+
 #endif

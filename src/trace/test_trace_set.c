@@ -128,7 +128,8 @@ static void test_golden(void **state)
     char path[4096], *want;
     size_t n;
     struct plena_err err = {0};
-    snprintf(path, sizeof path, "%s/src/trace/testdata/gen_zipf1.2_seed7.json", PLENA_SOURCE_DIR);
+    snprintf(path, sizeof path, "%s/src/trace/testdata/gen_zipf1.2_seed7_router.json",
+             PLENA_SOURCE_DIR);
     assert_int_equal(plena_file_read_all(path, &want, &n, &err), 0);
     assert_int_equal(b.len, n);
     assert_memory_equal(b.data, want, n);
