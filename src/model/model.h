@@ -147,8 +147,9 @@ int plena_router_select_f64(const struct plena_router *r, uint32_t E, uint32_t k
                             struct plena_err *err);
 /* Pairs one expert may take among T tokens' T x k (T x k without capacity). */
 uint64_t plena_router_capacity(const struct plena_router *r, uint32_t T, uint32_t E, uint32_t k);
-/* Drops, in token order, every pair beyond its expert's capacity: its weight
- * becomes 0 (the pair stays, so shapes do not change). count[E] is scratch
+/* Drops every pair beyond its expert's capacity, slots given by choice rank
+ * first and token order second: its weight becomes 0 (the pair stays, so
+ * shapes do not change). count[E] is scratch
  * (then each expert's kept pairs). Returns the pairs dropped. */
 uint64_t plena_router_drop_over_capacity(const struct plena_router *r, uint32_t T, uint32_t E,
                                          uint32_t k, const uint32_t *ids, double *w,

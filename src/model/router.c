@@ -148,14 +148,18 @@ uint64_t plena_router_drop_over_capacity(const struct plena_router *r, uint32_t 
     const uint64_t cap = plena_router_capacity(r, T, E, k);
     uint64_t dropped = 0;
     memset(count, 0, E * sizeof *count);
-    for (size_t p = 0; p < (size_t)T * k; p++) { /* token order, rank order within a token */
-        if (ids[p] >= E) continue;
-        if (count[ids[p]] >= cap) {
-            w[p] = 0.0;
-            dropped++;
-        } else {
-            count[ids[p]]++;
+    /* slots are given by choice rank first, then token order (Hunyuan's
+     * topkgating, GShard): every token's first choice before any second */
+    for (uint32_t j = 0; j < k; j++)
+        for (uint32_t t = 0; t < T; t++) {
+            const size_t p = (size_t)t * k + j;
+            if (ids[p] >= E) continue;
+            if (count[ids[p]] >= cap) {
+                w[p] = 0.0;
+                dropped++;
+            } else {
+                count[ids[p]]++;
+            }
         }
-    }
     return dropped;
 }
