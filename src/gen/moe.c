@@ -938,6 +938,44 @@ int plena_moe_expert_bias_add(struct plena_ctx *c, const struct plena_tensor *y,
     return c->p->status;
 }
 
+int gen_act_setup(struct plena_ctx *c, enum plena_stage stage, int clamp, unsigned gtmp,
+                  uint32_t na_off, struct gen_act *a)
+{
+    uint8_t f[4];
+    if (plena_regs_take(c, 0, clamp ? 4 : 2, 0, f)) return c->p->status;
+    a->clamp = clamp;
+    a->fone = f[0];
+    a->fna = f[1];
+    a->flp = clamp ? f[2] : 0;
+    a->fln = clamp ? f[3] : 0;
+    gen_ld_const(c, stage, a->fone, gtmp, c->map->off_one);
+    gen_ld_const(c, stage, a->fna, gtmp, na_off);
+    if (clamp) {
+        gen_ld_const(c, stage, a->flp, gtmp, c->map->off_lp);
+        gen_ld_const(c, stage, a->fln, gtmp, c->map->off_ln);
+    }
+    return c->p->status;
+}
+
+/* Every op rounds to BF16: six rounding points for SwiGLU, eight clamp-gated
+ * (docs/lowering.md "Layer steps"); the reference model follows the same order. */
+void gen_act_block(struct plena_ctx *c, enum plena_stage stage, const struct gen_act *a,
+                   unsigned gG, unsigned gU, unsigned gS)
+{
+    if (a->clamp) {
+        plena_emit(c, stage, PLENA_OP_V_MIN_VF, gG, gG, a->flp, 0, 0, 0);
+        plena_emit(c, stage, PLENA_OP_V_MIN_VF, gU, gU, a->flp, 0, 0, 0);
+        plena_emit(c, stage, PLENA_OP_V_MAX_VF, gU, gU, a->fln, 0, 0, 0);
+    }
+    plena_emit(c, stage, PLENA_OP_V_MUL_VF, gS, gG, a->fna, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_V_EXP_V, gS, gS, 0, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_V_ADD_VF, gS, gS, a->fone, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_V_RECI_V, gS, gS, 0, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_V_MUL_VV, gG, gG, gS, 0, 0, 0);
+    if (a->clamp) plena_emit(c, stage, PLENA_OP_V_ADD_VF, gU, gU, a->fone, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_V_MUL_VV, gU, gU, gG, 0, 0, 0);
+}
+
 int plena_moe_expert_activation(struct plena_ctx *c, enum plena_stage stage,
                                 enum plena_act_policy policy, const struct plena_tensor *gate,
                                 const struct plena_tensor *up, const struct plena_tensor *scratch,
@@ -950,36 +988,20 @@ int plena_moe_expert_activation(struct plena_ctx *c, enum plena_stage stage,
     if (gate->prow != up->prow || gate->prow != scratch->prow)
         return plena_prog_fail(c->p, PLENA_GEN_SHAPE, "activation tensors differ in prow");
     struct plena_regset saved = c->live;
-    const int clamp = policy == PLENA_ACT_GPT_OSS_CLAMP_GATED;
-    uint8_t g[6], f[4];
-    if (plena_regs_take(c, 6, 0, 0, g) || plena_regs_take(c, 0, clamp ? 4 : 2, 0, f))
-        return c->p->status;
+    uint8_t g[6];
+    if (plena_regs_take(c, 6, 0, 0, g)) return c->p->status;
     unsigned gG = g[0], gU = g[1], gS = g[2], cr = g[3], cb = g[4], scr = g[5];
-    unsigned fone = f[0], fna = f[1], flp = clamp ? f[2] : 0, fln = clamp ? f[3] : 0;
     const int shared = stage == PLENA_STAGE_SHARED_EXPERT_ACTIVATION;
-    gen_ld_const(c, stage, fone, gG, c->map->off_one);
-    gen_ld_const(c, stage, fna, gG, shared ? c->map->off_na_shared : c->map->off_na_routed);
-    if (clamp) {
-        gen_ld_const(c, stage, flp, gG, c->map->off_lp);
-        gen_ld_const(c, stage, fln, gG, c->map->off_ln);
-    }
+    struct gen_act a;
+    if (gen_act_setup(c, stage, policy == PLENA_ACT_GPT_OSS_CLAMP_GATED, gG,
+                      shared ? c->map->off_na_shared : c->map->off_na_routed, &a))
+        return c->p->status;
     plena_emit_li(c, stage, gG, gate->base);
     plena_emit_li(c, stage, gU, up->base);
     plena_emit_li(c, stage, gS, scratch->base);
     int bl = plena_loop_begin(c, stage, cb, gen_cdiv(width, c->m->vlen));
     int rl = plena_loop_begin(c, stage, cr, rows);
-    if (clamp) {
-        plena_emit(c, stage, PLENA_OP_V_MIN_VF, gG, gG, flp, 0, 0, 0);
-        plena_emit(c, stage, PLENA_OP_V_MIN_VF, gU, gU, flp, 0, 0, 0);
-        plena_emit(c, stage, PLENA_OP_V_MAX_VF, gU, gU, fln, 0, 0, 0);
-    }
-    plena_emit(c, stage, PLENA_OP_V_MUL_VF, gS, gG, fna, 0, 0, 0);
-    plena_emit(c, stage, PLENA_OP_V_EXP_V, gS, gS, 0, 0, 0, 0);
-    plena_emit(c, stage, PLENA_OP_V_ADD_VF, gS, gS, fone, 0, 0, 0);
-    plena_emit(c, stage, PLENA_OP_V_RECI_V, gS, gS, 0, 0, 0, 0);
-    plena_emit(c, stage, PLENA_OP_V_MUL_VV, gG, gG, gS, 0, 0, 0);
-    if (clamp) plena_emit(c, stage, PLENA_OP_V_ADD_VF, gU, gU, fone, 0, 0, 0);
-    plena_emit(c, stage, PLENA_OP_V_MUL_VV, gU, gU, gG, 0, 0, 0);
+    gen_act_block(c, stage, &a, gG, gU, gS);
     if (rl) {
         plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gG, gG, 0, 0, 0, c->m->vlen);
         plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gU, gU, 0, 0, 0, c->m->vlen);
