@@ -346,13 +346,21 @@ int plena_moe_residual_setup(struct plena_ctx *c, const struct plena_moe_cfg *cf
     return c->p->status;
 }
 
+/* dst = bf16(dst + src) over the first t_rows rows and every column block,
+ * in a token loop (static size independent of T) */
+static int rows_add(struct plena_ctx *c, enum plena_stage stage, const struct plena_tensor *dst,
+                    const struct plena_tensor *src, uint32_t t_rows)
+{
+    return gen_rows_blocks(c, stage, PLENA_OP_V_ADD_VV, RB_VV, gen_od(dst, 0, c->m->vlen),
+                           gen_od(dst, 0, c->m->vlen), gen_od(src, 0, c->m->vlen), 0, t_rows,
+                           gen_nblk(c, dst), 1);
+}
+
 int plena_moe_residual_add_back(struct plena_ctx *c, const struct plena_tensor *out,
                                 const struct plena_tensor *residual, uint32_t t_rows)
 {
     plena_prog_comment(c->p, "residual add-back");
-    return gen_rows_blocks(c, PLENA_STAGE_RESIDUAL_SETUP, PLENA_OP_V_ADD_VV, RB_VV,
-                           gen_od(out, 0, c->m->vlen), gen_od(out, 0, c->m->vlen),
-                           gen_od(residual, 0, c->m->vlen), 0, t_rows, gen_nblk(c, out), 1);
+    return rows_add(c, PLENA_STAGE_RESIDUAL_SETUP, out, residual, t_rows);
 }
 
 /* ---- 3.3.5 projection ---- */
@@ -651,6 +659,24 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
 
 /* ---- 3.3.3 router logits ---- */
 
+/* f += the dot product of the rows at gX and gW (both stepped over the nb
+ * column blocks, clobbered): per block a V_MUL_VV into the one-row scratch
+ * at gQ and its V_RED_SUM, the block order of the dot router and the
+ * shared gate (docs/lowering.md "Layer steps"). */
+static void dot_rows(struct plena_ctx *c, enum plena_stage stage, unsigned f, unsigned gQ,
+                     unsigned gX, unsigned gW, unsigned cc, uint32_t nb,
+                     const struct plena_step *xstep, const struct plena_step *wstep)
+{
+    int lc = plena_loop_begin(c, stage, cc, nb);
+    plena_emit(c, stage, PLENA_OP_V_MUL_VV, gQ, gX, gW, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_V_RED_SUM, f, gQ, 0, 0, 0, 0);
+    if (lc) {
+        plena_step_emit(c, stage, gX, xstep);
+        plena_step_emit(c, stage, gW, wstep);
+    }
+    plena_loop_end(c, stage);
+}
+
 int plena_moe_router_logits_dot(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
                                 const struct plena_tensor *x, const struct plena_tensor *wr,
                                 const struct plena_tensor *logits, uint32_t t_rows)
@@ -688,14 +714,7 @@ int plena_moe_router_logits_dot(struct plena_ctx *c, const struct plena_moe_cfg 
     plena_emit(c, s, PLENA_OP_S_ADD_FP, fa, 0, 0, 0, 0, 0);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gXi, gXt, 0, 0, 0, 0);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gWi, gWe, 0, 0, 0, 0);
-    int lc = plena_loop_begin(c, s, cc, nb);
-    plena_emit(c, s, PLENA_OP_V_MUL_VV, gQ, gXi, gWi, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_V_RED_SUM, fa, gQ, 0, 0, 0, 0);
-    if (lc) {
-        plena_step_emit(c, s, gXi, &xstep);
-        plena_step_emit(c, s, gWi, &wstep);
-    }
-    plena_loop_end(c, s);
+    dot_rows(c, s, fa, gQ, gXi, gWi, cc, nb, &xstep, &wstep);
     plena_emit(c, s, PLENA_OP_S_ST_FP, fa, gS, 0, 0, 0, 0);
     if (le) {
         plena_emit(c, s, PLENA_OP_S_ADDI_INT, gS, gS, 0, 0, 0, 1);
@@ -1151,14 +1170,7 @@ int plena_moe_shared_gate(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
     plena_emit(c, st, PLENA_OP_S_ADD_FP, fz, 0, 0, 0, 0, 0);
     plena_emit(c, st, PLENA_OP_S_ADDI_INT, gXc, gX, 0, 0, 0, 0);
     plena_emit_li(c, st, gWc, wg->base);
-    int lc = plena_loop_begin(c, st, cc, nb);
-    plena_emit(c, st, PLENA_OP_V_MUL_VV, gQ, gXc, gWc, 0, 0, 0);
-    plena_emit(c, st, PLENA_OP_V_RED_SUM, fz, gQ, 0, 0, 0, 0);
-    if (lc) {
-        plena_step_emit(c, st, gXc, &xstep);
-        plena_step_emit(c, st, gWc, &wstep);
-    }
-    plena_loop_end(c, st);
+    dot_rows(c, st, fz, gQ, gXc, gWc, cc, nb, &xstep, &wstep);
     plena_emit(c, st, PLENA_OP_S_SUB_FP, fz, 0, fz, 0, 0, 0);
     plena_emit(c, st, PLENA_OP_S_EXP_FP, fz, fz, 0, 0, 0, 0);
     plena_emit(c, st, PLENA_OP_S_ADD_FP, fz, fz, fone, 0, 0, 0);
@@ -1181,9 +1193,7 @@ int plena_moe_combine_shared_and_routed(struct plena_ctx *c, const struct plena_
                                         const struct plena_tensor *s, uint32_t t_rows)
 {
     plena_prog_comment(c->p, "combine shared + routed");
-    return gen_rows_blocks(c, PLENA_STAGE_SCATTER_COMBINE, PLENA_OP_V_ADD_VV, RB_VV,
-                           gen_od(acc, 0, c->m->vlen), gen_od(acc, 0, c->m->vlen),
-                           gen_od(s, 0, c->m->vlen), 0, t_rows, gen_nblk(c, acc), 1);
+    return rows_add(c, PLENA_STAGE_SCATTER_COMBINE, acc, s, t_rows);
 }
 
 /* ---- names, lookup, configuration ---- */
