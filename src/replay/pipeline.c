@@ -13,7 +13,6 @@
 
 #include "common/alloc.h"
 #include "common/fileio.h"
-#include "common/sha256.h"
 #include "gen/build.h"
 #include "model/routing_json.h"
 #include "model/trace_model.h"
@@ -551,16 +550,8 @@ static json_t *output_hash(struct ctx *c, const char *dir)
     char why[256];
     json_t *v = NULL;
     if (out && !read_output(c, dir, out, why, sizeof why)) {
-        struct plena_sha256 sh;
-        plena_sha256_init(&sh);
-        for (size_t i = 0; i < n; i++) {
-            uint8_t b[2] = {(uint8_t)(out[i] & 0xff), (uint8_t)(out[i] >> 8)};
-            plena_sha256_update(&sh, b, 2);
-        }
-        uint8_t d[32];
         char hex[65];
-        plena_sha256_final(&sh, d);
-        plena_sha256_to_hex(d, hex);
+        plena_replay_bf16_sha256(out, n, hex);
         v = json_string(hex);
     }
     plena_free(out);
