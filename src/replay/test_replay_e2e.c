@@ -79,6 +79,24 @@ static json_t *jget(json_t *r, const char *a, const char *b)
     return json_object_get(json_object_get(r, a), b);
 }
 
+/* Replays the example with the given lowering (NULL: the default) and
+ * hooks (either may be NULL); the replay must fail with gate.passed false
+ * in the published result, which is returned. */
+static json_t *replay_fails(const char *lowering, void (*after_generate)(void *, const char *),
+                            void (*after_run)(void *, const char *))
+{
+    struct plena_replay_opts o;
+    plena_replay_opts_default(&o);
+    if (lowering) o.lowering = lowering;
+    o.after_generate = after_generate;
+    o.after_run = after_run;
+    struct plena_replay_outcome oc;
+    json_t *r = replay_example(&o, &oc);
+    assert_int_equal(oc.code, PLENA_E_FAILED);
+    assert_true(json_is_false(jget(r, "gate", "passed"))); /* decided false, in the file */
+    return r;
+}
+
 static void test_example_passes_numerical_gate(void **state)
 {
     (void)state;
@@ -191,13 +209,7 @@ static void flip_output(void *ctx, const char *dir)
 static void test_flipped_output_element_fails(void **state)
 {
     (void)state;
-    struct plena_replay_opts o;
-    plena_replay_opts_default(&o);
-    o.after_run = flip_output;
-    struct plena_replay_outcome oc;
-    json_t *r = replay_example(&o, &oc);
-    assert_int_equal(oc.code, PLENA_E_FAILED);
-    assert_true(json_is_false(jget(r, "gate", "passed"))); /* decided false, in the file */
+    json_t *r = replay_fails(NULL, NULL, flip_output);
     assert_int_equal(json_integer_value(jget(r, "functional", "mismatches")), 1);
     assert_true(json_is_false(jget(r, "summary", "functional_numerical_pass")));
     json_decref(r);
@@ -233,14 +245,7 @@ static void alter_table(void *ctx, const char *dir)
 
 static void altered_routing_fails(const char *lowering, void (*alter)(void *, const char *))
 {
-    struct plena_replay_opts o;
-    plena_replay_opts_default(&o);
-    o.lowering = lowering;
-    o.after_generate = alter;
-    struct plena_replay_outcome oc;
-    json_t *r = replay_example(&o, &oc);
-    assert_int_equal(oc.code, PLENA_E_FAILED);
-    assert_true(json_is_false(jget(r, "gate", "passed")));
+    json_t *r = replay_fails(lowering, alter, NULL);
     json_t *failed = jget(r, "gate", "failed");
     int found = 0;
     for (size_t i = 0; i < json_array_size(failed); i++)
@@ -316,13 +321,7 @@ static void remove_dump(void *ctx, const char *dir)
 static void test_missing_dump_fails(void **state)
 {
     (void)state;
-    struct plena_replay_opts o;
-    plena_replay_opts_default(&o);
-    o.after_run = remove_dump;
-    struct plena_replay_outcome oc;
-    json_t *r = replay_example(&o, &oc);
-    assert_int_equal(oc.code, PLENA_E_FAILED);
-    assert_true(json_is_false(jget(r, "gate", "passed")));
+    json_t *r = replay_fails(NULL, NULL, remove_dump);
     json_t *checks = jget(r, "gate", "checks");
     int seen = 0;
     for (size_t i = 0; i < json_array_size(checks); i++) {
