@@ -88,37 +88,48 @@ static void test_model_file(void **state)
 
 /* Named fields of models.def land in the right struct members: two rows
  * checked field by field against the published configs. */
+struct preset_fields {
+    const char *name;
+    uint32_t hidden, moe_inter, num_experts, top_k, n_shared, shared_inter;
+    enum plena_act_policy activation;
+    enum plena_routing_kind routing;
+    enum plena_router_form router_form;
+};
+
+static const struct plena_moe_model *preset_with(const struct preset_fields *w)
+{
+    const struct plena_moe_model *m = plena_model_preset_find(w->name);
+    assert_non_null(m);
+    assert_int_equal(m->hidden, w->hidden);
+    assert_int_equal(m->moe_inter, w->moe_inter);
+    assert_int_equal(m->num_experts, w->num_experts);
+    assert_int_equal(m->top_k, w->top_k);
+    assert_int_equal(m->n_shared, w->n_shared);
+    assert_int_equal(m->shared_inter, w->shared_inter);
+    assert_int_equal(m->activation, w->activation);
+    assert_int_equal(m->routing, w->routing);
+    assert_int_equal(m->router_form, w->router_form);
+    return m;
+}
+
 static void test_preset_fields(void **state)
 {
     (void)state;
-    const struct plena_moe_model *g = plena_model_preset_find("gpt-oss-20b");
-    assert_non_null(g);
-    assert_int_equal(g->hidden, 2880);
-    assert_int_equal(g->moe_inter, 2880);
-    assert_int_equal(g->num_experts, 32);
-    assert_int_equal(g->top_k, 4);
-    assert_int_equal(g->n_shared, 0);
-    assert_int_equal(g->shared_inter, 0);
-    assert_int_equal(g->activation, PLENA_ACT_GPT_OSS_CLAMP_GATED);
-    assert_int_equal(g->routing, PLENA_ROUTING_DEVICE);
-    assert_int_equal(g->router_form, PLENA_ROUTER_DOT);
+    /* name, hidden, moe_inter, num_experts, top_k, n_shared, shared_inter,
+     * activation, routing, router_form */
+    static const struct preset_fields want[2] = {
+        {"gpt-oss-20b", 2880, 2880, 32, 4, 0, 0, PLENA_ACT_GPT_OSS_CLAMP_GATED,
+         PLENA_ROUTING_DEVICE, PLENA_ROUTER_DOT},
+        {"qwen1.5-moe-a2.7b", 2048, 1408, 60, 4, 1, 5632, PLENA_ACT_STANDARD_SWIGLU,
+         PLENA_ROUTING_FIXED, PLENA_ROUTER_GEMM}};
+    const struct plena_moe_model *g = preset_with(&want[0]);
     assert_int_equal(g->router_bias, 1);
     assert_int_equal(g->expert_bias, 1);
     assert_true(g->rms_eps == 1e-5f);
     assert_string_equal(g->policy_name, "gpt_oss");
-    const struct plena_moe_model *q = plena_model_preset_find("qwen1.5-moe-a2.7b");
-    assert_non_null(q);
-    assert_int_equal(q->hidden, 2048);
-    assert_int_equal(q->moe_inter, 1408);
-    assert_int_equal(q->num_experts, 60);
-    assert_int_equal(q->top_k, 4);
-    assert_int_equal(q->n_shared, 1);
-    assert_int_equal(q->shared_inter, 5632);
+    const struct plena_moe_model *q = preset_with(&want[1]);
     assert_int_equal(q->shared_gate, PLENA_SHARED_GATE_SIGMOID);
-    assert_int_equal(q->activation, PLENA_ACT_STANDARD_SWIGLU);
     assert_int_equal(q->route_placement, PLENA_ROUTE_OUTPUT);
-    assert_int_equal(q->routing, PLENA_ROUTING_FIXED);
-    assert_int_equal(q->router_form, PLENA_ROUTER_GEMM);
     assert_int_equal(q->approx_routing_ok, 1);
     assert_int_equal(q->is_tiny, 0);
     const struct plena_moe_model *l = plena_model_preset_find("tiny-llama4");
