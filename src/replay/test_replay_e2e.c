@@ -41,20 +41,29 @@ static int teardown(void **state)
     return plena_test_rmtree(g_tmp);
 }
 
+/* The default options of a replay of the example into g_tmp with the small
+ * settings (written here); a test changes the option it is about. */
+static struct plena_replay_opts example_opts(void)
+{
+    struct plena_replay_opts o;
+    plena_replay_opts_default(&o);
+    o.out_dir = g_tmp;
+    snprintf(g_settings, sizeof g_settings, "%s/small.toml", g_tmp);
+    replay_test_write_small_settings(g_settings);
+    o.settings_path = g_settings;
+    return o;
+}
+
 /* prepares the example and replays it with o; returns the parsed result */
-static json_t *replay_example(struct plena_replay_opts *o, struct plena_replay_outcome *oc)
+static json_t *replay_example(const struct plena_replay_opts *o, struct plena_replay_outcome *oc)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/src/trace/testdata/example_v2.json", PLENA_SOURCE_DIR);
     char *bytes;
     size_t len;
     assert_int_equal(plena_file_read_all(path, &bytes, &len, NULL), 0);
-    o->out_dir = g_tmp;
-    snprintf(g_settings, sizeof g_settings, "%s/small.toml", g_tmp);
-    replay_test_write_small_settings(g_settings);
-    o->settings_path = g_settings;
     char sh[65];
-    assert_int_equal(plena_replay_settings_sha256(g_settings, sh, NULL), 0);
+    assert_int_equal(plena_replay_settings_sha256(o->settings_path, sh, NULL), 0);
     struct plena_replay_item it;
     struct plena_trace_report rep;
     plena_trace_report_init(&rep);
@@ -85,8 +94,7 @@ static json_t *jget(json_t *r, const char *a, const char *b)
 static json_t *replay_fails(const char *lowering, void (*after_generate)(void *, const char *),
                             void (*after_run)(void *, const char *))
 {
-    struct plena_replay_opts o;
-    plena_replay_opts_default(&o);
+    struct plena_replay_opts o = example_opts();
     if (lowering) o.lowering = lowering;
     o.after_generate = after_generate;
     o.after_run = after_run;
@@ -100,8 +108,7 @@ static json_t *replay_fails(const char *lowering, void (*after_generate)(void *,
 static void test_example_passes_numerical_gate(void **state)
 {
     (void)state;
-    struct plena_replay_opts o;
-    plena_replay_opts_default(&o);
+    struct plena_replay_opts o = example_opts();
     struct plena_replay_outcome oc;
     json_t *r = replay_example(&o, &oc);
     assert_int_equal(oc.code, PLENA_OK);
@@ -153,8 +160,7 @@ static void test_example_passes_numerical_gate(void **state)
 static void test_zero_weights_are_smoke(void **state)
 {
     (void)state;
-    struct plena_replay_opts o;
-    plena_replay_opts_default(&o);
+    struct plena_replay_opts o = example_opts();
     o.weights = PLENA_WEIGHTS_ZERO;
     struct plena_replay_outcome oc;
     json_t *r = replay_example(&o, &oc);
@@ -264,8 +270,7 @@ static void test_altered_id_fails_routing_integrity(void **state)
 static void test_overlap_issue_model(void **state)
 {
     (void)state;
-    struct plena_replay_opts o;
-    plena_replay_opts_default(&o);
+    struct plena_replay_opts o = example_opts();
     o.overlap = 1;
     struct plena_replay_outcome oc;
     json_t *r = replay_example(&o, &oc);
@@ -340,8 +345,7 @@ static void test_missing_dump_fails(void **state)
 static void test_repeat_gate(void **state)
 {
     (void)state;
-    struct plena_replay_opts o;
-    plena_replay_opts_default(&o);
+    struct plena_replay_opts o = example_opts();
     o.repeat = 2;
     struct plena_replay_outcome oc;
     json_t *r = replay_example(&o, &oc);
