@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/test_support.h"
 #include "isa/isa.h"
 #include "model/model.h"
 #include "model/trace_model.h"
@@ -53,16 +54,14 @@ static void test_presets_validate(void **state)
 static void test_model_file(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/plena_gen_XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char path[256];
-    snprintf(path, sizeof path, "%s/cfg.json", dir);
-    FILE *f = fopen(path, "w");
-    fputs("{\"hidden_size\": 2048, \"num_experts\": 60, \"num_experts_per_tok\": 4,"
-          " \"moe_intermediate_size\": 1408, \"shared_expert_intermediate_size\": 5632,"
-          " \"norm_topk_prob\": false}",
-          f);
-    fclose(f);
+    char dir[64], path[256];
+    assert_int_equal(plena_test_mkdtemp(dir, sizeof dir, "model"), 0);
+    plena_test_path(path, sizeof path, dir, "cfg.json");
+    plena_test_write_text(
+        dir, "cfg.json",
+        "{\"hidden_size\": 2048, \"num_experts\": 60, \"num_experts_per_tok\": 4,"
+        " \"moe_intermediate_size\": 1408, \"shared_expert_intermediate_size\": 5632,"
+        " \"norm_topk_prob\": false}");
     struct plena_moe_model m;
     assert_int_equal(plena_model_resolve(path, &m, NULL), 0);
     assert_string_equal(m.name, "cfg"); /* base name without ".json" */
@@ -74,16 +73,14 @@ static void test_model_file(void **state)
     assert_int_equal(m.shared_gate, PLENA_SHARED_GATE_SIGMOID);
     assert_int_equal(m.norm_topk_prob, 0);
     assert_true(m.rms_eps == 1e-6f);
-    f = fopen(path, "w");
-    fputs("{\"hidden_size\": 2048, \"n_routed_experts\": 64, \"num_experts_per_tok\": 6,"
-          " \"moe_intermediate_size\": 1408, \"n_shared_experts\": 2}",
-          f);
-    fclose(f);
+    plena_test_write_text(
+        dir, "cfg.json",
+        "{\"hidden_size\": 2048, \"n_routed_experts\": 64, \"num_experts_per_tok\": 6,"
+        " \"moe_intermediate_size\": 1408, \"n_shared_experts\": 2}");
     assert_int_equal(plena_model_resolve(path, &m, NULL), 0);
     assert_int_equal(m.shared_inter, 2816);
     assert_int_equal(m.shared_gate, PLENA_SHARED_GATE_NONE);
-    remove(path);
-    rmdir(dir);
+    assert_int_equal(plena_test_rmtree(dir), 0);
 }
 
 /* Named fields of models.def land in the right struct members: two rows
