@@ -48,6 +48,13 @@ int plena_campaign_job_init(struct plena_campaign_job *j, const struct plena_cam
 int plena_campaign_result_state(const char *root, const char *dir, const char *fingerprint,
                                 json_t **res);
 
+/* The trace of s a manifest line is an attempt of under that trace's
+ * current fingerprint: its index into the set, or -1 when the line names
+ * no trace of s or carries another (or no) fingerprint. *status (may be
+ * NULL in the line) is the line's status. */
+ptrdiff_t plena_campaign_manifest_trace(const struct plena_campaign_set *s, json_t *line,
+                                        const char **status);
+
 /* ---- the run's coordinator state (run.c), shared with mpi.c so rank 0
  * logs remote completions through the same code as local ones ---- */
 struct plena_campaign_run_ctx {

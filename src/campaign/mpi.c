@@ -530,6 +530,32 @@ static int remote_pass(struct dist *d, const struct plena_campaign_set *local, s
     return rc ? rc : prc;
 }
 
+/* remote_pass on a scratch directory of this rank (made here): the results
+ * go to out_dir/shared_sub on a shared file system, else to
+ * scratch/local_sub. A failure to make the scratch directory is sent to
+ * rank 0, which waits for every rank. */
+static int rank_pass(struct dist *d, const struct plena_campaign_mpi_opts *mo,
+                     const struct plena_campaign_set *local, size_t first, const char *out_dir,
+                     const char *shared_sub, const char *local_sub, char *scratch, size_t scratch_n,
+                     struct plena_campaign_job **mine, int *interrupted, struct plena_err *err)
+{
+    int rc = make_scratch(d->m, mo, scratch, scratch_n, err);
+    if (rc) {
+        send_done(rc, 0, err);
+        return rc;
+    }
+    char sroot[4400];
+    if (d->shared_fs)
+        snprintf(sroot, sizeof sroot, "%s/%s", out_dir, shared_sub);
+    else
+        snprintf(sroot, sizeof sroot, "%s/%s", scratch, local_sub);
+    rc = remote_pass(d, local, first, scratch, sroot, mine, interrupted, err);
+    /* sroot ends here: the pass is over, and the jobs in *mine (whose
+     * out_root points at it) are only freed by the caller */
+    d->scratch_root = NULL;
+    return rc;
+}
+
 /* width of this rank: the node's width divided by the ranks on the node */
 static unsigned rank_width(const struct plena_campaign_mpi *m, unsigned node_width)
 {
@@ -551,7 +577,7 @@ int plena_campaign_run_mpi(struct plena_campaign_mpi *m, const struct plena_camp
     memset(&local, 0, sizeof local);
     size_t *idx = NULL;
     struct plena_campaign_job *mine = NULL;
-    char scratch[4200] = "", sroot[4300] = "";
+    char scratch[4200] = "";
     int rc = 0, status = 0, began = 0;
     int shared_fs = mo && mo->shared_fs;
     if (m->rank == 0) {
@@ -642,17 +668,11 @@ int plena_campaign_run_mpi(struct plena_campaign_mpi *m, const struct plena_camp
         int prc = dist_pool(&d, NULL, 0, first, &interrupted, rc ? NULL : err);
         if (!rc) rc = prc;
         if (!rc) rc = plena_campaign_run_end(&c, interrupted, err);
+    } else if (rc) {
+        send_done(rc, 0, err); /* rank 0 waits for every rank */
     } else {
-        if (!rc) rc = make_scratch(m, mo, scratch, sizeof scratch, err);
-        if (rc) {
-            send_done(rc, 0, err); /* rank 0 waits for every rank */
-            goto out;
-        }
-        if (shared_fs)
-            snprintf(sroot, sizeof sroot, "%s/replay", o->out_dir);
-        else
-            snprintf(sroot, sizeof sroot, "%s/replay", scratch);
-        rc = remote_pass(&d, &local, first, scratch, sroot, &mine, &interrupted, err);
+        rc = rank_pass(&d, mo, &local, first, o->out_dir, "replay", "replay", scratch,
+                       sizeof scratch, &mine, &interrupted, err);
         sum->interrupted = interrupted;
         sum->code = interrupted ? PLENA_E_INTERRUPTED : PLENA_OK;
     }
@@ -678,7 +698,7 @@ int plena_campaign_determinism_mpi(struct plena_campaign_mpi *m, const struct pl
     memset(&local, 0, sizeof local);
     size_t *idx = NULL;
     struct plena_campaign_job *all = NULL, *mine = NULL;
-    char scratch[4200] = "", sroot[4400] = "";
+    char scratch[4200] = "";
     int rc = 0, status = 0, intr = 0, planned = 0;
     int shared_fs = mo && mo->shared_fs;
     int64_t J = 0;
@@ -746,15 +766,8 @@ int plena_campaign_determinism_mpi(struct plena_campaign_mpi *m, const struct pl
             json_decref(extra);
         }
     } else {
-        if ((rc = make_scratch(m, mo, scratch, sizeof scratch, err))) {
-            send_done(rc, 0, err); /* rank 0 waits for every rank */
-            goto out;
-        }
-        if (shared_fs)
-            snprintf(sroot, sizeof sroot, "%s/determinism/parallel", o->out_dir);
-        else
-            snprintf(sroot, sizeof sroot, "%s/parallel", scratch);
-        rc = remote_pass(&d, &local, 0, scratch, sroot, &mine, &intr, err);
+        rc = rank_pass(&d, mo, &local, 0, o->out_dir, "determinism/parallel", "parallel", scratch,
+                       sizeof scratch, &mine, &intr, err);
         sum->interrupted = intr;
     }
 out:

@@ -42,15 +42,9 @@ static int attempts(const struct plena_campaign_set *s, const char *out_dir, uns
     json_t *l;
     json_array_foreach(lines, i, l)
     {
-        const char *id = json_string_value(json_object_get(l, "trace_id"));
-        const char *fp = json_string_value(json_object_get(l, "fingerprint"));
-        const char *st = json_string_value(json_object_get(l, "status"));
-        for (size_t k = 0; k < s->n; k++)
-            if (!strcmp(s->v[k].item.trace_id, id)) {
-                if (fp && !strcmp(fp, s->v[k].item.fingerprint) && st && strcmp(st, "passed"))
-                    att[k]++;
-                break;
-            }
+        const char *st;
+        ptrdiff_t k = plena_campaign_manifest_trace(s, l, &st);
+        if (k >= 0 && st && strcmp(st, "passed")) att[k]++;
     }
     if (n_lines) *n_lines = json_array_size(lines);
     json_decref(lines);

@@ -81,6 +81,19 @@ int plena_campaign_result_state(const char *root, const char *dir, const char *f
     return passed ? 1 : 0;
 }
 
+ptrdiff_t plena_campaign_manifest_trace(const struct plena_campaign_set *s, json_t *line,
+                                        const char **status)
+{
+    const char *id = json_string_value(json_object_get(line, "trace_id"));
+    const char *fp = json_string_value(json_object_get(line, "fingerprint"));
+    *status = json_string_value(json_object_get(line, "status"));
+    /* trace ids are unique in a set: the first match is the trace */
+    for (size_t i = 0; i < s->n; i++)
+        if (!strcmp(s->v[i].item.trace_id, id))
+            return fp && !strcmp(fp, s->v[i].item.fingerprint) ? (ptrdiff_t)i : -1;
+    return -1;
+}
+
 static void utc_now(char out[32])
 {
     plena_replay_utc_now(out);
@@ -378,18 +391,13 @@ int plena_campaign_run_begin(struct plena_campaign_run_ctx *c, const struct plen
     json_t *l;
     json_array_foreach(lines, li, l)
     {
-        const char *id = json_string_value(json_object_get(l, "trace_id"));
-        const char *fp = json_string_value(json_object_get(l, "fingerprint"));
-        const char *stt = json_string_value(json_object_get(l, "status"));
-        for (size_t i = 0; i < s->n; i++) {
-            if (strcmp(s->v[i].item.trace_id, id)) continue;
-            if (!fp || strcmp(fp, s->v[i].item.fingerprint)) break;
-            if (stt && !strcmp(stt, "passed"))
-                has_passed[i] = 1;
-            else if (!o->reset_attempts)
-                c->prior_attempts[i]++;
-            break;
-        }
+        const char *stt;
+        ptrdiff_t i = plena_campaign_manifest_trace(s, l, &stt);
+        if (i < 0) continue;
+        if (stt && !strcmp(stt, "passed"))
+            has_passed[i] = 1;
+        else if (!o->reset_attempts)
+            c->prior_attempts[i]++;
     }
     plena_campaign_cost_order(s, order);
     unsigned max_att = o->max_attempts ? o->max_attempts : 3;

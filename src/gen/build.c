@@ -769,6 +769,23 @@ static int write_hbm(struct plena_moe_build *b, const char *dir, struct plena_er
     return 0;
 }
 
+/* The n entries of v (uint16_t for width 2, uint32_t for width 4) as the
+ * little-endian image file f (docs/formats.md "SRAM and VRAM preload images"). */
+static int write_le(const char *dir, enum plena_build_file f, const void *v, size_t n,
+                    unsigned width, struct plena_err *err)
+{
+    uint8_t *buf = plena_malloc(n * width + 1);
+    if (!buf) return fail_nomem(err);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x = width == 2 ? ((const uint16_t *)v)[i] : ((const uint32_t *)v)[i];
+        for (unsigned j = 0; j < width; j++)
+            buf[width * i + j] = (uint8_t)(x >> (8 * j));
+    }
+    int rc = write_buf(dir, plena_build_file_name(f), buf, n * width, err);
+    plena_free(buf);
+    return rc;
+}
+
 static int write_dir(struct plena_moe_build *b, const struct plena_moe_build_opts *o,
                      struct plena_err *err)
 {
@@ -790,33 +807,10 @@ static int write_dir(struct plena_moe_build *b, const struct plena_moe_build_opt
     if ((rc = plena_program_write_mem(path, b->words, b->n_words, err))) return rc;
     if (!o->program_only) {
         if ((rc = write_hbm(b, dir, err))) return rc;
-        /* little-endian images */
-        uint8_t *buf = plena_malloc((size_t)b->n_fp * 2 + (size_t)b->n_int * 4 + 8);
-        if (!buf) return fail_nomem(err);
-        for (uint32_t i = 0; i < b->n_fp; i++) {
-            buf[2 * i] = (uint8_t)b->fp16[i];
-            buf[2 * i + 1] = (uint8_t)(b->fp16[i] >> 8);
-        }
-        rc = write_buf(dir, plena_build_file_name(PLENA_BUILD_FILE_FP_SRAM), buf,
-                       (size_t)b->n_fp * 2, err);
-        for (uint32_t i = 0; i < b->n_int && !rc; i++)
-            for (int j = 0; j < 4; j++)
-                buf[4 * i + j] = (uint8_t)(b->ints[i] >> (8 * j));
-        if (!rc)
-            rc = write_buf(dir, plena_build_file_name(PLENA_BUILD_FILE_INT_SRAM), buf,
-                           (size_t)b->n_int * 4, err);
-        plena_free(buf);
-        if (rc) return rc;
-        uint8_t *vb = plena_malloc(b->n_vram * 2 + 2);
-        if (!vb) return fail_nomem(err);
-        for (uint64_t i = 0; i < b->n_vram; i++) {
-            vb[2 * i] = (uint8_t)b->vram[i];
-            vb[2 * i + 1] = (uint8_t)(b->vram[i] >> 8);
-        }
-        rc = write_buf(dir, plena_build_file_name(PLENA_BUILD_FILE_VRAM_PRELOAD), vb,
-                       (size_t)b->n_vram * 2, err);
-        plena_free(vb);
-        if (rc) return rc;
+        if ((rc = write_le(dir, PLENA_BUILD_FILE_FP_SRAM, b->fp16, b->n_fp, 2, err)) ||
+            (rc = write_le(dir, PLENA_BUILD_FILE_INT_SRAM, b->ints, b->n_int, 4, err)) ||
+            (rc = write_le(dir, PLENA_BUILD_FILE_VRAM_PRELOAD, b->vram, b->n_vram, 2, err)))
+            return rc;
     }
     plena_buf_init(&t);
     if (plena_moe_layout_json(b, &t)) {

@@ -153,15 +153,20 @@ static int check_comment(struct plena_prog *p, const char *s)
     return 0;
 }
 
-int plena_prog_comment(struct plena_prog *p, const char *fmt, ...)
+/* A comment item (header 0) or a header line (1): formatted, checked by
+ * check_comment (header lines may carry the @routed_lowering marker, never
+ * @stage=) and stored. */
+static int add_comment(struct plena_prog *p, int header, const char *fmt, va_list ap)
 {
     if (p->status) return p->status;
     char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
     if (check_comment(p, tmp)) return p->status;
+    if (header) {
+        if (plena_buf_printf(&p->header, "; %s\n", tmp))
+            return plena_prog_fail(p, PLENA_GEN_NOMEM, "out of memory (header)");
+        return 0;
+    }
     size_t off = p->text.len;
     if (plena_buf_append(&p->text, tmp, strlen(tmp) + 1))
         return plena_prog_fail(p, PLENA_GEN_NOMEM, "out of memory (comment)");
@@ -172,19 +177,22 @@ int plena_prog_comment(struct plena_prog *p, const char *fmt, ...)
     return 0;
 }
 
-int plena_prog_header(struct plena_prog *p, const char *fmt, ...)
+int plena_prog_comment(struct plena_prog *p, const char *fmt, ...)
 {
-    if (p->status) return p->status;
-    char tmp[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    int rc = add_comment(p, 0, fmt, ap);
     va_end(ap);
-    /* header lines may carry the @routed_lowering marker, never @stage= */
-    if (check_comment(p, tmp)) return p->status;
-    if (plena_buf_printf(&p->header, "; %s\n", tmp))
-        return plena_prog_fail(p, PLENA_GEN_NOMEM, "out of memory (header)");
-    return 0;
+    return rc;
+}
+
+int plena_prog_header(struct plena_prog *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = add_comment(p, 1, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 /* ---- rendering ---- */

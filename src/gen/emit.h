@@ -52,6 +52,23 @@ uint32_t gen_nblk(struct plena_ctx *c, const struct plena_tensor *t);
 void gen_ld_const(struct plena_ctx *c, enum plena_stage stage, unsigned freg, unsigned gtmp,
                   uint32_t off);
 
+/* The FP registers of the activation of docs/lowering.md "Layer steps":
+ * 1.0, -alpha and, for gpt_oss_clamp_gated, the clamp limits +7 and -7. */
+struct gen_act {
+    int clamp;
+    unsigned fone, fna, flp, fln;
+};
+/* Takes the activation's FP registers (four clamp-gated, else two) and
+ * loads them from FP SRAM; na_off selects the routed or the shared -alpha
+ * (gtmp: scratch GP). Returns the program status. */
+int gen_act_setup(struct plena_ctx *c, enum plena_stage stage, int clamp, unsigned gtmp,
+                  uint32_t na_off, struct gen_act *a);
+/* The activation of one VLEN block: gate gG, up gU, scratch gS (VRAM
+ * addresses), gU = act(gG, gU). The one op sequence, so pair-major and
+ * expert-major round at the same points. */
+void gen_act_block(struct plena_ctx *c, enum plena_stage stage, const struct gen_act *a,
+                   unsigned gG, unsigned gU, unsigned gS);
+
 /* Prefetch of ns K tiles (kt0..) of column block cb into MRAM slots 0..ns-1. */
 void gen_prefetch_chunk(struct plena_ctx *c, enum plena_stage stage, const struct plena_proj *pj,
                         unsigned aw, uint32_t cb, uint32_t kt0, uint32_t ns, uint32_t bytes);

@@ -659,22 +659,17 @@ static int em_activation(struct plena_ctx *c, const struct em *em)
 {
     const enum plena_stage s = PLENA_STAGE_EXPERT_ACTIVATION;
     const struct plena_moe_em_scratch *bf = em->buf;
-    const int clamp = em->cfg->activation == PLENA_ACT_GPT_OSS_CLAMP_GATED;
     const uint32_t V = c->m->vlen, nb = c->map->I_p / V;
     struct plena_regset saved = c->live;
-    uint8_t g[10], f[4];
-    if (plena_regs_take(c, 10, 0, 0, g) || plena_regs_take(c, 0, clamp ? 4 : 2, 0, f))
-        return c->p->status;
+    uint8_t g[10];
+    if (plena_regs_take(c, 10, 0, 0, g)) return c->p->status;
     struct plena_step step;
     unsigned cr = g[0], cb = g[1], gG = g[2], gU = g[3], gS = g[4], gGc = g[5], gUc = g[6],
              gSc = g[7], scr = g[8];
-    unsigned fone = f[0], fna = f[1], flp = clamp ? f[2] : 0, fln = clamp ? f[3] : 0;
-    gen_ld_const(c, s, fone, scr, c->map->off_one);
-    gen_ld_const(c, s, fna, scr, c->map->off_na_routed);
-    if (clamp) {
-        gen_ld_const(c, s, flp, scr, c->map->off_lp);
-        gen_ld_const(c, s, fln, scr, c->map->off_ln);
-    }
+    struct gen_act a;
+    if (gen_act_setup(c, s, em->cfg->activation == PLENA_ACT_GPT_OSS_CLAMP_GATED, scr,
+                      c->map->off_na_routed, &a))
+        return c->p->status;
     plena_emit_li(c, s, gG, bf->yg.base);
     plena_emit_li(c, s, gU, bf->yu.base);
     plena_emit_li(c, s, gS, bf->ys.base);
@@ -690,18 +685,7 @@ static int em_activation(struct plena_ctx *c, const struct em *em)
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gSc, gS, 0, 0, 0, 0);
     int lb = plena_loop_begin(c, s, cb, nb);
     /* the ops, operands and rounding points of plena_moe_expert_activation */
-    if (clamp) {
-        plena_emit(c, s, PLENA_OP_V_MIN_VF, gGc, gGc, flp, 0, 0, 0);
-        plena_emit(c, s, PLENA_OP_V_MIN_VF, gUc, gUc, flp, 0, 0, 0);
-        plena_emit(c, s, PLENA_OP_V_MAX_VF, gUc, gUc, fln, 0, 0, 0);
-    }
-    plena_emit(c, s, PLENA_OP_V_MUL_VF, gSc, gGc, fna, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_V_EXP_V, gSc, gSc, 0, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_V_ADD_VF, gSc, gSc, fone, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_V_RECI_V, gSc, gSc, 0, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_V_MUL_VV, gGc, gGc, gSc, 0, 0, 0);
-    if (clamp) plena_emit(c, s, PLENA_OP_V_ADD_VF, gUc, gUc, fone, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_V_MUL_VV, gUc, gUc, gGc, 0, 0, 0);
+    gen_act_block(c, s, &a, gGc, gUc, gSc);
     if (lb) {
         plena_step_emit(c, s, gGc, &step);
         plena_step_emit(c, s, gUc, &step);

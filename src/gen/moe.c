@@ -346,13 +346,21 @@ int plena_moe_residual_setup(struct plena_ctx *c, const struct plena_moe_cfg *cf
     return c->p->status;
 }
 
+/* dst = bf16(dst + src) over the first t_rows rows and every column block,
+ * in a token loop (static size independent of T) */
+static int rows_add(struct plena_ctx *c, enum plena_stage stage, const struct plena_tensor *dst,
+                    const struct plena_tensor *src, uint32_t t_rows)
+{
+    return gen_rows_blocks(c, stage, PLENA_OP_V_ADD_VV, RB_VV, gen_od(dst, 0, c->m->vlen),
+                           gen_od(dst, 0, c->m->vlen), gen_od(src, 0, c->m->vlen), 0, t_rows,
+                           gen_nblk(c, dst), 1);
+}
+
 int plena_moe_residual_add_back(struct plena_ctx *c, const struct plena_tensor *out,
                                 const struct plena_tensor *residual, uint32_t t_rows)
 {
     plena_prog_comment(c->p, "residual add-back");
-    return gen_rows_blocks(c, PLENA_STAGE_RESIDUAL_SETUP, PLENA_OP_V_ADD_VV, RB_VV,
-                           gen_od(out, 0, c->m->vlen), gen_od(out, 0, c->m->vlen),
-                           gen_od(residual, 0, c->m->vlen), 0, t_rows, gen_nblk(c, out), 1);
+    return rows_add(c, PLENA_STAGE_RESIDUAL_SETUP, out, residual, t_rows);
 }
 
 /* ---- 3.3.5 projection ---- */
@@ -651,6 +659,24 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
 
 /* ---- 3.3.3 router logits ---- */
 
+/* f += the dot product of the rows at gX and gW (both stepped over the nb
+ * column blocks, clobbered): per block a V_MUL_VV into the one-row scratch
+ * at gQ and its V_RED_SUM, the block order of the dot router and the
+ * shared gate (docs/lowering.md "Layer steps"). */
+static void dot_rows(struct plena_ctx *c, enum plena_stage stage, unsigned f, unsigned gQ,
+                     unsigned gX, unsigned gW, unsigned cc, uint32_t nb,
+                     const struct plena_step *xstep, const struct plena_step *wstep)
+{
+    int lc = plena_loop_begin(c, stage, cc, nb);
+    plena_emit(c, stage, PLENA_OP_V_MUL_VV, gQ, gX, gW, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_V_RED_SUM, f, gQ, 0, 0, 0, 0);
+    if (lc) {
+        plena_step_emit(c, stage, gX, xstep);
+        plena_step_emit(c, stage, gW, wstep);
+    }
+    plena_loop_end(c, stage);
+}
+
 int plena_moe_router_logits_dot(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
                                 const struct plena_tensor *x, const struct plena_tensor *wr,
                                 const struct plena_tensor *logits, uint32_t t_rows)
@@ -688,14 +714,7 @@ int plena_moe_router_logits_dot(struct plena_ctx *c, const struct plena_moe_cfg 
     plena_emit(c, s, PLENA_OP_S_ADD_FP, fa, 0, 0, 0, 0, 0);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gXi, gXt, 0, 0, 0, 0);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gWi, gWe, 0, 0, 0, 0);
-    int lc = plena_loop_begin(c, s, cc, nb);
-    plena_emit(c, s, PLENA_OP_V_MUL_VV, gQ, gXi, gWi, 0, 0, 0);
-    plena_emit(c, s, PLENA_OP_V_RED_SUM, fa, gQ, 0, 0, 0, 0);
-    if (lc) {
-        plena_step_emit(c, s, gXi, &xstep);
-        plena_step_emit(c, s, gWi, &wstep);
-    }
-    plena_loop_end(c, s);
+    dot_rows(c, s, fa, gQ, gXi, gWi, cc, nb, &xstep, &wstep);
     plena_emit(c, s, PLENA_OP_S_ST_FP, fa, gS, 0, 0, 0, 0);
     if (le) {
         plena_emit(c, s, PLENA_OP_S_ADDI_INT, gS, gS, 0, 0, 0, 1);
@@ -938,6 +957,44 @@ int plena_moe_expert_bias_add(struct plena_ctx *c, const struct plena_tensor *y,
     return c->p->status;
 }
 
+int gen_act_setup(struct plena_ctx *c, enum plena_stage stage, int clamp, unsigned gtmp,
+                  uint32_t na_off, struct gen_act *a)
+{
+    uint8_t f[4];
+    if (plena_regs_take(c, 0, clamp ? 4 : 2, 0, f)) return c->p->status;
+    a->clamp = clamp;
+    a->fone = f[0];
+    a->fna = f[1];
+    a->flp = clamp ? f[2] : 0;
+    a->fln = clamp ? f[3] : 0;
+    gen_ld_const(c, stage, a->fone, gtmp, c->map->off_one);
+    gen_ld_const(c, stage, a->fna, gtmp, na_off);
+    if (clamp) {
+        gen_ld_const(c, stage, a->flp, gtmp, c->map->off_lp);
+        gen_ld_const(c, stage, a->fln, gtmp, c->map->off_ln);
+    }
+    return c->p->status;
+}
+
+/* Every op rounds to BF16: six rounding points for SwiGLU, eight clamp-gated
+ * (docs/lowering.md "Layer steps"); the reference model follows the same order. */
+void gen_act_block(struct plena_ctx *c, enum plena_stage stage, const struct gen_act *a,
+                   unsigned gG, unsigned gU, unsigned gS)
+{
+    if (a->clamp) {
+        plena_emit(c, stage, PLENA_OP_V_MIN_VF, gG, gG, a->flp, 0, 0, 0);
+        plena_emit(c, stage, PLENA_OP_V_MIN_VF, gU, gU, a->flp, 0, 0, 0);
+        plena_emit(c, stage, PLENA_OP_V_MAX_VF, gU, gU, a->fln, 0, 0, 0);
+    }
+    plena_emit(c, stage, PLENA_OP_V_MUL_VF, gS, gG, a->fna, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_V_EXP_V, gS, gS, 0, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_V_ADD_VF, gS, gS, a->fone, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_V_RECI_V, gS, gS, 0, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_V_MUL_VV, gG, gG, gS, 0, 0, 0);
+    if (a->clamp) plena_emit(c, stage, PLENA_OP_V_ADD_VF, gU, gU, a->fone, 0, 0, 0);
+    plena_emit(c, stage, PLENA_OP_V_MUL_VV, gU, gU, gG, 0, 0, 0);
+}
+
 int plena_moe_expert_activation(struct plena_ctx *c, enum plena_stage stage,
                                 enum plena_act_policy policy, const struct plena_tensor *gate,
                                 const struct plena_tensor *up, const struct plena_tensor *scratch,
@@ -950,36 +1007,20 @@ int plena_moe_expert_activation(struct plena_ctx *c, enum plena_stage stage,
     if (gate->prow != up->prow || gate->prow != scratch->prow)
         return plena_prog_fail(c->p, PLENA_GEN_SHAPE, "activation tensors differ in prow");
     struct plena_regset saved = c->live;
-    const int clamp = policy == PLENA_ACT_GPT_OSS_CLAMP_GATED;
-    uint8_t g[6], f[4];
-    if (plena_regs_take(c, 6, 0, 0, g) || plena_regs_take(c, 0, clamp ? 4 : 2, 0, f))
-        return c->p->status;
+    uint8_t g[6];
+    if (plena_regs_take(c, 6, 0, 0, g)) return c->p->status;
     unsigned gG = g[0], gU = g[1], gS = g[2], cr = g[3], cb = g[4], scr = g[5];
-    unsigned fone = f[0], fna = f[1], flp = clamp ? f[2] : 0, fln = clamp ? f[3] : 0;
     const int shared = stage == PLENA_STAGE_SHARED_EXPERT_ACTIVATION;
-    gen_ld_const(c, stage, fone, gG, c->map->off_one);
-    gen_ld_const(c, stage, fna, gG, shared ? c->map->off_na_shared : c->map->off_na_routed);
-    if (clamp) {
-        gen_ld_const(c, stage, flp, gG, c->map->off_lp);
-        gen_ld_const(c, stage, fln, gG, c->map->off_ln);
-    }
+    struct gen_act a;
+    if (gen_act_setup(c, stage, policy == PLENA_ACT_GPT_OSS_CLAMP_GATED, gG,
+                      shared ? c->map->off_na_shared : c->map->off_na_routed, &a))
+        return c->p->status;
     plena_emit_li(c, stage, gG, gate->base);
     plena_emit_li(c, stage, gU, up->base);
     plena_emit_li(c, stage, gS, scratch->base);
     int bl = plena_loop_begin(c, stage, cb, gen_cdiv(width, c->m->vlen));
     int rl = plena_loop_begin(c, stage, cr, rows);
-    if (clamp) {
-        plena_emit(c, stage, PLENA_OP_V_MIN_VF, gG, gG, flp, 0, 0, 0);
-        plena_emit(c, stage, PLENA_OP_V_MIN_VF, gU, gU, flp, 0, 0, 0);
-        plena_emit(c, stage, PLENA_OP_V_MAX_VF, gU, gU, fln, 0, 0, 0);
-    }
-    plena_emit(c, stage, PLENA_OP_V_MUL_VF, gS, gG, fna, 0, 0, 0);
-    plena_emit(c, stage, PLENA_OP_V_EXP_V, gS, gS, 0, 0, 0, 0);
-    plena_emit(c, stage, PLENA_OP_V_ADD_VF, gS, gS, fone, 0, 0, 0);
-    plena_emit(c, stage, PLENA_OP_V_RECI_V, gS, gS, 0, 0, 0, 0);
-    plena_emit(c, stage, PLENA_OP_V_MUL_VV, gG, gG, gS, 0, 0, 0);
-    if (clamp) plena_emit(c, stage, PLENA_OP_V_ADD_VF, gU, gU, fone, 0, 0, 0);
-    plena_emit(c, stage, PLENA_OP_V_MUL_VV, gU, gU, gG, 0, 0, 0);
+    gen_act_block(c, stage, &a, gG, gU, gS);
     if (rl) {
         plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gG, gG, 0, 0, 0, c->m->vlen);
         plena_emit(c, stage, PLENA_OP_S_ADDI_INT, gU, gU, 0, 0, 0, c->m->vlen);
@@ -1129,14 +1170,7 @@ int plena_moe_shared_gate(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
     plena_emit(c, st, PLENA_OP_S_ADD_FP, fz, 0, 0, 0, 0, 0);
     plena_emit(c, st, PLENA_OP_S_ADDI_INT, gXc, gX, 0, 0, 0, 0);
     plena_emit_li(c, st, gWc, wg->base);
-    int lc = plena_loop_begin(c, st, cc, nb);
-    plena_emit(c, st, PLENA_OP_V_MUL_VV, gQ, gXc, gWc, 0, 0, 0);
-    plena_emit(c, st, PLENA_OP_V_RED_SUM, fz, gQ, 0, 0, 0, 0);
-    if (lc) {
-        plena_step_emit(c, st, gXc, &xstep);
-        plena_step_emit(c, st, gWc, &wstep);
-    }
-    plena_loop_end(c, st);
+    dot_rows(c, st, fz, gQ, gXc, gWc, cc, nb, &xstep, &wstep);
     plena_emit(c, st, PLENA_OP_S_SUB_FP, fz, 0, fz, 0, 0, 0);
     plena_emit(c, st, PLENA_OP_S_EXP_FP, fz, fz, 0, 0, 0, 0);
     plena_emit(c, st, PLENA_OP_S_ADD_FP, fz, fz, fone, 0, 0, 0);
@@ -1159,9 +1193,7 @@ int plena_moe_combine_shared_and_routed(struct plena_ctx *c, const struct plena_
                                         const struct plena_tensor *s, uint32_t t_rows)
 {
     plena_prog_comment(c->p, "combine shared + routed");
-    return gen_rows_blocks(c, PLENA_STAGE_SCATTER_COMBINE, PLENA_OP_V_ADD_VV, RB_VV,
-                           gen_od(acc, 0, c->m->vlen), gen_od(acc, 0, c->m->vlen),
-                           gen_od(s, 0, c->m->vlen), 0, t_rows, gen_nblk(c, acc), 1);
+    return rows_add(c, PLENA_STAGE_SCATTER_COMBINE, acc, s, t_rows);
 }
 
 /* ---- names, lookup, configuration ---- */

@@ -123,24 +123,38 @@ static size_t n_insn(const struct plena_prog *p)
     return p->n_insns;
 }
 
+/* plena_emit(op rd, rs1, imm) on a fresh program must fail with reason why;
+ * returns the number of instructions the program holds afterwards. */
+static size_t emit_rejected(enum plena_op op, unsigned rd, unsigned rs1, uint32_t imm,
+                            enum plena_gen_reason why)
+{
+    struct env e;
+    env_init(&e, 4);
+    assert_int_equal(plena_emit(&e.c, PLENA_STAGE_OTHER, op, rd, rs1, 0, 0, 0, imm), PLENA_E_INPUT);
+    assert_int_equal(e.p.reason, why);
+    size_t n = n_insn(&e.p);
+    env_fini(&e);
+    return n;
+}
+
 static void test_legalisation(void **state)
 {
     (void)state;
     struct env e;
-    /* v < 2^18: one S_ADDI_INT */
-    env_init(&e, 4);
-    assert_int_equal(plena_emit_li(&e.c, PLENA_STAGE_OTHER, 3, 262143), 0);
-    assert_int_equal(n_insn(&e.p), 1);
-    assert_int_equal(e.p.items[0].insn.op, PLENA_OP_S_ADDI_INT);
-    assert_int_equal(e.p.items[0].insn.imm, 262143);
-    env_fini(&e);
-    /* 2^18 exactly: LUI only (low 12 bits zero) */
-    env_init(&e, 4);
-    assert_int_equal(plena_emit_li(&e.c, PLENA_STAGE_OTHER, 3, 262144), 0);
-    assert_int_equal(n_insn(&e.p), 1);
-    assert_int_equal(e.p.items[0].insn.op, PLENA_OP_S_LUI_INT);
-    assert_int_equal(e.p.items[0].insn.imm, 64);
-    env_fini(&e);
+    /* one instruction: v < 2^18 one S_ADDI_INT; 2^18 exactly LUI only (low 12 bits zero) */
+    static const struct {
+        uint32_t v;
+        enum plena_op op;
+        uint32_t imm;
+    } li1[2] = {{262143, PLENA_OP_S_ADDI_INT, 262143}, {262144, PLENA_OP_S_LUI_INT, 64}};
+    for (int i = 0; i < 2; i++) {
+        env_init(&e, 4);
+        assert_int_equal(plena_emit_li(&e.c, PLENA_STAGE_OTHER, 3, li1[i].v), 0);
+        assert_int_equal(n_insn(&e.p), 1);
+        assert_int_equal(e.p.items[0].insn.op, li1[i].op);
+        assert_int_equal(e.p.items[0].insn.imm, li1[i].imm);
+        env_fini(&e);
+    }
     /* docs/machine.md "C_SET_TOPK_REG and V_TOPK": 4194056 = LUI 1023 + ADDI 3848 */
     env_init(&e, 4);
     assert_int_equal(plena_emit_li(&e.c, PLENA_STAGE_OTHER, 4, 4194056), 0);
@@ -173,28 +187,10 @@ static void test_legalisation(void **state)
     assert_int_equal(e.p.items[n_insn(&e.p) - 1].insn.rs2, 5);
     env_fini(&e);
     /* imm18 memory offset too large, zero-trip loop, gp0/f0 writes */
-    env_init(&e, 4);
-    assert_int_equal(
-        plena_emit(&e.c, PLENA_STAGE_OTHER, PLENA_OP_S_LD_INT, 1, 0, 0, 0, 0, 1u << 18),
-        PLENA_E_INPUT);
-    assert_int_equal(e.p.reason, PLENA_GEN_IMM);
-    env_fini(&e);
-    env_init(&e, 4);
-    assert_int_equal(plena_emit(&e.c, PLENA_STAGE_OTHER, PLENA_OP_C_LOOP_START, 1, 0, 0, 0, 0, 0),
-                     PLENA_E_INPUT);
-    assert_int_equal(e.p.reason, PLENA_GEN_IMM);
-    env_fini(&e);
-    env_init(&e, 4);
-    assert_int_equal(plena_emit(&e.c, PLENA_STAGE_OTHER, PLENA_OP_S_ADDI_INT, 0, 0, 0, 0, 0, 1),
-                     PLENA_E_INPUT);
-    assert_int_equal(e.p.reason, PLENA_GEN_REGS);
-    env_fini(&e);
-    env_init(&e, 4);
-    assert_int_equal(plena_emit(&e.c, PLENA_STAGE_OTHER, PLENA_OP_S_LD_FP, 0, 1, 0, 0, 0, 1),
-                     PLENA_E_INPUT);
-    assert_int_equal(e.p.reason, PLENA_GEN_REGS);
-    assert_int_equal(n_insn(&e.p), 0);
-    env_fini(&e);
+    emit_rejected(PLENA_OP_S_LD_INT, 1, 0, 1u << 18, PLENA_GEN_IMM);
+    emit_rejected(PLENA_OP_C_LOOP_START, 1, 0, 0, PLENA_GEN_IMM);
+    emit_rejected(PLENA_OP_S_ADDI_INT, 0, 0, 1, PLENA_GEN_REGS);
+    assert_int_equal(emit_rejected(PLENA_OP_S_LD_FP, 0, 1, 1, PLENA_GEN_REGS), 0);
 }
 
 static void test_regs_take(void **state)
@@ -402,6 +398,16 @@ static size_t count_op(const struct plena_prog *p, unsigned op)
     return n;
 }
 
+/* The program of preset for T = 4 with the top-k register encoding forced. */
+static void gen_forced_register(const char *preset, struct plena_prog *p,
+                                struct plena_moe_emit_info *info)
+{
+    struct plena_moe_cfg cfg;
+    cfg_for(preset, 4, &cfg);
+    cfg.topk_policy = PLENA_TOPK_FORCE_REGISTER;
+    assert_int_equal(gen(&cfg, 4, p, info), 0);
+}
+
 static void test_topk_encodings(void **state)
 {
     (void)state;
@@ -450,21 +456,17 @@ static void test_topk_encodings(void **state)
         plena_prog_free(&p);
     }
     /* forced register for the rmask shapes */
-    struct plena_moe_cfg cfg;
-    cfg_for("tiny-route-32x4", 4, &cfg);
-    cfg.topk_policy = PLENA_TOPK_FORCE_REGISTER;
     struct plena_prog p;
     struct plena_moe_emit_info info;
-    assert_int_equal(gen(&cfg, 4, &p, &info), 0);
+    gen_forced_register("tiny-route-32x4", &p, &info);
     assert_int_equal(info.topk_packed, 8196);
     plena_prog_free(&p);
-    cfg_for("tiny-route-128x8", 4, &cfg);
-    cfg.topk_policy = PLENA_TOPK_FORCE_REGISTER;
-    assert_int_equal(gen(&cfg, 4, &p, &info), 0);
+    gen_forced_register("tiny-route-128x8", &p, &info);
     assert_int_equal(info.topk_packed, 32776);
     assert_int_equal(count_op(&p, PLENA_OP_C_SET_TOPK_REG), 1);
     plena_prog_free(&p);
     /* fixed routing: no router instructions */
+    struct plena_moe_cfg cfg;
     cfg_for("tiny-fixed", 4, &cfg);
     assert_int_equal(gen(&cfg, 4, &p, &info), 0);
     assert_int_equal(info.topk_encoding, PLENA_TOPK_ENC_NONE);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/test_support.h"
 #include "isa/isa.h"
 #include "model/model.h"
 #include "model/trace_model.h"
@@ -53,16 +54,14 @@ static void test_presets_validate(void **state)
 static void test_model_file(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/plena_gen_XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char path[256];
-    snprintf(path, sizeof path, "%s/cfg.json", dir);
-    FILE *f = fopen(path, "w");
-    fputs("{\"hidden_size\": 2048, \"num_experts\": 60, \"num_experts_per_tok\": 4,"
-          " \"moe_intermediate_size\": 1408, \"shared_expert_intermediate_size\": 5632,"
-          " \"norm_topk_prob\": false}",
-          f);
-    fclose(f);
+    char dir[64], path[256];
+    assert_int_equal(plena_test_mkdtemp(dir, sizeof dir, "model"), 0);
+    plena_test_path(path, sizeof path, dir, "cfg.json");
+    plena_test_write_text(
+        dir, "cfg.json",
+        "{\"hidden_size\": 2048, \"num_experts\": 60, \"num_experts_per_tok\": 4,"
+        " \"moe_intermediate_size\": 1408, \"shared_expert_intermediate_size\": 5632,"
+        " \"norm_topk_prob\": false}");
     struct plena_moe_model m;
     assert_int_equal(plena_model_resolve(path, &m, NULL), 0);
     assert_string_equal(m.name, "cfg"); /* base name without ".json" */
@@ -74,53 +73,62 @@ static void test_model_file(void **state)
     assert_int_equal(m.shared_gate, PLENA_SHARED_GATE_SIGMOID);
     assert_int_equal(m.router.norm, PLENA_NORM_NONE);
     assert_true(m.rms_eps == 1e-6f);
-    f = fopen(path, "w");
-    fputs("{\"hidden_size\": 2048, \"n_routed_experts\": 64, \"num_experts_per_tok\": 6,"
-          " \"moe_intermediate_size\": 1408, \"n_shared_experts\": 2}",
-          f);
-    fclose(f);
+    plena_test_write_text(
+        dir, "cfg.json",
+        "{\"hidden_size\": 2048, \"n_routed_experts\": 64, \"num_experts_per_tok\": 6,"
+        " \"moe_intermediate_size\": 1408, \"n_shared_experts\": 2}");
     assert_int_equal(plena_model_resolve(path, &m, NULL), 0);
     assert_int_equal(m.shared_inter, 2816);
     assert_int_equal(m.shared_gate, PLENA_SHARED_GATE_NONE);
-    remove(path);
-    rmdir(dir);
+    assert_int_equal(plena_test_rmtree(dir), 0);
 }
 
 /* Named fields of models.def land in the right struct members: two rows
  * checked field by field against the published configs. */
+struct preset_fields {
+    const char *name;
+    uint32_t hidden, moe_inter, num_experts, top_k, n_shared, shared_inter;
+    enum plena_act_policy activation;
+    enum plena_routing_kind routing;
+    enum plena_router_form router_form;
+};
+
+static const struct plena_moe_model *preset_with(const struct preset_fields *w)
+{
+    const struct plena_moe_model *m = plena_model_preset_find(w->name);
+    assert_non_null(m);
+    assert_int_equal(m->hidden, w->hidden);
+    assert_int_equal(m->moe_inter, w->moe_inter);
+    assert_int_equal(m->num_experts, w->num_experts);
+    assert_int_equal(m->top_k, w->top_k);
+    assert_int_equal(m->n_shared, w->n_shared);
+    assert_int_equal(m->shared_inter, w->shared_inter);
+    assert_int_equal(m->activation, w->activation);
+    assert_int_equal(m->routing, w->routing);
+    assert_int_equal(m->router_form, w->router_form);
+    return m;
+}
+
 static void test_preset_fields(void **state)
 {
     (void)state;
-    const struct plena_moe_model *g = plena_model_preset_find("gpt-oss-20b");
-    assert_non_null(g);
-    assert_int_equal(g->hidden, 2880);
-    assert_int_equal(g->moe_inter, 2880);
-    assert_int_equal(g->num_experts, 32);
-    assert_int_equal(g->top_k, 4);
-    assert_int_equal(g->n_shared, 0);
-    assert_int_equal(g->shared_inter, 0);
-    assert_int_equal(g->activation, PLENA_ACT_GPT_OSS_CLAMP_GATED);
-    assert_int_equal(g->routing, PLENA_ROUTING_DEVICE);
-    assert_int_equal(g->router_form, PLENA_ROUTER_DOT);
+    /* name, hidden, moe_inter, num_experts, top_k, n_shared, shared_inter,
+     * activation, routing, router_form */
+    static const struct preset_fields want[2] = {
+        {"gpt-oss-20b", 2880, 2880, 32, 4, 0, 0, PLENA_ACT_GPT_OSS_CLAMP_GATED,
+         PLENA_ROUTING_DEVICE, PLENA_ROUTER_DOT},
+        {"qwen1.5-moe-a2.7b", 2048, 1408, 60, 4, 1, 5632, PLENA_ACT_STANDARD_SWIGLU,
+         PLENA_ROUTING_FIXED, PLENA_ROUTER_GEMM}};
+    const struct plena_moe_model *g = preset_with(&want[0]);
     assert_int_equal(g->router.logit_bias, 1);
     assert_int_equal(g->router.score, PLENA_SCORE_SOFTMAX_SELECTED);
     assert_int_equal(g->expert_bias, 1);
     assert_true(g->rms_eps == 1e-5f);
     assert_string_equal(g->policy_name, "gpt_oss");
-    const struct plena_moe_model *q = plena_model_preset_find("qwen1.5-moe-a2.7b");
-    assert_non_null(q);
-    assert_int_equal(q->hidden, 2048);
-    assert_int_equal(q->moe_inter, 1408);
-    assert_int_equal(q->num_experts, 60);
-    assert_int_equal(q->top_k, 4);
-    assert_int_equal(q->n_shared, 1);
-    assert_int_equal(q->shared_inter, 5632);
+    const struct plena_moe_model *q = preset_with(&want[1]);
     assert_int_equal(q->shared_gate, PLENA_SHARED_GATE_SIGMOID);
-    assert_int_equal(q->activation, PLENA_ACT_STANDARD_SWIGLU);
     assert_int_equal(q->router.placement, PLENA_ROUTE_OUTPUT);
     assert_int_equal(q->router.norm, PLENA_NORM_NONE); /* norm_topk_prob false */
-    assert_int_equal(q->routing, PLENA_ROUTING_FIXED);
-    assert_int_equal(q->router_form, PLENA_ROUTER_GEMM);
     assert_int_equal(q->is_tiny, 0);
     const struct plena_moe_model *l = plena_model_preset_find("tiny-llama4");
     assert_non_null(l);

@@ -191,6 +191,14 @@ static void put(struct jb *b, json_t *obj, const char *key, json_t *v)
     if (!v || json_object_set_new(obj, key, v) != 0) b->failed = 1;
 }
 
+/* An empty object; NULL (the builder marked failed) on allocation failure. */
+static json_t *new_obj(struct jb *b)
+{
+    json_t *o = json_object();
+    if (!o) b->failed = 1;
+    return o;
+}
+
 static json_t *jint(uint64_t v)
 {
     return json_integer((json_int_t)v);
@@ -203,11 +211,8 @@ static json_t *ratio(uint64_t a, uint64_t b)
 
 static json_t *resource_obj(struct jb *b, const uint64_t *res, uint64_t period)
 {
-    json_t *o = json_object();
-    if (!o) {
-        b->failed = 1;
-        return NULL;
-    }
+    json_t *o = new_obj(b);
+    if (!o) return NULL;
     for (unsigned r = 0; r < PLENA_RESOURCE_COUNT; r++)
         put(b, o, plena_resource_name((enum plena_resource)r),
             jint(period ? ceil_div(res[r], period) : res[r]));
@@ -220,11 +225,8 @@ static json_t *entry(struct jb *b, const struct plena_profile *p,
                      const struct plena_profile_pair *pair)
 {
     uint64_t period = p->clock_period_ps;
-    json_t *o = json_object();
-    if (!o) {
-        b->failed = 1;
-        return NULL;
-    }
+    json_t *o = new_obj(b);
+    if (!o) return NULL;
     put(b, o, "instructions", jint(f->instructions));
     put(b, o, "wall_picos", jint(f->picos));
     put(b, o, "wall_cycles", jint(ceil_div(f->picos, period)));
@@ -243,8 +245,7 @@ static json_t *entry(struct jb *b, const struct plena_profile *p,
     put(b, o, "resource_proxy_picos", resource_obj(b, f->res_picos, 0));
     put(b, o, "resource_proxy_cycles", resource_obj(b, f->res_picos, period));
     if (kind == 1) {
-        json_t *st = json_object();
-        if (!st) b->failed = 1;
+        json_t *st = new_obj(b);
         for (unsigned s = 0; st && s < PLENA_STAGE_COUNT; s++)
             put(b, st, plena_stage_name((enum plena_stage)s),
                 entry(b, p, &pair->stage[s], 2, NULL));
@@ -255,11 +256,8 @@ static json_t *entry(struct jb *b, const struct plena_profile *p,
 
 static json_t *trap_obj(struct jb *b, const struct plena_profile_trap *t)
 {
-    json_t *o = json_object();
-    if (!o) {
-        b->failed = 1;
-        return NULL;
-    }
+    json_t *o = new_obj(b);
+    if (!o) return NULL;
     put(b, o, "pc", jint(t->pc));
     put(b, o, "opcode", jint(t->opcode));
     put(b, o, "mnemonic", json_string(t->mnemonic ? t->mnemonic : "?"));
@@ -297,11 +295,8 @@ json_t *plena_profile_overlap_json(const struct plena_overlap_report *r)
 static json_t *classification(struct jb *b, const struct plena_profile *p)
 {
     const struct plena_labels *l = p->labels;
-    json_t *o = json_object();
-    if (!o) {
-        b->failed = 1;
-        return NULL;
-    }
+    json_t *o = new_obj(b);
+    if (!o) return NULL;
     int markers = l && l->mode == PLENA_ATTR_MARKERS;
     size_t label_count = l ? l->n : 0, unclassified = 0;
     for (size_t i = 0; i < label_count; i++)
@@ -313,11 +308,8 @@ static json_t *classification(struct jb *b, const struct plena_profile *p)
     json_t *arr = json_array();
     if (!arr) b->failed = 1;
     for (size_t i = 0; arr && l && i < l->n_unresolved; i++) {
-        json_t *u = json_object();
-        if (!u) {
-            b->failed = 1;
-            break;
-        }
+        json_t *u = new_obj(b);
+        if (!u) break;
         put(b, u, "name", json_string(l->unresolved[i].name));
         put(b, u, "first_line", jint(l->unresolved[i].first_line));
         put(b, u, "occurrences", jint(l->unresolved[i].occurrences));
@@ -331,8 +323,7 @@ static json_t *classification(struct jb *b, const struct plena_profile *p)
     /* markers mode: the substring rules never ran, so there is nothing to drift */
     put(b, o, "vocabulary_drift_warning",
         markers ? json_null() : json_boolean(present && frac > 0.5));
-    json_t *notes = json_object();
-    if (!notes) b->failed = 1;
+    json_t *notes = new_obj(b);
     if (notes) {
         put(b, notes, "shared_vs_routed",
             json_string(plena_profile_shared_vs_routed_text(plena_profile_lowering(p))));
@@ -383,13 +374,11 @@ int plena_profile_render(const struct plena_profile *p, const struct plena_profi
     } else {
         put(&b, o, "overlap", json_null());
     }
-    json_t *stages = json_object();
-    if (!stages) b.failed = 1;
+    json_t *stages = new_obj(&b);
     for (unsigned s = 0; stages && s < PLENA_STAGE_COUNT; s++)
         put(&b, stages, plena_stage_name((enum plena_stage)s), entry(&b, p, &p->stage[s], 0, NULL));
     put(&b, o, "stages", stages);
-    json_t *pairs = json_object();
-    if (!pairs) b.failed = 1;
+    json_t *pairs = new_obj(&b);
     for (size_t i = 0; pairs && i < p->n_pairs; i++) {
         if (p->pairs[i].total.instructions == 0) continue;
         char key[16];

@@ -47,7 +47,7 @@ int plena_replay_routing_integrity(const uint32_t *image_ids, const int64_t *tra
     return 1;
 }
 
-static void hex_of_bf16(const uint16_t *v, size_t n, char hex[65])
+void plena_replay_bf16_sha256(const uint16_t *v, size_t n, char hex[65])
 {
     struct plena_sha256 s;
     plena_sha256_init(&s);
@@ -96,8 +96,8 @@ json_t *plena_replay_functional_compare(const struct plena_replay_cmp_in *in, in
         }
     }
     char out_hex[65], ref_hex[65];
-    hex_of_bf16(in->out, n, out_hex);
-    hex_of_bf16(refb, n, ref_hex);
+    plena_replay_bf16_sha256(in->out, n, out_hex);
+    plena_replay_bf16_sha256(refb, n, ref_hex);
     plena_free(refb);
 
     struct plena_replay_checks ck;

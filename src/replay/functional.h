@@ -27,6 +27,11 @@ double plena_replay_route_weight_max_error(const double *w, size_t n);
 int plena_replay_routing_integrity(const uint32_t *image_ids, const int64_t *trace_ids, size_t n,
                                    char *detail, size_t detail_n);
 
+/* SHA-256 (lowercase hex) of n BF16 values as little-endian bytes, row-major:
+ * output_sha256 and reference_sha256 of docs/replay.md "Gates", also the
+ * repeat gate's output_sha256 series. */
+void plena_replay_bf16_sha256(const uint16_t *v, size_t n, char hex[65]);
+
 struct plena_replay_cmp_in {
     const uint16_t *out;     /* [T][H] BF16 bits read from the emulator dump */
     const float *ref;        /* [T][H] bit-exact reference (BF16-exact floats) */

@@ -218,6 +218,21 @@ static int remove_old(const char *dir, const char *name, char *path, size_t n,
     return 0;
 }
 
+/* The start of both gates: the build opened (open_build), the gate's old
+ * result file removed and a session on the build directory. b and *s are
+ * the caller's to free whatever the status. */
+static int gate_open(const struct plena_replay_gate_opts *go, const char *file,
+                     struct plena_replay_gate_report *r, struct opened *b,
+                     struct plena_replay_session **s, struct plena_err *err)
+{
+    memset(r, 0, sizeof *r);
+    *s = NULL;
+    int rc = open_build(go, b, err);
+    if (!rc) rc = remove_old(go->build_dir, file, r->result_path, sizeof r->result_path, err);
+    if (!rc) rc = plena_replay_session_open(&b->item, &b->o, go->build_dir, s, err);
+    return rc;
+}
+
 static void join_names(const json_t *arr, char *buf, size_t n)
 {
     size_t off = 0;
@@ -235,12 +250,8 @@ int plena_replay_gate_repeat(const struct plena_replay_gate_opts *go,
         return PLENA_FAIL(err, PLENA_E_USAGE, "--repeats", "expected N >= 2, found %u",
                           go->repeats);
     struct opened b;
-    int rc = open_build(go, &b, err);
-    if (!rc)
-        rc = remove_old(go->build_dir, PLENA_REPLAY_REPEAT_GATE_FILE, r->result_path,
-                        sizeof r->result_path, err);
-    struct plena_replay_session *s = NULL;
-    if (!rc) rc = plena_replay_session_open(&b.item, &b.o, go->build_dir, &s, err);
+    struct plena_replay_session *s;
+    int rc = gate_open(go, PLENA_REPLAY_REPEAT_GATE_FILE, r, &b, &s, err);
     json_t *rep = NULL;
     if (!rc) rc = plena_replay_session_repeat(s, go->repeats, &rep, err);
     if (!rc) {
@@ -264,14 +275,9 @@ int plena_replay_gate_repeat(const struct plena_replay_gate_opts *go,
 int plena_replay_gate_functional(const struct plena_replay_gate_opts *go,
                                  struct plena_replay_gate_report *r, struct plena_err *err)
 {
-    memset(r, 0, sizeof *r);
     struct opened b;
-    int rc = open_build(go, &b, err);
-    if (!rc)
-        rc = remove_old(go->build_dir, PLENA_REPLAY_FUNCTIONAL_GATE_FILE, r->result_path,
-                        sizeof r->result_path, err);
-    struct plena_replay_session *s = NULL;
-    if (!rc) rc = plena_replay_session_open(&b.item, &b.o, go->build_dir, &s, err);
+    struct plena_replay_session *s;
+    int rc = gate_open(go, PLENA_REPLAY_FUNCTIONAL_GATE_FILE, r, &b, &s, err);
     json_t *fn = NULL;
     struct plena_replay_checks ck;
     memset(&ck, 0, sizeof ck);

@@ -13,7 +13,6 @@
 
 #include "common/alloc.h"
 #include "common/fileio.h"
-#include "common/sha256.h"
 #include "gen/build.h"
 #include "model/routing_json.h"
 #include "model/trace_model.h"
@@ -551,16 +550,8 @@ static json_t *output_hash(struct ctx *c, const char *dir)
     char why[256];
     json_t *v = NULL;
     if (out && !read_output(c, dir, out, why, sizeof why)) {
-        struct plena_sha256 sh;
-        plena_sha256_init(&sh);
-        for (size_t i = 0; i < n; i++) {
-            uint8_t b[2] = {(uint8_t)(out[i] & 0xff), (uint8_t)(out[i] >> 8)};
-            plena_sha256_update(&sh, b, 2);
-        }
-        uint8_t d[32];
         char hex[65];
-        plena_sha256_final(&sh, d);
-        plena_sha256_to_hex(d, hex);
+        plena_replay_bf16_sha256(out, n, hex);
         v = json_string(hex);
     }
     plena_free(out);
@@ -647,6 +638,14 @@ static json_t *get(const json_t *o, const char *k)
 {
     json_t *v = json_object_get(o, k);
     return v ? json_incref(v) : json_null();
+}
+
+/* dst[k] = o[k] (null when absent) for every key of keys (NULL-terminated),
+ * in order: the summary columns that repeat a section's own value */
+static void copy_keys(json_t *dst, const json_t *o, const char *const *keys)
+{
+    for (size_t i = 0; keys[i]; i++)
+        json_object_set_new(dst, keys[i], get(o, keys[i]));
 }
 
 static json_t *build_result(struct ctx *c, const struct plena_replay_gate *g,
@@ -797,25 +796,21 @@ static json_t *build_result(struct ctx *c, const struct plena_replay_gate *g,
     S("input", json_string(plena_input_mode_name(o->input)));
     S("routing_mode", json_string(o->routing_device ? "device" : "fixed"));
     S("issue_model", json_string(o->overlap ? "overlap_overlay" : "serial"));
-    S("sim_latency_cycles", get(run, "sim_latency_cycles"));
-    S("serial_latency_cycles", get(run, "serial_latency_cycles"));
-    S("sim_latency_picos", get(run, "sim_latency_picos"));
-    S("hbm_bytes_read", get(run, "hbm_bytes_read"));
-    S("hbm_bytes_written", get(run, "hbm_bytes_written"));
-    S("instructions_executed", get(run, "instructions_executed"));
-    S("total_profiled_picos", get(svr, "total_profiled_picos"));
-    S("shared_picos", get(svr, "shared_picos"));
-    S("routed_picos", get(svr, "routed_picos"));
-    S("shared_fraction", get(svr, "shared_fraction"));
-    S("routing_tax_picos", get(tax, "routing_tax_picos"));
-    S("routing_tax_cycles", get(tax, "routing_tax_cycles"));
-    S("routing_tax_fraction", get(tax, "routing_tax_fraction"));
-    S("logical_input_hidden_bf16_bytes", get(bytes, "logical_input_hidden_bf16_bytes"));
-    S("logical_routed_hidden_bf16_bytes", get(bytes, "logical_routed_hidden_bf16_bytes"));
-    S("logical_route_weight_bf16_bytes", get(bytes, "logical_route_weight_bf16_bytes"));
-    S("min_expert_weight_bytes", get(bytes, "min_expert_weight_bytes"));
-    S("physical_read_matches_profile", get(bytes, "physical_read_matches_profile"));
-    S("physical_written_matches_profile", get(bytes, "physical_written_matches_profile"));
+    copy_keys(summary, run,
+              (const char *const[]){"sim_latency_cycles", "serial_latency_cycles",
+                                    "sim_latency_picos", "hbm_bytes_read", "hbm_bytes_written",
+                                    "instructions_executed", NULL});
+    copy_keys(summary, svr,
+              (const char *const[]){"total_profiled_picos", "shared_picos", "routed_picos",
+                                    "shared_fraction", NULL});
+    copy_keys(summary, tax,
+              (const char *const[]){"routing_tax_picos", "routing_tax_cycles",
+                                    "routing_tax_fraction", NULL});
+    copy_keys(summary, bytes,
+              (const char *const[]){
+                  "logical_input_hidden_bf16_bytes", "logical_routed_hidden_bf16_bytes",
+                  "logical_route_weight_bf16_bytes", "min_expert_weight_bytes",
+                  "physical_read_matches_profile", "physical_written_matches_profile", NULL});
     S("functional_kind", json_string(fkind));
     /* a smoke run is never a numerical pass: the cell stays empty */
     S("functional_numerical_pass", c->smoke ? json_null() : json_boolean(fpassed));

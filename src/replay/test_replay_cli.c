@@ -14,7 +14,6 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -39,6 +38,7 @@ static int setup(void **state)
              PLENA_SOURCE_DIR);
     if (plena_test_mkdtemp(g_tmp, sizeof g_tmp, "replay_cli")) return -1;
     snprintf(g_settings, sizeof g_settings, "%s/small.toml", g_tmp);
+    replay_test_write_small_settings(g_settings);
     return 0;
 }
 
@@ -48,27 +48,10 @@ static int teardown(void **state)
     return plena_test_rmtree(g_tmp);
 }
 
-/* runs plena with argv (NULL-terminated), stdout/stderr to files in g_tmp */
+/* runs plena with args (NULL-terminated), stdout/stderr to files in g_tmp */
 static int run(const char *const *args)
 {
-    pid_t p = fork();
-    if (p == 0) {
-        char o[128], e[128];
-        snprintf(o, sizeof o, "%s/stdout.txt", g_tmp);
-        snprintf(e, sizeof e, "%s/stderr.txt", g_tmp);
-        if (!freopen(o, "w", stdout) || !freopen(e, "w", stderr)) _exit(120);
-        const char *argv[64];
-        size_t n = 0;
-        argv[n++] = g_bin;
-        for (size_t i = 0; args[i] && n < 63; i++)
-            argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(g_bin, (char *const *)argv);
-        _exit(127);
-    }
-    int st;
-    waitpid(p, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return replay_test_run(g_bin, g_tmp, args);
 }
 
 static int exists(const char *path)
@@ -80,7 +63,6 @@ static int exists(const char *path)
 static void test_usage_and_input_errors(void **state)
 {
     (void)state;
-    replay_test_write_small_settings(g_settings);
     char out[256], bad[256];
     snprintf(out, sizeof out, "%s/out", g_tmp);
     assert_int_equal(run((const char *[]){"replay", "--help", NULL}), 0);
@@ -130,7 +112,6 @@ static void test_usage_and_input_errors(void **state)
 static void test_decided_result_and_rerun(void **state)
 {
     (void)state;
-    replay_test_write_small_settings(g_settings);
     char out[256], res[300], sum[300];
     snprintf(out, sizeof out, "%s/out", g_tmp);
     snprintf(res, sizeof res, "%s/example_e8k2_t4_l0/results.json", out);
@@ -230,7 +211,6 @@ static void canonical_hash(const char *out, int i, char hex[65])
 static void test_killed_replay_resumes(void **state)
 {
     (void)state;
-    replay_test_write_small_settings(g_settings);
     enum { N = 6 };
     char set[256], a[256], b[256];
     snprintf(set, sizeof set, "%s/set.jsonl", g_tmp);
@@ -239,21 +219,17 @@ static void test_killed_replay_resumes(void **state)
     write_set(set, N);
     run((const char *[]){"replay", set, "--out", a, "--jobs", "2", "--settings", g_settings, NULL});
 
-    pid_t p = fork();
-    if (p == 0) {
-        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(120);
-        execl(g_bin, g_bin, "replay", set, "--out", b, "--jobs", "2", "--settings", g_settings,
-              (char *)NULL);
-        _exit(127);
-    }
+    pid_t p = plena_test_spawn(
+        g_bin,
+        (const char *[]){"replay", set, "--out", b, "--jobs", "2", "--settings", g_settings, NULL},
+        NULL, "/dev/null", "/dev/null");
     /* kill as soon as the first result exists (or after ~2 s) */
     char first[300];
     snprintf(first, sizeof first, "%s/kill_0/results.json", b);
     for (int i = 0; i < 2000 && !exists(first); i++)
         usleep(1000);
     kill(p, SIGKILL);
-    int st;
-    waitpid(p, &st, 0);
+    plena_test_wait(p);
     run((const char *[]){"replay", set, "--out", b, "--jobs", "2", "--skip-existing", "--settings",
                          g_settings, NULL});
 
@@ -303,14 +279,14 @@ static int same_file(const char *a, const char *b)
 static void test_replay_equals_moe(void **state)
 {
     (void)state;
-    replay_test_write_small_settings(g_settings);
+    plena_test_write_text(
+        g_tmp, "tiny-e8k2-shared.json",
+        "{\"hidden_size\": 64, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
+        "\"moe_intermediate_size\": 64, \"shared_expert_intermediate_size\": 128}");
     char cfg[256], moe[256], rp[256];
-    snprintf(cfg, sizeof cfg, "%s/tiny-e8k2-shared.json", g_tmp);
-    snprintf(moe, sizeof moe, "%s/moe", g_tmp);
-    snprintf(rp, sizeof rp, "%s/rp", g_tmp);
-    const char *c = "{\"hidden_size\": 64, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
-                    "\"moe_intermediate_size\": 64, \"shared_expert_intermediate_size\": 128}";
-    assert_int_equal(plena_file_write_atomic(cfg, c, strlen(c), NULL), 0);
+    plena_test_path(cfg, sizeof cfg, g_tmp, "tiny-e8k2-shared.json");
+    plena_test_path(moe, sizeof moe, g_tmp, "moe");
+    plena_test_path(rp, sizeof rp, g_tmp, "rp");
     assert_int_equal(run((const char *[]){"moe", "--model", cfg, "--tokens", "4", "--routing",
                                           g_example, "--seed", "42", "--out", moe, "--profile",
                                           "--settings", g_settings, NULL}),

@@ -41,20 +41,32 @@ static int teardown(void **state)
     return plena_test_rmtree(g_tmp);
 }
 
-/* prepares the example and replays it with o; returns the parsed result */
-static json_t *replay_example(struct plena_replay_opts *o, struct plena_replay_outcome *oc)
+/* The default options of a replay of the example into g_tmp with the small
+ * settings (written here); a test changes the option it is about. */
+static struct plena_replay_opts example_opts(void)
 {
+    struct plena_replay_opts o;
+    plena_replay_opts_default(&o);
+    o.out_dir = g_tmp;
+    snprintf(g_settings, sizeof g_settings, "%s/small.toml", g_tmp);
+    replay_test_write_small_settings(g_settings);
+    o.settings_path = g_settings;
+    return o;
+}
+
+/* prepares the example and replays it with o; returns the parsed result
+ * and, when oc is not NULL, the outcome */
+static json_t *replay_example(const struct plena_replay_opts *o, struct plena_replay_outcome *oc)
+{
+    struct plena_replay_outcome unused;
+    if (!oc) oc = &unused;
     char path[512];
     snprintf(path, sizeof path, "%s/src/trace/testdata/example_v2.json", PLENA_SOURCE_DIR);
     char *bytes;
     size_t len;
     assert_int_equal(plena_file_read_all(path, &bytes, &len, NULL), 0);
-    o->out_dir = g_tmp;
-    snprintf(g_settings, sizeof g_settings, "%s/small.toml", g_tmp);
-    replay_test_write_small_settings(g_settings);
-    o->settings_path = g_settings;
     char sh[65];
-    assert_int_equal(plena_replay_settings_sha256(g_settings, sh, NULL), 0);
+    assert_int_equal(plena_replay_settings_sha256(o->settings_path, sh, NULL), 0);
     struct plena_replay_item it;
     struct plena_trace_report rep;
     plena_trace_report_init(&rep);
@@ -79,11 +91,27 @@ static json_t *jget(json_t *r, const char *a, const char *b)
     return json_object_get(json_object_get(r, a), b);
 }
 
+/* Replays the example with the given lowering (NULL: the default) and
+ * hooks (either may be NULL); the replay must fail with gate.passed false
+ * in the published result, which is returned. */
+static json_t *replay_fails(const char *lowering, void (*after_generate)(void *, const char *),
+                            void (*after_run)(void *, const char *))
+{
+    struct plena_replay_opts o = example_opts();
+    if (lowering) o.lowering = lowering;
+    o.after_generate = after_generate;
+    o.after_run = after_run;
+    struct plena_replay_outcome oc;
+    json_t *r = replay_example(&o, &oc);
+    assert_int_equal(oc.code, PLENA_E_FAILED);
+    assert_true(json_is_false(jget(r, "gate", "passed"))); /* decided false, in the file */
+    return r;
+}
+
 static void test_example_passes_numerical_gate(void **state)
 {
     (void)state;
-    struct plena_replay_opts o;
-    plena_replay_opts_default(&o);
+    struct plena_replay_opts o = example_opts();
     struct plena_replay_outcome oc;
     json_t *r = replay_example(&o, &oc);
     assert_int_equal(oc.code, PLENA_OK);
@@ -135,11 +163,9 @@ static void test_example_passes_numerical_gate(void **state)
 static void test_zero_weights_are_smoke(void **state)
 {
     (void)state;
-    struct plena_replay_opts o;
-    plena_replay_opts_default(&o);
+    struct plena_replay_opts o = example_opts();
     o.weights = PLENA_WEIGHTS_ZERO;
-    struct plena_replay_outcome oc;
-    json_t *r = replay_example(&o, &oc);
+    json_t *r = replay_example(&o, NULL);
     assert_string_equal(json_string_value(jget(r, "gate", "kind")), "zero_input_smoke");
     assert_string_equal(json_string_value(jget(r, "functional", "kind")), "zero_input_smoke");
     assert_true(json_is_false(jget(r, "functional", "numerical")));
@@ -191,13 +217,7 @@ static void flip_output(void *ctx, const char *dir)
 static void test_flipped_output_element_fails(void **state)
 {
     (void)state;
-    struct plena_replay_opts o;
-    plena_replay_opts_default(&o);
-    o.after_run = flip_output;
-    struct plena_replay_outcome oc;
-    json_t *r = replay_example(&o, &oc);
-    assert_int_equal(oc.code, PLENA_E_FAILED);
-    assert_true(json_is_false(jget(r, "gate", "passed"))); /* decided false, in the file */
+    json_t *r = replay_fails(NULL, NULL, flip_output);
     assert_int_equal(json_integer_value(jget(r, "functional", "mismatches")), 1);
     assert_true(json_is_false(jget(r, "summary", "functional_numerical_pass")));
     json_decref(r);
@@ -233,14 +253,7 @@ static void alter_table(void *ctx, const char *dir)
 
 static void altered_routing_fails(const char *lowering, void (*alter)(void *, const char *))
 {
-    struct plena_replay_opts o;
-    plena_replay_opts_default(&o);
-    o.lowering = lowering;
-    o.after_generate = alter;
-    struct plena_replay_outcome oc;
-    json_t *r = replay_example(&o, &oc);
-    assert_int_equal(oc.code, PLENA_E_FAILED);
-    assert_true(json_is_false(jget(r, "gate", "passed")));
+    json_t *r = replay_fails(lowering, alter, NULL);
     json_t *failed = jget(r, "gate", "failed");
     int found = 0;
     for (size_t i = 0; i < json_array_size(failed); i++)
@@ -259,11 +272,9 @@ static void test_altered_id_fails_routing_integrity(void **state)
 static void test_overlap_issue_model(void **state)
 {
     (void)state;
-    struct plena_replay_opts o;
-    plena_replay_opts_default(&o);
+    struct plena_replay_opts o = example_opts();
     o.overlap = 1;
-    struct plena_replay_outcome oc;
-    json_t *r = replay_example(&o, &oc);
+    json_t *r = replay_example(&o, NULL);
     assert_string_equal(json_string_value(jget(r, "summary", "issue_model")), "overlap_overlay");
     assert_true(json_is_integer(jget(r, "run", "hidden_prefetch_cycles")));
     assert_true(json_integer_value(jget(r, "run", "sim_latency_cycles")) <=
@@ -316,13 +327,7 @@ static void remove_dump(void *ctx, const char *dir)
 static void test_missing_dump_fails(void **state)
 {
     (void)state;
-    struct plena_replay_opts o;
-    plena_replay_opts_default(&o);
-    o.after_run = remove_dump;
-    struct plena_replay_outcome oc;
-    json_t *r = replay_example(&o, &oc);
-    assert_int_equal(oc.code, PLENA_E_FAILED);
-    assert_true(json_is_false(jget(r, "gate", "passed")));
+    json_t *r = replay_fails(NULL, NULL, remove_dump);
     json_t *checks = jget(r, "gate", "checks");
     int seen = 0;
     for (size_t i = 0; i < json_array_size(checks); i++) {
@@ -341,8 +346,7 @@ static void test_missing_dump_fails(void **state)
 static void test_repeat_gate(void **state)
 {
     (void)state;
-    struct plena_replay_opts o;
-    plena_replay_opts_default(&o);
+    struct plena_replay_opts o = example_opts();
     o.repeat = 2;
     struct plena_replay_outcome oc;
     json_t *r = replay_example(&o, &oc);

@@ -33,18 +33,26 @@ static void fill(void)
     }
 }
 
-static struct plena_replay_cmp_in base(void)
+/* A comparison of out with ref and ref64 ([T][H]) inside the float64 bound. */
+static struct plena_replay_cmp_in base_on(const uint16_t *out, const float *ref,
+                                          const double *ref64, size_t T, size_t H)
 {
     struct plena_replay_cmp_in in;
     memset(&in, 0, sizeof in);
-    in.out = g_out;
-    in.ref = g_ref;
-    in.ref64 = g_ref64;
+    in.out = out;
+    in.ref = ref;
+    in.ref64 = ref64;
     in.rel_rms_f64 = 0.001;
     in.rel_rms_bound = 0.02;
-    in.T = NT;
-    in.H = NH;
+    in.T = T;
+    in.H = H;
     return in;
+}
+
+/* the same on the arrays fill() sets */
+static struct plena_replay_cmp_in base(void)
+{
+    return base_on(g_out, g_ref, g_ref64, NT, NH);
 }
 
 static int check_passed(json_t *f, const char *name)
@@ -93,12 +101,7 @@ static void test_no_match_rate_threshold(void **state)
         ref64[i] = 1.0;
     }
     out[7] = 0x3f81;
-    struct plena_replay_cmp_in in = base();
-    in.out = out;
-    in.ref = ref;
-    in.ref64 = ref64;
-    in.T = 4;
-    in.H = 5;
+    struct plena_replay_cmp_in in = base_on(out, ref, ref64, 4, 5);
     int passed;
     json_t *f = plena_replay_functional_compare(&in, &passed);
     assert_false(passed);
@@ -114,12 +117,7 @@ static void test_signed_zero_nan_and_hash(void **state)
     uint16_t out[2] = {0x3f80, 0x8000}; /* -0 where the reference has +0 */
     float ref[2] = {1.0f, 0.0f};
     double ref64[2] = {1.0, 0.0};
-    struct plena_replay_cmp_in in = base();
-    in.out = out;
-    in.ref = ref;
-    in.ref64 = ref64;
-    in.T = 1;
-    in.H = 2;
+    struct plena_replay_cmp_in in = base_on(out, ref, ref64, 1, 2);
     int passed;
     json_t *f = plena_replay_functional_compare(&in, &passed);
     assert_true(passed); /* +0 = -0 */
@@ -143,10 +141,7 @@ static void test_zero_data_is_smoke_never_numerical(void **state)
     uint16_t out[NT * NH] = {0};
     float ref[NT * NH] = {0};
     double ref64[NT * NH] = {0};
-    struct plena_replay_cmp_in in = base();
-    in.out = out;
-    in.ref = ref;
-    in.ref64 = ref64;
+    struct plena_replay_cmp_in in = base_on(out, ref, ref64, NT, NH);
     in.rel_rms_f64 = -1; /* ||y64|| = 0 */
     in.smoke = 1;
     int passed;

@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -31,24 +30,7 @@ static char g_bd[256]; /* the build directory of the kept-dumps replay */
 /* runs plena with args (NULL-terminated), stdout/stderr to files in g_tmp */
 static int run(const char *const *args)
 {
-    pid_t p = fork();
-    if (p == 0) {
-        char o[128], e[128];
-        snprintf(o, sizeof o, "%s/stdout.txt", g_tmp);
-        snprintf(e, sizeof e, "%s/stderr.txt", g_tmp);
-        if (!freopen(o, "w", stdout) || !freopen(e, "w", stderr)) _exit(120);
-        const char *argv[64];
-        size_t n = 0;
-        argv[n++] = g_bin;
-        for (size_t i = 0; args[i] && n < 63; i++)
-            argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(g_bin, (char *const *)argv);
-        _exit(127);
-    }
-    int st;
-    waitpid(p, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return replay_test_run(g_bin, g_tmp, args);
 }
 
 static char *read_stdout(void)
@@ -58,6 +40,27 @@ static char *read_stdout(void)
     snprintf(p, sizeof p, "%s/stdout.txt", g_tmp);
     assert_int_equal(plena_file_read_all(p, &s, &len, NULL), 0);
     return s;
+}
+
+/* the standard output of the last run starts with prefix */
+static void expect_stdout(const char *prefix)
+{
+    char *so = read_stdout();
+    assert_true(!strncmp(so, prefix, strlen(prefix)));
+    plena_free(so);
+}
+
+/* The library's decision on the kept build: the repeat gate with `repeats`
+ * runs, or the functional gate for 0. */
+static int library_gate_passes(unsigned repeats)
+{
+    struct plena_replay_gate_opts o = {g_bd, NULL, repeats};
+    struct plena_replay_gate_report r;
+    struct plena_err err = {0};
+    assert_int_equal(repeats ? plena_replay_gate_repeat(&o, &r, &err)
+                             : plena_replay_gate_functional(&o, &r, &err),
+                     0);
+    return r.passed;
 }
 
 static int exists(const char *path)
@@ -138,9 +141,7 @@ static void test_repeat_passes(void **state)
     (void)state;
     /* no --settings: the file recorded in run_stats.json is used */
     assert_int_equal(run((const char *[]){"gates", "repeat", g_bd, "--repeats", "2", NULL}), 0);
-    char *so = read_stdout();
-    assert_true(!strncmp(so, "PASS repeat ", 12));
-    plena_free(so);
+    expect_stdout("PASS repeat ");
     json_t *j = read_json_in(g_bd, "repeat_gate.json");
     assert_true(json_is_true(json_object_get(j, "passed")));
     assert_int_equal(json_integer_value(json_object_get(j, "repeats")), 2);
@@ -163,11 +164,7 @@ static void test_repeat_passes(void **state)
     assert_true(exists(p));
 
     /* the library gives the same decision */
-    struct plena_replay_gate_opts o = {g_bd, NULL, 3};
-    struct plena_replay_gate_report r;
-    struct plena_err err = {0};
-    assert_int_equal(plena_replay_gate_repeat(&o, &r, &err), 0);
-    assert_true(r.passed);
+    assert_true(library_gate_passes(3));
 }
 
 static void test_repeat_nondeterminism_fails(void **state)
@@ -179,9 +176,7 @@ static void test_repeat_nondeterminism_fails(void **state)
     int rc = run((const char *[]){"gates", "repeat", bd, NULL});
     unsetenv("PLENA_TEST_NONDETERMINISM");
     assert_int_equal(rc, 1);
-    char *so = read_stdout();
-    assert_true(!strncmp(so, "FAIL repeat sim_latency_picos ", 30));
-    plena_free(so);
+    expect_stdout("FAIL repeat sim_latency_picos ");
     json_t *j = read_json_in(bd, "repeat_gate.json");
     assert_true(json_is_false(json_object_get(j, "passed")));
     assert_int_equal(json_integer_value(json_object_get(j, "repeats")), 3);
@@ -195,9 +190,7 @@ static void test_functional_passes(void **state)
 {
     (void)state;
     assert_int_equal(run((const char *[]){"gates", "functional", g_bd, NULL}), 0);
-    char *so = read_stdout();
-    assert_true(!strncmp(so, "PASS functional kind=reference numerical=true ", 46));
-    plena_free(so);
+    expect_stdout("PASS functional kind=reference numerical=true ");
     json_t *j = read_json_in(g_bd, "functional_gate.json");
     assert_true(json_is_true(json_object_get(j, "passed")));
     assert_int_equal(json_integer_value(json_object_get(j, "mismatches")), 0);
@@ -212,11 +205,8 @@ static void test_functional_passes(void **state)
     assert_string_equal(json_string_value(json_object_get(json_array_get(ck, 0), "name")),
                         "routing_integrity");
     json_decref(j);
-    struct plena_replay_gate_opts o = {g_bd, NULL, 0};
-    struct plena_replay_gate_report r;
-    struct plena_err err = {0};
-    assert_int_equal(plena_replay_gate_functional(&o, &r, &err), 0);
-    assert_true(r.passed);
+    /* the library gives the same decision */
+    assert_true(library_gate_passes(0));
 }
 
 /* one byte of the output region: located by the reference's first 8 bytes
@@ -265,9 +255,7 @@ static void test_functional_without_dump_fails(void **state)
     snprintf(p, sizeof p, "%s/vram_dump.bin", bd);
     assert_int_equal(unlink(p), 0);
     assert_int_equal(run((const char *[]){"gates", "functional", bd, NULL}), 1);
-    char *so = read_stdout();
-    assert_true(!strncmp(so, "FAIL functional functional ", 27));
-    plena_free(so);
+    expect_stdout("FAIL functional functional ");
     json_t *j = read_json_in(bd, "functional_gate.json");
     assert_true(json_is_false(json_object_get(j, "passed")));
     json_t *ck = json_object_get(j, "checks");

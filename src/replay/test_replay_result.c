@@ -58,38 +58,35 @@ static void test_skip_existing_cases(void **state)
     char torn[sizeof GOOD];
     memcpy(torn, GOOD, sizeof GOOD);
     torn[sizeof GOOD - 6] = 0;
-    put(torn);
-    assert_false(plena_replay_can_skip(g_path, FP));
-    /* passed false */
-    put("{\"schema_version\":1,\"inputs\":{\"fingerprint\":\"" FP
-        "\"},\"gate\":{\"passed\":false}}");
-    assert_false(plena_replay_can_skip(g_path, FP));
-    /* passed absent (defect 4: never defaults to passed) */
-    put("{\"schema_version\":1,\"inputs\":{\"fingerprint\":\"" FP "\"},\"gate\":{\"kind\":\"x\"}}");
-    assert_false(plena_replay_can_skip(g_path, FP));
-    /* gate absent */
-    put("{\"schema_version\":1,\"inputs\":{\"fingerprint\":\"" FP "\"}}");
-    assert_false(plena_replay_can_skip(g_path, FP));
-    /* passed "true" as a string, and 1 as an integer */
-    put("{\"schema_version\":1,\"inputs\":{\"fingerprint\":\"" FP
-        "\"},\"gate\":{\"passed\":\"true\"}}");
-    assert_false(plena_replay_can_skip(g_path, FP));
-    put("{\"schema_version\":1,\"inputs\":{\"fingerprint\":\"" FP "\"},\"gate\":{\"passed\":1}}");
-    assert_false(plena_replay_can_skip(g_path, FP));
-    /* other fingerprint, missing fingerprint */
+    /* every other result is rerun */
+    const char *const rerun[] = {
+        torn,
+        /* passed false */
+        "{\"schema_version\":1,\"inputs\":{\"fingerprint\":\"" FP
+        "\"},\"gate\":{\"passed\":false}}",
+        /* passed absent (defect 4: never defaults to passed) */
+        "{\"schema_version\":1,\"inputs\":{\"fingerprint\":\"" FP "\"},\"gate\":{\"kind\":\"x\"}}",
+        /* gate absent */
+        "{\"schema_version\":1,\"inputs\":{\"fingerprint\":\"" FP "\"}}",
+        /* passed "true" as a string, and 1 as an integer */
+        "{\"schema_version\":1,\"inputs\":{\"fingerprint\":\"" FP
+        "\"},\"gate\":{\"passed\":\"true\"}}",
+        "{\"schema_version\":1,\"inputs\":{\"fingerprint\":\"" FP "\"},\"gate\":{\"passed\":1}}",
+        /* missing fingerprint */
+        "{\"schema_version\":1,\"inputs\":{},\"gate\":{\"passed\":true}}",
+        /* other schema version */
+        "{\"schema_version\":2,\"inputs\":{\"fingerprint\":\"" FP "\"},\"gate\":{\"passed\":true}}",
+        /* not an object / empty file */
+        "[]",
+        "",
+    };
+    for (size_t i = 0; i < sizeof rerun / sizeof rerun[0]; i++) {
+        put(rerun[i]);
+        if (plena_replay_can_skip(g_path, FP)) fail_msg("skipped: '%s'", rerun[i]);
+    }
+    /* other fingerprint */
     put(GOOD);
     assert_false(plena_replay_can_skip(g_path, "ab13"));
-    put("{\"schema_version\":1,\"inputs\":{},\"gate\":{\"passed\":true}}");
-    assert_false(plena_replay_can_skip(g_path, FP));
-    /* other schema version */
-    put("{\"schema_version\":2,\"inputs\":{\"fingerprint\":\"" FP
-        "\"},\"gate\":{\"passed\":true}}");
-    assert_false(plena_replay_can_skip(g_path, FP));
-    /* not an object / empty file */
-    put("[]");
-    assert_false(plena_replay_can_skip(g_path, FP));
-    put("");
-    assert_false(plena_replay_can_skip(g_path, FP));
 }
 
 static void all_checks(struct plena_replay_checks *c)

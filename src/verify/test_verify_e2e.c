@@ -79,10 +79,19 @@ static void opts_for(const struct tcase *tc, struct plena_moe_build_opts *o, uin
     if (tc->tweak) tc->tweak(o);
 }
 
-/* Builds, runs and checks; returns the result (build kept in *b). */
-static void run_case(const struct tcase *tc, struct plena_moe_build *b,
-                     struct plena_verify_device *d, struct plena_verify_result *r)
+/* One case: its build, the emulator run and the check's verdict. */
+struct ecase {
+    struct plena_moe_build b;
+    struct plena_verify_device d;
+    struct plena_verify_result r;
+};
+
+/* Builds, runs and checks; build, run and result stay in *e. */
+static void run_case(const struct tcase *tc, struct ecase *e)
 {
+    struct plena_moe_build *b = &e->b;
+    struct plena_verify_device *d = &e->d;
+    struct plena_verify_result *r = &e->r;
     struct plena_moe_build_opts o;
     uint32_t *ids;
     float *w;
@@ -116,16 +125,14 @@ static void run_case(const struct tcase *tc, struct plena_moe_build *b,
     plena_free(w);
 }
 
-static void expect_pass(const struct tcase *tc, struct plena_moe_build *b,
-                        struct plena_verify_device *d)
+static void expect_pass(const struct tcase *tc, struct ecase *e)
 {
-    struct plena_verify_result r;
-    run_case(tc, b, d, &r);
-    assert_true(r.bit_exact);
-    assert_true(r.bound_ok);
-    assert_true(r.ids_f64_ok);
-    assert_false(r.ref_all_zero);
-    assert_true(r.passed); /* the verdict `plena moe --check` prints */
+    run_case(tc, e);
+    assert_true(e->r.bit_exact);
+    assert_true(e->r.bound_ok);
+    assert_true(e->r.ids_f64_ok);
+    assert_false(e->r.ref_all_zero);
+    assert_true(e->r.passed); /* the verdict `plena moe --check` prints */
 }
 
 /* ---- program inspection helpers ---- */
@@ -243,10 +250,18 @@ static void note_union(const struct plena_moe_build *b)
         g_union[s] += b->info.dyn_count[s];
 }
 
-static void free_case(struct plena_moe_build *b, struct plena_verify_device *d)
+static void free_case(struct ecase *e)
 {
-    plena_verify_device_free(d);
-    plena_moe_build_free(b);
+    plena_verify_device_free(&e->d);
+    plena_moe_build_free(&e->b);
+}
+
+/* The A-series on a build that passed: the billing cross-checks
+ * (attribution_ok) and its stages count toward the union of A6. */
+static void expect_billed(struct ecase *e)
+{
+    assert_int_equal(attribution_ok(&e->b, &e->d), 0);
+    note_union(&e->b);
 }
 
 /* S1 + A1 + A2: tiny-ds-shared T=8 */
@@ -254,40 +269,38 @@ static void test_s1(void **state)
 {
     (void)state;
     struct tcase tc = {"tiny-ds-shared", 8, PLENA_WEIGHTS_RANDOM, 0, NULL, 1};
-    struct plena_moe_build b;
-    struct plena_verify_device d;
-    expect_pass(&tc, &b, &d);
-    assert_int_equal(attribution_ok(&b, &d), 0);
-    assert_true(a1_ok(&b, &d));
-    assert_true(a2_ok(&b));
-    note_union(&b);
+    struct ecase e;
+    expect_pass(&tc, &e);
+    expect_billed(&e);
+    assert_true(a1_ok(&e.b, &e.d));
+    assert_true(a2_ok(&e.b));
     /* the comparison itself: a sign flip (also +0 vs -0) is one mismatch,
      * a NaN fails */
     struct plena_verify_result r;
     struct plena_err err;
-    d.out[5] ^= 0x8000;
-    assert_int_equal(plena_verify_check(&b, &d, &r, &err), 0);
+    e.d.out[5] ^= 0x8000;
+    assert_int_equal(plena_verify_check(&e.b, &e.d, &r, &err), 0);
     assert_int_equal(r.mismatches, 1);
     assert_false(r.bit_exact);
     assert_false(r.passed);
-    d.out[5] ^= 0x8000;
+    e.d.out[5] ^= 0x8000;
     /* one element off by one ULP stays far inside the float64 bound: only
      * the bit-exact half of the verdict can fail the check */
-    d.out[5] ^= 0x0001;
-    assert_int_equal(plena_verify_check(&b, &d, &r, &err), 0);
+    e.d.out[5] ^= 0x0001;
+    assert_int_equal(plena_verify_check(&e.b, &e.d, &r, &err), 0);
     assert_true(r.bound_ok);
     assert_false(r.passed);
-    d.out[5] ^= 0x0001;
-    uint16_t keep = d.out[7];
-    d.out[7] = 0x7FC1;
-    assert_int_equal(plena_verify_check(&b, &d, &r, &err), 0);
+    e.d.out[5] ^= 0x0001;
+    uint16_t keep = e.d.out[7];
+    e.d.out[7] = 0x7FC1;
+    assert_int_equal(plena_verify_check(&e.b, &e.d, &r, &err), 0);
     assert_int_equal(r.nan_count, 1);
     assert_false(r.bit_exact);
-    d.out[7] = keep;
-    assert_int_equal(plena_verify_check(&b, &d, &r, &err), 0);
+    e.d.out[7] = keep;
+    assert_int_equal(plena_verify_check(&e.b, &e.d, &r, &err), 0);
     assert_true(r.bit_exact);
     assert_true(r.passed);
-    free_case(&b, &d);
+    free_case(&e);
 }
 
 /* S2 + G1 + A1/A2: tiny-qwen2-gated T=8 */
@@ -334,30 +347,27 @@ static void test_s2(void **state)
 {
     (void)state;
     struct tcase tc = {"tiny-qwen2-gated", 8, PLENA_WEIGHTS_RANDOM, 0, NULL, 0};
-    struct plena_moe_build b;
-    struct plena_verify_device d;
-    struct plena_verify_result r;
-    run_case(&tc, &b, &d, &r);
-    assert_true(r.bit_exact);
-    assert_true(r.bound_ok);
-    assert_int_equal(d.n_gate, 8);
+    struct ecase e;
+    run_case(&tc, &e);
+    assert_true(e.r.bit_exact);
+    assert_true(e.r.bound_ok);
+    assert_int_equal(e.d.n_gate, 8);
     /* G1: every gate value strictly inside (0, 1), at least two distinct */
     int distinct = 0;
-    for (uint32_t t = 0; t < d.n_gate; t++) {
-        float g = plena_num_bf16_to_f32(d.gate[t]);
+    for (uint32_t t = 0; t < e.d.n_gate; t++) {
+        float g = plena_num_bf16_to_f32(e.d.gate[t]);
         assert_true(g > 0.0f && g < 1.0f);
-        if (d.gate[t] != d.gate[0]) distinct = 1;
+        if (e.d.gate[t] != e.d.gate[0]) distinct = 1;
     }
     assert_true(distinct);
-    assert_false(r.gate_saturated);
-    assert_true(r.gate_distinct);
-    assert_true(b.info.dyn_count[PLENA_STAGE_SHARED_EXPERT_GATE] > 0);
-    assert_int_equal(attribution_ok(&b, &d), 0);
-    assert_true(a1_ok(&b, &d));
-    assert_true(a2_ok(&b));
-    a2_gate_exact(&b, &d, 8);
-    note_union(&b);
-    free_case(&b, &d);
+    assert_false(e.r.gate_saturated);
+    assert_true(e.r.gate_distinct);
+    assert_true(e.b.info.dyn_count[PLENA_STAGE_SHARED_EXPERT_GATE] > 0);
+    expect_billed(&e);
+    assert_true(a1_ok(&e.b, &e.d));
+    assert_true(a2_ok(&e.b));
+    a2_gate_exact(&e.b, &e.d, 8);
+    free_case(&e);
 }
 
 static void force_register(struct plena_moe_build_opts *o)
@@ -423,25 +433,37 @@ struct rcase {
 };
 
 static void routing_case(const struct rcase *rc, void (*tweak)(struct plena_moe_build_opts *),
-                         struct plena_moe_build *b, struct plena_verify_device *d)
+                         struct ecase *e)
 {
     struct tcase tc = {rc->preset, rc->T, PLENA_WEIGHTS_RANDOM, 1, tweak, 0};
-    expect_pass(&tc, b, d);
-    assert_int_equal(b->info.topk_encoding, rc->enc);
+    expect_pass(&tc, e);
+    assert_int_equal(e->b.info.topk_encoding, rc->enc);
     int rmask;
     unsigned nset;
     uint32_t loaded;
-    topk_shape(b, &rmask, &nset, &loaded);
+    topk_shape(&e->b, &rmask, &nset, &loaded);
     assert_int_equal(rmask, rc->rmask);
     if (rc->packed) {
-        assert_int_equal(nset, b->info.map.n_blocks);
+        assert_int_equal(nset, e->b.info.map.n_blocks);
         assert_int_equal(loaded, rc->packed);
-        assert_int_equal(b->info.topk_packed, rc->packed);
+        assert_int_equal(e->b.info.topk_packed, rc->packed);
     } else {
         assert_int_equal(nset, 0);
     }
-    assert_int_equal(attribution_ok(b, d), 0);
-    note_union(b);
+    expect_billed(e);
+}
+
+/* R7: the preset forced to the register encoding (top-k register value
+ * `packed`) gives the same output, ids and weights bits as the case e. */
+static void expect_forced_register_same(const struct ecase *e, const char *preset, uint32_t packed)
+{
+    struct rcase rf = {preset, 4, PLENA_TOPK_ENC_REGISTER, 15, packed};
+    struct ecase f;
+    routing_case(&rf, force_register, &f);
+    assert_memory_equal(e->d.out, f.d.out, (size_t)4 * 64 * 2);
+    assert_memory_equal(e->d.ids, f.d.ids, e->d.n_pairs * 4);
+    assert_memory_equal(e->d.w, f.d.w, e->d.n_pairs * 2);
+    free_case(&f);
 }
 
 /* R1: (32, 4) GEMM and DOT + bias: RMASK0, no C_SET_TOPK_REG */
@@ -449,25 +471,16 @@ static void test_r1(void **state)
 {
     (void)state;
     struct rcase rc = {"tiny-route-32x4", 4, PLENA_TOPK_ENC_RMASK0, 0, 0};
-    struct plena_moe_build b, b2;
-    struct plena_verify_device d, d2;
-    routing_case(&rc, NULL, &b, &d);
-    routing_case(&rc, dot_bias, &b2, &d2);
-    assert_int_equal(count_static(&b2, PLENA_OP_M_MM, PLENA_STAGE_ROUTER_TOPK), 0);
-    assert_true(count_static(&b, PLENA_OP_M_MM, PLENA_STAGE_ROUTER_TOPK) > 0); /* A4 */
-    assert_int_equal(count_static(&b, PLENA_OP_M_MM, PLENA_STAGE_RESIDUAL_SETUP), 0);
-    assert_int_equal(count_static(&b, PLENA_OP_M_MM, PLENA_STAGE_OTHER), 0);
-    /* R7: forced register gives the same ids, weights and output bits */
-    struct plena_moe_build b3;
-    struct plena_verify_device d3;
-    struct rcase rf = {"tiny-route-32x4", 4, PLENA_TOPK_ENC_REGISTER, 15, 8196};
-    routing_case(&rf, force_register, &b3, &d3);
-    assert_memory_equal(d.out, d3.out, (size_t)4 * 64 * 2);
-    assert_memory_equal(d.ids, d3.ids, d.n_pairs * 4);
-    assert_memory_equal(d.w, d3.w, d.n_pairs * 2);
-    free_case(&b, &d);
-    free_case(&b2, &d2);
-    free_case(&b3, &d3);
+    struct ecase e, e2;
+    routing_case(&rc, NULL, &e);
+    routing_case(&rc, dot_bias, &e2);
+    assert_int_equal(count_static(&e2.b, PLENA_OP_M_MM, PLENA_STAGE_ROUTER_TOPK), 0);
+    assert_true(count_static(&e.b, PLENA_OP_M_MM, PLENA_STAGE_ROUTER_TOPK) > 0); /* A4 */
+    assert_int_equal(count_static(&e.b, PLENA_OP_M_MM, PLENA_STAGE_RESIDUAL_SETUP), 0);
+    assert_int_equal(count_static(&e.b, PLENA_OP_M_MM, PLENA_STAGE_OTHER), 0);
+    expect_forced_register_same(&e, "tiny-route-32x4", 8196);
+    free_case(&e);
+    free_case(&e2);
 }
 
 /* R2 (+R7): (128, 8) RMASK1, eb = 2 */
@@ -475,17 +488,11 @@ static void test_r2(void **state)
 {
     (void)state;
     struct rcase rc = {"tiny-route-128x8", 4, PLENA_TOPK_ENC_RMASK1, 1, 0};
-    struct plena_moe_build b, b3;
-    struct plena_verify_device d, d3;
-    routing_case(&rc, NULL, &b, &d);
-    assert_int_equal(b.info.map.eb, 2);
-    struct rcase rf = {"tiny-route-128x8", 4, PLENA_TOPK_ENC_REGISTER, 15, 32776};
-    routing_case(&rf, force_register, &b3, &d3);
-    assert_memory_equal(d.out, d3.out, (size_t)4 * 64 * 2);
-    assert_memory_equal(d.ids, d3.ids, d.n_pairs * 4);
-    assert_memory_equal(d.w, d3.w, d.n_pairs * 2);
-    free_case(&b, &d);
-    free_case(&b3, &d3);
+    struct ecase e;
+    routing_case(&rc, NULL, &e);
+    assert_int_equal(e.b.info.map.eb, 2);
+    expect_forced_register_same(&e, "tiny-route-128x8", 32776);
+    free_case(&e);
 }
 
 /* R3-R5: REGISTER shapes */
@@ -496,17 +503,16 @@ static void test_r3_r5(void **state)
                                  {"tiny-route-60x4", 4, PLENA_TOPK_ENC_REGISTER, 15, 15364},
                                  {"tiny-route-64x6", 4, PLENA_TOPK_ENC_REGISTER, 15, 16390}};
     for (int i = 0; i < 3; i++) {
-        struct plena_moe_build b;
-        struct plena_verify_device d;
-        routing_case(&rcs[i], NULL, &b, &d);
+        struct ecase e;
+        routing_case(&rcs[i], NULL, &e);
         if (i == 0)
-            for (uint32_t p = 0; p < d.n_pairs; p++)
-                assert_int_equal(d.w[p], 0x3F80); /* (16, 1): weight exactly 1.0 */
+            for (uint32_t p = 0; p < e.d.n_pairs; p++)
+                assert_int_equal(e.d.w[p], 0x3F80); /* (16, 1): weight exactly 1.0 */
         int high = 0;
-        for (uint32_t p = 0; p < d.n_pairs; p++)
-            if (d.ids[p] >= b.cfg.E / 2) high = 1;
+        for (uint32_t p = 0; p < e.d.n_pairs; p++)
+            if (e.d.ids[p] >= e.b.cfg.E / 2) high = 1;
         assert_true(high);
-        free_case(&b, &d);
+        free_case(&e);
     }
 }
 
@@ -515,16 +521,15 @@ static void test_r6(void **state)
 {
     (void)state;
     struct rcase rc = {"tiny-route-256x8", 4, PLENA_TOPK_ENC_REGISTER, 15, 65544};
-    struct plena_moe_build b;
-    struct plena_verify_device d;
-    routing_case(&rc, NULL, &b, &d);
-    assert_int_equal(b.info.map.eb, 4);
-    const struct plena_tensor *lg = plena_moe_abi_find(&b.info, "logits");
+    struct ecase e;
+    routing_case(&rc, NULL, &e);
+    assert_int_equal(e.b.info.map.eb, 4);
+    const struct plena_tensor *lg = plena_moe_abi_find(&e.b.info, "logits");
     assert_non_null(lg);
-    assert_int_equal(lg->rows, b.info.map.t_blk * 4);
-    assert_int_equal(d.p0, 0);
-    assert_int_equal(d.ids[0], 255);
-    free_case(&b, &d);
+    assert_int_equal(lg->rows, e.b.info.map.t_blk * 4);
+    assert_int_equal(e.d.p0, 0);
+    assert_int_equal(e.d.ids[0], 255);
+    free_case(&e);
 }
 
 /* R8: fixed routing, input placement */
@@ -534,21 +539,19 @@ static void test_r8(void **state)
     const char *presets[2] = {"tiny-fixed", "tiny-llama4"};
     for (int i = 0; i < 2; i++) {
         struct tcase tc = {presets[i], 4, PLENA_WEIGHTS_RANDOM, 0, NULL, i == 0};
-        struct plena_moe_build b;
-        struct plena_verify_device d;
-        expect_pass(&tc, &b, &d);
-        assert_int_equal(b.info.topk_encoding, PLENA_TOPK_ENC_NONE);
-        assert_int_equal(b.info.topk_rmask, -1);
-        assert_int_equal(count_static(&b, -1, PLENA_STAGE_ROUTER_TOPK), 0);
-        assert_int_equal(count_static(&b, PLENA_OP_V_TOPK, -1), 0);
-        assert_int_equal(count_static(&b, PLENA_OP_C_SET_TOPK_REG, -1), 0);
+        struct ecase e;
+        expect_pass(&tc, &e);
+        assert_int_equal(e.b.info.topk_encoding, PLENA_TOPK_ENC_NONE);
+        assert_int_equal(e.b.info.topk_rmask, -1);
+        assert_int_equal(count_static(&e.b, -1, PLENA_STAGE_ROUTER_TOPK), 0);
+        assert_int_equal(count_static(&e.b, PLENA_OP_V_TOPK, -1), 0);
+        assert_int_equal(count_static(&e.b, PLENA_OP_C_SET_TOPK_REG, -1), 0);
         /* the staged ids are exactly the given routing (pair order) */
-        for (uint32_t p = 0; p < d.n_pairs; p++)
-            assert_int_equal(d.ids[p], b.fixed_ids[p]);
-        if (i == 1) assert_true(b.info.dyn_count[PLENA_STAGE_EXPERT_ROUTE_WEIGHT] > 0);
-        assert_int_equal(attribution_ok(&b, &d), 0);
-        note_union(&b);
-        free_case(&b, &d);
+        for (uint32_t p = 0; p < e.d.n_pairs; p++)
+            assert_int_equal(e.d.ids[p], e.b.fixed_ids[p]);
+        if (i == 1) assert_true(e.b.info.dyn_count[PLENA_STAGE_EXPERT_ROUTE_WEIGHT] > 0);
+        expect_billed(&e);
+        free_case(&e);
     }
 }
 
@@ -557,12 +560,11 @@ static void test_s3(void **state)
 {
     (void)state;
     struct rcase rc = {"tiny-ds-fused", 4, PLENA_TOPK_ENC_REGISTER, 15, 16390};
-    struct plena_moe_build b;
-    struct plena_verify_device d;
-    routing_case(&rc, NULL, &b, &d);
-    assert_int_equal(d.n_pairs, 24);
-    assert_int_equal(b.info.dyn_count[PLENA_STAGE_OTHER], 0); /* A5 */
-    free_case(&b, &d);
+    struct ecase e;
+    routing_case(&rc, NULL, &e);
+    assert_int_equal(e.d.n_pairs, 24);
+    assert_int_equal(e.b.info.dyn_count[PLENA_STAGE_OTHER], 0); /* A5 */
+    free_case(&e);
 }
 
 /* K1: tiny-ksplit: block adds in both projection stages */
@@ -570,14 +572,12 @@ static void test_k1(void **state)
 {
     (void)state;
     struct tcase tc = {"tiny-ksplit", 4, PLENA_WEIGHTS_RANDOM, 1, NULL, 0};
-    struct plena_moe_build b;
-    struct plena_verify_device d;
-    expect_pass(&tc, &b, &d);
-    assert_true(count_static(&b, PLENA_OP_V_ADD_VV, PLENA_STAGE_EXPERT_PROJECTION) > 0);
-    assert_true(count_static(&b, PLENA_OP_V_ADD_VV, PLENA_STAGE_SHARED_EXPERT_PROJECTION) > 0);
-    assert_int_equal(attribution_ok(&b, &d), 0);
-    note_union(&b);
-    free_case(&b, &d);
+    struct ecase e;
+    expect_pass(&tc, &e);
+    assert_true(count_static(&e.b, PLENA_OP_V_ADD_VV, PLENA_STAGE_EXPERT_PROJECTION) > 0);
+    assert_true(count_static(&e.b, PLENA_OP_V_ADD_VV, PLENA_STAGE_SHARED_EXPERT_PROJECTION) > 0);
+    expect_billed(&e);
+    free_case(&e);
 }
 
 /* L1: loop forms and token blocking are bit-identical */
@@ -590,24 +590,23 @@ static void test_l1(void **state)
         struct tcase un = base, tb = base;
         un.tweak = unroll_pairs;
         tb.tweak = tblk3;
-        struct plena_moe_build b0, b1, b2;
-        struct plena_verify_device d0, d1, d2;
-        expect_pass(&base, &b0, &d0);
-        expect_pass(&un, &b1, &d1);
-        expect_pass(&tb, &b2, &d2);
-        assert_int_equal(b0.info.pair_form, PLENA_PAIRS_LOOPED);
-        assert_int_equal(b1.info.pair_form, PLENA_PAIRS_UNROLLED);
-        assert_int_equal(b2.info.map.t_blk, 3);
-        assert_int_equal(b2.info.map.n_blocks, 3);
-        assert_memory_equal(d0.out, d1.out, (size_t)8 * 64 * 2);
-        assert_memory_equal(d0.out, d2.out, (size_t)8 * 64 * 2);
-        assert_memory_equal(d0.ids, d1.ids, d0.n_pairs * 4);
-        assert_memory_equal(d0.w, d1.w, d0.n_pairs * 2);
-        assert_int_equal(attribution_ok(&b1, &d1), 0);
-        assert_int_equal(attribution_ok(&b2, &d2), 0);
-        free_case(&b0, &d0);
-        free_case(&b1, &d1);
-        free_case(&b2, &d2);
+        struct ecase e0, e1, e2;
+        expect_pass(&base, &e0);
+        expect_pass(&un, &e1);
+        expect_pass(&tb, &e2);
+        assert_int_equal(e0.b.info.pair_form, PLENA_PAIRS_LOOPED);
+        assert_int_equal(e1.b.info.pair_form, PLENA_PAIRS_UNROLLED);
+        assert_int_equal(e2.b.info.map.t_blk, 3);
+        assert_int_equal(e2.b.info.map.n_blocks, 3);
+        assert_memory_equal(e0.d.out, e1.d.out, (size_t)8 * 64 * 2);
+        assert_memory_equal(e0.d.out, e2.d.out, (size_t)8 * 64 * 2);
+        assert_memory_equal(e0.d.ids, e1.d.ids, e0.d.n_pairs * 4);
+        assert_memory_equal(e0.d.w, e1.d.w, e0.d.n_pairs * 2);
+        assert_int_equal(attribution_ok(&e1.b, &e1.d), 0);
+        assert_int_equal(attribution_ok(&e2.b, &e2.d), 0);
+        free_case(&e0);
+        free_case(&e1);
+        free_case(&e2);
     }
     /* static routed-section size independent of T in the looped form */
     struct plena_moe_build_opts o;
@@ -629,18 +628,16 @@ static void test_a6_union(void **state)
 {
     (void)state;
     struct tcase tc = {"tiny-gpt-oss", 4, PLENA_WEIGHTS_RANDOM, 1, NULL, 0};
-    struct plena_moe_build b;
-    struct plena_verify_device d;
-    expect_pass(&tc, &b, &d);
-    assert_int_equal(attribution_ok(&b, &d), 0);
-    assert_true(b.info.dyn_count[PLENA_STAGE_EXPERT_BIAS] > 0);
-    note_union(&b);
+    struct ecase e;
+    expect_pass(&tc, &e);
+    expect_billed(&e);
+    assert_true(e.b.info.dyn_count[PLENA_STAGE_EXPERT_BIAS] > 0);
     /* A3: accumulator_init holds exactly the zeroing of all acc rows:
      * prow x H_p/VLEN S_MAP_V_FP (one per row and column block) */
-    const struct plena_tensor *acc = plena_moe_abi_find(&b.info, "acc");
-    assert_int_equal(b.info.dyn_op[PLENA_OP_S_MAP_V_FP] >= (uint64_t)acc->prow, 1);
-    assert_int_equal(count_static(&b, PLENA_OP_M_MM, PLENA_STAGE_ACCUMULATOR_INIT), 0);
-    free_case(&b, &d);
+    const struct plena_tensor *acc = plena_moe_abi_find(&e.b.info, "acc");
+    assert_int_equal(e.b.info.dyn_op[PLENA_OP_S_MAP_V_FP] >= (uint64_t)acc->prow, 1);
+    assert_int_equal(count_static(&e.b, PLENA_OP_M_MM, PLENA_STAGE_ACCUMULATOR_INIT), 0);
+    free_case(&e);
     for (int s = 0; s < PLENA_STAGE_COUNT; s++) {
         if (s == PLENA_STAGE_OTHER)
             assert_int_equal(g_union[s], 0);
@@ -672,56 +669,44 @@ static void f_nomark(struct plena_moe_build_opts *o)
     with_fault(o, PLENA_FAULT_NO_MARKERS);
 }
 
+/* The build of preset (T tokens, random weights) with a fault injected,
+ * run and checked into *e. */
+static void run_fault(const char *preset, uint32_t T, int router_gaps,
+                      void (*fault)(struct plena_moe_build_opts *), struct ecase *e)
+{
+    struct tcase tc = {preset, T, PLENA_WEIGHTS_RANDOM, router_gaps, fault, 0};
+    run_case(&tc, e);
+}
+
 static void test_faults(void **state)
 {
     (void)state;
     const char *shift_presets[4] = {"tiny-route-16x1", "tiny-route-60x4", "tiny-route-64x6",
                                     "tiny-route-256x8"};
+    struct ecase e;
     for (int i = 0; i < 4; i++) {
-        struct tcase tc = {shift_presets[i], 4, PLENA_WEIGHTS_RANDOM, 1, f_shift, 0};
-        struct plena_moe_build b;
-        struct plena_verify_device d;
-        struct plena_verify_result r;
-        run_case(&tc, &b, &d, &r);
-        assert_false(r.bit_exact);
-        assert_true(r.id_mismatches > 0);
-        assert_false(r.passed);
-        free_case(&b, &d);
+        run_fault(shift_presets[i], 4, 1, f_shift, &e);
+        assert_false(e.r.bit_exact);
+        assert_true(e.r.id_mismatches > 0);
+        assert_false(e.r.passed);
+        free_case(&e);
     }
-    {
-        struct tcase tc = {"tiny-qwen2-gated", 8, PLENA_WEIGHTS_RANDOM, 0, f_drop, 0};
-        struct plena_moe_build b;
-        struct plena_verify_device d;
-        struct plena_verify_result r;
-        run_case(&tc, &b, &d, &r);
-        assert_false(r.bit_exact);
-        assert_false(r.bound_ok);
-        assert_false(r.passed);
-        free_case(&b, &d);
-    }
-    {
-        struct tcase tc = {"tiny-qwen2-gated", 8, PLENA_WEIGHTS_RANDOM, 0, f_shared, 0};
-        struct plena_moe_build b;
-        struct plena_verify_device d;
-        struct plena_verify_result r;
-        run_case(&tc, &b, &d, &r);
-        assert_false(a1_ok(&b, &d));
-        assert_false(a2_ok(&b));
-        free_case(&b, &d);
-    }
-    {
-        struct tcase tc = {"tiny-ds-shared", 8, PLENA_WEIGHTS_RANDOM, 0, f_nomark, 0};
-        struct plena_moe_build b;
-        struct plena_verify_device d;
-        struct plena_verify_result r;
-        run_case(&tc, &b, &d, &r);
-        uint64_t st[PLENA_STAGE_COUNT];
-        enum plena_attribution mode;
-        stage_exec_from_labels(&b, &d, st, &mode);
-        assert_int_equal(mode, PLENA_ATTR_LEGACY);
-        assert_int_not_equal(attribution_ok(&b, &d), 0);
-        free_case(&b, &d);
-    }
+    run_fault("tiny-qwen2-gated", 8, 0, f_drop, &e);
+    assert_false(e.r.bit_exact);
+    assert_false(e.r.bound_ok);
+    assert_false(e.r.passed);
+    free_case(&e);
+    run_fault("tiny-qwen2-gated", 8, 0, f_shared, &e);
+    assert_false(a1_ok(&e.b, &e.d));
+    assert_false(a2_ok(&e.b));
+    free_case(&e);
+    run_fault("tiny-ds-shared", 8, 0, f_nomark, &e);
+    uint64_t st[PLENA_STAGE_COUNT];
+    enum plena_attribution mode;
+    stage_exec_from_labels(&e.b, &e.d, st, &mode);
+    assert_int_equal(mode, PLENA_ATTR_LEGACY);
+    assert_int_not_equal(attribution_ok(&e.b, &e.d), 0);
+    free_case(&e);
 }
 #endif
 
@@ -771,6 +756,19 @@ static int sh(const char *fmt, ...)
     return st == -1 ? -1 : (st >> 8) & 0xFF;
 }
 
+/* Exit code of `plena moe --model FILE --tokens 2 --no-run`, FILE the
+ * HF-style config json written to g_tmp/name. */
+static int moe_config_exit(const char *bin, const char *name, const char *json)
+{
+    char p[500];
+    snprintf(p, sizeof p, "%s/%s", g_tmp, name);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(json, f);
+    fclose(f);
+    return sh("'%s' moe --model '%s' --tokens 2 --no-run --out '%s/x' 2>/dev/null", bin, p, g_tmp);
+}
+
 static void test_cli(void **state)
 {
     (void)state;
@@ -790,23 +788,16 @@ static void test_cli(void **state)
     assert_int_not_equal(
         sh("'%s' moe --model tiny-fixed --tokens 0 --no-run --out '%s/x' 2>/dev/null", bin, g_tmp),
         0);
-    FILE *f;
-    snprintf(p, sizeof p, "%s/k6.json", g_tmp);
-    assert_non_null(f = fopen(p, "w"));
-    fputs("{\"hidden_size\": 64, \"num_experts\": 4, \"num_experts_per_tok\": 6, "
-          "\"moe_intermediate_size\": 64}",
-          f);
-    fclose(f);
     assert_int_not_equal(
-        sh("'%s' moe --model '%s' --tokens 2 --no-run --out '%s/x' 2>/dev/null", bin, p, g_tmp), 0);
-    snprintf(p, sizeof p, "%s/h96.json", g_tmp);
-    assert_non_null(f = fopen(p, "w"));
-    fputs("{\"hidden_size\": 96, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
-          "\"moe_intermediate_size\": 64}",
-          f);
-    fclose(f);
+        moe_config_exit(bin, "k6.json",
+                        "{\"hidden_size\": 64, \"num_experts\": 4, "
+                        "\"num_experts_per_tok\": 6, \"moe_intermediate_size\": 64}"),
+        0);
     assert_int_not_equal(
-        sh("'%s' moe --model '%s' --tokens 2 --no-run --out '%s/x' 2>/dev/null", bin, p, g_tmp), 0);
+        moe_config_exit(bin, "h96.json",
+                        "{\"hidden_size\": 96, \"num_experts\": 8, "
+                        "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 64}"),
+        0);
     /* a route trace of the wrong shape (E = 8 vs tiny-fixed's 16) */
     assert_int_not_equal(sh("'%s' moe --model tiny-fixed --tokens 4 --routing "
                             "'%s/src/trace/testdata/example_v2.json' --no-run --out '%s/x' "
