@@ -231,8 +231,8 @@ int plena_json_render(const json_t *v, unsigned flags, char **text, size_t *len,
 
 int plena_json_write_file(const json_t *v, unsigned flags, const char *path, struct plena_err *err)
 {
-    char *text;
-    size_t len;
+    char *text = NULL; /* gcc -O3 cannot see that render sets both on success */
+    size_t len = 0;
     int rc = plena_json_render(v, flags, &text, &len, err);
     if (rc) return rc;
     rc = plena_file_write_atomic(path, text, len, err);
