@@ -145,6 +145,24 @@ int plena_router_validate(const struct plena_router *r, uint32_t E, uint32_t k, 
 int plena_router_select_f64(const struct plena_router *r, uint32_t E, uint32_t k,
                             const double *logits, const double *bias, uint32_t *ids, double *w,
                             struct plena_err *err);
+/* The weights of given ids (rank order) as plena_router_select_f64 weights
+ * its own: the float64 check of a device that selected them. */
+int plena_router_weights_f64(const struct plena_router *r, uint32_t E, uint32_t k,
+                             const double *logits, const double *bias, const uint32_t *ids,
+                             double *w, struct plena_err *err);
+/* How a device's selection ids[k] of one token compares with the float64
+ * router's: the same set, a near-tie (every group the device used scores
+ * within tol x the largest |group score| of the topk_group-th best, and
+ * every expert within tol x the largest |selection value| of the k-th best
+ * of the groups either chose), or different. -1 on error. */
+enum plena_route_agreement { PLENA_ROUTE_SAME, PLENA_ROUTE_NEAR_TIE, PLENA_ROUTE_DIFFERENT };
+/* The near-tie tolerance of the device checks (docs/lowering.md "Routers"):
+ * BF16 logits and scores carry 2^-9 relative rounding each, and the device
+ * sees the BF16 RMSNorm's output; 2^-6 of the scale covers a few of them. */
+#define PLENA_ROUTE_NEAR_TIE_TOL (1.0 / 64.0)
+int plena_router_agree_f64(const struct plena_router *r, uint32_t E, uint32_t k,
+                           const double *logits, const double *bias, const uint32_t *ids,
+                           double tol, struct plena_err *err);
 /* Pairs one expert may take among T tokens' T x k (T x k without capacity). */
 uint64_t plena_router_capacity(const struct plena_router *r, uint32_t T, uint32_t E, uint32_t k);
 /* Drops every pair beyond its expert's capacity, slots given by choice rank
@@ -154,6 +172,32 @@ uint64_t plena_router_capacity(const struct plena_router *r, uint32_t T, uint32_
 uint64_t plena_router_drop_over_capacity(const struct plena_router *r, uint32_t T, uint32_t E,
                                          uint32_t k, const uint32_t *ids, double *w,
                                          uint32_t *count);
+
+/* How plena routes a router on the device (gen/router.c) and how the
+ * bit-exact reference mirrors it (ref/ref.c): one owner of the decision, so
+ * the generator and the reference cannot disagree (docs/lowering.md
+ * "Routers"). */
+#define PLENA_ROUTER_LOWERING_LIST(X)                                                              \
+    X(PLENA_RLOWER_NONE, "none")       /* no device form: fixed routing only (capacity) */         \
+    X(PLENA_RLOWER_VTOPK, "vtopk")     /* V_TOPK alone: its softmax over the selected */           \
+    X(PLENA_RLOWER_SOFTMAX, "softmax") /* softmax over E on the vector unit */                     \
+    X(PLENA_RLOWER_SIGMOID, "sigmoid") /* sigmoid over E on the vector unit */                     \
+    X(PLENA_RLOWER_SIGMOID_SELECTED, "sigmoid_selected") /* V_TOPK of the logits, scalar sigmoid   \
+                                                          */
+PLENA_MODEL_ENUM(router_lowering, PLENA_ROUTER_LOWERING_LIST)
+/* The rows a step reads: the logits, the scores, the scores + selection bias. */
+enum plena_router_rows { PLENA_RROWS_LOGITS, PLENA_RROWS_SCORE, PLENA_RROWS_BIASED };
+struct plena_router_plan {
+    enum plena_router_lowering lowering;
+    enum plena_router_rows select; /* V_TOPK and the group scores rank these */
+    enum plena_router_rows value;  /* the weights are these rows' lanes */
+    int scores;                    /* the score rows are computed */
+    int groups;                    /* group-limited selection (n_group > 1) */
+};
+/* The device plan of r. Selection reads the logits wherever the order of the
+ * scores is the order of the logits (softmax and sigmoid are monotone): the
+ * BF16 scores would add ties the model does not have. */
+void plena_router_plan(const struct plena_router *r, struct plena_router_plan *pl);
 
 struct plena_moe_model {
     char name[128];        /* preset name or the config file's base name without ".json" */

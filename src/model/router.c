@@ -30,18 +30,11 @@ static double sigmoid(double x)
     return 1.0 / (1.0 + exp(-x));
 }
 
-int plena_router_select_f64(const struct plena_router *r, uint32_t E, uint32_t k,
-                            const double *logits, const double *bias, uint32_t *ids, double *w,
-                            struct plena_err *err)
+/* score[e]: the softmax over all E, the sigmoid, or (scores of the
+ * selected kinds) the logit itself, which the selection ranks. */
+static void router_scores(const struct plena_router *r, uint32_t E, const double *logits,
+                          double *score)
 {
-    if (!E || !k || k > E)
-        return PLENA_FAIL(err, PLENA_E_INPUT, "router", "top_k %u of %u experts", k, E);
-    double *score = plena_malloc(E * sizeof *score), *sel = plena_malloc(E * sizeof *sel);
-    if (!score || !sel) {
-        plena_free(score);
-        plena_free(sel);
-        return PLENA_FAIL(err, PLENA_E_NOMEM, "router", "out of memory");
-    }
     double mx = logits[0];
     for (uint32_t e = 1; e < E; e++)
         if (logits[e] > mx) mx = logits[e];
@@ -60,37 +53,14 @@ int plena_router_select_f64(const struct plena_router *r, uint32_t E, uint32_t k
     if (r->score == PLENA_SCORE_SOFTMAX)
         for (uint32_t e = 0; e < E; e++)
             score[e] /= z;
-    for (uint32_t e = 0; e < E; e++)
-        sel[e] = score[e] + (bias && r->select_bias != PLENA_SELECT_BIAS_NONE ? bias[e] : 0.0);
-    if (r->n_group > 1) { /* group-limited: experts outside the chosen groups score 0 */
-        const uint32_t G = r->n_group, per = E / G;
-        double gs[1024];
-        uint32_t pick[1024], top2[2];
-        if (G > 1024) {
-            plena_free(score);
-            plena_free(sel);
-            return PLENA_FAIL(err, PLENA_E_INPUT, "router", "n_group %u above 1024", G);
-        }
-        for (uint32_t g = 0; g < G; g++) {
-            if (r->group_score == PLENA_GROUP_TOP2_SUM && per >= 2) {
-                top_n(sel + (size_t)g * per, per, 2, top2);
-                gs[g] = sel[g * per + top2[0]] + sel[g * per + top2[1]];
-            } else {
-                top_n(sel + (size_t)g * per, per, 1, top2);
-                gs[g] = sel[g * per + top2[0]];
-            }
-        }
-        top_n(gs, G, r->topk_group, pick);
-        for (uint32_t g = 0; g < G; g++) {
-            int chosen = 0;
-            for (uint32_t q = 0; q < r->topk_group && !chosen; q++)
-                chosen = pick[q] == g;
-            if (!chosen)
-                for (uint32_t e = g * per; e < (g + 1) * per; e++)
-                    sel[e] = 0.0;
-        }
-    }
-    top_n(sel, E, k, ids);
+}
+
+/* The weights of the selected ids (rank order): the score (+ the bias
+ * where it is part of it), the softmax over the selected, or the sigmoid of
+ * the selected logit; normalised; scaled. */
+static void router_weights(const struct plena_router *r, uint32_t k, const double *logits,
+                           const double *score, const double *bias, const uint32_t *ids, double *w)
+{
     double sum = 0, l1 = 0;
     for (uint32_t j = 0; j < k; j++) {
         const uint32_t e = ids[j];
@@ -119,9 +89,189 @@ int plena_router_select_f64(const struct plena_router *r, uint32_t E, uint32_t k
             w[j] /= l1;
     for (uint32_t j = 0; j < k; j++)
         w[j] *= (double)r->scaling;
+}
+
+/* gs[g]: group g's score over the selection values sel (the sum of its
+ * top two, or its largest). */
+static void group_scores(const struct plena_router *r, uint32_t E, const double *sel, double *gs)
+{
+    const uint32_t G = r->n_group, per = E / G;
+    uint32_t top2[2];
+    for (uint32_t g = 0; g < G; g++) {
+        if (r->group_score == PLENA_GROUP_TOP2_SUM && per >= 2) {
+            top_n(sel + (size_t)g * per, per, 2, top2);
+            gs[g] = sel[g * per + top2[0]] + sel[g * per + top2[1]];
+        } else {
+            top_n(sel + (size_t)g * per, per, 1, top2);
+            gs[g] = sel[g * per + top2[0]];
+        }
+    }
+}
+
+int plena_router_select_f64(const struct plena_router *r, uint32_t E, uint32_t k,
+                            const double *logits, const double *bias, uint32_t *ids, double *w,
+                            struct plena_err *err)
+{
+    if (!E || !k || k > E)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "router", "top_k %u of %u experts", k, E);
+    double *score = plena_malloc(E * sizeof *score), *sel = plena_malloc(E * sizeof *sel);
+    if (!score || !sel) {
+        plena_free(score);
+        plena_free(sel);
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "router", "out of memory");
+    }
+    router_scores(r, E, logits, score);
+    for (uint32_t e = 0; e < E; e++)
+        sel[e] = score[e] + (bias && r->select_bias != PLENA_SELECT_BIAS_NONE ? bias[e] : 0.0);
+    /* group-limited: experts outside the chosen groups cannot be selected
+     * (-inf, as DeepSeek's own inference code masks; HF fills 0.0, the same
+     * unless the chosen groups hold fewer than k positive selection scores:
+     * docs/design.md "Device routers") */
+    if (r->n_group > 1) {
+        const uint32_t G = r->n_group, per = E / G;
+        double gs[1024];
+        uint32_t pick[1024];
+        if (G > 1024) {
+            plena_free(score);
+            plena_free(sel);
+            return PLENA_FAIL(err, PLENA_E_INPUT, "router", "n_group %u above 1024", G);
+        }
+        group_scores(r, E, sel, gs);
+        top_n(gs, G, r->topk_group, pick);
+        for (uint32_t g = 0; g < G; g++) {
+            int chosen = 0;
+            for (uint32_t q = 0; q < r->topk_group && !chosen; q++)
+                chosen = pick[q] == g;
+            if (!chosen)
+                for (uint32_t e = g * per; e < (g + 1) * per; e++)
+                    sel[e] = -INFINITY;
+        }
+    }
+    top_n(sel, E, k, ids);
+    router_weights(r, k, logits, score, bias, ids, w);
     plena_free(score);
     plena_free(sel);
     return 0;
+}
+
+int plena_router_weights_f64(const struct plena_router *r, uint32_t E, uint32_t k,
+                             const double *logits, const double *bias, const uint32_t *ids,
+                             double *w, struct plena_err *err)
+{
+    if (!E || !k || k > E)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "router", "top_k %u of %u experts", k, E);
+    for (uint32_t j = 0; j < k; j++)
+        if (ids[j] >= E)
+            return PLENA_FAIL(err, PLENA_E_INPUT, "router", "rank %u: expert %u of %u", j, ids[j],
+                              E);
+    double *score = plena_malloc(E * sizeof *score);
+    if (!score) return PLENA_FAIL(err, PLENA_E_NOMEM, "router", "out of memory");
+    router_scores(r, E, logits, score);
+    router_weights(r, k, logits, score, bias, ids, w);
+    plena_free(score);
+    return 0;
+}
+
+int plena_router_agree_f64(const struct plena_router *r, uint32_t E, uint32_t k,
+                           const double *logits, const double *bias, const uint32_t *ids,
+                           double tol, struct plena_err *err)
+{
+    if (!E || !k || k > E || E > 65536) {
+        PLENA_FAIL(err, PLENA_E_INPUT, "router", "top_k %u of %u experts", k, E);
+        return -1;
+    }
+    double *score = plena_malloc(E * sizeof *score), *sel = plena_malloc(E * sizeof *sel);
+    double *w = plena_malloc(k * sizeof *w);
+    uint32_t *own = plena_malloc(k * sizeof *own);
+    uint8_t *allowed = plena_calloc(E, 1);
+    int res = -1;
+    if (!score || !sel || !w || !own || !allowed) {
+        PLENA_FAIL(err, PLENA_E_NOMEM, "router", "out of memory");
+        goto done;
+    }
+    if (plena_router_select_f64(r, E, k, logits, bias, own, w, err)) goto done;
+    res = PLENA_ROUTE_SAME;
+    for (uint32_t j = 0; j < k && res == PLENA_ROUTE_SAME; j++) {
+        int found = 0;
+        for (uint32_t q = 0; q < k; q++)
+            found |= own[q] == ids[j];
+        if (!found) res = PLENA_ROUTE_NEAR_TIE; /* to be confirmed below */
+    }
+    if (res == PLENA_ROUTE_SAME) goto done;
+    router_scores(r, E, logits, score);
+    double scale = 0;
+    for (uint32_t e = 0; e < E; e++) {
+        sel[e] = score[e] + (bias && r->select_bias != PLENA_SELECT_BIAS_NONE ? bias[e] : 0.0);
+        if (fabs(sel[e]) > scale) scale = fabs(sel[e]);
+    }
+    const uint32_t G = r->n_group > 1 ? r->n_group : 1, per = E / G;
+    if (G > 1) { /* the device's groups must be near the topk_group best */
+        double gs[1024], gscale = 0;
+        uint32_t pick[1024];
+        group_scores(r, E, sel, gs);
+        top_n(gs, G, r->topk_group, pick);
+        for (uint32_t g = 0; g < G; g++)
+            if (fabs(gs[g]) > gscale) gscale = fabs(gs[g]);
+        const double kth = gs[pick[r->topk_group - 1]];
+        /* the device's groups: those its ids use, filled up to topk_group in
+         * the float64 order (a group it chose without using is invisible) */
+        uint8_t chosen[1024] = {0};
+        uint32_t n_dev = 0;
+        for (uint32_t j = 0; j < k; j++)
+            if (ids[j] < E && !chosen[ids[j] / per]) {
+                chosen[ids[j] / per] = 1;
+                n_dev++;
+            }
+        for (uint32_t q = 0; q < r->topk_group && n_dev < r->topk_group; q++)
+            if (!chosen[pick[q]]) {
+                chosen[pick[q]] = 1;
+                n_dev++;
+            }
+        if (n_dev > r->topk_group) res = PLENA_ROUTE_DIFFERENT;
+        for (uint32_t g = 0; g < G; g++) {
+            if (!chosen[g]) continue;
+            if (gs[g] < kth - tol * gscale) res = PLENA_ROUTE_DIFFERENT;
+            for (uint32_t e = g * per; e < (g + 1) * per; e++)
+                allowed[e] = 1;
+        }
+    } else {
+        memset(allowed, 1, E);
+    }
+    /* the k-th largest selection value among the allowed experts */
+    double kth = -INFINITY;
+    {
+        uint32_t n = 0;
+        for (uint32_t e = 0; e < E; e++)
+            n += allowed[e];
+        double *v = plena_malloc((n ? n : 1) * sizeof *v);
+        uint32_t *top = plena_malloc(k * sizeof *top);
+        if (!v || !top) {
+            plena_free(v);
+            plena_free(top);
+            res = -1;
+            PLENA_FAIL(err, PLENA_E_NOMEM, "router", "out of memory");
+            goto done;
+        }
+        n = 0;
+        for (uint32_t e = 0; e < E; e++)
+            if (allowed[e]) v[n++] = sel[e];
+        if (n >= k) {
+            top_n(v, n, k, top);
+            kth = v[top[k - 1]];
+        }
+        plena_free(v);
+        plena_free(top);
+    }
+    for (uint32_t j = 0; j < k; j++)
+        if (ids[j] >= E || !allowed[ids[j]] || sel[ids[j]] < kth - tol * scale)
+            res = PLENA_ROUTE_DIFFERENT;
+done:
+    plena_free(score);
+    plena_free(sel);
+    plena_free(w);
+    plena_free(own);
+    plena_free(allowed);
+    return res;
 }
 
 uint64_t plena_router_capacity(const struct plena_router *r, uint32_t T, uint32_t E, uint32_t k)
@@ -162,4 +312,41 @@ uint64_t plena_router_drop_over_capacity(const struct plena_router *r, uint32_t 
             }
         }
     return dropped;
+}
+
+void plena_router_plan(const struct plena_router *r, struct plena_router_plan *pl)
+{
+    memset(pl, 0, sizeof *pl);
+    const int bias = r->select_bias != PLENA_SELECT_BIAS_NONE, groups = r->n_group > 1;
+    const int plain = !groups && !bias && r->scaling == 1.0f;
+    pl->groups = groups;
+    pl->select = bias ? PLENA_RROWS_BIASED
+                      : (groups && r->group_score == PLENA_GROUP_TOP2_SUM ? PLENA_RROWS_SCORE
+                                                                          : PLENA_RROWS_LOGITS);
+    pl->value = r->select_bias == PLENA_SELECT_BIAS_SCORE ? PLENA_RROWS_BIASED : PLENA_RROWS_SCORE;
+    /* capacity needs every token's choice before any pair is kept (slots go
+     * by rank across all tokens): not a per-token device step */
+    if (r->capacity != PLENA_CAPACITY_NONE) return;
+    switch (r->score) {
+    case PLENA_SCORE_SOFTMAX_SELECTED:
+        /* V_TOPK's own weights; with groups, a bias or scaling no model has it */
+        if (plain) pl->lowering = PLENA_RLOWER_VTOPK;
+        break;
+    case PLENA_SCORE_SOFTMAX:
+        /* renormalised softmax over E = V_TOPK's softmax over the selected */
+        if (plain &&
+            ((r->norm == PLENA_NORM_SUM && r->norm_eps == 0.0f) || r->norm == PLENA_NORM_L1))
+            pl->lowering = PLENA_RLOWER_VTOPK;
+        else
+            pl->lowering = PLENA_RLOWER_SOFTMAX;
+        break;
+    case PLENA_SCORE_SIGMOID: pl->lowering = PLENA_RLOWER_SIGMOID; break;
+    case PLENA_SCORE_SIGMOID_SELECTED:
+        if (!groups && !bias) pl->lowering = PLENA_RLOWER_SIGMOID_SELECTED;
+        pl->value = PLENA_RROWS_LOGITS;
+        break;
+    }
+    if (pl->lowering == PLENA_RLOWER_VTOPK) pl->select = pl->value = PLENA_RROWS_LOGITS;
+    pl->scores = pl->lowering != PLENA_RLOWER_NONE &&
+                 (pl->select != PLENA_RROWS_LOGITS || pl->value != PLENA_RROWS_LOGITS);
 }

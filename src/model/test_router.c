@@ -1,0 +1,180 @@
+/* The routers in float64 (model/router.c plena_router_select_f64, the
+ * reference every device router is checked against), one token of 8
+ * experts per case, expected ids and weights computed by hand in the
+ * comments. Logits are ln of small ratios so softmax and sigmoid values are
+ * exact fractions: sigmoid(0) = 1/2, sigmoid(ln 3) = 3/4, sigmoid(-ln 3) = 1/4. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "model/model.h"
+
+#define L3 1.0986122886681098 /* ln 3 */
+#define L2 0.6931471805599453 /* ln 2 */
+
+static void expect(const struct plena_router *r, uint32_t k, const double *l, const double *bias,
+                   const uint32_t *want_ids, const double *want_w)
+{
+    uint32_t ids[8];
+    double w[8];
+    assert_int_equal(plena_router_select_f64(r, 8, k, l, bias, ids, w, NULL), 0);
+    for (uint32_t j = 0; j < k; j++) {
+        assert_int_equal(ids[j], want_ids[j]);
+        assert_true(fabs(w[j] - want_w[j]) < 1e-12);
+    }
+    /* the weights of given ids are the same function */
+    double w2[8];
+    assert_int_equal(plena_router_weights_f64(r, 8, k, l, bias, ids, w2, NULL), 0);
+    for (uint32_t j = 0; j < k; j++)
+        assert_true(fabs(w2[j] - w[j]) < 1e-15);
+}
+
+static struct plena_router base(enum plena_router_score s, enum plena_router_norm n)
+{
+    struct plena_router r;
+    plena_router_default(&r);
+    r.score = s;
+    r.norm = n;
+    return r;
+}
+
+/* p = [1, 3, 1, 1, 2, 1, 1, 1] / 11: top-2 experts 1 and 4 */
+static const double softmax_l[8] = {0, L3, 0, 0, L2, 0, 0, 0};
+
+static void test_softmax_family(void **state)
+{
+    (void)state;
+    const uint32_t ids[2] = {1, 4};
+    struct plena_router r = base(PLENA_SCORE_SOFTMAX, PLENA_NORM_SUM);
+    expect(&r, 2, softmax_l, NULL, ids, (const double[]){3.0 / 5, 2.0 / 5}); /* renormalised */
+    r.norm = PLENA_NORM_NONE;
+    expect(&r, 2, softmax_l, NULL, ids, (const double[]){3.0 / 11, 2.0 / 11}); /* Qwen2, V2-Lite */
+    r.scaling = 16.0f;
+    expect(&r, 2, softmax_l, NULL, ids, (const double[]){48.0 / 11, 32.0 / 11}); /* x 16 */
+    r = base(PLENA_SCORE_SOFTMAX_SELECTED, PLENA_NORM_NONE);                     /* gpt-oss */
+    expect(&r, 2, softmax_l, NULL, ids, (const double[]){3.0 / 5, 2.0 / 5});
+    /* clamped sum (ERNIE moe_norm_min): 5/11 < 0.5, so / 0.5 */
+    r = base(PLENA_SCORE_SOFTMAX, PLENA_NORM_SUM_CLAMPED);
+    r.norm_eps = 0.5f;
+    expect(&r, 2, softmax_l, NULL, ids, (const double[]){6.0 / 11, 4.0 / 11});
+    /* a selection bias of +0.5 on expert 6 (p = 1/11) ranks it first; its
+     * weight stays p (selection only) */
+    const double bias[8] = {0, 0, 0, 0, 0, 0, 0.5, 0};
+    r = base(PLENA_SCORE_SOFTMAX, PLENA_NORM_NONE);
+    r.select_bias = PLENA_SELECT_BIAS_SELECTION;
+    expect(&r, 2, softmax_l, bias, (const uint32_t[]){6, 1}, (const double[]){1.0 / 11, 3.0 / 11});
+}
+
+static void test_sigmoid_family(void **state)
+{
+    (void)state;
+    /* s = [1/2, 3/4, 1/4, 1/2, ...]; bias +0.6 on expert 2: selection
+     * values 0.5, 0.75, 0.85, 0.5: experts 2 then 1, weights s = 1/4, 3/4,
+     * sum 1 (+ 1e-20), x 2.5 (DeepSeek-V3 without its groups, GLM-4.5) */
+    const double l[8] = {0, L3, -L3, 0, 0, 0, 0, 0};
+    const double bias[8] = {0, 0, 0.6, 0, 0, 0, 0, 0};
+    struct plena_router r = base(PLENA_SCORE_SIGMOID, PLENA_NORM_SUM);
+    r.select_bias = PLENA_SELECT_BIAS_SELECTION;
+    r.norm_eps = 1e-20f;
+    r.scaling = 2.5f;
+    expect(&r, 2, l, bias, (const uint32_t[]){2, 1}, (const double[]){0.625, 1.875});
+    /* Llama-4: top-1 of the logits, sigmoid of it */
+    r = base(PLENA_SCORE_SIGMOID_SELECTED, PLENA_NORM_NONE);
+    expect(&r, 1, l, NULL, (const uint32_t[]){1}, (const double[]){0.75});
+}
+
+static void test_group_limited(void **state)
+{
+    (void)state;
+    /* 4 groups of 2, sigmoid scores [1/2 1/4 | 3/4 1/4 | 3/4 1/2 | 1/4 1/4]:
+     * top-2 sums 0.75, 1.0, 1.25, 0.5 -> groups 2 and 1; their experts 2
+     * (3/4), 3, 4 (3/4), 5: experts 2 and 4 (equal: the lower id first),
+     * although expert 0's 1/2 beats expert 3's 1/4 it is not reachable */
+    const double l[8] = {0, -L3, L3, -L3, L3, 0, -L3, -L3};
+    struct plena_router r = base(PLENA_SCORE_SIGMOID, PLENA_NORM_NONE);
+    r.n_group = 4;
+    r.topk_group = 2;
+    r.group_score = PLENA_GROUP_TOP2_SUM;
+    expect(&r, 3, l, NULL, (const uint32_t[]){2, 4, 5}, (const double[]){0.75, 0.75, 0.5});
+    /* scored by their max (DeepSeek-V2): maxima 1/2, 3/4, 3/4, 1/4 -> groups
+     * 1 and 2 again, the same experts */
+    r.group_score = PLENA_GROUP_MAX;
+    expect(&r, 3, l, NULL, (const uint32_t[]){2, 4, 5}, (const double[]){0.75, 0.75, 0.5});
+    /* one group (topk_group 1): group 2 alone (sum 1.25): experts 4, 5 */
+    r.group_score = PLENA_GROUP_TOP2_SUM;
+    r.topk_group = 1;
+    expect(&r, 2, l, NULL, (const uint32_t[]){4, 5}, (const double[]){0.75, 0.5});
+}
+
+/* plena_router_agree_f64: the same set in another order is SAME; a swap
+ * of two experts whose selection values are within the tolerance is a
+ * near-tie; an expert far below the k-th is DIFFERENT; a group the router
+ * did not choose is DIFFERENT. */
+static void test_agreement(void **state)
+{
+    (void)state;
+    const double l[8] = {0, L3, 0.001, 0, L2, -3, 0, 0};
+    struct plena_router r = base(PLENA_SCORE_SOFTMAX, PLENA_NORM_SUM);
+    /* ranked 1, 4, 2 (p 3/11, 2/11, ~1/11 + 0.1%), then 0, 3, 6, 7 at 1/11 */
+    assert_int_equal(
+        plena_router_agree_f64(&r, 8, 3, l, NULL, (const uint32_t[]){4, 1, 2}, 1e-2, NULL),
+        PLENA_ROUTE_SAME);
+    assert_int_equal(
+        plena_router_agree_f64(&r, 8, 3, l, NULL, (const uint32_t[]){1, 4, 0}, 1e-2, NULL),
+        PLENA_ROUTE_NEAR_TIE);
+    assert_int_equal(
+        plena_router_agree_f64(&r, 8, 3, l, NULL, (const uint32_t[]){1, 4, 5}, 1e-2, NULL),
+        PLENA_ROUTE_DIFFERENT);
+    const double g[8] = {0, -L3, L3, -L3, L3, 0, -L3, -L3};
+    struct plena_router rg = base(PLENA_SCORE_SIGMOID, PLENA_NORM_NONE);
+    rg.n_group = 4;
+    rg.topk_group = 2;
+    rg.group_score = PLENA_GROUP_TOP2_SUM;
+    /* expert 0 lies in group 0 (sum 0.75 against the 2nd best 1.0) */
+    assert_int_equal(
+        plena_router_agree_f64(&rg, 8, 3, g, NULL, (const uint32_t[]){2, 4, 0}, 1e-2, NULL),
+        PLENA_ROUTE_DIFFERENT);
+}
+
+/* The device plan of each kind (gen/router.c and ref/ref.c follow it). */
+static void test_plan(void **state)
+{
+    (void)state;
+    struct plena_router_plan pl;
+    struct plena_router r = base(PLENA_SCORE_SOFTMAX, PLENA_NORM_SUM);
+    plena_router_plan(&r, &pl); /* V_TOPK's weights are the renormalised softmax */
+    assert_int_equal(pl.lowering, PLENA_RLOWER_VTOPK);
+    r.norm = PLENA_NORM_NONE;
+    plena_router_plan(&r, &pl);
+    assert_int_equal(pl.lowering, PLENA_RLOWER_SOFTMAX);
+    assert_int_equal(pl.select, PLENA_RROWS_LOGITS); /* softmax is monotone */
+    assert_int_equal(pl.value, PLENA_RROWS_SCORE);
+    r.select_bias = PLENA_SELECT_BIAS_SELECTION;
+    plena_router_plan(&r, &pl);
+    assert_int_equal(pl.select, PLENA_RROWS_BIASED);
+    r = base(PLENA_SCORE_SIGMOID, PLENA_NORM_SUM);
+    r.n_group = 8;
+    r.topk_group = 4;
+    r.group_score = PLENA_GROUP_TOP2_SUM;
+    plena_router_plan(&r, &pl); /* sums of scores are not monotone in the logits */
+    assert_int_equal(pl.lowering, PLENA_RLOWER_SIGMOID);
+    assert_int_equal(pl.select, PLENA_RROWS_SCORE);
+    assert_true(pl.groups);
+    r.capacity = PLENA_CAPACITY_HUNYUAN;
+    plena_router_plan(&r, &pl);
+    assert_int_equal(pl.lowering, PLENA_RLOWER_NONE);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_softmax_family), cmocka_unit_test(test_sigmoid_family),
+        cmocka_unit_test(test_group_limited),  cmocka_unit_test(test_agreement),
+        cmocka_unit_test(test_plan),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
