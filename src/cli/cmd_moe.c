@@ -88,6 +88,12 @@ static void print_check(const struct plena_moe_build *b, const struct plena_veri
                r->bound_ok ? "ok" : "EXCEEDED", r->ids_f64_ok ? "equal" : "DIFFER from");
     else
         printf("check: zero weights or input: float64 bound not applicable (smoke only)\n");
+    if (r->route_tokens)
+        printf("check: routing against the model's float64 router: %u tokens, %u same expert "
+               "set, %u near-ties, %u different%s\n",
+               r->route_tokens, r->route_tokens - r->route_near_ties - r->route_different,
+               r->route_near_ties, r->route_different,
+               r->route_different && r->numerical ? " (FAILED)" : "");
     printf("check: %s\n", r->passed ? "PASSED" : "FAILED");
 }
 

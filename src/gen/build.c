@@ -18,6 +18,7 @@
 
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "model/trace_model.h"
 #include "isa/program.h"
 #include "num/prng.h"
 
@@ -32,6 +33,7 @@ void plena_gen_machine_from_settings(const struct plena_settings *s, struct plen
     m->mlen = s->mlen;
     m->vlen = s->vlen;
     m->blen = s->blen;
+    m->hlen = s->hlen;
     m->vram_elems = s->vector_sram_size * s->vlen;
     m->mram_tiles = s->matrix_sram_size / s->mlen;
     m->fp_depth = s->fp_sram_depth;
@@ -97,9 +99,9 @@ int plena_moe_build_routing(struct plena_moe_build_opts *o, const struct plena_m
             snprintf(where, sizeof where, "model %s", m->name);
             if (!plena_moe_router_on_device(&m->router))
                 return PLENA_FAIL(err, PLENA_E_INPUT, where,
-                                  "its router (%s scores%s%s) has no device lowering yet "
-                                  "(docs/lowering.md \"Routers\"); use --routing "
-                                  "balanced|random|FILE",
+                                  "its router (%s scores%s%s) has no device form: a capacity "
+                                  "needs every token's choice first (docs/lowering.md "
+                                  "\"Routers\"); use --routing balanced|random|FILE",
                                   plena_router_score_name(m->router.score),
                                   m->router.n_group > 1 ? ", group-limited" : "",
                                   m->router.capacity != PLENA_CAPACITY_NONE ? ", capacity" : "");
@@ -395,6 +397,68 @@ static int stage_route_region(struct plena_moe_build *b, struct plena_err *err)
     return 0;
 }
 
+/* The selection bias's synthetic values (docs/lowering.md "Routers"):
+ * uniform in [-a, a], a = 2^-5 for sigmoid scores (about 0.5 +- 0.15 with
+ * random router weights) and 1 / (4E) for softmax probabilities (about 1/E),
+ * so the bias moves some selections without deciding them all. */
+static void sel_bias_values(const struct plena_moe_build_opts *o, float *out)
+{
+    const struct plena_moe_cfg *cfg = &o->cfg;
+    struct plena_prng g;
+    const uint64_t words[3] = {PLENA_PRNG_TAG_WEIGHTS, PLENA_ROLE_ROUTER_SEL_BIAS, 0};
+    plena_prng_derive(&g, o->weight_seed, words, 3);
+    const double a =
+        cfg->router.score == PLENA_SCORE_SIGMOID ? 1.0 / 32.0 : 1.0 / (4.0 * (double)cfg->E);
+    for (uint32_t e = 0; e < cfg->E; e++)
+        out[e] = plena_num_round_bf16((float)((2.0 * plena_prng_uniform(&g) - 1.0) * a));
+}
+
+/* The device router's VRAM constants (router.c, gen/emit.h struct
+ * gen_router), each [rows, VLEN] with expert id = row % eb x VLEN + lane:
+ * router_pad 0 below E and -inf beyond; router_sel_bias the selection bias;
+ * router_eye row e x eb + r one at lane e of row e / VLEN; per group g,
+ * router_group_mask 0 on its lanes and -inf elsewhere, router_group_ind 1
+ * and 0. tmp: scratch of at least eb x VLEN floats. */
+static int stage_router_consts(const struct plena_moe_build_opts *o, struct plena_moe_build *b,
+                               float *tmp)
+{
+    const struct plena_moe_cfg *cfg = &b->cfg;
+    const struct plena_moe_emit_info *info = &b->info;
+    const uint32_t V = cfg->m.vlen, E = cfg->E, eb = info->map.eb;
+    const uint32_t G = cfg->router.n_group > 1 ? cfg->router.n_group : 1, per = E / G;
+    const struct plena_tensor *t;
+    int rc;
+    if ((t = plena_moe_abi_find(info, "router_pad"))) {
+        for (uint32_t i = 0; i < eb * V; i++)
+            tmp[i] = i < E ? 0.0f : -INFINITY;
+        if ((rc = stage_vram(b, t, tmp, eb, V, V))) return rc;
+    }
+    if ((t = plena_moe_abi_find(info, "router_sel_bias"))) {
+        memset(tmp, 0, (size_t)eb * V * sizeof *tmp);
+        sel_bias_values(o, tmp);
+        if ((rc = stage_vram(b, t, tmp, eb, V, V))) return rc;
+    }
+    if ((t = plena_moe_abi_find(info, "router_eye"))) {
+        if ((rc = vram_need(b, t, V))) return rc;
+        for (uint32_t e = 0; e < E; e++)
+            b->vram[vaddr(t, e * eb + e / V, e % V, V)] = plena_num_bf16_from_f32(1.0f);
+    }
+    const struct plena_tensor *tm = plena_moe_abi_find(info, "router_group_mask"),
+                              *ti = plena_moe_abi_find(info, "router_group_ind");
+    if (tm && ti) {
+        if ((rc = vram_need(b, tm, V)) || (rc = vram_need(b, ti, V))) return rc;
+        for (uint32_t g = 0; g < G; g++)
+            for (uint32_t i = 0; i < eb * V; i++) {
+                const int in = i < E && i / per == g;
+                b->vram[vaddr(tm, g * eb + i / V, i % V, V)] =
+                    plena_num_bf16_from_f32(in ? 0.0f : -INFINITY);
+                b->vram[vaddr(ti, g * eb + i / V, i % V, V)] =
+                    plena_num_bf16_from_f32(in ? 1.0f : 0.0f);
+            }
+    }
+    return 0;
+}
+
 static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_build *b,
                      struct plena_err *err)
 {
@@ -504,6 +568,8 @@ static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_buil
         }
     }
 
+    if (device && mp->dev_router && (rc = stage_router_consts(o, b, tmp))) goto nomem;
+
     /* ---- routed experts ---- */
     if (routed) {
         static const unsigned roles[3] = {PLENA_ROLE_GATE, PLENA_ROLE_UP, PLENA_ROLE_DOWN};
@@ -581,6 +647,12 @@ static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_buil
         f[mp->off_ln] = mp->h_ln;
         f[mp->off_eps] = mp->h_eps;
         f[mp->off_invh] = mp->h_invh;
+        if (mp->dev_router) {
+            f[mp->off_minus_one] = mp->h_minus_one;
+            f[mp->off_neg_inf] = mp->h_neg_inf;
+            f[mp->off_rsf] = mp->h_rsf;
+            f[mp->off_reps] = mp->h_reps;
+        }
         if (fixed && !em && !refill)
             for (uint32_t p = 0; p < T * k; p++)
                 f[mp->w_off + p] = plena_num_fp16_from_f32(b->fixed_w32[p]);
@@ -637,14 +709,49 @@ int plena_build_file_path(const char *dir, enum plena_build_file f, char *buf, s
 
 /* ---- layout.json ---- */
 
+/* layout.json's `router` (docs/lowering.md "Routers"): the router
+ * description in the HF field names (plena_router_to_json), how this build
+ * routes (device or fixed, and the device sequence), and the layout tensors
+ * holding the selection bias and the logit bias (null: none). Fixed-routing
+ * builds hold the final weights (scaling included, 0 for dropped pairs). */
+static int layout_router(const struct plena_moe_build *bd, struct plena_buf *b)
+{
+    const struct plena_moe_cfg *cfg = &bd->cfg;
+    const struct plena_moe_emit_info *info = &bd->info;
+    json_t *o = plena_router_to_json(&cfg->router, cfg->name);
+    struct plena_router_plan pl;
+    plena_router_plan(&cfg->router, &pl);
+    const int device = cfg->routing == PLENA_ROUTING_DEVICE;
+    const struct plena_tensor *sb = plena_moe_abi_find(info, "router_sel_bias"),
+                              *lb = plena_moe_abi_find(info, "router_b");
+    int bad = !o;
+    if (o) {
+        bad |= json_object_set_new(o, "routing", json_string(device ? "device" : "fixed"));
+        bad |= json_object_set_new(o, "device_lowering",
+                                   device ? json_string(plena_router_lowering_name(pl.lowering))
+                                          : json_null());
+        bad |= json_object_set_new(o, "selection_bias_tensor",
+                                   sb ? json_string(sb->name) : json_null());
+        bad |=
+            json_object_set_new(o, "logit_bias_tensor", lb ? json_string(lb->name) : json_null());
+    }
+    char *text = bad ? NULL : json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
+    json_decref(o);
+    if (!text) return PLENA_E_NOMEM;
+    plena_buf_printf(b, "  \"router\": %s,\n", text);
+    free(text);
+    return 0;
+}
+
 int plena_moe_layout_json(const struct plena_moe_build *bd, struct plena_buf *b)
 {
     const struct plena_moe_emit_info *info = &bd->info;
     const struct plena_moe_cfg *cfg = &bd->cfg;
     const struct plena_moe_map *m = &info->map;
     static const char *space[] = {"vram", "hbm", "fp_sram", "int_sram"};
-    plena_buf_printf(b, "{\n  \"model\": \"%s\",\n  \"tokens\": %u,\n  \"tensors\": [\n", cfg->name,
-                     bd->T);
+    plena_buf_printf(b, "{\n  \"model\": \"%s\",\n  \"tokens\": %u,\n", cfg->name, bd->T);
+    if (cfg->routing != PLENA_ROUTING_NONE && layout_router(bd, b)) return PLENA_E_NOMEM;
+    plena_buf_puts(b, "  \"tensors\": [\n");
     for (unsigned i = 0; i < info->n_abi; i++) {
         const struct plena_tensor *t = &info->abi[i];
         plena_buf_printf(b,
@@ -667,6 +774,14 @@ int plena_moe_layout_json(const struct plena_moe_build *bd, struct plena_buf *b)
                      m->off_na_shared, m->c_na_shared, m->off_lp, m->c_lp, m->off_ln, m->c_ln,
                      m->off_eps, m->c_eps, m->off_invh, m->c_invh, m->off_dot, m->w_off,
                      m->gate_off, m->fp_used);
+    if (m->dev_router)
+        plena_buf_printf(b,
+                         "  \"fp_sram_router\": {\"minus_one\": %u, \"neg_inf\": %u, "
+                         "\"routed_scaling\": {\"offset\": %u, \"value\": %.9g}, "
+                         "\"norm_eps\": {\"offset\": %u, \"value\": %.9g}, \"group_scores\": %u, "
+                         "\"group_weights\": %u, \"token_weights\": %u, \"group_ids\": %u},\n",
+                         m->off_minus_one, m->off_neg_inf, m->off_rsf, m->c_rsf, m->off_reps,
+                         m->c_reps, m->off_grow, m->off_gw, m->off_wreg, m->gsel_off);
     plena_buf_printf(b,
                      "  \"int_sram\": {\"int_base\": %u, \"ids_off\": %u, \"wtab_off\": %u, "
                      "\"spill_off\": %u, \"used\": %u},\n",

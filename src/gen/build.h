@@ -16,8 +16,9 @@
 #include "../settings/settings.h"
 
 /* Weight roles of derive(weight_seed, 2, role, expert_id): 0-6 are those of
- * docs/replay.md "Pipeline"; 7-12 are plena's choice for tensors that section
- * does not name (router weight and bias, expert biases). */
+ * docs/replay.md "Pipeline"; 7-13 are plena's choice for tensors that section
+ * does not name (router weight and bias, expert biases, the router's
+ * selection bias). */
 enum plena_moe_role {
     PLENA_ROLE_GATE = 0,
     PLENA_ROLE_UP = 1,
@@ -30,7 +31,8 @@ enum plena_moe_role {
     PLENA_ROLE_ROUTER_BIAS = 8,
     PLENA_ROLE_BIAS_GATE = 10,
     PLENA_ROLE_BIAS_UP = 11,
-    PLENA_ROLE_BIAS_DOWN = 12
+    PLENA_ROLE_BIAS_DOWN = 12,
+    PLENA_ROLE_ROUTER_SEL_BIAS = 13
 };
 
 struct plena_moe_build_opts {

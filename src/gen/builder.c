@@ -16,6 +16,7 @@ void plena_gen_machine_default(struct plena_gen_machine *m)
     m->mlen = 64;
     m->vlen = 64;
     m->blen = 4;
+    m->hlen = 16;
     m->vram_elems = 4194304ull * 64;
     m->mram_tiles = 4096 / 64;
     m->fp_depth = 1024;

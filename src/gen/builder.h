@@ -38,6 +38,7 @@ enum plena_gen_reason {
  * the caller; plena_gen_machine_default() gives the reference values). */
 struct plena_gen_machine {
     uint32_t mlen, vlen, blen;
+    uint32_t hlen;       /* HLEN: lanes per head of the vector mask (V_MASK bit h) */
     uint64_t vram_elems; /* VECTOR_SRAM_SIZE * VLEN */
     uint32_t mram_tiles; /* MATRIX_SRAM_SIZE / MLEN */
     uint32_t fp_depth, int_depth;

@@ -94,4 +94,34 @@ int gen_fast_chunk(struct plena_ctx *c, const struct plena_tensor *x, const stru
 unsigned gen_topk_setup(struct plena_ctx *c, const struct plena_moe_cfg *cfg, unsigned gK,
                         enum plena_topk_encoding *enc);
 
+/* ---- device routers (router.c, docs/lowering.md "Routers") ---- */
+
+/* The router's VRAM tensors: the ABI constants build.c stages (rows 0:
+ * absent) and one token's scratch rows, all allocated once per layer. */
+struct gen_router {
+    struct plena_router_plan plan;
+    unsigned rmask;                /* the main V_TOPK's policy operand */
+    uint32_t E, k;                 /* the main top-k shape */
+    struct plena_tensor pad;       /* eb rows: 0 below E, -inf beyond (softmax, E % VLEN) */
+    struct plena_tensor bias;      /* eb rows: the selection bias */
+    struct plena_tensor eye;       /* E x eb rows: expert e's one-hot rows */
+    struct plena_tensor gin, gind; /* G x eb rows: 0 / -inf and 1 / 0 on group g's lanes */
+    struct plena_tensor s, q, t, t2,
+        sel;                  /* scratch: scores, biased, lane product, temp, selection */
+    struct plena_tensor grow; /* scratch: the group-score row */
+};
+/* Allocates the scratch rows (the ABI constants are the layer's). */
+int gen_router_scratch(struct plena_ctx *c, struct gen_router *R);
+/* Whether cfg's router needs router.c's sequence beyond V_TOPK alone. */
+int gen_router_custom(const struct plena_moe_cfg *cfg);
+/* One token's routing: from the eb logits rows at gL to k ids at INT gI and,
+ * with want_weights, k weights at FP gW (V_TOPK's softmax weights
+ * otherwise), every instruction billed to router_topk. gL, gW, gI are kept;
+ * the TOPK register holds (E, k) again on return. */
+int gen_router_token(struct plena_ctx *c, const struct gen_router *R,
+                     const struct plena_moe_cfg *cfg, unsigned gL, unsigned gW, unsigned gI,
+                     int want_weights);
+/* The VRAM address of the rows the main V_TOPK ranks (0: the logits). */
+uint64_t gen_router_sel_rows(const struct gen_router *R);
+
 #endif

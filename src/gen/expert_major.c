@@ -37,6 +37,10 @@ struct em {
     unsigned rmask; /* device routing: V_TOPK's rmask operand */
     int dev;        /* device routing: the sort's state in INT SRAM */
     uint32_t T, r0, n;
+    /* device routers beyond V_TOPK alone (router.c): the router, and the
+     * distance from a token's logits rows to its weights row */
+    const struct gen_router *R;
+    uint32_t wrow_off;
 };
 
 static uint32_t int_at(struct plena_ctx *c, uint32_t off)
@@ -252,6 +256,65 @@ static void topk_begin(struct plena_ctx *c, enum plena_stage s, const struct em 
     plena_emit_li(c, sk, gI, int_at(c, c->map->ids_off));
     plena_loop_begin_t(c, s, ct, em->n);
     plena_emit(c, sk, PLENA_OP_V_TOPK, gW, gL, gI, em->rmask, 0, 0);
+}
+
+static void topk_next(struct plena_ctx *c, enum plena_stage s, unsigned gL);
+
+/* After topk_begin, with a router beyond V_TOPK: V_TOPK's weights at gW are
+ * replaced by the router's, lanes 0..k-1 of the token's weights row (gL +
+ * wrow_off), each read exactly as V_RED_SUM of the row times a one-hot row
+ * (router_eye of expert j). sc: three GP and f one FP scratch register. */
+static void dev_reload_weights(struct plena_ctx *c, const struct em *em, unsigned gW, unsigned gL,
+                               const unsigned sc[3], unsigned f)
+{
+    const enum plena_stage sk = PLENA_STAGE_ROUTER_TOPK;
+    const uint32_t V = c->m->vlen, eb = c->map->eb;
+    plena_emit_li(c, sk, sc[0], em->wrow_off);
+    plena_emit(c, sk, PLENA_OP_S_ADD_INT, sc[0], gL, sc[0], 0, 0, 0);
+    plena_emit_li(c, sk, sc[1], em->R->eye.base);
+    plena_emit_li(c, sk, sc[2], em->R->t.base);
+    for (uint32_t j = 0; j < em->cfg->k; j++) {
+        plena_emit(c, sk, PLENA_OP_S_ADD_FP, f, 0, 0, 0, 0, 0);
+        plena_emit(c, sk, PLENA_OP_V_MUL_VV, sc[2], sc[0], sc[1], 0, 0, 0);
+        plena_emit(c, sk, PLENA_OP_V_RED_SUM, f, sc[2], 0, 0, 0, 0);
+        plena_emit(c, sk, PLENA_OP_S_ST_FP, f, gW, 0, 0, 0, j);
+        if (j + 1 < em->cfg->k) plena_emit_addi_geom(c, sk, sc[1], sc[1], (uint64_t)eb * V, sc[2]);
+    }
+}
+
+/* Before the passes, with a router beyond V_TOPK: per token of the block
+ * the router's sequence (router.c) once; its selection rows replace the
+ * token's logits rows (x 1, exact), so the passes' V_TOPK ranks the same
+ * rows and selects the same ids, and its k weights become the token's
+ * weights row (S_MAP_V_FP of a VLEN region that is zero beyond k). */
+static int dev_route_prepass(struct plena_ctx *c, const struct em *em)
+{
+    const enum plena_stage sk = PLENA_STAGE_ROUTER_TOPK;
+    const struct plena_moe_map *mp = c->map;
+    const uint32_t V = c->m->vlen, eb = mp->eb;
+    struct plena_regset saved = c->live;
+    uint8_t g[6], f[1];
+    if (plena_regs_take(c, 6, 0, 0, g) || plena_regs_take(c, 0, 1, 0, f)) return c->p->status;
+    const unsigned ct = g[0], gL = g[1], gW = g[2], gI = g[3], gT = g[4], gD = g[5];
+    plena_prog_comment(c->p, "router: %u tokens, selection rows and weights rows", em->n);
+    gen_ld_const(c, sk, f[0], gT, mp->off_one);
+    plena_emit_li(c, sk, gW, fp_at(c, mp->off_wreg));
+    plena_emit_li(c, sk, gI, int_at(c, mp->ids_off));
+    plena_emit_li(c, sk, gL, em->lg->base);
+    plena_loop_begin_t(c, sk, ct, em->n);
+    gen_router_token(c, em->R, em->cfg, gL, gW, gI, 1);
+    const uint64_t sel = gen_router_sel_rows(em->R);
+    for (uint32_t r = 0; sel && r < eb; r++) {
+        plena_emit_li(c, sk, gT, sel + (uint64_t)r * V);
+        plena_emit(c, sk, PLENA_OP_S_ADDI_INT, gD, gL, 0, 0, 0, r * V);
+        plena_emit(c, sk, PLENA_OP_V_MUL_VF, gD, gT, f[0], 0, 0, 0);
+    }
+    plena_emit_li(c, sk, gD, em->wrow_off);
+    plena_emit(c, sk, PLENA_OP_S_ADD_INT, gD, gL, gD, 0, 0, 0);
+    plena_emit(c, sk, PLENA_OP_S_MAP_V_FP, gD, gW, 0, 0, 0, 0);
+    topk_next(c, sk, gL);
+    c->live = saved;
+    return c->p->status;
 }
 
 static void topk_next(struct plena_ctx *c, enum plena_stage s, unsigned gL)
@@ -475,6 +538,7 @@ static int dev_gather(struct plena_ctx *c, const struct em *em, const struct gat
     plena_prog_comment(c->p, "expert-major gather: each pair's row into its expert's next slot");
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gTr, 0, 0, 0, 0, 0); /* token row offset t x VLEN */
     topk_begin(c, s, em, ct, gW, gL, gI);
+    if (in_w && em->R) dev_reload_weights(c, em, gW, gL, (const unsigned[3]){gJ, gE, gN}, fw);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gJ, 0, 0, 0, 0, 0);
     plena_loop_begin(c, s, cj, em->cfg->k);
     dev_next_slot(c, s, em, gD, gJ, gE, gN);
@@ -763,6 +827,8 @@ static int dev_combine(struct plena_ctx *c, const struct em *em)
     plena_prog_comment(c->p, "expert-major combine: %u tokens x top-%u in pair order", em->n,
                        em->cfg->k);
     topk_begin(c, s, em, ct, gW, gL, gI);
+    /* every placement: the FP SRAM weights after the run are the router's */
+    if (em->R) dev_reload_weights(c, em, gW, gL, (const unsigned[3]){gJ, gE, gN}, r.fw);
     plena_emit(c, s, PLENA_OP_S_ADDI_INT, gJ, 0, 0, 0, 0, 0);
     plena_loop_begin(c, s, cj, em->cfg->k);
     dev_next_slot(c, s, em, r.gY, gJ, gE, gN);
@@ -920,7 +986,9 @@ int plena_moe_em_block(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
                     0,
                     plan->T,
                     plan->blk[b].r0,
-                    plan->blk[b].n};
+                    plan->blk[b].n,
+                    NULL,
+                    0};
     struct plena_regset saved = c->live;
     uint8_t a[1], g[2];
     if (plena_regs_take(c, 0, 0, 1, a) || plena_regs_take(c, 2, 0, 0, g)) return c->p->status;
@@ -936,18 +1004,24 @@ int plena_moe_em_dev_block(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
                            uint32_t r0, uint32_t n, const struct plena_tensor *x,
                            const struct plena_tensor *acc, const struct plena_tensor *lg,
                            const struct plena_tensor *const bias[3],
-                           const struct plena_moe_em_scratch *sc, enum plena_topk_encoding *enc)
+                           const struct plena_moe_em_scratch *sc, struct gen_router *R,
+                           const struct plena_tensor *wrow, enum plena_topk_encoding *enc)
 {
     if (c->p->status) return c->p->status;
-    struct em em = {cfg, NULL, NULL, x,  acc, {bias[0], bias[1], bias[2]}, sc, lg, 0,
-                    0,   1,    T,    r0, n};
+    struct em em = {cfg, NULL, NULL, x,    acc, {bias[0], bias[1], bias[2]}, sc, lg, 0, 0, 1,
+                    T,   r0,   n,    NULL, 0};
     struct plena_regset saved = c->live;
     uint8_t a[1], g[2];
     if (plena_regs_take(c, 0, 0, 1, a) || plena_regs_take(c, 2, 0, 0, g)) return c->p->status;
     em.aT = a[0];
-    em.rmask = gen_topk_setup(c, cfg, g[0], enc);
+    em.rmask = R->rmask = gen_topk_setup(c, cfg, g[0], enc);
     set_region_base(c, &em, g);
     c->live.gp = saved.gp; /* only the table register stays taken */
+    if (R->plan.lowering != PLENA_RLOWER_VTOPK) {
+        em.R = R;
+        em.wrow_off = (uint32_t)(wrow->base - lg->base);
+        dev_route_prepass(c, &em);
+    }
     em_sections(c, &em);
     c->live = saved;
     return c->p->status;

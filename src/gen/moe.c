@@ -7,6 +7,7 @@
 #include "gen/emit.h"
 #include "gen/route_plan.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -819,8 +820,9 @@ unsigned gen_topk_setup(struct plena_ctx *c, const struct plena_moe_cfg *cfg, un
 }
 
 int plena_moe_router_select(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
-                            const struct plena_tensor *logits, uint32_t t_rows, uint32_t w_off,
-                            uint32_t ids_off, enum plena_topk_encoding *enc)
+                            struct gen_router *R, const struct plena_tensor *logits,
+                            uint32_t t_rows, uint32_t w_off, uint32_t ids_off,
+                            enum plena_topk_encoding *enc)
 {
     const enum plena_stage s = PLENA_STAGE_ROUTER_TOPK;
     if (c->p->status) return c->p->status;
@@ -834,12 +836,12 @@ int plena_moe_router_select(struct plena_ctx *c, const struct plena_moe_cfg *cfg
     uint8_t g[5];
     if (plena_regs_take(c, 5, 0, 0, g)) return c->p->status;
     unsigned gK = g[0], gW = g[1], gL = g[2], gI = g[3], ct = g[4];
-    const unsigned rmask = gen_topk_setup(c, cfg, gK, enc);
+    R->rmask = gen_topk_setup(c, cfg, gK, enc);
     plena_emit_li(c, s, gW, (uint64_t)c->map->fp_base + w_off);
     plena_emit_li(c, s, gL, logits->base);
     plena_emit_li(c, s, gI, (uint64_t)c->map->int_base + ids_off);
     int l = plena_loop_begin_t(c, s, ct, t_rows);
-    plena_emit(c, s, PLENA_OP_V_TOPK, gW, gL, gI, rmask, 0, 0);
+    gen_router_token(c, R, cfg, gL, gW, gI, 1);
     if (l) {
         plena_emit(c, s, PLENA_OP_S_ADDI_INT, gW, gW, 0, 0, 0, k);
         plena_emit(c, s, PLENA_OP_S_ADDI_INT, gL, gL, 0, 0, 0, c->map->eb * c->m->vlen);
@@ -1229,18 +1231,6 @@ const struct plena_tensor *plena_moe_abi_find(const struct plena_moe_emit_info *
     return NULL;
 }
 
-int plena_moe_router_on_device(const struct plena_router *r)
-{
-    /* V_TOPK's softmax over the selected logits: gpt-oss, and softmax over E
-     * renormalised (the same weights) without bias, groups, scaling or capacity */
-    if (r->capacity != PLENA_CAPACITY_NONE || r->n_group > 1 ||
-        r->select_bias != PLENA_SELECT_BIAS_NONE || r->scaling != 1.0f)
-        return 0;
-    if (r->score == PLENA_SCORE_SOFTMAX_SELECTED) return 1;
-    return r->score == PLENA_SCORE_SOFTMAX &&
-           (r->norm == PLENA_NORM_SUM || r->norm == PLENA_NORM_L1) && r->norm_eps == 0.0f;
-}
-
 void plena_moe_cfg_from_model(const struct plena_moe_model *mdl, const struct plena_gen_machine *m,
                               struct plena_moe_cfg *cfg)
 {
@@ -1258,6 +1248,7 @@ void plena_moe_cfg_from_model(const struct plena_moe_model *mdl, const struct pl
     cfg->activation = mdl->activation;
     cfg->expert_bias = mdl->expert_bias;
     cfg->placement = mdl->router.placement;
+    cfg->router = mdl->router;
     cfg->n_shared = mdl->n_shared;
     cfg->Is = mdl->shared_inter;
     cfg->gate = mdl->shared_gate;
@@ -1280,6 +1271,53 @@ static int em_device(const struct plena_moe_cfg *cfg)
     return cfg->routing == PLENA_ROUTING_DEVICE && cfg->lowering == PLENA_LOWERING_EXPERT_MAJOR;
 }
 
+/* fp16 image value nearest to v, and its effective BF16 value (docs/lowering.md "Memory ABI") */
+static void konst(float v, uint16_t *h, float *eff)
+{
+    *h = plena_num_fp16_from_f32(v);
+    *eff = plena_num_round_bf16(plena_num_fp16_to_f32(*h));
+}
+
+/* The device router's constants (router.c): -1, -inf, routed scaling and
+ * the normalisation epsilon, in the constants block after the seven the
+ * layer always has. An epsilon below fp16's range is 0 in FP SRAM (1e-20
+ * of DeepSeek: sum + 1e-20 is sum for any sum above 2^-24). */
+static void router_consts(const struct plena_moe_cfg *cfg, struct plena_moe_map *mp)
+{
+    const uint32_t V = cfg->m.vlen;
+    mp->dev_router = gen_router_custom(cfg);
+    if (!mp->dev_router) return;
+    mp->off_minus_one = V + 7;
+    mp->off_neg_inf = V + 8;
+    mp->off_rsf = V + 9;
+    mp->off_reps = V + 10;
+    konst(-1.0f, &mp->h_minus_one, &mp->c_minus_one);
+    konst(-INFINITY, &mp->h_neg_inf, &mp->c_neg_inf);
+    konst(cfg->router.scaling, &mp->h_rsf, &mp->c_rsf);
+    konst(cfg->router.norm_eps, &mp->h_reps, &mp->c_reps);
+}
+
+/* FP entries of the device router's regions from off on (router_consts):
+ * the group scores and the group V_TOPKs' weights (VLEN each, groups only)
+ * and, expert-major, one token's weights (VLEN). Returns the entries. */
+static uint32_t router_fp_regions(const struct plena_moe_cfg *cfg, struct plena_moe_map *mp,
+                                  uint32_t off, int em)
+{
+    const uint32_t V = cfg->m.vlen;
+    if (!mp->dev_router) return 0;
+    const int groups = cfg->router.n_group > 1;
+    mp->off_grow = off;
+    mp->off_gw = off + (groups ? V : 0);
+    mp->off_wreg = mp->off_gw + (groups ? V : 0);
+    return (groups ? 2 * V : 0) + (em ? V : 0);
+}
+
+/* INT entries of the groups' V_TOPK ids (VLEN, groups only). */
+static uint32_t router_int_entries(const struct plena_moe_cfg *cfg)
+{
+    return gen_router_custom(cfg) && cfg->router.n_group > 1 ? cfg->m.vlen : 0;
+}
+
 /* INT SRAM entries of the device expert-major sort of blocks of tb tokens
  * (moe.h em_* offsets): one token's V_TOPK ids, the per-expert counters,
  * the segment records (2 words each, one spare for the trailing dummy
@@ -1292,14 +1330,7 @@ static uint64_t em_dev_int(const struct plena_moe_cfg *cfg, const struct plena_m
     const uint64_t segs =
         plena_route_max_segments((uint32_t)tb, cfg->k, cfg->E, cfg->m.blen, mp->em_max_tiles);
     return cfg->k + cfg->E + PLENA_DEV_WORDS * (segs + 1) + PLENA_ROUTE_REC_INTS + 2 +
-           (mp->windowed ? cfg->E : 0) + 16;
-}
-
-/* fp16 image value nearest to v, and its effective BF16 value (docs/lowering.md "Memory ABI") */
-static void konst(float v, uint16_t *h, float *eff)
-{
-    *h = plena_num_fp16_from_f32(v);
-    *eff = plena_num_round_bf16(plena_num_fp16_to_f32(*h));
+           (mp->windowed ? cfg->E : 0) + 16 + router_int_entries(cfg);
 }
 
 uint64_t plena_moe_expert_base(const struct plena_moe_map *mp, int q, uint32_t e)
@@ -1378,19 +1409,23 @@ static int build_map_em_dev(struct plena_ctx *c, const struct plena_moe_cfg *cfg
 {
     const struct plena_gen_machine *m = &cfg->m;
     const uint32_t V = m->vlen, k = cfg->k;
-    const uint64_t fp_fixed = (uint64_t)V + 16 + (dot ? (uint64_t)mp->eb * V : 0) + k;
+    const uint32_t r_fp = router_fp_regions(cfg, mp, V + 16 + (dot ? mp->eb * V : 0), 1);
+    const uint64_t fp_fixed = (uint64_t)V + 16 + (dot ? (uint64_t)mp->eb * V : 0) + r_fp + k;
     const uint64_t fp_avail = m->fp_depth > cfg->fp_base ? m->fp_depth - cfg->fp_base : 0;
     const uint64_t int_avail = m->int_depth > cfg->int_base ? m->int_depth - cfg->int_base : 0;
     mp->em_max_tiles = plena_moe_em_max_tiles(cfg, mp);
     if (fp_fixed + (gate ? 1 : 0) > fp_avail)
-        return plena_prog_fail(c->p, PLENA_GEN_SRAM,
-                               "FP SRAM: a token of the expert-major device form needs %llu "
-                               "entries (VLEN %u zero row + 16 constants%s + top_k %u route "
-                               "weights%s), limit %llu (FP_SRAM_DEPTH %u - fp_base %u); driven by "
-                               "model.top_k",
-                               (unsigned long long)fp_fixed + (gate ? 1 : 0), V,
-                               dot ? " + router dot scratch" : "", k, gate ? " + 1 gate value" : "",
-                               (unsigned long long)fp_avail, m->fp_depth, cfg->fp_base);
+        return plena_prog_fail(
+            c->p, PLENA_GEN_SRAM,
+            "FP SRAM: a token of the expert-major device form needs %llu "
+            "entries (VLEN %u zero row + 16 constants%s + top_k %u route "
+            "weights%s), limit %llu (FP_SRAM_DEPTH %u - fp_base %u); driven by "
+            "model.top_k",
+            (unsigned long long)fp_fixed + (gate ? 1 : 0), V,
+            dot ? (r_fp ? " + router dot scratch + router rows" : " + router dot scratch")
+                : (r_fp ? " + router rows" : ""),
+            k, gate ? " + 1 gate value" : "", (unsigned long long)fp_avail, m->fp_depth,
+            cfg->fp_base);
     if (em_dev_int(cfg, mp, 1) > int_avail)
         return plena_prog_fail(
             c->p, PLENA_GEN_SRAM,
@@ -1445,7 +1480,8 @@ static int build_map_em_dev(struct plena_ctx *c, const struct plena_moe_cfg *cfg
     mp->em_scal_off = mp->em_cbuf_off + PLENA_ROUTE_REC_INTS;
     mp->wtab_off = mp->em_scal_off + 2;
     mp->spill_off = mp->wtab_off + (mp->windowed ? cfg->E : 0);
-    mp->int_used = mp->spill_off + 16;
+    mp->gsel_off = mp->spill_off + 16;
+    mp->int_used = mp->gsel_off + router_int_entries(cfg);
     return 0;
 }
 
@@ -1480,6 +1516,7 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
     konst(-7.0f, &mp->h_ln, &mp->c_ln);
     konst(cfg->eps, &mp->h_eps, &mp->c_eps);
     konst(1.0f / (float)cfg->H, &mp->h_invh, &mp->c_invh);
+    router_consts(cfg, mp);
 
     /* HBM placement first: the windowed form changes the INT map */
     struct plena_hbm_alloc ha = {cfg->hbm_base, m->mlen > 64 ? m->mlen : 64};
@@ -1524,9 +1561,10 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
     const int gate = cfg->Is && cfg->gate == PLENA_SHARED_GATE_SIGMOID;
     if (em_fixed(cfg)) return build_map_em(c, cfg, T, mp, gate);
     if (em_device(cfg)) return build_map_em_dev(c, cfg, T, mp, gate, dot);
-    uint64_t fp_fixed = (uint64_t)V + 16 + (dot ? (uint64_t)mp->eb * V : 0);
+    const uint32_t r_fp = router_fp_regions(cfg, mp, V + 16 + (dot ? mp->eb * V : 0), 0);
+    uint64_t fp_fixed = (uint64_t)V + 16 + (dot ? (uint64_t)mp->eb * V : 0) + r_fp;
     uint64_t fp_avail = m->fp_depth > cfg->fp_base ? m->fp_depth - cfg->fp_base : 0;
-    uint64_t int_fixed = (mp->windowed ? cfg->E : 0) + 16;
+    uint64_t int_fixed = (mp->windowed ? cfg->E : 0) + 16 + router_int_entries(cfg);
     uint64_t int_avail = m->int_depth > cfg->int_base ? m->int_depth - cfg->int_base : 0;
     /* Failures name the resource, the requirement, the limit and the model
      * fields behind it (docs/replay.md "Replay tier" R005 quotes these). */
@@ -1549,8 +1587,10 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
             "top_k %u route weights%s%s per token), limit %llu (FP_SRAM_DEPTH %u - fp_base %u); "
             "driven by model.top_k%s%s",
             tok_need > 1 ? "fixed routing of" : "a token block of", tok_need,
-            (unsigned long long)fp_need, V, dot ? " + router dot scratch" : "", k,
-            mp->pm_refill ? " in whole 32-entry records" : "", gate ? " + 1 gate value" : "",
+            (unsigned long long)fp_need, V,
+            dot ? (r_fp ? " + router dot scratch + router rows" : " + router dot scratch")
+                : (r_fp ? " + router rows" : ""),
+            k, mp->pm_refill ? " in whole 32-entry records" : "", gate ? " + 1 gate value" : "",
             (unsigned long long)fp_avail, m->fp_depth, cfg->fp_base,
             dot ? ", model.num_experts" : "", gate ? ", model.shared_gate" : "");
     if (int_need > int_avail)
@@ -1604,7 +1644,8 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
         mp->hbm_end = mp->route_hbm + mp->route_bytes;
     }
     mp->spill_off = mp->wtab_off + (mp->windowed ? cfg->E : 0);
-    mp->int_used = mp->spill_off + 16;
+    mp->gsel_off = mp->spill_off + 16;
+    mp->int_used = mp->gsel_off + router_int_entries(cfg);
     return 0;
 }
 
@@ -1863,6 +1904,27 @@ static int em_setup(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint32
     return plena_moe_em_alloc(c, plan->max_slots, sc);
 }
 
+/* The shapes router.c lowers (docs/lowering.md "Routers"). */
+static int router_check(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
+                        const struct plena_router_plan *pl)
+{
+    const struct plena_router *r = &cfg->router;
+    if (pl->lowering == PLENA_RLOWER_NONE)
+        return plena_prog_fail(c->p, PLENA_GEN_SHAPE,
+                               "device routing: the %s router%s has no device form "
+                               "(docs/lowering.md \"Routers\"); use fixed routing",
+                               plena_router_score_name(r->score),
+                               r->capacity != PLENA_CAPACITY_NONE ? " with a capacity" : "");
+    if (pl->groups && (r->n_group > c->m->vlen || cfg->E % r->n_group ||
+                       r->topk_group > r->n_group || r->topk_group > PLENA_TOPK_MAX_K))
+        return plena_prog_fail(c->p, PLENA_GEN_SHAPE,
+                               "device routing: %u groups (top %u) of %u experts: expected "
+                               "n_group dividing num_experts, at most VLEN %u groups and "
+                               "topk_group <= min(n_group, %d)",
+                               r->n_group, r->topk_group, cfg->E, c->m->vlen, PLENA_TOPK_MAX_K);
+    return 0;
+}
+
 int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint32_t T,
                          struct plena_moe_emit_info *info)
 {
@@ -1899,6 +1961,11 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
 #endif
     if (build_map(c, cfg, T, &info->map)) return p->status;
     const struct plena_moe_map *mp = &info->map;
+    struct gen_router R;
+    memset(&R, 0, sizeof R);
+    plena_router_plan(&cfg->router, &R.plan);
+    if (device && router_check(c, cfg, &R.plan)) return p->status;
+    const int rcustom = mp->dev_router;
     const int em = routed && (em_fixed(cfg) || mp->em_dev);
     p->stable_form = em; /* the static size of expert-major does not depend on T */
     const uint32_t V = cfg->m.vlen, PR = mp->phys_rows;
@@ -1930,6 +1997,13 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
         {prenorm, &gam, 1, 0, mp->H_p, "gamma"},
         {device && cfg->router_form == PLENA_ROUTER_DOT, &wr, cfg->E, 0, mp->H_p, "router_w"},
         {device && cfg->router_bias, &rb, mp->eb, 0, V, "router_b"},
+        {rcustom && R.plan.lowering == PLENA_RLOWER_SOFTMAX && cfg->E % V, &R.pad, mp->eb, 0, V,
+         "router_pad"},
+        {rcustom && cfg->router.select_bias != PLENA_SELECT_BIAS_NONE, &R.bias, mp->eb, 0, V,
+         "router_sel_bias"},
+        {rcustom, &R.eye, cfg->E * mp->eb, 0, V, "router_eye"},
+        {rcustom && R.plan.groups, &R.gin, cfg->router.n_group * mp->eb, 0, V, "router_group_mask"},
+        {rcustom && R.plan.groups, &R.gind, cfg->router.n_group * mp->eb, 0, V, "router_group_ind"},
         {routed && cfg->expert_bias, &bg, cfg->E, 0, mp->I_p, "b_gate"},
         {routed && cfg->expert_bias, &bu, cfg->E, 0, mp->I_p, "b_up"},
         {routed && cfg->expert_bias, &bd, cfg->E, 0, mp->H_p, "b_down"},
@@ -1966,6 +2040,12 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
         add_abi(info, abi[i].t);
     }
     info->abi_elems = plena_vram_live_elems(c->va);
+    /* the router's scratch rows, and expert-major its weights rows (the logits' shape) */
+    struct plena_tensor wrow;
+    memset(&wrow, 0, sizeof wrow);
+    if (rcustom && (gen_router_scratch(c, &R) ||
+                    (mp->em_dev && gen_valloc(c, mp->t_blk * mp->eb, V, "router_wrows", &wrow))))
+        return p->status;
     if (mp->has_router_hbm) add_hbm(info, "router_w_hbm", mp->router_hbm, mp->H_p, mp->E_p);
     if (routed) {
         add_hbm(info, "w_gate_table", mp->table[0], mp->H_p, mp->I_p);
@@ -2024,7 +2104,7 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
             /* the device expert-major form runs V_TOPK itself, token by token */
             if (!mp->em_dev) {
                 enum plena_topk_encoding enc = PLENA_TOPK_ENC_NONE;
-                plena_moe_router_select(c, cfg, &lg, n, mp->w_off, mp->ids_off, &enc);
+                plena_moe_router_select(c, cfg, &R, &lg, n, mp->w_off, mp->ids_off, &enc);
                 info->topk_encoding = enc;
             }
         }
@@ -2042,8 +2122,8 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
             if (em) {
                 const struct plena_tensor *bias[3] = {&bg, &bu, &bd};
                 if (mp->em_dev)
-                    plena_moe_em_dev_block(c, cfg, T, r0, n, &pt.x, &pt.acc, &lg, bias, &ems,
-                                           &info->topk_encoding);
+                    plena_moe_em_dev_block(c, cfg, T, r0, n, &pt.x, &pt.acc, &lg, bias, &ems, &R,
+                                           &wrow, &info->topk_encoding);
                 else
                     plena_moe_em_block(c, cfg, &plan, b, &pt.x, &pt.acc, bias, &ems);
                 info->pair_form = PLENA_PAIRS_SORTED;

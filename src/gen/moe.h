@@ -43,12 +43,15 @@ enum plena_moe_fault {
     PLENA_FAULT_NO_MARKERS
 };
 
+struct gen_router; /* gen/emit.h: the device router's tensors */
+
 struct plena_moe_cfg {
     struct plena_gen_machine m;
     char name[128];
     uint32_t H, I, E, k;
     enum plena_routing_kind routing;
     enum plena_router_form router_form;
+    struct plena_router router; /* the model's (device routing lowers it: router.c) */
     int router_bias;
     enum plena_topk_policy topk_policy;
     enum plena_act_policy activation;
@@ -101,6 +104,16 @@ struct plena_moe_map {
     /* FP SRAM offsets from fp_base */
     uint32_t fp_base, off_one, off_na_routed, off_na_shared, off_lp, off_ln, off_eps, off_invh;
     uint32_t off_dot, w_off, gate_off, fp_used;
+    /* device routers beyond V_TOPK alone (router.c, docs/lowering.md
+     * "Routers"): constants -1, -inf, routed scaling and the normalisation
+     * epsilon in the constants block; FP regions: the group scores (VLEN),
+     * the group V_TOPKs' weight scratch (VLEN) and, expert-major, one token's
+     * weights (VLEN, zero beyond k); in INT SRAM the groups' V_TOPK ids */
+    int dev_router;
+    uint32_t off_minus_one, off_neg_inf, off_rsf, off_reps;
+    uint32_t off_grow, off_gw, off_wreg, gsel_off;
+    float c_minus_one, c_neg_inf, c_rsf, c_reps;
+    uint16_t h_minus_one, h_neg_inf, h_rsf, h_reps;
     /* effective BF16 constants and their fp16 image bits */
     float c_one, c_na_routed, c_na_shared, c_lp, c_ln, c_eps, c_invh;
     uint16_t h_one, h_na_routed, h_na_shared, h_lp, h_ln, h_eps, h_invh;
@@ -188,11 +201,14 @@ int plena_moe_em_block(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
 /* Device routing: the section of the block of n tokens from r0 whose router
  * logits are in lg: V_TOPK token by token in three passes (count, gather,
  * combine) around the sort and the experts. enc: the top-k encoding used. */
+/* R: the device router (router.c); routers beyond V_TOPK alone run once per
+ * token first, their weights into the rows of wrow (the logits' shape). */
 int plena_moe_em_dev_block(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint32_t T,
                            uint32_t r0, uint32_t n, const struct plena_tensor *x,
                            const struct plena_tensor *acc, const struct plena_tensor *lg,
                            const struct plena_tensor *const bias[3],
-                           const struct plena_moe_em_scratch *sc, enum plena_topk_encoding *enc);
+                           const struct plena_moe_em_scratch *sc, struct gen_router *R,
+                           const struct plena_tensor *wrow, enum plena_topk_encoding *enc);
 
 /* ---- routing statistics (docs/profile.md "routing_stats") ---- */
 /* HBM bytes the prefetches of a whole MXFP8 [K_p, N_p] matrix at `base`
@@ -265,9 +281,12 @@ int plena_moe_router_logits_gemm(struct plena_ctx *c, const struct plena_moe_cfg
 int plena_moe_router_bias_add(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
                               const struct plena_tensor *logits, const struct plena_tensor *bias,
                               uint32_t t_rows);
+/* The routing of t_rows tokens (router.c's R: V_TOPK alone or the router's
+ * sequence) into k ids (INT ids_off + t k) and weights (FP w_off + t k). */
 int plena_moe_router_select(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
-                            const struct plena_tensor *logits, uint32_t t_rows, uint32_t w_off,
-                            uint32_t ids_off, enum plena_topk_encoding *enc);
+                            struct gen_router *R, const struct plena_tensor *logits,
+                            uint32_t t_rows, uint32_t w_off, uint32_t ids_off,
+                            enum plena_topk_encoding *enc);
 
 struct plena_proj_stages {
     enum plena_stage address, prefetch, compute;

@@ -201,6 +201,189 @@ void plena_moe_ref_topk(const float *logits, uint32_t E, uint32_t k, uint32_t *i
     if (used != used_small) plena_free(used);
 }
 
+/* ---- the device routers (gen/router.c), mirrored lane by lane ---- */
+
+/* V_RED_MAX of one row into acc (docs/machine.md "Vector unit"): a NaN lane
+ * leaves acc; else acc = m when acc is NaN or m > acc. */
+static float red_max(float acc, const float *a, uint32_t n)
+{
+    float m = a[0];
+    for (uint32_t i = 0; i < n; i++) {
+        if (a[i] != a[i]) return acc;
+        if (a[i] > m) m = a[i];
+    }
+    return (acc != acc || m > acc) ? bf(m) : acc;
+}
+
+/* S_MAX_FP: NaN x yields y. */
+static float s_max(float x, float y)
+{
+    return bf(x != x ? y : (y > x ? y : x));
+}
+
+struct route_scratch {
+    uint32_t E, V, eb, n; /* n = eb x V lanes */
+    float *s, *q, *t2, *sel, *tmp, *grow;
+};
+
+/* Lane e of the n-lane rows x as the device reads it: F = 0, then per row
+ * F = bf(F + sum(row x one-hot(e))) (V_MUL_VV, V_RED_SUM). */
+static float lane_read(const struct route_scratch *rs, const float *x, uint32_t e)
+{
+    float f = bf(0.0f + 0.0f);
+    for (uint32_t r = 0; r < rs->eb; r++) {
+        for (uint32_t i = 0; i < rs->V; i++) {
+            const uint32_t id = r * rs->V + i;
+            rs->tmp[i] = bf(x[id] * (id == e ? 1.0f : 0.0f));
+        }
+        f = bf(f + row_sum(rs->tmp, rs->V));
+    }
+    return f;
+}
+
+/* The scores: sigmoid 1/(1 + exp(-1 x l)), or the softmax over E (lanes
+ * beyond E -inf first, then max, exp(x - max), 1/sum, x 1/sum). */
+static void route_scores(const struct route_scratch *rs, const struct plena_router_plan *pl,
+                         const struct plena_moe_ref_consts *c, const float *l)
+{
+    const uint32_t n = rs->n, V = rs->V;
+    if (pl->lowering == PLENA_RLOWER_SIGMOID) {
+        for (uint32_t i = 0; i < n; i++) {
+            float v = bf(l[i] * c->minus_one); /* V_MUL_VF */
+            v = bf(plena_expf(clamp88(v)));    /* V_EXP_V */
+            v = bf(v + c->one);                /* V_ADD_VF */
+            rs->s[i] = bf(1.0f / v);           /* V_RECI_V */
+        }
+        return;
+    }
+    const float *src = l;
+    if (rs->E % V) { /* router_pad: 0 below E, -inf beyond (V_ADD_VV) */
+        for (uint32_t i = 0; i < n; i++)
+            rs->s[i] = bf(l[i] + (i < rs->E ? 0.0f : -INFINITY));
+        src = rs->s;
+    }
+    float m = c->neg_inf;
+    for (uint32_t r = 0; r < rs->eb; r++)
+        m = red_max(m, src + (size_t)r * V, V); /* V_RED_MAX */
+    for (uint32_t i = 0; i < n; i++)
+        rs->t2[i] = bf(plena_expf(clamp88(bf(src[i] - m)))); /* V_SUB_VF, V_EXP_V */
+    float z = bf(0.0f + 0.0f);
+    for (uint32_t r = 0; r < rs->eb; r++)
+        z = bf(z + row_sum(rs->t2 + (size_t)r * V, V)); /* V_RED_SUM */
+    z = bf(1.0f / z);                                   /* S_RECI_FP */
+    for (uint32_t i = 0; i < n; i++)
+        rs->s[i] = bf(rs->t2[i] * z); /* V_MUL_VF */
+}
+
+/* Group-limited selection into rs->sel: x in the topk_group best groups,
+ * -inf elsewhere (router.c groups()). */
+static void route_groups(const struct route_scratch *rs, const struct plena_router *r, uint32_t E,
+                         const struct plena_moe_ref_consts *c, const float *x)
+{
+    const uint32_t n = rs->n, G = r->n_group, per = E / G;
+    const int top2 = r->group_score == PLENA_GROUP_TOP2_SUM && per >= 2;
+    for (uint32_t g = 0; g < G; g++) {
+        for (uint32_t i = 0; i < n; i++) /* V_ADD_VV x, router_group_mask[g] */
+            rs->t2[i] = bf(x[i] + (i < E && i / per == g ? 0.0f : -INFINITY));
+        float f;
+        if (top2) { /* V_TOPK(E, 2), then the two lanes of x */
+            uint32_t id2[2];
+            float w2[2];
+            plena_moe_ref_topk(rs->t2, E, 2, id2, w2);
+            f = bf(0.0f + 0.0f);
+            for (int q = 0; q < 2; q++)
+                f = bf(f + lane_read(rs, x, id2[q]));
+        } else { /* -inf + 0, then V_RED_MAX row by row */
+            f = bf(c->neg_inf + 0.0f);
+            for (uint32_t row = 0; row < rs->eb; row++)
+                f = red_max(f, rs->t2 + (size_t)row * rs->V, rs->V);
+        }
+        rs->grow[g] = f; /* S_ST_FP, then S_MAP_V_FP: the group-score row */
+    }
+    uint32_t gid[PLENA_TOPK_MAX_K];
+    float gw[PLENA_TOPK_MAX_K];
+    plena_moe_ref_topk(rs->grow, G, r->topk_group, gid, gw); /* V_TOPK(G, topk_group) */
+    for (uint32_t i = 0; i < n; i++)                         /* S_MAP_V_FP of the FP zero row */
+        rs->t2[i] = 0.0f;
+    for (uint32_t j = 0; j < r->topk_group; j++) /* + router_group_ind[gid] (V_ADD_VV) */
+        for (uint32_t i = 0; i < n; i++)
+            rs->t2[i] = bf(rs->t2[i] + (i < E && i / per == gid[j] ? 1.0f : 0.0f));
+    for (uint32_t i = 0; i < n; i++) {
+        float v = bf(1.0f / rs->t2[i]); /* V_RECI_V: 1 or +inf */
+        v = bf(v * c->minus_one);       /* V_MUL_VF: -1 or -inf */
+        v = bf(v + c->one);             /* V_ADD_VF: 0 or -inf */
+        rs->sel[i] = bf(x[i] + v);      /* V_ADD_VV */
+    }
+}
+
+/* The weights (router.c weights()): lane ids[j] of the value rows
+ * (SIGMOID_SELECTED: its scalar sigmoid), the sum in rank order, x 1/den,
+ * x scaling. */
+static void route_weights(const struct route_scratch *rs, const struct plena_router *r,
+                          const struct plena_router_plan *pl, const struct plena_moe_ref_consts *c,
+                          const float *y, uint32_t k, const uint32_t *ids, float *w)
+{
+    float sum = bf(0.0f + 0.0f);
+    for (uint32_t j = 0; j < k; j++) {
+        float v = lane_read(rs, y, ids[j]);
+        if (pl->lowering == PLENA_RLOWER_SIGMOID_SELECTED) {
+            v = bf(0.0f - v);               /* S_SUB_FP */
+            v = bf(plena_expf(clamp88(v))); /* S_EXP_FP */
+            v = bf(v + c->one);             /* S_ADD_FP */
+            v = bf(1.0f / v);               /* S_RECI_FP */
+        }
+        sum = bf(sum + v);
+        w[j] = v;
+    }
+    const int norm = r->norm != PLENA_NORM_NONE, scale = c->rsf != 1.0f;
+    if (!norm && !scale) return;
+    if (norm) {
+        if (r->norm == PLENA_NORM_SUM && c->reps != 0.0f)
+            sum = bf(sum + c->reps);
+        else if (r->norm == PLENA_NORM_SUM_CLAMPED)
+            sum = s_max(sum, c->reps);
+        sum = bf(1.0f / sum);
+    }
+    for (uint32_t j = 0; j < k; j++) {
+        if (norm) w[j] = bf(w[j] * sum);
+        if (scale) w[j] = bf(w[j] * c->rsf);
+    }
+}
+
+/* One token's device routing from its logits l (eb x VLEN lanes, 0 beyond
+ * E): router.c gen_router_token, step by step. */
+static void route_token(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                        const struct route_scratch *rs, const float *l, uint32_t *ids, float *w)
+{
+    struct plena_router_plan pl;
+    const struct plena_router *r = &cfg->router;
+    if (!plena_router_is_set(r)) {
+        plena_moe_ref_topk(l, cfg->E, cfg->k, ids, w);
+        return;
+    }
+    plena_router_plan(r, &pl);
+    if (pl.lowering == PLENA_RLOWER_VTOPK) {
+        plena_moe_ref_topk(l, cfg->E, cfg->k, ids, w);
+        return;
+    }
+    const struct plena_moe_ref_consts *c = &in->c;
+    if (pl.scores) route_scores(rs, &pl, c, l);
+    if (pl.select == PLENA_RROWS_BIASED || pl.value == PLENA_RROWS_BIASED)
+        for (uint32_t i = 0; i < rs->n; i++) /* V_ADD_VV s, router_sel_bias */
+            rs->q[i] = bf(rs->s[i] + (i < cfg->E ? in->router_sel_bias[i] : 0.0f));
+    const float *rows[3] = {l, rs->s, rs->q};
+    const float *x = rows[pl.select];
+    if (pl.groups) {
+        route_groups(rs, r, cfg->E, c, x);
+        x = rs->sel;
+    }
+    plena_moe_ref_topk(x, cfg->E, cfg->k, ids, w); /* the main V_TOPK */
+    route_weights(rs, r, &pl, c, rows[pl.value], cfg->k, ids, w);
+    if (cfg->weight_rows) /* S_MAP_V_FP into a row, read back as V_RED_SUM(row x one-hot) */
+        for (uint32_t j = 0; j < cfg->k; j++)
+            w[j] = bf(w[j] + 0.0f);
+}
+
 struct ref_scratch {
     float *x, *res, *acc, *logits, *q;
     float *slot, *yg, *yu, *yd;
@@ -214,6 +397,30 @@ static void pad_matrix(const float *w, uint32_t K, uint32_t N, uint32_t Kp, uint
     memset(out, 0, sizeof(float) * (size_t)Kp * Np);
     for (uint32_t k = 0; k < K; k++)
         memcpy(out + (size_t)k * Np, w + (size_t)k * N, sizeof(float) * N);
+}
+
+/* Step 7 for every token: the scratch once, then route_token. */
+static int route_all(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                     const struct ref_scratch *sc, uint32_t *ids, float *w, struct plena_err *err)
+{
+    const uint32_t V = cfg->mlen, E = cfg->E, Ep = roundup(E, V);
+    struct route_scratch rs = {E, V, Ep / V, Ep, NULL, NULL, NULL, NULL, NULL, NULL};
+    if (cfg->router.select_bias != PLENA_SELECT_BIAS_NONE && plena_router_is_set(&cfg->router) &&
+        !in->router_sel_bias)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "ref", "the router's selection bias is missing");
+    float *buf = plena_calloc((size_t)4 * Ep + 2 * (size_t)V, sizeof *buf);
+    if (!buf) return PLENA_FAIL(err, PLENA_E_NOMEM, "ref", "out of memory");
+    rs.s = buf;
+    rs.q = buf + Ep;
+    rs.t2 = buf + 2 * (size_t)Ep;
+    rs.sel = buf + 3 * (size_t)Ep;
+    rs.tmp = buf + 4 * (size_t)Ep;
+    rs.grow = rs.tmp + V;
+    for (uint32_t t = 0; t < cfg->T; t++)
+        route_token(cfg, in, &rs, sc->logits + (size_t)t * Ep, ids + (size_t)t * cfg->k,
+                    w + (size_t)t * cfg->k);
+    plena_free(buf);
+    return 0;
 }
 
 int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
@@ -309,10 +516,8 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
                     for (uint32_t e = 0; e < E; e++)
                         s.logits[(size_t)t * Ep + e] =
                             bf(s.logits[(size_t)t * Ep + e] + in->router_b[e]);
-            /* Step 7: V_TOPK per token. */
-            for (uint32_t t = 0; t < T; t++)
-                plena_moe_ref_topk(s.logits + (size_t)t * Ep, E, k, ids + (size_t)t * k,
-                                   wts + (size_t)t * k);
+            /* Step 7: the router per token (V_TOPK alone, or gen/router.c's sequence) */
+            if ((rc = route_all(cfg, in, &s, ids, wts, err))) goto done;
         } else {
             memcpy(ids, in->fixed_ids, sizeof(uint32_t) * T * k);
             memcpy(wts, in->fixed_w, sizeof(float) * T * k);

@@ -37,6 +37,10 @@ struct plena_moe_ref_cfg {
     enum plena_route_placement placement;
     enum plena_shared_gate shared_gate;
     enum plena_residual_mode residual;
+    /* device routing: the model's router (zeroed: V_TOPK alone, as before
+     * routers had a description), lowered as plena_router_plan says */
+    struct plena_router router;
+    int weight_rows; /* expert-major: the weights pass through a VRAM row (-0 becomes +0) */
 };
 
 /* Effective (BF16-exact) constants as they sit in FP SRAM (docs/lowering.md
@@ -48,27 +52,30 @@ struct plena_moe_ref_consts {
     float limit_pos, limit_neg; /* 7, -7 */
     float eps;                  /* RMSNorm eps as stored */
     float inv_h;                /* 1/H as stored */
+    /* the device router's (gen/router.c): -1, -inf, routed scaling, norm epsilon */
+    float minus_one, neg_inf, rsf, reps;
 };
 
 /* Logical tensors, row-major, float values (BF16-exact where the machine holds
  * BF16, exact MX decodes for HBM weights). Weight matrices are [in][out]. */
 struct plena_moe_ref_in {
-    const float *h;             /* [T][H] layer input (residual stream) */
-    const float *gamma;         /* [H] RMSNorm weight as staged (PRE_NORM only) */
-    const float *router_w;      /* GEMM: [H][E] decoded; DOT: [E][H] BF16 */
-    const float *router_b;      /* [E] (router_bias only) */
-    const float *const *w_gate; /* [E] -> [H][I] (NULL for experts never reached) */
-    const float *const *w_up;   /* [E] -> [H][I] */
-    const float *const *w_down; /* [E] -> [I][H] */
-    const float *const *b_gate; /* [E] -> [I] (expert_bias only) */
-    const float *const *b_up;   /* [E] -> [I] */
-    const float *const *b_down; /* [E] -> [H] */
-    const float *ws_gate;       /* [H][Is] */
-    const float *ws_up;         /* [H][Is] */
-    const float *ws_down;       /* [Is][H] */
-    const float *w_sg;          /* [H] shared gate vector (BF16) */
-    const uint32_t *fixed_ids;  /* [T*k] FIXED routing */
-    const float *fixed_w;       /* [T*k] FIXED routing, effective BF16 */
+    const float *h;               /* [T][H] layer input (residual stream) */
+    const float *gamma;           /* [H] RMSNorm weight as staged (PRE_NORM only) */
+    const float *router_w;        /* GEMM: [H][E] decoded; DOT: [E][H] BF16 */
+    const float *router_b;        /* [E] (router_bias only) */
+    const float *router_sel_bias; /* [E] the router's selection bias (router.select_bias) */
+    const float *const *w_gate;   /* [E] -> [H][I] (NULL for experts never reached) */
+    const float *const *w_up;     /* [E] -> [H][I] */
+    const float *const *w_down;   /* [E] -> [I][H] */
+    const float *const *b_gate;   /* [E] -> [I] (expert_bias only) */
+    const float *const *b_up;     /* [E] -> [I] */
+    const float *const *b_down;   /* [E] -> [H] */
+    const float *ws_gate;         /* [H][Is] */
+    const float *ws_up;           /* [H][Is] */
+    const float *ws_down;         /* [Is][H] */
+    const float *w_sg;            /* [H] shared gate vector (BF16) */
+    const uint32_t *fixed_ids;    /* [T*k] FIXED routing */
+    const float *fixed_w;         /* [T*k] FIXED routing, effective BF16 */
     struct plena_moe_ref_consts c;
 };
 
@@ -106,6 +113,13 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
                               const struct plena_moe_ref_in *in, const float *x_norm,
                               const uint32_t *ids, double *out, uint32_t *ids_out,
                               struct plena_err *err);
+/* The device-routed ids[T*k] against the float64 router of the model
+ * (plena_router_agree_f64 per token, from the float64 RMSNorm and logits):
+ * tokens whose expert set is a near-tie, and tokens whose set differs
+ * beyond one (docs/lowering.md "Routers"). */
+int plena_moe_route_agreement_f64(const struct plena_moe_ref_cfg *cfg,
+                                  const struct plena_moe_ref_in *in, const uint32_t *ids,
+                                  uint32_t *near_ties, uint32_t *different, struct plena_err *err);
 /* Float64 RMSNorm of h times gamma: x64 [T][H] (PRE_NORM layers). */
 int plena_moe_rmsnorm_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
                           double *x64);

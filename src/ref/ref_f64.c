@@ -60,6 +60,95 @@ static void expert_ffn(const struct plena_moe_ref_cfg *cfg, const struct plena_m
             out[i] += bd[i];
 }
 
+/* Token t's MoE input: x_norm's row, or RMSNorm(h) x gamma (PRE_NORM), or h. */
+static void token_input(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                        const float *x_norm, uint32_t t, double *x)
+{
+    const uint32_t H = cfg->H;
+    const float *h = in->h + (size_t)t * H;
+    for (uint32_t i = 0; i < H; i++)
+        x[i] = x_norm ? x_norm[(size_t)t * H + i] : h[i];
+    if (!x_norm && cfg->residual == PLENA_RESIDUAL_PRE_NORM) {
+        double ms = 0.0;
+        for (uint32_t i = 0; i < H; i++)
+            ms += x[i] * x[i];
+        ms /= (double)H;
+        double r = 1.0 / sqrt(ms + (double)in->c.eps);
+        for (uint32_t i = 0; i < H; i++)
+            x[i] = x[i] * r * (double)in->gamma[i];
+    }
+}
+
+/* The router logits of input x (and the router bias). */
+static void token_logits(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                         const double *x, double *lg)
+{
+    const uint32_t H = cfg->H, E = cfg->E;
+    if (cfg->router_form == PLENA_ROUTER_GEMM) {
+        matvec(x, H, in->router_w, E, lg);
+    } else {
+        for (uint32_t e = 0; e < E; e++) {
+            double a = 0.0;
+            for (uint32_t i = 0; i < H; i++)
+                a += x[i] * in->router_w[(size_t)e * H + i];
+            lg[e] = a;
+        }
+    }
+    if (cfg->router_bias)
+        for (uint32_t e = 0; e < E; e++)
+            lg[e] += in->router_b[e];
+}
+
+/* The router of cfg, or for a layer without a router description V_TOPK's
+ * softmax over the selected. */
+static void layer_router(const struct plena_moe_ref_cfg *cfg, struct plena_router *r)
+{
+    *r = cfg->router;
+    if (!plena_router_is_set(r)) {
+        plena_router_default(r);
+        r->score = PLENA_SCORE_SOFTMAX_SELECTED;
+        r->norm = PLENA_NORM_NONE;
+    }
+}
+
+int plena_moe_route_agreement_f64(const struct plena_moe_ref_cfg *cfg,
+                                  const struct plena_moe_ref_in *in, const uint32_t *ids,
+                                  uint32_t *near_ties, uint32_t *different, struct plena_err *err)
+{
+    *near_ties = *different = 0;
+    if (cfg->routing != PLENA_ROUTING_DEVICE || !cfg->E) return 0;
+    struct plena_router router;
+    layer_router(cfg, &router);
+    double *x = plena_calloc(cfg->H, sizeof *x), *lg = plena_calloc(cfg->E, sizeof *lg);
+    double *sbias = plena_calloc(cfg->E, sizeof *sbias);
+    int rc = 0;
+    if (!x || !lg || !sbias) {
+        rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
+        goto done;
+    }
+    if (in->router_sel_bias)
+        for (uint32_t e = 0; e < cfg->E; e++)
+            sbias[e] = in->router_sel_bias[e];
+    for (uint32_t t = 0; t < cfg->T; t++) {
+        token_input(cfg, in, NULL, t, x);
+        token_logits(cfg, in, x, lg);
+        const int a =
+            plena_router_agree_f64(&router, cfg->E, cfg->k, lg, sbias, ids + (size_t)t * cfg->k,
+                                   PLENA_ROUTE_NEAR_TIE_TOL, err);
+        if (a < 0) {
+            rc = err ? err->code : PLENA_E_INTERNAL;
+            goto done;
+        }
+        *near_ties += a == PLENA_ROUTE_NEAR_TIE;
+        *different += a == PLENA_ROUTE_DIFFERENT;
+    }
+done:
+    plena_free(x);
+    plena_free(lg);
+    plena_free(sbias);
+    return rc;
+}
+
 int plena_moe_reference_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
                             const uint32_t *ids, double *out, uint32_t *ids_out,
                             struct plena_err *err)
@@ -101,25 +190,21 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
     double *o = plena_calloc(H, sizeof(double));
     double *xin = plena_calloc(H, sizeof(double));
     double *lg = plena_calloc(cfg->E + 1, sizeof(double));
+    double *sbias = plena_calloc(cfg->E + 1, sizeof(double));
     int rc = 0;
-    if (!x || !g || !u || !o || !xin || !lg) {
+    struct plena_router router;
+    layer_router(cfg, &router);
+    if (sbias && in->router_sel_bias)
+        for (uint32_t e = 0; e < cfg->E; e++)
+            sbias[e] = in->router_sel_bias[e];
+    if (!x || !g || !u || !o || !xin || !lg || !sbias) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
         goto done;
     }
     for (uint32_t t = 0; t < T; t++) {
         const float *h = in->h + (size_t)t * H;
         double *y = out + (size_t)t * H;
-        for (uint32_t i = 0; i < H; i++)
-            x[i] = x_norm ? x_norm[(size_t)t * H + i] : h[i];
-        if (!x_norm && cfg->residual == PLENA_RESIDUAL_PRE_NORM) {
-            double ms = 0.0;
-            for (uint32_t i = 0; i < H; i++)
-                ms += x[i] * x[i];
-            ms /= (double)H;
-            double r = 1.0 / sqrt(ms + (double)in->c.eps);
-            for (uint32_t i = 0; i < H; i++)
-                x[i] = x[i] * r * (double)in->gamma[i];
-        }
+        token_input(cfg, in, x_norm, t, x);
         for (uint32_t i = 0; i < H; i++)
             y[i] = 0.0;
         if (routed) {
@@ -127,40 +212,12 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
             uint32_t sel[256];
             double w[256];
             if (cfg->routing == PLENA_ROUTING_DEVICE) {
-                if (cfg->router_form == PLENA_ROUTER_GEMM) {
-                    matvec(x, H, in->router_w, E, lg);
-                } else {
-                    for (uint32_t e = 0; e < E; e++) {
-                        double a = 0.0;
-                        for (uint32_t i = 0; i < H; i++)
-                            a += x[i] * in->router_w[(size_t)e * H + i];
-                        lg[e] = a;
-                    }
-                }
-                if (cfg->router_bias)
-                    for (uint32_t e = 0; e < E; e++)
-                        lg[e] += in->router_b[e];
-                for (uint32_t j = 0; j < k; j++) {
-                    if (ids) {
-                        sel[j] = ids[(size_t)t * k + j];
-                        continue;
-                    }
-                    int best = -1;
-                    for (uint32_t e = 0; e < E; e++) {
-                        int taken = 0;
-                        for (uint32_t q = 0; q < j; q++)
-                            taken |= sel[q] == e;
-                        if (!taken && (best < 0 || lg[e] > lg[best])) best = (int)e;
-                    }
-                    sel[j] = (uint32_t)best;
-                }
-                double mx = -INFINITY, D = 0.0;
-                for (uint32_t j = 0; j < k; j++)
-                    mx = lg[sel[j]] > mx ? lg[sel[j]] : mx;
-                for (uint32_t j = 0; j < k; j++)
-                    D += exp(lg[sel[j]] - mx);
-                for (uint32_t j = 0; j < k; j++)
-                    w[j] = exp(lg[sel[j]] - mx) / D;
+                token_logits(cfg, in, x, lg);
+                /* the router as the model defines it (model/router.c) */
+                if (ids) memcpy(sel, ids + (size_t)t * k, k * sizeof *sel);
+                rc = ids ? plena_router_weights_f64(&router, E, k, lg, sbias, sel, w, err)
+                         : plena_router_select_f64(&router, E, k, lg, sbias, sel, w, err);
+                if (rc) goto done;
             } else {
                 for (uint32_t j = 0; j < k; j++) {
                     sel[j] = in->fixed_ids[(size_t)t * k + j];
@@ -205,6 +262,7 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
     }
 done:
     plena_free(x), plena_free(g), plena_free(u), plena_free(o), plena_free(xin), plena_free(lg);
+    plena_free(sbias);
     return rc;
 }
 

@@ -15,8 +15,8 @@
 #include "num/num.h"
 #include "ref/ref.h"
 
-static const struct plena_moe_ref_consts consts = {1.0f,  -1.0f,           -1.0f,    7.0f,
-                                                   -7.0f, 9.98377800e-07f, 0.015625f};
+static const struct plena_moe_ref_consts consts = {
+    1.0f, -1.0f, -1.0f, 7.0f, -7.0f, 9.98377800e-07f, 0.015625f, -1.0f, -INFINITY, 1.0f, 0.0f};
 
 /* T = 1, H = I = 64, one expert, fixed routing: x = e0, Wg[0][0] = 1,
  * Wu[0][0] = 2, Wd[0][0] = 1. By hand (bf16 after every op):

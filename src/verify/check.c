@@ -120,6 +120,11 @@ static int refdata_from_build(const struct plena_moe_build *b, struct plena_veri
     in->c.limit_neg = fp_entry(b, fb + mp->off_ln);
     in->c.eps = fp_entry(b, fb + mp->off_eps);
     in->c.inv_h = fp_entry(b, fb + mp->off_invh);
+    /* the device router's constants (defaults: a router that needs none) */
+    in->c.minus_one = mp->dev_router ? fp_entry(b, fb + mp->off_minus_one) : -1.0f;
+    in->c.neg_inf = mp->dev_router ? fp_entry(b, fb + mp->off_neg_inf) : -INFINITY;
+    in->c.rsf = mp->dev_router ? fp_entry(b, fb + mp->off_rsf) : 1.0f;
+    in->c.reps = mp->dev_router ? fp_entry(b, fb + mp->off_reps) : 0.0f;
 
     if (!(rd->h = from_vram(b, "h", T, H, err))) return err ? err->code : PLENA_E_INTERNAL;
     in->h = rd->h;
@@ -139,6 +144,13 @@ static int refdata_from_build(const struct plena_moe_build *b, struct plena_veri
             if (!rows) return PLENA_E_INTERNAL;
             rd->router_b = rows; /* [eb][V] flat = bias[e] at e */
             in->router_b = rd->router_b;
+        }
+        c->router = cfg->router;
+        c->weight_rows = mp->dev_router && b->info.routed_lowering == PLENA_LOWERING_EXPERT_MAJOR;
+        if (plena_moe_abi_find(&b->info, "router_sel_bias")) {
+            if (!(rd->router_sel_bias = from_vram(b, "router_sel_bias", mp->eb, V, err)))
+                return PLENA_E_INTERNAL;
+            in->router_sel_bias = rd->router_sel_bias; /* [eb][V] flat = bias[e] at e */
         }
     }
     if (routing_only) return 0;
@@ -260,6 +272,7 @@ void plena_verify_refdata_free(struct plena_verify_refdata *rd)
     plena_free(rd->gamma);
     plena_free(rd->router_w);
     plena_free(rd->router_b);
+    plena_free(rd->router_sel_bias);
     for (int q = 0; q < 3; q++) {
         plena_free(rd->ws[q]);
         if (rd->w[q])
@@ -498,6 +511,12 @@ int plena_verify_check(const struct plena_moe_build *b, const struct plena_verif
     r->ids_f64_ok = 1;
     for (size_t p = 0; p < np; p++)
         if (ids64[p] != ids[p]) r->ids_f64_ok = 0;
+    if (k && b->cfg.routing == PLENA_ROUTING_DEVICE) {
+        r->route_tokens = T;
+        if ((rc = plena_moe_route_agreement_f64(&rd.cfg, &rd.in, ids, &r->route_near_ties,
+                                                &r->route_different, err)))
+            goto done;
+    }
     /* recompute with the device ids only when the float64 selection differs */
     if (k && !r->ids_f64_ok && (rc = plena_moe_reference_f64(&rd.cfg, &rd.in, ids, o64, NULL, err)))
         goto done;
@@ -522,7 +541,8 @@ int plena_verify_check(const struct plena_moe_build *b, const struct plena_verif
                             r->rel_rms_full >= 0 && r->rel_rms_full <= PLENA_MOE_REL_RMS_BOUND &&
                             r->rel_rms_norm >= 0 && r->rel_rms_norm <= PLENA_MOE_REL_RMS_BOUND
                       : 1;
-    r->passed = r->bit_exact && r->bound_ok && !(gate && r->numerical && r->gate_saturated);
+    r->passed = r->bit_exact && r->bound_ok && !(gate && r->numerical && r->gate_saturated) &&
+                !(r->numerical && r->route_different);
 done:
     plena_free(out);
     plena_free(dev);

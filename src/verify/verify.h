@@ -24,7 +24,7 @@ struct plena_verify_refdata {
     struct plena_moe_ref_cfg cfg;
     struct plena_moe_ref_in in;
     /* owned storage behind `in` */
-    float *h, *gamma, *router_w, *router_b, *ws[3], *w_sg, *fixed_w;
+    float *h, *gamma, *router_w, *router_b, *router_sel_bias, *ws[3], *w_sg, *fixed_w;
     float **w[3], **bias[3];
     uint32_t *fixed_ids;
 };
@@ -81,15 +81,19 @@ struct plena_verify_result {
     int bound_ok;        /* all three <= PLENA_MOE_REL_RMS_BOUND */
     int numerical;       /* 0 for zero weights / zero input (bound not applied) */
     int ids_f64_ok;      /* device ids equal the float64 ids (DEVICE routing) */
+    /* DEVICE routing: tokens whose expert set differs from the model's
+     * float64 router's at a near-tie, and beyond one (plena_router_agree_f64) */
+    uint32_t route_tokens, route_near_ties, route_different;
     float gate_min, gate_max;
     int gate_distinct, gate_saturated; /* sigmoid gate only */
     int ref_all_zero;
     int bit_exact; /* output, ids, weights and gate values all equal, no NaN */
-    /* THE verdict of a check (`plena moe --check`): bit_exact && bound_ok, and
-     * a sigmoid shared gate is not saturated on numerical data. ids_f64_ok is
-     * reported, not required: it needs test data with guaranteed logit gaps
-     * (docs/lowering.md "Checking a build"); with random router weights a
-     * near-tie may legitimately differ, and the ids are compared bit-exactly. */
+    /* THE verdict of a check (`plena moe --check`): bit_exact && bound_ok, a
+     * sigmoid shared gate is not saturated, and (device routing) no token's
+     * expert set differs from the float64 router's beyond a near-tie, on
+     * numerical data. ids_f64_ok (rank order too) is reported, not required:
+     * with random router weights a near-tie may legitimately differ, and the
+     * ids are compared bit-exactly with the bit-exact reference's. */
     int passed;
 };
 int plena_verify_check(const struct plena_moe_build *b, const struct plena_verify_device *d,
