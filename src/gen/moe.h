@@ -65,7 +65,6 @@ struct plena_moe_cfg {
     uint32_t chunk_tiles; /* C */
     enum plena_loop_policy loop_policy;
     uint32_t fp_base, int_base;
-    int approx_routing;
     uint32_t force_tblk; /* 0 = largest that fits (tests force 3) */
     /* routed lowering: PAIR_MAJOR (one pair per BLEN-row slot, the upstream
      * compiler's form) or EXPERT_MAJOR (docs/lowering.md "Expert-major") */

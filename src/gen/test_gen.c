@@ -818,7 +818,8 @@ static void test_capacity_check(void **state)
     assert_non_null(strstr(err.msg, "needs 88 entries"));
     assert_non_null(strstr(err.msg, "limit 87"));
     assert_non_null(strstr(err.msg, "model.top_k"));
-    /* MRAM: tiny-ksplit's GEMM router streams all 5 K tiles of H = 320 */
+    /* MRAM: at 3 tiles tiny-ksplit's GEMM router re-streams its 5 K tiles of
+     * H = 320, and the experts' K chunk of C = 4 tiles is what does not fit */
     plena_gen_machine_default(&m);
     m.mram_tiles = 3;
     plena_err_clear(&err);
@@ -827,8 +828,17 @@ static void test_capacity_check(void **state)
         PLENA_E_INPUT);
     assert_int_equal(cap.reason, PLENA_GEN_SHAPE);
     assert_non_null(strstr(err.msg, "MRAM"));
-    assert_non_null(strstr(err.msg, "needs 5 tiles"));
+    assert_non_null(strstr(err.msg, "needs 4 tiles"));
     assert_non_null(strstr(err.msg, "limit 3 tiles"));
+    assert_non_null(strstr(err.msg, "chunk size C"));
+    /* at 1 tile the router cannot re-stream (one resident and one streaming slot at least) */
+    m.mram_tiles = 1;
+    plena_err_clear(&err);
+    assert_int_equal(
+        plena_gen_capacity_check(plena_model_preset_find("tiny-ksplit"), &m, 2, &cap, &err),
+        PLENA_E_INPUT);
+    assert_non_null(strstr(err.msg, "needs 5 tiles"));
+    assert_non_null(strstr(err.msg, "the router streams all K tiles"));
     /* VRAM: the requirement quoted is the allocator's peak of a fitting run */
     plena_gen_machine_default(&m);
     const struct plena_moe_model *ds = plena_model_preset_find("tiny-ds-shared");

@@ -97,8 +97,9 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
 
 /* Float64 model of the same layer; ids_used (device or fixed ids) are taken
  * from `ids` when non-NULL (so routing ties cannot diverge), else computed.
- * out: [T][H] doubles. Weights under DEVICE routing are the softmax over the
- * selected logits in double. */
+ * out: [T][H] doubles, or NULL for the routing alone (ids_out then
+ * required; no expert weight is read). Weights under DEVICE routing are the
+ * model's router's (plena_router_select_f64 / plena_router_weights_f64). */
 int plena_moe_reference_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
                             const uint32_t *ids, double *out, uint32_t *ids_out,
                             struct plena_err *err);

@@ -203,9 +203,9 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
     }
     for (uint32_t t = 0; t < T; t++) {
         const float *h = in->h + (size_t)t * H;
-        double *y = out + (size_t)t * H;
+        double *y = out ? out + (size_t)t * H : NULL;
         token_input(cfg, in, x_norm, t, x);
-        for (uint32_t i = 0; i < H; i++)
+        for (uint32_t i = 0; y && i < H; i++)
             y[i] = 0.0;
         if (routed) {
             const uint32_t E = cfg->E, k = cfg->k;
@@ -223,6 +223,10 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
                     sel[j] = in->fixed_ids[(size_t)t * k + j];
                     w[j] = in->fixed_w[(size_t)t * k + j];
                 }
+            }
+            if (!y) { /* routing only */
+                if (ids_out) memcpy(ids_out + (size_t)t * k, sel, k * sizeof *sel);
+                continue;
             }
             for (uint32_t j = 0; j < k; j++) {
                 uint32_t e = sel[j];
@@ -243,6 +247,7 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
                     y[i] += scale_out * o[i];
             }
         }
+        if (!y) continue;
         if (shared) {
             expert_ffn(cfg, in, in->ws_gate, in->ws_up, in->ws_down, NULL, NULL, NULL, cfg->Is,
                        PLENA_ACT_STANDARD_SWIGLU, x, g, u, o);

@@ -251,6 +251,19 @@ int plena_verify_routing_ids(const struct plena_moe_build *b, uint32_t *ids, str
     return rc;
 }
 
+int plena_verify_reachable_experts(const struct plena_moe_build *b, uint8_t *present,
+                                   struct plena_err *err)
+{
+    const size_t np = (size_t)b->T * b->cfg.k;
+    uint32_t *ids = plena_malloc((np ? np : 1) * sizeof *ids);
+    if (!ids) return nomem(err);
+    int rc = plena_verify_routing_ids(b, ids, err);
+    for (size_t p = 0; !rc && p < np; p++)
+        if (ids[p] < b->cfg.E) present[ids[p]] = 1;
+    plena_free(ids);
+    return rc;
+}
+
 int plena_verify_routing_stats(const struct plena_moe_build *b, struct plena_routing_stats *st,
                                struct plena_err *err)
 {
@@ -506,10 +519,9 @@ int plena_verify_check(const struct plena_moe_build *b, const struct plena_verif
      * reference's ids, equal to the device's whenever the check passes) */
     for (uint32_t i = 0; i < d->n_pairs; i++)
         ids[d->p0 + i] = d->ids[i];
-    if ((rc = plena_moe_reference_f64(&rd.cfg, &rd.in, NULL, o64, k ? ids64 : NULL, err)))
-        goto done;
     r->ids_f64_ok = 1;
-    for (size_t p = 0; p < np; p++)
+    if (k && (rc = plena_moe_reference_f64(&rd.cfg, &rd.in, NULL, NULL, ids64, err))) goto done;
+    for (size_t p = 0; k && p < np; p++)
         if (ids64[p] != ids[p]) r->ids_f64_ok = 0;
     if (k && b->cfg.routing == PLENA_ROUTING_DEVICE) {
         r->route_tokens = T;
@@ -517,9 +529,9 @@ int plena_verify_check(const struct plena_moe_build *b, const struct plena_verif
                                                 &r->route_different, err)))
             goto done;
     }
-    /* recompute with the device ids only when the float64 selection differs */
-    if (k && !r->ids_f64_ok && (rc = plena_moe_reference_f64(&rd.cfg, &rd.in, ids, o64, NULL, err)))
-        goto done;
+    /* the float64 layer on the device's ids: where the float64 router chose
+     * otherwise (a near-tie) its expert may not even be materialised */
+    if ((rc = plena_moe_reference_f64(&rd.cfg, &rd.in, k ? ids : NULL, o64, NULL, err))) goto done;
     /* docs/design.md: the MoE bound is taken on the output before the
      * add-back, computed in float64 from the machine's normalised input (the
      * reference's checkpoints equal the device's when bit_exact holds); the
