@@ -221,10 +221,10 @@ static void parse_form(struct rform *r, uint8_t op)
     r->name = info->name;
     r->name_len = strlen(info->name);
     r->n = 0;
-    while (*d && r->n < 8) {
+    while (*d && *d != '|' && r->n < 8) {
         while (*d == ' ')
             d++;
-        if (!*d) break;
+        if (!*d || *d == '|') break; /* the first alternative is the canonical form */
         int opt = 0;
         if (*d == '?') {
             opt = 1;
