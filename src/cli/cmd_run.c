@@ -4,6 +4,7 @@
  * (src/run/run.h); this file parses, prints and picks the exit status. */
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -11,8 +12,13 @@
 
 struct run_cli {
     struct plena_run_opts o;
-    const char *log_level; /* accepted for compatibility, unused */
+    const char *log_level; /* upstream --log-level: only its HBM-dump effect is reproduced */
 };
+
+/* upstream's --log-level values (clap ValueEnum, lower case) */
+static const char *const log_level_names[] = {"trace", "debug", "info", "warn",
+                                              "error", "off",   NULL};
+static const struct plena_opt_enum log_levels = {.names = log_level_names};
 
 static int parse_hbm_size(const struct plena_opt *row, const char *v, void *base, char *msg,
                           size_t n)
@@ -72,7 +78,11 @@ static const struct plena_opt run_rows[] = {
         .def_text = "$PLENA_SETTINGS_TOML, ./plena_settings.toml, ../plena_settings.toml, else "
                     "the built-in copy"),
     PLENA_OPT_PATH_ROW("--log-file", "FILE", R, o.log_path, "recorded in run-stats log_path"),
-    PLENA_OPT_STR_ROW("--log-level", "LEVEL", R, log_level, "accepted for compatibility, ignored"),
+    PLENA_OPT_CHOICE_ROW("--log-level", "LEVEL", R, log_level, &log_levels,
+                         "upstream log filter: debug or trace also write hbm_dump.bin into the "
+                         "dump directory, as RUST_LOG / PLENA_EMULATOR_RUST_LOG enabling "
+                         "transactional_emulator::runner=debug do (unless --dump is given)",
+                         .def_text = "$RUST_LOG, else $PLENA_EMULATOR_RUST_LOG, else no HBM dump"),
 };
 #undef R
 
@@ -108,10 +118,27 @@ static int ends_with(const char *s, const char *suf)
     return n >= m && !strcmp(s + n - m, suf);
 }
 
+/* The upstream emulator writes hbm_dump.bin when DEBUG is enabled for its
+ * runner module: --log-level fully overrides RUST_LOG; the harnesses pass
+ * PLENA_EMULATOR_RUST_LOG on as RUST_LOG, so plena reads it when RUST_LOG
+ * is unset. Unlike upstream (whose unset default is debug, dumping all of
+ * HBM_SIZE), no filter at all means no HBM dump. */
+static int upstream_wants_hbm_dump(const char *log_level)
+{
+    const char *f = log_level;
+    if (!f) f = getenv("RUST_LOG");
+    if (!f || !*f) f = getenv("PLENA_EMULATOR_RUST_LOG");
+    if (!f || !*f) return 0;
+    int lvl = plena_run_log_filter_level(f, PLENA_RUN_UPSTREAM_RUNNER_TARGET);
+    return lvl == -2 || lvl >= 4; /* -2: no directive, upstream's default debug */
+}
+
 static int cmd_run(void *opts, const struct plena_cli_args *a)
 {
     struct run_cli *c = opts;
     struct plena_run_opts o = c->o;
+    if (!plena_opts_spelling(&run_spec, a->r, "--dump") && upstream_wants_hbm_dump(c->log_level))
+        o.dump_mask |= PLENA_DUMP_HBM;
     /* upstream default: --stage-profile-asm alone writes ./stage_profile.json */
     const char *asm_as = plena_opts_spelling(&run_spec, a->r, "--asm");
     if (asm_as && !strcmp(asm_as, "--stage-profile-asm") && !o.profile_path)

@@ -83,24 +83,6 @@ void plena_run_format_summary(const struct plena_run_outcome *o, char *buf, size
 #undef APPEND
 }
 
-int plena_run_parse_size(const char *s, uint64_t *out)
-{
-    if (!s || !*s || *s < '0' || *s > '9') return -1;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = 0;
-    if (*end == 'K' || *end == 'k')
-        shift = 10, end++;
-    else if (*end == 'M' || *end == 'm')
-        shift = 20, end++;
-    else if (*end == 'G' || *end == 'g')
-        shift = 30, end++;
-    if (*end != 0) return -1;
-    if (v == ULLONG_MAX || (shift && v > (UINT64_MAX >> shift))) return -1;
-    *out = (uint64_t)v << shift;
-    return 0;
-}
-
 int plena_run_parse_dump_list(const char *s, unsigned *mask)
 {
     static const struct {

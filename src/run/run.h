@@ -106,6 +106,15 @@ double plena_run_utilization(uint64_t bytes_read, uint64_t bytes_written, uint64
 
 /* Parses SIZE with an optional K/M/G (binary) suffix; 0 on success. */
 int plena_run_parse_size(const char *s, uint64_t *out);
+/* The level (0 off, 1 error, 2 warn, 3 info, 4 debug, 5 trace) that a
+ * RUST_LOG-style filter ("warn,crate=info,crate::mod=debug") gives events
+ * of `target`, as tracing-subscriber's EnvFilter decides it outside spans:
+ * the directive with the longest target that `target` starts with, else
+ * the bare level, else off; unparsable directives are skipped. -2 when
+ * the filter has no directive at all (the caller's default applies). */
+int plena_run_log_filter_level(const char *filter, const char *target);
+/* The tracing target of upstream's HBM dump decision (src/runner.rs). */
+#define PLENA_RUN_UPSTREAM_RUNNER_TARGET "transactional_emulator::runner"
 /* Parses a --dump LIST: vram,mram,fpsram,intsram,hbm | all | none. */
 int plena_run_parse_dump_list(const char *s, unsigned *mask);
 

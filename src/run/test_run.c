@@ -410,6 +410,81 @@ static void test_cli_usage(void **state)
     assert_int_not_equal(stat(path, &st), 0);
 }
 
+/* The upstream emulator's DEBUG decision for its runner (RUST_LOG is a
+ * tracing-subscriber EnvFilter); expected levels worked out from the
+ * EnvFilter rules: longest matching target, later equal one replaces,
+ * bare level as default, bad directives skipped. */
+static void test_upstream_log_filter(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *filter;
+        int level;
+    } cases[] = {
+        {"warn,transactional_emulator=info,transactional_emulator::runner=debug", 4},
+        {"warn,transactional_emulator=info", 3},
+        {"debug", 4},
+        {"WARN", 2},
+        {"4", 4},
+        {"", -2},
+        {" , ", -2},
+        {"transactional_emulator", 5},
+        {"transactional_emulator::runner=DEBUG", 4},
+        {"other_crate=debug", 0},
+        {"transactional_emulator::run=debug", 4}, /* a string prefix, as tracing matches */
+        {"info,transactional_emulator::runner=bogus", 3},
+        {"transactional_emulator[span]=debug,info", 3},
+        {"transactional_emulator::runner=debug,transactional_emulator::runner=warn", 2},
+        {"transactional_emulator::runner=debug,trace", 4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int got = plena_run_log_filter_level(cases[i].filter, PLENA_RUN_UPSTREAM_RUNNER_TARGET);
+        if (got != cases[i].level) fprintf(stderr, "'%s': %d\n", cases[i].filter, got);
+        assert_int_equal(got, cases[i].level);
+    }
+}
+
+static int exists_in(const char *dir, const char *name)
+{
+    char path[600];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s/%s", tmp, dir, name);
+    return stat(path, &st) == 0;
+}
+
+/* `plena run` in a harness's environment: hbm_dump.bin exactly when the
+ * runner's DEBUG is on (RUST_LOG, else PLENA_EMULATOR_RUST_LOG, or
+ * --log-level), and never against an explicit --dump. */
+static void test_upstream_hbm_dump(void **state)
+{
+    (void)state;
+    write_text("h.mem", "0x00014062\n");
+    static const struct {
+        const char *env, *args, *dir;
+        int hbm, vram;
+    } cases[] = {
+        {"PLENA_EMULATOR_RUST_LOG=warn,transactional_emulator::runner=debug", "", "h1", 1, 1},
+        {"RUST_LOG=warn,transactional_emulator=info", "", "h2", 0, 1},
+        {"RUST_LOG=transactional_emulator::runner=debug", "--dump vram", "h3", 0, 1},
+        {"", "--log-level debug", "h4", 1, 1},
+        {"RUST_LOG=transactional_emulator::runner=debug", "--log-level warn", "h5", 0, 1},
+        {"", "--dump hbm", "h6", 1, 0},
+        {"RUST_LOG=info PLENA_EMULATOR_RUST_LOG=debug", "", "h7", 0, 1}, /* RUST_LOG first */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = plena_test_sh("cd '%s' && env -u RUST_LOG -u PLENA_EMULATOR_RUST_LOG %s '%s' run "
+                               "--settings '%s' --program h.mem --dump-dir %s %s >%s.out 2>%s.err",
+                               tmp, cases[i].env, getenv("PLENA_BIN"), settings_path, cases[i].dir,
+                               cases[i].args, cases[i].dir, cases[i].dir);
+        assert_int_equal(rc, 0);
+        if (exists_in(cases[i].dir, "hbm_dump.bin") != cases[i].hbm)
+            fprintf(stderr, "case %zu: hbm_dump.bin %s\n", i, cases[i].hbm ? "missing" : "written");
+        assert_int_equal(exists_in(cases[i].dir, "hbm_dump.bin"), cases[i].hbm);
+        assert_int_equal(exists_in(cases[i].dir, "vram_dump.bin"), cases[i].vram);
+    }
+    assert_int_equal(run_cli("--program h.mem --log-level loud", "h8"), 2);
+}
+
 static void test_parse_helpers(void **state)
 {
     (void)state;
@@ -470,11 +545,12 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_helpers),   cmocka_unit_test(test_g2_end_to_end),
-        cmocka_unit_test(test_single_mv_mm_64), cmocka_unit_test(test_input_errors_exit_3),
-        cmocka_unit_test(test_traps_exit_1),    cmocka_unit_test(test_trap_profile_identities),
-        cmocka_unit_test(test_determinism),     cmocka_unit_test(test_legacy_and_markers),
-        cmocka_unit_test(test_cli_usage),
+        cmocka_unit_test(test_parse_helpers),     cmocka_unit_test(test_g2_end_to_end),
+        cmocka_unit_test(test_single_mv_mm_64),   cmocka_unit_test(test_input_errors_exit_3),
+        cmocka_unit_test(test_traps_exit_1),      cmocka_unit_test(test_trap_profile_identities),
+        cmocka_unit_test(test_determinism),       cmocka_unit_test(test_legacy_and_markers),
+        cmocka_unit_test(test_cli_usage),         cmocka_unit_test(test_upstream_log_filter),
+        cmocka_unit_test(test_upstream_hbm_dump),
     };
     if (getenv("PLENA_TEST_FILTER")) cmocka_set_test_filter(getenv("PLENA_TEST_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
