@@ -485,6 +485,36 @@ static void test_upstream_hbm_dump(void **state)
     assert_int_equal(run_cli("--program h.mem --log-level loud", "h8"), 2);
 }
 
+/* An upstream layer-norm test writes HBM_M_Prefetch_Amount below MLEN:
+ * the run goes ahead with MLEN and the warning on stderr. */
+static void test_upstream_prefetch_clamp(void **state)
+{
+    (void)state;
+    char *text;
+    size_t len;
+    assert_int_equal(plena_file_read_all(settings_path, &text, &len, NULL), 0);
+    const char *key = "[TRANSACTIONAL.CONFIG.HBM_M_Prefetch_Amount]\nvalue = 64\n";
+    char *at = strstr(text, key);
+    assert_non_null(at);
+    char edited[65536];
+    assert_true(len < sizeof edited - 16);
+    snprintf(edited, sizeof edited,
+             "%.*s[TRANSACTIONAL.CONFIG.HBM_M_Prefetch_Amount]\nvalue = "
+             "16\n%s",
+             (int)(at - text), text, at + strlen(key));
+    plena_free(text);
+    write_text("clamp.toml", edited);
+    write_text("c.mem", "0x00014062\n");
+    int rc = plena_test_sh("cd '%s' && '%s' run --settings clamp.toml --program c.mem --dump none "
+                           ">c.out 2>c.err",
+                           tmp, getenv("PLENA_BIN"));
+    assert_int_equal(rc, 0);
+    assert_true(contains("c.err", "plena run: warning: clamp.toml:"));
+    assert_true(contains("c.err", ": TRANSACTIONAL.CONFIG.HBM_M_Prefetch_Amount.value: 16 is below "
+                                  "MLEN (64); clamped to 64 (as the upstream emulator does)"));
+    assert_true(contains("c.out", "Topology"));
+}
+
 static void test_parse_helpers(void **state)
 {
     (void)state;
@@ -550,7 +580,7 @@ int main(void)
         cmocka_unit_test(test_traps_exit_1),      cmocka_unit_test(test_trap_profile_identities),
         cmocka_unit_test(test_determinism),       cmocka_unit_test(test_legacy_and_markers),
         cmocka_unit_test(test_cli_usage),         cmocka_unit_test(test_upstream_log_filter),
-        cmocka_unit_test(test_upstream_hbm_dump),
+        cmocka_unit_test(test_upstream_hbm_dump), cmocka_unit_test(test_upstream_prefetch_clamp),
     };
     if (getenv("PLENA_TEST_FILTER")) cmocka_set_test_filter(getenv("PLENA_TEST_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
