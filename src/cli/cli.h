@@ -6,6 +6,7 @@
 #define PLENA_CLI_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "cli/opts.h"
 #include "common/err.h"
@@ -84,8 +85,9 @@ int plena_cli_report(const char *cmd, const struct plena_err *err);
 int plena_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Prints the settings' warnings (clamped values, unknown keys) to stderr as
- * "plena <cmd>: warning: <text>", then how many were not kept. */
-void plena_cli_settings_warnings(const char *cmd, const struct plena_settings *s);
+ * "plena <cmd>: warning: <text>", then how many were not kept; the same
+ * lines also go to `copy` when it is not NULL (a --log-file). */
+void plena_cli_settings_warnings(const char *cmd, const struct plena_settings *s, FILE *copy);
 /* Prints "plena <cmd>: out of memory" and returns the exit code of
  * PLENA_E_NOMEM. */
 int plena_cli_nomem(const char *cmd);

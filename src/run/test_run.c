@@ -515,20 +515,87 @@ static void test_upstream_prefetch_clamp(void **state)
     assert_true(contains("c.out", "Topology"));
 }
 
+/* Upstream flags: --hbm-size suffixes, --log-file written, a lone
+ * --stage-profile-out ignored with a warning, a label-count mismatch under
+ * --stage-profile-asm a warning. */
+static void test_upstream_flags(void **state)
+{
+    (void)state;
+    write_text("f.mem", "0x00014062\n0x00014062\n");
+    write_text("f1.asm", "S_ADDI_INT gp1, gp0, 5\n");
+    /* HBM_SIZE of the test settings is 1 MiB; 1MiB and 1MB both mean it */
+    assert_int_equal(run_cli("--program f.mem --dump none --hbm-size 1MiB --stats s1.json", "f1"),
+                     0);
+    json_t *j = load("s1.json");
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(j, "behavior_config"), "HBM_SIZE")),
+        1048576);
+    json_decref(j);
+    assert_int_equal(run_cli("--program f.mem --dump none --hbm-size 2MB", "f2"), 0);
+    /* --log-file: what the run printed, appended */
+    write_text("run.log", "earlier line\n");
+    assert_int_equal(run_cli("--program f.mem --dump none --log-file run.log", "f3"), 0);
+    assert_true(contains("run.log", "earlier line\nTopology mlen="));
+    assert_true(contains("run.log", "HBM Statistics"));
+    assert_int_equal(run_cli("--program f.mem --dump none --log-file nodir/run.log", "f4"), 4);
+    assert_true(contains("f4.err", "parent directory does not exist: nodir"));
+    /* --stage-profile-out alone: ignored with a warning; --profile alone: usage */
+    assert_int_equal(run_cli("--program f.mem --dump none --stage-profile-out p5.json", "f5"), 0);
+    assert_true(contains("f5.err", "--stage-profile-out without --stage-profile-asm is ignored"));
+    struct stat st;
+    char path[600];
+    snprintf(path, sizeof path, "%s/p5.json", tmp);
+    assert_int_not_equal(stat(path, &st), 0);
+    assert_int_equal(run_cli("--program f.mem --dump none --profile p6.json", "f6"), 2);
+    /* one label for two instructions: warning and a profile under the upstream
+     * spelling, input error under --asm */
+    assert_int_equal(run_cli("--program f.mem --dump none --stage-profile-asm f1.asm "
+                             "--stage-profile-out p7.json",
+                             "f7"),
+                     0);
+    assert_true(contains("f7.err", "f1.asm: stage profile ASM label count 1 differs from the "
+                                   "decoded opcode count 2"));
+    j = load("p7.json");
+    assert_int_equal(geti(j, "total_instructions_executed"), 2);
+    json_decref(j);
+    assert_int_equal(run_cli("--program f.mem --dump none --asm f1.asm --profile p8.json", "f8"),
+                     3);
+}
+
 static void test_parse_helpers(void **state)
 {
     (void)state;
     static const struct {
         const char *text;
         uint64_t bytes;
-    } sizes[] = {{"1M", 1048576}, {"3K", 3072}, {"2G", 2147483648ull}, {"64", 64}};
+    } sizes[] = {{"1M", 1048576},
+                 {"3K", 3072},
+                 {"2G", 2147483648ull},
+                 {"64", 64},
+                 /* the spellings of upstream's --help and parse_size (cli.rs) */
+                 {"256MiB", 268435456},
+                 {"512KiB", 524288},
+                 {"1GiB", 1073741824},
+                 {"4KB", 4096},
+                 {"2MB", 2097152},
+                 {"1GB", 1073741824},
+                 {"1T", 1099511627776ull},
+                 {"1TiB", 1099511627776ull},
+                 {"3tb", 3298534883328ull},
+                 {"8kib", 8192},
+                 {" 128M ", 134217728},
+                 {"5I", 5},
+                 {"2KBB", 2048}};
     uint64_t v;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (plena_run_parse_size(sizes[i].text, &v)) fprintf(stderr, "'%s'\n", sizes[i].text);
         assert_int_equal(plena_run_parse_size(sizes[i].text, &v), 0);
         assert_int_equal(v, sizes[i].bytes);
     }
-    assert_int_not_equal(plena_run_parse_size("1T", &v), 0);
-    assert_int_not_equal(plena_run_parse_size("-1", &v), 0);
+    static const char *const bad[] = {
+        "-1", "", "M", "1.5G", "1P", "1 G", "1KM", "18446744073709551616", "16777216T"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_not_equal(plena_run_parse_size(bad[i], &v), 0);
     unsigned m;
     assert_int_equal(plena_run_parse_dump_list("vram,hbm", &m), 0);
     assert_int_equal(m, PLENA_DUMP_VRAM | PLENA_DUMP_HBM);
@@ -581,6 +648,7 @@ int main(void)
         cmocka_unit_test(test_determinism),       cmocka_unit_test(test_legacy_and_markers),
         cmocka_unit_test(test_cli_usage),         cmocka_unit_test(test_upstream_log_filter),
         cmocka_unit_test(test_upstream_hbm_dump), cmocka_unit_test(test_upstream_prefetch_clamp),
+        cmocka_unit_test(test_upstream_flags),
     };
     if (getenv("PLENA_TEST_FILTER")) cmocka_set_test_filter(getenv("PLENA_TEST_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -4,29 +4,62 @@
  * runner's DEBUG level is on, which is what makes upstream write
  * hbm_dump.bin. Facts from upstream's src/cli.rs and src/runner.rs; the
  * code is plena's. Nothing here prints. */
-#include <limits.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "run/run.h"
 
-/* SIZE with an optional K/M/G (binary) suffix. */
+static char upper(char c)
+{
+    return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c;
+}
+
+/* Upstream parse_size: trim blanks, digits, then a suffix that is upper-
+ * cased and stripped of trailing "IB" runs, then 'B' runs, then 'I' runs
+ * (so K, KB, KiB, kib, KIBIB all mean 2^10); "", K, M, G, T remain. */
 int plena_run_parse_size(const char *s, uint64_t *out)
 {
-    if (!s || !*s || *s < '0' || *s > '9') return -1;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = 0;
-    if (*end == 'K' || *end == 'k')
-        shift = 10, end++;
-    else if (*end == 'M' || *end == 'm')
-        shift = 20, end++;
-    else if (*end == 'G' || *end == 'g')
-        shift = 30, end++;
-    if (*end != 0) return -1;
-    if (v == ULLONG_MAX || (shift && v > (UINT64_MAX >> shift))) return -1;
-    *out = (uint64_t)v << shift;
+    if (!s) return -1;
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
+        n--;
+    size_t d = 0;
+    uint64_t v = 0;
+    while (d < n && s[d] >= '0' && s[d] <= '9') {
+        unsigned dig = (unsigned)(s[d] - '0');
+        if (v > (UINT64_MAX - dig) / 10) return -1;
+        v = v * 10 + dig;
+        d++;
+    }
+    if (d == 0) return -1;
+    char suf[32];
+    size_t k = n - d;
+    if (k >= sizeof suf) return -1;
+    for (size_t i = 0; i < k; i++)
+        suf[i] = upper(s[d + i]);
+    while (k >= 2 && suf[k - 2] == 'I' && suf[k - 1] == 'B')
+        k -= 2;
+    while (k >= 1 && suf[k - 1] == 'B')
+        k--;
+    while (k >= 1 && suf[k - 1] == 'I')
+        k--;
+    unsigned shift;
+    if (k == 0)
+        shift = 0;
+    else if (k == 1 && suf[0] == 'K')
+        shift = 10;
+    else if (k == 1 && suf[0] == 'M')
+        shift = 20;
+    else if (k == 1 && suf[0] == 'G')
+        shift = 30;
+    else if (k == 1 && suf[0] == 'T')
+        shift = 40;
+    else
+        return -1;
+    if (shift && v > (UINT64_MAX >> shift)) return -1;
+    *out = v << shift;
     return 0;
 }
 
