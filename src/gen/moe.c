@@ -1822,7 +1822,7 @@ static int pair_section(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
                 plena_emit_li(c, sg, gP, (uint64_t)t * k + j);
                 plena_emit_li(c, sg, gT, (uint64_t)t * V);
                 pair_body(c, cfg, pt, gP, gT, a);
-                c->pair = PLENA_PAIR_NONE;
+                c->pair = PLENA_GEN_PAIR_NONE;
             }
     }
     c->live = saved;
@@ -2252,7 +2252,7 @@ static int generate_once(const struct plena_moe_cfg *cfg, uint32_t T, struct ple
     c.p = prog;
     c.m = &cfg->m;
     c.va = &va;
-    c.pair = PLENA_PAIR_NONE;
+    c.pair = PLENA_GEN_PAIR_NONE;
     int rc = plena_moe_emit_layer(&c, cfg, T, info);
     info->vram_peak = va.peak;
     plena_vram_fini(&va);
