@@ -239,6 +239,7 @@ static int generate(struct ctx *c, struct plena_err *err)
                                    plena_err_format(&gerr, m, sizeof m));
             return 0;
         }
+        if (c->o->after_logits) c->o->after_logits(c->o->hook_ctx, c->logits, c->T, bo.cfg.E);
         bo.cfg.routing = PLENA_ROUTING_DEVICE;
         bo.router_logits = c->logits;
     }

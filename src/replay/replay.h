@@ -39,6 +39,9 @@ struct plena_replay_opts {
      * to corrupt an image or a dump and watch the gate fail. */
     void (*after_generate)(void *ctx, const char *build_dir);
     void (*after_run)(void *ctx, const char *build_dir);
+    /* --routing device: called with the preloaded logits [T*E] before the
+     * build (a test makes the device route elsewhere) */
+    void (*after_logits)(void *ctx, float *logits, uint32_t T, uint32_t E);
     void *hook_ctx;
 };
 
