@@ -147,6 +147,15 @@ static void test_sorted_skipped_and_filtered(void **state)
     plena_free(s);
 }
 
+/* export file `name` contains needle */
+static void file_has(const char *name, const char *needle)
+{
+    char *s = slurp(name);
+    assert_non_null(s);
+    assert_non_null(strstr(s, needle));
+    plena_free(s);
+}
+
 /* a result of trace t_r with routing `mode` and run figures (cycles, read, written) */
 static json_t *routed_result(const char *mode, int cycles, int rd, int wr, const char *seed)
 {
@@ -171,33 +180,23 @@ static void test_device_minus_fixed(void **state)
     put_result("t_r", routed_result("fixed", 1000, 500, 64, "1"));
     put_result("t_r.device", routed_result("device", 1234, 400, 96, "1"));
     assert_int_equal(plena_replay_export(g_root, 0, NULL, NULL), 0);
-    char *s = slurp("routing_tax.csv");
-    assert_non_null(strstr(s, "\nt_r,stage_derived,1500,2,0.25,,,\n"
-                              "t_r,stage_derived,1500,2,0.25,,,\n"
-                              "t_r,device_minus_fixed,,,,234,-100,32\n"));
-    plena_free(s);
-    s = slurp("replay_summary.json");
-    assert_non_null(strstr(s, "\"fixed_result\": \"t_r\""));
-    plena_free(s);
+    file_has("routing_tax.csv", "\nt_r,stage_derived,1500,2,0.25,,,\n"
+                                "t_r,stage_derived,1500,2,0.25,,,\n"
+                                "t_r,device_minus_fixed,,,,234,-100,32\n");
+    file_has("replay_summary.json", "\"fixed_result\": \"t_r\"");
 
     /* the fixed run with another weight seed is not the pair: null, no crash */
     put_result("t_r", routed_result("fixed", 1000, 500, 64, "2"));
     assert_int_equal(plena_replay_export(g_root, 0, NULL, NULL), 0);
-    s = slurp("routing_tax.csv");
-    assert_non_null(strstr(s, "\nt_r,device_minus_fixed,,,,,,\n"));
-    plena_free(s);
+    file_has("routing_tax.csv", "\nt_r,device_minus_fixed,,,,,,\n");
 
     /* only the device run: null deltas */
     char p[256];
     snprintf(p, sizeof p, "%s/t_r", g_root);
     assert_int_equal(plena_test_rmtree(p), 0);
     assert_int_equal(plena_replay_export(g_root, 0, NULL, NULL), 0);
-    s = slurp("routing_tax.csv");
-    assert_non_null(strstr(s, "\nt_r,device_minus_fixed,,,,,,\n"));
-    plena_free(s);
-    s = slurp("replay_summary.json");
-    assert_non_null(strstr(s, "\"fixed_result\": null"));
-    plena_free(s);
+    file_has("routing_tax.csv", "\nt_r,device_minus_fixed,,,,,,\n");
+    file_has("replay_summary.json", "\"fixed_result\": null");
 }
 
 static void test_missing_field_names_file(void **state)
