@@ -55,7 +55,8 @@ static int has_id(const uint32_t *v, uint32_t k, uint32_t id)
 }
 
 int plena_replay_routing_integrity_sets(const uint32_t *dev_ids, const uint32_t *trace_ids,
-                                        uint32_t T, uint32_t k, char *detail, size_t detail_n)
+                                        uint32_t T, uint32_t k, uint32_t t_base, char *detail,
+                                        size_t detail_n)
 {
     for (uint32_t t = 0; t < T; t++) {
         const uint32_t *d = dev_ids + (size_t)t * k, *r = trace_ids + (size_t)t * k;
@@ -70,7 +71,7 @@ int plena_replay_routing_integrity_sets(const uint32_t *dev_ids, const uint32_t 
                 snprintf(detail, detail_n,
                          "token %u: the device selected expert %u, which the trace does not "
                          "route there (the trace's expert %u was not selected)",
-                         t, d[j], miss);
+                         t_base + t, d[j], miss);
                 return 0;
             }
     }

@@ -293,7 +293,7 @@ static void check_routing_integrity(struct ctx *c)
     const size_t n = (size_t)c->T * c->K;
     if (c->o->routing_device) { /* device routing: the selected ids, as a set per token */
         int ok = c->dev_ids && plena_replay_routing_integrity_sets(c->dev_ids, c->ids, c->T, c->K,
-                                                                   detail, sizeof detail);
+                                                                   0, detail, sizeof detail);
         if (!c->dev_ids) snprintf(detail, sizeof detail, "the device routing could not be read");
         plena_replay_check_set(&c->checks, "routing_integrity", ok, "%s", detail);
         return;
@@ -346,6 +346,48 @@ static void check_routing_integrity(struct ctx *c)
     }
     plena_free(got);
     plena_free(img.bytes);
+    plena_replay_check_set(&c->checks, "routing_integrity", ok, "%s", detail);
+}
+
+/* Device routing, after the run: the ids the emulator selected, decoded from
+ * its INT SRAM dump (docs/replay.md "Device routing"): the last token block's
+ * pairs at int_base + ids_off (the last token's in the expert-major device
+ * form, which routes token by token), as sets per token against the trace's. */
+static void check_device_dump(struct ctx *c)
+{
+    const struct plena_replay_check *pre = plena_replay_check_find(&c->checks, "routing_integrity");
+    if (!pre || !pre->passed) return; /* the first failure stands */
+    char before[sizeof pre->detail], detail[512], p[4200];
+    snprintf(before, sizeof before, "%s", pre->detail);
+    const struct plena_moe_map *mp = &c->build.info.map;
+    const uint32_t t0 = mp->em_dev ? c->T - 1 : (mp->n_blocks - 1) * mp->t_blk, n = c->T - t0;
+    const size_t np = (size_t)n * c->K;
+    uint8_t *raw = plena_malloc(np * 4 + 1);
+    uint32_t *ids = plena_malloc((np + 1) * sizeof *ids);
+    struct plena_err e;
+    plena_err_clear(&e);
+    const char *dump = plena_emu_dump_file(PLENA_DUMP_INTSRAM);
+    int ok = 0;
+    if (!raw || !ids)
+        snprintf(detail, sizeof detail, "out of memory");
+    else if (path_in(c, dump, p, sizeof p) ||
+             plena_file_read_range(p, (uint64_t)(mp->int_base + mp->ids_off) * 4, raw, np * 4, &e))
+        snprintf(detail, sizeof detail, "%s: %s", dump, e.msg[0] ? e.msg : "path too long");
+    else {
+        for (size_t i = 0; i < np; i++)
+            ids[i] = (uint32_t)raw[4 * i] | (uint32_t)raw[4 * i + 1] << 8 |
+                     (uint32_t)raw[4 * i + 2] << 16 | (uint32_t)raw[4 * i + 3] << 24;
+        char why[400];
+        ok = plena_replay_routing_integrity_sets(ids, c->ids + (size_t)t0 * c->K, n, c->K, t0, why,
+                                                 sizeof why);
+        if (ok)
+            snprintf(detail, sizeof detail, "%s; %s holds them for tokens %u..%u", before, dump, t0,
+                     c->T - 1);
+        else
+            snprintf(detail, sizeof detail, "%s: %s", dump, why);
+    }
+    plena_free(raw);
+    plena_free(ids);
     plena_replay_check_set(&c->checks, "routing_integrity", ok, "%s", detail);
 }
 
@@ -943,6 +985,7 @@ int plena_replay_run(const struct plena_replay_item *it, const struct plena_repl
     /* steps 5-6 */
     if (c.generated && (rc = run_step(&c, err))) goto fail;
     if (c.ran && o->after_run) o->after_run(o->hook_ctx, c.dir);
+    if (c.ran && o->routing_device) check_device_dump(&c);
     if (c.generated && c.ran && (rc = functional_step(&c, err))) goto fail;
     /* step 7 */
     if (c.generated && c.ran && o->repeat >= 2 && (rc = repeat_step(&c, err))) goto fail;

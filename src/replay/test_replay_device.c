@@ -4,7 +4,8 @@
  * the preloaded logits, selects exactly the trace's experts, the output is bit-exact with the
  * reference, router_topk holds the router's cost (0 under fixed routing), and the exports pair
  * the two runs into a device_minus_fixed row whose deltas are the two results' differences.
- * A device that routes elsewhere (a logit raised by a test hook) fails routing integrity. */
+ * A device that routes elsewhere (a logit raised by a test hook) fails routing integrity, and
+ * so does an emulator whose INT SRAM dump holds other ids. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -62,7 +63,7 @@ static char *example_as(const char *name, size_t *len)
  * results.json, and the outcome code in *code. */
 static json_t *replay(const char *bytes, size_t len, const char *root, int device,
                       const char *lowering, void (*hook)(void *, float *, uint32_t, uint32_t),
-                      int *code)
+                      void (*after_run)(void *, const char *), int *code)
 {
     struct plena_replay_opts o;
     plena_replay_opts_default(&o);
@@ -71,6 +72,7 @@ static json_t *replay(const char *bytes, size_t len, const char *root, int devic
     o.routing_device = device;
     o.lowering = lowering;
     o.after_logits = hook;
+    o.after_run = after_run;
     char sh[65];
     assert_int_equal(plena_replay_settings_sha256(o.settings_path, sh, NULL), 0);
     struct plena_replay_item it;
@@ -125,8 +127,8 @@ static void family(const char *name, const char *lowering)
     char root[256];
     snprintf(root, sizeof root, "%s/%s_%s", g_tmp, name ? name : "default", lowering);
     int cf, cd;
-    json_t *f = replay(bytes, len, root, 0, lowering, NULL, &cf);
-    json_t *d = replay(bytes, len, root, 1, lowering, NULL, &cd);
+    json_t *f = replay(bytes, len, root, 0, lowering, NULL, NULL, &cf);
+    json_t *d = replay(bytes, len, root, 1, lowering, NULL, NULL, &cd);
     free(bytes);
     if (cd != PLENA_OK)
         fail_msg("%s %s: device replay failed: %s", name, lowering,
@@ -178,29 +180,53 @@ static void raise_expert0(void *ctx, float *logits, uint32_t T, uint32_t E)
     logits[0] = 8.0f;
 }
 
-static void routes_elsewhere(const char *name)
+/* every INT SRAM word of the dump becomes 0xFFFFFFFF: ids no trace routes to */
+static void spoil_int_dump(void *ctx, const char *dir)
+{
+    (void)ctx;
+    char p[512];
+    snprintf(p, sizeof p, "%s/intsram_dump.bin", dir);
+    char *bytes;
+    size_t n;
+    assert_int_equal(plena_file_read_all(p, &bytes, &n, NULL), 0);
+    memset(bytes, 0xff, n);
+    assert_int_equal(plena_file_write_atomic(p, bytes, n, NULL), 0);
+    plena_free(bytes);
+}
+
+static void routes_elsewhere(const char *name, const char *lowering,
+                             void (*hook)(void *, float *, uint32_t, uint32_t),
+                             void (*after_run)(void *, const char *), const char *expect)
 {
     size_t len;
     char *bytes = example_as(name, &len);
     char root[256];
-    snprintf(root, sizeof root, "%s/elsewhere_%s", g_tmp, name ? name : "default");
+    snprintf(root, sizeof root, "%s/elsewhere_%s_%s", g_tmp, name ? name : "default", lowering);
     int code;
-    json_t *r = replay(bytes, len, root, 1, "pair-major", raise_expert0, &code);
+    json_t *r = replay(bytes, len, root, 1, lowering, hook, after_run, &code);
     free(bytes);
     assert_int_equal(code, PLENA_E_FAILED);
     assert_true(json_is_false(json_object_get(json_object_get(r, "gate"), "passed")));
     const json_t *ri = check_of(r, "routing_integrity");
     assert_true(json_is_false(json_object_get(ri, "passed")));
-    assert_non_null(strstr(json_string_value(json_object_get(ri, "detail")),
-                           "token 0: the device selected expert 0"));
+    const char *detail = json_string_value(json_object_get(ri, "detail"));
+    if (!strstr(detail, expect)) fail_msg("routing_integrity detail: %s", detail);
     json_decref(r);
 }
 
 static void test_device_routing_elsewhere_fails_integrity(void **state)
 {
     (void)state;
-    routes_elsewhere(NULL);
-    routes_elsewhere("deepseek-v3");
+    routes_elsewhere(NULL, "pair-major", raise_expert0, NULL,
+                     "token 0: the device selected expert 0");
+    routes_elsewhere("deepseek-v3", "pair-major", raise_expert0, NULL,
+                     "token 0: the device selected expert 0");
+    /* the emulator's own ids, decoded from its INT SRAM dump: the last token
+     * block (pair-major: all 4 tokens), the last token (expert-major) */
+    routes_elsewhere(NULL, "pair-major", NULL, spoil_int_dump,
+                     "intsram_dump.bin: token 0: the device selected expert 4294967295");
+    routes_elsewhere("llama4-scout", "expert-major", NULL, spoil_int_dump,
+                     "intsram_dump.bin: token 3: the device selected expert 4294967295");
 }
 
 int main(void)
