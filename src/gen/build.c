@@ -435,7 +435,7 @@ static int stage_router_consts(const struct plena_moe_build_opts *o, struct plen
     }
     if ((t = plena_moe_abi_find(info, "router_sel_bias"))) {
         memset(tmp, 0, (size_t)eb * V * sizeof *tmp);
-        sel_bias_values(o, tmp);
+        if (!o->router_logits) sel_bias_values(o, tmp); /* preloaded logits: zero */
         if ((rc = stage_vram(b, t, tmp, eb, V, V))) return rc;
     }
     if ((t = plena_moe_abi_find(info, "router_eye"))) {
@@ -486,6 +486,13 @@ static int mark_present(const struct plena_moe_build_opts *o, struct plena_moe_b
             b->present[b->fixed_ids[p]] = 1;
         return 0;
     }
+    if (o->router_logits && o->fixed_ids) {
+        /* preloaded logits select exactly these (a device that routes
+         * elsewhere meets an expert without weights: the check fails) */
+        for (uint32_t p = 0; p < T * k; p++)
+            if (o->fixed_ids[p] < E) b->present[o->fixed_ids[p]] = 1;
+        return 0;
+    }
     if (!o->reachable_experts) {
         memset(b->present, 1, E);
         return 0;
@@ -529,6 +536,20 @@ static int stage_experts(const struct plena_moe_build_opts *o, struct plena_moe_
             }
         }
     }
+    return 0;
+}
+
+/* Preloaded logits into `logits` (T x eb rows; lanes beyond E 0, as the
+ * router GEMM leaves them). */
+static int stage_logits(const struct plena_moe_build_opts *o, struct plena_moe_build *b)
+{
+    const uint32_t V = b->cfg.m.vlen, E = b->cfg.E, eb = b->info.map.eb;
+    const struct plena_tensor *t = plena_moe_abi_find(&b->info, "logits");
+    if (!t || vram_need(b, t, V)) return PLENA_E_NOMEM;
+    for (uint32_t tok = 0; tok < b->T; tok++)
+        for (uint32_t i = 0; i < eb * V; i++)
+            b->vram[vaddr(t, tok * eb + i / V, i % V, V)] =
+                plena_num_bf16_from_f32(i < E ? o->router_logits[(size_t)tok * E + i] : 0.0f);
     return 0;
 }
 
@@ -582,7 +603,8 @@ static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_buil
     }
 
     /* ---- router ---- */
-    if (device) {
+    if (device && o->router_logits && (rc = stage_logits(o, b))) goto nomem;
+    if (device && !o->router_logits) {
         /* logical [H][E] */
         if (o->router_gaps) {
             memset(tmp, 0, (size_t)H * E * sizeof *tmp);
@@ -992,6 +1014,7 @@ int plena_moe_build_run(const struct plena_moe_build_opts *o, struct plena_moe_b
         memcpy(b->fixed_w32, o->fixed_w, n * sizeof *b->fixed_w32);
         b->cfg.route_ids = b->fixed_ids;
     }
+    b->cfg.router_logits_preloaded = cfg->routing == PLENA_ROUTING_DEVICE && o->router_logits;
     int rc = plena_moe_generate(cfg, o->T, &b->prog, &b->info, err);
     if (rc) return rc;
     if (plena_prog_words(&b->prog, &b->words, &b->n_words)) return fail_nomem(err);

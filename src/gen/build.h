@@ -54,6 +54,12 @@ struct plena_moe_build_opts {
      * direction d = t mod 4 (so ids >= E/2 are selected); h rows carry +1 at column d and 0 at the
      * other direction columns. */
     int router_gaps;
+    /* DEVICE routing with preloaded logits (replay, gen/router_logits.h):
+     * [T*E] router logits staged into the VRAM tensor `logits` instead of
+     * router weights (the builder sets cfg.router_logits_preloaded; the
+     * selection bias is staged as zeros). fixed_ids, when also given, names
+     * the experts the logits reach: only those are materialised. */
+    const float *router_logits;
     enum plena_mx_mode mx_mode;
     const char *out_dir; /* NULL: staged in memory only */
     int program_only;    /* write program.asm, program.mem, layout.json only */

@@ -1594,7 +1594,7 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
 
     /* HBM placement first: the windowed form changes the INT map */
     struct plena_hbm_alloc ha = {cfg->hbm_base, m->mlen > 64 ? m->mlen : 64};
-    if (device && !dot) {
+    if (device && !dot && !cfg->router_logits_preloaded) {
         mp->has_router_hbm = 1;
         mp->router_hbm = plena_hbm_place(&ha, mx_bytes((uint64_t)mp->H_p * mp->E_p), 0);
     }
@@ -2021,6 +2021,7 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
                                cfg->m.mlen);
     const int routed = cfg->routing != PLENA_ROUTING_NONE;
     const int device = cfg->routing == PLENA_ROUTING_DEVICE;
+    const int pre = device && cfg->router_logits_preloaded;
     const int shared = cfg->Is > 0;
     const int gate = shared && cfg->gate == PLENA_SHARED_GATE_SIGMOID;
     const int prenorm = cfg->residual == PLENA_RESIDUAL_PRE_NORM;
@@ -2069,8 +2070,9 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
         {1, &h, T, PR, mp->H_p, "h"},
         {prenorm, &res, T, PR, mp->H_p, "residual"},
         {prenorm, &gam, 1, 0, mp->H_p, "gamma"},
-        {device && cfg->router_form == PLENA_ROUTER_DOT, &wr, cfg->E, 0, mp->H_p, "router_w"},
-        {device && cfg->router_bias, &rb, mp->eb, 0, V, "router_b"},
+        {device && !pre && cfg->router_form == PLENA_ROUTER_DOT, &wr, cfg->E, 0, mp->H_p,
+         "router_w"},
+        {device && !pre && cfg->router_bias, &rb, mp->eb, 0, V, "router_b"},
         {rcustom && R.plan.lowering == PLENA_RLOWER_SOFTMAX && cfg->E % V, &R.pad, mp->eb, 0, V,
          "router_pad"},
         {rcustom && cfg->router.select_bias != PLENA_SELECT_BIAS_NONE, &R.bias, mp->eb, 0, V,
@@ -2084,7 +2086,7 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
         {gate, &wg, 1, 0, mp->H_p, "w_g"},
         {routed, &acc, T, PR, mp->H_p, "acc"},
         {shared, &S, T, PR, mp->H_p, "S"},
-        {device, &lg, mp->t_blk * mp->eb, 0, V, "logits"},
+        {device, &lg, (pre ? T : mp->t_blk) * mp->eb, 0, V, "logits"},
     };
     for (size_t i = 0; i < sizeof abi / sizeof abi[0]; i++) {
         if (!abi[i].want) continue;
@@ -2169,16 +2171,20 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
         struct plena_tensor x = gen_view(&h, r0, V);
         if (mp->n_blocks > 1)
             plena_prog_comment(p, "token block %u: rows %u..%u", b, r0, r0 + n - 1);
-        if (device) {
+        /* preloaded logits: the block's rows of all T tokens' logits */
+        struct plena_tensor lgb = pre ? gen_view(&lg, r0 * mp->eb, V) : lg;
+        if (device && !pre) {
             if (cfg->router_form == PLENA_ROUTER_DOT)
                 plena_moe_router_logits_dot(c, cfg, &x, &wr, &lg, n);
             else
                 plena_moe_router_logits_gemm(c, cfg, &x, mp->router_hbm, &lg, n);
             if (cfg->router_bias) plena_moe_router_bias_add(c, cfg, &lg, &rb, n);
+        }
+        if (device) {
             /* the device expert-major form runs V_TOPK itself, token by token */
             if (!mp->em_dev) {
                 enum plena_topk_encoding enc = PLENA_TOPK_ENC_NONE;
-                plena_moe_router_select(c, cfg, &R, &lg, n, mp->w_off, mp->ids_off, &enc);
+                plena_moe_router_select(c, cfg, &R, &lgb, n, mp->w_off, mp->ids_off, &enc);
                 info->topk_encoding = enc;
             }
         }
@@ -2196,7 +2202,7 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
             if (em) {
                 const struct plena_tensor *bias[3] = {&bg, &bu, &bd};
                 if (mp->em_dev)
-                    plena_moe_em_dev_block(c, cfg, T, r0, n, &pt.x, &pt.acc, &lg, bias, &ems, &R,
+                    plena_moe_em_dev_block(c, cfg, T, r0, n, &pt.x, &pt.acc, &lgb, bias, &ems, &R,
                                            &wrow, &info->topk_encoding);
                 else
                     plena_moe_em_block(c, cfg, &plan, b, &pt.x, &pt.acc, bias, &ems);

@@ -73,6 +73,11 @@ struct plena_moe_cfg {
      * expert-major plan sorts; NULL sizes the program for a balanced routing
      * (capacity checks) */
     const uint32_t *route_ids;
+    /* DEVICE routing (replay): the router logits of all T tokens are
+     * preloaded into the VRAM tensor `logits` (T x eb rows) instead of being
+     * computed by the router GEMM/dot (and its bias): router_topk then holds
+     * only the selection and weights (gen/router_logits.h) */
+    int router_logits_preloaded;
     uint64_t hbm_base; /* first HBM byte the layer may use */
     /* Fault injection (docs/lowering.md "Fault injection"): honoured only by
      * the test-only plena_gen_testing library; every other build ignores it.

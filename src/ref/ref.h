@@ -64,6 +64,8 @@ struct plena_moe_ref_in {
     const float *router_w;        /* GEMM: [H][E] decoded; DOT: [E][H] BF16 */
     const float *router_b;        /* [E] (router_bias only) */
     const float *router_sel_bias; /* [E] the router's selection bias (router.select_bias) */
+    const float *logits;          /* [T][E] preloaded router logits (BF16), or NULL: the
+                                   * router GEMM/dot and bias are replaced by them */
     const float *const *w_gate;   /* [E] -> [H][I] (NULL for experts never reached) */
     const float *const *w_up;     /* [E] -> [H][I] */
     const float *const *w_down;   /* [E] -> [I][H] */

@@ -81,9 +81,14 @@ static void token_input(const struct plena_moe_ref_cfg *cfg, const struct plena_
 
 /* The router logits of input x (and the router bias). */
 static void token_logits(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
-                         const double *x, double *lg)
+                         uint32_t t, const double *x, double *lg)
 {
     const uint32_t H = cfg->H, E = cfg->E;
+    if (in->logits) { /* preloaded: the logits are the input */
+        for (uint32_t e = 0; e < E; e++)
+            lg[e] = in->logits[(size_t)t * E + e];
+        return;
+    }
     if (cfg->router_form == PLENA_ROUTER_GEMM) {
         matvec(x, H, in->router_w, E, lg);
     } else {
@@ -131,7 +136,7 @@ int plena_moe_route_agreement_f64(const struct plena_moe_ref_cfg *cfg,
             sbias[e] = in->router_sel_bias[e];
     for (uint32_t t = 0; t < cfg->T; t++) {
         token_input(cfg, in, NULL, t, x);
-        token_logits(cfg, in, x, lg);
+        token_logits(cfg, in, t, x, lg);
         const int a =
             plena_router_agree_f64(&router, cfg->E, cfg->k, lg, sbias, ids + (size_t)t * cfg->k,
                                    PLENA_ROUTE_NEAR_TIE_TOL, err);
@@ -212,7 +217,7 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
             uint32_t sel[256];
             double w[256];
             if (cfg->routing == PLENA_ROUTING_DEVICE) {
-                token_logits(cfg, in, x, lg);
+                token_logits(cfg, in, t, x, lg);
                 /* the router as the model defines it (model/router.c) */
                 if (ids) memcpy(sel, ids + (size_t)t * k, k * sizeof *sel);
                 rc = ids ? plena_router_weights_f64(&router, E, k, lg, sbias, sel, w, err)

@@ -132,7 +132,15 @@ static int refdata_from_build(const struct plena_moe_build *b, struct plena_veri
         if (!(rd->gamma = from_vram(b, "gamma", 1, H, err))) return PLENA_E_INTERNAL;
         in->gamma = rd->gamma;
     }
-    if (cfg->routing == PLENA_ROUTING_DEVICE) {
+    if (cfg->routing == PLENA_ROUTING_DEVICE && cfg->router_logits_preloaded) {
+        /* the staged logits rows, token t's eb rows flat: expert e at t*eb*V + e */
+        float *rows = from_vram(b, "logits", T * mp->eb, V, err);
+        if (!rows) return PLENA_E_INTERNAL;
+        for (uint32_t t = 0; t < T; t++)
+            memmove(rows + (size_t)t * E, rows + (size_t)t * mp->eb * V, E * sizeof *rows);
+        rd->logits = rows;
+        in->logits = rd->logits;
+    } else if (cfg->routing == PLENA_ROUTING_DEVICE) {
         if (cfg->router_form == PLENA_ROUTER_GEMM)
             rd->router_w = decode_mx(b, mp->router_hbm, H, E, mp->H_p, mp->E_p, err);
         else
@@ -145,6 +153,8 @@ static int refdata_from_build(const struct plena_moe_build *b, struct plena_veri
             rd->router_b = rows; /* [eb][V] flat = bias[e] at e */
             in->router_b = rd->router_b;
         }
+    }
+    if (cfg->routing == PLENA_ROUTING_DEVICE) {
         c->router = cfg->router;
         c->weight_rows = mp->dev_router && b->info.routed_lowering == PLENA_LOWERING_EXPERT_MAJOR;
         if (plena_moe_abi_find(&b->info, "router_sel_bias")) {
@@ -286,6 +296,7 @@ void plena_verify_refdata_free(struct plena_verify_refdata *rd)
     plena_free(rd->router_w);
     plena_free(rd->router_b);
     plena_free(rd->router_sel_bias);
+    plena_free(rd->logits);
     for (int q = 0; q < 3; q++) {
         plena_free(rd->ws[q]);
         if (rd->w[q])

@@ -25,6 +25,7 @@ struct plena_verify_refdata {
     struct plena_moe_ref_in in;
     /* owned storage behind `in` */
     float *h, *gamma, *router_w, *router_b, *router_sel_bias, *ws[3], *w_sg, *fixed_w;
+    float *logits; /* preloaded router logits [T][E] */
     float **w[3], **bias[3];
     uint32_t *fixed_ids;
 };
