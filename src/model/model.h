@@ -229,6 +229,10 @@ const struct plena_moe_model *plena_model_preset_at(unsigned i);
  * JSON (docs/lowering.md "Model files"). Unknown name / bad file: PLENA_E_INPUT. */
 int plena_model_resolve(const char *name_or_path, struct plena_moe_model *out,
                         struct plena_err *err);
+/* The HF-style config file at path (model_file.c): the family from
+ * model_type / architectures, the shape and every router key; an unmodelled
+ * value is PLENA_E_INPUT naming file:$.key and the value. */
+int plena_model_read_config(const char *path, struct plena_moe_model *out, struct plena_err *err);
 /* Shape checks shared by the generator, the CLI and the trace replay tier. */
 int plena_model_validate(const struct plena_moe_model *m, uint32_t mlen, struct plena_err *err);
 /* n_shared * moe_inter (0 on 0 inputs or overflow). */
