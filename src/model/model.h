@@ -173,6 +173,18 @@ uint64_t plena_router_drop_over_capacity(const struct plena_router *r, uint32_t 
                                          uint32_t k, const uint32_t *ids, double *w,
                                          uint32_t *count);
 
+/* Synthetic routing of one token with the router's properties (plena trace
+ * gen; plena moe --routing random|balanced may call it): ids[k], drawn by a
+ * distribution, are repaired to use at most topk_group groups (an id of a
+ * further group moves to the next id of the row's groups no rank uses), and
+ * w[k] (positive, non-increasing: the softmax over the selected of some
+ * logits) become the router's weights of logits log(w[j]) (at least
+ * log(w[0]) - 4) at ids[j] and 1 below the least elsewhere (no selection bias): normalised, scaled,
+ * sigmoid of the selected as the router defines. Unchanged where the router's weights are the
+ * softmax over the selected. A router not set: no change. */
+int plena_router_synth_row(const struct plena_router *r, uint32_t E, uint32_t k, uint32_t *ids,
+                           double *w, struct plena_err *err);
+
 /* How plena routes a router on the device (gen/router.c) and how the
  * bit-exact reference mirrors it (ref/ref.c): one owner of the decision, so
  * the generator and the reference cannot disagree (docs/lowering.md
