@@ -66,7 +66,22 @@ ENUM_FUNCTIONS(residual_mode, PLENA_RESIDUAL_MODE_LIST)
 ENUM_FUNCTIONS(router_score, PLENA_ROUTER_SCORE_LIST)
 ENUM_FUNCTIONS(select_bias, PLENA_SELECT_BIAS_LIST)
 ENUM_FUNCTIONS(group_score, PLENA_GROUP_SCORE_LIST)
+ENUM_FUNCTIONS(topk_method, PLENA_TOPK_METHOD_LIST)
 ENUM_FUNCTIONS(router_norm, PLENA_ROUTER_NORM_LIST)
+
+enum plena_group_score plena_topk_method_group(enum plena_topk_method m)
+{
+    return m == PLENA_TOPK_NOAUX_TC               ? PLENA_GROUP_TOP2_SUM
+           : m == PLENA_TOPK_GROUP_LIMITED_GREEDY ? PLENA_GROUP_MAX
+                                                  : PLENA_GROUP_NONE;
+}
+
+enum plena_topk_method plena_group_topk_method(enum plena_group_score g)
+{
+    return g == PLENA_GROUP_TOP2_SUM ? PLENA_TOPK_NOAUX_TC
+           : g == PLENA_GROUP_MAX    ? PLENA_TOPK_GROUP_LIMITED_GREEDY
+                                     : PLENA_TOPK_GREEDY;
+}
 ENUM_FUNCTIONS(capacity_rule, PLENA_CAPACITY_LIST)
 ENUM_FUNCTIONS(router_lowering, PLENA_ROUTER_LOWERING_LIST)
 ENUM_FUNCTIONS(weights_mode, PLENA_WEIGHTS_MODE_LIST)

@@ -60,6 +60,13 @@
     X(PLENA_GROUP_NONE, "none")                                                                    \
     X(PLENA_GROUP_TOP2_SUM, "top2_sum")                                                            \
     X(PLENA_GROUP_MAX, "max")
+/* HF's topk_method, how the configs and the router objects spell the group
+ * score: greedy (no groups), group_limited_greedy (max), noaux_tc (top2_sum,
+ * with DeepSeek-V3's e_score_correction_bias) */
+#define PLENA_TOPK_METHOD_LIST(X)                                                                  \
+    X(PLENA_TOPK_GREEDY, "greedy")                                                                 \
+    X(PLENA_TOPK_GROUP_LIMITED_GREEDY, "group_limited_greedy")                                     \
+    X(PLENA_TOPK_NOAUX_TC, "noaux_tc")
 /* normalisation of the selected weights: none; w / (sum + norm_eps); w /
  * max(sum, norm_eps) (ERNIE moe_norm_min); w / L1 norm (DBRX p = 1) */
 #define PLENA_ROUTER_NORM_LIST(X)                                                                  \
@@ -103,7 +110,11 @@ PLENA_MODEL_ENUM(residual_mode, PLENA_RESIDUAL_MODE_LIST)
 PLENA_MODEL_ENUM(router_score, PLENA_ROUTER_SCORE_LIST)
 PLENA_MODEL_ENUM(select_bias, PLENA_SELECT_BIAS_LIST)
 PLENA_MODEL_ENUM(group_score, PLENA_GROUP_SCORE_LIST)
+PLENA_MODEL_ENUM(topk_method, PLENA_TOPK_METHOD_LIST)
 PLENA_MODEL_ENUM(router_norm, PLENA_ROUTER_NORM_LIST)
+/* The group score of a topk_method and the topk_method of a group score. */
+enum plena_group_score plena_topk_method_group(enum plena_topk_method m);
+enum plena_topk_method plena_group_topk_method(enum plena_group_score g);
 PLENA_MODEL_ENUM(capacity_rule, PLENA_CAPACITY_LIST)
 PLENA_MODEL_ENUM(weights_mode, PLENA_WEIGHTS_MODE_LIST)
 PLENA_MODEL_ENUM(input_mode, PLENA_INPUT_MODE_LIST)

@@ -17,7 +17,10 @@
 /* One row per family: HF model_type, its architectures[0], the preset it
  * starts from, the topk_method values its code accepts, whether it reads
  * scoring_func, and the epsilon of its renormalisation. */
-enum { M_GREEDY = 1, M_GROUP_MAX = 2, M_NOAUX = 4, M_ANY = 7 };
+#define M_GREEDY    (1u << PLENA_TOPK_GREEDY)
+#define M_GROUP_MAX (1u << PLENA_TOPK_GROUP_LIMITED_GREEDY)
+#define M_NOAUX     (1u << PLENA_TOPK_NOAUX_TC)
+#define M_ANY       (M_GREEDY | M_GROUP_MAX | M_NOAUX)
 static const struct family {
     const char *model_type, *arch, *preset;
     unsigned methods;
@@ -214,18 +217,16 @@ static int read_groups(const struct cfg *c, const struct plena_moe_model *m, str
                       : r->group_score == PLENA_GROUP_MAX                     ? M_GROUP_MAX
                                                                               : M_GREEDY;
     if (v) {
-        const char *s = json_string_value(v);
-        method = !s                                   ? 0
-                 : !strcmp(s, "greedy")               ? M_GREEDY
-                 : !strcmp(s, "group_limited_greedy") ? M_GROUP_MAX
-                 : !strcmp(s, "noaux_tc")             ? M_NOAUX
-                                                      : 0;
+        enum plena_topk_method tm;
+        method = plena_topk_method_parse(json_string_value(v), &tm) ? 0 : 1u << tm;
         const unsigned allowed = c->fam ? c->fam->methods : M_ANY;
         if (!(method & allowed)) {
             char what[160];
-            snprintf(what, sizeof what, "%s%s%s", allowed & M_GREEDY ? "\"greedy\" " : "",
-                     allowed & M_GROUP_MAX ? "\"group_limited_greedy\" " : "",
-                     allowed & M_NOAUX ? "\"noaux_tc\"" : "");
+            size_t off = 0;
+            for (unsigned q = PLENA_TOPK_GREEDY; q <= PLENA_TOPK_NOAUX_TC; q++)
+                if (allowed & (1u << q) && off < sizeof what)
+                    off += (size_t)snprintf(what + off, sizeof what - off, "%s\"%s\"",
+                                            off ? " or " : "", plena_topk_method_name(q));
             return fail_value(c, w, v, what);
         }
     }
