@@ -195,6 +195,12 @@ uint64_t plena_router_drop_over_capacity(const struct plena_router *r, uint32_t 
  * softmax over the selected. A router not set: no change. */
 int plena_router_synth_row(const struct plena_router *r, uint32_t E, uint32_t k, uint32_t *ids,
                            double *w, struct plena_err *err);
+/* T tokens' ids[T x k] and w[T x k] (binary32, as traces and fixed routing
+ * hold them) through plena_router_synth_row, then the pairs over capacity
+ * weighted 0 (plena_router_drop_over_capacity): what `plena trace gen` does
+ * and `plena moe --routing random|balanced` can call. */
+int plena_router_synth(const struct plena_router *r, uint32_t T, uint32_t E, uint32_t k,
+                       uint32_t *ids, float *w, struct plena_err *err);
 
 /* How plena routes a router on the device (gen/router.c) and how the
  * bit-exact reference mirrors it (ref/ref.c): one owner of the decision, so

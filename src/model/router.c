@@ -415,3 +415,27 @@ int plena_router_synth_row(const struct plena_router *r, uint32_t E, uint32_t k,
     plena_free(logits);
     return rc;
 }
+
+int plena_router_synth(const struct plena_router *r, uint32_t T, uint32_t E, uint32_t k,
+                       uint32_t *ids, float *w, struct plena_err *err)
+{
+    if (!plena_router_is_set(r)) return 0;
+    if (!E || !k || k > E)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "router", "top_k %u of %u experts", k, E);
+    const size_t n = (size_t)T * k;
+    double *wd = plena_malloc((n ? n : 1) * sizeof *wd);
+    uint32_t *cnt = plena_malloc((size_t)E * sizeof *cnt);
+    int rc = 0;
+    if (!wd || !cnt) rc = PLENA_FAIL(err, PLENA_E_NOMEM, "router", "out of memory");
+    for (size_t i = 0; i < n && !rc; i++)
+        wd[i] = (double)w[i];
+    for (uint32_t t = 0; t < T && !rc; t++)
+        rc = plena_router_synth_row(r, E, k, ids + (size_t)t * k, wd + (size_t)t * k, err);
+    if (!rc && r->capacity != PLENA_CAPACITY_NONE)
+        plena_router_drop_over_capacity(r, T, E, k, ids, wd, cnt);
+    for (size_t i = 0; i < n && !rc; i++)
+        w[i] = (float)wd[i];
+    plena_free(wd);
+    plena_free(cnt);
+    return rc;
+}

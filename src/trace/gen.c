@@ -133,49 +133,20 @@ static int cmp_desc(const void *a, const void *b)
     return x > y ? -1 : x < y;
 }
 
-/* The row with the model's router properties (plena_router_synth_row):
- * groups, normalisation, scaling, sigmoid of the selected. a and wd are
- * scratch of K entries. */
-static int router_row(const struct plena_moe_model *m, int64_t *row, float *wr, uint32_t *a,
-                      double *wd, struct plena_err *err)
+/* The rows with the model's router properties (plena_router_synth): groups,
+ * normalisation, scaling, sigmoid of the selected, capacity drops. */
+static int router_rows(const struct plena_moe_model *m, uint32_t T, int64_t *ids, float *w,
+                       struct plena_err *err)
 {
-    const uint32_t K = m->top_k;
-    for (uint32_t j = 0; j < K; j++) {
-        a[j] = (uint32_t)row[j];
-        wd[j] = (double)wr[j];
-    }
-    int rc = plena_router_synth_row(&m->router, m->num_experts, K, a, wd, err);
-    for (uint32_t j = 0; j < K && !rc; j++) {
-        row[j] = a[j];
-        wr[j] = (float)wd[j];
-    }
-    return rc;
-}
-
-/* Pairs over an expert's capacity get weight 0 (the pair stays). */
-static int router_capacity(const struct plena_moe_model *m, uint32_t T, const int64_t *ids,
-                           float *w, struct plena_err *err)
-{
-    if (!plena_router_is_set(&m->router) || m->router.capacity == PLENA_CAPACITY_NONE) return 0;
     const size_t n = (size_t)T * m->top_k;
     uint32_t *id32 = plena_malloc(n * sizeof *id32);
-    double *wd = plena_malloc(n * sizeof *wd);
-    uint32_t *cnt = plena_malloc((size_t)m->num_experts * sizeof *cnt);
-    int rc = 0;
-    if (!id32 || !wd || !cnt) {
-        rc = PLENA_FAIL(err, PLENA_E_NOMEM, "trace gen", "out of memory");
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            id32[i] = (uint32_t)ids[i];
-            wd[i] = w[i];
-        }
-        plena_router_drop_over_capacity(&m->router, T, m->num_experts, m->top_k, id32, wd, cnt);
-        for (size_t i = 0; i < n; i++)
-            w[i] = (float)wd[i];
-    }
+    if (!id32) return PLENA_FAIL(err, PLENA_E_NOMEM, "trace gen", "out of memory");
+    for (size_t i = 0; i < n; i++)
+        id32[i] = (uint32_t)ids[i];
+    int rc = plena_router_synth(&m->router, T, m->num_experts, m->top_k, id32, w, err);
+    for (size_t i = 0; i < n && !rc; i++)
+        ids[i] = id32[i];
     plena_free(id32);
-    plena_free(wd);
-    plena_free(cnt);
     return rc;
 }
 
@@ -198,10 +169,8 @@ int plena_trace_gen_tree(const struct plena_trace_gen_opts *o, json_t **tree, st
     double *p = plena_calloc(E, sizeof *p);
     uint32_t *a = plena_calloc(E, sizeof *a);
     unsigned char *taken = plena_calloc(E, 1);
-    uint32_t *rid = plena_calloc(K, sizeof *rid);
-    int64_t *counts = plena_calloc(E, sizeof *counts), *lst = plena_calloc(E, sizeof *lst);
     int rc = 0;
-    if (!ids || !w || !wd || !p || !a || !taken || !rid || !counts || !lst) {
+    if (!ids || !w || !wd || !p || !a || !taken) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, "trace gen", "out of memory");
         goto out;
     }
@@ -282,11 +251,8 @@ int plena_trace_gen_tree(const struct plena_trace_gen_opts *o, json_t **tree, st
             for (uint32_t j = 0; j < K; j++)
                 wr[j] = (float)(1.0 / K);
         }
-        if ((rc = router_row(m, row, wr, rid, wd, err))) goto out;
-        for (uint32_t j = 0; j < K; j++)
-            counts[row[j]]++;
     }
-    if ((rc = router_capacity(m, T, ids, w, err))) goto out;
+    if ((rc = router_rows(m, T, ids, w, err))) goto out;
     char id[512], src[96];
     snprintf(id, sizeof id, "syn_%s_%s_t%u_s%llu_n%u_l%u", o->dist_text, m->name, T,
              (unsigned long long)o->seed, o->sample, o->layer);
@@ -338,9 +304,6 @@ out:
     plena_free(p);
     plena_free(a);
     plena_free(taken);
-    plena_free(rid);
-    plena_free(counts);
-    plena_free(lst);
     return rc;
 }
 
