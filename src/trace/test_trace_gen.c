@@ -275,6 +275,27 @@ static void test_family_capacity(void **state)
     json_decref(t);
 }
 
+/* V090: a router description that does not fit the model (topk_group above
+ * n_group, an unknown scoring_func) is one error naming model.router. */
+static void test_router_description(void **state)
+{
+    (void)state;
+    char codes[128];
+    json_t *t = family_trace("deepseek-v3", 2, "uniform", 0);
+    json_t *ro = json_object_get(json_object_get(t, "model"), "router");
+    json_object_set_new(ro, "topk_group", json_integer(9));
+    codes_of(t, codes, sizeof codes);
+    assert_string_equal(codes, "V090 ");
+    json_object_set_new(ro, "topk_group", json_integer(4));
+    json_object_set_new(ro, "scoring_func", json_string("tanh"));
+    codes_of(t, codes, sizeof codes);
+    assert_string_equal(codes, "V090 ");
+    json_object_set_new(ro, "scoring_func", json_string("sigmoid"));
+    codes_of(t, codes, sizeof codes);
+    assert_string_equal(codes, "");
+    json_decref(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -285,6 +306,7 @@ int main(void)
         cmocka_unit_test(test_family_unnormalised),
         cmocka_unit_test(test_family_llama4),
         cmocka_unit_test(test_family_capacity),
+        cmocka_unit_test(test_router_description),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

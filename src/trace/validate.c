@@ -28,7 +28,8 @@ struct ctx {
     int version; /* 1 or 2; 2 when schema_version is unusable */
     json_t *val[PLENA_TF_COUNT];
     unsigned char st[PLENA_TF_COUNT];
-    int has_router; /* model.router parsed and valid for E and k: the V091-V094 rules */
+    int has_router; /* 1: model.router parsed and fits E and k (the V091-V094 rules);
+                     * -1: it did not (V090), and no sum rule judges the rows */
     struct plena_router router;
 };
 
@@ -455,6 +456,7 @@ static void check_router(struct ctx *c)
         plena_router_validate(&c->router, (uint32_t)ival(c, PLENA_TF_MODEL_NUM_EXPERTS),
                               (uint32_t)ival(c, PLENA_TF_MODEL_TOP_K), "model.router", &err)) {
         fail(c, "V090", err.where[0] ? err.where : "model.router", "%s", err.msg);
+        c->has_router = -1;
         return;
     }
     c->has_router = 1;
@@ -543,7 +545,7 @@ struct routing_dims {
 static void check_row_groups(struct ctx *c, size_t t, const json_t *row, int64_t E)
 {
     const struct plena_router *r = &c->router;
-    if (!c->has_router || r->n_group < 2 || E <= 0 || E % r->n_group) return;
+    if (c->has_router != 1 || r->n_group < 2 || E <= 0 || E % r->n_group) return;
     const int64_t per = E / r->n_group;
     int64_t used[256];
     size_t n = 0;
@@ -695,7 +697,7 @@ static void walk_weights(struct ctx *c, const struct routing_dims *dm)
     if (!strcmp(ws, "imported") || !strcmp(ws, "unspecified")) sum_mode = order_mode = W_WARN;
     /* a router description replaces the weight source's sum rule (V091),
      * except for weights declared uniform for timing only */
-    const int rt = c->has_router && strcmp(ws, "uniform_weights_timing_only") != 0;
+    const int rt = c->has_router == 1 && strcmp(ws, "uniform_weights_timing_only") != 0;
     const int drops = rt && c->router.capacity != PLENA_CAPACITY_NONE;
     if (dm->T >= 0 && (int64_t)n != dm->T)
         fail(c, "V046", "routing.topk_weights", "has %zu rows, expected token_count %lld", n,
@@ -751,7 +753,7 @@ static void walk_weights(struct ctx *c, const struct routing_dims *dm)
             prev = fw;
             ranked = 1;
         }
-        if (!row_ok) continue;
+        if (!row_ok || c->has_router < 0) continue; /* a bad router: V090 said it */
         if (rt) {
             check_row_sum(c, t, (size_t)(dm->K >= 0 ? dm->K : 0), sum, n_zero > 0);
         } else if (!have_ws) {
@@ -883,7 +885,7 @@ static void check_stats(struct ctx *c, const int64_t *counts, size_t E)
 static void check_capacity(struct ctx *c, const struct routing_dims *dm, int64_t *kept)
 {
     const struct plena_router *r = &c->router;
-    if (!c->has_router || r->capacity == PLENA_CAPACITY_NONE || dm->T < 0 || dm->K < 0 ||
+    if (c->has_router != 1 || r->capacity == PLENA_CAPACITY_NONE || dm->T < 0 || dm->K < 0 ||
         dm->E <= 0)
         return;
     json_t *ids = c->val[PLENA_TF_ROUTING_TOPK_INDICES],
