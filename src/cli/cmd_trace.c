@@ -578,7 +578,8 @@ static const struct plena_opt gen_rows[] = {
                        .def = "1"),
     PLENA_OPT_ENUM_ROW("--phase", "P", G, o.decode, &gen_phases, "phase of every trace"),
     PLENA_OPT_ENUM_ROW("--route-weights", "W", G, o.random_weights, &route_weights,
-                       "route weights of every token"),
+                       "route weights of every token (1/k or random), then through the model's "
+                       "router: normalisation, routed scaling, groups, capacity"),
     PLENA_OPT_FLAG_ROW("--permute", G, o.permute,
                        "zipf: shuffle the rank order (derive(seed, 6, layer))"),
     PLENA_OPT_CUSTOM_ROW("--hot-ids", "LIST", G, hot, parse_hot_ids, "a list of expert ids",

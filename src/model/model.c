@@ -66,7 +66,22 @@ ENUM_FUNCTIONS(residual_mode, PLENA_RESIDUAL_MODE_LIST)
 ENUM_FUNCTIONS(router_score, PLENA_ROUTER_SCORE_LIST)
 ENUM_FUNCTIONS(select_bias, PLENA_SELECT_BIAS_LIST)
 ENUM_FUNCTIONS(group_score, PLENA_GROUP_SCORE_LIST)
+ENUM_FUNCTIONS(topk_method, PLENA_TOPK_METHOD_LIST)
 ENUM_FUNCTIONS(router_norm, PLENA_ROUTER_NORM_LIST)
+
+enum plena_group_score plena_topk_method_group(enum plena_topk_method m)
+{
+    return m == PLENA_TOPK_NOAUX_TC               ? PLENA_GROUP_TOP2_SUM
+           : m == PLENA_TOPK_GROUP_LIMITED_GREEDY ? PLENA_GROUP_MAX
+                                                  : PLENA_GROUP_NONE;
+}
+
+enum plena_topk_method plena_group_topk_method(enum plena_group_score g)
+{
+    return g == PLENA_GROUP_TOP2_SUM ? PLENA_TOPK_NOAUX_TC
+           : g == PLENA_GROUP_MAX    ? PLENA_TOPK_GROUP_LIMITED_GREEDY
+                                     : PLENA_TOPK_GREEDY;
+}
 ENUM_FUNCTIONS(capacity_rule, PLENA_CAPACITY_LIST)
 ENUM_FUNCTIONS(router_lowering, PLENA_ROUTER_LOWERING_LIST)
 ENUM_FUNCTIONS(weights_mode, PLENA_WEIGHTS_MODE_LIST)
@@ -152,121 +167,6 @@ uint32_t plena_model_fused_shared_width(uint32_t n_shared, uint32_t moe_inter)
     return v > UINT32_MAX ? 0 : (uint32_t)v;
 }
 
-/* First present integer field among `keys`; 0 when none (then *found = 0). */
-static int get_uint(json_t *root, const char *const *keys, uint32_t *out, const char **which,
-                    const char *path, struct plena_err *err)
-{
-    for (unsigned i = 0; keys[i]; i++) {
-        json_t *v = json_object_get(root, keys[i]);
-        if (!v) continue;
-        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-            json_integer_value(v) > (json_int_t)UINT32_MAX) {
-            char w[300];
-            snprintf(w, sizeof w, "%s:$.%s", path, keys[i]);
-            return PLENA_FAIL(err, PLENA_E_INPUT, w, "expected a non-negative integer");
-        }
-        *out = (uint32_t)json_integer_value(v);
-        if (which) *which = keys[i];
-        return 1;
-    }
-    return 0;
-}
-
-/* The router of an HF-style config (docs/lowering.md "Model files"): the
- * softmax-top-k default, then every router key the published configs use,
- * each type-checked; a value plena does not model is refused, naming the key
- * and the value. */
-static int resolve_router(json_t *root, const char *path, struct plena_moe_model *m,
-                          struct plena_err *err)
-{
-    struct plena_router *r = &m->router;
-    plena_router_default(r);
-    char w[300];
-    json_t *v;
-    if ((v = json_object_get(root, "norm_topk_prob"))) {
-        if (!json_is_boolean(v)) {
-            snprintf(w, sizeof w, "%s:$.norm_topk_prob", path);
-            return PLENA_FAIL(err, PLENA_E_INPUT, w, "expected true or false");
-        }
-        r->norm = json_is_true(v) ? PLENA_NORM_SUM : PLENA_NORM_NONE;
-    }
-    return plena_router_validate(r, m->num_experts, m->top_k, path, err);
-}
-
-static int resolve_file(const char *path, struct plena_moe_model *m, struct plena_err *err)
-{
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
-    if (!root) {
-        char w[300];
-        snprintf(w, sizeof w, "%s:%d:%d", path, je.line, je.column);
-        return PLENA_FAIL(err, PLENA_E_INPUT, w,
-                          "not a preset name and not a readable model config JSON: %s", je.text);
-    }
-    int rc = 0;
-    memset(m, 0, sizeof *m);
-    /* The model's name is the file's base name without a `.json` suffix
-     * ("configs/ds.json" -> "ds"): the same text whether the trace was
-     * generated from the file (trace model.name, replay) or `plena moe
-     * --model` read it, so their program.asm and layout.json agree. */
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    size_t nb = strlen(base);
-    if (nb > 5 && !strcmp(base + nb - 5, ".json")) nb -= 5;
-    snprintf(m->name, sizeof m->name, "%.*s", (int)(nb < sizeof m->name ? nb : sizeof m->name - 1),
-             base);
-    static const char *const k_h[] = {"hidden_size", NULL};
-    static const char *const k_e[] = {"num_experts", "num_local_experts", "n_routed_experts", NULL};
-    static const char *const k_k[] = {"num_experts_per_tok", "experts_per_token", "moe_topk", NULL};
-    static const char *const k_i[] = {"moe_intermediate_size", "intermediate_size", NULL};
-    static const char *const k_si[] = {"shared_expert_intermediate_size", NULL};
-    static const char *const k_ns[] = {"n_shared_experts", NULL};
-    int r;
-    if ((r = get_uint(root, k_h, &m->hidden, NULL, path, err)) != 1) {
-        rc = r ? r
-               : PLENA_FAIL(err, PLENA_E_INPUT, path, "model config: missing field 'hidden_size'");
-        goto out;
-    }
-    if ((r = get_uint(root, k_e, &m->num_experts, NULL, path, err)) > 1) {
-        rc = r;
-        goto out;
-    }
-    if ((r = get_uint(root, k_k, &m->top_k, NULL, path, err)) > 1) {
-        rc = r;
-        goto out;
-    }
-    if ((r = get_uint(root, k_i, &m->moe_inter, NULL, path, err)) > 1) {
-        rc = r;
-        goto out;
-    }
-    uint32_t v = 0;
-    if ((r = get_uint(root, k_si, &v, NULL, path, err)) > 1) {
-        rc = r;
-        goto out;
-    } else if (r == 1 && v > 0) {
-        m->n_shared = 1;
-        m->shared_inter = v;
-        m->shared_gate = PLENA_SHARED_GATE_SIGMOID;
-    } else if ((r = get_uint(root, k_ns, &v, NULL, path, err)) > 1) {
-        rc = r;
-        goto out;
-    } else if (r == 1 && v > 0) {
-        m->n_shared = v;
-        m->shared_inter = plena_model_fused_shared_width(v, m->moe_inter);
-        m->shared_gate = PLENA_SHARED_GATE_NONE;
-    }
-    if ((rc = resolve_router(root, path, m, err))) goto out;
-    json_t *eps = json_object_get(root, "rms_norm_eps");
-    m->rms_eps = eps && json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
-    m->activation = PLENA_ACT_STANDARD_SWIGLU;
-    m->routing = m->num_experts ? PLENA_ROUTING_DEVICE : PLENA_ROUTING_NONE;
-    m->router_form = PLENA_ROUTER_GEMM;
-    m->policy_name = "config";
-out:
-    json_decref(root);
-    return rc;
-}
-
 int plena_model_resolve(const char *name_or_path, struct plena_moe_model *out,
                         struct plena_err *err)
 {
@@ -280,7 +180,7 @@ int plena_model_resolve(const char *name_or_path, struct plena_moe_model *out,
     if (!strchr(name_or_path, '/') && !strstr(name_or_path, ".json"))
         return PLENA_FAIL(err, PLENA_E_INPUT, name_or_path,
                           "unknown model preset '%s' (see plena moe --list-models)", name_or_path);
-    return resolve_file(name_or_path, out, err);
+    return plena_model_read_config(name_or_path, out, err);
 }
 
 int plena_model_validate(const struct plena_moe_model *m, uint32_t mlen, struct plena_err *err)

@@ -60,6 +60,13 @@
     X(PLENA_GROUP_NONE, "none")                                                                    \
     X(PLENA_GROUP_TOP2_SUM, "top2_sum")                                                            \
     X(PLENA_GROUP_MAX, "max")
+/* HF's topk_method, how the configs and the router objects spell the group
+ * score: greedy (no groups), group_limited_greedy (max), noaux_tc (top2_sum,
+ * with DeepSeek-V3's e_score_correction_bias) */
+#define PLENA_TOPK_METHOD_LIST(X)                                                                  \
+    X(PLENA_TOPK_GREEDY, "greedy")                                                                 \
+    X(PLENA_TOPK_GROUP_LIMITED_GREEDY, "group_limited_greedy")                                     \
+    X(PLENA_TOPK_NOAUX_TC, "noaux_tc")
 /* normalisation of the selected weights: none; w / (sum + norm_eps); w /
  * max(sum, norm_eps) (ERNIE moe_norm_min); w / L1 norm (DBRX p = 1) */
 #define PLENA_ROUTER_NORM_LIST(X)                                                                  \
@@ -103,7 +110,11 @@ PLENA_MODEL_ENUM(residual_mode, PLENA_RESIDUAL_MODE_LIST)
 PLENA_MODEL_ENUM(router_score, PLENA_ROUTER_SCORE_LIST)
 PLENA_MODEL_ENUM(select_bias, PLENA_SELECT_BIAS_LIST)
 PLENA_MODEL_ENUM(group_score, PLENA_GROUP_SCORE_LIST)
+PLENA_MODEL_ENUM(topk_method, PLENA_TOPK_METHOD_LIST)
 PLENA_MODEL_ENUM(router_norm, PLENA_ROUTER_NORM_LIST)
+/* The group score of a topk_method and the topk_method of a group score. */
+enum plena_group_score plena_topk_method_group(enum plena_topk_method m);
+enum plena_topk_method plena_group_topk_method(enum plena_group_score g);
 PLENA_MODEL_ENUM(capacity_rule, PLENA_CAPACITY_LIST)
 PLENA_MODEL_ENUM(weights_mode, PLENA_WEIGHTS_MODE_LIST)
 PLENA_MODEL_ENUM(input_mode, PLENA_INPUT_MODE_LIST)
@@ -173,6 +184,24 @@ uint64_t plena_router_drop_over_capacity(const struct plena_router *r, uint32_t 
                                          uint32_t k, const uint32_t *ids, double *w,
                                          uint32_t *count);
 
+/* Synthetic routing of one token with the router's properties (plena trace
+ * gen; plena moe --routing random|balanced may call it): ids[k], drawn by a
+ * distribution, are repaired to use at most topk_group groups (an id of a
+ * further group moves to the next id of the row's groups no rank uses), and
+ * w[k] (positive, non-increasing: the softmax over the selected of some
+ * logits) become the router's weights of logits log(w[j]) (at least
+ * log(w[0]) - 4) at ids[j] and 1 below the least elsewhere (no selection bias): normalised, scaled,
+ * sigmoid of the selected as the router defines. Unchanged where the router's weights are the
+ * softmax over the selected. A router not set: no change. */
+int plena_router_synth_row(const struct plena_router *r, uint32_t E, uint32_t k, uint32_t *ids,
+                           double *w, struct plena_err *err);
+/* T tokens' ids[T x k] and w[T x k] (binary32, as traces and fixed routing
+ * hold them) through plena_router_synth_row, then the pairs over capacity
+ * weighted 0 (plena_router_drop_over_capacity): what `plena trace gen` does
+ * and `plena moe --routing random|balanced` can call. */
+int plena_router_synth(const struct plena_router *r, uint32_t T, uint32_t E, uint32_t k,
+                       uint32_t *ids, float *w, struct plena_err *err);
+
 /* How plena routes a router on the device (gen/router.c) and how the
  * bit-exact reference mirrors it (ref/ref.c): one owner of the decision, so
  * the generator and the reference cannot disagree (docs/lowering.md
@@ -229,6 +258,10 @@ const struct plena_moe_model *plena_model_preset_at(unsigned i);
  * JSON (docs/lowering.md "Model files"). Unknown name / bad file: PLENA_E_INPUT. */
 int plena_model_resolve(const char *name_or_path, struct plena_moe_model *out,
                         struct plena_err *err);
+/* The HF-style config file at path (model_file.c): the family from
+ * model_type / architectures, the shape and every router key; an unmodelled
+ * value is PLENA_E_INPUT naming file:$.key and the value. */
+int plena_model_read_config(const char *path, struct plena_moe_model *out, struct plena_err *err);
 /* Shape checks shared by the generator, the CLI and the trace replay tier. */
 int plena_model_validate(const struct plena_moe_model *m, uint32_t mlen, struct plena_err *err);
 /* n_shared * moe_inter (0 on 0 inputs or overflow). */

@@ -350,3 +350,92 @@ void plena_router_plan(const struct plena_router *r, struct plena_router_plan *p
     pl->scores = pl->lowering != PLENA_RLOWER_NONE &&
                  (pl->select != PLENA_RROWS_LOGITS || pl->value != PLENA_RROWS_LOGITS);
 }
+
+/* The weights a router gives the softmax over the selected: unchanged. */
+static int is_selected_softmax(const struct plena_router *r)
+{
+    const int renorm =
+        r->score == PLENA_SCORE_SOFTMAX_SELECTED ||
+        (r->score == PLENA_SCORE_SOFTMAX &&
+         ((r->norm == PLENA_NORM_SUM && r->norm_eps == 0.0f) || r->norm == PLENA_NORM_L1));
+    return renorm && r->select_bias != PLENA_SELECT_BIAS_SCORE && r->scaling == 1.0f;
+}
+
+int plena_router_synth_row(const struct plena_router *r, uint32_t E, uint32_t k, uint32_t *ids,
+                           double *w, struct plena_err *err)
+{
+    if (!plena_router_is_set(r)) return 0;
+    if (!E || !k || k > E)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "router", "top_k %u of %u experts", k, E);
+    if (r->n_group > 1 && E % r->n_group == 0) { /* at most topk_group groups */
+        const uint32_t per = E / r->n_group;
+        uint32_t groups[256], n = 0;
+        for (uint32_t j = 0; j < k; j++) {
+            const uint32_t g = ids[j] / per;
+            int seen = 0;
+            for (uint32_t q = 0; q < n && !seen; q++)
+                seen = groups[q] == g;
+            if (seen) continue;
+            if (n < r->topk_group && n < 256) {
+                groups[n++] = g;
+                continue;
+            }
+            /* the next id of the row's groups (in their order) no rank uses */
+            for (uint32_t step = 1; step <= E; step++) {
+                const uint32_t q = (ids[j] + step) % E;
+                int in = 0, used = 0;
+                for (uint32_t x = 0; x < n && !in; x++)
+                    in = groups[x] == q / per;
+                for (uint32_t x = 0; x < k && !used; x++)
+                    used = ids[x] == q;
+                if (in && !used) {
+                    ids[j] = q;
+                    break;
+                }
+            }
+        }
+    }
+    if (is_selected_softmax(r)) return 0;
+    /* logits whose softmax over the selected is w, none more than 4 below the
+     * first (so the experts not chosen keep a share of a softmax over E, as in
+     * the published routers); the others 1 below the least */
+    double *logits = plena_malloc((size_t)E * sizeof *logits);
+    if (!logits) return PLENA_FAIL(err, PLENA_E_NOMEM, "router", "out of memory");
+    double lo = INFINITY;
+    const double floor_l = log(w[0]) - 4.0;
+    for (uint32_t j = 0; j < k; j++) {
+        const double l = log(w[j]) > floor_l ? log(w[j]) : floor_l;
+        if (l < lo) lo = l;
+    }
+    for (uint32_t e = 0; e < E; e++)
+        logits[e] = lo - 1.0;
+    for (uint32_t j = 0; j < k; j++)
+        logits[ids[j]] = log(w[j]) > floor_l ? log(w[j]) : floor_l;
+    int rc = plena_router_weights_f64(r, E, k, logits, NULL, ids, w, err);
+    plena_free(logits);
+    return rc;
+}
+
+int plena_router_synth(const struct plena_router *r, uint32_t T, uint32_t E, uint32_t k,
+                       uint32_t *ids, float *w, struct plena_err *err)
+{
+    if (!plena_router_is_set(r)) return 0;
+    if (!E || !k || k > E)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "router", "top_k %u of %u experts", k, E);
+    const size_t n = (size_t)T * k;
+    double *wd = plena_malloc((n ? n : 1) * sizeof *wd);
+    uint32_t *cnt = plena_malloc((size_t)E * sizeof *cnt);
+    int rc = 0;
+    if (!wd || !cnt) rc = PLENA_FAIL(err, PLENA_E_NOMEM, "router", "out of memory");
+    for (size_t i = 0; i < n && !rc; i++)
+        wd[i] = (double)w[i];
+    for (uint32_t t = 0; t < T && !rc; t++)
+        rc = plena_router_synth_row(r, E, k, ids + (size_t)t * k, wd + (size_t)t * k, err);
+    if (!rc && r->capacity != PLENA_CAPACITY_NONE)
+        plena_router_drop_over_capacity(r, T, E, k, ids, wd, cnt);
+    for (size_t i = 0; i < n && !rc; i++)
+        w[i] = (float)wd[i];
+    plena_free(wd);
+    plena_free(cnt);
+    return rc;
+}

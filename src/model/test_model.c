@@ -22,7 +22,7 @@
 static void test_presets_validate(void **state)
 {
     (void)state;
-    assert_int_equal(plena_model_preset_count(), 29); /* 14 full-size + 1 demo + 14 tiny */
+    assert_int_equal(plena_model_preset_count(), 34); /* 19 full-size + 1 demo + 14 tiny */
     for (unsigned i = 0; i < plena_model_preset_count(); i++) {
         const struct plena_moe_model *m = plena_model_preset_at(i);
         struct plena_err err;
@@ -80,6 +80,333 @@ static void test_model_file(void **state)
     assert_int_equal(plena_model_resolve(path, &m, NULL), 0);
     assert_int_equal(m.shared_inter, 2816);
     assert_int_equal(m.shared_gate, PLENA_SHARED_GATE_NONE);
+    assert_int_equal(plena_test_rmtree(dir), 0);
+}
+
+/* Every family's published config (src/model/testdata, the HF config.json
+ * values) resolves to the router its modelling code defines; expectations
+ * written by hand from the configs and the models' router code. */
+struct family_case {
+    const char *file;
+    uint32_t shape[6]; /* hidden, moe_inter, E, k, n_shared, shared_inter */
+    struct plena_router r;
+    enum plena_routing_kind routing;
+    const char *policy;
+};
+
+static void test_family_configs(void **state)
+{
+    (void)state;
+    static const struct family_case want[] = {
+        {"deepseek_v3",
+         {7168, 2048, 256, 8, 1, 2048},
+         {.score = PLENA_SCORE_SIGMOID,
+          .select_bias = PLENA_SELECT_BIAS_SELECTION,
+          .n_group = 8,
+          .topk_group = 4,
+          .group_score = PLENA_GROUP_TOP2_SUM,
+          .norm = PLENA_NORM_SUM,
+          .norm_eps = 1e-20f,
+          .scaling = 2.5f,
+          .logit_bias = 0,
+          .placement = PLENA_ROUTE_OUTPUT,
+          .capacity = PLENA_CAPACITY_NONE},
+         PLENA_ROUTING_FIXED,
+         "deepseek_v3"},
+        {"deepseek_v2",
+         {5120, 1536, 160, 6, 2, 3072},
+         {.score = PLENA_SCORE_SOFTMAX,
+          .select_bias = PLENA_SELECT_BIAS_NONE,
+          .n_group = 8,
+          .topk_group = 3,
+          .group_score = PLENA_GROUP_MAX,
+          .norm = PLENA_NORM_NONE,
+          .norm_eps = 0.0f,
+          .scaling = 16.0f,
+          .logit_bias = 0,
+          .placement = PLENA_ROUTE_OUTPUT,
+          .capacity = PLENA_CAPACITY_NONE},
+         PLENA_ROUTING_FIXED,
+         "deepseek_v2"},
+        {"deepseek_v2_lite",
+         {2048, 1408, 64, 6, 2, 2816},
+         {.score = PLENA_SCORE_SOFTMAX,
+          .select_bias = PLENA_SELECT_BIAS_NONE,
+          .n_group = 1,
+          .topk_group = 1,
+          .group_score = PLENA_GROUP_NONE,
+          .norm = PLENA_NORM_NONE,
+          .norm_eps = 0.0f,
+          .scaling = 1.0f,
+          .logit_bias = 0,
+          .placement = PLENA_ROUTE_OUTPUT,
+          .capacity = PLENA_CAPACITY_NONE},
+         PLENA_ROUTING_FIXED,
+         "deepseek_v2"},
+        {"kimi_k2",
+         {7168, 2048, 384, 8, 1, 2048},
+         {.score = PLENA_SCORE_SIGMOID,
+          .select_bias = PLENA_SELECT_BIAS_SELECTION,
+          .n_group = 1,
+          .topk_group = 1,
+          .group_score = PLENA_GROUP_NONE,
+          .norm = PLENA_NORM_SUM,
+          .norm_eps = 1e-20f,
+          .scaling = 2.827f,
+          .logit_bias = 0,
+          .placement = PLENA_ROUTE_OUTPUT,
+          .capacity = PLENA_CAPACITY_NONE},
+         PLENA_ROUTING_FIXED,
+         "deepseek_v3"},
+        {"glm4_moe",
+         {5120, 1536, 160, 8, 1, 1536},
+         {.score = PLENA_SCORE_SIGMOID,
+          .select_bias = PLENA_SELECT_BIAS_SELECTION,
+          .n_group = 1,
+          .topk_group = 1,
+          .group_score = PLENA_GROUP_NONE,
+          .norm = PLENA_NORM_SUM,
+          .norm_eps = 1e-20f,
+          .scaling = 2.5f,
+          .logit_bias = 0,
+          .placement = PLENA_ROUTE_OUTPUT,
+          .capacity = PLENA_CAPACITY_NONE},
+         PLENA_ROUTING_FIXED,
+         "glm4_moe"},
+        {"qwen2_moe",
+         {2048, 1408, 60, 4, 1, 5632},
+         {.score = PLENA_SCORE_SOFTMAX,
+          .select_bias = PLENA_SELECT_BIAS_NONE,
+          .n_group = 1,
+          .topk_group = 1,
+          .group_score = PLENA_GROUP_NONE,
+          .norm = PLENA_NORM_NONE,
+          .norm_eps = 0.0f,
+          .scaling = 1.0f,
+          .logit_bias = 0,
+          .placement = PLENA_ROUTE_OUTPUT,
+          .capacity = PLENA_CAPACITY_NONE},
+         PLENA_ROUTING_FIXED,
+         "qwen2_moe"},
+        {"qwen3_moe",
+         {2048, 768, 128, 8, 0, 0},
+         {.score = PLENA_SCORE_SOFTMAX,
+          .select_bias = PLENA_SELECT_BIAS_NONE,
+          .n_group = 1,
+          .topk_group = 1,
+          .group_score = PLENA_GROUP_NONE,
+          .norm = PLENA_NORM_SUM,
+          .norm_eps = 0.0f,
+          .scaling = 1.0f,
+          .logit_bias = 0,
+          .placement = PLENA_ROUTE_OUTPUT,
+          .capacity = PLENA_CAPACITY_NONE},
+         PLENA_ROUTING_DEVICE,
+         "qwen3_moe"},
+        {"gpt_oss",
+         {2880, 2880, 32, 4, 0, 0},
+         {.score = PLENA_SCORE_SOFTMAX_SELECTED,
+          .select_bias = PLENA_SELECT_BIAS_NONE,
+          .n_group = 1,
+          .topk_group = 1,
+          .group_score = PLENA_GROUP_NONE,
+          .norm = PLENA_NORM_NONE,
+          .norm_eps = 0.0f,
+          .scaling = 1.0f,
+          .logit_bias = 1,
+          .placement = PLENA_ROUTE_OUTPUT,
+          .capacity = PLENA_CAPACITY_NONE},
+         PLENA_ROUTING_DEVICE,
+         "gpt_oss"},
+        {"mixtral",
+         {4096, 14336, 8, 2, 0, 0},
+         {.score = PLENA_SCORE_SOFTMAX,
+          .select_bias = PLENA_SELECT_BIAS_NONE,
+          .n_group = 1,
+          .topk_group = 1,
+          .group_score = PLENA_GROUP_NONE,
+          .norm = PLENA_NORM_SUM,
+          .norm_eps = 0.0f,
+          .scaling = 1.0f,
+          .logit_bias = 0,
+          .placement = PLENA_ROUTE_OUTPUT,
+          .capacity = PLENA_CAPACITY_NONE},
+         PLENA_ROUTING_DEVICE,
+         "mixtral"},
+        {"llama4",
+         {5120, 8192, 16, 1, 1, 8192},
+         {.score = PLENA_SCORE_SIGMOID_SELECTED,
+          .select_bias = PLENA_SELECT_BIAS_NONE,
+          .n_group = 1,
+          .topk_group = 1,
+          .group_score = PLENA_GROUP_NONE,
+          .norm = PLENA_NORM_NONE,
+          .norm_eps = 0.0f,
+          .scaling = 1.0f,
+          .logit_bias = 0,
+          .placement = PLENA_ROUTE_INPUT,
+          .capacity = PLENA_CAPACITY_NONE},
+         PLENA_ROUTING_FIXED,
+         "llama4"},
+        {"dbrx",
+         {6144, 10752, 16, 4, 0, 0},
+         {.score = PLENA_SCORE_SOFTMAX,
+          .select_bias = PLENA_SELECT_BIAS_NONE,
+          .n_group = 1,
+          .topk_group = 1,
+          .group_score = PLENA_GROUP_NONE,
+          .norm = PLENA_NORM_L1,
+          .norm_eps = 0.0f,
+          .scaling = 1.0f,
+          .logit_bias = 0,
+          .placement = PLENA_ROUTE_OUTPUT,
+          .capacity = PLENA_CAPACITY_NONE},
+         PLENA_ROUTING_FIXED,
+         "dbrx"},
+        {"minimax_m2",
+         {3072, 1536, 256, 8, 0, 0},
+         {.score = PLENA_SCORE_SIGMOID,
+          .select_bias = PLENA_SELECT_BIAS_SELECTION,
+          .n_group = 1,
+          .topk_group = 1,
+          .group_score = PLENA_GROUP_NONE,
+          .norm = PLENA_NORM_SUM,
+          .norm_eps = 0.0f,
+          .scaling = 1.0f,
+          .logit_bias = 0,
+          .placement = PLENA_ROUTE_OUTPUT,
+          .capacity = PLENA_CAPACITY_NONE},
+         PLENA_ROUTING_FIXED,
+         "minimax_m2"},
+        {"hunyuan",
+         {4096, 3072, 64, 8, 1, 3072},
+         {.score = PLENA_SCORE_SOFTMAX,
+          .select_bias = PLENA_SELECT_BIAS_NONE,
+          .n_group = 1,
+          .topk_group = 1,
+          .group_score = PLENA_GROUP_NONE,
+          .norm = PLENA_NORM_SUM_CLAMPED,
+          .norm_eps = 1.1920929e-07f,
+          .scaling = 1.0f,
+          .logit_bias = 0,
+          .placement = PLENA_ROUTE_OUTPUT,
+          .capacity = PLENA_CAPACITY_HUNYUAN},
+         PLENA_ROUTING_FIXED,
+         "hunyuan"},
+        {"ernie4_5_moe",
+         {2560, 1536, 64, 6, 2, 3072},
+         {.score = PLENA_SCORE_SOFTMAX,
+          .select_bias = PLENA_SELECT_BIAS_SELECTION,
+          .n_group = 1,
+          .topk_group = 1,
+          .group_score = PLENA_GROUP_NONE,
+          .norm = PLENA_NORM_SUM_CLAMPED,
+          .norm_eps = 1e-12f,
+          .scaling = 1.0f,
+          .logit_bias = 0,
+          .placement = PLENA_ROUTE_OUTPUT,
+          .capacity = PLENA_CAPACITY_NONE},
+         PLENA_ROUTING_FIXED,
+         "ernie4_5_moe"},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const struct family_case *w = &want[i];
+        char path[512];
+        snprintf(path, sizeof path, "%s/src/model/testdata/%s.json", PLENA_SOURCE_DIR, w->file);
+        struct plena_moe_model m;
+        struct plena_err err;
+        plena_err_clear(&err);
+        if (plena_model_resolve(path, &m, &err))
+            fail_msg("%s: %s: %s", w->file, err.where, err.msg);
+        assert_string_equal(m.name, w->file);
+        const uint32_t got[6] = {m.hidden, m.moe_inter, m.num_experts,
+                                 m.top_k,  m.n_shared,  m.shared_inter};
+        assert_memory_equal(got, w->shape, sizeof got);
+        const struct plena_router *r = &m.router;
+        assert_int_equal(r->score, w->r.score);
+        assert_int_equal(r->select_bias, w->r.select_bias);
+        assert_int_equal(r->n_group, w->r.n_group);
+        assert_int_equal(r->topk_group, w->r.topk_group);
+        assert_int_equal(r->group_score, w->r.group_score);
+        assert_int_equal(r->norm, w->r.norm);
+        assert_true(r->norm_eps == w->r.norm_eps);
+        assert_true(r->scaling == w->r.scaling);
+        assert_int_equal(r->logit_bias, w->r.logit_bias);
+        assert_int_equal(r->placement, w->r.placement);
+        assert_int_equal(r->capacity, w->r.capacity);
+        assert_int_equal(m.routing, w->routing);
+        assert_string_equal(m.policy_name, w->policy);
+    }
+}
+
+/* Bad router input: one clear error naming file:$.key and what was expected. */
+static void test_config_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text, *where, *msg;
+    } bad[] = {
+        {"{\"hidden_size\": 64, \"num_experts\": 16, \"num_experts_per_tok\": 2,"
+         " \"moe_intermediate_size\": 64, \"scoring_func\": \"tanh\"}",
+         "$.scoring_func", "\"tanh\" is not modelled: expected \"softmax\" or \"sigmoid\""},
+        {"{\"hidden_size\": 64, \"num_experts\": 16, \"num_experts_per_tok\": 2,"
+         " \"moe_intermediate_size\": 64, \"topk_method\": \"gready\"}",
+         "$.topk_method", "\"gready\" is not modelled"},
+        {"{\"hidden_size\": 64, \"num_experts\": 16, \"num_experts_per_tok\": 2,"
+         " \"moe_intermediate_size\": 64, \"topk_method\": \"noaux_tc\", \"n_group\": 4,"
+         " \"topk_group\": 5}",
+         "$.topk_group", "topk_group 5 exceeds n_group 4"},
+        {"{\"hidden_size\": 64, \"num_experts\": 16, \"num_experts_per_tok\": 2,"
+         " \"moe_intermediate_size\": 64, \"topk_method\": \"group_limited_greedy\","
+         " \"n_group\": 3, \"topk_group\": 2}",
+         "$.n_group", "n_group 3 does not divide the 16 experts"},
+        {"{\"hidden_size\": 64, \"num_experts\": 16, \"num_experts_per_tok\": 2,"
+         " \"moe_intermediate_size\": 64, \"capacity_factor\": 0}",
+         "$.capacity_factor", "0 is not modelled: expected a finite number > 0"},
+        {"{\"hidden_size\": 64, \"num_experts\": 16, \"num_experts_per_tok\": 2,"
+         " \"moe_intermediate_size\": 64, \"capacity_factor\": -1.5}",
+         "$.capacity_factor", "-1.5 is not modelled"},
+        {"{\"model_type\": \"deepseek_v3\", \"hidden_size\": 64, \"n_routed_experts\": 16,"
+         " \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 64, \"scoring_func\": "
+         "\"softmax\"}",
+         "$.scoring_func", "expected \"sigmoid\" (the deepseek_v3 router)"},
+        {"{\"model_type\": \"deepseek_v2\", \"hidden_size\": 64, \"n_routed_experts\": 16,"
+         " \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 64, \"topk_method\": "
+         "\"noaux_tc\"}",
+         "$.topk_method", "expected \"greedy\" or \"group_limited_greedy\""},
+        {"{\"model_type\": \"phimoe\", \"hidden_size\": 64}", "$.model_type",
+         "\"phimoe\" is not modelled: expected qwen2_moe"},
+        {"{\"model_type\": \"dbrx\", \"d_model\": 64, \"ffn_config\": {\"ffn_hidden_size\": 64,"
+         " \"moe_num_experts\": 16, \"moe_top_k\": 4, \"moe_normalize_expert_weights\": 2}}",
+         "$.ffn_config.moe_normalize_expert_weights", "2 is not modelled: expected 1"},
+        {"{\"model_type\": \"hunyuan_v1_moe\", \"hidden_size\": 64, \"num_experts\": 16,"
+         " \"moe_topk\": [2, 4], \"moe_intermediate_size\": 64}",
+         "$.moe_topk", "expected one value for every MoE layer"},
+        {"{\"model_type\": \"hunyuan_v1_moe\", \"hidden_size\": 64, \"num_experts\": 16,"
+         " \"moe_topk\": 2, \"moe_intermediate_size\": 64,"
+         " \"moe_random_routing_dropped_token\": true}",
+         "$.moe_random_routing_dropped_token", "true is not modelled"},
+        {"{\"hidden_size\": 64, \"num_experts\": 16, \"num_experts_per_tok\": 2,"
+         " \"moe_intermediate_size\": 64, \"n_group\": 4, \"topk_group\": 2}",
+         "$.topk_method", "missing while n_group is 4"},
+        {"{\"hidden_size\": 64, \"num_experts\": 16, \"num_experts_per_tok\": 2,"
+         " \"moe_intermediate_size\": 64, \"norm_topk_prob\": 1}",
+         "$.norm_topk_prob", "expected true or false"},
+    };
+    char dir[64], path[256];
+    assert_int_equal(plena_test_mkdtemp(dir, sizeof dir, "modelbad"), 0);
+    plena_test_path(path, sizeof path, dir, "bad.json");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        plena_test_write_text(dir, "bad.json", bad[i].text);
+        struct plena_moe_model m;
+        struct plena_err err;
+        plena_err_clear(&err);
+        assert_int_equal(plena_model_resolve(path, &m, &err), PLENA_E_INPUT);
+        char want[300];
+        snprintf(want, sizeof want, "%s:%s", path, bad[i].where);
+        if (strcmp(err.where, want) || !strstr(err.msg, bad[i].msg))
+            fail_msg("case %zu: got %s: %s", i, err.where, err.msg);
+    }
     assert_int_equal(plena_test_rmtree(dir), 0);
 }
 
@@ -255,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_presets_validate), cmocka_unit_test(test_model_file),
         cmocka_unit_test(test_preset_fields),    cmocka_unit_test(test_spellings),
         cmocka_unit_test(test_topk_limits),      cmocka_unit_test(test_trace_object),
+        cmocka_unit_test(test_family_configs),   cmocka_unit_test(test_config_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

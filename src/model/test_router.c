@@ -169,12 +169,54 @@ static void test_plan(void **state)
     assert_int_equal(pl.lowering, PLENA_RLOWER_NONE);
 }
 
+/* Synthetic routing (plena_router_synth): values computed by hand. */
+static void test_synth(void **state)
+{
+    (void)state;
+    /* groups of 2 of 8, topk_group 2: id 4 (a third group) moves to the next
+     * id of groups {0, 1} no rank uses, 1; equal weights through sigmoid,
+     * renormalised, x 2.5: 2.5 / 3 each */
+    struct plena_router r = base(PLENA_SCORE_SIGMOID, PLENA_NORM_SUM);
+    r.n_group = 4;
+    r.topk_group = 2;
+    r.group_score = PLENA_GROUP_TOP2_SUM;
+    r.scaling = 2.5f;
+    uint32_t ids[3] = {0, 2, 4};
+    float w[3] = {1.0f / 3, 1.0f / 3, 1.0f / 3};
+    assert_int_equal(plena_router_synth(&r, 1, 8, 3, ids, w, NULL), 0);
+    assert_int_equal(ids[2], 1);
+    for (int j = 0; j < 3; j++)
+        assert_true(fabsf(w[j] - 0.8333333f) < 1e-6f);
+    /* softmax over E = 4, not renormalised: logits l at the two ids, l - 1 at
+     * the others: 1 / (2 + 2/e) = 0.36552929 each */
+    struct plena_router q = base(PLENA_SCORE_SOFTMAX, PLENA_NORM_NONE);
+    uint32_t qi[2] = {0, 1};
+    float qw[2] = {0.5f, 0.5f};
+    assert_int_equal(plena_router_synth(&q, 1, 4, 2, qi, qw, NULL), 0);
+    assert_true(fabsf(qw[0] - 0.36552929f) < 1e-6f && fabsf(qw[1] - 0.36552929f) < 1e-6f);
+    /* Llama-4: the one weight 1 is logit ln 1 = 0, sigmoid 1/2 */
+    struct plena_router l = base(PLENA_SCORE_SIGMOID_SELECTED, PLENA_NORM_NONE);
+    uint32_t li[1] = {3};
+    float lw[1] = {1.0f};
+    assert_int_equal(plena_router_synth(&l, 1, 4, 1, li, lw, NULL), 0);
+    assert_true(lw[0] == 0.5f);
+    /* Hunyuan capacity max(k, k T / E) = max(1, 3 / 2) = 1 with T 3, E 2, k 1:
+     * the second token's pair to expert 0 is dropped (weight 0) */
+    struct plena_router h = base(PLENA_SCORE_SOFTMAX, PLENA_NORM_SUM_CLAMPED);
+    h.norm_eps = 1.1920929e-07f;
+    h.capacity = PLENA_CAPACITY_HUNYUAN;
+    uint32_t hi[3] = {0, 0, 1};
+    float hw[3] = {1.0f, 1.0f, 1.0f};
+    assert_int_equal(plena_router_synth(&h, 3, 2, 1, hi, hw, NULL), 0);
+    assert_true(hw[0] == 1.0f && hw[1] == 0.0f && hw[2] == 1.0f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_softmax_family), cmocka_unit_test(test_sigmoid_family),
         cmocka_unit_test(test_group_limited),  cmocka_unit_test(test_agreement),
-        cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_plan),           cmocka_unit_test(test_synth),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

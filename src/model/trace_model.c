@@ -109,14 +109,6 @@ int plena_model_from_trace(const json_t *mo, const char *where, struct plena_moe
 
 /* ---- the router description ---- */
 
-/* HF's topk_method for a group score */
-static const char *topk_method_name(enum plena_group_score g)
-{
-    return g == PLENA_GROUP_TOP2_SUM ? "noaux_tc"
-           : g == PLENA_GROUP_MAX    ? "group_limited_greedy"
-                                     : "greedy";
-}
-
 json_t *plena_router_to_json(const struct plena_router *r, const char *family)
 {
     json_t *o = json_object(), *cap = json_object();
@@ -130,7 +122,8 @@ json_t *plena_router_to_json(const struct plena_router *r, const char *family)
     PUT(o, "family", family ? json_string(family) : json_null());
     PUT(o, "scoring_func", json_string(plena_router_score_name(r->score)));
     PUT(o, "selection_bias", json_string(plena_select_bias_name(r->select_bias)));
-    PUT(o, "topk_method", json_string(topk_method_name(r->group_score)));
+    PUT(o, "topk_method",
+        json_string(plena_topk_method_name(plena_group_topk_method(r->group_score))));
     PUT(o, "n_group", json_integer(r->n_group));
     PUT(o, "topk_group", json_integer(r->topk_group));
     PUT(o, "norm_topk_prob", json_boolean(r->norm != PLENA_NORM_NONE));
@@ -202,14 +195,15 @@ int plena_router_from_json(const json_t *o, const char *where, struct plena_rout
                 rc = key_fail(where, k, "expected none, selection or score", err);
         } else if (!strcmp(k, "topk_method")) {
             have_method = 1;
-            if (sv && !strcmp(sv, "noaux_tc"))
-                method = PLENA_GROUP_TOP2_SUM;
-            else if (sv && !strcmp(sv, "group_limited_greedy"))
-                method = PLENA_GROUP_MAX;
-            else if (sv && !strcmp(sv, "greedy"))
-                method = PLENA_GROUP_NONE;
-            else
-                rc = key_fail(where, k, "expected greedy, group_limited_greedy or noaux_tc", err);
+            enum plena_topk_method tm;
+            if (!plena_topk_method_parse(sv, &tm)) {
+                method = plena_topk_method_group(tm);
+            } else {
+                char list[120];
+                snprintf(choices, sizeof choices, "expected %s",
+                         plena_topk_method_choices(", ", " or ", list, sizeof list));
+                rc = key_fail(where, k, choices, err);
+            }
         } else if (!strcmp(k, "n_group") || !strcmp(k, "topk_group")) {
             if (!json_is_integer(v) || json_integer_value(v) < 1 ||
                 json_integer_value(v) > PLENA_TOPK_MAX_EXPERTS)

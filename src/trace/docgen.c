@@ -6,10 +6,13 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "isa/isa.h"
+#include "model/model.h"
 #include "trace/trace.h"
 
 #define SCHEMA_PATH  "schemas/route_trace_v2.schema.json"
@@ -59,6 +62,131 @@ static enum plena_trace_field child(enum plena_trace_field parent, const char *k
     return PLENA_TF_COUNT;
 }
 
+/* ---- model.router: its members from the model's spelling lists (the ones
+ * plena_router_from_json parses), so no list is copied here ---- */
+
+static json_t *spellings_score(void)
+{
+    json_t *a = json_array();
+#define SPELLING(c, str) json_array_append_new(a, json_string(str));
+    PLENA_ROUTER_SCORE_LIST(SPELLING)
+    return a;
+}
+static json_t *spellings_bias(void)
+{
+    json_t *a = json_array();
+    PLENA_SELECT_BIAS_LIST(SPELLING)
+    return a;
+}
+static json_t *spellings_method(void)
+{
+    json_t *a = json_array();
+    PLENA_TOPK_METHOD_LIST(SPELLING)
+    return a;
+}
+static json_t *spellings_norm(void)
+{
+    json_t *a = json_array();
+    PLENA_ROUTER_NORM_LIST(SPELLING)
+    return a;
+}
+static json_t *spellings_placement(void)
+{
+    json_t *a = json_array();
+    PLENA_ROUTE_PLACEMENT_LIST(SPELLING)
+    return a;
+}
+static json_t *spellings_capacity(void)
+{
+    json_t *a = json_array();
+    PLENA_CAPACITY_LIST(SPELLING)
+#undef SPELLING
+    return a;
+}
+
+/* {"description": desc, "type": type} or with "enum" when values is set */
+static json_t *member(const char *desc, json_t *type, json_t *values)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "description", json_string(desc));
+    if (type) json_object_set_new(o, "type", type);
+    if (values) json_object_set_new(o, "enum", values);
+    return o;
+}
+
+static json_t *router_properties(void)
+{
+    json_t *p = json_object(), *cap = json_object(), *cp = json_object(), *v;
+    json_object_set_new(
+        p, "family",
+        member("the model family (the preset's policy_name), or null", or_null("string"), NULL));
+    json_object_set_new(p, "scoring_func",
+                        member("softmax over E, softmax_topk (over the selected logits: "
+                               "gpt-oss), sigmoid, sigmoid_topk (of the selected logit: Llama-4)",
+                               json_string("string"), spellings_score()));
+    json_object_set_new(p, "selection_bias",
+                        member("a per-expert bias added for the choice only (selection: "
+                               "e_score_correction_bias) or to the weight too (score)",
+                               json_string("string"), spellings_bias()));
+    json_object_set_new(p, "topk_method",
+                        member("greedy (no groups), group_limited_greedy (group max), noaux_tc "
+                               "(group top-2 sum)",
+                               json_string("string"), spellings_method()));
+    v = member("groups of E / n_group experts (1: none)", json_string("integer"), NULL);
+    json_object_set_new(v, "minimum", json_integer(1));
+    json_object_set_new(v, "maximum", json_integer(PLENA_TOPK_MAX_EXPERTS));
+    json_object_set_new(p, "n_group", v);
+    v = member("groups the choice may use (<= n_group)", json_string("integer"), NULL);
+    json_object_set_new(v, "minimum", json_integer(1));
+    json_object_set_new(v, "maximum", json_integer(PLENA_TOPK_MAX_EXPERTS));
+    json_object_set_new(p, "topk_group", v);
+    json_object_set_new(
+        p, "norm_topk_prob",
+        member("false exactly when normalization is none", json_string("boolean"), NULL));
+    json_object_set_new(p, "normalization",
+                        member("none, sum (w / (sum + norm_eps)), sum_clamped (w / max(sum, "
+                               "norm_eps): ERNIE, Hunyuan), l1 (DBRX)",
+                               json_string("string"), spellings_norm()));
+    v = member("the normalisation epsilon", json_string("number"), NULL);
+    json_object_set_new(v, "minimum", json_integer(0));
+    json_object_set_new(p, "norm_eps", v);
+    json_t *l1 = json_array();
+    json_array_append_new(l1, json_integer(1));
+    json_array_append_new(l1, json_null());
+    json_object_set_new(p, "moe_normalize_expert_weights",
+                        member("1 with normalization l1, else null", NULL, l1));
+    v = member("norm_eps with normalization sum_clamped, else null", or_null("number"), NULL);
+    json_object_set_new(v, "minimum", json_integer(0));
+    json_object_set_new(p, "moe_norm_min", v);
+    v = member("weights x this after normalisation (V091)", json_string("number"), NULL);
+    json_object_set_new(v, "exclusiveMinimum", json_integer(0));
+    json_object_set_new(p, "routed_scaling_factor", v);
+    json_object_set_new(
+        p, "router_bias",
+        member("a per-expert bias on the logits (gpt-oss)", json_string("boolean"), NULL));
+    json_object_set_new(p, "route_weight_placement",
+                        member("weights on the expert output or input (Llama-4)",
+                               json_string("string"), spellings_placement()));
+    json_object_set_new(cp, "rule",
+                        member("none, factor (ceil(factor x T x k / E)), hunyuan (max(k, k x T "
+                               "/ E)); over-capacity pairs weigh 0 (V094)",
+                               json_string("string"), spellings_capacity()));
+    v = member("the capacity factor with rule factor, else null", or_null("number"), NULL);
+    json_object_set_new(v, "exclusiveMinimum", json_integer(0));
+    json_object_set_new(cp, "factor", v);
+    json_object_set_new(cap, "description", json_string("the capacity rule"));
+    json_object_set_new(cap, "type", json_string("object"));
+    json_object_set_new(cap, "properties", cp);
+    json_object_set_new(cap, "additionalProperties", json_false());
+    json_object_set_new(p, "capacity", cap);
+    json_t *prec = json_array();
+    json_array_append_new(prec, json_string("f32"));
+    json_array_append_new(prec, json_string("bf16"));
+    json_object_set_new(p, "router_precision",
+                        member("the precision of the router logits", json_string("string"), prec));
+    return p;
+}
+
 static json_t *node(enum plena_trace_field id)
 {
     const struct plena_trace_field_info *f = plena_trace_field_at(id);
@@ -85,7 +213,13 @@ static json_t *node(enum plena_trace_field id)
             json_decref(req);
         break;
     }
-    case PLENA_TRACE_T_FREE_OBJECT: json_object_set_new(o, "type", json_string("object")); break;
+    case PLENA_TRACE_T_FREE_OBJECT:
+        json_object_set_new(o, "type", json_string("object"));
+        if (id == PLENA_TF_MODEL_ROUTER) {
+            json_object_set_new(o, "properties", router_properties());
+            json_object_set_new(o, "additionalProperties", json_false());
+        }
+        break;
     case PLENA_TRACE_T_STRING:
         json_object_set_new(o, "type", json_string("string"));
         if (isfinite(f->lo) && f->lo > 0)
@@ -294,6 +428,53 @@ static void md_object(struct plena_buf *b, enum plena_trace_field obj)
     plena_buf_puts(b, "\n");
 }
 
+/* The members of model.router as a table (type or values, description). */
+static void md_props(struct plena_buf *b, const char *prefix, json_t *props)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(props, k, v)
+    {
+        json_t *en = json_object_get(v, "enum"), *ty = json_object_get(v, "type");
+        plena_buf_printf(b, "| `%s.%s` | ", prefix, k);
+        if (en) {
+            for (size_t i = 0; i < json_array_size(en); i++) {
+                json_t *e = json_array_get(en, i);
+                char *t = json_dumps(e, JSON_ENCODE_ANY);
+                plena_buf_printf(b, "%s`%s`", i ? ", " : "", t ? t : "?");
+                free(t);
+            }
+        } else if (json_is_array(ty)) {
+            plena_buf_printf(b, "%s or null", json_string_value(json_array_get(ty, 0)));
+        } else {
+            plena_buf_puts(b, json_string_value(ty));
+        }
+        plena_buf_puts(b, " | ");
+        plena_buf_put_md_cell(b, json_string_value(json_object_get(v, "description")));
+        plena_buf_puts(b, " |\n");
+        json_t *sub = json_object_get(v, "properties");
+        if (sub) {
+            char pre[128];
+            snprintf(pre, sizeof pre, "%s.%s", prefix, k);
+            md_props(b, pre, sub);
+        }
+    }
+}
+
+static void md_router(struct plena_buf *b)
+{
+    json_t *props = router_properties();
+    plena_buf_puts(b, "### `model.router`\n\n"
+                      "The router that produced the routing (docs/lowering.md \"Routers\"); every "
+                      "member is checked by V090 (unknown members refused), the invariants of "
+                      "the routing by V091-V094. A trace without it means what it always meant "
+                      "(the weight source's V049 sum rule).\n\n"
+                      "| member | type or values | description |\n|---|---|---|\n");
+    md_props(b, "model.router", props);
+    plena_buf_puts(b, "\n");
+    json_decref(props);
+}
+
 static const char *semantic_rules =
     "## Semantic rules (validator only)\n\n"
     "These are not expressible in the field table and live only in `src/trace/validate.c`; the "
@@ -315,6 +496,14 @@ static const char *semantic_rules =
     "`true_router_topk_softmax_weights`, `uniform_weights_timing_only` and `synthetic` need "
     "\\|sum - 1\\| <= 4e-3; `true_router_softmax_unnormalized_weights` needs sum <= 1 + 4e-3; "
     "`imported` and `unspecified` only warn. Sums are taken in double over the binary32 values.\n"
+    "- With `model.router` (V090: it parses and fits num_experts and top_k): a normalising "
+    "router's rows sum to `routed_scaling_factor` within 4e-3 relative, unless a pair was "
+    "dropped; an unnormalised softmax router's rows sum to at most it, a sigmoid one's to at "
+    "most top_k times it (V091, in place of V049; not for `uniform_weights_timing_only`); a "
+    "group-limited router's rows use at most `topk_group` groups of num_experts / `n_group` "
+    "experts (V092); `sigmoid_topk` without normalisation (Llama-4) keeps every weight in "
+    "(0, `routed_scaling_factor`) (V093); with a capacity rule each expert keeps at most its "
+    "capacity of pairs with weight > 0 (V094), and V050 skips the dropped (zero) pairs.\n"
     "- `expert_counts`: `num_experts` integers >= 0 (V051), sum = `token_count` x `top_k` (V052), "
     "equal to the histogram of `topk_indices` (V053).\n"
     "- `duplicate_factor` = sum(counts) / #active (0 when none active), relative tolerance 1e-9; "
@@ -349,6 +538,7 @@ static int build_docs(struct plena_buf *b, const char *example)
     md_object(b, PLENA_TF_ROOT);
     for (unsigned i = 1; i < PLENA_TF_COUNT; i++)
         if (plena_trace_field_at(i)->type == PLENA_TRACE_T_OBJECT) md_object(b, i);
+    md_router(b);
     plena_buf_puts(b, semantic_rules);
     plena_buf_puts(b, "## Validator findings\n\n| code | path | rule |\n|---|---|---|\n");
     for (unsigned i = 0; i < plena_trace_rule_count(); i++) {

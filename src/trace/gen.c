@@ -133,6 +133,23 @@ static int cmp_desc(const void *a, const void *b)
     return x > y ? -1 : x < y;
 }
 
+/* The rows with the model's router properties (plena_router_synth): groups,
+ * normalisation, scaling, sigmoid of the selected, capacity drops. */
+static int router_rows(const struct plena_moe_model *m, uint32_t T, int64_t *ids, float *w,
+                       struct plena_err *err)
+{
+    const size_t n = (size_t)T * m->top_k;
+    uint32_t *id32 = plena_malloc(n * sizeof *id32);
+    if (!id32) return PLENA_FAIL(err, PLENA_E_NOMEM, "trace gen", "out of memory");
+    for (size_t i = 0; i < n; i++)
+        id32[i] = (uint32_t)ids[i];
+    int rc = plena_router_synth(&m->router, T, m->num_experts, m->top_k, id32, w, err);
+    for (size_t i = 0; i < n && !rc; i++)
+        ids[i] = id32[i];
+    plena_free(id32);
+    return rc;
+}
+
 int plena_trace_gen_tree(const struct plena_trace_gen_opts *o, json_t **tree, struct plena_err *err)
 {
     *tree = NULL;
@@ -152,9 +169,8 @@ int plena_trace_gen_tree(const struct plena_trace_gen_opts *o, json_t **tree, st
     double *p = plena_calloc(E, sizeof *p);
     uint32_t *a = plena_calloc(E, sizeof *a);
     unsigned char *taken = plena_calloc(E, 1);
-    int64_t *counts = plena_calloc(E, sizeof *counts), *lst = plena_calloc(E, sizeof *lst);
     int rc = 0;
-    if (!ids || !w || !wd || !p || !a || !taken || !counts || !lst) {
+    if (!ids || !w || !wd || !p || !a || !taken) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, "trace gen", "out of memory");
         goto out;
     }
@@ -235,9 +251,8 @@ int plena_trace_gen_tree(const struct plena_trace_gen_opts *o, json_t **tree, st
             for (uint32_t j = 0; j < K; j++)
                 wr[j] = (float)(1.0 / K);
         }
-        for (uint32_t j = 0; j < K; j++)
-            counts[row[j]]++;
     }
+    if ((rc = router_rows(m, T, ids, w, err))) goto out;
     char id[512], src[96];
     snprintf(id, sizeof id, "syn_%s_%s_t%u_s%llu_n%u_l%u", o->dist_text, m->name, T,
              (unsigned long long)o->seed, o->sample, o->layer);
@@ -289,8 +304,6 @@ out:
     plena_free(p);
     plena_free(a);
     plena_free(taken);
-    plena_free(counts);
-    plena_free(lst);
     return rc;
 }
 

@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "model/model.h"
+#include "model/trace_model.h"
 
 enum { ST_ABSENT = 0, ST_OK, ST_BAD };
 
@@ -26,6 +28,9 @@ struct ctx {
     int version; /* 1 or 2; 2 when schema_version is unusable */
     json_t *val[PLENA_TF_COUNT];
     unsigned char st[PLENA_TF_COUNT];
+    int has_router; /* 1: model.router parsed and fits E and k (the V091-V094 rules);
+                     * -1: it did not (V090), and no sum rule judges the rows */
+    struct plena_router router;
 };
 
 /* ---- report ---- */
@@ -437,6 +442,26 @@ static void check_top(struct ctx *c)
     }
 }
 
+/* model.router (V090): the router description parses and fits E and k;
+ * then its invariants are the V091-V094 rules of the routing. */
+static void check_router(struct ctx *c)
+{
+    c->has_router = 0;
+    if (!ok(c, PLENA_TF_MODEL_ROUTER) || !ok(c, PLENA_TF_MODEL_NUM_EXPERTS) ||
+        !ok(c, PLENA_TF_MODEL_TOP_K))
+        return;
+    struct plena_err err;
+    plena_err_clear(&err);
+    if (plena_router_from_json(c->val[PLENA_TF_MODEL_ROUTER], "model.router", &c->router, &err) ||
+        plena_router_validate(&c->router, (uint32_t)ival(c, PLENA_TF_MODEL_NUM_EXPERTS),
+                              (uint32_t)ival(c, PLENA_TF_MODEL_TOP_K), "model.router", &err)) {
+        fail(c, "V090", err.where[0] ? err.where : "model.router", "%s", err.msg);
+        c->has_router = -1;
+        return;
+    }
+    c->has_router = 1;
+}
+
 static void check_model(struct ctx *c)
 {
     if (ok(c, PLENA_TF_MODEL_TOP_K) && ok(c, PLENA_TF_MODEL_NUM_EXPERTS) &&
@@ -446,6 +471,7 @@ static void check_model(struct ctx *c)
              (long long)ival(c, PLENA_TF_MODEL_NUM_EXPERTS));
         c->st[PLENA_TF_MODEL_TOP_K] = ST_BAD;
     }
+    check_router(c);
     /* Shared-expert combinations; skipped when a shared field is mistyped. */
     if (!ok(c, PLENA_TF_MODEL)) return;
     enum plena_trace_field se = PLENA_TF_MODEL_SHARED_EXPERTS,
@@ -515,6 +541,33 @@ struct routing_dims {
     int64_t T, K, E; /* -1 when unknown */
 };
 
+/* V092: a group-limited router's row uses at most topk_group groups. */
+static void check_row_groups(struct ctx *c, size_t t, const json_t *row, int64_t E)
+{
+    const struct plena_router *r = &c->router;
+    if (c->has_router != 1 || r->n_group < 2 || E <= 0 || E % r->n_group) return;
+    const int64_t per = E / r->n_group;
+    int64_t used[256];
+    size_t n = 0;
+    for (size_t j = 0; j < json_array_size(row); j++) {
+        const json_t *v = json_array_get(row, j);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= E)
+            continue;
+        const int64_t g = json_integer_value(v) / per;
+        int seen = 0;
+        for (size_t q = 0; q < n && !seen; q++)
+            seen = used[q] == g;
+        if (!seen && n < 256) used[n++] = g;
+    }
+    if (n <= r->topk_group) return;
+    char p[96];
+    snprintf(p, sizeof p, "routing.topk_indices[%zu]", t);
+    fail(c, "V092", p,
+         "uses %zu expert groups, expected at most topk_group %u of n_group %u (groups of %lld "
+         "experts)",
+         n, r->topk_group, r->n_group, (long long)per);
+}
+
 /* Walks topk_indices; fills hist (E entries) and returns 1 when every id was
  * a valid id of a correctly shaped matrix (so the histogram is defined). */
 static int walk_indices(struct ctx *c, const struct routing_dims *dm, int64_t *hist, int64_t *seen)
@@ -573,8 +626,61 @@ static int walk_indices(struct ctx *c, const struct routing_dims *dm, int64_t *h
             }
             hist[id]++;
         }
+        check_row_groups(c, t, row, dm->E);
     }
     return all;
+}
+
+/* The relative tolerance of the router sum rules: a weight rounded to BF16
+ * carries 2^-9 relative error, so a row's sum is within 2^-9 x sum of the
+ * exact one; 4e-3 (twice that, the V049 tolerance for sums of 1) leaves
+ * room for the normalisation epsilons of the published routers. */
+#define ROUTER_SUM_TOL 4e-3
+
+/* V091: a normalising router's weights sum to routed_scaling_factor (none
+ * dropped); otherwise they do not exceed it (softmax scores, at most 1 in
+ * all) or k times it (sigmoid scores, each at most 1). */
+static void check_row_sum(struct ctx *c, size_t t, size_t k, double sum, int dropped)
+{
+    const struct plena_router *r = &c->router;
+    const double S = (double)r->scaling, tol = ROUTER_SUM_TOL * S;
+    const int normalised = r->norm != PLENA_NORM_NONE || r->score == PLENA_SCORE_SOFTMAX_SELECTED;
+    const int sigmoid = r->score == PLENA_SCORE_SIGMOID || r->score == PLENA_SCORE_SIGMOID_SELECTED;
+    char p[96], a[40], b[40];
+    snprintf(p, sizeof p, "routing.topk_weights[%zu]", t);
+    plena_json_fmt_double(a, sizeof a, sum);
+    plena_json_fmt_double(b, sizeof b, S);
+    if (normalised && !dropped) {
+        if (!(fabs(sum - S) <= tol))
+            fail(c, "V091", p,
+                 "weights sum to %s, expected routed_scaling_factor %s within %g relative "
+                 "(model.router normalises: %s)",
+                 a, b, ROUTER_SUM_TOL, plena_router_norm_name(r->norm));
+        return;
+    }
+    const double cap = normalised || !sigmoid ? S : S * (double)k;
+    if (!(sum <= cap + ROUTER_SUM_TOL * cap)) {
+        plena_json_fmt_double(b, sizeof b, cap);
+        fail(c, "V091", p, "weights sum to %s, expected at most %s (model.router: %s%s)", a, b,
+             dropped ? "pairs dropped over capacity" : "not normalised",
+             !dropped && sigmoid ? ", k sigmoid scores" : "");
+    }
+}
+
+/* V093: sigmoid of the selected logit (Llama-4), not normalised: each weight
+ * is scaling x sigmoid, in (0, scaling). */
+static void check_weight_range(struct ctx *c, size_t t, size_t j, const json_t *v, float w)
+{
+    const struct plena_router *r = &c->router;
+    if (r->score != PLENA_SCORE_SIGMOID_SELECTED || r->norm != PLENA_NORM_NONE) return;
+    if (w > 0.0f && (double)w < (double)r->scaling) return;
+    char p[96], d[96], b[40];
+    snprintf(p, sizeof p, "routing.topk_weights[%zu][%zu]", t, j);
+    plena_json_fmt_double(b, sizeof b, (double)r->scaling);
+    fail(c, "V093", p,
+         "weight %s is outside (0, %s): model.router weights are sigmoid_topk x "
+         "routed_scaling_factor",
+         describe(v, d, sizeof d), b);
 }
 
 static void walk_weights(struct ctx *c, const struct routing_dims *dm)
@@ -589,6 +695,10 @@ static void walk_weights(struct ctx *c, const struct routing_dims *dm)
     enum wmode sum_mode = W_ENFORCE, order_mode = W_ENFORCE;
     if (!strcmp(ws, "true_router_softmax_unnormalized_weights")) sum_mode = W_UNNORM;
     if (!strcmp(ws, "imported") || !strcmp(ws, "unspecified")) sum_mode = order_mode = W_WARN;
+    /* a router description replaces the weight source's sum rule (V091),
+     * except for weights declared uniform for timing only */
+    const int rt = c->has_router == 1 && strcmp(ws, "uniform_weights_timing_only") != 0;
+    const int drops = rt && c->router.capacity != PLENA_CAPACITY_NONE;
     if (dm->T >= 0 && (int64_t)n != dm->T)
         fail(c, "V046", "routing.topk_weights", "has %zu rows, expected token_count %lld", n,
              (long long)dm->T);
@@ -608,7 +718,8 @@ static void walk_weights(struct ctx *c, const struct routing_dims *dm)
         }
         double sum = 0.0;
         float prev = 0.0f;
-        size_t order_bad = m;
+        size_t order_bad = m, n_zero = 0;
+        int ranked = 0; /* a weight of the row's order precedes */
         for (size_t j = 0; j < m; j++) {
             json_t *v = json_array_get(row, j);
             snprintf(p, sizeof p, "routing.topk_weights[%zu][%zu]", t, j);
@@ -633,19 +744,30 @@ static void walk_weights(struct ctx *c, const struct routing_dims *dm)
             /* Sums and order are judged on the binary32 values. */
             float fw = (float)w;
             sum += (double)fw;
-            if (j > 0 && fw > prev && order_bad == m) order_bad = j;
+            if (drops && fw == 0.0f) { /* a pair dropped over capacity: weight 0, no rank */
+                n_zero++;
+                continue;
+            }
+            if (rt) check_weight_range(c, t, j, v, fw);
+            if (ranked && fw > prev && order_bad == m) order_bad = j;
             prev = fw;
+            ranked = 1;
         }
-        if (!row_ok || !have_ws) continue;
+        if (!row_ok || c->has_router < 0) continue; /* a bad router: V090 said it */
+        if (rt) {
+            check_row_sum(c, t, (size_t)(dm->K >= 0 ? dm->K : 0), sum, n_zero > 0);
+        } else if (!have_ws) {
+            continue;
+        }
         snprintf(p, sizeof p, "routing.topk_weights[%zu]", t);
         plena_json_fmt_double(a, sizeof a, sum);
-        if (sum_mode == W_ENFORCE && !(fabs(sum - 1.0) <= 4e-3))
+        if (!rt && sum_mode == W_ENFORCE && !(fabs(sum - 1.0) <= 4e-3))
             fail(c, "V049", p, "weights sum to %s, expected 1 within 4e-3 for weight_source %s", a,
                  ws);
-        else if (sum_mode == W_UNNORM && !(sum <= 1.0 + 4e-3))
+        else if (!rt && sum_mode == W_UNNORM && !(sum <= 1.0 + 4e-3))
             fail(c, "V049", p, "weights sum to %s, expected at most 1 + 4e-3 for weight_source %s",
                  a, ws);
-        else if (sum_mode == W_WARN && !(fabs(sum - 1.0) <= 4e-3))
+        else if (!rt && sum_mode == W_WARN && !(fabs(sum - 1.0) <= 4e-3))
             warn(c, "W030", p, "weights sum to %s, not 1 within 4e-3 (weight_source %s)", a, ws);
         if (order_bad < m) {
             snprintf(p, sizeof p, "routing.topk_weights[%zu][%zu]", t, order_bad);
@@ -758,6 +880,41 @@ static void check_stats(struct ctx *c, const int64_t *counts, size_t E)
     plena_free(list);
 }
 
+/* V094: with a capacity rule, an expert keeps (weight > 0) at most
+ * plena_router_capacity pairs; kept is scratch of E entries. */
+static void check_capacity(struct ctx *c, const struct routing_dims *dm, int64_t *kept)
+{
+    const struct plena_router *r = &c->router;
+    if (c->has_router != 1 || r->capacity == PLENA_CAPACITY_NONE || dm->T < 0 || dm->K < 0 ||
+        dm->E <= 0)
+        return;
+    json_t *ids = c->val[PLENA_TF_ROUTING_TOPK_INDICES],
+           *ws = c->val[PLENA_TF_ROUTING_TOPK_WEIGHTS];
+    memset(kept, 0, (size_t)dm->E * sizeof *kept);
+    for (size_t t = 0; t < json_array_size(ids); t++)
+        for (size_t j = 0; j < json_array_size(json_array_get(ids, t)); j++) {
+            const json_t *w = json_array_get(json_array_get(ws, t), j);
+            if (json_is_number(w) && json_number_value(w) > 0)
+                kept[json_integer_value(json_array_get(json_array_get(ids, t), j))]++;
+        }
+    const uint64_t cap =
+        plena_router_capacity(r, (uint32_t)dm->T, (uint32_t)dm->E, (uint32_t)dm->K);
+    size_t n_bad = 0;
+    for (int64_t e = 0; e < dm->E; e++) {
+        if ((uint64_t)kept[e] <= cap) continue;
+        if (n_bad++ >= 10) {
+            c->r->valid = 0;
+            c->r->n_errors_truncated++;
+            continue;
+        }
+        fail(c, "V094", "routing.topk_weights",
+             "expert %lld keeps %lld pairs with weight > 0, expected at most its capacity %llu "
+             "(model.router capacity %s: over-capacity pairs have weight 0)",
+             (long long)e, (long long)kept[e], (unsigned long long)cap,
+             plena_capacity_rule_name(r->capacity));
+    }
+}
+
 static void check_routing(struct ctx *c)
 {
     struct routing_dims dm = {-1, -1, -1};
@@ -783,6 +940,7 @@ static void check_routing(struct ctx *c)
     if (ok(c, PLENA_TF_ROUTING_TOPK_INDICES)) hist_ok = walk_indices(c, &dm, hist, seen);
     if (ok(c, PLENA_TF_ROUTING_TOPK_WEIGHTS)) walk_weights(c, &dm);
     if (ok(c, PLENA_TF_ROUTING_EXPERT_COUNTS)) counts_ok = read_counts(c, &dm, counts);
+    if (hist_ok && ok(c, PLENA_TF_ROUTING_TOPK_WEIGHTS)) check_capacity(c, &dm, seen);
     if (counts_ok) {
         int64_t sum = 0;
         int over = 0;
