@@ -286,6 +286,16 @@ int plena_model_resolve(const char *name_or_path, struct plena_moe_model *out,
 int plena_model_validate(const struct plena_moe_model *m, uint32_t mlen, struct plena_err *err)
 {
     const char *w = m->name;
+    const struct {
+        const char *key;
+        uint32_t v;
+    } widths[] = {{"hidden_size", m->hidden},
+                  {"moe_intermediate_size", m->moe_inter},
+                  {"shared_expert_intermediate_size", m->shared_inter}};
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        if (widths[i].v > PLENA_MODEL_MAX_WIDTH)
+            return PLENA_FAIL(err, PLENA_E_INPUT, w, "%s %u: expected at most %u", widths[i].key,
+                              widths[i].v, PLENA_MODEL_MAX_WIDTH);
     if (m->hidden == 0 || mlen == 0 || m->hidden % mlen)
         return PLENA_FAIL(err, PLENA_E_INPUT, w,
                           "hidden size %u must be a positive multiple of MLEN %u", m->hidden, mlen);

@@ -594,6 +594,7 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
     struct plena_emu_result res;
     memset(&res, 0, sizeof res);
     if ((rc = plena_emu_run(emu, ss.prog, observe, &obs, &res, e)) != 0) goto fail;
+    if ((rc = plena_timing_status(timing, e)) != 0) goto fail;
 
     uint64_t period = out->settings.clock_period_ps;
     out->instructions_executed = res.instructions_executed;

@@ -41,6 +41,9 @@ struct plena_hbm_params {
 };
 
 #define PLENA_SETTINGS_MAX_WARNINGS 16
+/* The largest CONFIG.CLOCK_PERIOD_PS and HBM.TCK_PS: a cycle count below
+ * 2^32 times it stays below 2^64 ps (docs/formats.md "Settings file"). */
+#define PLENA_SETTINGS_PERIOD_MAX_PS 1000000000u
 
 struct plena_settings {
     /* [TRANSACTIONAL.CONFIG] */
