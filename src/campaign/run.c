@@ -109,8 +109,8 @@ static int truncate_file(const char *path, off_t len)
     return rc ? -1 : 0;
 }
 
-int plena_campaign_manifest_read(const char *path, int truncate, json_t **lines, size_t *torn_bytes,
-                                 struct plena_err *err)
+static int manifest_read(const char *path, int truncate, json_t **lines, size_t *torn_bytes,
+                         struct plena_err *err)
 {
     *lines = json_array();
     *torn_bytes = 0;
@@ -153,6 +153,17 @@ int plena_campaign_manifest_read(const char *path, int truncate, json_t **lines,
         return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot truncate the torn tail: %s",
                           strerror(errno));
     return 0;
+}
+
+int plena_campaign_manifest_read(const char *path, int truncate, json_t **lines, size_t *torn_bytes,
+                                 struct plena_err *err)
+{
+    int rc = manifest_read(path, truncate, lines, torn_bytes, err);
+    if (rc) { /* the lines read before the failure are not the caller's (they leaked) */
+        json_decref(*lines);
+        *lines = NULL;
+    }
+    return rc;
 }
 
 /* ---- run ---- */

@@ -457,6 +457,26 @@ static void test_error_exits(void **state)
     assert_int_equal(run(missing, NULL), 3);
 }
 
+/* A corrupt manifest line before good ones: PLENA_E_INPUT naming the line,
+ * and the lines read before it are released (they leaked: a fuzzing
+ * finding; *lines is NULL on failure). */
+static void test_corrupt_manifest(void **state)
+{
+    (void)state;
+    char p[256];
+    plena_test_write_text(g_tmp, "corrupt.jsonl",
+                          "{\"trace_id\":\"a\",\"status\":\"passed\"}\n[1,2]\n"
+                          "{\"trace_id\":\"b\"}\n");
+    plena_test_path(p, sizeof p, g_tmp, "corrupt.jsonl");
+    json_t *lines = NULL;
+    size_t torn = 0;
+    struct plena_err err = {0};
+    assert_int_equal(plena_campaign_manifest_read(p, 0, &lines, &torn, &err), PLENA_E_INPUT);
+    assert_null(lines);
+    assert_non_null(strstr(err.where, "corrupt.jsonl:2"));
+    assert_non_null(strstr(err.msg, "corrupt manifest line"));
+}
+
 /* ---- report from a campaign of real `plena replay` workers ---- */
 static void test_report_real_replay(void **state)
 {
@@ -604,6 +624,7 @@ int main(void)
         cmocka_unit_test(test_kill_and_resume),
         cmocka_unit_test(test_failures_and_attempts),
         cmocka_unit_test(test_error_exits),
+        cmocka_unit_test(test_corrupt_manifest),
         cmocka_unit_test(test_report_real_replay),
         cmocka_unit_test(test_jobs_auto),
     };

@@ -28,6 +28,27 @@ static void test_first_error_wins(void **state)
     assert_non_null(e.src_file);
 }
 
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* plena_qsort sorts, and accepts the empty NULL array an empty growable
+ * array is (qsort(NULL, 0) is undefined behaviour: the sanitizer build
+ * reported it in the CSV and Megatron importers and the campaign report). */
+static void test_qsort_empty(void **state)
+{
+    (void)state;
+    int v[4] = {3, 1, 2, 0};
+    plena_qsort(v, 4, sizeof *v, cmp_int);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(v[i], i);
+    plena_qsort(NULL, 0, sizeof *v, cmp_int);
+    plena_qsort(v, 1, sizeof *v, cmp_int);
+    assert_int_equal(v[0], 0);
+}
+
 static void test_alloc_fail_hook(void **state)
 {
     (void)state;
@@ -116,7 +137,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_first_error_wins),      cmocka_unit_test(test_alloc_fail_hook),
         cmocka_unit_test(test_atomic_write_and_read), cmocka_unit_test(test_buf_printf_long),
-        cmocka_unit_test(test_status_table),
+        cmocka_unit_test(test_status_table),          cmocka_unit_test(test_qsort_empty),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

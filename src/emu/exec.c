@@ -1162,7 +1162,7 @@ static int op_topk(struct plena_emu *e, const struct plena_insn *in, uint32_t *e
             keys[idx] = (uint64_t)total_key(bf(r[l])) << 32 | (0xFFFFFFFFu - idx);
     }
     /* Descending key; equal keys keep the lower expert first (stable ranking). */
-    qsort(keys, E, sizeof *keys, cmp_desc_u64);
+    plena_qsort(keys, E, sizeof *keys, cmp_desc_u64);
     float v[PLENA_TOPK_MAX_K], w[PLENA_TOPK_MAX_K];
     uint32_t id[PLENA_TOPK_MAX_K];
     for (uint32_t j = 0; j < k; j++) {

@@ -352,7 +352,7 @@ int plena_routing_gini(const int64_t *counts, size_t n, double *gini, struct ple
     int64_t *v = plena_malloc(n * sizeof *v);
     if (!v) return PLENA_FAIL(err, PLENA_E_NOMEM, "expert_counts", "out of memory");
     memcpy(v, counts, n * sizeof *v);
-    qsort(v, n, sizeof *v, cmp_i64);
+    plena_qsort(v, n, sizeof *v, cmp_i64);
     /* S = sum i*v(i), i from 1, in 64-bit integers: i <= 16383 experts and the
      * sum of counts <= 2^28 slots in a valid trace keep it far from overflow;
      * other callers get an error instead of a wrapped value. */

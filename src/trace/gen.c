@@ -228,7 +228,7 @@ int plena_trace_gen_tree(const struct plena_trace_gen_opts *o, json_t **tree, st
             }
             for (uint32_t j = 0; j < K; j++)
                 wd[j] /= sum;
-            qsort(wd, K, sizeof *wd, cmp_desc);
+            plena_qsort(wd, K, sizeof *wd, cmp_desc);
             for (uint32_t j = 0; j < K; j++)
                 wr[j] = (float)wd[j];
         } else {

@@ -689,7 +689,7 @@ static int import_megatron(struct imp *st, const char *bytes, size_t len)
     int rc = each_record(st, bytes, len, megatron_line);
     st->mset = NULL;
     if (!rc && st->o->merge_ranks) {
-        qsort(set.v, set.n, sizeof *set.v, cmp_mrec);
+        plena_qsort(set.v, set.n, sizeof *set.v, cmp_mrec);
         for (size_t i = 0; i < set.n && (!rc || (st->o->keep_going && rc != PLENA_E_NOMEM));) {
             size_t j = i + 1;
             while (j < set.n && same_group(&set.v[i], &set.v[j]))
@@ -1047,7 +1047,7 @@ static int import_csv(struct imp *st, const char *bytes, size_t len)
         rc = 0;
     }
     if (!rc) {
-        qsort(rows, n_rows, sizeof *rows, cmp_crow);
+        plena_qsort(rows, n_rows, sizeof *rows, cmp_crow);
         for (size_t i = 0; i < n_rows;) {
             size_t j = i + 1;
             while (j < n_rows && !strcmp(rows[i].key, rows[j].key))

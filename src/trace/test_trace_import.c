@@ -381,6 +381,26 @@ static void test_errors(void **state)
                 "mc.jsonl:1", "pass --allow-uniform-weights");
 }
 
+/* Inputs that produce no rows at all: no traces, no error from the library
+ * (the CLI says "no traces produced"), and no qsort(NULL, 0) (undefined
+ * behaviour the sanitizer build reports; a fuzzing finding). */
+static void test_empty_inputs(void **state)
+{
+    (void)state;
+    struct imp c;
+    opts(&c, PLENA_TRACE_IMPORT_CSV);
+    static const char header_only[] =
+        "expert,token,slot,sample_id,layer,phase,decode_step,weight\n";
+    assert_int_equal(run(&c, "h.csv", header_only, strlen(header_only)), 0);
+    assert_int_equal(c.d.n, 0);
+    done(&c);
+    opts(&c, PLENA_TRACE_IMPORT_MEGATRON);
+    c.o.merge_ranks = 1;
+    assert_int_equal(run(&c, "e.jsonl", "\n", 1), 0);
+    assert_int_equal(c.d.n, 0);
+    done(&c);
+}
+
 static void test_keep_going(void **state)
 {
     (void)state;
@@ -406,10 +426,10 @@ static void test_keep_going(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vllm),       cmocka_unit_test(test_vllm_raw),
-        cmocka_unit_test(test_megatron),   cmocka_unit_test(test_csv),
-        cmocka_unit_test(test_rows),       cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_keep_going),
+        cmocka_unit_test(test_vllm),         cmocka_unit_test(test_vllm_raw),
+        cmocka_unit_test(test_megatron),     cmocka_unit_test(test_csv),
+        cmocka_unit_test(test_rows),         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_empty_inputs), cmocka_unit_test(test_keep_going),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
