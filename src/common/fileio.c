@@ -101,49 +101,121 @@ int plena_file_read_input(const char *path, char **data, size_t *len, struct ple
     return 0;
 }
 
-int plena_file_write_atomic(const char *path, const void *data, size_t len, struct plena_err *err)
+static const char *file_kind(mode_t m)
 {
-    static unsigned counter;
-    char tmp[4200];
-    int fd = -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot create: %s", strerror(errno));
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+
+int plena_file_check_output(const char *path, struct plena_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return 0; /* absent: created */
+    return PLENA_FAIL(err, PLENA_E_OUTPUT, path,
+                      "is %s: plena writes outputs only as regular files (use - for standard "
+                      "output)",
+                      file_kind(st.st_mode));
+}
+
+static int write_fd(int fd, const void *data, size_t len)
+{
     const char *p = data;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
         if (w < 0) {
             if (errno == EINTR) continue;
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "write failed: %s", strerror(e));
+            return -1;
         }
         p += w;
-        left -= (size_t)w;
+        len -= (size_t)w;
     }
-    if (fsync(fd) != 0 && errno != EINVAL) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "fsync failed: %s", strerror(e));
-    }
-    if (close(fd) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "close failed: %s", strerror(e));
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "rename failed: %s", strerror(e));
-    }
-    fsync_dir_of(path);
     return 0;
+}
+
+int plena_file_stage(const char *path, const void *data, size_t len, struct plena_file_staged *st,
+                     struct plena_err *err)
+{
+    static unsigned counter;
+    memset(st, 0, sizeof *st);
+    st->data = data;
+    st->len = len;
+    if (snprintf(st->path, sizeof st->path, "%s", path) >= (int)sizeof st->path)
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "path too long");
+    if (!strcmp(path, "-")) {
+        st->to_stdout = 1;
+        return 0;
+    }
+    int rc = plena_file_check_output(path, err);
+    if (rc) return rc;
+    int fd = -1;
+    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+        snprintf(st->tmp, sizeof st->tmp, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
+        fd = open(st->tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        st->tmp[0] = 0;
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot create: %s", strerror(errno));
+    }
+    const char *what = NULL;
+    int e = 0;
+    if (write_fd(fd, data, len))
+        what = "write failed", e = errno;
+    else if (fsync(fd) != 0 && errno != EINVAL)
+        what = "fsync failed", e = errno;
+    if (close(fd) != 0 && !what) what = "close failed", e = errno;
+    if (what) {
+        unlink(st->tmp);
+        st->tmp[0] = 0;
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "%s: %s", what, strerror(e));
+    }
+    return 0;
+}
+
+void plena_file_discard(struct plena_file_staged *st, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!st[i].to_stdout && st[i].tmp[0]) {
+            unlink(st[i].tmp);
+            st[i].tmp[0] = 0;
+        }
+}
+
+int plena_file_commit(struct plena_file_staged *st, size_t n, struct plena_err *err)
+{
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (rc) { /* an earlier rename failed: the rest are not put in place */
+            plena_file_discard(&st[i], 1);
+            continue;
+        }
+        if (st[i].to_stdout) {
+            if (fflush(stdout) || write_fd(STDOUT_FILENO, st[i].data, st[i].len))
+                rc = PLENA_FAIL(err, PLENA_E_OUTPUT, "-", "write to standard output failed: %s",
+                                strerror(errno));
+            continue;
+        }
+        if (rename(st[i].tmp, st[i].path) != 0) {
+            int e = errno;
+            plena_file_discard(&st[i], 1);
+            rc = PLENA_FAIL(err, PLENA_E_OUTPUT, st[i].path, "rename failed: %s", strerror(e));
+            continue;
+        }
+        st[i].tmp[0] = 0;
+        fsync_dir_of(st[i].path);
+    }
+    return rc;
+}
+
+int plena_file_write_atomic(const char *path, const void *data, size_t len, struct plena_err *err)
+{
+    struct plena_file_staged st;
+    int rc = plena_file_stage(path, data, len, &st, err);
+    return rc ? rc : plena_file_commit(&st, 1, err);
 }
 
 void plena_buf_init(struct plena_buf *b)

@@ -24,8 +24,32 @@ int plena_file_read_input(const char *path, char **data, size_t *len, struct ple
 int plena_file_read_range(const char *path, uint64_t offset, void *buf, size_t n,
                           struct plena_err *err);
 
-/* Writes `len` bytes atomically. Errors are PLENA_E_OUTPUT naming the path. */
+/* 0 when `path` may be replaced by an output: it does not exist or is a
+ * regular file (a symlink is judged by its target). A device, FIFO,
+ * directory or socket is PLENA_E_OUTPUT naming the path: plena never
+ * replaces what is not a regular file (`-o /dev/full` once replaced it). */
+int plena_file_check_output(const char *path, struct plena_err *err);
+
+/* Writes `len` bytes atomically; "-" writes them to standard output. Errors
+ * are PLENA_E_OUTPUT naming the path (plena_file_check_output first). */
 int plena_file_write_atomic(const char *path, const void *data, size_t len, struct plena_err *err);
+
+/* Several outputs written all or none: each is staged (written to its
+ * temporary file and fsync'ed, checked as above), then all are committed
+ * (renamed into place) only when every one was staged; on a failure the
+ * staged ones are discarded and no target changes. */
+struct plena_file_staged {
+    char path[4096];
+    char tmp[4200];
+    int to_stdout; /* path "-": the data are kept and written at commit */
+    const void *data;
+    size_t len;
+};
+int plena_file_stage(const char *path, const void *data, size_t len, struct plena_file_staged *st,
+                     struct plena_err *err);
+/* Commits n staged outputs (all were staged successfully). */
+int plena_file_commit(struct plena_file_staged *st, size_t n, struct plena_err *err);
+void plena_file_discard(struct plena_file_staged *st, size_t n);
 
 /* Growable byte buffer for building text and binary outputs. */
 struct plena_buf {

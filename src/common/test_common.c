@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/fileio.h"
+#include "common/test_support.h"
 
 static void test_first_error_wins(void **state)
 {
@@ -82,6 +84,49 @@ static void test_atomic_write_and_read(void **state)
     assert_int_equal(e.code, PLENA_E_OUTPUT);
 }
 
+/* Outputs onto what is not a regular file are refused and left alone (as
+ * root `plena asm -o /dev/full` replaced /dev/full); staged outputs are
+ * committed all together or discarded without a trace. */
+static void test_outputs_regular_and_all_or_none(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/plena_test_out_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char fifo[256], a[256], b[256], bad[256];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(a, sizeof a, "%s/a.txt", dir);
+    snprintf(b, sizeof b, "%s/b.txt", dir);
+    snprintf(bad, sizeof bad, "%s/no/such/dir.txt", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    struct plena_err e = {0};
+    assert_int_equal(plena_file_write_atomic(fifo, "x", 1, &e), PLENA_E_OUTPUT);
+    assert_non_null(strstr(e.msg, "is a FIFO"));
+    struct stat st;
+    assert_int_equal(stat(fifo, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode)); /* still the FIFO */
+    plena_err_clear(&e);
+    assert_int_equal(plena_file_check_output("/dev/null", &e), PLENA_E_OUTPUT);
+    assert_non_null(strstr(e.msg, "is a character device"));
+    assert_int_equal(plena_file_check_output(a, NULL), 0); /* absent: may be created */
+    /* a then a bad path: nothing is written */
+    struct plena_file_staged sv[2];
+    assert_int_equal(plena_file_stage(a, "A", 1, &sv[0], NULL), 0);
+    assert_int_not_equal(plena_file_stage(bad, "B", 1, &sv[1], NULL), 0);
+    plena_file_discard(sv, 1);
+    assert_int_equal(plena_test_sh("test -z \"$(ls -A %s | grep -v '^fifo$')\"", dir), 0);
+    /* both good: both in place, no temporary left */
+    assert_int_equal(plena_file_stage(a, "A", 1, &sv[0], NULL), 0);
+    assert_int_equal(plena_file_stage(b, "B", 1, &sv[1], NULL), 0);
+    assert_int_equal(plena_file_commit(sv, 2, NULL), 0);
+    char *d;
+    size_t n;
+    assert_int_equal(plena_file_read_all(b, &d, &n, NULL), 0);
+    assert_string_equal(d, "B");
+    plena_free(d);
+    assert_int_equal(plena_test_sh("test $(ls -A %s | wc -l) -eq 3", dir), 0);
+    assert_int_equal(plena_test_rmtree(dir), 0);
+}
+
 static void test_buf_printf_long(void **state)
 {
     (void)state;
@@ -135,9 +180,13 @@ static void test_status_table(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_first_error_wins),      cmocka_unit_test(test_alloc_fail_hook),
-        cmocka_unit_test(test_atomic_write_and_read), cmocka_unit_test(test_buf_printf_long),
-        cmocka_unit_test(test_status_table),          cmocka_unit_test(test_qsort_empty),
+        cmocka_unit_test(test_first_error_wins),
+        cmocka_unit_test(test_alloc_fail_hook),
+        cmocka_unit_test(test_atomic_write_and_read),
+        cmocka_unit_test(test_buf_printf_long),
+        cmocka_unit_test(test_status_table),
+        cmocka_unit_test(test_qsort_empty),
+        cmocka_unit_test(test_outputs_regular_and_all_or_none),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

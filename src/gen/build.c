@@ -852,6 +852,7 @@ static int write_hbm(struct plena_moe_build *b, const char *dir, struct plena_er
     char path[4096], tmpp[4200];
     if (plena_build_file_path(dir, PLENA_BUILD_FILE_HBM, path, sizeof path, err))
         return PLENA_E_OUTPUT;
+    if (plena_file_check_output(path, err)) return PLENA_E_OUTPUT;
     snprintf(tmpp, sizeof tmpp, "%s.tmp.XXXXXX", path);
     int fd = mkstemp(tmpp);
     if (fd < 0) return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot create: %s", strerror(errno));
