@@ -10,36 +10,61 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int plena_file_read_all(const char *path, char **data, size_t *len, struct plena_err *err)
+/* is_stdin: read standard input, `path` only names it in messages. */
+static int read_bounded(const char *path, int is_stdin, size_t max, const char *limit_name,
+                        char **data, size_t *len, int *over, struct plena_err *err)
 {
     *data = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
+    if (over) *over = 0;
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f) return PLENA_FAIL(err, PLENA_E_INPUT, path, "cannot open: %s", strerror(errno));
     struct plena_buf b;
     plena_buf_init(&b);
     char chunk[65536];
     size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (plena_buf_append(&b, chunk, n)) break;
+    int too_big = 0;
+    while (!b.failed && (n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (n > max - b.len) { /* keep max + 1 bytes at most */
+            n = max - b.len + 1;
+            too_big = 1;
+        }
+        if (plena_buf_append(&b, chunk, n) || too_big) break;
     }
     int rd_err = ferror(f);
-    fclose(f);
-    if (b.failed) {
+    if (!is_stdin) fclose(f);
+    int rc = 0;
+    if (b.failed)
+        rc = PLENA_FAIL(err, PLENA_E_NOMEM, path, "out of memory reading %s",
+                        is_stdin ? "standard input" : "file");
+    else if (rd_err && !too_big)
+        rc = PLENA_FAIL(err, PLENA_E_INPUT, path, "read error");
+    else if (too_big && !over)
+        rc = PLENA_FAIL(err, PLENA_E_INPUT, path,
+                        "larger than the %zu-byte limit (%s); reading stopped there", max,
+                        limit_name);
+    else if (plena_buf_append(&b, "", 1))
+        rc = PLENA_FAIL(err, PLENA_E_NOMEM, path, "out of memory reading file");
+    if (rc) {
         plena_buf_free(&b);
-        return PLENA_FAIL(err, PLENA_E_NOMEM, path, "out of memory reading file");
+        return rc;
     }
-    if (rd_err) {
-        plena_buf_free(&b);
-        return PLENA_FAIL(err, PLENA_E_INPUT, path, "read error");
-    }
-    if (plena_buf_append(&b, "", 1)) {
-        plena_buf_free(&b);
-        return PLENA_FAIL(err, PLENA_E_NOMEM, path, "out of memory reading file");
-    }
+    if (over) *over = too_big;
     *data = b.data;
     *len = b.len - 1;
     return 0;
+}
+
+int plena_file_read_bounded(const char *path, size_t max, const char *limit_name, char **data,
+                            size_t *len, int *over, struct plena_err *err)
+{
+    return read_bounded(path, !strcmp(path, "-"), max, limit_name, data, len, over, err);
+}
+
+int plena_file_read_all(const char *path, char **data, size_t *len, struct plena_err *err)
+{
+    return read_bounded(path, 0, PLENA_FILE_MAX_BYTES, "PLENA_FILE_MAX_BYTES", data, len, NULL,
+                        err);
 }
 
 static void fsync_dir_of(const char *path)
@@ -83,22 +108,8 @@ int plena_file_read_range(const char *path, uint64_t offset, void *buf, size_t n
 
 int plena_file_read_input(const char *path, char **data, size_t *len, struct plena_err *err)
 {
-    if (strcmp(path, "-")) return plena_file_read_all(path, data, len, err);
-    *data = NULL;
-    *len = 0;
-    struct plena_buf b;
-    plena_buf_init(&b);
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0)
-        if (plena_buf_append(&b, chunk, n)) break;
-    if (b.failed || plena_buf_append(&b, "", 1)) {
-        plena_buf_free(&b);
-        return PLENA_FAIL(err, PLENA_E_NOMEM, "-", "out of memory reading standard input");
-    }
-    *data = b.data;
-    *len = b.len - 1;
-    return 0;
+    return plena_file_read_bounded(path, PLENA_FILE_MAX_BYTES, "PLENA_FILE_MAX_BYTES", data, len,
+                                   NULL, err);
 }
 
 static const char *file_kind(mode_t m)

@@ -12,11 +12,24 @@
 
 #include "../common/err.h"
 
+/* The default bound of every whole-file read (docs/formats.md "Conventions"):
+ * no reader of plena needs more, and /dev/zero or an endless pipe must fail
+ * instead of exhausting memory. */
+#define PLENA_FILE_MAX_BYTES ((size_t)1 << 30)
+
 /* Reads the whole file into a NUL-terminated buffer (caller frees with
- * plena_free). Errors are PLENA_E_INPUT naming the path. */
+ * plena_free), at most PLENA_FILE_MAX_BYTES. Errors are PLENA_E_INPUT naming
+ * the path. */
 int plena_file_read_all(const char *path, char **data, size_t *len, struct plena_err *err);
 /* The same, with "-" meaning standard input (read to its end). */
 int plena_file_read_input(const char *path, char **data, size_t *len, struct plena_err *err);
+/* The same ("-" is standard input) with the bound `max` checked while
+ * reading: an input longer than max is PLENA_E_INPUT "larger than the max-byte
+ * limit (limit_name)" as soon as byte max + 1 arrives, or, with `over`
+ * non-NULL, the first max + 1 bytes are returned and *over set to 1 (the
+ * caller reports it, e.g. as finding V001). */
+int plena_file_read_bounded(const char *path, size_t max, const char *limit_name, char **data,
+                            size_t *len, int *over, struct plena_err *err);
 
 /* Reads exactly n bytes at byte `offset` into buf (a region of a large,
  * possibly sparse file such as hbm.bin). PLENA_E_INPUT naming the path when

@@ -127,6 +127,38 @@ static void test_outputs_regular_and_all_or_none(void **state)
     assert_int_equal(plena_test_rmtree(dir), 0);
 }
 
+/* Bounded reads stop at the limit while reading: /dev/zero is refused after
+ * max + 1 bytes (it grew without bound), and `over` hands back the prefix. */
+static void test_read_bounded(void **state)
+{
+    (void)state;
+    struct plena_err e = {0};
+    char *d = NULL;
+    size_t n = 0;
+    assert_int_equal(plena_file_read_bounded("/dev/zero", 1000, "the test limit", &d, &n, NULL, &e),
+                     PLENA_E_INPUT);
+    assert_null(d);
+    assert_string_equal(e.where, "/dev/zero");
+    assert_non_null(strstr(e.msg, "larger than the 1000-byte limit (the test limit)"));
+    int over = 0;
+    assert_int_equal(plena_file_read_bounded("/dev/zero", 1000, "x", &d, &n, &over, NULL), 0);
+    assert_int_equal(over, 1);
+    assert_int_equal(n, 1001);
+    plena_free(d);
+    char path[] = "/tmp/plena_test_bounded_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "0123456789", 10), 10);
+    close(fd);
+    assert_int_equal(plena_file_read_bounded(path, 10, "x", &d, &n, &over, NULL), 0); /* exactly */
+    assert_int_equal(over, 0);
+    assert_int_equal(n, 10);
+    assert_string_equal(d, "0123456789");
+    plena_free(d);
+    assert_int_equal(plena_file_read_bounded(path, 9, "x", &d, &n, NULL, NULL), PLENA_E_INPUT);
+    unlink(path);
+}
+
 static void test_buf_printf_long(void **state)
 {
     (void)state;
@@ -187,6 +219,7 @@ int main(void)
         cmocka_unit_test(test_status_table),
         cmocka_unit_test(test_qsort_empty),
         cmocka_unit_test(test_outputs_regular_and_all_or_none),
+        cmocka_unit_test(test_read_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

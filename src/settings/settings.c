@@ -696,7 +696,8 @@ static int load_file(const char *path, struct plena_settings *s, struct plena_er
 {
     char *data;
     size_t len;
-    int rc = plena_file_read_all(path, &data, &len, err);
+    int rc = plena_file_read_bounded(path, PLENA_SETTINGS_MAX_BYTES, "settings files", &data, &len,
+                                     NULL, err);
     if (rc) return rc;
     rc = plena_settings_parse(data, len, path, s, err);
     plena_free(data);

@@ -818,6 +818,10 @@ static void test_lookup_order(void **state)
     plena_err_clear(&err);
     assert_int_equal(plena_settings_load(missing, &s, &err), PLENA_E_INPUT);
     plena_err_clear(&err);
+    /* an endless file is refused at the settings limit (it was read without bound) */
+    assert_int_equal(plena_settings_load("/dev/zero", &s, &err), PLENA_E_INPUT);
+    assert_non_null(strstr(err.msg, "larger than the 1048576-byte limit (settings files)"));
+    plena_err_clear(&err);
     unsetenv("PLENA_SETTINGS_TOML");
     /* ./ then ../ then the built-in copy */
     assert_int_equal(plena_settings_load(NULL, &s, &err), 0);

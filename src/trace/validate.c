@@ -904,8 +904,7 @@ int plena_trace_validate_bytes(const char *bytes, size_t len,
     size_t max_bytes = opt->max_bytes ? opt->max_bytes : PLENA_TRACE_MAX_BYTES_DEFAULT;
     json_t *root = NULL;
     if (len > max_bytes) {
-        fail(c, "V001", "(document)", "document is %zu bytes, more than --max-bytes %zu", len,
-             max_bytes);
+        fail(c, "V001", "(document)", "document is more than --max-bytes %zu bytes", max_bytes);
         goto done;
     }
     if (!bytes) bytes = "";
