@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "settings/settings.h"
 
 const struct plena_cli_entry plena_cli_commands[] = {
 #define PLENA_CMD(name, help) {#name, help, &plena_cli_cmd_##name},
@@ -21,6 +22,17 @@ int plena_cli_report(const char *cmd, const struct plena_err *err)
     char buf[1200];
     fprintf(stderr, "plena %s: %s\n", cmd, plena_err_format(err, buf, sizeof buf));
     return plena_status_exit_code(err->code);
+}
+
+void plena_cli_settings_warnings(const char *cmd, const struct plena_settings *s)
+{
+    unsigned kept =
+        s->n_warnings < PLENA_SETTINGS_MAX_WARNINGS ? s->n_warnings : PLENA_SETTINGS_MAX_WARNINGS;
+    for (unsigned i = 0; i < kept; i++)
+        fprintf(stderr, "plena %s: warning: %s\n", cmd, s->warnings[i]);
+    if (s->n_warnings > kept)
+        fprintf(stderr, "plena %s: warning: %u further settings warnings not shown\n", cmd,
+                s->n_warnings - kept);
 }
 
 int plena_cli_usage_error(const char *cmd, const char *fmt, ...)

@@ -78,6 +78,10 @@ int plena_cli_parse(const struct plena_cmd_spec *spec, int argc, char **argv, vo
 /* Prints "plena <cmd>: <where>: <msg>" to stderr and returns the exit code of
  * the error's status. */
 int plena_cli_report(const char *cmd, const struct plena_err *err);
+/* The settings loader's warnings (unknown keys ignored), one stderr line
+ * each: the spec requires them, the library never prints. */
+struct plena_settings;
+void plena_cli_settings_warnings(const char *cmd, const struct plena_settings *s);
 /* Prints "plena <cmd>: <msg>\nTry 'plena <cmd> --help'." and returns the exit
  * code of PLENA_E_USAGE. */
 int plena_cli_usage_error(const char *cmd, const char *fmt, ...)

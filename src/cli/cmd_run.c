@@ -96,6 +96,7 @@ static const struct plena_cmd_spec run_spec = {
 static void print_topology(void *ctx, const struct plena_settings *s)
 {
     (void)ctx;
+    plena_cli_settings_warnings("run", s);
     char buf[256];
     plena_run_format_topology(s, buf, sizeof buf);
     fputs(buf, stdout);

@@ -196,7 +196,7 @@ static int resolve_router(json_t *root, const char *path, struct plena_moe_model
 static int resolve_file(const char *path, struct plena_moe_model *m, struct plena_err *err)
 {
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
         char w[300];
         snprintf(w, sizeof w, "%s:%d:%d", path, je.line, je.column);
@@ -257,7 +257,13 @@ static int resolve_file(const char *path, struct plena_moe_model *m, struct plen
     }
     if ((rc = resolve_router(root, path, m, err))) goto out;
     json_t *eps = json_object_get(root, "rms_norm_eps");
-    m->rms_eps = eps && json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
+    if (eps && !json_is_number(eps)) { /* a string "1e-6" was silently replaced by the default */
+        char w[300];
+        snprintf(w, sizeof w, "%s:$.rms_norm_eps", path);
+        rc = PLENA_FAIL(err, PLENA_E_INPUT, w, "expected a number");
+        goto out;
+    }
+    m->rms_eps = eps ? (float)json_number_value(eps) : 1e-6f;
     m->activation = PLENA_ACT_STANDARD_SWIGLU;
     m->routing = m->num_experts ? PLENA_ROUTING_DEVICE : PLENA_ROUTING_NONE;
     m->router_form = PLENA_ROUTER_GEMM;

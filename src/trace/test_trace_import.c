@@ -368,6 +368,25 @@ static void test_errors(void **state)
     expect_fail(&c, "r.csv",
                 "sample_id,layer,phase,decode_step,token,slot,expert\ns0,0,prefill,,0,2,1\n",
                 "r.csv:2", "column slot: 2 outside 0..1 (model e8k2 has top_k 2)");
+    /* accepted or misreported before: a hex weight, a 20-digit id (shown as
+     * INT64_MAX), an unterminated quote ("0 fields"), a NUL byte */
+    expect_fail(&c, "r.csv",
+                "sample_id,layer,phase,decode_step,token,slot,expert,weight\n"
+                "s0,0,prefill,,0,0,1,0x1p-1\n",
+                "r.csv:2", "column weight: expected a finite number >= 0, got \"0x1p-1\"");
+    expect_fail(&c, "r.csv",
+                "sample_id,layer,phase,decode_step,token,slot,expert\n"
+                "s0,0,prefill,,0,0,12345678901234567890\n",
+                "r.csv:2", "got \"12345678901234567890\"");
+    expect_fail(&c, "r.csv",
+                "sample_id,layer,phase,decode_step,token,slot,expert\ns0,0,prefill,,0,0,\"1\n",
+                "r.csv:2", "unterminated quoted field");
+    static const char nul_csv[] = "sample_id,layer,phase,decode_step,token,slot,expert,weight\n"
+                                  "s0,0,prefill,,0,0,1,0.6\0junk\n";
+    assert_int_equal(run(&c, "r.csv", nul_csv, sizeof nul_csv - 1), PLENA_E_INPUT);
+    assert_string_equal(c.err.where, "r.csv:2:24");
+    assert_non_null(strstr(c.err.msg, "NUL byte"));
+    done(&c);
     opts(&c, PLENA_TRACE_IMPORT_MEGATRON);
     expect_fail(&c, "mc.jsonl",
                 "{\"layer\":0,\"num_tokens\":1,\"topk\":2,\"top_indices\":[[1.5,2]],"
