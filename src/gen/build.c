@@ -73,10 +73,10 @@ int plena_moe_build_check_model(const struct plena_moe_model *m, const struct pl
     char where[160];
     snprintf(where, sizeof where, "model %s", m->name);
     if (m->num_experts && m->top_k > m->num_experts)
-        return PLENA_FAIL(err, PLENA_E_FAILED, where, "top_k %u exceeds num_experts %u", m->top_k,
+        return PLENA_FAIL(err, PLENA_E_INPUT, where, "top_k %u exceeds num_experts %u", m->top_k,
                           m->num_experts);
     if (m->hidden % gm->mlen)
-        return PLENA_FAIL(err, PLENA_E_FAILED, where, "hidden size %u is not a multiple of MLEN %u",
+        return PLENA_FAIL(err, PLENA_E_INPUT, where, "hidden size %u is not a multiple of MLEN %u",
                           m->hidden, gm->mlen);
     return plena_model_validate(m, gm->mlen, err);
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "gen/build.h"
 #include "gen/moe.h"
 #include "num/num.h"
 
@@ -829,6 +830,14 @@ static void test_capacity_check(void **state)
     assert_int_equal(cap.reason, PLENA_GEN_SHAPE);
     assert_non_null(strstr(err.msg, "needs 4831838208 bytes"));
     assert_non_null(strstr(err.msg, "4 GiB HBM window"));
+    /* invalid shapes are input errors (exit 3), not failed jobs (they were 1) */
+    struct plena_moe_model odd = *r128;
+    odd.hidden = 96;
+    plena_gen_machine_default(&m);
+    assert_int_equal(plena_moe_build_check_model(&odd, &m, NULL), PLENA_E_INPUT);
+    odd = *r128;
+    odd.top_k = odd.num_experts + 1;
+    assert_int_equal(plena_moe_build_check_model(&odd, &m, NULL), PLENA_E_INPUT);
     /* a width past PLENA_MODEL_MAX_WIDTH is refused by the model check */
     huge.moe_inter = PLENA_MODEL_MAX_WIDTH + 1;
     plena_err_clear(&err);
