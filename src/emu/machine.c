@@ -197,7 +197,7 @@ int plena_emu_new(const struct plena_settings *s, uint64_t hbm_size, struct plen
     e->kernel_isa = emu_host_isa();
     e->stride = 1;
     e->hbm_size = hbm_size;
-    e->budget_limit = UINT64_MAX;
+    e->budget_limit = e->loop_limit = e->insn_limit = e->check_at = UINT64_MAX;
 
     e->page_rows = EMU_PAGE_BYTES / 2 / e->vlen;
     if (e->page_rows == 0) e->page_rows = 1;
