@@ -2,7 +2,10 @@
 #include "common/fileio.h"
 #include "common/alloc.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -110,6 +113,30 @@ int plena_file_read_input(const char *path, char **data, size_t *len, struct ple
 {
     return plena_file_read_bounded(path, PLENA_FILE_MAX_BYTES, "PLENA_FILE_MAX_BYTES", data, len,
                                    NULL, err);
+}
+
+size_t plena_file_clean_stale_tmp(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *t = strstr(de->d_name, ".tmp.");
+        if (!t) continue;
+        char *end;
+        errno = 0;
+        long pid = strtol(t + 5, &end, 10);
+        if (errno || end == t + 5 || *end != '.' || pid <= 0) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive (or not ours) */
+        char p[4096];
+        if (snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p) continue;
+        struct stat st;
+        if (lstat(p, &st) || !S_ISREG(st.st_mode)) continue;
+        if (!unlink(p)) n++;
+    }
+    closedir(d);
+    return n;
 }
 
 static const char *file_kind(mode_t m)

@@ -47,6 +47,13 @@ int plena_file_check_output(const char *path, struct plena_err *err);
  * are PLENA_E_OUTPUT naming the path (plena_file_check_output first). */
 int plena_file_write_atomic(const char *path, const void *data, size_t len, struct plena_err *err);
 
+/* Removes the leftovers of interrupted atomic writes in `dir`: regular
+ * files named NAME.tmp.<pid>.<n> whose process <pid> no longer exists.
+ * Temporaries of live processes (a concurrent writer into the same
+ * directory) are kept; nothing that is not a regular file is unlinked.
+ * Returns the number removed. */
+size_t plena_file_clean_stale_tmp(const char *dir);
+
 /* Several outputs written all or none: each is staged (written to its
  * temporary file and fsync'ed, checked as above), then all are committed
  * (renamed into place) only when every one was staged; on a failure the

@@ -159,6 +159,34 @@ static void test_read_bounded(void **state)
     unlink(path);
 }
 
+/* Stale temporaries are removed, a live process's are kept (replays into a
+ * shared directory deleted each other's and failed with "rename failed";
+ * moe left hbm.bin.tmp.* behind for good), and non-regular files are never
+ * unlinked. */
+static void test_clean_stale_tmp(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/plena_test_stale_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) _exit(0);
+    assert_int_equal(plena_test_wait(child), 0); /* reaped: its pid names no process */
+    char name[96];
+    snprintf(name, sizeof name, "hbm.bin.tmp.%ld.abc", (long)child);
+    plena_test_write_text(dir, name, "stale");
+    snprintf(name, sizeof name, "a.json.tmp.%ld.0", (long)getpid());
+    plena_test_write_text(dir, name, "live");
+    plena_test_write_text(dir, "plain.tmp.txt", "not a temporary");
+    char fifo[256];
+    snprintf(fifo, sizeof fifo, "%s/f.tmp.%ld.1", dir, (long)child);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(plena_file_clean_stale_tmp(dir), 1);
+    assert_int_equal(
+        plena_test_sh("test $(ls -A %s | wc -l) -eq 3 && ! ls %s | grep -q hbm.bin", dir, dir), 0);
+    assert_int_equal(plena_test_rmtree(dir), 0);
+}
+
 static void test_buf_printf_long(void **state)
 {
     (void)state;
@@ -220,6 +248,7 @@ int main(void)
         cmocka_unit_test(test_qsort_empty),
         cmocka_unit_test(test_outputs_regular_and_all_or_none),
         cmocka_unit_test(test_read_bounded),
+        cmocka_unit_test(test_clean_stale_tmp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -853,7 +853,9 @@ static int write_hbm(struct plena_moe_build *b, const char *dir, struct plena_er
     if (plena_build_file_path(dir, PLENA_BUILD_FILE_HBM, path, sizeof path, err))
         return PLENA_E_OUTPUT;
     if (plena_file_check_output(path, err)) return PLENA_E_OUTPUT;
-    snprintf(tmpp, sizeof tmpp, "%s.tmp.XXXXXX", path);
+    /* the pid in the name lets a later build remove it once this process
+     * is gone (plena_file_clean_stale_tmp), e.g. after SIGINT */
+    snprintf(tmpp, sizeof tmpp, "%s.tmp.%ld.XXXXXX", path, (long)getpid());
     int fd = mkstemp(tmpp);
     if (fd < 0) return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot create: %s", strerror(errno));
     int rc = 0;
@@ -907,6 +909,7 @@ static int write_dir(struct plena_moe_build *b, const struct plena_moe_build_opt
 {
     const char *dir = o->out_dir;
     if (plena_mkdir_p(dir, err)) return PLENA_E_OUTPUT;
+    plena_file_clean_stale_tmp(dir); /* an interrupted earlier build's hbm.bin.tmp.* */
     struct plena_buf t;
     plena_buf_init(&t);
     int rc = plena_prog_render_asm(&b->prog, &t);
