@@ -42,15 +42,19 @@ void plena_cli_catch_stop_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-void plena_cli_settings_warnings(const char *cmd, const struct plena_settings *s)
+void plena_cli_settings_warnings(const char *cmd, const struct plena_settings *s, FILE *copy)
 {
     unsigned kept =
         s->n_warnings < PLENA_SETTINGS_MAX_WARNINGS ? s->n_warnings : PLENA_SETTINGS_MAX_WARNINGS;
-    for (unsigned i = 0; i < kept; i++)
-        fprintf(stderr, "plena %s: warning: %s\n", cmd, s->warnings[i]);
-    if (s->n_warnings > kept)
-        fprintf(stderr, "plena %s: warning: %u further settings warnings not shown\n", cmd,
-                s->n_warnings - kept);
+    for (int k = 0; k < 2; k++) {
+        FILE *f = k ? copy : stderr;
+        if (!f) continue;
+        for (unsigned i = 0; i < kept; i++)
+            fprintf(f, "plena %s: warning: %s\n", cmd, s->warnings[i]);
+        if (s->n_warnings > kept)
+            fprintf(f, "plena %s: %u more settings warnings not shown\n", cmd,
+                    s->n_warnings - kept);
+    }
 }
 
 int plena_cli_usage_error(const char *cmd, const char *fmt, ...)

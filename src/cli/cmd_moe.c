@@ -102,7 +102,7 @@ struct moe_cli {
     uint32_t tokens;
     uint64_t seed;
     int weights; /* enum plena_weights_mode */
-    int no_run, check, profile, program_only, list;
+    int no_run, check, profile, program_only, list, all_experts;
 };
 
 PLENA_OPT_ENUM_OF(weights_mode);
@@ -129,8 +129,8 @@ static const struct plena_opt moe_rows[] = {
      .metavar = "device|balanced|random|FILE",
      PLENA_OPT_FIELD(M, routing),
      .def_text = "device for a preset with device routing, else balanced",
-     .help = "device: the preset's V_TOPK path (approximate for fixed-routing presets that allow "
-             "it); balanced, random (seeded by --seed) or a route trace FILE: fixed routing"},
+     .help = "device: the model's router computed on the device (every router but a capacity "
+             "limit); balanced, random (seeded by --seed) or a route trace FILE: fixed routing"},
     {.names = "--lowering",
      .kind = PLENA_OPT_CHOICE,
      .metavar = "L",
@@ -172,6 +172,9 @@ static const struct plena_opt moe_rows[] = {
      .ival = 1,
      .excludes = "--check|--profile",
      .help = "write the program only (no images, no run)"},
+    PLENA_OPT_FLAG_ROW("--all-experts", M, all_experts,
+                       "device routing: stage every expert's weights, not only the experts the "
+                       "router reaches with this build's inputs"),
     PLENA_OPT_FLAG_ROW("--list-models", M, list, "list the model presets and exit"),
 };
 #undef M
@@ -224,7 +227,7 @@ static int cmd_moe(int argc, char **argv)
     plena_err_clear(&err);
     struct plena_settings set;
     if (plena_settings_load(settings_path, &set, &err)) return plena_cli_report("moe", &err);
-    plena_cli_settings_warnings("moe", &set);
+    plena_cli_settings_warnings("moe", &set, NULL);
     struct plena_moe_model mdl;
     if (plena_model_resolve(model, &mdl, &err)) return plena_cli_report("moe", &err);
     struct plena_gen_machine gm;
@@ -240,6 +243,7 @@ static int cmd_moe(int argc, char **argv)
     o.mx_mode = set.mx_mode;
     o.out_dir = out;
     o.program_only = program_only;
+    if (!c.all_experts) o.reachable_experts = plena_verify_reachable_experts;
     uint32_t *ids = NULL;
     float *w = NULL;
     const uint32_t T = c.tokens;

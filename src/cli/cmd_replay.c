@@ -144,11 +144,7 @@ static const struct plena_cmd_spec replay_spec = {
 static int cmd_replay(void *opts, const struct plena_cli_args *a)
 {
     struct replay_cli *rc_ = opts;
-    int pcode;
     (void)a;
-    if ((pcode = plena_cli_replay_not_built("replay", &rc_->ro, 0))) {
-        return pcode;
-    }
     const struct plena_replay_batch_opts b = {rc_->files.v, rc_->files.n, rc_->as_set, rc_->jobs,
                                               &plena_cli_stop};
     const struct plena_replay_batch_events ev = {on_error, on_invalid, on_duplicate, on_outcome,
