@@ -7,7 +7,7 @@ ASAN_BUILD  ?= build-asan
 CLANG_BUILD ?= build-clang
 JOBS        ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all setup build demo test test-fast test-asan test-fuzz test-clang format-check docs bench golden clean
+.PHONY: all setup build demo test test-fast test-asan test-fuzz fuzz-long test-clang format-check docs bench golden clean
 
 all: build
 
@@ -36,10 +36,16 @@ test-asan: setup $(ASAN_BUILD)/build.ninja
 	    ctest --output-on-failure -j $(JOBS) -LE no_sanitize
 
 # libFuzzer over the trace JSON reader and validator, bounded in time
-# (docs/trace-schema.md "Validator findings"); the corpus lives in fuzz/corpus/.
-FUZZ_SECONDS ?= 60
+# (docs/design.md "Fuzzing"): every parser's libFuzzer target in fuzz/, seed
+# corpora in fuzz/corpus/<name>/. FUZZ_SECONDS is the total, split evenly over
+# the targets; fuzz-long runs them for FUZZ_LONG_SECONDS in all.
+FUZZ_SECONDS ?= 90
+FUZZ_LONG_SECONDS ?= 3600
 test-fuzz: setup
 	./scripts/fuzz.sh $(FUZZ_SECONDS)
+
+fuzz-long: setup
+	./scripts/fuzz.sh $(FUZZ_LONG_SECONDS)
 
 # The compiler and build type the other builds do not cover: clang, Release
 # (-O3, NDEBUG), every CTest.

@@ -194,7 +194,7 @@ int plena_campaign_run(const struct plena_campaign_set *s, const struct plena_ca
 /* Reads manifest.jsonl: complete lines parsed; a torn or corrupt last line
  * is cut off (truncate != 0: the file too) and its size returned; a corrupt
  * earlier line is PLENA_E_INPUT "manifest.jsonl:LINE". *lines is a JSON
- * array (new reference). A missing file gives an empty array. */
+ * array (new reference); NULL on failure. A missing file gives an empty array. */
 int plena_campaign_manifest_read(const char *path, int truncate, json_t **lines, size_t *torn_bytes,
                                  struct plena_err *err);
 

@@ -285,7 +285,7 @@ int plena_campaign_load(const char *const *inputs, size_t n_inputs,
         int rc = load_path(s, inputs[i], 0, o, settings_sha256, skip_invalid, err);
         if (rc) return rc;
     }
-    if (s->n) qsort(s->v, s->n, sizeof *s->v, qcmp_canonical);
+    plena_qsort(s->v, s->n, sizeof *s->v, qcmp_canonical);
     return 0;
 }
 

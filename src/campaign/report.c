@@ -382,11 +382,11 @@ int plena_campaign_report(const struct plena_campaign_set *s, const char *out_di
         json_decref(res);
         json_decref(dmf);
     }
-    if (ng) qsort(g, ng, sizeof *g, group_cmp);
+    plena_qsort(g, ng, sizeof *g, group_cmp);
     json_t *groups = json_array();
     plena_csv_header(&csv, report_cols, N_REPORT_COLS);
     for (size_t i = 0; i < ng; i++) {
-        qsort(g[i].cyc, g[i].n_cyc, sizeof(double), dcmp);
+        plena_qsort(g[i].cyc, g[i].n_cyc, sizeof(double), dcmp);
         json_t *row = group_row(&g[i]);
         for (size_t c = 0; c < N_REPORT_COLS; c++)
             plena_csv_cell_json(&csv, json_object_get(row, report_cols[c]));

@@ -109,8 +109,8 @@ static int truncate_file(const char *path, off_t len)
     return rc ? -1 : 0;
 }
 
-int plena_campaign_manifest_read(const char *path, int truncate, json_t **lines, size_t *torn_bytes,
-                                 struct plena_err *err)
+static int manifest_read(const char *path, int truncate, json_t **lines, size_t *torn_bytes,
+                         struct plena_err *err)
 {
     *lines = json_array();
     *torn_bytes = 0;
@@ -153,6 +153,17 @@ int plena_campaign_manifest_read(const char *path, int truncate, json_t **lines,
         return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot truncate the torn tail: %s",
                           strerror(errno));
     return 0;
+}
+
+int plena_campaign_manifest_read(const char *path, int truncate, json_t **lines, size_t *torn_bytes,
+                                 struct plena_err *err)
+{
+    int rc = manifest_read(path, truncate, lines, torn_bytes, err);
+    if (rc) { /* the lines read before the failure are not the caller's (they leaked) */
+        json_decref(*lines);
+        *lines = NULL;
+    }
+    return rc;
 }
 
 /* ---- run ---- */
@@ -243,17 +254,28 @@ void plena_campaign_run_done(void *ctx, struct plena_campaign_job *j)
         json_decref(res);
         return;
     }
+    /* a worker exit of 0 without a pass is a failure, whatever it says */
+    int code = j->exit_code < 0 ? 128 + j->signal : j->exit_code;
+    char emsg[160] = "";
+    /* and a pass whose worker did not exit 0 is no pass: the status always
+     * agrees with the exit code (an interrupted worker, exit 5, leaves no
+     * terminal line: the trace is resumed) */
+    if (st > 0 && code != 0) {
+        if (code == plena_status_exit_code(PLENA_E_INTERRUPTED)) {
+            json_decref(res);
+            return;
+        }
+        st = -1;
+        snprintf(emsg, sizeof emsg, "worker exited %d after writing a passing result", code);
+    }
     unsigned attempt = ++c->prior_attempts[j->trace];
     const char *status = st > 0 ? "passed" : st == 0 ? "failed" : "error";
-    char emsg[160] = "";
-    if (st < 0) {
+    if (st < 0 && !emsg[0]) {
         if (j->signal)
             snprintf(emsg, sizeof emsg, "worker killed by signal %d, no result", j->signal);
         else
             snprintf(emsg, sizeof emsg, "worker exited %d without a result", j->exit_code);
     }
-    /* a worker exit of 0 without a pass is a failure, whatever it says */
-    int code = j->exit_code < 0 ? 128 + j->signal : j->exit_code;
     manifest_line(c, t, attempt, status, res, code, 0, st < 0 ? emsg : NULL, j->host_seconds,
                   j->worker);
     if (st > 0) {

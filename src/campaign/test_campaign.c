@@ -457,6 +457,66 @@ static void test_error_exits(void **state)
     assert_int_equal(run(missing, NULL), 3);
 }
 
+/* The manifest's status agrees with the exit code: a worker that wrote a
+ * passing result and exited 4 is an error line with exit_code 4 (it was
+ * "exit_code": 4, "status": "passed"), one that exited 5 (interrupted)
+ * leaves no terminal line and is dispatched again. */
+static void test_status_follows_exit_code(void **state)
+{
+    (void)state;
+    char out[128];
+    plena_test_path(out, sizeof out, g_tmp, "exitcodes");
+    const char *r_v[MAX_ARGS];
+    const char *const *r = fake_run(r_v, out, "1", no_gate);
+    const char *id = "syn_uniform_tiny-route-16x1_t4_s1_n0_l0";
+    const char *e4[] = {"FAKE_EXIT=syn_uniform_tiny-route-16x1_t4_s1_n0_l0:4", NULL};
+    assert_int_not_equal(run(r, e4), 0);
+    json_t *arr = NULL;
+    manifest_lines(out, &arr);
+    size_t i, n_err = 0;
+    json_t *l;
+    json_array_foreach(arr, i, l)
+    {
+        if (strcmp(json_string_value(json_object_get(l, "trace_id")), id)) continue;
+        assert_string_equal(json_string_value(json_object_get(l, "status")), "error");
+        assert_int_equal(json_integer_value(json_object_get(l, "exit_code")), 4);
+        n_err++;
+    }
+    assert_int_equal(n_err, 1);
+    assert_int_equal(passed_lines(arr, id), 0);
+    json_decref(arr);
+    char out5[128];
+    plena_test_path(out5, sizeof out5, g_tmp, "exitcode5");
+    const char *r5_v[MAX_ARGS];
+    const char *const *r5 = fake_run(r5_v, out5, "1", no_gate);
+    const char *e5[] = {"FAKE_EXIT=syn_uniform_tiny-route-16x1_t4_s1_n0_l0:5", NULL};
+    run(r5, e5);
+    manifest_lines(out5, &arr);
+    json_array_foreach(arr, i, l)
+        assert_string_not_equal(json_string_value(json_object_get(l, "trace_id")), id);
+    json_decref(arr);
+}
+
+/* A corrupt manifest line before good ones: PLENA_E_INPUT naming the line,
+ * and the lines read before it are released (they leaked: a fuzzing
+ * finding; *lines is NULL on failure). */
+static void test_corrupt_manifest(void **state)
+{
+    (void)state;
+    char p[256];
+    plena_test_write_text(g_tmp, "corrupt.jsonl",
+                          "{\"trace_id\":\"a\",\"status\":\"passed\"}\n[1,2]\n"
+                          "{\"trace_id\":\"b\"}\n");
+    plena_test_path(p, sizeof p, g_tmp, "corrupt.jsonl");
+    json_t *lines = NULL;
+    size_t torn = 0;
+    struct plena_err err = {0};
+    assert_int_equal(plena_campaign_manifest_read(p, 0, &lines, &torn, &err), PLENA_E_INPUT);
+    assert_null(lines);
+    assert_non_null(strstr(err.where, "corrupt.jsonl:2"));
+    assert_non_null(strstr(err.msg, "corrupt manifest line"));
+}
+
 /* sim_latency_cycles of replay root/dir/results.json */
 static double result_cycles(const char *root, const char *dir)
 {
@@ -665,6 +725,8 @@ int main(void)
         cmocka_unit_test(test_kill_and_resume),
         cmocka_unit_test(test_failures_and_attempts),
         cmocka_unit_test(test_error_exits),
+        cmocka_unit_test(test_corrupt_manifest),
+        cmocka_unit_test(test_status_follows_exit_code),
         cmocka_unit_test(test_report_real_replay),
         cmocka_unit_test(test_jobs_auto),
     };

@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "settings/settings.h"
 
 const struct plena_cli_entry plena_cli_commands[] = {
 #define PLENA_CMD(name, help) {#name, help, &plena_cli_cmd_##name},
@@ -21,6 +22,24 @@ int plena_cli_report(const char *cmd, const struct plena_err *err)
     char buf[1200];
     fprintf(stderr, "plena %s: %s\n", cmd, plena_err_format(err, buf, sizeof buf));
     return plena_status_exit_code(err->code);
+}
+
+volatile sig_atomic_t plena_cli_stop;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    plena_cli_stop = 1;
+}
+
+void plena_cli_catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 void plena_cli_settings_warnings(const char *cmd, const struct plena_settings *s, FILE *copy)

@@ -80,6 +80,11 @@ int plena_cli_parse(const struct plena_cmd_spec *spec, int argc, char **argv, vo
 /* Prints "plena <cmd>: <where>: <msg>" to stderr and returns the exit code of
  * the error's status. */
 int plena_cli_report(const char *cmd, const struct plena_err *err);
+/* SIGINT/SIGTERM set plena_cli_stop (the library polls it and stops with
+ * what was complete kept, exit 5); every long-running command installs it. */
+#include <signal.h>
+extern volatile sig_atomic_t plena_cli_stop;
+void plena_cli_catch_stop_signals(void);
 /* Prints "plena <cmd>: <msg>\nTry 'plena <cmd> --help'." and returns the exit
  * code of PLENA_E_USAGE. */
 int plena_cli_usage_error(const char *cmd, const char *fmt, ...)

@@ -52,45 +52,64 @@ static const struct plena_cmd_spec plena_asm_spec = {
     .opts_size = sizeof(struct asm_cli),
 };
 
-static int write_stage_map(const char *path, const struct plena_program *p, struct plena_err *err)
+/* The stage map JSON into b (b->failed when out of memory). */
+static void stage_map_text(const struct plena_program *p, struct plena_buf *b)
 {
     const struct plena_labels *l = &p->labels;
-    struct plena_buf b;
-    plena_buf_init(&b);
-    plena_buf_puts(&b, "{\n  \"source\": ");
+    plena_buf_puts(b, "{\n  \"source\": ");
     const char *src = p->source_path ? p->source_path : "";
-    plena_json_put_string(&b, src, strlen(src), 0);
-    plena_buf_printf(&b, ",\n  \"mode\": \"%s\",\n  \"stage_marker_count\": %u,\n",
+    plena_json_put_string(b, src, strlen(src), 0);
+    plena_buf_printf(b, ",\n  \"mode\": \"%s\",\n  \"stage_marker_count\": %u,\n",
                      l->mode == PLENA_ATTR_MARKERS ? "markers" : "legacy", l->stage_marker_count);
-    plena_buf_puts(&b, "  \"unresolved_stage_markers\": [");
+    plena_buf_puts(b, "  \"unresolved_stage_markers\": [");
     for (size_t i = 0; i < l->n_unresolved; i++) {
-        plena_buf_puts(&b, i ? ",\n    {\"name\": " : "\n    {\"name\": ");
-        plena_json_put_string(&b, l->unresolved[i].name, strlen(l->unresolved[i].name), 0);
-        plena_buf_printf(&b, ", \"first_line\": %u, \"occurrences\": %u}",
+        plena_buf_puts(b, i ? ",\n    {\"name\": " : "\n    {\"name\": ");
+        plena_json_put_string(b, l->unresolved[i].name, strlen(l->unresolved[i].name), 0);
+        plena_buf_printf(b, ", \"first_line\": %u, \"occurrences\": %u}",
                          l->unresolved[i].first_line, l->unresolved[i].occurrences);
     }
-    plena_buf_puts(&b, l->n_unresolved ? "\n  ],\n" : "],\n");
-    plena_buf_printf(&b,
+    plena_buf_puts(b, l->n_unresolved ? "\n  ],\n" : "],\n");
+    plena_buf_printf(b,
                      "  \"routed_lowering\": \"%s\",\n  \"routed_moe_markers_present\": %s,\n"
                      "  \"label_count\": %zu,\n  \"instructions\": [",
                      /* "unset": no marker in the source (the profile says "none") */
                      l->lowering == PLENA_LOWERING_UNSET ? "unset"
                                                          : plena_lowering_marker(l->lowering),
                      l->routed_moe_markers_present ? "true" : "false", l->n);
-    for (size_t i = 0; i < l->n && !b.failed; i++) {
-        plena_buf_printf(&b, "%s\n    {\"pc\": %zu, \"line\": %u, \"stage\": \"%s\", \"pair\": ",
+    for (size_t i = 0; i < l->n && !b->failed; i++) {
+        plena_buf_printf(b, "%s\n    {\"pc\": %zu, \"line\": %u, \"stage\": \"%s\", \"pair\": ",
                          i ? "," : "", i, p->src_line[i], plena_stage_name(l->v[i].stage));
         if (!l->v[i].has_pair)
-            plena_buf_puts(&b, "null}");
+            plena_buf_puts(b, "null}");
         else
-            plena_buf_printf(&b, "%u}", l->v[i].pair);
+            plena_buf_printf(b, "%u}", l->v[i].pair);
     }
-    plena_buf_puts(&b, l->n ? "\n  ]\n}\n" : "]\n}\n");
-    int rc;
-    if (b.failed)
-        rc = PLENA_FAIL(err, PLENA_E_NOMEM, path, "out of memory building stage map");
+    plena_buf_puts(b, l->n ? "\n  ]\n}\n" : "]\n}\n");
+}
+
+/* The program and, with --stage-map, the map: both written or neither (a
+ * map that cannot be written leaves no new .mem behind). */
+static int write_outputs(const char *out, const char *map, const struct plena_program *p,
+                         struct plena_err *err)
+{
+    char *mem = NULL;
+    size_t mem_len = 0;
+    struct plena_buf b;
+    plena_buf_init(&b);
+    struct plena_file_staged st[2];
+    size_t n_st = 0;
+    int rc = plena_program_mem_text(p->words, p->n, &mem, &mem_len, out, err);
+    if (!rc && map) {
+        stage_map_text(p, &b);
+        if (b.failed) rc = PLENA_FAIL(err, PLENA_E_NOMEM, map, "out of memory building stage map");
+    }
+    if (!rc && !(rc = plena_file_stage(out, mem, mem_len, &st[0], err))) n_st = 1;
+    if (!rc && map && !(rc = plena_file_stage(map, b.data, b.len, &st[1], err))) n_st = 2;
+    if (rc)
+        plena_file_discard(st, n_st);
     else
-        rc = plena_file_write_atomic(path, b.data, b.len, err);
+        rc = plena_file_commit(st, n_st, err);
+    plena_free(mem);
     plena_buf_free(&b);
     return rc;
 }
@@ -122,8 +141,7 @@ static int cmd_asm(void *opts, const struct plena_cli_args *a)
             return plena_cli_report("asm", &err);
         return plena_status_exit_code(err.code);
     }
-    rc = plena_program_write_mem(out, p.words, p.n, &err);
-    if (!rc && map) rc = write_stage_map(map, &p, &err);
+    rc = write_outputs(out, map, &p, &err);
     plena_program_free(&p);
     if (rc) return plena_cli_report("asm", &err);
     return plena_status_exit_code(PLENA_OK);

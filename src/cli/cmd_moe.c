@@ -227,6 +227,7 @@ static int cmd_moe(int argc, char **argv)
     plena_err_clear(&err);
     struct plena_settings set;
     if (plena_settings_load(settings_path, &set, &err)) return plena_cli_report("moe", &err);
+    plena_cli_settings_warnings("moe", &set, NULL);
     struct plena_moe_model mdl;
     if (plena_model_resolve(model, &mdl, &err)) return plena_cli_report("moe", &err);
     struct plena_gen_machine gm;

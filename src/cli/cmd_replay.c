@@ -50,13 +50,6 @@ static int cmd_export(void *opts, const struct plena_cli_args *a)
     return plena_status_exit_code(c.failed ? PLENA_E_FAILED : PLENA_OK);
 }
 
-static volatile sig_atomic_t g_stop;
-static void on_signal(int sig)
-{
-    (void)sig;
-    g_stop = 1;
-}
-
 static void print_outcome(const struct plena_replay_item *it, const struct plena_replay_outcome *oc)
 {
     if (oc->skipped)
@@ -153,14 +146,10 @@ static int cmd_replay(void *opts, const struct plena_cli_args *a)
     struct replay_cli *rc_ = opts;
     (void)a;
     const struct plena_replay_batch_opts b = {rc_->files.v, rc_->files.n, rc_->as_set, rc_->jobs,
-                                              &g_stop};
+                                              &plena_cli_stop};
     const struct plena_replay_batch_events ev = {on_error, on_invalid, on_duplicate, on_outcome,
                                                  NULL};
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    plena_cli_catch_stop_signals();
     int interrupted = 0;
     enum plena_status st = plena_replay_batch(&rc_->ro, &b, &ev, &interrupted);
     if (interrupted)

@@ -2,7 +2,9 @@
  * table row each), summary lines (docs/timing.md "Summary lines"), exit codes
  * (docs/cli.md "Exit codes"). All work happens in the run session
  * (src/run/run.h); this file parses, prints and picks the exit status. */
+#include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -82,6 +84,13 @@ static const struct plena_opt run_rows[] = {
                        .def_text = "HBM.MODEL of the settings"),
     PLENA_OPT_UINT_ROW("--threads", "N", R, o.threads, 1, 4096,
                        "host threads (never changes outputs)", .def = "1"),
+    PLENA_OPT_UINT_ROW("--max-instructions", "N", R, o.max_instructions, 0, UINT64_MAX,
+                       "stop (as a trap, outputs written) after N instructions; 0: no limit",
+                       .def = "0"),
+    PLENA_OPT_DOUBLE_ROW("--max-seconds", "S", R, o.max_seconds, 0, INFINITY,
+                         "stop (as a trap, outputs written) after S seconds of wall time; 0: no "
+                         "limit",
+                         .def = "0"),
     PLENA_OPT_STR_ROW("--label", "NAME", R, o.label, "copied into run-stats run_label"),
     PLENA_OPT_PATH_ROW(
         "--settings", "FILE", R, o.settings_path, "settings file",
@@ -235,6 +244,10 @@ static int cmd_run(void *opts, const struct plena_cli_args *a)
     o.argv = cmdv;
     o.on_start = print_topology;
     o.on_start_ctx = &x;
+    /* SIGINT/SIGTERM: the emulator stops at its next check, the outputs
+     * are written and the exit code is 5 */
+    o.stop = &plena_cli_stop;
+    plena_cli_catch_stop_signals();
 
     struct plena_run_outcome out;
     x.out = &out;

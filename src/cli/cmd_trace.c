@@ -158,7 +158,15 @@ static int cmd_validate(void *opts, const struct plena_cli_args *a)
         struct plena_err err = {0};
         json_t *fo = json_object();
         json_object_set_new(fo, "path", json_string(path));
-        if (read_input(path, &data, &len, &err)) {
+        /* --max-bytes bounds the read itself (an endless stdin or /dev/zero
+         * stops at max + 1 bytes: V001); a set may hold many documents of that
+         * size and is bounded by the larger of it and PLENA_FILE_MAX_BYTES */
+        const int is_set = plena_trace_path_is_set(path, force_set);
+        const size_t max = opt.max_bytes ? opt.max_bytes : PLENA_TRACE_MAX_BYTES_DEFAULT;
+        int over = 0;
+        if (plena_file_read_bounded(
+                path, is_set && max < PLENA_FILE_MAX_BYTES ? PLENA_FILE_MAX_BYTES : max,
+                is_set ? "a trace set" : "--max-bytes", &data, &len, is_set ? NULL : &over, &err)) {
             plena_cli_report("trace validate", &err);
             st = plena_status_worst(st, err.code);
             json_object_set_new(fo, "valid", json_false());
@@ -167,7 +175,7 @@ static int cmd_validate(void *opts, const struct plena_cli_args *a)
             continue;
         }
         int valid;
-        if (plena_trace_path_is_set(path, force_set)) {
+        if (is_set) {
             struct plena_trace_set_report s = {0};
             int rc = plena_trace_validate_set_bytes(data, len, &opt, &s);
             if (replay && rc != PLENA_E_NOMEM &&
@@ -653,6 +661,12 @@ static int cmd_gen(void *opts, const struct plena_cli_args *a)
         layers[0] = c->layer;
         n_layers = 1;
         c->layers.v = layers;
+    }
+    /* every trace is held until written: refuse what cannot fit first */
+    if (plena_trace_gen_check_size((uint64_t)n_layers * c->samples, o.tokens, m.top_k, &err)) {
+        plena_cli_report("trace gen", &err);
+        code = err.code;
+        goto done;
     }
     struct plena_trace_docs docs = {0};
     for (size_t l = 0; l < n_layers && !code; l++)

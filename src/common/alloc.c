@@ -74,3 +74,8 @@ int plena_grow(void **array, size_t *cap, size_t need, size_t elem)
     *cap = ncap;
     return 0;
 }
+
+void plena_qsort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+    if (n > 1 && base) qsort(base, n, size, cmp);
+}

@@ -22,4 +22,9 @@ void plena_alloc_fail_reset(void);
  * (the array is unchanged then). */
 int plena_grow(void **array, size_t *cap, size_t need, size_t elem);
 
+/* qsort that accepts an empty (possibly NULL) array: qsort(NULL, 0, ...) is
+ * undefined behaviour (its base is declared non-null), and an empty growable
+ * array is NULL. Every sort in libplena goes through it. */
+void plena_qsort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
+
 #endif

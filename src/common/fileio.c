@@ -2,7 +2,10 @@
 #include "common/fileio.h"
 #include "common/alloc.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,36 +13,61 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int plena_file_read_all(const char *path, char **data, size_t *len, struct plena_err *err)
+/* is_stdin: read standard input, `path` only names it in messages. */
+static int read_bounded(const char *path, int is_stdin, size_t max, const char *limit_name,
+                        char **data, size_t *len, int *over, struct plena_err *err)
 {
     *data = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
+    if (over) *over = 0;
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f) return PLENA_FAIL(err, PLENA_E_INPUT, path, "cannot open: %s", strerror(errno));
     struct plena_buf b;
     plena_buf_init(&b);
     char chunk[65536];
     size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (plena_buf_append(&b, chunk, n)) break;
+    int too_big = 0;
+    while (!b.failed && (n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (n > max - b.len) { /* keep max + 1 bytes at most */
+            n = max - b.len + 1;
+            too_big = 1;
+        }
+        if (plena_buf_append(&b, chunk, n) || too_big) break;
     }
     int rd_err = ferror(f);
-    fclose(f);
-    if (b.failed) {
+    if (!is_stdin) fclose(f);
+    int rc = 0;
+    if (b.failed)
+        rc = PLENA_FAIL(err, PLENA_E_NOMEM, path, "out of memory reading %s",
+                        is_stdin ? "standard input" : "file");
+    else if (rd_err && !too_big)
+        rc = PLENA_FAIL(err, PLENA_E_INPUT, path, "read error");
+    else if (too_big && !over)
+        rc = PLENA_FAIL(err, PLENA_E_INPUT, path,
+                        "larger than the %zu-byte limit (%s); reading stopped there", max,
+                        limit_name);
+    else if (plena_buf_append(&b, "", 1))
+        rc = PLENA_FAIL(err, PLENA_E_NOMEM, path, "out of memory reading file");
+    if (rc) {
         plena_buf_free(&b);
-        return PLENA_FAIL(err, PLENA_E_NOMEM, path, "out of memory reading file");
+        return rc;
     }
-    if (rd_err) {
-        plena_buf_free(&b);
-        return PLENA_FAIL(err, PLENA_E_INPUT, path, "read error");
-    }
-    if (plena_buf_append(&b, "", 1)) {
-        plena_buf_free(&b);
-        return PLENA_FAIL(err, PLENA_E_NOMEM, path, "out of memory reading file");
-    }
+    if (over) *over = too_big;
     *data = b.data;
     *len = b.len - 1;
     return 0;
+}
+
+int plena_file_read_bounded(const char *path, size_t max, const char *limit_name, char **data,
+                            size_t *len, int *over, struct plena_err *err)
+{
+    return read_bounded(path, !strcmp(path, "-"), max, limit_name, data, len, over, err);
+}
+
+int plena_file_read_all(const char *path, char **data, size_t *len, struct plena_err *err)
+{
+    return read_bounded(path, 0, PLENA_FILE_MAX_BYTES, "PLENA_FILE_MAX_BYTES", data, len, NULL,
+                        err);
 }
 
 static void fsync_dir_of(const char *path)
@@ -83,67 +111,149 @@ int plena_file_read_range(const char *path, uint64_t offset, void *buf, size_t n
 
 int plena_file_read_input(const char *path, char **data, size_t *len, struct plena_err *err)
 {
-    if (strcmp(path, "-")) return plena_file_read_all(path, data, len, err);
-    *data = NULL;
-    *len = 0;
-    struct plena_buf b;
-    plena_buf_init(&b);
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0)
-        if (plena_buf_append(&b, chunk, n)) break;
-    if (b.failed || plena_buf_append(&b, "", 1)) {
-        plena_buf_free(&b);
-        return PLENA_FAIL(err, PLENA_E_NOMEM, "-", "out of memory reading standard input");
+    return plena_file_read_bounded(path, PLENA_FILE_MAX_BYTES, "PLENA_FILE_MAX_BYTES", data, len,
+                                   NULL, err);
+}
+
+size_t plena_file_clean_stale_tmp(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *t = strstr(de->d_name, ".tmp.");
+        if (!t) continue;
+        char *end;
+        errno = 0;
+        long pid = strtol(t + 5, &end, 10);
+        if (errno || end == t + 5 || *end != '.' || pid <= 0) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive (or not ours) */
+        char p[4096];
+        if (snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p) continue;
+        struct stat st;
+        if (lstat(p, &st) || !S_ISREG(st.st_mode)) continue;
+        if (!unlink(p)) n++;
     }
-    *data = b.data;
-    *len = b.len - 1;
+    closedir(d);
+    return n;
+}
+
+static const char *file_kind(mode_t m)
+{
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+
+int plena_file_check_output(const char *path, struct plena_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return 0; /* absent: created */
+    return PLENA_FAIL(err, PLENA_E_OUTPUT, path,
+                      "is %s: plena writes outputs only as regular files (use - for standard "
+                      "output)",
+                      file_kind(st.st_mode));
+}
+
+static int write_fd(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
     return 0;
+}
+
+int plena_file_stage(const char *path, const void *data, size_t len, struct plena_file_staged *st,
+                     struct plena_err *err)
+{
+    static unsigned counter;
+    memset(st, 0, sizeof *st);
+    st->data = data;
+    st->len = len;
+    if (snprintf(st->path, sizeof st->path, "%s", path) >= (int)sizeof st->path)
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "path too long");
+    if (!strcmp(path, "-")) {
+        st->to_stdout = 1;
+        return 0;
+    }
+    int rc = plena_file_check_output(path, err);
+    if (rc) return rc;
+    int fd = -1;
+    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+        snprintf(st->tmp, sizeof st->tmp, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
+        fd = open(st->tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        st->tmp[0] = 0;
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot create: %s", strerror(errno));
+    }
+    const char *what = NULL;
+    int e = 0;
+    if (write_fd(fd, data, len))
+        what = "write failed", e = errno;
+    else if (fsync(fd) != 0 && errno != EINVAL)
+        what = "fsync failed", e = errno;
+    if (close(fd) != 0 && !what) what = "close failed", e = errno;
+    if (what) {
+        unlink(st->tmp);
+        st->tmp[0] = 0;
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "%s: %s", what, strerror(e));
+    }
+    return 0;
+}
+
+void plena_file_discard(struct plena_file_staged *st, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!st[i].to_stdout && st[i].tmp[0]) {
+            unlink(st[i].tmp);
+            st[i].tmp[0] = 0;
+        }
+}
+
+int plena_file_commit(struct plena_file_staged *st, size_t n, struct plena_err *err)
+{
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (rc) { /* an earlier rename failed: the rest are not put in place */
+            plena_file_discard(&st[i], 1);
+            continue;
+        }
+        if (st[i].to_stdout) {
+            if (fflush(stdout) || write_fd(STDOUT_FILENO, st[i].data, st[i].len))
+                rc = PLENA_FAIL(err, PLENA_E_OUTPUT, "-", "write to standard output failed: %s",
+                                strerror(errno));
+            continue;
+        }
+        if (rename(st[i].tmp, st[i].path) != 0) {
+            int e = errno;
+            plena_file_discard(&st[i], 1);
+            rc = PLENA_FAIL(err, PLENA_E_OUTPUT, st[i].path, "rename failed: %s", strerror(e));
+            continue;
+        }
+        st[i].tmp[0] = 0;
+        fsync_dir_of(st[i].path);
+    }
+    return rc;
 }
 
 int plena_file_write_atomic(const char *path, const void *data, size_t len, struct plena_err *err)
 {
-    static unsigned counter;
-    char tmp[4200];
-    int fd = -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot create: %s", strerror(errno));
-    const char *p = data;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "write failed: %s", strerror(e));
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    if (fsync(fd) != 0 && errno != EINVAL) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "fsync failed: %s", strerror(e));
-    }
-    if (close(fd) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "close failed: %s", strerror(e));
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "rename failed: %s", strerror(e));
-    }
-    fsync_dir_of(path);
-    return 0;
+    struct plena_file_staged st;
+    int rc = plena_file_stage(path, data, len, &st, err);
+    return rc ? rc : plena_file_commit(&st, 1, err);
 }
 
 void plena_buf_init(struct plena_buf *b)

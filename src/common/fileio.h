@@ -12,11 +12,24 @@
 
 #include "../common/err.h"
 
+/* The default bound of every whole-file read (docs/formats.md "Conventions"):
+ * no reader of plena needs more, and /dev/zero or an endless pipe must fail
+ * instead of exhausting memory. */
+#define PLENA_FILE_MAX_BYTES ((size_t)1 << 30)
+
 /* Reads the whole file into a NUL-terminated buffer (caller frees with
- * plena_free). Errors are PLENA_E_INPUT naming the path. */
+ * plena_free), at most PLENA_FILE_MAX_BYTES. Errors are PLENA_E_INPUT naming
+ * the path. */
 int plena_file_read_all(const char *path, char **data, size_t *len, struct plena_err *err);
 /* The same, with "-" meaning standard input (read to its end). */
 int plena_file_read_input(const char *path, char **data, size_t *len, struct plena_err *err);
+/* The same ("-" is standard input) with the bound `max` checked while
+ * reading: an input longer than max is PLENA_E_INPUT "larger than the max-byte
+ * limit (limit_name)" as soon as byte max + 1 arrives, or, with `over`
+ * non-NULL, the first max + 1 bytes are returned and *over set to 1 (the
+ * caller reports it, e.g. as finding V001). */
+int plena_file_read_bounded(const char *path, size_t max, const char *limit_name, char **data,
+                            size_t *len, int *over, struct plena_err *err);
 
 /* Reads exactly n bytes at byte `offset` into buf (a region of a large,
  * possibly sparse file such as hbm.bin). PLENA_E_INPUT naming the path when
@@ -24,8 +37,39 @@ int plena_file_read_input(const char *path, char **data, size_t *len, struct ple
 int plena_file_read_range(const char *path, uint64_t offset, void *buf, size_t n,
                           struct plena_err *err);
 
-/* Writes `len` bytes atomically. Errors are PLENA_E_OUTPUT naming the path. */
+/* 0 when `path` may be replaced by an output: it does not exist or is a
+ * regular file (a symlink is judged by its target). A device, FIFO,
+ * directory or socket is PLENA_E_OUTPUT naming the path: plena never
+ * replaces what is not a regular file (`-o /dev/full` once replaced it). */
+int plena_file_check_output(const char *path, struct plena_err *err);
+
+/* Writes `len` bytes atomically; "-" writes them to standard output. Errors
+ * are PLENA_E_OUTPUT naming the path (plena_file_check_output first). */
 int plena_file_write_atomic(const char *path, const void *data, size_t len, struct plena_err *err);
+
+/* Removes the leftovers of interrupted atomic writes in `dir`: regular
+ * files named NAME.tmp.<pid>.<n> whose process <pid> no longer exists.
+ * Temporaries of live processes (a concurrent writer into the same
+ * directory) are kept; nothing that is not a regular file is unlinked.
+ * Returns the number removed. */
+size_t plena_file_clean_stale_tmp(const char *dir);
+
+/* Several outputs written all or none: each is staged (written to its
+ * temporary file and fsync'ed, checked as above), then all are committed
+ * (renamed into place) only when every one was staged; on a failure the
+ * staged ones are discarded and no target changes. */
+struct plena_file_staged {
+    char path[4096];
+    char tmp[4200];
+    int to_stdout; /* path "-": the data are kept and written at commit */
+    const void *data;
+    size_t len;
+};
+int plena_file_stage(const char *path, const void *data, size_t len, struct plena_file_staged *st,
+                     struct plena_err *err);
+/* Commits n staged outputs (all were staged successfully). */
+int plena_file_commit(struct plena_file_staged *st, size_t n, struct plena_err *err);
+void plena_file_discard(struct plena_file_staged *st, size_t n);
 
 /* Growable byte buffer for building text and binary outputs. */
 struct plena_buf {

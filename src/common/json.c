@@ -176,7 +176,7 @@ static int write_object(struct plena_buf *b, const json_t *v, unsigned flags, in
         {
             if (k < n) keys[k++] = key;
         }
-        qsort(keys, k, sizeof *keys, cmp_keys);
+        plena_qsort(keys, k, sizeof *keys, cmp_keys);
         for (size_t i = 0; i < k && !rc; i++)
             rc = write_member(b, keys[i], json_object_get(v, keys[i]), flags, level, i == 0);
         plena_free(keys);

@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/fileio.h"
+#include "common/test_support.h"
 
 static void test_first_error_wins(void **state)
 {
@@ -26,6 +28,27 @@ static void test_first_error_wins(void **state)
     assert_string_equal(e.msg, "first 1");
     assert_int_equal(plena_status_exit_code(e.code), 3);
     assert_non_null(e.src_file);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* plena_qsort sorts, and accepts the empty NULL array an empty growable
+ * array is (qsort(NULL, 0) is undefined behaviour: the sanitizer build
+ * reported it in the CSV and Megatron importers and the campaign report). */
+static void test_qsort_empty(void **state)
+{
+    (void)state;
+    int v[4] = {3, 1, 2, 0};
+    plena_qsort(v, 4, sizeof *v, cmp_int);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(v[i], i);
+    plena_qsort(NULL, 0, sizeof *v, cmp_int);
+    plena_qsort(v, 1, sizeof *v, cmp_int);
+    assert_int_equal(v[0], 0);
 }
 
 static void test_alloc_fail_hook(void **state)
@@ -59,6 +82,109 @@ static void test_atomic_write_and_read(void **state)
     unlink(path);
     assert_int_not_equal(plena_file_write_atomic("/nonexistent-dir/x", "a", 1, &e), 0);
     assert_int_equal(e.code, PLENA_E_OUTPUT);
+}
+
+/* Outputs onto what is not a regular file are refused and left alone (as
+ * root `plena asm -o /dev/full` replaced /dev/full); staged outputs are
+ * committed all together or discarded without a trace. */
+static void test_outputs_regular_and_all_or_none(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/plena_test_out_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char fifo[256], a[256], b[256], bad[256];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(a, sizeof a, "%s/a.txt", dir);
+    snprintf(b, sizeof b, "%s/b.txt", dir);
+    snprintf(bad, sizeof bad, "%s/no/such/dir.txt", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    struct plena_err e = {0};
+    assert_int_equal(plena_file_write_atomic(fifo, "x", 1, &e), PLENA_E_OUTPUT);
+    assert_non_null(strstr(e.msg, "is a FIFO"));
+    struct stat st;
+    assert_int_equal(stat(fifo, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode)); /* still the FIFO */
+    plena_err_clear(&e);
+    assert_int_equal(plena_file_check_output("/dev/null", &e), PLENA_E_OUTPUT);
+    assert_non_null(strstr(e.msg, "is a character device"));
+    assert_int_equal(plena_file_check_output(a, NULL), 0); /* absent: may be created */
+    /* a then a bad path: nothing is written */
+    struct plena_file_staged sv[2];
+    assert_int_equal(plena_file_stage(a, "A", 1, &sv[0], NULL), 0);
+    assert_int_not_equal(plena_file_stage(bad, "B", 1, &sv[1], NULL), 0);
+    plena_file_discard(sv, 1);
+    assert_int_equal(plena_test_sh("test -z \"$(ls -A %s | grep -v '^fifo$')\"", dir), 0);
+    /* both good: both in place, no temporary left */
+    assert_int_equal(plena_file_stage(a, "A", 1, &sv[0], NULL), 0);
+    assert_int_equal(plena_file_stage(b, "B", 1, &sv[1], NULL), 0);
+    assert_int_equal(plena_file_commit(sv, 2, NULL), 0);
+    char *d;
+    size_t n;
+    assert_int_equal(plena_file_read_all(b, &d, &n, NULL), 0);
+    assert_string_equal(d, "B");
+    plena_free(d);
+    assert_int_equal(plena_test_sh("test $(ls -A %s | wc -l) -eq 3", dir), 0);
+    assert_int_equal(plena_test_rmtree(dir), 0);
+}
+
+/* Bounded reads stop at the limit while reading: /dev/zero is refused after
+ * max + 1 bytes (it grew without bound), and `over` hands back the prefix. */
+static void test_read_bounded(void **state)
+{
+    (void)state;
+    struct plena_err e = {0};
+    char *d = NULL;
+    size_t n = 0;
+    assert_int_equal(plena_file_read_bounded("/dev/zero", 1000, "the test limit", &d, &n, NULL, &e),
+                     PLENA_E_INPUT);
+    assert_null(d);
+    assert_string_equal(e.where, "/dev/zero");
+    assert_non_null(strstr(e.msg, "larger than the 1000-byte limit (the test limit)"));
+    int over = 0;
+    assert_int_equal(plena_file_read_bounded("/dev/zero", 1000, "x", &d, &n, &over, NULL), 0);
+    assert_int_equal(over, 1);
+    assert_int_equal(n, 1001);
+    plena_free(d);
+    char path[] = "/tmp/plena_test_bounded_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "0123456789", 10), 10);
+    close(fd);
+    assert_int_equal(plena_file_read_bounded(path, 10, "x", &d, &n, &over, NULL), 0); /* exactly */
+    assert_int_equal(over, 0);
+    assert_int_equal(n, 10);
+    assert_string_equal(d, "0123456789");
+    plena_free(d);
+    assert_int_equal(plena_file_read_bounded(path, 9, "x", &d, &n, NULL, NULL), PLENA_E_INPUT);
+    unlink(path);
+}
+
+/* Stale temporaries are removed, a live process's are kept (replays into a
+ * shared directory deleted each other's and failed with "rename failed";
+ * moe left hbm.bin.tmp.* behind for good), and non-regular files are never
+ * unlinked. */
+static void test_clean_stale_tmp(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/plena_test_stale_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) _exit(0);
+    assert_int_equal(plena_test_wait(child), 0); /* reaped: its pid names no process */
+    char name[96];
+    snprintf(name, sizeof name, "hbm.bin.tmp.%ld.abc", (long)child);
+    plena_test_write_text(dir, name, "stale");
+    snprintf(name, sizeof name, "a.json.tmp.%ld.0", (long)getpid());
+    plena_test_write_text(dir, name, "live");
+    plena_test_write_text(dir, "plain.tmp.txt", "not a temporary");
+    char fifo[256];
+    snprintf(fifo, sizeof fifo, "%s/f.tmp.%ld.1", dir, (long)child);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(plena_file_clean_stale_tmp(dir), 1);
+    assert_int_equal(
+        plena_test_sh("test $(ls -A %s | wc -l) -eq 3 && ! ls %s | grep -q hbm.bin", dir, dir), 0);
+    assert_int_equal(plena_test_rmtree(dir), 0);
 }
 
 static void test_buf_printf_long(void **state)
@@ -114,9 +240,15 @@ static void test_status_table(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_first_error_wins),      cmocka_unit_test(test_alloc_fail_hook),
-        cmocka_unit_test(test_atomic_write_and_read), cmocka_unit_test(test_buf_printf_long),
+        cmocka_unit_test(test_first_error_wins),
+        cmocka_unit_test(test_alloc_fail_hook),
+        cmocka_unit_test(test_atomic_write_and_read),
+        cmocka_unit_test(test_buf_printf_long),
         cmocka_unit_test(test_status_table),
+        cmocka_unit_test(test_qsort_empty),
+        cmocka_unit_test(test_outputs_regular_and_all_or_none),
+        cmocka_unit_test(test_read_bounded),
+        cmocka_unit_test(test_clean_stale_tmp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

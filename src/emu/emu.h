@@ -8,6 +8,7 @@
 #ifndef PLENA_EMU_EMU_H
 #define PLENA_EMU_EMU_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -82,6 +83,14 @@ int plena_emu_load_vram_file(struct plena_emu *emu, const char *path, struct ple
 /* Runs `prog` from pc 0 to the end or a trap. `obs` may be NULL
  * (functional-only). Returns 0 when the run happened (completed or trapped:
  * see res->status), non-zero on an error that prevented running. */
+/* Bounds of the next runs: at most max_instructions executed (0 = none),
+ * at most max_seconds of wall time (0 = none), and `stop` (may be NULL; a
+ * signal handler sets it) looked at every 2^16 instructions. Each ends the
+ * run as a trap (instruction_limit, time_limit, interrupted) at the next
+ * instruction, so dumps and a partial profile can still be written. */
+void plena_emu_set_limits(struct plena_emu *emu, uint64_t max_instructions, double max_seconds,
+                          const volatile sig_atomic_t *stop);
+
 int plena_emu_run(struct plena_emu *emu, const struct plena_program *prog, plena_emu_observer obs,
                   void *obs_ctx, struct plena_emu_result *res, struct plena_err *err);
 

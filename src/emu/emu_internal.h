@@ -107,7 +107,14 @@ struct plena_emu {
     /* loop stack (docs/machine.md "Hardware loops") */
     struct emu_loop loops[EMU_LOOP_MAX];
     uint32_t n_loops;
-    uint64_t budget_limit; /* min(base) + MAX_LOOP_INSTRUCTIONS, or UINT64_MAX */
+    uint64_t budget_limit; /* min(loop limit, insn_limit, check_at): the next tick to look at */
+    uint64_t loop_limit;   /* min(base) + MAX_LOOP_INSTRUCTIONS, or UINT64_MAX */
+    /* run limits (plena_emu_set_limits): an instruction count (UINT64_MAX =
+     * none), a CLOCK_MONOTONIC deadline (0 = none) and a stop flag, the last
+     * two looked at every EMU_CHECK_EVERY instructions (check_at) */
+    uint64_t insn_limit, check_at;
+    double deadline;
+    const volatile sig_atomic_t *stop;
 
     /* scratch, allocated once */
     float *row_a, *row_b, *row_c; /* VLEN f32 each */

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define T_OOM (-1) /* helper result: host out of memory (not a trap) */
 
@@ -1162,7 +1163,7 @@ static int op_topk(struct plena_emu *e, const struct plena_insn *in, uint32_t *e
             keys[idx] = (uint64_t)total_key(bf(r[l])) << 32 | (0xFFFFFFFFu - idx);
     }
     /* Descending key; equal keys keep the lower expert first (stable ranking). */
-    qsort(keys, E, sizeof *keys, cmp_desc_u64);
+    plena_qsort(keys, E, sizeof *keys, cmp_desc_u64);
     float v[PLENA_TOPK_MAX_K], w[PLENA_TOPK_MAX_K];
     uint32_t id[PLENA_TOPK_MAX_K];
     for (uint32_t j = 0; j < k; j++) {
@@ -1356,12 +1357,72 @@ oom:
 
 /* -------------------------------------------------------------- loops */
 
+#define EMU_CHECK_EVERY ((uint64_t)1 << 16)
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+static void budget_update(struct plena_emu *e)
+{
+    e->budget_limit = min_u64(e->loop_limit, min_u64(e->insn_limit, e->check_at));
+}
+
 static void loops_changed(struct plena_emu *e)
 {
     uint64_t mn = UINT64_MAX;
     for (uint32_t i = 0; i < e->n_loops; i++)
         if (e->loops[i].base < mn) mn = e->loops[i].base;
-    e->budget_limit = e->n_loops ? mn + e->s.max_loop_instructions : UINT64_MAX;
+    e->loop_limit = e->n_loops ? mn + e->s.max_loop_instructions : UINT64_MAX;
+    budget_update(e);
+}
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void plena_emu_set_limits(struct plena_emu *e, uint64_t max_instructions, double max_seconds,
+                          const volatile sig_atomic_t *stop)
+{
+    e->insn_limit = max_instructions ? max_instructions : UINT64_MAX;
+    e->deadline = max_seconds > 0 ? max_seconds : 0; /* made absolute when a run starts */
+    e->stop = stop;
+}
+
+/* Tick `tick` passed budget_limit: a run limit (trap code), a periodic check
+ * that found nothing (0: go on), or the loop budget (its trap). */
+static int budget_passed(struct plena_emu *e, uint64_t tick, double deadline)
+{
+    if (tick > e->insn_limit)
+        return trapf(e, PLENA_TRAP_INSTRUCTION_LIMIT,
+                     "stopped after %llu instructions: the --max-instructions limit",
+                     (unsigned long long)e->insn_limit);
+    if (tick > e->check_at) {
+        if (e->stop && *e->stop)
+            return trapf(e, PLENA_TRAP_INTERRUPTED, "SIGINT/SIGTERM after %llu instructions",
+                         (unsigned long long)(tick - 1));
+        if (deadline > 0 && mono_now() > deadline)
+            return trapf(e, PLENA_TRAP_TIME_LIMIT,
+                         "stopped after %llu instructions: the --max-seconds limit of %g s",
+                         (unsigned long long)(tick - 1), e->deadline);
+        e->check_at = tick + EMU_CHECK_EVERY;
+        budget_update(e);
+        if (tick <= e->loop_limit) return 0;
+    }
+    uint32_t w = 0;
+    for (uint32_t i = 0; i < e->n_loops; i++)
+        if (tick - e->loops[i].base > e->s.max_loop_instructions) {
+            w = i;
+            break;
+        }
+    return trapf(e, PLENA_TRAP_LOOP_BUDGET,
+                 "loop on gp%u started at pc %u exceeded MAX_LOOP_INSTRUCTIONS %u "
+                 "instructions in one iteration",
+                 e->loops[w].reg, e->loops[w].start_pc, e->s.max_loop_instructions);
 }
 
 static void loop_remove(struct plena_emu *e, uint32_t idx)
@@ -1408,22 +1469,11 @@ run_loop(struct plena_emu *e, const struct plena_insn *code, const uint32_t *wor
     struct plena_emu_event ev;
     memset(&ev, 0, sizeof ev);
     int t = 0;
+    const double deadline = e->deadline > 0 ? mono_now() + e->deadline : 0;
     while (pc < n) {
         const struct plena_insn *in = &code[pc];
         uint32_t next = pc + 1;
-        if (++tick > e->budget_limit) {
-            uint32_t w = 0;
-            for (uint32_t i = 0; i < e->n_loops; i++)
-                if (tick - e->loops[i].base > e->s.max_loop_instructions) {
-                    w = i;
-                    break;
-                }
-            t = trapf(e, PLENA_TRAP_LOOP_BUDGET,
-                      "loop on gp%u started at pc %u exceeded MAX_LOOP_INSTRUCTIONS %u "
-                      "instructions in one iteration",
-                      e->loops[w].reg, e->loops[w].start_pc, e->s.max_loop_instructions);
-            break;
-        }
+        if (++tick > e->budget_limit && (t = budget_passed(e, tick, deadline)) != 0) break;
         if (observe) {
             ev.pc = pc;
             ev.word = words[pc];
@@ -1617,7 +1667,7 @@ run_loop(struct plena_emu *e, const struct plena_insn *code, const uint32_t *wor
                 uint64_t old = e->loops[i].base;
                 e->loops[i].base = tick;
                 /* tick >= every base: the minimum moves only if this entry held it */
-                if (old + e->s.max_loop_instructions == e->budget_limit) loops_changed(e);
+                if (old + e->s.max_loop_instructions == e->loop_limit) loops_changed(e);
                 next = e->loops[i].start_pc + 1;
             } else {
                 G[in->rd] = 0;
@@ -1689,7 +1739,9 @@ int plena_emu_run(struct plena_emu *e, const struct plena_program *prog, plena_e
         e->mm_deferred = e->blen == 4 && e->kernel_isa == EMU_ISA_AVX512 && !e->ref_paths &&
                          e->mlen % 16 == 0 && e->vlen == e->mlen && e->mlen_shift >= 0 &&
                          e->mlen2_shift >= 0 && e->vlen_shift >= 0;
-        e->budget_limit = UINT64_MAX;
+        e->loop_limit = UINT64_MAX;
+        e->check_at = e->stop || e->deadline > 0 ? EMU_CHECK_EVERY : UINT64_MAX;
+        budget_update(e);
         if (obs)
             rc = run_loop(e, code, prog->words, n, pair, obs, obs_ctx, res, 1);
         else

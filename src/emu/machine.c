@@ -197,7 +197,7 @@ int plena_emu_new(const struct plena_settings *s, uint64_t hbm_size, struct plen
     e->kernel_isa = emu_host_isa();
     e->stride = 1;
     e->hbm_size = hbm_size;
-    e->budget_limit = UINT64_MAX;
+    e->budget_limit = e->loop_limit = e->insn_limit = e->check_at = UINT64_MAX;
 
     e->page_rows = EMU_PAGE_BYTES / 2 / e->vlen;
     if (e->page_rows == 0) e->page_rows = 1;
@@ -373,12 +373,15 @@ int plena_emu_hbm_write(struct plena_emu *e, uint64_t addr, const void *src, siz
 
 static int open_sized(const char *path, int *fd, uint64_t *size, struct plena_err *err)
 {
-    *fd = open(path, O_RDONLY);
+    /* non-blocking: opening a FIFO for reading would wait for a writer
+     * before fstat could refuse it (no effect on a regular file) */
+    *fd = open(path, O_RDONLY | O_NONBLOCK);
     if (*fd < 0) return PLENA_FAIL(err, PLENA_E_INPUT, path, "cannot open: %s", strerror(errno));
     struct stat st;
     if (fstat(*fd, &st) || !S_ISREG(st.st_mode)) {
         close(*fd);
-        return PLENA_FAIL(err, PLENA_E_INPUT, path, "not a regular file");
+        return PLENA_FAIL(err, PLENA_E_INPUT, path,
+                          "not a regular file (a device, FIFO or directory cannot be an image)");
     }
     *size = (uint64_t)st.st_size;
     return 0;
@@ -592,6 +595,8 @@ static int aw_open(struct awriter *w, const char *dir, const char *name, struct 
     w->fd = -1;
     if (plena_path_join(w->path, sizeof w->path, dir, name))
         return PLENA_FAIL(err, PLENA_E_OUTPUT, dir, "path too long");
+    int rc = plena_file_check_output(w->path, err);
+    if (rc) return rc;
     for (int attempt = 0; attempt < 100 && w->fd < 0; attempt++) {
         snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%ld.%u", w->path, (long)getpid(), counter++);
         w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);

@@ -252,6 +252,34 @@ static void test_image_prefetch(void **state)
     plena_emu_free(e);
 }
 
+/* Preloads and dumps meet a FIFO: each preload is refused at once (a
+ * blocking open waited for a writer forever) and a dump onto a FIFO is
+ * refused without replacing it. */
+static void test_fifo_images_and_dumps(void **state)
+{
+    (void)state;
+    struct plena_emu *e = tu_default();
+    char *dir = tu_tmpdir(), path[600];
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    struct plena_err err = {0};
+    assert_int_equal(plena_emu_load_hbm_file(e, path, &err), PLENA_E_INPUT);
+    assert_non_null(strstr(err.msg, "not a regular file"));
+    assert_int_equal(plena_emu_load_fpsram_file(e, path, NULL), PLENA_E_INPUT);
+    assert_int_equal(plena_emu_load_intsram_file(e, path, NULL), PLENA_E_INPUT);
+    assert_int_equal(plena_emu_load_vram_file(e, path, NULL), PLENA_E_INPUT);
+    char dump[600];
+    snprintf(dump, sizeof dump, "%s/vram_dump.bin", dir);
+    assert_int_equal(mkfifo(dump, 0600), 0);
+    assert_int_equal(plena_emu_write_dumps(e, dir, PLENA_DUMP_VRAM, NULL), PLENA_E_OUTPUT);
+    struct stat st;
+    assert_int_equal(stat(dump, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    tu_rmrf(dir);
+    free(dir);
+    plena_emu_free(e);
+}
+
 /* A store into a mapped image copies the page: the file is not modified,
  * and the image bytes around the store survive. */
 static void test_image_copy_on_write(void **state)
@@ -857,6 +885,7 @@ int main(void)
         cmocka_unit_test(test_prefetch_mx_modes),
         cmocka_unit_test(test_mx_block_checked),
         cmocka_unit_test(test_image_prefetch),
+        cmocka_unit_test(test_fifo_images_and_dumps),
         cmocka_unit_test(test_image_copy_on_write),
         cmocka_unit_test(test_store_types),
         cmocka_unit_test(test_hbm_limits),

@@ -542,6 +542,46 @@ static void test_kernel_fast_vs_ref(void **state)
         }
 }
 
+/* Run limits (plena_emu_set_limits): a runaway program (nested loops of
+ * 4M x 30000 iterations, each inside MAX_LOOP_INSTRUCTIONS) stops as a trap
+ * at exactly the instruction limit, at the first check after the stop flag,
+ * and at the first check after the deadline; a later run without limits is
+ * unaffected. It ran without any bound before. */
+static void test_run_limits(void **state)
+{
+    (void)state;
+    struct plena_emu *e = tu_default();
+    struct tu_prog p = {.n = 0};
+    I(&p, C_LOOP_START, 2, 0, 4000000);
+    I(&p, C_LOOP_START, 3, 0, 30000);
+    LI(&p, 1, 1);
+    R(&p, C_LOOP_END, 3, 0, 0);
+    R(&p, C_LOOP_END, 2, 0, 0);
+    plena_emu_set_limits(e, 1000, 0, NULL);
+    struct plena_emu_result r = tu_run(e, &p);
+    assert_int_equal(r.status, PLENA_RUN_TRAPPED);
+    assert_int_equal(r.trap.kind, PLENA_TRAP_INSTRUCTION_LIMIT);
+    assert_int_equal(r.instructions_executed, 1000);
+    assert_non_null(strstr(r.trap.detail, "--max-instructions"));
+    volatile sig_atomic_t stop = 1;
+    plena_emu_set_limits(e, 0, 0, &stop);
+    r = tu_run(e, &p);
+    assert_int_equal(r.trap.kind, PLENA_TRAP_INTERRUPTED);
+    assert_int_equal(r.instructions_executed, 1u << 16); /* the first check */
+    plena_emu_set_limits(e, 0, 1e-9, NULL);
+    r = tu_run(e, &p);
+    assert_int_equal(r.trap.kind, PLENA_TRAP_TIME_LIMIT);
+    assert_int_equal(r.instructions_executed, 1u << 16);
+    /* no limits: a short program completes */
+    plena_emu_set_limits(e, 0, 0, NULL);
+    struct tu_prog q = {.n = 0};
+    I(&q, C_LOOP_START, 2, 0, 3);
+    LI(&q, 1, 1);
+    R(&q, C_LOOP_END, 2, 0, 0);
+    tu_ok(e, &q);
+    plena_emu_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -559,6 +599,7 @@ int main(void)
         cmocka_unit_test(test_broadcast),
         cmocka_unit_test(test_matrix_traps),
         cmocka_unit_test(test_kernel_fast_vs_ref),
+        cmocka_unit_test(test_run_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

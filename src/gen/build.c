@@ -73,10 +73,10 @@ int plena_moe_build_check_model(const struct plena_moe_model *m, const struct pl
     char where[160];
     snprintf(where, sizeof where, "model %s", m->name);
     if (m->num_experts && m->top_k > m->num_experts)
-        return PLENA_FAIL(err, PLENA_E_FAILED, where, "top_k %u exceeds num_experts %u", m->top_k,
+        return PLENA_FAIL(err, PLENA_E_INPUT, where, "top_k %u exceeds num_experts %u", m->top_k,
                           m->num_experts);
     if (m->hidden % gm->mlen)
-        return PLENA_FAIL(err, PLENA_E_FAILED, where, "hidden size %u is not a multiple of MLEN %u",
+        return PLENA_FAIL(err, PLENA_E_INPUT, where, "hidden size %u is not a multiple of MLEN %u",
                           m->hidden, gm->mlen);
     return plena_model_validate(m, gm->mlen, err);
 }
@@ -906,7 +906,10 @@ static int write_hbm(struct plena_moe_build *b, const char *dir, struct plena_er
     char path[4096], tmpp[4200];
     if (plena_build_file_path(dir, PLENA_BUILD_FILE_HBM, path, sizeof path, err))
         return PLENA_E_OUTPUT;
-    snprintf(tmpp, sizeof tmpp, "%s.tmp.XXXXXX", path);
+    if (plena_file_check_output(path, err)) return PLENA_E_OUTPUT;
+    /* the pid in the name lets a later build remove it once this process
+     * is gone (plena_file_clean_stale_tmp), e.g. after SIGINT */
+    snprintf(tmpp, sizeof tmpp, "%s.tmp.%ld.XXXXXX", path, (long)getpid());
     int fd = mkstemp(tmpp);
     if (fd < 0) return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot create: %s", strerror(errno));
     int rc = 0;
@@ -960,6 +963,7 @@ static int write_dir(struct plena_moe_build *b, const struct plena_moe_build_opt
 {
     const char *dir = o->out_dir;
     if (plena_mkdir_p(dir, err)) return PLENA_E_OUTPUT;
+    plena_file_clean_stale_tmp(dir); /* an interrupted earlier build's hbm.bin.tmp.* */
     struct plena_buf t;
     plena_buf_init(&t);
     int rc = plena_prog_render_asm(&b->prog, &t);

@@ -1603,6 +1603,15 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
         S = (S + 63) / 64 * 64;
         mp->stride = S;
         const uint64_t win = 1ull << 32;
+        /* an expert's projection is addressed inside one 4 GiB HBM window
+         * (32-bit prefetch offsets): a larger one cannot be represented */
+        if (S > win)
+            return plena_prog_fail(
+                c->p, PLENA_GEN_SHAPE,
+                "one expert's projection (hidden %u x intermediate %u, MX) needs %llu bytes, more "
+                "than the 4 GiB HBM window (%llu bytes) a prefetch can address; driven by "
+                "model.hidden_size, model.moe_intermediate_size",
+                mp->H_p, mp->I_p, (unsigned long long)S, (unsigned long long)win);
         if ((uint64_t)cfg->E * S > win) {
             mp->windowed = 1;
             mp->epw = (uint32_t)(win / S);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "gen/build.h"
 #include "gen/moe.h"
 #include "num/num.h"
 
@@ -818,6 +819,30 @@ static void test_capacity_check(void **state)
     assert_non_null(strstr(err.msg, "needs 88 entries"));
     assert_non_null(strstr(err.msg, "limit 87"));
     assert_non_null(strstr(err.msg, "model.top_k"));
+    /* one expert larger than the 4 GiB HBM window: refused, not a division
+     * by zero (65536 x 65536 MX = 4.5 GiB) */
+    struct plena_moe_model huge = *r128;
+    huge.hidden = 65536;
+    huge.moe_inter = 65536;
+    plena_gen_machine_default(&m);
+    plena_err_clear(&err);
+    assert_int_equal(plena_gen_capacity_check(&huge, &m, 1, &cap, &err), PLENA_E_INPUT);
+    assert_int_equal(cap.reason, PLENA_GEN_SHAPE);
+    assert_non_null(strstr(err.msg, "needs 4831838208 bytes"));
+    assert_non_null(strstr(err.msg, "4 GiB HBM window"));
+    /* invalid shapes are input errors (exit 3), not failed jobs (they were 1) */
+    struct plena_moe_model odd = *r128;
+    odd.hidden = 96;
+    plena_gen_machine_default(&m);
+    assert_int_equal(plena_moe_build_check_model(&odd, &m, NULL), PLENA_E_INPUT);
+    odd = *r128;
+    odd.top_k = odd.num_experts + 1;
+    assert_int_equal(plena_moe_build_check_model(&odd, &m, NULL), PLENA_E_INPUT);
+    /* a width past PLENA_MODEL_MAX_WIDTH is refused by the model check */
+    huge.moe_inter = PLENA_MODEL_MAX_WIDTH + 1;
+    plena_err_clear(&err);
+    assert_int_equal(plena_model_validate(&huge, 64, &err), PLENA_E_INPUT);
+    assert_non_null(strstr(err.msg, "moe_intermediate_size 16777217: expected at most 16777216"));
     /* MRAM: at 3 tiles tiny-ksplit's GEMM router re-streams its 5 K tiles of
      * H = 320, and the experts' K chunk of C = 4 tiles is what does not fit */
     plena_gen_machine_default(&m);

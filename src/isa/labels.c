@@ -149,7 +149,49 @@ struct state {
     struct plena_labels *l;
     size_t cap_unres;
     int failed;
+    /* open-addressed index of l->unresolved by name (slot: index + 1, 0
+     * empty): a linear search made 40,000 distinct unknown markers take
+     * seconds (a fuzzing finding) */
+    size_t *slots, n_slots;
 };
+
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* The slot of `name` in st->slots: its entry, or the empty slot it goes to. */
+static size_t *find_slot(struct state *st, const char *name)
+{
+    size_t i = (size_t)name_hash(name) & (st->n_slots - 1);
+    for (;; i = (i + 1) & (st->n_slots - 1)) {
+        size_t *sl = &st->slots[i];
+        if (!*sl || !strcmp(st->l->unresolved[*sl - 1].name, name)) return sl;
+    }
+}
+
+/* Keeps the index at most half full (n_slots a power of two). */
+static int grow_slots(struct state *st, size_t need)
+{
+    if (need * 2 <= st->n_slots) return 0;
+    size_t n = st->n_slots ? st->n_slots * 2 : 64;
+    while (need * 2 > n)
+        n *= 2;
+    size_t *old = st->slots, old_n = st->n_slots;
+    st->slots = plena_calloc(n, sizeof *st->slots);
+    if (!st->slots) {
+        st->slots = old;
+        return -1;
+    }
+    st->n_slots = n;
+    for (size_t i = 0; i < old_n; i++)
+        if (old[i]) *find_slot(st, st->l->unresolved[old[i] - 1].name) = old[i];
+    plena_free(old);
+    return 0;
+}
 
 static void record(struct state *st, const char *prefix, const char *v, size_t n, uint32_t line)
 {
@@ -160,11 +202,15 @@ static void record(struct state *st, const char *prefix, const char *v, size_t n
     memcpy(name + pl, v, n);
     name[pl + n] = 0;
     struct plena_labels *l = st->l;
-    for (size_t i = 0; i < l->n_unresolved; i++)
-        if (!strcmp(l->unresolved[i].name, name)) {
-            l->unresolved[i].occurrences++;
-            return;
-        }
+    if (grow_slots(st, l->n_unresolved + 1)) {
+        st->failed = 1;
+        return;
+    }
+    size_t *sl = find_slot(st, name);
+    if (*sl) {
+        l->unresolved[*sl - 1].occurrences++;
+        return;
+    }
     if (plena_grow((void **)&l->unresolved, &st->cap_unres, l->n_unresolved + 1,
                    sizeof *l->unresolved)) {
         st->failed = 1;
@@ -174,6 +220,7 @@ static void record(struct state *st, const char *prefix, const char *v, size_t n
     memcpy(u->name, name, pl + n + 1);
     u->first_line = line;
     u->occurrences = 1;
+    *sl = l->n_unresolved;
 }
 
 /* Text after the leading ';' run and blanks, or NULL when it does not start
@@ -262,7 +309,7 @@ int plena_labels_from_asm(const char *text, size_t len, const char *name, struct
         out->v = plena_malloc(n_insn * sizeof *out->v);
         if (!out->v) return PLENA_FAIL(err, PLENA_E_NOMEM, name, "out of memory for labels");
     }
-    struct state st = {out, 0, 0};
+    struct state st = {out, 0, 0, NULL, 0};
     int stage = PLENA_STAGE_OTHER;
     uint32_t pair = 0;
     int has_pair = 0;
@@ -339,6 +386,7 @@ int plena_labels_from_asm(const char *text, size_t len, const char *name, struct
         }
         if (st.failed) break;
     }
+    plena_free(st.slots);
     if (st.failed) {
         plena_labels_free(out);
         return PLENA_FAIL(err, PLENA_E_NOMEM, name, "out of memory for unresolved markers");

@@ -104,6 +104,18 @@ int plena_program_read_mem(const char *path, struct plena_program *out, struct p
 int plena_program_write_mem(const char *path, const uint32_t *words, size_t n,
                             struct plena_err *err)
 {
+    char *buf;
+    size_t bytes;
+    int rc = plena_program_mem_text(words, n, &buf, &bytes, path, err);
+    if (rc) return rc;
+    rc = plena_file_write_atomic(path, buf, bytes, err);
+    plena_free(buf);
+    return rc;
+}
+
+int plena_program_mem_text(const uint32_t *words, size_t n, char **text, size_t *len,
+                           const char *path, struct plena_err *err)
+{
     /* Two hex digits per byte from one table: this loop writes 55 MB for a
      * 5M-word program, so it is on the `plena asm` critical path. */
     static const char hex[] = "0123456789ABCDEF";
@@ -127,9 +139,9 @@ int plena_program_write_mem(const char *path, const uint32_t *words, size_t n,
         q[10] = '\n';
         q += 11;
     }
-    int rc = plena_file_write_atomic(path, buf, bytes, err);
-    plena_free(buf);
-    return rc;
+    *text = buf;
+    *len = bytes;
+    return 0;
 }
 
 static int ends_with(const char *s, const char *suf)

@@ -89,6 +89,10 @@ int plena_program_parse_mem(const char *text, size_t len, const char *name,
 /* Writes `0x%08X\n` per word. */
 int plena_program_write_mem(const char *path, const uint32_t *words, size_t n,
                             struct plena_err *err);
+/* The same text into *text (plena_free; *len bytes, not NUL-terminated);
+ * `path` names the output in an out-of-memory error. */
+int plena_program_mem_text(const uint32_t *words, size_t n, char **text, size_t *len,
+                           const char *path, struct plena_err *err);
 
 struct plena_asm_diags;
 /* Loads `path`: *.asm is assembled in-process (lenient; the assembler's

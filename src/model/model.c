@@ -186,6 +186,16 @@ int plena_model_resolve(const char *name_or_path, struct plena_moe_model *out,
 int plena_model_validate(const struct plena_moe_model *m, uint32_t mlen, struct plena_err *err)
 {
     const char *w = m->name;
+    const struct {
+        const char *key;
+        uint32_t v;
+    } widths[] = {{"hidden_size", m->hidden},
+                  {"moe_intermediate_size", m->moe_inter},
+                  {"shared_expert_intermediate_size", m->shared_inter}};
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        if (widths[i].v > PLENA_MODEL_MAX_WIDTH)
+            return PLENA_FAIL(err, PLENA_E_INPUT, w, "%s %u: expected at most %u", widths[i].key,
+                              widths[i].v, PLENA_MODEL_MAX_WIDTH);
     if (m->hidden == 0 || mlen == 0 || m->hidden % mlen)
         return PLENA_FAIL(err, PLENA_E_INPUT, w,
                           "hidden size %u must be a positive multiple of MLEN %u", m->hidden, mlen);
@@ -242,7 +252,7 @@ int plena_routing_gini(const int64_t *counts, size_t n, double *gini, struct ple
     int64_t *v = plena_malloc(n * sizeof *v);
     if (!v) return PLENA_FAIL(err, PLENA_E_NOMEM, "expert_counts", "out of memory");
     memcpy(v, counts, n * sizeof *v);
-    qsort(v, n, sizeof *v, cmp_i64);
+    plena_qsort(v, n, sizeof *v, cmp_i64);
     /* S = sum i*v(i), i from 1, in 64-bit integers: i <= 16383 experts and the
      * sum of counts <= 2^28 slots in a valid trace keep it far from overflow;
      * other callers get an error instead of a wrapped value. */

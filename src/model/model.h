@@ -262,6 +262,10 @@ int plena_model_resolve(const char *name_or_path, struct plena_moe_model *out,
  * model_type / architectures, the shape and every router key; an unmodelled
  * value is PLENA_E_INPUT naming file:$.key and the value. */
 int plena_model_read_config(const char *path, struct plena_moe_model *out, struct plena_err *err);
+/* The largest hidden / intermediate / shared width a model may have: the
+ * generator pads widths to MLEN in 32-bit arithmetic, and 2^24 is far above
+ * every published model (the 4 GiB expert window binds much earlier). */
+#define PLENA_MODEL_MAX_WIDTH (1u << 24)
 /* Shape checks shared by the generator, the CLI and the trace replay tier. */
 int plena_model_validate(const struct plena_moe_model *m, uint32_t mlen, struct plena_err *err);
 /* n_shared * moe_inter (0 on 0 inputs or overflow). */

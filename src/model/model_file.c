@@ -444,7 +444,7 @@ static int read_config(struct cfg *c, struct plena_moe_model *m)
 int plena_model_read_config(const char *path, struct plena_moe_model *m, struct plena_err *err)
 {
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
         char w[300];
         snprintf(w, sizeof w, "%s:%d:%d", path, je.line, je.column);

@@ -80,6 +80,29 @@ static void test_model_file(void **state)
     assert_int_equal(plena_model_resolve(path, &m, NULL), 0);
     assert_int_equal(m.shared_inter, 2816);
     assert_int_equal(m.shared_gate, PLENA_SHARED_GATE_NONE);
+    /* silently accepted before: a duplicate key (the last one won), a string
+     * eps (the default replaced it), a string boolean */
+    static const char *const bad[][2] = {
+        {"{\"hidden_size\": 64, \"hidden_size\": 128, \"num_experts\": 8,"
+         " \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 64}",
+         "duplicate object key"},
+        {"{\"hidden_size\": 64, \"num_experts\": 8, \"num_experts_per_tok\": 2,"
+         " \"moe_intermediate_size\": 64, \"rms_norm_eps\": \"1e-6\"}",
+         "expected a finite number > 0"},
+        {"{\"hidden_size\": 64, \"num_experts\": 8, \"num_experts_per_tok\": 2,"
+         " \"moe_intermediate_size\": 64, \"norm_topk_prob\": \"yes\"}",
+         "expected true or false"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        plena_test_write_text(dir, "cfg.json", bad[i][0]);
+        struct plena_err err = {0};
+        assert_int_equal(plena_model_resolve(path, &m, &err), PLENA_E_INPUT);
+        if (!strstr(err.msg, bad[i][1])) fail_msg("case %zu: '%s'", i, err.msg);
+    }
+    struct plena_err err = {0};
+    plena_test_write_text(dir, "cfg.json", bad[1][0]);
+    plena_model_resolve(path, &m, &err);
+    assert_non_null(strstr(err.where, "cfg.json:$.rms_norm_eps"));
     assert_int_equal(plena_test_rmtree(dir), 0);
 }
 

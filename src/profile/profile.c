@@ -59,7 +59,7 @@ int plena_profile_init(struct plena_profile *p, const struct plena_labels *label
         if (labels && labels->v[i].has_pair) ids[n_ids++] = labels->v[i].pair;
     }
     /* Distinct pair ids in ascending numeric order = the JSON order. */
-    qsort(ids, n_ids, sizeof *ids, cmp_u32);
+    plena_qsort(ids, n_ids, sizeof *ids, cmp_u32);
     size_t n_distinct = 0;
     for (size_t i = 0; i < n_ids; i++)
         if (n_distinct == 0 || ids[n_distinct - 1] != ids[i]) ids[n_distinct++] = ids[i];

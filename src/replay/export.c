@@ -387,7 +387,7 @@ int plena_replay_export(const char *root, int passed_only,
         n_names++;
     }
     closedir(d);
-    if (names) qsort(names, n_names, sizeof *names, cmp_names);
+    plena_qsort(names, n_names, sizeof *names, cmp_names);
 
     struct row *rows = plena_calloc(n_names ? n_names : 1, sizeof *rows);
     size_t n_rows = 0;
@@ -439,7 +439,7 @@ int plena_replay_export(const char *root, int passed_only,
                  plena_build_file_name(PLENA_BUILD_FILE_RESULTS));
         json_object_set_new(rw->summary, "result_path", json_string(rel));
     }
-    if (!rc && n_rows) qsort(rows, n_rows, sizeof *rows, cmp_rows);
+    if (!rc) plena_qsort(rows, n_rows, sizeof *rows, cmp_rows);
 
     struct plena_csv sum, stg, svr, tax;
     plena_csv_init(&sum);

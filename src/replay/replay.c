@@ -154,13 +154,7 @@ int plena_replay_prepare(const char *bytes, size_t len, const char *source_path,
 
 void plena_replay_clean_tmp(const char *dir)
 {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!strstr(de->d_name, ".tmp.")) continue;
-        char p[4096];
-        if (!plena_path_join(p, sizeof p, dir, de->d_name)) unlink(p);
-    }
-    closedir(d);
+    /* only the temporaries of dead processes: a concurrent replay into the
+     * same directory keeps its own (deleting them failed its renames) */
+    plena_file_clean_stale_tmp(dir);
 }

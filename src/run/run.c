@@ -571,6 +571,7 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
 
     /* machine and inputs */
     if ((rc = plena_emu_new(&out->settings, out->hbm_size, &emu, e)) != 0) goto fail;
+    plena_emu_set_limits(emu, o->max_instructions, o->max_seconds, o->stop);
     if (o->hbm_path) {
         struct stat st;
         if (stat(o->hbm_path, &st) == 0) ss.hbm_preload_bytes = (uint64_t)st.st_size;
@@ -597,6 +598,7 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
     struct plena_emu_result res;
     memset(&res, 0, sizeof res);
     if ((rc = plena_emu_run(emu, ss.prog, observe, &obs, &res, e)) != 0) goto fail;
+    if ((rc = plena_timing_status(timing, e)) != 0) goto fail;
 
     uint64_t period = out->settings.clock_period_ps;
     out->instructions_executed = res.instructions_executed;
@@ -614,7 +616,7 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
     }
     if (res.status == PLENA_RUN_TRAPPED) {
         out->status = PLENA_RUN_OUT_TRAPPED;
-        out->code = PLENA_E_FAILED;
+        out->code = res.trap.kind == PLENA_TRAP_INTERRUPTED ? PLENA_E_INTERRUPTED : PLENA_E_FAILED;
         out->trap = res.trap;
         plena_emu_format_trap(&res.trap, ss.prog, out->trap_message, sizeof out->trap_message);
         const struct plena_op_info *info = plena_isa_info(res.trap.opcode & 63);

@@ -50,6 +50,12 @@ struct plena_run_opts {
     const char *log_path; /* copied into run-stats only */
     /* the MoE layer's routing, written into the profile (NULL: none) */
     const struct plena_routing_stats *routing;
+    /* run limits (0 = none) and a stop flag a signal handler sets (may be
+     * NULL): each ends the run as a trap, outputs still written; the
+     * interrupted run's code is PLENA_E_INTERRUPTED */
+    uint64_t max_instructions;
+    double max_seconds;
+    const volatile sig_atomic_t *stop;
     /* behaviour */
     int overlap;
     unsigned threads; /* >= 1; never changes any output (docs/timing.md "Determinism") */

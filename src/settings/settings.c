@@ -23,6 +23,7 @@ extern const size_t plena_settings_reference_toml_len;
 #define U32          ((int64_t)UINT32_MAX)
 #define MIN64        INT64_MIN
 #define MAX64        INT64_MAX
+#define PERIOD_MAX   ((int64_t)PLENA_SETTINGS_PERIOD_MAX_PS)
 
 /* ---- the key table ---- */
 
@@ -74,10 +75,10 @@ static const char *const hbm_model_names[] = {"hbm2", "ideal", NULL};
     X(HBM_CHANNELS, CFG, "HBM_CHANNELS", K_INT, 0, 0, 0, MIN64, MAX64, R_NONE, NULL,               \
       FIELD(config_hbm_channels))                                                                  \
     X(MX_MODE, CFG, "MX_MODE", K_ENUM, 0, 1, 0, 0, 1, R_NONE, mx_mode_names, FIELD(mx_mode))       \
-    X(CLOCK_PERIOD_PS, CFG, "CLOCK_PERIOD_PS", K_INT, 0, 1, 1000, 1, MAX64, R_NONE, NULL,          \
+    X(CLOCK_PERIOD_PS, CFG, "CLOCK_PERIOD_PS", K_INT, 0, 1, 1000, 1, PERIOD_MAX, R_NONE, NULL,     \
       FIELD(clock_period_ps))                                                                      \
     X(MODEL, HBM, "MODEL", K_ENUM, 0, 1, 0, 0, 1, R_NONE, hbm_model_names, FIELD(hbm.model))       \
-    X(TCK_PS, HBM, "TCK_PS", K_INT, 0, 1, 1000, 1, MAX64, R_NONE, NULL, FIELD(hbm.tck_ps))         \
+    X(TCK_PS, HBM, "TCK_PS", K_INT, 0, 1, 1000, 1, PERIOD_MAX, R_NONE, NULL, FIELD(hbm.tck_ps))    \
     X(CHANNELS, HBM, "CHANNELS", K_INT, 0, 1, 8, 0, U32, R_POW2, NULL, FIELD(hbm.channels))        \
     X(PSEUDO_CHANNELS, HBM, "PSEUDO_CHANNELS", K_INT, 0, 1, 2, 0, U32, R_POW2, NULL,               \
       FIELD(hbm.pseudo_channels))                                                                  \
@@ -729,7 +730,8 @@ static int load_file(const char *path, struct plena_settings *s, struct plena_er
 {
     char *data;
     size_t len;
-    int rc = plena_file_read_all(path, &data, &len, err);
+    int rc = plena_file_read_bounded(path, PLENA_SETTINGS_MAX_BYTES, "settings files", &data, &len,
+                                     NULL, err);
     if (rc) return rc;
     rc = plena_settings_parse(data, len, path, s, err);
     plena_free(data);

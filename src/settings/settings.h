@@ -41,6 +41,11 @@ struct plena_hbm_params {
 };
 
 #define PLENA_SETTINGS_MAX_WARNINGS 16
+/* The largest CONFIG.CLOCK_PERIOD_PS and HBM.TCK_PS: a cycle count below
+ * 2^32 times it stays below 2^64 ps (docs/formats.md "Settings file"). */
+#define PLENA_SETTINGS_PERIOD_MAX_PS 1000000000u
+/* The largest settings file read (the reference file is about 8 KiB). */
+#define PLENA_SETTINGS_MAX_BYTES ((size_t)1 << 20)
 
 struct plena_settings {
     /* [TRANSACTIONAL.CONFIG] */

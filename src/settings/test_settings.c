@@ -394,7 +394,10 @@ static void test_config_constraints(void **state)
         {"HBM_CHANNELS", "4", "must equal TRANSACTIONAL.HBM.CHANNELS (8), found 4"},
         {"MX_MODE", "\"mx\"", "must be one of \"plena\", \"ocp\", found \"mx\""},
         {"MX_MODE", "1", "expected string, found integer"},
-        {"CLOCK_PERIOD_PS", "0", "must be >= 1, found 0"},
+        {"CLOCK_PERIOD_PS", "0", "must be in 1..1000000000, found 0"},
+        /* a period near 2^62 hung in the HBM refresh loop and wrapped the total */
+        {"CLOCK_PERIOD_PS", "4611686018427387904",
+         "must be in 1..1000000000, found 4611686018427387904"},
     };
     for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
         char tail[256], want[512];
@@ -504,7 +507,8 @@ static void test_hbm_table(void **state)
         {"ROW_BYTES = 1000", "ROW_BYTES", "must be a power of two >= 64, found 1000"},
         {"ADDRESS_HASH_BIT = 3", "ADDRESS_HASH_BIT", "must be 0 or in 6..63, found 3"},
         {"ADDRESS_HASH_BIT = 64", "ADDRESS_HASH_BIT", "must be in 0..63, found 64"},
-        {"TCK_PS = 0", "TCK_PS", "must be >= 1, found 0"},
+        {"TCK_PS = 0", "TCK_PS", "must be in 1..1000000000, found 0"},
+        {"TCK_PS = 1000000001", "TCK_PS", "must be in 1..1000000000, found 1000000001"},
         {"nBL = 0", "nBL", "must be >= 1, found 0"},
         {"nCL = 7.0", "nCL", "expected integer, found float"},
         {"MODEL = 1", "MODEL", "expected string, found integer"},
@@ -857,6 +861,10 @@ static void test_lookup_order(void **state)
     assert_int_equal(plena_settings_load(NULL, &s, &err), PLENA_E_INPUT);
     plena_err_clear(&err);
     assert_int_equal(plena_settings_load(missing, &s, &err), PLENA_E_INPUT);
+    plena_err_clear(&err);
+    /* an endless file is refused at the settings limit (it was read without bound) */
+    assert_int_equal(plena_settings_load("/dev/zero", &s, &err), PLENA_E_INPUT);
+    assert_non_null(strstr(err.msg, "larger than the 1048576-byte limit (settings files)"));
     plena_err_clear(&err);
     unsetenv("PLENA_SETTINGS_TOML");
     /* ./ then ../ then the built-in copy */

@@ -603,6 +603,44 @@ static void test_skip_equals_ticks(void **state)
     free(plan);
 }
 
+/* A read after a long idle gap: the refresh windows in between cost O(1)
+ * untraced (2^50 / 100 windows would otherwise never finish), and the
+ * result is the traced (window by window) one at a start of the same phase. */
+static void count_cmd(void *ctx, uint64_t tick_ps, const char *cmd, unsigned channel,
+                      unsigned pseudo_channel, unsigned bank_group, unsigned bank, uint64_t row,
+                      int64_t seq)
+{
+    (void)tick_ps, (void)cmd, (void)channel, (void)pseudo_channel, (void)bank_group, (void)bank,
+        (void)row, (void)seq;
+    ++*(size_t *)ctx;
+}
+
+static void test_refresh_after_long_gap(void **state)
+{
+    (void)state;
+    struct plena_hbm_params p;
+    ref_hbm_params(&p);
+    p.tck_ps = 1;
+    p.nREFI = 100;
+    p.nRFC = 10;
+    const struct plena_hbm_txn rd = {4096, 0};
+    struct plena_hbm *traced = NULL, *fast = NULL;
+    struct plena_err err = {0};
+    assert_int_equal(plena_hbm_new(&p, &traced, &err), 0);
+    assert_int_equal(plena_hbm_new(&p, &fast, &err), 0);
+    size_t n_cmds = 0;
+    plena_hbm_set_trace(traced, count_cmd, &n_cmds);
+    /* 2^50 = 1024 (mod 100): the same refresh phase */
+    const uint64_t want = plena_hbm_batch(traced, 1024, &rd, 1);
+    assert_true(n_cmds >= 10); /* the traced model really refreshed window by window */
+    assert_int_equal(plena_hbm_batch(fast, 1ull << 50, &rd, 1), want);
+    plena_hbm_free(traced);
+    plena_hbm_free(fast);
+    /* a period whose cycle counts cannot be represented is refused */
+    p.tck_ps = (uint64_t)PLENA_SETTINGS_PERIOD_MAX_PS + 1;
+    expect_rejected(&p, "HBM.TCK_PS");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -621,6 +659,7 @@ int main(void)
         cmocka_unit_test(test_g1_deterministic),
         cmocka_unit_test(test_g2_prefetch_only),
         cmocka_unit_test(test_skip_equals_ticks),
+        cmocka_unit_test(test_refresh_after_long_gap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

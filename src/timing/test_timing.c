@@ -147,6 +147,31 @@ static void test_clock_and_parameters(void **state)
     assert_string_equal(err.where, "CONFIG.CLOCK_PERIOD_PS");
 }
 
+/* A total past 2^64-1 ps is reported, never wrapped (V_TOPK x E at the
+ * largest period and VECTOR_MAX_CYCLES overflows on the fifth expert). */
+static void test_time_overflow_reported(void **state)
+{
+    (void)state;
+    struct plena_settings s;
+    ref_settings(&s, 1);
+    s.clock_period_ps = PLENA_SETTINGS_PERIOD_MAX_PS;
+    s.latency[PLENA_LAT_VECTOR_MAX_CYCLES] = UINT32_MAX;
+    struct plena_timing *t = new_timing(&s);
+    struct plena_err err = {0};
+    acct_op(t, PLENA_OP_V_TOPK, 0, 4); /* 4 x (2^32-1) x 10^9 < 2^64 */
+    assert_int_equal(plena_timing_status(t, &err), 0);
+    acct_op(t, PLENA_OP_V_TOPK, 0, 4);
+    assert_int_equal(plena_timing_now_ps(t), UINT64_MAX);
+    assert_int_equal(plena_timing_status(t, &err), PLENA_E_INPUT);
+    assert_string_equal(err.where, "CONFIG.CLOCK_PERIOD_PS");
+    assert_non_null(strstr(err.msg, "exceeds 2^64-1 ps"));
+    plena_timing_free(t);
+    s.clock_period_ps = (uint64_t)PLENA_SETTINGS_PERIOD_MAX_PS + 1;
+    t = NULL;
+    assert_int_equal(plena_timing_new(&s, &t, &err), PLENA_E_INPUT);
+    assert_null(t);
+}
+
 static void test_hbm_bytes_and_ideal(void **state)
 {
     (void)state;
@@ -491,6 +516,7 @@ int main(void)
         cmocka_unit_test(test_overlay_fifo_and_partial),
         cmocka_unit_test(test_classification),
         cmocka_unit_test(test_classification_all_opcodes),
+        cmocka_unit_test(test_time_overflow_reported),
         cmocka_unit_test(test_g2_overlay_events),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

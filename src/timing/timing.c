@@ -14,6 +14,7 @@ struct plena_timing {
     uint8_t kind[64];
     uint64_t topk_ps_per_expert; /* VECTOR_MAX_CYCLES x CLOCK_PERIOD_PS */
     uint64_t now_ps;
+    int time_overflow;         /* the total passed 2^64-1 ps: now_ps saturated */
     uint64_t n_rd, n_wr;       /* transaction totals */
     uint64_t last_rd, last_wr; /* transactions of the last instruction */
     struct plena_hbm *hbm;
@@ -52,9 +53,9 @@ int plena_timing_new(const struct plena_settings *s, struct plena_timing **out,
                      struct plena_err *err)
 {
     *out = NULL;
-    if (s->clock_period_ps < 1)
+    if (s->clock_period_ps < 1 || s->clock_period_ps > PLENA_SETTINGS_PERIOD_MAX_PS)
         return PLENA_FAIL(err, PLENA_E_INPUT, "CONFIG.CLOCK_PERIOD_PS",
-                          "expected an integer >= 1, found %llu",
+                          "expected an integer in 1..%u, found %llu", PLENA_SETTINGS_PERIOD_MAX_PS,
                           (unsigned long long)s->clock_period_ps);
     struct plena_timing *t = plena_calloc(1, sizeof *t);
     if (!t) return PLENA_FAIL(err, PLENA_E_NOMEM, "timing", "out of memory");
@@ -105,12 +106,20 @@ uint64_t plena_timing_account(struct plena_timing *t, const struct plena_emu_eve
     t->last_rd = t->last_wr = 0;
     switch ((enum kind)t->kind[op]) {
     case K_FIXED: d = ev->f0_skip ? 0 : t->cost_ps[op]; break;
-    case K_TOPK: d = t->topk_ps_per_expert * ev->topk_experts; break;
-    case K_HBM_BATCH: d = account_hbm(t, ev, 0); break;
-    case K_HBM_SEQ: d = account_hbm(t, ev, 1); break;
+    case K_TOPK:
+        if (__builtin_mul_overflow(t->topk_ps_per_expert, (uint64_t)ev->topk_experts, &d))
+            d = UINT64_MAX;
+        break;
+    /* once the total saturated the HBM model is not asked again: its tick
+     * arithmetic needs representable times */
+    case K_HBM_BATCH: d = t->time_overflow ? 0 : account_hbm(t, ev, 0); break;
+    case K_HBM_SEQ: d = t->time_overflow ? 0 : account_hbm(t, ev, 1); break;
     default: d = 0; break;
     }
-    t->now_ps += d;
+    if (__builtin_add_overflow(t->now_ps, d, &t->now_ps)) {
+        t->now_ps = UINT64_MAX;
+        t->time_overflow = 1;
+    }
     return d;
 }
 
@@ -143,6 +152,10 @@ struct plena_hbm *plena_timing_hbm(struct plena_timing *t)
 
 int plena_timing_status(const struct plena_timing *t, struct plena_err *err)
 {
+    if (t->time_overflow)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "CONFIG.CLOCK_PERIOD_PS",
+                          "the simulated time exceeds 2^64-1 ps, the largest total plena "
+                          "represents: lower CLOCK_PERIOD_PS / HBM.TCK_PS or the program's length");
     if (plena_hbm_out_of_memory(t->hbm))
         return PLENA_FAIL(err, PLENA_E_NOMEM, "timing",
                           "the HBM model ran out of memory queueing a transaction list");

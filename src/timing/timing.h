@@ -78,7 +78,8 @@ uint64_t plena_timing_bytes_written(const struct plena_timing *t); /* 64 x write
 void plena_timing_last_bytes(const struct plena_timing *t, uint64_t *bytes_read,
                              uint64_t *bytes_written);
 /* 0, or PLENA_E_NOMEM (filled into err) when the HBM model ran out of memory
- * during some instruction: the run's timing is then not trustworthy. */
+ * during some instruction, or PLENA_E_INPUT when the total passed 2^64-1 ps:
+ * the run's timing is then not trustworthy. */
 int plena_timing_status(const struct plena_timing *t, struct plena_err *err);
 struct plena_hbm *plena_timing_hbm(struct plena_timing *t);
 /* Fixed (non-HBM) cost in cycles of an opcode per the cost table, for

@@ -239,12 +239,12 @@ void plena_trace_docs_sort(struct plena_trace_docs *d)
     /* qsort is not stable: carry the input position as the last key. */
     struct keyed *k = plena_calloc(d->n + 1, sizeof *k);
     if (!k) {
-        qsort(d->v, d->n, sizeof *d->v, cmp_docs);
+        plena_qsort(d->v, d->n, sizeof *d->v, cmp_docs);
         return;
     }
     for (size_t i = 0; i < d->n; i++)
         k[i] = (struct keyed){d->v[i], i};
-    qsort(k, d->n, sizeof *k, cmp_keyed);
+    plena_qsort(k, d->n, sizeof *k, cmp_keyed);
     for (size_t i = 0; i < d->n; i++)
         d->v[i] = k[i].doc;
     plena_free(k);

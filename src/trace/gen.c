@@ -150,6 +150,21 @@ static int router_rows(const struct plena_moe_model *m, uint32_t T, int64_t *ids
     return rc;
 }
 
+int plena_trace_gen_check_size(uint64_t n_traces, uint32_t tokens, uint32_t top_k,
+                               struct plena_err *err)
+{
+    uint64_t slots;
+    if (__builtin_mul_overflow(n_traces, (uint64_t)tokens * top_k, &slots) ||
+        slots > PLENA_TRACE_GEN_MAX_SLOTS)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "--tokens",
+                          "%llu trace(s) x %u tokens x top_k %u: more than the %llu routing slots "
+                          "one generation holds (host memory); generate fewer traces or tokens "
+                          "per call",
+                          (unsigned long long)n_traces, tokens, top_k,
+                          (unsigned long long)PLENA_TRACE_GEN_MAX_SLOTS);
+    return 0;
+}
+
 int plena_trace_gen_tree(const struct plena_trace_gen_opts *o, json_t **tree, struct plena_err *err)
 {
     *tree = NULL;
@@ -159,10 +174,10 @@ int plena_trace_gen_tree(const struct plena_trace_gen_opts *o, json_t **tree, st
         return PLENA_FAIL(err, PLENA_E_INPUT, "--model",
                           "model %s: num_experts %u / top_k %u outside 1..%d / 1..min(E, %d)",
                           m->name, E, K, PLENA_TOPK_MAX_EXPERTS, PLENA_TOPK_MAX_K);
-    if (T < 1 || T > 16777216 || (uint64_t)T * K > ((uint64_t)1 << 28))
-        return PLENA_FAIL(
-            err, PLENA_E_INPUT, "--tokens",
-            "%u tokens x top_k %u: expected 1..16777216 tokens and at most 2^28 slots", T, K);
+    if (T < 1 || T > 16777216)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "--tokens", "%u tokens: expected 1..16777216", T);
+    int size_rc = plena_trace_gen_check_size(1, T, K, err);
+    if (size_rc) return size_rc;
     int64_t *ids = plena_calloc((size_t)T * K, sizeof *ids);
     float *w = plena_calloc((size_t)T * K, sizeof *w);
     double *wd = plena_calloc(K, sizeof *wd);
@@ -244,7 +259,7 @@ int plena_trace_gen_tree(const struct plena_trace_gen_opts *o, json_t **tree, st
             }
             for (uint32_t j = 0; j < K; j++)
                 wd[j] /= sum;
-            qsort(wd, K, sizeof *wd, cmp_desc);
+            plena_qsort(wd, K, sizeof *wd, cmp_desc);
             for (uint32_t j = 0; j < K; j++)
                 wr[j] = (float)wd[j];
         } else {

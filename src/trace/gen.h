@@ -39,6 +39,15 @@ struct plena_trace_gen_opts {
     const char *created_at_utc; /* --timestamp; NULL = absent (byte-identical output) */
 };
 
+/* The most routing slots (tokens x top_k, summed over every trace) one
+ * generation holds: the JSON trees cost about 220 bytes of host memory per
+ * slot, so 2^23 slots stay under 2 GB; checked before anything is allocated. */
+#define PLENA_TRACE_GEN_MAX_SLOTS ((uint64_t)1 << 23)
+/* PLENA_E_INPUT unless n_traces traces of `tokens` x top_k fit in
+ * PLENA_TRACE_GEN_MAX_SLOTS (the message names the product and the limit). */
+int plena_trace_gen_check_size(uint64_t n_traces, uint32_t tokens, uint32_t top_k,
+                               struct plena_err *err);
+
 void plena_trace_gen_opts_default(struct plena_trace_gen_opts *o);
 /* Parses balanced|round-robin|uniform|zipf:S|hot:N[:F] into o. PLENA_E_USAGE on error. */
 int plena_trace_gen_parse_dist(const char *s, struct plena_trace_gen_opts *o,

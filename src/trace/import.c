@@ -7,6 +7,7 @@
 #include "trace/import.h"
 
 #include <jansson.h>
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -689,7 +690,7 @@ static int import_megatron(struct imp *st, const char *bytes, size_t len)
     int rc = each_record(st, bytes, len, megatron_line);
     st->mset = NULL;
     if (!rc && st->o->merge_ranks) {
-        qsort(set.v, set.n, sizeof *set.v, cmp_mrec);
+        plena_qsort(set.v, set.n, sizeof *set.v, cmp_mrec);
         for (size_t i = 0; i < set.n && (!rc || (st->o->keep_going && rc != PLENA_E_NOMEM));) {
             size_t j = i + 1;
             while (j < set.n && same_group(&set.v[i], &set.v[j]))
@@ -791,8 +792,9 @@ static int csv_int(struct imp *st, const char *where, const char *col, const cha
 {
     char *end;
     if (!*v) return bad(st, PLENA_E_INPUT, where, "column %s: empty, expected an integer", col);
+    errno = 0;
     long long x = strtoll(v, &end, 10);
-    if (*end || (v[0] == '+') || !(x >= lo && x <= hi))
+    if (*end || (v[0] == '+') || errno == ERANGE || !(x >= lo && x <= hi))
         return bad(st, PLENA_E_INPUT, where,
                    "column %s: expected an integer %lld..%lld, got \"%.40s\"", col, (long long)lo,
                    (long long)hi, v);
@@ -917,6 +919,17 @@ static int import_csv(struct imp *st, const char *bytes, size_t len)
     for (int c = 0; c < C_COUNT; c++)
         col_of[c] = -1;
     char where[320];
+    /* a NUL byte would end a field early ("0.6<NUL>junk" read as 0.6) */
+    const char *nul = memchr(bytes, 0, len);
+    if (nul) {
+        long nl = 1;
+        const char *ls = bytes;
+        for (const char *q = bytes; q < nul; q++)
+            if (*q == '\n') nl++, ls = q + 1;
+        snprintf(where, sizeof where, "%s:%ld:%ld", st->name, nl, (long)(nul - ls) + 1);
+        plena_buf_free(&b);
+        return PLENA_FAIL(st->err, PLENA_E_INPUT, where, "NUL byte (0x00) in CSV text");
+    }
     snprintf(where, sizeof where, "%s:1", st->name);
     int nh = csv_record(bytes, len, &pos, &line, &b, off, 64);
     if (len == 0 || nh < 0 || nh > 64) {
@@ -959,10 +972,12 @@ static int import_csv(struct imp *st, const char *bytes, size_t len)
             rc = bad(st, PLENA_E_NOMEM, where, "out of memory");
             break;
         }
+        if (nf < 0) {
+            rc = bad(st, PLENA_E_INPUT, where, "unterminated quoted field (no closing '\"')");
+            break;
+        }
         if (nf != nh) {
-            rc = bad(st, PLENA_E_INPUT, where, "%d fields, expected %d (the header's)",
-                     nf < 0 ? 0 : nf, nh);
-            if (nf < 0) break;
+            rc = bad(st, PLENA_E_INPUT, where, "%d fields, expected %d (the header's)", nf, nh);
             goto next;
         }
         {
@@ -1003,8 +1018,11 @@ static int import_csv(struct imp *st, const char *bytes, size_t len)
                         (long long)r.step, phases[ph]);
             } else if (*f[C_WEIGHT]) {
                 char *end;
-                double w = strtod(f[C_WEIGHT], &end);
-                if (*end || !isfinite(w) || w < 0 || w > 3.4028234663852886e38)
+                /* decimal only: strtod also takes hex floats, inf and nan */
+                const char *wt = f[C_WEIGHT];
+                int dec = strspn(wt, "0123456789.eE+-") == strlen(wt);
+                double w = strtod(wt, &end);
+                if (!dec || *end || !isfinite(w) || w < 0 || w > 3.4028234663852886e38)
                     e = bad(st, PLENA_E_INPUT, where,
                             "column weight: expected a finite number >= 0, got \"%.40s\"",
                             f[C_WEIGHT]);
@@ -1047,7 +1065,7 @@ static int import_csv(struct imp *st, const char *bytes, size_t len)
         rc = 0;
     }
     if (!rc) {
-        qsort(rows, n_rows, sizeof *rows, cmp_crow);
+        plena_qsort(rows, n_rows, sizeof *rows, cmp_crow);
         for (size_t i = 0; i < n_rows;) {
             size_t j = i + 1;
             while (j < n_rows && !strcmp(rows[i].key, rows[j].key))

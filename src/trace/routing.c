@@ -44,7 +44,7 @@ int plena_trace_read_fixed_routing(const char *path, const char *where,
     long long H = json_integer_value(json_object_get(model, "hidden_size"));
     size_t nt = json_array_size(ti);
     if (E != want->experts || k != want->top_k || H != want->hidden || nt != want->tokens) {
-        rc = PLENA_FAIL(err, PLENA_E_FAILED, where,
+        rc = PLENA_FAIL(err, PLENA_E_INPUT, where,
                         "trace shape (hidden_size %lld, num_experts %lld, top_k %lld, tokens %zu) "
                         "does not match the model %s with --tokens %u (hidden %u, experts %u, "
                         "top_k %u)",

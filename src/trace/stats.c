@@ -69,7 +69,7 @@ size_t plena_trace_hot_experts(const int64_t *counts, size_t n, int64_t *out)
     }
     for (size_t i = 0; i < n; i++)
         if (counts[i] > 0) p[k++] = (struct count_id){counts[i], (int64_t)i};
-    qsort(p, k, sizeof *p, cmp_hot);
+    plena_qsort(p, k, sizeof *p, cmp_hot);
     for (size_t i = 0; i < k; i++)
         out[i] = p[i].id;
     plena_free(p);

@@ -130,6 +130,20 @@ static void test_edges(void **state)
     plena_buf_init(&b);
     assert_int_equal(plena_trace_gen(&o, &b, NULL), PLENA_E_INPUT); /* hot:8 with E = 8 */
     plena_buf_free(&b);
+    /* sizes are refused before anything is allocated: 16M tokens x 8 (it took
+     * 16 GB before validation refused the document) and many small traces */
+    struct plena_moe_model q = model_of(128, 8);
+    plena_trace_gen_opts_default(&o);
+    o.model = &q;
+    o.tokens = 16777216;
+    plena_buf_init(&b);
+    plena_err_clear(&err);
+    assert_int_equal(plena_trace_gen(&o, &b, &err), PLENA_E_INPUT);
+    assert_non_null(strstr(err.msg, "more than the 8388608 routing slots"));
+    plena_buf_free(&b);
+    assert_int_equal(plena_trace_gen_check_size(1024, 1024, 8, NULL), 0); /* exactly 2^23 */
+    assert_int_equal(plena_trace_gen_check_size(1025, 1024, 8, NULL), PLENA_E_INPUT);
+    assert_int_equal(plena_trace_gen_check_size(UINT64_MAX, 16777216, 8, NULL), PLENA_E_INPUT);
 }
 
 /* ---- synthetic traces with the family's router (V091-V094) ---- */

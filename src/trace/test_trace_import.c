@@ -368,6 +368,25 @@ static void test_errors(void **state)
     expect_fail(&c, "r.csv",
                 "sample_id,layer,phase,decode_step,token,slot,expert\ns0,0,prefill,,0,2,1\n",
                 "r.csv:2", "column slot: 2 outside 0..1 (model e8k2 has top_k 2)");
+    /* accepted or misreported before: a hex weight, a 20-digit id (shown as
+     * INT64_MAX), an unterminated quote ("0 fields"), a NUL byte */
+    expect_fail(&c, "r.csv",
+                "sample_id,layer,phase,decode_step,token,slot,expert,weight\n"
+                "s0,0,prefill,,0,0,1,0x1p-1\n",
+                "r.csv:2", "column weight: expected a finite number >= 0, got \"0x1p-1\"");
+    expect_fail(&c, "r.csv",
+                "sample_id,layer,phase,decode_step,token,slot,expert\n"
+                "s0,0,prefill,,0,0,12345678901234567890\n",
+                "r.csv:2", "got \"12345678901234567890\"");
+    expect_fail(&c, "r.csv",
+                "sample_id,layer,phase,decode_step,token,slot,expert\ns0,0,prefill,,0,0,\"1\n",
+                "r.csv:2", "unterminated quoted field");
+    static const char nul_csv[] = "sample_id,layer,phase,decode_step,token,slot,expert,weight\n"
+                                  "s0,0,prefill,,0,0,1,0.6\0junk\n";
+    assert_int_equal(run(&c, "r.csv", nul_csv, sizeof nul_csv - 1), PLENA_E_INPUT);
+    assert_string_equal(c.err.where, "r.csv:2:24");
+    assert_non_null(strstr(c.err.msg, "NUL byte"));
+    done(&c);
     opts(&c, PLENA_TRACE_IMPORT_MEGATRON);
     expect_fail(&c, "mc.jsonl",
                 "{\"layer\":0,\"num_tokens\":1,\"topk\":2,\"top_indices\":[[1.5,2]],"
@@ -379,6 +398,26 @@ static void test_errors(void **state)
     /* no top_probs and no --allow-uniform-weights */
     expect_fail(&c, "mc.jsonl", "{\"layer\":0,\"num_tokens\":1,\"topk\":2,\"top_indices\":[1,2]}\n",
                 "mc.jsonl:1", "pass --allow-uniform-weights");
+}
+
+/* Inputs that produce no rows at all: no traces, no error from the library
+ * (the CLI says "no traces produced"), and no qsort(NULL, 0) (undefined
+ * behaviour the sanitizer build reports; a fuzzing finding). */
+static void test_empty_inputs(void **state)
+{
+    (void)state;
+    struct imp c;
+    opts(&c, PLENA_TRACE_IMPORT_CSV);
+    static const char header_only[] =
+        "expert,token,slot,sample_id,layer,phase,decode_step,weight\n";
+    assert_int_equal(run(&c, "h.csv", header_only, strlen(header_only)), 0);
+    assert_int_equal(c.d.n, 0);
+    done(&c);
+    opts(&c, PLENA_TRACE_IMPORT_MEGATRON);
+    c.o.merge_ranks = 1;
+    assert_int_equal(run(&c, "e.jsonl", "\n", 1), 0);
+    assert_int_equal(c.d.n, 0);
+    done(&c);
 }
 
 static void test_keep_going(void **state)
@@ -406,10 +445,10 @@ static void test_keep_going(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vllm),       cmocka_unit_test(test_vllm_raw),
-        cmocka_unit_test(test_megatron),   cmocka_unit_test(test_csv),
-        cmocka_unit_test(test_rows),       cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_keep_going),
+        cmocka_unit_test(test_vllm),         cmocka_unit_test(test_vllm_raw),
+        cmocka_unit_test(test_megatron),     cmocka_unit_test(test_csv),
+        cmocka_unit_test(test_rows),         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_empty_inputs), cmocka_unit_test(test_keep_going),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

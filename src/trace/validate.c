@@ -1062,8 +1062,7 @@ int plena_trace_validate_bytes(const char *bytes, size_t len,
     size_t max_bytes = opt->max_bytes ? opt->max_bytes : PLENA_TRACE_MAX_BYTES_DEFAULT;
     json_t *root = NULL;
     if (len > max_bytes) {
-        fail(c, "V001", "(document)", "document is %zu bytes, more than --max-bytes %zu", len,
-             max_bytes);
+        fail(c, "V001", "(document)", "document is more than --max-bytes %zu bytes", max_bytes);
         goto done;
     }
     if (!bytes) bytes = "";
@@ -1169,7 +1168,7 @@ int plena_trace_validate_set_bytes(const char *bytes, size_t len,
     if (!ids) return PLENA_E_NOMEM;
     for (size_t i = 0; i < rep->n_entries; i++)
         ids[i] = (struct id_line){rep->entries[i].report.trace_id, rep->entries[i].line, i};
-    qsort(ids, rep->n_entries, sizeof *ids, cmp_id_line);
+    plena_qsort(ids, rep->n_entries, sizeof *ids, cmp_id_line);
     size_t first = 0;
     for (size_t k = 1; k < rep->n_entries; k++) {
         if (strcmp(ids[k].id, ids[first].id)) {

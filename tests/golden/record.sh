@@ -95,6 +95,23 @@ run moe_too_many_tokens "$BIN" moe --model tiny-route-32x4 --tokens 4294967295 -
 sed '/"topk_indices"/{n;s/\[[0-9]*,/[32,/}' ids.json >ids_bad.json
 run moe_bad_ids "$BIN" moe --model tiny-route-32x4 --tokens 2 --routing ids_bad.json --out moe_x
 
+# --- hardening (issue 16): refused inputs and outputs, each naming where and what
+printf 'S_ADDI_INT gp1, gp0, 1\nH_PREFETCH_V gp0, gp0, a0, 1\n' >h16.asm
+echo '{"hidden_size":65536,"num_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":65536}' >h16_huge.json
+run h16_huge_expert "$BIN" moe --model ./h16_huge.json --tokens 1 --program-only --out moe_x
+echo '{"hidden_size":64,"num_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":64,"rms_norm_eps":"1e-6"}' >h16_eps.json
+run h16_model_string_eps "$BIN" moe --model ./h16_eps.json --tokens 1 --program-only --out moe_x
+{ cat "$SRC/configs/plena_settings.toml"; printf '\n[TRANSACTIONAL.CONFIG.CLOCK_PERIOD_PS]\nvalue = 4611686018427387904\n'; } >h16_clk.toml
+run h16_clock_2p62 "$BIN" run --program h16.asm --settings h16_clk.toml --dump none
+{ cat "$SRC/configs/plena_settings.toml"; printf '\n[TRANSACTIONAL.CONFIG.NOT_A_KEY]\nvalue = 1\n'; } >h16_unknown.toml
+run h16_settings_unknown_key "$BIN" run --program h16.asm --settings h16_unknown.toml --dump none
+run h16_asm_device_output "$BIN" asm h16.asm -o /dev/null
+run h16_asm_all_or_none sh -c '"$0" asm h16.asm -o h16.mem --stage-map nodir/m.json; rc=$?; test -e h16.mem && echo h16.mem written; exit $rc' "$BIN"
+run h16_settings_dev_zero "$BIN" run --program h16.asm --settings /dev/zero --dump none
+echo '{"hidden_size":96,"num_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":64}' >h16_h96.json
+run h16_moe_hidden_not_mlen "$BIN" moe --model ./h16_h96.json --tokens 4 --program-only --out moe_x
+run h16_moe_routing_shape "$BIN" moe --model tiny-route-32x4 --tokens 1 --routing ids.json --out moe_x
+
 # --- plena trace gen | validate | stats
 mkdir gen
 run trace_gen "$BIN" trace gen --model tiny-route-32x4 --tokens 8 --dist zipf:1.2 --seed 7 --out gen/gen.json

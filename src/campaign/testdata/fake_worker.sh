@@ -4,7 +4,8 @@
 # usage: fake_worker.sh TRACE ROOT TRACE_ID DIR FINGERPRINT
 # env: FAKE_SLEEP=s (before writing), FAKE_FAIL=id1,id2 (gate.passed false),
 #      FAKE_NORESULT=id (exit 3 without a result), FAKE_MARK=dir (touch DIR/<id>
-#      when started), PLENA_TEST_NONDETERMINISM=1 (a varying non-volatile value).
+#      when started), PLENA_TEST_NONDETERMINISM=1 (a varying non-volatile value),
+#      FAKE_EXIT=id:code (exit code after writing a passing result).
 trace=$1 root=$2 id=$3 dir=$4 fp=$5
 [ -n "$FAKE_MARK" ] && : > "$FAKE_MARK/$id.started"
 [ -n "$FAKE_SLEEP" ] && sleep "$FAKE_SLEEP"
@@ -31,4 +32,5 @@ cat > "$root/$dir/results.json.tmp.$$" <<JSON
  "gate": {"passed": $passed, "kind": "numerical", "failed": $( [ $passed = true ] && echo '[]' || echo '["functional"]'), "decided_at_utc": "2026-01-01T00:00:00Z"}}
 JSON
 mv "$root/$dir/results.json.tmp.$$" "$root/$dir/results.json"
+case "$FAKE_EXIT" in "$id":*) code=${FAKE_EXIT#*:};; esac
 exit $code
