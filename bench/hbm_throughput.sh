@@ -18,6 +18,9 @@ BIN2=${2:-}
 MODEL=${MODEL:-qwen3-30b-a3b}
 TOKENS=${TOKENS:-16}
 RUNS=${RUNS:-5}
+abs() { case "$1" in /*) echo "$1" ;; *) echo "$(pwd)/$1" ;; esac; }
+BIN=$(abs "$BIN")
+[ -n "$BIN2" ] && BIN2=$(abs "$BIN2")
 TMP=$(mktemp -d /tmp/plena_hbm_bench.XXXXXX)
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$TMP"' EXIT
 
