@@ -1235,6 +1235,9 @@ static int op_prefetch_sram(struct plena_emu *e, const struct plena_insn *in)
     return 0;
 }
 
+/* How many rows ahead op_dma asks the cache for an HBM row. */
+#define DMA_PREFETCH_ROWS 16
+
 static int op_dma(struct plena_emu *e, const struct plena_insn *in, enum plena_op op)
 {
     const struct plena_settings *s = &e->s;
@@ -1309,6 +1312,12 @@ static int op_dma(struct plena_emu *e, const struct plena_insn *in, enum plena_o
     for (uint64_t i = 0; i < n; i++) {
         uint64_t ea = sat_add(E0, i * st), sa = mx ? sat_add(S0, (i * st) / blk) : 0;
         if (!is_store) {
+            /* strided rows defeat the hardware prefetcher: ask for a later row */
+            if (i + DMA_PREFETCH_ROWS < n) {
+                uint64_t j = (i + DMA_PREFETCH_ROWS) * st;
+                emu_hbm_prefetch(e, sat_add(E0, j), (size_t)row_bytes);
+                if (mx) emu_hbm_prefetch(e, sat_add(S0, j / blk), (size_t)sbytes);
+            }
             emu_hbm_read(e, ea, eb, (size_t)row_bytes);
             if (mx) emu_hbm_read(e, sa, sbuf, (size_t)sbytes);
             float *out =

@@ -87,6 +87,27 @@ void emu_hbm_read(const struct plena_emu *e, uint64_t addr, uint8_t *dst, size_t
     }
 }
 
+void emu_hbm_prefetch(const struct plena_emu *e, uint64_t addr, size_t n)
+{
+    if (addr >= e->hbm_size || n == 0) return;
+    const uint8_t *pg = hbm_page(e, addr >> HBM_PAGE_SHIFT);
+    const uint8_t *p;
+    uint64_t left; /* bytes of the object p points into */
+    if (pg) {
+        p = pg + (addr & (EMU_PAGE_BYTES - 1));
+        left = EMU_PAGE_BYTES - (addr & (EMU_PAGE_BYTES - 1));
+    } else if (addr < e->image_len) {
+        p = e->image + addr;
+        left = e->image_len - addr;
+    } else {
+        return; /* zeros: nothing to fetch */
+    }
+    if (n > left) n = (size_t)left;
+    /* a hint only: never faults, changes no result */
+    for (size_t k = 0; k < n; k += 64)
+        __builtin_prefetch(p + k);
+}
+
 static uint8_t *hbm_page_rw(struct plena_emu *e, uint64_t page)
 {
     uint64_t l1 = page >> HBM_L2_BITS;
