@@ -663,7 +663,18 @@ static const float *xq_get(struct plena_emu *e, uint64_t row0)
             e->xq_mru = i;
             return e->xq[i].q;
         }
-    if (e->n_mm_pend) mm_flush(e); /* the victim may be a pending M_MM's operand */
+    /* Round-robin victim, passing over the entries that pending M_MMs read
+     * (at most EMU_MM_BATCH - 1 of the EMU_XQ_ENTRIES), so a miss need not
+     * flush: a GEMM whose X blocks outnumber the entries still computes its
+     * M_MMs in groups. */
+    for (unsigned tries = 0; tries < EMU_XQ_ENTRIES; tries++) {
+        const float *vq = e->xq[e->xq_victim].q;
+        int used = 0;
+        for (uint32_t k = 0; k < e->n_mm_pend; k++)
+            used |= e->mm_pend[k].q == vq;
+        if (!used) break;
+        e->xq_victim = (e->xq_victim + 1) % EMU_XQ_ENTRIES;
+    }
     struct emu_xq_entry *x = &e->xq[e->xq_victim];
     e->xq_mru = e->xq_victim;
     e->xq_victim = (e->xq_victim + 1) % EMU_XQ_ENTRIES;
