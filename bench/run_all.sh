@@ -1,7 +1,7 @@
 #!/bin/sh
 # `make bench`: every benchmark of README.md "Benchmarks", one after the other,
 # each printing its own figures and ratios (measured in the same run). Sizes
-# are short by default (about 30 s in all on 2 cores of a RelWithDebInfo
+# are short by default (about 50 s in all on 2 cores of a RelWithDebInfo
 # build); BENCH_FULL=1 uses each benchmark's own defaults (the README figures,
 # many minutes). A benchmark that fails is reported and the others still run;
 # the exit status is 1 when any failed. Needs no perf, valgrind or MPI
@@ -48,6 +48,13 @@ else
     bench lowering_compare "$B/bench/lowering_compare" --quick --dir "${TMPDIR:-/tmp}"
 fi
 bench campaign_throughput sh bench/campaign_throughput.sh "$BIN"
+if [ "$FULL" = 1 ]; then
+    bench hbm_throughput sh bench/hbm_throughput.sh "$BIN"
+    bench gen_throughput sh bench/gen_throughput.sh "$BIN"
+else
+    MODEL=qwen3-30b-a3b TOKENS=1 RUNS=1 bench hbm_throughput sh bench/hbm_throughput.sh "$BIN"
+    MODEL=qwen3-30b-a3b TOKENS=1 RUNS=1 bench gen_throughput sh bench/gen_throughput.sh "$BIN"
+fi
 
 if [ -n "$failed" ]; then
     echo "run_all: failed:$failed" >&2

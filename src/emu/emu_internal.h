@@ -227,6 +227,8 @@ static inline void emu_bf16_row_from_f32(const float *restrict x, uint16_t *rest
     }
 }
 void emu_hbm_read(const struct plena_emu *e, uint64_t addr, uint8_t *dst, size_t n);
+/* Cache hint for the bytes emu_hbm_read(e, addr, ., n) would copy (no effect on state). */
+void emu_hbm_prefetch(const struct plena_emu *e, uint64_t addr, size_t n);
 int emu_hbm_write(struct plena_emu *e, uint64_t addr, const uint8_t *src, size_t n); /* -1 OOM */
 
 /* Matrix kernels (exec.c). Both compute, for i < rows and j < cols,

@@ -664,7 +664,18 @@ static const float *xq_get(struct plena_emu *e, uint64_t row0)
             e->xq_mru = i;
             return e->xq[i].q;
         }
-    if (e->n_mm_pend) mm_flush(e); /* the victim may be a pending M_MM's operand */
+    /* Round-robin victim, passing over the entries that pending M_MMs read
+     * (at most EMU_MM_BATCH - 1 of the EMU_XQ_ENTRIES), so a miss need not
+     * flush: a GEMM whose X blocks outnumber the entries still computes its
+     * M_MMs in groups. */
+    for (unsigned tries = 0; tries < EMU_XQ_ENTRIES; tries++) {
+        const float *vq = e->xq[e->xq_victim].q;
+        int used = 0;
+        for (uint32_t k = 0; k < e->n_mm_pend; k++)
+            used |= e->mm_pend[k].q == vq;
+        if (!used) break;
+        e->xq_victim = (e->xq_victim + 1) % EMU_XQ_ENTRIES;
+    }
     struct emu_xq_entry *x = &e->xq[e->xq_victim];
     e->xq_mru = e->xq_victim;
     e->xq_victim = (e->xq_victim + 1) % EMU_XQ_ENTRIES;
@@ -1236,6 +1247,9 @@ static int op_prefetch_sram(struct plena_emu *e, const struct plena_insn *in)
     return 0;
 }
 
+/* How many rows ahead op_dma asks the cache for an HBM row. */
+#define DMA_PREFETCH_ROWS 16
+
 static int op_dma(struct plena_emu *e, const struct plena_insn *in, enum plena_op op)
 {
     const struct plena_settings *s = &e->s;
@@ -1310,6 +1324,12 @@ static int op_dma(struct plena_emu *e, const struct plena_insn *in, enum plena_o
     for (uint64_t i = 0; i < n; i++) {
         uint64_t ea = sat_add(E0, i * st), sa = mx ? sat_add(S0, (i * st) / blk) : 0;
         if (!is_store) {
+            /* strided rows defeat the hardware prefetcher: ask for a later row */
+            if (i + DMA_PREFETCH_ROWS < n) {
+                uint64_t j = (i + DMA_PREFETCH_ROWS) * st;
+                emu_hbm_prefetch(e, sat_add(E0, j), (size_t)row_bytes);
+                if (mx) emu_hbm_prefetch(e, sat_add(S0, j / blk), (size_t)sbytes);
+            }
             emu_hbm_read(e, ea, eb, (size_t)row_bytes);
             if (mx) emu_hbm_read(e, sa, sbuf, (size_t)sbytes);
             float *out =

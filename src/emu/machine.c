@@ -87,6 +87,27 @@ void emu_hbm_read(const struct plena_emu *e, uint64_t addr, uint8_t *dst, size_t
     }
 }
 
+void emu_hbm_prefetch(const struct plena_emu *e, uint64_t addr, size_t n)
+{
+    if (addr >= e->hbm_size || n == 0) return;
+    const uint8_t *pg = hbm_page(e, addr >> HBM_PAGE_SHIFT);
+    const uint8_t *p;
+    uint64_t left; /* bytes of the object p points into */
+    if (pg) {
+        p = pg + (addr & (EMU_PAGE_BYTES - 1));
+        left = EMU_PAGE_BYTES - (addr & (EMU_PAGE_BYTES - 1));
+    } else if (addr < e->image_len) {
+        p = e->image + addr;
+        left = e->image_len - addr;
+    } else {
+        return; /* zeros: nothing to fetch */
+    }
+    if (n > left) n = (size_t)left;
+    /* a hint only: never faults, changes no result */
+    for (size_t k = 0; k < n; k += 64)
+        __builtin_prefetch(p + k);
+}
+
 static uint8_t *hbm_page_rw(struct plena_emu *e, uint64_t page)
 {
     uint64_t l1 = page >> HBM_L2_BITS;
@@ -578,12 +599,17 @@ int plena_emu_load_vram_file(struct plena_emu *e, const char *path, struct plena
 /* ---------------------------------------------------------------- dumps */
 
 /* Streaming counterpart of plena_file_write_atomic (same tmp + fsync + rename
- * protocol), so a 512 MiB VRAM dump never exists in memory at once. */
+ * protocol), so a 512 MiB VRAM dump never exists in memory at once. Runs of
+ * zeros (a VRAM page never written, a buffer of zero bytes) become holes of
+ * a sparse file instead of written blocks: the file's bytes and size are
+ * the same (docs/formats.md "Dumps"), but a decode whose tensors end at
+ * 128 KiB no longer writes and fsyncs 512 MiB. */
 struct awriter {
     int fd;
     char path[4096], tmp[4200];
     uint8_t buf[65536];
     size_t n;
+    uint64_t off; /* file position: bytes written or skipped so far */
     int failed;
 };
 
@@ -591,6 +617,7 @@ static int aw_open(struct awriter *w, const char *dir, const char *name, struct 
 {
     static unsigned counter;
     w->n = 0;
+    w->off = 0;
     w->failed = 0;
     w->fd = -1;
     if (plena_path_join(w->path, sizeof w->path, dir, name))
@@ -607,10 +634,40 @@ static int aw_open(struct awriter *w, const char *dir, const char *name, struct 
     return 0;
 }
 
+/* Moves the file position n bytes on without writing (a hole, read as zeros). */
+static void aw_seek(struct awriter *w, uint64_t n)
+{
+    if (w->failed || n == 0) return;
+    if (n > (uint64_t)INT64_MAX - w->off || lseek(w->fd, (off_t)n, SEEK_CUR) < 0)
+        w->failed = errno ? errno : EIO;
+    else
+        w->off += n;
+}
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+    uint64_t acc = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, p + i, 8);
+        acc |= v;
+    }
+    for (; i < n; i++)
+        acc |= p[i];
+    return acc == 0;
+}
+
 static void aw_flush(struct awriter *w)
 {
     const uint8_t *p = w->buf;
     size_t left = w->n;
+    if (left == sizeof w->buf && all_zero(p, left)) {
+        w->n = 0;
+        aw_seek(w, left);
+        return;
+    }
+    w->off += left; /* on failure the position no longer matters */
     while (left > 0 && !w->failed) {
         ssize_t r = write(w->fd, p, left);
         if (r < 0 && errno == EINTR) continue;
@@ -641,6 +698,8 @@ static void aw_put(struct awriter *w, const void *data, size_t n)
 static int aw_close(struct awriter *w, struct plena_err *err)
 {
     aw_flush(w);
+    /* a trailing hole has no byte written after it: set the size */
+    if (!w->failed && ftruncate(w->fd, (off_t)w->off)) w->failed = errno;
     if (!w->failed && fsync(w->fd)) w->failed = errno;
     if (close(w->fd) && !w->failed) w->failed = errno;
     if (!w->failed && rename(w->tmp, w->path)) w->failed = errno;
@@ -675,6 +734,20 @@ static void put_le16(struct awriter *w, const uint16_t *v, size_t n)
     }
 }
 
+/* n zero bytes: buffered ones up to the buffer boundary, then a hole. */
+static void aw_zeros(struct awriter *w, uint64_t n)
+{
+    static const uint8_t zero[4096];
+    while (n > 0 && w->n > 0) {
+        size_t room = sizeof w->buf - w->n;
+        size_t c = n < room ? (size_t)n : room;
+        if (c > sizeof zero) c = sizeof zero;
+        aw_put(w, zero, c);
+        n -= c;
+    }
+    aw_seek(w, n);
+}
+
 /* One dump file: `body` streams its contents into w (ctx is its own). */
 typedef void dump_body(struct plena_emu *e, struct awriter *w, void *ctx);
 
@@ -698,7 +771,10 @@ static void vram_body(struct plena_emu *e, struct awriter *w, void *ctx)
     uint64_t left = e->vram_rows * e->vlen;
     for (uint64_t p = 0; p < e->n_vpages && !w->failed; p++) {
         size_t n = left > e->page_elems ? (size_t)e->page_elems : (size_t)left;
-        put_le16(w, e->vpages[p] ? e->vpages[p] : e->zero_page, n);
+        if (e->vpages[p])
+            put_le16(w, e->vpages[p], n);
+        else
+            aw_zeros(w, 2 * (uint64_t)n); /* never written: zeros */
         left -= n;
     }
 }
@@ -738,6 +814,10 @@ static void hbm_body(struct plena_emu *e, struct awriter *w, void *ctx)
     uint8_t *pg = ctx;
     for (uint64_t a = 0; a < e->hbm_hi && !w->failed; a += EMU_PAGE_BYTES) {
         size_t n = e->hbm_hi - a > EMU_PAGE_BYTES ? EMU_PAGE_BYTES : (size_t)(e->hbm_hi - a);
+        if (a >= e->image_len && !hbm_page(e, a >> HBM_PAGE_SHIFT)) {
+            aw_zeros(w, n); /* neither preloaded nor written */
+            continue;
+        }
         emu_hbm_read(e, a, pg, n);
         aw_put(w, pg, n);
     }

@@ -804,6 +804,56 @@ static void test_event_fields(void **state)
     plena_emu_free(e);
 }
 
+/* Dumps are written sparse (docs/formats.md "Dumps"): VRAM pages never
+ * written, zero 64 KiB blocks and HBM pages neither preloaded nor written
+ * are holes, but every byte and the size are those of the full dump. A
+ * 4 MiB VRAM with values in pages 0 and 5 only, a written page of zeros in
+ * between and untouched pages at the end (the size must still be full), and
+ * an HBM dump whose two written blocks are 1 MiB apart. */
+static void test_sparse_dumps(void **state)
+{
+    (void)state;
+    struct plena_settings s;
+    tu_settings(&s);
+    s.vector_sram_size = 32768; /* 2 M elements, 64 pages of 64 KiB */
+    s.hbm_size = 4u << 20;
+    struct plena_emu *e = tu_new(&s);
+    const uint64_t page = 32768; /* elements per 64 KiB page */
+    plena_emu_vram_set(e, 3, 0x3F80);
+    plena_emu_vram_set(e, 5 * page + 17, 0xC000);
+    plena_emu_vram_set(e, 5 * page + page - 1, 0x0001);
+    plena_emu_vram_set(e, 2 * page + 9, 0); /* allocated, all zero */
+    const uint8_t blk[4] = {1, 2, 3, 4};
+    assert_int_equal(plena_emu_hbm_write(e, 64, blk, 4, NULL), 0);
+    assert_int_equal(plena_emu_hbm_write(e, (1u << 20) + 128, blk, 4, NULL), 0);
+    char *dir = tu_tmpdir();
+    assert_int_equal(plena_emu_write_dumps(e, dir, PLENA_DUMP_VRAM | PLENA_DUMP_HBM, NULL), 0);
+    size_t n;
+    uint8_t *v = tu_read(dir, "vram_dump.bin", &n);
+    assert_int_equal(n, 32768u * 64 * 2);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t want = 0;
+        if (i == 2 * 3 + 1) want = 0x3F;
+        if (i == 2 * 3) want = 0x80;
+        if (i == 2 * (5 * page + 17) + 1) want = 0xC0;
+        if (i == 2 * (5 * page + page - 1)) want = 0x01;
+        if (v[i] != want) fail_msg("vram_dump.bin byte %zu: expected %u, found %u", i, want, v[i]);
+    }
+    free(v);
+    uint8_t *h = tu_read(dir, "hbm_dump.bin", &n);
+    assert_int_equal(n, (1u << 20) + 192); /* up to the end of the highest written block */
+    for (size_t i = 0; i < n; i++) {
+        uint8_t want = 0;
+        if (i >= 64 && i < 68) want = blk[i - 64];
+        if (i >= (1u << 20) + 128 && i < (1u << 20) + 132) want = blk[i - (1u << 20) - 128];
+        if (h[i] != want) fail_msg("hbm_dump.bin byte %zu: expected %u, found %u", i, want, h[i]);
+    }
+    free(h);
+    tu_rmrf(dir);
+    free(dir);
+    plena_emu_free(e);
+}
+
 /* Same inputs -> byte-identical dumps; dumps after a trap hold the state
  * after the last completed instruction. */
 static void run_for_dumps(const char *dir)
@@ -881,6 +931,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_g2_prefetch_list),
         cmocka_unit_test(test_store_dump_320),
+        cmocka_unit_test(test_sparse_dumps),
         cmocka_unit_test(test_address_formation),
         cmocka_unit_test(test_prefetch_mx_modes),
         cmocka_unit_test(test_mx_block_checked),

@@ -459,11 +459,130 @@ static void plena_encode_block_fast(const float *x, size_t n, uint8_t *codes, ui
     }
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define NUM_X86 1
+#include <immintrin.h>
+
+#define AVX512 __attribute__((target("avx512f")))
+
+static int has_avx512f(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f");
+}
+
+/* Each 32-bit lane of v replaced by the maximum over its aligned group of 8
+ * lanes (signed compare: every lane is below 2^31). */
+static AVX512 inline __m512i max8(__m512i v)
+{
+    v = _mm512_max_epi32(v, _mm512_shuffle_i32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+    v = _mm512_max_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC));
+    return _mm512_max_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB));
+}
+
+/* plena_num_e4m3_quantize_ref on 16 lanes, step by step the same
+ * operations (docs/numerics.md "Element quantizer"); the codes in the low
+ * byte of each lane. Infinite lanes are not handled (the caller has none). */
+static AVX512 inline __m512i quantize16(__m512 y)
+{
+    const __m512i yb = _mm512_castps_si512(y);
+    const __m512i ab = _mm512_and_si512(yb, _mm512_set1_epi32(0x7FFFFFFF));
+    const __m512 a = _mm512_castsi512_ps(ab);
+    const __m512i sgn = _mm512_and_si512(_mm512_srli_epi32(yb, 24), _mm512_set1_epi32(0x80));
+    /* t = a + EPS >= EPS is normal: floor(log2 t) is its exponent */
+    const __m512 t = _mm512_add_ps(a, _mm512_castsi512_ps(_mm512_set1_epi32((int)EPS_BITS)));
+    const __m512i raw =
+        _mm512_sub_epi32(_mm512_srli_epi32(_mm512_castps_si512(t), 23), _mm512_set1_epi32(127));
+    const __mmask16 ovf = _mm512_cmpgt_epi32_mask(raw, _mm512_set1_epi32(7));
+    const __m512i e =
+        _mm512_min_epi32(_mm512_max_epi32(raw, _mm512_set1_epi32(-7)), _mm512_set1_epi32(7));
+    /* mant = a / 2^e, exact: a times 2^-e (e in [-7, 7], a normal power) */
+    const __m512 p2 =
+        _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(127), e), 23));
+    const __m512 mant = _mm512_mul_ps(a, p2);
+    const __mmask16 sub = _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(-7));
+    const __m512 m1 = _mm512_mask_mov_ps(_mm512_sub_ps(mant, _mm512_set1_ps(1.0f)), sub, mant);
+    const __m512 u = _mm512_mul_ps(m1, _mm512_set1_ps(8.0f));
+    /* HR(u) for 0 <= u < 8: k = floor(4u) (4u exact, truncation = floor) */
+    const __m512i k = _mm512_cvttps_epi32(_mm512_mul_ps(u, _mm512_set1_ps(4.0f)));
+    const __m512i one = _mm512_set1_epi32(1);
+    __m512i q = _mm512_srai_epi32(k, 2);
+    const __m512i r = _mm512_and_si512(k, _mm512_set1_epi32(3));
+    q = _mm512_add_epi32(
+        q, _mm512_and_si512(_mm512_srli_epi32(r, 1), _mm512_and_si512(_mm512_or_si512(r, q), one)));
+    q = _mm512_min_epi32(q, _mm512_set1_epi32(7));
+    q = _mm512_mask_mov_epi32(q, _mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_LT_OQ),
+                              _mm512_setzero_si512());
+    q = _mm512_mask_mov_epi32(q, _mm512_cmp_ps_mask(u, _mm512_set1_ps(8.0f), _CMP_GE_OQ) | ovf,
+                              _mm512_set1_epi32(7));
+    __m512i code = _mm512_or_si512(
+        sgn, _mm512_or_si512(_mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(7)), 3), q));
+    /* NaN: 0x7F; +-0 (also a product that underflowed): 0x00 */
+    code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epi32_mask(ab, _mm512_set1_epi32(0x7F800000)),
+                                 _mm512_set1_epi32(0x7F));
+    return _mm512_maskz_mov_epi32(_mm512_cmpneq_epi32_mask(ab, _mm512_setzero_si512()), code);
+}
+
+/* plena_encode_block_fast on two consecutive blocks of 8 (16 elements) in
+ * the lanes of one register: the same amax and scale per block and
+ * the same single f32 multiply x * 2^-e, and Q(y) on every element as
+ * quantize16, so the same codes and scale bytes. A pair holding a block that
+ * plena_encode_block_fast hands to the reference (all zero / NaN, or an
+ * Inf) goes through it block by block. */
+static AVX512 void encode_pair8(const float *x, uint8_t *codes, uint8_t *scales, int zero_special)
+{
+    const __m512i v = _mm512_loadu_si512((const void *)x);
+    __m512i a = _mm512_and_si512(v, _mm512_set1_epi32(0x7FFFFFFF));
+    /* NaNs do not count towards amax */
+    a = _mm512_maskz_mov_epi32(_mm512_cmple_epi32_mask(a, _mm512_set1_epi32(0x7F800000)), a);
+    const __m512i amax = max8(a);
+    const uint32_t am0 = (uint32_t)_mm_cvtsi128_si32(_mm512_castsi512_si128(amax));
+    const uint32_t am1 = (uint32_t)_mm_cvtsi128_si32(_mm512_extracti32x4_epi32(amax, 2));
+    if (am0 == 0 || am0 == 0x7F800000u || am1 == 0 || am1 == 0x7F800000u) {
+        plena_encode_block_fast(x, 8, codes, &scales[0], zero_special);
+        plena_encode_block_fast(x + 8, 8, codes + 8, &scales[1], zero_special);
+        return;
+    }
+    /* t = amax + EPS is normal (>= EPS) and finite: floor(log2 t) is its
+     * exponent, e + 127 its biased exponent (-30 <= e <= 127, no clamp) */
+    const __m512 t = _mm512_add_ps(_mm512_castsi512_ps(amax),
+                                   _mm512_castsi512_ps(_mm512_set1_epi32((int)EPS_BITS)));
+    const __m512i sb = _mm512_srli_epi32(_mm512_castps_si512(t), 23); /* scale byte e + 127 */
+    /* 2^-e: biased exponent 254 - sb, or the subnormal 2^-127 when e = 127 */
+    __m512i inv = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(254), sb), 23);
+    inv = _mm512_mask_mov_epi32(inv, _mm512_cmpeq_epi32_mask(sb, _mm512_set1_epi32(254)),
+                                _mm512_set1_epi32(0x00400000));
+    /* y = x / 2^e, as the reference divides (a power of two: the same
+     * correctly rounded value); then Q(y) on every lane */
+    const __m512 y = _mm512_mul_ps(_mm512_castsi512_ps(v), _mm512_castsi512_ps(inv));
+    _mm_storeu_si128((__m128i *)codes, _mm512_cvtepi32_epi8(quantize16(y)));
+    scales[0] = (uint8_t)_mm_cvtsi128_si32(_mm512_castsi512_si128(sb));
+    scales[1] = (uint8_t)_mm_cvtsi128_si32(_mm512_extracti32x4_epi32(sb, 2));
+}
+
+/* Whole pairs of blocks of 8 through encode_pair8; returns how many
+ * elements it encoded (0 without AVX-512F). */
+static size_t encode_row8_avx512(const float *x, size_t n, uint8_t *codes, uint8_t *scales,
+                                 int zero_special)
+{
+    if (!has_avx512f()) return 0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        encode_pair8(x + i, codes + i, scales + i / 8, zero_special);
+    return i;
+}
+#endif
+
 void plena_num_mx_encode_row(enum plena_mx_mode mode, enum plena_mx_encoder enc, const float *x,
                              size_t n, size_t block, uint8_t *codes, uint8_t *scales)
 {
     const int zero_special = enc != PLENA_MX_HOST;
-    for (size_t b = 0; b * block < n; b++) {
+    size_t done = 0;
+#ifdef NUM_X86
+    if (mode == PLENA_MX_PLENA && block == 8)
+        done = encode_row8_avx512(x, n, codes, scales, zero_special);
+#endif
+    for (size_t b = done / block; b * block < n; b++) {
         size_t len = n - b * block < block ? n - b * block : block;
         if (mode == PLENA_MX_OCP)
             ocp_encode_block(x + b * block, len, codes + b * block, &scales[b]);
@@ -487,10 +606,35 @@ void plena_num_mx_lut_init(struct plena_mx_lut *lut, enum plena_mx_mode mode)
     (void)plena_num_fmt_decode_table(m->scale, lut->scale);
 }
 
+#ifdef NUM_X86
+/* Whole pairs of blocks of 8 of plena_num_mx_decode_row_lut, 16 lanes at a
+ * time: the same two table entries and the same product per element.
+ * Returns how many elements it decoded (0 without AVX-512F). */
+static AVX512 size_t decode_row8_avx512(const struct plena_mx_lut *lut, const uint8_t *codes,
+                                        const uint8_t *scales, size_t n, float *out)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(codes + i)));
+        const __m512 v = _mm512_i32gather_ps(c, lut->code, 4);
+        const __m512 sc = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(lut->scale[scales[i / 8]]),
+                                               _mm512_set1_ps(lut->scale[scales[i / 8 + 1]]));
+        _mm512_storeu_ps(out + i, _mm512_mul_ps(v, sc));
+    }
+    return i;
+}
+
+#endif
+
 void plena_num_mx_decode_row_lut(const struct plena_mx_lut *lut, const uint8_t *codes,
                                  const uint8_t *scales, size_t n, size_t block, float *out)
 {
-    for (size_t b0 = 0, s = 0; b0 < n; b0 += block, s++) {
+    size_t done = 0;
+#ifdef NUM_X86
+    if (block == 8 && n >= 16 && has_avx512f())
+        done = decode_row8_avx512(lut, codes, scales, n, out);
+#endif
+    for (size_t b0 = done, s = done / block; b0 < n; b0 += block, s++) {
         const float sc = lut->scale[scales[s]];
         const size_t end = n - b0 < block ? n : b0 + block;
         for (size_t i = b0; i < end; i++)

@@ -4,7 +4,8 @@
  * encoders, both MX modes, block 8 and 32, random blocks over the whole f32
  * range plus the special values that decide the edge cases (NaN, +-Inf, -0,
  * subnormals, rounding ties, all-zero blocks, exact powers of two, values
- * just below powers of two), and a strided sweep of every f32 bit pattern. */
+ * just below powers of two), and a strided sweep of every f32 bit pattern;
+ * rows of whole block pairs for the vector path. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -85,6 +86,20 @@ static const enum plena_mx_mode modes[2] = {PLENA_MX_PLENA, PLENA_MX_OCP};
 static const enum plena_mx_encoder encs[2] = {PLENA_MX_DEVICE, PLENA_MX_HOST};
 static const size_t blocks[2] = {8, 32};
 
+/* n values near one random binade (plus (i / 8) % 3 with spread: blocks of
+ * 8 at different scales), specials in most rows, none in a quarter. */
+static void random_values(struct plena_prng *g, float *x, size_t n, int spread)
+{
+    int eb = (int)plena_prng_bounded(g, 300) - 20;
+    int special_rate = (int)plena_prng_bounded(g, 4); /* 0: plain values only */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v = pick(g, eb + (spread ? (int)(i / 8) % 3 : 0));
+        if (special_rate == 0 && ((v & 0x7F800000u) == 0x7F800000u))
+            v = (v & 0x807FFFFFu) | (126u << 23);
+        x[i] = fbits(v);
+    }
+}
+
 static void test_random_blocks(void **state)
 {
     (void)state;
@@ -96,17 +111,30 @@ static void test_random_blocks(void **state)
     for (int it = 0; it < 40000; it++) {
         size_t block = blocks[it & 1];
         size_t n = 2 * block - (size_t)plena_prng_bounded(&g, block); /* short last block too */
-        int eb = (int)plena_prng_bounded(&g, 300) - 20;
-        int special_rate = (int)plena_prng_bounded(&g, 4); /* 0: plain values only */
-        for (size_t i = 0; i < n; i++) {
-            uint32_t v = pick(&g, eb);
-            if (special_rate == 0 && ((v & 0x7F800000u) == 0x7F800000u))
-                v = (v & 0x807FFFFFu) | (126u << 23);
-            x[i] = fbits(v);
-        }
+        random_values(&g, x, n, 0);
         for (int m = 0; m < 2; m++)
             for (int e = 0; e < 2; e++)
                 compare_row(modes[m], encs[e], x, n, block, &mm);
+    }
+    if (mm.n) fail_msg("%u mismatching blocks; first: %s", mm.n, mm.first);
+}
+
+/* Whole rows of 64 (eight blocks of 8: the paired vector path of the row
+ * encoder where the host has one) and of 57 (a short last block after
+ * whole pairs), random values as above. */
+static void test_random_rows(void **state)
+{
+    (void)state;
+    struct plena_prng g;
+    const uint64_t w[1] = {78};
+    plena_prng_derive(&g, 2024, w, 1);
+    struct mismatch mm = {0};
+    float x[64];
+    for (int it = 0; it < 20000; it++) {
+        size_t n = it & 1 ? 64 : 57;
+        random_values(&g, x, n, 1);
+        for (int e = 0; e < 2; e++)
+            compare_row(PLENA_MX_PLENA, encs[e], x, n, 8, &mm);
     }
     if (mm.n) fail_msg("%u mismatching blocks; first: %s", mm.n, mm.first);
 }
@@ -160,15 +188,21 @@ static void test_pattern_sweep(void **state)
     (void)state;
     struct mismatch mm = {0};
     static const uint32_t anchors[3] = {0x3F800000u, 0x35800000u, 0x71800000u};
-    float x[8];
+    float x[16];
     for (int a = 0; a < 3; a++)
         for (uint64_t p = 0; p < 0x100000000ull; p += 16411) {
-            for (int i = 0; i < 8; i++)
+            for (int i = 0; i < 8; i++) {
                 x[i] = fbits(anchors[a]);
+                x[8 + i] = fbits(anchors[(a + 1) % 3]);
+            }
             x[3] = fbits((uint32_t)p);
             x[5] = fbits((uint32_t)p ^ 0x80000000u);
-            compare_row(PLENA_MX_PLENA, PLENA_MX_HOST, x, 8, 8, &mm);
-            compare_row(PLENA_MX_PLENA, PLENA_MX_DEVICE, x, 8, 8, &mm);
+            x[8 + 6] = fbits((uint32_t)(p * 7));
+            /* one block (the scalar path); every third pattern also as a pair
+             * (the vector path where there is one) */
+            size_t n = p % 3 == 0 ? 16 : 8;
+            compare_row(PLENA_MX_PLENA, PLENA_MX_HOST, x, n, 8, &mm);
+            compare_row(PLENA_MX_PLENA, PLENA_MX_DEVICE, x, n, 8, &mm);
         }
     if (mm.n) fail_msg("%u mismatching blocks; first: %s", mm.n, mm.first);
 }
@@ -177,6 +211,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_blocks),
+        cmocka_unit_test(test_random_rows),
         cmocka_unit_test(test_special_blocks),
         cmocka_unit_test(test_pattern_sweep),
     };

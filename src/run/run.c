@@ -584,6 +584,7 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
 
     /* observers */
     if ((rc = plena_timing_new(&out->settings, &timing, e)) != 0) goto fail;
+    if (o->hbm_exhaustive) plena_hbm_set_exhaustive(plena_timing_hbm(timing), 1);
     if (o->overlap && (rc = plena_overlap_new(&out->settings, &overlap, e)) != 0) goto fail;
     if (o->profile_path) {
         if ((rc = plena_profile_init(&profile, labels, ss.prog->n, out->settings.clock_period_ps,

@@ -40,8 +40,11 @@ struct plena_run_opts {
      * the lookup of docs/formats.md "Settings file" */
     const char *settings_path;
     const struct plena_settings *settings;
-    uint64_t hbm_size; /* 0 = CONFIG.HBM_SIZE */
-    int hbm_model;     /* -1 = settings; else enum plena_hbm_model_kind */
+    uint64_t hbm_size;  /* 0 = CONFIG.HBM_SIZE */
+    int hbm_model;      /* -1 = settings; else enum plena_hbm_model_kind */
+    int hbm_exhaustive; /* the HBM model steps every tick, the literal definition of
+                         * docs/timing.md "Scheduler" (reference path of the
+                         * equivalence tests; same results, much slower) */
     /* outputs (NULL = not written) */
     const char *dump_dir;
     unsigned dump_mask; /* enum plena_dump_mask bits; 0 = no dumps */
