@@ -24,6 +24,7 @@ set(PLENA_PUBLIC_HEADERS
   emu/emu.h emu/traps.def
   timing/timing.h
   profile/profile.h
+  timeline/timeline.h
   run/run.h run/gates.h
   gen/builder.h gen/moe.h gen/build.h gen/build_files.def
   ref/ref.h

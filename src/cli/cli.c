@@ -8,6 +8,9 @@
 #include "cli/cli.h"
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "timeline/timeline.h"
+
+const struct plena_opt_enum plena_cli_timeline_details = {.names = plena_timeline_detail_names};
 
 const struct plena_cli_entry plena_cli_commands[] = {
 #define PLENA_CMD(name, help) {#name, help, &plena_cli_cmd_##name},

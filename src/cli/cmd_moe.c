@@ -103,6 +103,8 @@ struct moe_cli {
     uint64_t seed;
     int weights; /* enum plena_weights_mode */
     int no_run, check, profile, program_only, list;
+    const char *timeline;
+    int timeline_detail;
 };
 
 PLENA_OPT_ENUM_OF(weights_mode);
@@ -172,6 +174,10 @@ static const struct plena_opt moe_rows[] = {
      .ival = 1,
      .excludes = "--check|--profile",
      .help = "write the program only (no images, no run)"},
+    PLENA_OPT_PATH_ROW("--timeline", "FILE", M, timeline,
+                       "write the timed run's Perfetto / chrome://tracing timeline JSON "
+                       "(docs/timeline.md)"),
+    PLENA_CLI_TIMELINE_DETAIL_ROW(M, timeline_detail, "--timeline"),
     PLENA_OPT_FLAG_ROW("--list-models", M, list, "list the model presets and exit"),
 };
 #undef M
@@ -279,7 +285,10 @@ static int cmd_moe(int argc, char **argv)
                 "plena moe: warning: HBM image of %llu bytes exceeds HBM_SIZE %llu; reads past "
                 "the capacity return zeros\n",
                 (unsigned long long)b.hbm_size, (unsigned long long)set.hbm_size);
-    struct plena_verify_moe_opts vo = {&set, out, !no_run, profile, check, argc, argv};
+    struct plena_verify_moe_opts vo = {
+        &set,    out,        !no_run,
+        profile, check,      argc,
+        argv,    c.timeline, (enum plena_timeline_detail)c.timeline_detail};
     struct plena_verify_moe_report rep;
     int vrc = plena_verify_moe(&b, &vo, &rep, &err);
     if (rep.ran) {

@@ -118,6 +118,10 @@ static const struct plena_opt replay_local_rows[] = {
                        "keep the emulator dumps and the reference output"),
     PLENA_OPT_FLAG_ROW("--prune-inputs", C, ro.prune_inputs,
                        "delete the regenerable binaries after the gate"),
+    PLENA_OPT_FLAG_ROW("--timeline", C, ro.timeline,
+                       "write each trace's Perfetto timeline to OUT/<trace_id>/timeline.json "
+                       "(docs/timeline.md)"),
+    PLENA_CLI_TIMELINE_DETAIL_ROW(C, ro.timeline_detail, "--timeline"),
 };
 static const struct plena_opt_pos replay_pos[] = {
     {"TRACE|SET", "route traces (.json), trace sets (.jsonl) or - for standard input",

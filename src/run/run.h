@@ -18,6 +18,7 @@
 #include "../isa/asm.h"
 #include "../isa/program.h"
 #include "../settings/settings.h"
+#include "../timeline/timeline.h"
 #include "../timing/timing.h"
 
 struct plena_routing_stats; /* model/model.h */
@@ -43,6 +44,10 @@ struct plena_run_opts {
     const char *stats_path;
     const char *profile_path;
     const char *log_path; /* copied into run-stats only */
+    /* the Perfetto timeline (docs/timeline.md), written atomically on completion
+     * and on a trap; NULL = none (the run then does no per-instruction timeline work) */
+    const char *timeline_path;
+    enum plena_timeline_detail timeline_detail; /* 0 = stage; callers set the default */
     /* the MoE layer's routing, written into the profile (NULL: none) */
     const struct plena_routing_stats *routing;
     /* behaviour */
@@ -82,6 +87,8 @@ struct plena_run_outcome {
     struct plena_overlap_report overlap;
     int profile_written;
     uint64_t profile_bytes;
+    int timeline_written;
+    uint64_t timeline_bytes;
     uint64_t stage_wall_picos[32]; /* per stage (PLENA_STAGE_COUNT used); 0 without profile */
     double host_wall_seconds;
 };

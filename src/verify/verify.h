@@ -151,6 +151,8 @@ struct plena_verify_moe_opts {
     int check;       /* the functional check after a completed run (or alone) */
     int argc;        /* provenance for the run session (may be 0/NULL) */
     char **argv;
+    const char *timeline_path; /* the timed run's timeline (docs/timeline.md); NULL = none */
+    enum plena_timeline_detail timeline_detail;
 };
 
 struct plena_verify_moe_report {

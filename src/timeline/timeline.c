@@ -1,0 +1,492 @@
+/* timeline.c — the Perfetto timeline (docs/timeline.md): stage regions kept
+ * exactly (their durations sum to the profile's per-stage picoseconds), instruction
+ * groups per resource track merged automatically within a bound, counter buckets
+ * for HBM bytes and outstanding prefetches, and the trace-event JSON text.
+ *
+ * Times are integer picoseconds until the JSON, which states them in
+ * microseconds with six fractional digits (1 ps resolution, printed from the
+ * integers, never through a double). Execution is serial, so a track's slices
+ * never overlap and a stage region lasts exactly the sum of its instructions. */
+#include "timeline/timeline.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/json.h"
+#include "isa/isa.h"
+#include "isa/stages.h"
+
+const char *const plena_timeline_detail_names[] = {"stage", "group", "instruction", NULL};
+
+const char *plena_timeline_detail_name(enum plena_timeline_detail d)
+{
+    return (unsigned)d <= PLENA_TIMELINE_INSTRUCTION ? plena_timeline_detail_names[d] : "?";
+}
+
+int plena_timeline_detail_parse(const char *s, enum plena_timeline_detail *d)
+{
+    for (unsigned i = 0; s && plena_timeline_detail_names[i]; i++)
+        if (!strcmp(s, plena_timeline_detail_names[i])) {
+            *d = (enum plena_timeline_detail)i;
+            return 0;
+        }
+    return -1;
+}
+
+static const char *const track_names[PLENA_TL_TRACK_COUNT] = {
+    "stages",
+    "matrix",
+    "vector",
+    "scalar",
+    "HBM prefetch (HBM->SRAM)",
+    "HBM store (SRAM->HBM)",
+    "other",
+    "hidden prefetch (overlap)",
+};
+
+const char *plena_timeline_track_name(enum plena_timeline_track t)
+{
+    return (unsigned)t < PLENA_TL_TRACK_COUNT ? track_names[t] : "?";
+}
+
+enum plena_timeline_track plena_timeline_track_of(unsigned opcode)
+{
+    switch (plena_resource_of(opcode & 63)) {
+    case PLENA_RESOURCE_MATRIX: return PLENA_TL_TRACK_MATRIX;
+    case PLENA_RESOURCE_VECTOR: return PLENA_TL_TRACK_VECTOR;
+    case PLENA_RESOURCE_SCALAR: return PLENA_TL_TRACK_SCALAR;
+    case PLENA_RESOURCE_DMA:
+        /* the direction from the WRITES column: H_STORE_V writes HBM */
+        return plena_isa_info(opcode & 63)->writes & PLENA_MASK_HBM ? PLENA_TL_TRACK_HBM_WRITE
+                                                                    : PLENA_TL_TRACK_HBM_READ;
+    default: return PLENA_TL_TRACK_OTHER;
+    }
+}
+
+struct region {
+    uint64_t start, dur;
+    uint64_t count;
+    uint8_t stage;
+};
+
+struct slice {
+    uint64_t start, end;  /* end - start = busy unless merged */
+    uint64_t busy, bytes; /* instruction time and HBM bytes inside */
+    uint64_t count;       /* instructions */
+    uint32_t region;      /* the stage region it started in */
+    uint8_t track, op, mixed;
+};
+
+#define NO_SLICE SIZE_MAX
+
+struct plena_timeline {
+    struct plena_timeline_opts o;
+    const struct plena_labels *labels;
+    size_t n_pc;
+    struct region *reg;
+    size_t n_reg, cap_reg;
+    struct slice *sl;
+    size_t n_sl, cap_sl;
+    size_t last_on[PLENA_TL_TRACK_COUNT];
+    struct slice grp, hid; /* the open group and hidden-prefetch slice */
+    int grp_open, hid_open, prev_hid;
+    uint64_t merge_ps; /* 0 until the first automatic merge */
+    int cross;         /* merging ignores stage regions (only when regions alone do not fit) */
+    uint64_t bucket_ps;
+    uint64_t rd[PLENA_TIMELINE_MAX_BUCKETS], wr[PLENA_TIMELINE_MAX_BUCKETS];
+    uint64_t pend[PLENA_TIMELINE_MAX_BUCKETS];
+    size_t n_buckets;
+    uint64_t now_ps;
+    int nomem;
+};
+
+int plena_timeline_new(const struct plena_timeline_opts *o, const struct plena_labels *labels,
+                       size_t n_pc, struct plena_timeline **out, struct plena_err *err)
+{
+    *out = NULL;
+    if (labels && labels->n != n_pc)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "timeline",
+                          "label count %zu does not match instruction count %zu", labels->n, n_pc);
+    if (o->clock_period_ps == 0)
+        return PLENA_FAIL(err, PLENA_E_INTERNAL, "timeline", "clock period 0 ps");
+    struct plena_timeline *tl = plena_calloc(1, sizeof *tl);
+    if (!tl) return PLENA_FAIL(err, PLENA_E_NOMEM, "timeline", "out of memory");
+    tl->o = *o;
+    /* fewer than 64 slices could not hold one per track after a full merge */
+    if (tl->o.max_slices == 0) tl->o.max_slices = PLENA_TIMELINE_MAX_SLICES;
+    if (tl->o.max_slices < 64) tl->o.max_slices = 64;
+    tl->labels = labels;
+    tl->n_pc = n_pc;
+    for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++)
+        tl->last_on[t] = NO_SLICE;
+    tl->bucket_ps = 1000000; /* 1 us; doubles as the run grows */
+    *out = tl;
+    return 0;
+}
+
+void plena_timeline_free(struct plena_timeline *tl)
+{
+    if (!tl) return;
+    plena_free(tl->reg);
+    plena_free(tl->sl);
+    plena_free(tl);
+}
+
+/* ---- automatic merging (docs/timeline.md "Size") ---- */
+
+static int mergeable(const struct plena_timeline *tl, const struct slice *a, const struct slice *b)
+{
+    return tl->merge_ps && (tl->cross || a->region == b->region) &&
+           a->start / tl->merge_ps == b->start / tl->merge_ps;
+}
+
+static void merge_into(struct slice *a, const struct slice *b)
+{
+    a->end = b->end;
+    a->busy += b->busy;
+    a->bytes += b->bytes;
+    a->count += b->count;
+    if (a->op != b->op || b->mixed) a->mixed = 1;
+}
+
+/* One pass at the current window: each slice joins the previous slice of its
+ * track when both start in the same window (and stage region). Slices of one
+ * track stay in time order, so the merged ones never overlap. */
+static void compact_pass(struct plena_timeline *tl)
+{
+    size_t w = 0;
+    for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++)
+        tl->last_on[t] = NO_SLICE;
+    for (size_t i = 0; i < tl->n_sl; i++) {
+        struct slice s = tl->sl[i];
+        size_t j = tl->last_on[s.track];
+        if (j != NO_SLICE && mergeable(tl, &tl->sl[j], &s)) {
+            merge_into(&tl->sl[j], &s);
+            continue;
+        }
+        tl->sl[w] = s;
+        tl->last_on[s.track] = w++;
+    }
+    tl->n_sl = w;
+}
+
+static void compact(struct plena_timeline *tl)
+{
+    while (tl->n_sl > tl->o.max_slices / 2) {
+        uint64_t span = tl->now_ps ? tl->now_ps : 1;
+        if (!tl->merge_ps) {
+            tl->merge_ps = span / tl->o.max_slices;
+            if (tl->merge_ps < tl->o.clock_period_ps) tl->merge_ps = tl->o.clock_period_ps;
+        } else if (tl->merge_ps <= span) {
+            tl->merge_ps *= 2;
+        } else {
+            /* a window wider than the run and still too many: the stage regions
+             * alone are more than the bound, so slices may cross them */
+            tl->cross = 1;
+        }
+        compact_pass(tl);
+        if (tl->cross && tl->merge_ps > span) break; /* at most one slice per track left */
+    }
+}
+
+static void push_slice(struct plena_timeline *tl, const struct slice *s)
+{
+    size_t j = tl->last_on[s->track];
+    if (j != NO_SLICE && mergeable(tl, &tl->sl[j], s)) {
+        merge_into(&tl->sl[j], s);
+        return;
+    }
+    if (plena_grow((void **)&tl->sl, &tl->cap_sl, tl->n_sl + 1, sizeof *tl->sl)) {
+        tl->nomem = 1;
+        return;
+    }
+    tl->sl[tl->n_sl] = *s;
+    tl->last_on[s->track] = tl->n_sl++;
+    if (tl->n_sl > tl->o.max_slices) compact(tl);
+}
+
+/* ---- counters ---- */
+
+static size_t bucket_of(struct plena_timeline *tl, uint64_t ps)
+{
+    uint64_t i = ps / tl->bucket_ps;
+    while (i >= PLENA_TIMELINE_MAX_BUCKETS) {
+        /* halve: neighbours merge, the width doubles */
+        size_t n = (tl->n_buckets + 1) / 2;
+        for (size_t k = 0; k < n; k++) {
+            size_t a = 2 * k, b = 2 * k + 1;
+            uint64_t r = tl->rd[a], w = tl->wr[a], p = tl->pend[a];
+            if (b < tl->n_buckets) {
+                r += tl->rd[b];
+                w += tl->wr[b];
+                if (tl->pend[b] > p) p = tl->pend[b];
+            }
+            tl->rd[k] = r, tl->wr[k] = w, tl->pend[k] = p;
+        }
+        for (size_t k = n; k < tl->n_buckets; k++)
+            tl->rd[k] = tl->wr[k] = tl->pend[k] = 0;
+        tl->n_buckets = n;
+        tl->bucket_ps *= 2;
+        i = ps / tl->bucket_ps;
+    }
+    if (i >= tl->n_buckets) tl->n_buckets = (size_t)i + 1;
+    return (size_t)i;
+}
+
+/* ---- feeding ---- */
+
+static void open_slice(struct slice *s, const struct plena_timing_record *r, uint64_t start,
+                       uint64_t dur, uint32_t region, unsigned track)
+{
+    memset(s, 0, sizeof *s);
+    s->start = start;
+    s->end = start + dur;
+    s->busy = dur;
+    s->bytes = r->bytes_read + r->bytes_written;
+    s->count = 1;
+    s->region = region;
+    s->track = (uint8_t)track;
+    s->op = r->op;
+}
+
+void plena_timeline_add(struct plena_timeline *tl, const struct plena_timing_record *r)
+{
+    unsigned stage = PLENA_STAGE_OTHER;
+    if (tl->labels && r->pc < tl->n_pc && tl->labels->v[r->pc].stage < PLENA_STAGE_COUNT)
+        stage = tl->labels->v[r->pc].stage;
+    if (!tl->n_reg || tl->reg[tl->n_reg - 1].stage != stage) {
+        if (plena_grow((void **)&tl->reg, &tl->cap_reg, tl->n_reg + 1, sizeof *tl->reg)) {
+            tl->nomem = 1;
+            return;
+        }
+        struct region nr = {r->start_ps, 0, 0, (uint8_t)stage};
+        tl->reg[tl->n_reg++] = nr;
+    }
+    struct region *rg = &tl->reg[tl->n_reg - 1];
+    rg->dur += r->dur_ps;
+    rg->count++;
+    tl->now_ps = r->start_ps + r->dur_ps;
+    uint32_t region = (uint32_t)(tl->n_reg - 1);
+    unsigned track = plena_timeline_track_of(r->op);
+
+    size_t b = bucket_of(tl, r->start_ps);
+    tl->rd[b] += r->bytes_read;
+    tl->wr[b] += r->bytes_written;
+    /* serial model without the overlay: the prefetch in flight is the only one */
+    uint64_t pend =
+        tl->o.overlap ? r->pending_prefetches : (track == PLENA_TL_TRACK_HBM_READ && r->dur_ps > 0);
+    if (pend > tl->pend[b]) tl->pend[b] = pend;
+
+    if (tl->o.detail == PLENA_TIMELINE_STAGE) return;
+    /* zero-cost instructions (f0 skips) take no time: no slice, and they do
+     * not split a group */
+    if (r->dur_ps > 0) {
+        if (tl->grp_open && tl->o.detail == PLENA_TIMELINE_GROUP && tl->grp.op == r->op &&
+            tl->grp.region == region && tl->grp.end == r->start_ps) {
+            tl->grp.end += r->dur_ps;
+            tl->grp.busy += r->dur_ps;
+            tl->grp.bytes += r->bytes_read + r->bytes_written;
+            tl->grp.count++;
+        } else {
+            if (tl->grp_open) push_slice(tl, &tl->grp);
+            open_slice(&tl->grp, r, r->start_ps, r->dur_ps, region, track);
+            tl->grp_open = 1;
+        }
+    }
+    if (tl->o.overlap && r->hidden_ps > 0) {
+        if (tl->hid_open && tl->prev_hid && tl->hid.region == region &&
+            tl->o.detail == PLENA_TIMELINE_GROUP) {
+            tl->hid.end = r->start_ps + r->hidden_ps;
+            tl->hid.busy += r->hidden_ps;
+            tl->hid.count++;
+        } else {
+            if (tl->hid_open) push_slice(tl, &tl->hid);
+            open_slice(&tl->hid, r, r->start_ps, r->hidden_ps, region, PLENA_TL_TRACK_HIDDEN);
+            tl->hid.bytes = 0;
+            tl->hid_open = 1;
+        }
+        tl->prev_hid = 1;
+    } else if (r->dur_ps > 0) {
+        tl->prev_hid = 0;
+    }
+}
+
+static void close_open(struct plena_timeline *tl)
+{
+    if (tl->grp_open) push_slice(tl, &tl->grp);
+    if (tl->hid_open) push_slice(tl, &tl->hid);
+    tl->grp_open = tl->hid_open = 0;
+}
+
+void plena_timeline_stats(const struct plena_timeline *tl, struct plena_timeline_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->n_regions = tl->n_reg;
+    s->n_slices = tl->n_sl + (size_t)tl->grp_open + (size_t)tl->hid_open;
+    s->merge_ps = tl->merge_ps;
+    s->cross_region = tl->cross;
+    s->bucket_ps = tl->bucket_ps;
+}
+
+/* ---- JSON ---- */
+
+/* ps as microseconds with six fractional digits, from the integer */
+static void us(char *buf, size_t n, uint64_t ps)
+{
+    snprintf(buf, n, "%llu.%06llu", (unsigned long long)(ps / 1000000),
+             (unsigned long long)(ps % 1000000));
+}
+
+static void put_slice_head(struct plena_buf *b, const char *name, const char *cat, unsigned tid,
+                           uint64_t start, uint64_t dur)
+{
+    char ts[32], du[32];
+    us(ts, sizeof ts, start);
+    us(du, sizeof du, dur);
+    plena_buf_printf(
+        b, ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":%u,\"ts\":%s,\"dur\":%s,\"name\":", tid + 1, ts, du);
+    plena_json_put_string(b, name, strlen(name), 0);
+    plena_buf_printf(b, ",\"cat\":\"%s\"", cat);
+}
+
+static void put_meta(struct plena_buf *b, const char *what, int tid, const char *key,
+                     const char *value, int quoted)
+{
+    plena_buf_printf(b, ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"ts\":0,\"name\":\"%s\",", tid,
+                     what);
+    plena_buf_printf(b, "\"args\":{\"%s\":", key);
+    if (quoted)
+        plena_json_put_string(b, value, strlen(value), 0);
+    else
+        plena_buf_puts(b, value);
+    plena_buf_puts(b, "}}");
+}
+
+static void put_other_data(struct plena_buf *b, const struct plena_timeline *tl,
+                           const struct plena_timeline_run *run)
+{
+    const uint64_t p = tl->o.clock_period_ps;
+    plena_buf_printf(b,
+                     "\"otherData\":{\"producer\":\"plena\",\"producer_version\":\"%s\","
+                     "\"schema\":\"plena-timeline\",\"schema_version\":1,"
+                     "\"time_unit\":\"us\",\"ps_per_time_unit\":1000000,"
+                     "\"clock_period_ps\":%llu,\"clock_mhz\":%.6f,\"detail\":\"%s\","
+                     "\"overlap\":%s,\"status\":\"%s\",",
+                     PLENA_VERSION, (unsigned long long)p, 1e6 / (double)p,
+                     plena_timeline_detail_name(tl->o.detail), tl->o.overlap ? "true" : "false",
+                     run && run->status ? run->status : "completed");
+    plena_buf_printf(
+        b,
+        "\"serial_picos\":%llu,\"reported_picos\":%llu,\"hbm_bytes_read\":%llu,"
+        "\"hbm_bytes_written\":%llu,\"instructions_executed\":%llu,\"stage_slices\":%zu,"
+        "\"resource_slices\":%zu,\"merge_window_ps\":%llu,\"merge_cross_region\":%s,"
+        "\"counter_bucket_ps\":%llu},\n",
+        (unsigned long long)(run ? run->serial_picos : tl->now_ps),
+        (unsigned long long)(run ? run->reported_picos : tl->now_ps),
+        (unsigned long long)(run ? run->bytes_read : 0),
+        (unsigned long long)(run ? run->bytes_written : 0),
+        (unsigned long long)(run ? run->instructions_executed : 0), tl->n_reg, tl->n_sl,
+        (unsigned long long)tl->merge_ps, tl->cross ? "true" : "false",
+        (unsigned long long)tl->bucket_ps);
+}
+
+static void put_metadata_events(struct plena_buf *b, const struct plena_timeline *tl)
+{
+    char clock[96];
+    snprintf(clock, sizeof clock, "simulated time; clock %llu ps (%.3f MHz)",
+             (unsigned long long)tl->o.clock_period_ps, 1e6 / (double)tl->o.clock_period_ps);
+    /* the first event has no leading comma */
+    plena_buf_puts(b, "{\"ph\":\"M\",\"pid\":1,\"tid\":0,\"ts\":0,\"name\":\"process_name\","
+                      "\"args\":{\"name\":");
+    const char *label = tl->o.label ? tl->o.label : "plena";
+    plena_json_put_string(b, label, strlen(label), 0);
+    plena_buf_puts(b, "}}");
+    put_meta(b, "process_labels", 0, "labels", clock, 1);
+    for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++) {
+        if (t == PLENA_TL_TRACK_HIDDEN && !tl->o.overlap) continue;
+        char idx[16];
+        snprintf(idx, sizeof idx, "%u", t);
+        put_meta(b, "thread_name", (int)t + 1, "name", track_names[t], 1);
+        put_meta(b, "thread_sort_index", (int)t + 1, "sort_index", idx, 0);
+    }
+}
+
+static void put_counters(struct plena_buf *b, const struct plena_timeline *tl)
+{
+    /* bytes per microsecond of each bucket; a sample only where the value changes */
+    double width_us = (double)tl->bucket_ps / 1e6;
+    uint64_t last_r = UINT64_MAX, last_w = UINT64_MAX, last_p = UINT64_MAX;
+    char ts[32], vr[40], vw[40];
+    for (size_t i = 0; i <= tl->n_buckets; i++) {
+        uint64_t r = i < tl->n_buckets ? tl->rd[i] : 0, w = i < tl->n_buckets ? tl->wr[i] : 0;
+        uint64_t p = i < tl->n_buckets ? tl->pend[i] : 0;
+        us(ts, sizeof ts, (uint64_t)i * tl->bucket_ps);
+        if (r != last_r || w != last_w) {
+            plena_json_fmt_real17(vr, sizeof vr, (double)r / width_us);
+            plena_json_fmt_real17(vw, sizeof vw, (double)w / width_us);
+            plena_buf_printf(b,
+                             ",\n{\"ph\":\"C\",\"pid\":1,\"tid\":0,\"ts\":%s,\"name\":\"HBM "
+                             "bytes/us\",\"args\":{\"read\":%s,\"write\":%s}}",
+                             ts, vr, vw);
+            last_r = r, last_w = w;
+        }
+        if (p != last_p) {
+            plena_buf_printf(b,
+                             ",\n{\"ph\":\"C\",\"pid\":1,\"tid\":0,\"ts\":%s,\"name\":"
+                             "\"outstanding prefetches\",\"args\":{\"value\":%llu}}",
+                             ts, (unsigned long long)p);
+            last_p = p;
+        }
+    }
+}
+
+int plena_timeline_render(struct plena_timeline *tl, const struct plena_timeline_run *run,
+                          struct plena_buf *b, struct plena_err *err)
+{
+    close_open(tl);
+    if (tl->nomem)
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "timeline", "out of memory recording the timeline");
+    plena_buf_puts(b, "{\"displayTimeUnit\":\"ns\",\n");
+    put_other_data(b, tl, run);
+    plena_buf_puts(b, "\"traceEvents\":[\n");
+    put_metadata_events(b, tl);
+    for (size_t i = 0; i < tl->n_reg; i++) {
+        const struct region *r = &tl->reg[i];
+        put_slice_head(b, plena_stage_name((enum plena_stage)r->stage), "stage",
+                       PLENA_TL_TRACK_STAGE, r->start, r->dur);
+        plena_buf_printf(b, ",\"args\":{\"dur_ps\":%llu,\"start_ps\":%llu,\"instructions\":%llu}}",
+                         (unsigned long long)r->dur, (unsigned long long)r->start,
+                         (unsigned long long)r->count);
+    }
+    for (size_t i = 0; i < tl->n_sl; i++) {
+        const struct slice *s = &tl->sl[i];
+        const char *name = s->track == PLENA_TL_TRACK_HIDDEN ? "hidden prefetch"
+                           : s->mixed                        ? "merged"
+                                                             : plena_isa_info(s->op)->name;
+        const char *stage = plena_stage_name((enum plena_stage)tl->reg[s->region].stage);
+        put_slice_head(b, name, stage, s->track, s->start, s->end - s->start);
+        plena_buf_printf(b,
+                         ",\"args\":{\"stage\":\"%s\",\"instructions\":%llu,\"busy_ps\":%llu,"
+                         "\"hbm_bytes\":%llu}}",
+                         stage, (unsigned long long)s->count, (unsigned long long)s->busy,
+                         (unsigned long long)s->bytes);
+    }
+    put_counters(b, tl);
+    plena_buf_puts(b, "\n]}\n");
+    if (b->failed)
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "timeline", "out of memory rendering the timeline");
+    return 0;
+}
+
+int plena_timeline_write(struct plena_timeline *tl, const struct plena_timeline_run *run,
+                         const char *path, uint64_t *bytes, struct plena_err *err)
+{
+    struct plena_buf b;
+    plena_buf_init(&b);
+    int rc = plena_timeline_render(tl, run, &b, err);
+    if (!rc) rc = plena_file_write_atomic(path, b.data, b.len, err);
+    if (!rc && bytes) *bytes = b.len;
+    plena_buf_free(&b);
+    return rc;
+}
