@@ -28,7 +28,8 @@ set(PLENA_PUBLIC_HEADERS
   run/run.h run/gates.h
   gen/builder.h gen/moe.h gen/build.h gen/build_files.def
   ref/ref.h
-  verify/verify.h)
+  verify/verify.h
+  report/report.h)
 
 # include/plena/plena.h includes every public header.
 set(PLENA_UMBRELLA_INCLUDES "")
