@@ -125,6 +125,8 @@ struct plena_replay_batch_events {
     /* one trace decided (or skipped) */
     void (*outcome)(void *ctx, const struct plena_replay_item *it,
                     const struct plena_replay_outcome *oc);
+    /* every input read and checked: n_traces will be replayed (may be NULL) */
+    void (*begin)(void *ctx, size_t n_traces);
     void *ctx;
 };
 

@@ -140,6 +140,9 @@ struct observer {
     struct plena_overlap *overlap;
     struct plena_profile *profile;
     struct plena_timeline *timeline; /* NULL without --timeline: no record is built */
+    void (*progress)(void *ctx, uint64_t executed);
+    void *progress_ctx;
+    uint64_t executed;
 };
 
 static void observe(void *ctx, const struct plena_emu_event *ev)
@@ -159,6 +162,7 @@ static void observe(void *ctx, const struct plena_emu_event *ev)
         if (o->overlap) plena_overlap_last(o->overlap, &r.hidden_ps, &r.pending_prefetches);
         plena_timeline_add(o->timeline, &r);
     }
+    if (o->progress && (++o->executed & 0xffff) == 0) o->progress(o->progress_ctx, o->executed);
 }
 
 /* ---- run-stats v2 (docs/formats.md "Run-stats JSON") ---- */
@@ -603,7 +607,9 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
     if (o->on_start) o->on_start(o->on_start_ctx, &out->settings);
 
     /* execute */
-    struct observer obs = {timing, overlap, have_profile ? &profile : NULL, timeline};
+    struct observer obs = {timing,   overlap,        have_profile ? &profile : NULL,
+                           timeline, o->on_progress, o->on_progress_ctx,
+                           0};
     struct plena_emu_result res;
     memset(&res, 0, sizeof res);
     if ((rc = plena_emu_run(emu, ss.prog, observe, &obs, &res, e)) != 0) goto fail;

@@ -61,6 +61,10 @@ struct plena_run_opts {
      * (the CLI prints the Topology line here). May be NULL. */
     void (*on_start)(void *ctx, const struct plena_settings *s);
     void *on_start_ctx;
+    /* Called every 65536 executed instructions with the count so far (the
+     * CLI's progress line). May be NULL: the run then does no counting. */
+    void (*on_progress)(void *ctx, uint64_t executed);
+    void *on_progress_ctx;
 };
 
 enum plena_run_outcome_status {
