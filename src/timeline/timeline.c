@@ -64,17 +64,22 @@ enum plena_timeline_track plena_timeline_track_of(unsigned opcode)
     }
 }
 
+/* A stage-track slice: one stage region, or (merged) consecutive regions with
+ * each stage's picoseconds kept in ps[] so the per-stage sums stay exact. */
 struct region {
     uint64_t start, dur;
     uint64_t count;
-    uint8_t stage;
+    uint64_t ps[PLENA_STAGE_COUNT];
+    uint8_t stage;  /* the region's stage; merged: the stage with the most time */
+    uint8_t merged; /* more than one region */
 };
 
 struct slice {
     uint64_t start, end;  /* end - start = busy unless merged */
     uint64_t busy, bytes; /* instruction time and HBM bytes inside */
     uint64_t count;       /* instructions */
-    uint32_t region;      /* the stage region it started in */
+    uint32_t region;      /* sequence number of the stage region it started in */
+    uint8_t stage;        /* that region's stage */
     uint8_t track, op, mixed;
 };
 
@@ -86,6 +91,9 @@ struct plena_timeline {
     size_t n_pc;
     struct region *reg;
     size_t n_reg, cap_reg;
+    uint32_t region_seq; /* stage regions seen (the current one's number + 1) */
+    int cur_stage;       /* stage of the current region; -1 before the first */
+    uint64_t reg_merge_ps;
     struct slice *sl;
     size_t n_sl, cap_sl;
     size_t last_on[PLENA_TL_TRACK_COUNT];
@@ -121,6 +129,7 @@ int plena_timeline_new(const struct plena_timeline_opts *o, const struct plena_l
     for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++)
         tl->last_on[t] = NO_SLICE;
     tl->bucket_ps = 1000000; /* 1 us; doubles as the run grows */
+    tl->cur_stage = -1;
     *out = tl;
     return 0;
 }
@@ -180,13 +189,18 @@ static void compact(struct plena_timeline *tl)
             if (tl->merge_ps < tl->o.clock_period_ps) tl->merge_ps = tl->o.clock_period_ps;
         } else if (tl->merge_ps <= span) {
             tl->merge_ps *= 2;
-        } else {
+        } else if (!tl->cross) {
             /* a window wider than the run and still too many: the stage regions
-             * alone are more than the bound, so slices may cross them */
+             * alone are more than the bound, so slices may cross them; the
+             * window starts small again */
             tl->cross = 1;
+            tl->merge_ps = span / tl->o.max_slices;
+            if (tl->merge_ps < tl->o.clock_period_ps) tl->merge_ps = tl->o.clock_period_ps;
+        } else {
+            tl->merge_ps *= 2;
         }
         compact_pass(tl);
-        if (tl->cross && tl->merge_ps > span) break; /* at most one slice per track left */
+        if (tl->cross && tl->merge_ps > 2 * span) break; /* at most one slice per track left */
     }
 }
 
@@ -204,6 +218,52 @@ static void push_slice(struct plena_timeline *tl, const struct slice *s)
     tl->sl[tl->n_sl] = *s;
     tl->last_on[s->track] = tl->n_sl++;
     if (tl->n_sl > tl->o.max_slices) compact(tl);
+}
+
+/* Stage regions beyond the bound: consecutive regions starting in the same
+ * window join (their time is contiguous, so the joined slice lasts exactly
+ * the sum); the window doubles until at most half the bound is left. */
+/* The stage track's bound: a quarter of the resource slices' (its slices are
+ * longer: a joined one lists every stage's share). */
+static size_t max_regions(const struct plena_timeline *tl)
+{
+    return tl->o.max_slices / 4;
+}
+
+static void merge_region(struct region *a, const struct region *b)
+{
+    a->dur += b->dur;
+    a->count += b->count;
+    for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++) {
+        a->ps[s] += b->ps[s];
+        if (a->ps[s] > a->ps[a->stage]) a->stage = (uint8_t)s;
+    }
+    a->merged = 1;
+}
+
+static void compact_regions(struct plena_timeline *tl)
+{
+    size_t max = max_regions(tl);
+    uint64_t span = tl->now_ps ? tl->now_ps : 1;
+    while (tl->n_reg > max / 2) {
+        if (!tl->reg_merge_ps) {
+            tl->reg_merge_ps = span / max;
+            if (tl->reg_merge_ps < tl->o.clock_period_ps) tl->reg_merge_ps = tl->o.clock_period_ps;
+        } else {
+            tl->reg_merge_ps *= 2;
+        }
+        /* the last region stays open: it is never joined, so add() can extend it */
+        size_t w = 0;
+        for (size_t i = 0; i + 1 < tl->n_reg; i++) {
+            if (w && tl->reg[w - 1].start / tl->reg_merge_ps == tl->reg[i].start / tl->reg_merge_ps)
+                merge_region(&tl->reg[w - 1], &tl->reg[i]);
+            else
+                tl->reg[w++] = tl->reg[i];
+        }
+        tl->reg[w++] = tl->reg[tl->n_reg - 1];
+        tl->n_reg = w;
+        if (tl->reg_merge_ps > 2 * span) break;
+    }
 }
 
 /* ---- counters ---- */
@@ -237,7 +297,7 @@ static size_t bucket_of(struct plena_timeline *tl, uint64_t ps)
 /* ---- feeding ---- */
 
 static void open_slice(struct slice *s, const struct plena_timing_record *r, uint64_t start,
-                       uint64_t dur, uint32_t region, unsigned track)
+                       uint64_t dur, uint32_t region, unsigned stage, unsigned track)
 {
     memset(s, 0, sizeof *s);
     s->start = start;
@@ -246,6 +306,7 @@ static void open_slice(struct slice *s, const struct plena_timing_record *r, uin
     s->bytes = r->bytes_read + r->bytes_written;
     s->count = 1;
     s->region = region;
+    s->stage = (uint8_t)stage;
     s->track = (uint8_t)track;
     s->op = r->op;
 }
@@ -255,19 +316,25 @@ void plena_timeline_add(struct plena_timeline *tl, const struct plena_timing_rec
     unsigned stage = PLENA_STAGE_OTHER;
     if (tl->labels && r->pc < tl->n_pc && tl->labels->v[r->pc].stage < PLENA_STAGE_COUNT)
         stage = tl->labels->v[r->pc].stage;
-    if (!tl->n_reg || tl->reg[tl->n_reg - 1].stage != stage) {
+    if (tl->cur_stage != (int)stage) {
+        if (tl->n_reg >= max_regions(tl)) compact_regions(tl);
         if (plena_grow((void **)&tl->reg, &tl->cap_reg, tl->n_reg + 1, sizeof *tl->reg)) {
             tl->nomem = 1;
             return;
         }
-        struct region nr = {r->start_ps, 0, 0, (uint8_t)stage};
-        tl->reg[tl->n_reg++] = nr;
+        struct region *nr = &tl->reg[tl->n_reg++];
+        memset(nr, 0, sizeof *nr);
+        nr->start = r->start_ps;
+        nr->stage = (uint8_t)stage;
+        tl->cur_stage = (int)stage;
+        tl->region_seq++;
     }
     struct region *rg = &tl->reg[tl->n_reg - 1];
     rg->dur += r->dur_ps;
+    rg->ps[stage] += r->dur_ps;
     rg->count++;
     tl->now_ps = r->start_ps + r->dur_ps;
-    uint32_t region = (uint32_t)(tl->n_reg - 1);
+    uint32_t region = tl->region_seq;
     unsigned track = plena_timeline_track_of(r->op);
 
     size_t b = bucket_of(tl, r->start_ps);
@@ -290,7 +357,7 @@ void plena_timeline_add(struct plena_timeline *tl, const struct plena_timing_rec
             tl->grp.count++;
         } else {
             if (tl->grp_open) push_slice(tl, &tl->grp);
-            open_slice(&tl->grp, r, r->start_ps, r->dur_ps, region, track);
+            open_slice(&tl->grp, r, r->start_ps, r->dur_ps, region, stage, track);
             tl->grp_open = 1;
         }
     }
@@ -302,7 +369,8 @@ void plena_timeline_add(struct plena_timeline *tl, const struct plena_timing_rec
             tl->hid.count++;
         } else {
             if (tl->hid_open) push_slice(tl, &tl->hid);
-            open_slice(&tl->hid, r, r->start_ps, r->hidden_ps, region, PLENA_TL_TRACK_HIDDEN);
+            open_slice(&tl->hid, r, r->start_ps, r->hidden_ps, region, stage,
+                       PLENA_TL_TRACK_HIDDEN);
             tl->hid.bytes = 0;
             tl->hid_open = 1;
         }
@@ -338,16 +406,62 @@ static void us(char *buf, size_t n, uint64_t ps)
              (unsigned long long)(ps % 1000000));
 }
 
-static void put_slice_head(struct plena_buf *b, const char *name, const char *cat, unsigned tid,
-                           uint64_t start, uint64_t dur)
+/* One slice event is built in a line buffer with hand-written number
+ * formatting: the slices are most of the file, and printf per field was
+ * most of the time of writing it. Names are stage and opcode names
+ * (identifiers: no JSON escaping needed). */
+struct line {
+    char s[2048]; /* a merged stage slice lists every stage */
+    size_t n;
+};
+
+static void ln_str(struct line *l, const char *s)
 {
-    char ts[32], du[32];
-    us(ts, sizeof ts, start);
-    us(du, sizeof du, dur);
-    plena_buf_printf(
-        b, ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":%u,\"ts\":%s,\"dur\":%s,\"name\":", tid + 1, ts, du);
-    plena_json_put_string(b, name, strlen(name), 0);
-    plena_buf_printf(b, ",\"cat\":\"%s\"", cat);
+    size_t k = strlen(s);
+    if (k > sizeof l->s - 1 - l->n) k = sizeof l->s - 1 - l->n;
+    memcpy(l->s + l->n, s, k);
+    l->n += k;
+}
+
+static void ln_u64(struct line *l, uint64_t v)
+{
+    char d[24];
+    size_t k = 0;
+    do {
+        d[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (k && l->n < sizeof l->s - 1)
+        l->s[l->n++] = d[--k];
+}
+
+static void ln_us(struct line *l, uint64_t ps)
+{
+    ln_u64(l, ps / 1000000);
+    char f[8];
+    uint64_t r = ps % 1000000;
+    for (int i = 5; i >= 0; i--, r /= 10)
+        f[i] = (char)('0' + r % 10);
+    f[6] = 0;
+    ln_str(l, ".");
+    ln_str(l, f);
+}
+
+static void ln_slice_head(struct line *l, const char *name, const char *cat, unsigned tid,
+                          uint64_t start, uint64_t dur)
+{
+    l->n = 0;
+    ln_str(l, ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":");
+    ln_u64(l, tid + 1);
+    ln_str(l, ",\"ts\":");
+    ln_us(l, start);
+    ln_str(l, ",\"dur\":");
+    ln_us(l, dur);
+    ln_str(l, ",\"name\":\"");
+    ln_str(l, name);
+    ln_str(l, "\",\"cat\":\"");
+    ln_str(l, cat);
+    ln_str(l, "\",\"args\":{");
 }
 
 static void put_meta(struct plena_buf *b, const char *what, int tid, const char *key,
@@ -451,26 +565,56 @@ int plena_timeline_render(struct plena_timeline *tl, const struct plena_timeline
     put_other_data(b, tl, run);
     plena_buf_puts(b, "\"traceEvents\":[\n");
     put_metadata_events(b, tl);
+    struct line l;
     for (size_t i = 0; i < tl->n_reg; i++) {
         const struct region *r = &tl->reg[i];
-        put_slice_head(b, plena_stage_name((enum plena_stage)r->stage), "stage",
-                       PLENA_TL_TRACK_STAGE, r->start, r->dur);
-        plena_buf_printf(b, ",\"args\":{\"dur_ps\":%llu,\"start_ps\":%llu,\"instructions\":%llu}}",
-                         (unsigned long long)r->dur, (unsigned long long)r->start,
-                         (unsigned long long)r->count);
+        ln_slice_head(&l, plena_stage_name((enum plena_stage)r->stage), "stage",
+                      PLENA_TL_TRACK_STAGE, r->start, r->dur);
+        ln_str(&l, "\"dur_ps\":");
+        ln_u64(&l, r->dur);
+        ln_str(&l, ",\"start_ps\":");
+        ln_u64(&l, r->start);
+        ln_str(&l, ",\"instructions\":");
+        ln_u64(&l, r->count);
+        if (r->merged) {
+            /* joined regions: the name is the stage with the most time, and
+             * every stage's share is here */
+            ln_str(&l, ",\"stage_ps\":{");
+            int first = 1;
+            for (unsigned st = 0; st < PLENA_STAGE_COUNT; st++) {
+                if (!r->ps[st]) continue;
+                ln_str(&l, first ? "\"" : ",\"");
+                ln_str(&l, plena_stage_name((enum plena_stage)st));
+                ln_str(&l, "\":");
+                ln_u64(&l, r->ps[st]);
+                first = 0;
+            }
+            ln_str(&l, "}");
+        }
+        ln_str(&l, "}}");
+        plena_buf_append(b, l.s, l.n);
     }
+    /* busy_ps only where it differs from dur (merged slices), hbm_bytes only
+     * where bytes moved: the common slice stays short */
     for (size_t i = 0; i < tl->n_sl; i++) {
         const struct slice *s = &tl->sl[i];
         const char *name = s->track == PLENA_TL_TRACK_HIDDEN ? "hidden prefetch"
                            : s->mixed                        ? "merged"
                                                              : plena_isa_info(s->op)->name;
-        const char *stage = plena_stage_name((enum plena_stage)tl->reg[s->region].stage);
-        put_slice_head(b, name, stage, s->track, s->start, s->end - s->start);
-        plena_buf_printf(b,
-                         ",\"args\":{\"stage\":\"%s\",\"instructions\":%llu,\"busy_ps\":%llu,"
-                         "\"hbm_bytes\":%llu}}",
-                         stage, (unsigned long long)s->count, (unsigned long long)s->busy,
-                         (unsigned long long)s->bytes);
+        const char *stage = plena_stage_name((enum plena_stage)s->stage);
+        ln_slice_head(&l, name, stage, s->track, s->start, s->end - s->start);
+        ln_str(&l, "\"instructions\":");
+        ln_u64(&l, s->count);
+        if (s->busy != s->end - s->start) {
+            ln_str(&l, ",\"busy_ps\":");
+            ln_u64(&l, s->busy);
+        }
+        if (s->bytes) {
+            ln_str(&l, ",\"hbm_bytes\":");
+            ln_u64(&l, s->bytes);
+        }
+        ln_str(&l, "}}");
+        plena_buf_append(b, l.s, l.n);
     }
     put_counters(b, tl);
     plena_buf_puts(b, "\n]}\n");
