@@ -658,7 +658,19 @@ static void aggregate_section(struct ctx *c, struct layer *ls, size_t n, const j
     }
     plena_free(done);
     /* the campaign's selection strata (report.json of `plena campaign report`) */
-    if (creport) {
+    if (creport && json_is_string(json_object_get(creport, "determinism"))) {
+        plena_buf_puts(h, "<p>Determinism gate: <span data-determinism=\"");
+        esc(h, str_of(creport, "determinism"));
+        plena_buf_puts(h, "\">");
+        esc(h, str_of(creport, "determinism"));
+        plena_buf_printf(h, "</span>; campaign %s.</p>",
+                         json_is_true(json_object_get(creport, "passed")) ? "passed"
+                                                                          : "not passed");
+    }
+    if (creport && !json_object_size(json_object_get(creport, "selection"))) {
+        plena_buf_puts(h, "<h3>Selection</h3><p>No selection recorded: every trace of the set "
+                          "was replayed.</p>");
+    } else if (creport) {
         plena_buf_puts(h, "<h3>Selection</h3><table data-table=\"strata\"><tr><th>benchmark"
                           "</th><th>stratum</th><th>available</th><th>quota</th></tr>");
         const char *bk;

@@ -233,6 +233,24 @@ static void test_replay_dir(void **state)
     assert_true(want > 0);
     json_decref(tr);
     plena_free(html);
+
+    /* the same traces as a campaign directory (replay/ and report.json) */
+    assert_int_equal(plena_test_sh("cd '%s' && mkdir -p c && cp -r r c/replay", tmp), 0);
+    plena_test_write_text(tmp, "c/report.json",
+                          "{\"determinism\": \"passed\", \"passed\": true, \"selection\": "
+                          "{\"synthetic\": {\"strata\": [{\"name\": \"zipf-stratum\", "
+                          "\"available\": 3, \"quota\": 2}]}}}");
+    report("c", NULL, &sum);
+    assert_int_equal(sum.kind, PLENA_REPORT_CAMPAIGN);
+    assert_int_equal(sum.n_layers, 3);
+    html = read_rel("c/report.html");
+    assert_self_contained(html);
+    assert_links_resolve(html, 6);
+    const char *strata = strstr(html, "data-table=\"strata\"");
+    assert_non_null(strata);
+    assert_non_null(strstr(strata, "<td>zipf-stratum</td><td>3</td><td>2</td>"));
+    assert_non_null(strstr(html, "data-determinism=\"passed\""));
+    plena_free(html);
 }
 
 static void test_rejects_other_dirs(void **state)
