@@ -187,7 +187,7 @@ static void test_replay_dir(void **state)
     assert_int_equal(
         plena_test_sh("cd '%s' && for s in 7 8 9; do '%s' trace gen --model tiny-route-32x4 "
                       "--tokens $((4 * s)) --dist zipf:1.2 --seed $s > t$s.json || exit 1; done && "
-                      "'%s' replay t7.json t8.json t9.json --out r >r.out 2>&1",
+                      "'%s' replay t7.json t8.json t9.json --out r --timeline >r.out 2>&1",
                       tmp, bin, bin),
         0);
     struct plena_report_summary sum;
@@ -212,7 +212,8 @@ static void test_replay_dir(void **state)
     assert_int_equal(rows, 3);
     /* the histogram of each trace sums to its expert_counts */
     json_t *tr = load_rel("t8.json");
-    const char *id = json_string_value(json_object_get(tr, "trace_id"));
+    char id[200];
+    snprintf(id, sizeof id, "%s", json_string_value(json_object_get(tr, "trace_id")));
     json_t *counts = json_object_get(json_object_get(tr, "routing"), "expert_counts");
     unsigned long long want = 0;
     size_t i;
@@ -233,6 +234,20 @@ static void test_replay_dir(void **state)
     assert_true(want > 0);
     json_decref(tr);
     plena_free(html);
+
+    /* replay --timeline: each trace's timeline, for its gated run */
+    char rel[400];
+    snprintf(rel, sizeof rel, "r/%s/timeline.json", id);
+    json_t *tl = load_rel(rel);
+    snprintf(rel, sizeof rel, "r/%s/results.json", id);
+    json_t *res = load_rel(rel);
+    const json_t *od = json_object_get(tl, "otherData");
+    assert_int_equal(
+        json_integer_value(json_object_get(od, "serial_picos")),
+        json_integer_value(json_object_get(json_object_get(res, "run"), "serial_latency_picos")));
+    assert_true(json_array_size(json_object_get(tl, "traceEvents")) > 10);
+    json_decref(tl);
+    json_decref(res);
 
     /* the same traces as a campaign directory (replay/ and report.json) */
     assert_int_equal(plena_test_sh("cd '%s' && mkdir -p c && cp -r r c/replay", tmp), 0);

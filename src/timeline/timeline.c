@@ -65,7 +65,8 @@ enum plena_timeline_track plena_timeline_track_of(unsigned opcode)
 }
 
 /* A stage-track slice: one stage region, or (merged) consecutive regions with
- * each stage's picoseconds kept in ps[] so the per-stage sums stay exact. */
+ * each stage's picoseconds kept in ps[] so the per-stage sums stay exact (ps[]
+ * is filled when regions join; an unjoined region's time is all its stage's). */
 struct region {
     uint64_t start, dur;
     uint64_t count;
@@ -78,6 +79,7 @@ struct slice {
     uint64_t start, end;  /* end - start = busy unless merged */
     uint64_t busy, bytes; /* instruction time and HBM bytes inside */
     uint64_t count;       /* instructions */
+    uint64_t win_end;     /* end of the merge window it started in (0: no merging yet) */
     uint32_t region;      /* sequence number of the stage region it started in */
     uint8_t stage;        /* that region's stage */
     uint8_t track, op, mixed;
@@ -89,10 +91,17 @@ struct plena_timeline {
     struct plena_timeline_opts o;
     const struct plena_labels *labels;
     size_t n_pc;
+    /* per-instruction lookups precomputed (add() runs once per executed
+     * instruction, so it touches one byte per pc and one per opcode) */
+    uint8_t *pc_stage;
+    uint8_t track_of[64];
+    size_t cur_bucket;
+    uint64_t bucket_end_ps; /* the current bucket ends here */
     struct region *reg;
     size_t n_reg, cap_reg;
     uint32_t region_seq; /* stage regions seen (the current one's number + 1) */
     int cur_stage;       /* stage of the current region; -1 before the first */
+    struct region cur;   /* the open region (not yet in reg[]) */
     uint64_t reg_merge_ps;
     struct slice *sl;
     size_t n_sl, cap_sl;
@@ -126,9 +135,22 @@ int plena_timeline_new(const struct plena_timeline_opts *o, const struct plena_l
     if (tl->o.max_slices < 64) tl->o.max_slices = 64;
     tl->labels = labels;
     tl->n_pc = n_pc;
+    tl->pc_stage = plena_malloc(n_pc ? n_pc : 1);
+    if (!tl->pc_stage) {
+        plena_free(tl);
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "timeline", "out of memory");
+    }
+    for (size_t i = 0; i < n_pc; i++) {
+        unsigned st = labels ? labels->v[i].stage : PLENA_STAGE_OTHER;
+        tl->pc_stage[i] = (uint8_t)(st < PLENA_STAGE_COUNT ? st : PLENA_STAGE_OTHER);
+    }
+    for (unsigned op = 0; op < 64; op++)
+        tl->track_of[op] = (uint8_t)plena_timeline_track_of(op);
     for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++)
         tl->last_on[t] = NO_SLICE;
     tl->bucket_ps = 1000000; /* 1 us; doubles as the run grows */
+    tl->bucket_end_ps = tl->bucket_ps;
+    tl->n_buckets = 1;
     tl->cur_stage = -1;
     *out = tl;
     return 0;
@@ -139,15 +161,22 @@ void plena_timeline_free(struct plena_timeline *tl)
     if (!tl) return;
     plena_free(tl->reg);
     plena_free(tl->sl);
+    plena_free(tl->pc_stage);
     plena_free(tl);
 }
 
 /* ---- automatic merging (docs/timeline.md "Size") ---- */
 
+/* b starts no earlier than a, so "same window" is "b starts before a's window
+ * ends": no division per slice (win_end is set when a slice is kept) */
 static int mergeable(const struct plena_timeline *tl, const struct slice *a, const struct slice *b)
 {
-    return tl->merge_ps && (tl->cross || a->region == b->region) &&
-           a->start / tl->merge_ps == b->start / tl->merge_ps;
+    return tl->merge_ps && (tl->cross || a->region == b->region) && b->start < a->win_end;
+}
+
+static void set_window(const struct plena_timeline *tl, struct slice *s)
+{
+    s->win_end = tl->merge_ps ? (s->start / tl->merge_ps + 1) * tl->merge_ps : 0;
 }
 
 static void merge_into(struct slice *a, const struct slice *b)
@@ -174,6 +203,7 @@ static void compact_pass(struct plena_timeline *tl)
             merge_into(&tl->sl[j], &s);
             continue;
         }
+        set_window(tl, &s);
         tl->sl[w] = s;
         tl->last_on[s.track] = w++;
     }
@@ -216,6 +246,7 @@ static void push_slice(struct plena_timeline *tl, const struct slice *s)
         return;
     }
     tl->sl[tl->n_sl] = *s;
+    set_window(tl, &tl->sl[tl->n_sl]);
     tl->last_on[s->track] = tl->n_sl++;
     if (tl->n_sl > tl->o.max_slices) compact(tl);
 }
@@ -232,19 +263,39 @@ static size_t max_regions(const struct plena_timeline *tl)
 
 static void merge_region(struct region *a, const struct region *b)
 {
+    if (!a->merged) a->ps[a->stage] = a->dur;
+    if (b->merged) {
+        for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++)
+            a->ps[s] += b->ps[s];
+    } else {
+        a->ps[b->stage] += b->dur;
+    }
     a->dur += b->dur;
     a->count += b->count;
-    for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++) {
-        a->ps[s] += b->ps[s];
+    for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++)
         if (a->ps[s] > a->ps[a->stage]) a->stage = (uint8_t)s;
-    }
     a->merged = 1;
+}
+
+/* One pass at the current window over the closed regions. */
+static void regions_pass(struct plena_timeline *tl)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < tl->n_reg; i++) {
+        if (w && tl->reg[w - 1].start / tl->reg_merge_ps == tl->reg[i].start / tl->reg_merge_ps)
+            merge_region(&tl->reg[w - 1], &tl->reg[i]);
+        else
+            tl->reg[w++] = tl->reg[i];
+    }
+    tl->n_reg = w;
 }
 
 static void compact_regions(struct plena_timeline *tl)
 {
     size_t max = max_regions(tl);
     uint64_t span = tl->now_ps ? tl->now_ps : 1;
+    /* the regions since the last compaction first join at the window already reached */
+    if (tl->reg_merge_ps) regions_pass(tl);
     while (tl->n_reg > max / 2) {
         if (!tl->reg_merge_ps) {
             tl->reg_merge_ps = span / max;
@@ -252,18 +303,27 @@ static void compact_regions(struct plena_timeline *tl)
         } else {
             tl->reg_merge_ps *= 2;
         }
-        /* the last region stays open: it is never joined, so add() can extend it */
-        size_t w = 0;
-        for (size_t i = 0; i + 1 < tl->n_reg; i++) {
-            if (w && tl->reg[w - 1].start / tl->reg_merge_ps == tl->reg[i].start / tl->reg_merge_ps)
-                merge_region(&tl->reg[w - 1], &tl->reg[i]);
-            else
-                tl->reg[w++] = tl->reg[i];
-        }
-        tl->reg[w++] = tl->reg[tl->n_reg - 1];
-        tl->n_reg = w;
+        regions_pass(tl);
         if (tl->reg_merge_ps > 2 * span) break;
     }
+}
+
+/* Moves the open region into reg[] (compacting first when full); -1 when out
+ * of memory (remembered). */
+static int close_region(struct plena_timeline *tl)
+{
+    if (tl->n_reg >= max_regions(tl)) compact_regions(tl);
+    if (plena_grow((void **)&tl->reg, &tl->cap_reg, tl->n_reg + 1, sizeof *tl->reg)) {
+        tl->nomem = 1;
+        return -1;
+    }
+    struct region *d = &tl->reg[tl->n_reg++];
+    memset(d, 0, sizeof *d);
+    d->start = tl->cur.start;
+    d->dur = tl->cur.dur;
+    d->count = tl->cur.count;
+    d->stage = tl->cur.stage;
+    return 0;
 }
 
 /* ---- counters ---- */
@@ -291,6 +351,8 @@ static size_t bucket_of(struct plena_timeline *tl, uint64_t ps)
         i = ps / tl->bucket_ps;
     }
     if (i >= tl->n_buckets) tl->n_buckets = (size_t)i + 1;
+    tl->cur_bucket = (size_t)i;
+    tl->bucket_end_ps = (i + 1) * tl->bucket_ps;
     return (size_t)i;
 }
 
@@ -313,33 +375,27 @@ static void open_slice(struct slice *s, const struct plena_timing_record *r, uin
 
 void plena_timeline_add(struct plena_timeline *tl, const struct plena_timing_record *r)
 {
-    unsigned stage = PLENA_STAGE_OTHER;
-    if (tl->labels && r->pc < tl->n_pc && tl->labels->v[r->pc].stage < PLENA_STAGE_COUNT)
-        stage = tl->labels->v[r->pc].stage;
+    unsigned stage = r->pc < tl->n_pc ? tl->pc_stage[r->pc] : PLENA_STAGE_OTHER;
     if (tl->cur_stage != (int)stage) {
-        if (tl->n_reg >= max_regions(tl)) compact_regions(tl);
-        if (plena_grow((void **)&tl->reg, &tl->cap_reg, tl->n_reg + 1, sizeof *tl->reg)) {
-            tl->nomem = 1;
-            return;
-        }
-        struct region *nr = &tl->reg[tl->n_reg++];
-        memset(nr, 0, sizeof *nr);
-        nr->start = r->start_ps;
-        nr->stage = (uint8_t)stage;
+        if (tl->cur_stage >= 0 && close_region(tl)) return;
+        tl->cur.start = r->start_ps;
+        tl->cur.dur = tl->cur.count = 0;
+        tl->cur.stage = (uint8_t)stage;
         tl->cur_stage = (int)stage;
         tl->region_seq++;
     }
-    struct region *rg = &tl->reg[tl->n_reg - 1];
-    rg->dur += r->dur_ps;
-    rg->ps[stage] += r->dur_ps;
-    rg->count++;
+    tl->cur.dur += r->dur_ps;
+    tl->cur.count++;
     tl->now_ps = r->start_ps + r->dur_ps;
     uint32_t region = tl->region_seq;
-    unsigned track = plena_timeline_track_of(r->op);
+    unsigned track = tl->track_of[r->op & 63];
 
-    size_t b = bucket_of(tl, r->start_ps);
-    tl->rd[b] += r->bytes_read;
-    tl->wr[b] += r->bytes_written;
+    /* time only grows: the bucket changes rarely, so no division per instruction */
+    size_t b = r->start_ps < tl->bucket_end_ps ? tl->cur_bucket : bucket_of(tl, r->start_ps);
+    if (r->bytes_read | r->bytes_written) {
+        tl->rd[b] += r->bytes_read;
+        tl->wr[b] += r->bytes_written;
+    }
     /* serial model without the overlay: the prefetch in flight is the only one */
     uint64_t pend =
         tl->o.overlap ? r->pending_prefetches : (track == PLENA_TL_TRACK_HBM_READ && r->dur_ps > 0);
@@ -385,12 +441,14 @@ static void close_open(struct plena_timeline *tl)
     if (tl->grp_open) push_slice(tl, &tl->grp);
     if (tl->hid_open) push_slice(tl, &tl->hid);
     tl->grp_open = tl->hid_open = 0;
+    if (tl->cur_stage >= 0) (void)close_region(tl);
+    tl->cur_stage = -1;
 }
 
 void plena_timeline_stats(const struct plena_timeline *tl, struct plena_timeline_stats *s)
 {
     memset(s, 0, sizeof *s);
-    s->n_regions = tl->n_reg;
+    s->n_regions = tl->n_reg + (tl->cur_stage >= 0);
     s->n_slices = tl->n_sl + (size_t)tl->grp_open + (size_t)tl->hid_open;
     s->merge_ps = tl->merge_ps;
     s->cross_region = tl->cross;
