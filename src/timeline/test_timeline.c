@@ -168,13 +168,13 @@ static const char *PROG = "; @stage=expert_weight_prefetch\n"
                           "M_MV gp0, gp0, gp0\n"
                           "H_STORE_V gp9, gp2, a1, 1, 0\n";
 
-static void run_one(const char *timeline, int overlap, enum plena_timeline_detail d,
-                    struct plena_run_outcome *out)
+static void run_prog(const char *program, const char *timeline, int overlap,
+                     enum plena_timeline_detail d, struct plena_run_outcome *out)
 {
     char prog[512], hbm[512], fp[512], tl[512], prof[512];
     struct plena_run_opts o;
     memset(&o, 0, sizeof o);
-    o.program_path = plena_test_path(prog, sizeof prog, tmp, "p.asm");
+    o.program_path = plena_test_path(prog, sizeof prog, tmp, program);
     o.hbm_path = plena_test_path(hbm, sizeof hbm, tmp, "hbm.bin");
     o.fpsram_path = plena_test_path(fp, sizeof fp, tmp, "fp.bin");
     o.settings = &g_settings;
@@ -187,8 +187,44 @@ static void run_one(const char *timeline, int overlap, enum plena_timeline_detai
     o.label = "test \"run\"";
     struct plena_err err = {0};
     assert_int_equal(plena_run_execute(&o, out, &err), 0);
-    assert_int_equal(out->status, PLENA_RUN_OUT_COMPLETED);
     assert_true(out->timeline_written);
+}
+
+static void run_one(const char *timeline, int overlap, enum plena_timeline_detail d,
+                    struct plena_run_outcome *out)
+{
+    run_prog("p.asm", timeline, overlap, d, out);
+    assert_int_equal(out->status, PLENA_RUN_OUT_COMPLETED);
+}
+
+/* A trapping run (V_ADD_VV reads VRAM far out of range) still writes its
+ * timeline: status "trapped", the stage sums those of the instructions that
+ * ran (the profile's). */
+static void test_trapped_run(void **state)
+{
+    (void)state;
+    plena_test_write_text(tmp, "trap.asm",
+                          "; @stage=gather\n"
+                          "M_MV gp0, gp0, gp0\n"
+                          "S_ADDI_INT gp2, gp0, 9\n"
+                          "; @stage=expert_projection\n"
+                          "S_LUI_INT gp3, 4000\n"
+                          "M_MM gp0, gp0, gp0\n"
+                          "V_ADD_VV gp0, gp3, gp3\n"
+                          "M_MV gp0, gp0, gp0\n");
+    struct plena_run_outcome out;
+    run_prog("trap.asm", "trap.json", 0, PLENA_TIMELINE_GROUP, &out);
+    assert_int_equal(out.status, PLENA_RUN_OUT_TRAPPED);
+    json_t *doc = load("trap.json");
+    struct figures f;
+    check_structure(doc, &f);
+    for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++)
+        assert_int_equal(f.stage_ps[s], out.stage_wall_picos[s]);
+    assert_true(out.stage_wall_picos[PLENA_STAGE_GATHER] > 0);
+    const json_t *od = json_object_get(doc, "otherData");
+    assert_string_equal(json_string_value(json_object_get(od, "status")), "trapped");
+    assert_int_equal(geti(od, "instructions_executed"), 4);
+    json_decref(doc);
 }
 
 static void test_run_timeline_sums(void **state)
@@ -328,9 +364,9 @@ static int make_inputs(void)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_detail_names),
-                                       cmocka_unit_test(test_run_timeline_sums),
-                                       cmocka_unit_test(test_merging_bound)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_detail_names), cmocka_unit_test(test_run_timeline_sums),
+        cmocka_unit_test(test_merging_bound), cmocka_unit_test(test_trapped_run)};
     if (make_inputs()) return 1;
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     plena_test_rmtree(tmp);
