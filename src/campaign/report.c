@@ -13,6 +13,7 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "common/json.h"
+#include "replay/export.h"
 #include "replay/jsonw.h"
 #include "replay/result.h"
 
@@ -85,6 +86,9 @@ struct group {
     size_t n_cyc, cap_cyc;
     size_t runs, pn, ps, failed, n_tax, n_shared, n_bytes, n_rs;
     double tax, shared, rd, wr;
+    /* device_minus_fixed (docs/replay.md "Routing tax"): pairs and delta sums */
+    size_t n_dmf;
+    double d_cyc, d_rd, d_wr;
     /* routing_stats sums (docs/profile.md "routing_stats") */
     double active, gini, padding, util, fetched, ideal;
 };
@@ -148,7 +152,11 @@ static const char *const report_cols[] = {"benchmark",
                                           "row_utilisation_mean",
                                           "weight_bytes_fetched_mean",
                                           "weight_bytes_ideal_mean",
-                                          "weight_fetch_ratio"};
+                                          "weight_fetch_ratio",
+                                          "device_minus_fixed_runs",
+                                          "delta_cycles_mean",
+                                          "delta_hbm_bytes_read_mean",
+                                          "delta_hbm_bytes_written_mean"};
 #define N_REPORT_COLS (sizeof report_cols / sizeof report_cols[0])
 
 static json_t *mean_or_null(double sum, size_t n)
@@ -196,7 +204,39 @@ static json_t *group_row(const struct group *g)
     /* the group's weight traffic over its ideal: sums, not a mean of ratios */
     json_object_set_new(r, "weight_fetch_ratio",
                         g->n_rs && g->ideal > 0 ? json_real(g->fetched / g->ideal) : json_null());
+    json_object_set_new(r, "device_minus_fixed_runs", json_integer((json_int_t)g->n_dmf));
+    json_object_set_new(r, "delta_cycles_mean", mean_or_null(g->d_cyc, g->n_dmf));
+    json_object_set_new(r, "delta_hbm_bytes_read_mean", mean_or_null(g->d_rd, g->n_dmf));
+    json_object_set_new(r, "delta_hbm_bytes_written_mean", mean_or_null(g->d_wr, g->n_dmf));
     return r;
+}
+
+static json_t *read_json(const char *dir, const char *name);
+
+/* The device_minus_fixed row of a device-routed result res at replay root
+ * root (build dir `dir`) against its fixed-route sibling; NULL when res is
+ * fixed-routed or the pair is incomplete (no fixed result, a run missing). */
+static json_t *dmf_row(const char *root, const char *dir, const json_t *res)
+{
+    char fixed[200], p[4300];
+    if (!plena_replay_device_dir_pair(dir, fixed, sizeof fixed)) return NULL;
+    snprintf(p, sizeof p, "%s/%s", root, fixed);
+    json_t *fr = read_json(p, "results.json");
+    json_t *o = fr ? plena_replay_device_minus_fixed(res, fr) : NULL;
+    json_decref(fr);
+    if (o && !json_is_integer(json_object_get(o, "delta_cycles"))) {
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
+}
+
+static void dmf_add(struct group *x, const json_t *o)
+{
+    x->n_dmf++;
+    x->d_cyc += (double)json_integer_value(json_object_get(o, "delta_cycles"));
+    x->d_rd += (double)json_integer_value(json_object_get(o, "delta_hbm_bytes_read"));
+    x->d_wr += (double)json_integer_value(json_object_get(o, "delta_hbm_bytes_written"));
 }
 
 static json_t *read_json(const char *dir, const char *name)
@@ -287,16 +327,19 @@ int plena_campaign_report(const struct plena_campaign_set *s, const char *out_di
                 json_object_set_new(fails, nm, json_integer(c + 1));
             }
         }
+        json_t *dmf = res ? dmf_row(root, t->item.dir_name, res) : NULL;
         if (res) {
             for (int lvl = 0; lvl < 2; lvl++) {
                 struct group *x =
                     group_get(&g, &ng, &capg, t->benchmark, t->phase, lvl ? t->layer : -1);
                 if (!x) {
                     json_decref(res);
+                    json_decref(dmf);
                     rc = PLENA_FAIL(err, PLENA_E_NOMEM, "report", "out of memory");
                     goto out;
                 }
                 x->runs++;
+                if (dmf) dmf_add(x, dmf);
                 if (r > 0) {
                     if (smoke)
                         x->ps++;
@@ -337,6 +380,7 @@ int plena_campaign_report(const struct plena_campaign_set *s, const char *out_di
             }
         }
         json_decref(res);
+        json_decref(dmf);
     }
     if (ng) qsort(g, ng, sizeof *g, group_cmp);
     json_t *groups = json_array();

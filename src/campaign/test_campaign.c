@@ -457,6 +457,61 @@ static void test_error_exits(void **state)
     assert_int_equal(run(missing, NULL), 3);
 }
 
+/* sim_latency_cycles of replay root/dir/results.json */
+static double result_cycles(const char *root, const char *dir)
+{
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s/results.json", root, dir);
+    json_t *res = NULL;
+    assert_int_equal(plena_replay_json_read_file(p, &res, NULL), 0);
+    double c =
+        json_number_value(json_object_get(json_object_get(res, "run"), "sim_latency_cycles"));
+    json_decref(res);
+    return c;
+}
+
+/* The same campaign again with --routing device into the same --out: the
+ * report pairs each TRACE_ID.device result with its fixed sibling, and the
+ * group's delta_cycles_mean is the mean of the 8 differences read here. */
+static void report_device_minus_fixed(const char *const *run_fixed, const char *const *rep_fixed,
+                                      const char *out, const char *rroot)
+{
+    const char *r[MAX_ARGS], *rep[MAX_ARGS];
+    size_t n = 0, m = 0;
+    while (run_fixed[n])
+        r[n] = run_fixed[n], n++;
+    while (rep_fixed[m])
+        rep[m] = rep_fixed[m], m++;
+    r[n++] = "--routing", r[n++] = "device", r[n] = NULL;
+    rep[m++] = "--routing", rep[m++] = "device", rep[m] = NULL;
+    assert_int_equal(run(r, NULL), 0);
+    assert_int_equal(run(rep, NULL), 0);
+    double sum = 0;
+    size_t pairs = 0;
+    DIR *dd = opendir(rroot);
+    assert_non_null(dd);
+    struct dirent *de;
+    while ((de = readdir(dd))) {
+        const size_t l = strlen(de->d_name);
+        if (l < 8 || strcmp(de->d_name + l - 7, ".device")) continue;
+        char fixed[256];
+        snprintf(fixed, sizeof fixed, "%.*s", (int)(l - 7), de->d_name);
+        sum += result_cycles(rroot, de->d_name) - result_cycles(rroot, fixed);
+        pairs++;
+    }
+    closedir(dd);
+    assert_int_equal(pairs, 8);
+    char p[256];
+    plena_test_path(p, sizeof p, out, "report.json");
+    json_t *d = NULL;
+    assert_int_equal(plena_replay_json_read_file(p, &d, NULL), 0);
+    const json_t *g0 = json_array_get(json_object_get(d, "groups"), 0);
+    assert_int_equal(json_integer_value(json_object_get(g0, "device_minus_fixed_runs")), 8);
+    assert_true(json_number_value(json_object_get(g0, "delta_cycles_mean")) == sum / 8);
+    assert_true(json_is_true(json_object_get(d, "passed")));
+    json_decref(d);
+}
+
 /* ---- report from a campaign of real `plena replay` workers ---- */
 static void test_report_real_replay(void **state)
 {
@@ -501,7 +556,9 @@ static void test_report_real_replay(void **state)
         "cycles_median,cycles_mean,cycles_p95,cycles_max,routing_tax_fraction_mean,"
         "shared_fraction_mean,hbm_bytes_read_mean,hbm_bytes_written_mean,active_experts_mean,"
         "tokens_per_expert_gini_mean,padding_rows_mean,row_utilisation_mean,"
-        "weight_bytes_fetched_mean,weight_bytes_ideal_mean,weight_fetch_ratio\n";
+        "weight_bytes_fetched_mean,weight_bytes_ideal_mean,weight_fetch_ratio,"
+        "device_minus_fixed_runs,delta_cycles_mean,delta_hbm_bytes_read_mean,"
+        "delta_hbm_bytes_written_mean\n";
     assert_memory_equal(csv, header, strlen(header));
     assert_non_null(strstr(csv, "\nsynthetic,prefill,,8,8,0,0,"));
     plena_free(csv);
@@ -554,7 +611,6 @@ static void test_report_real_replay(void **state)
         found |= !strcmp(json_string_value(json_array_get(notes, i)),
                          plena_profile_text_shared_vs_routed_expert_major); /* the default */
     assert_true(found);
-    json_decref(d);
 
     /* report.md carries the notes verbatim */
     plena_test_path(p, sizeof p, out, "report.md");
@@ -563,6 +619,11 @@ static void test_report_real_replay(void **state)
     assert_non_null(strstr(md_text, plena_profile_text_shared_vs_routed_expert_major));
     assert_non_null(strstr(md_text, "routed lowering: expert-major"));
     plena_free(md_text);
+    /* fixed routing only: no device_minus_fixed pair, null means (never a crash) */
+    assert_int_equal(json_integer_value(json_object_get(g0, "device_minus_fixed_runs")), 0);
+    assert_true(json_is_null(json_object_get(g0, "delta_cycles_mean")));
+    json_decref(d);
+    report_device_minus_fixed(r, rep, out, rroot);
 }
 
 /* ---- --jobs auto: probe the costliest trace, record the width ---- */

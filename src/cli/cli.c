@@ -26,6 +26,21 @@ int plena_cli_report(const char *cmd, const struct plena_err *err)
     return plena_status_exit_code(err->code);
 }
 
+void plena_cli_settings_warnings(const char *cmd, const struct plena_settings *s, FILE *copy)
+{
+    unsigned kept =
+        s->n_warnings < PLENA_SETTINGS_MAX_WARNINGS ? s->n_warnings : PLENA_SETTINGS_MAX_WARNINGS;
+    for (int k = 0; k < 2; k++) {
+        FILE *f = k ? copy : stderr;
+        if (!f) continue;
+        for (unsigned i = 0; i < kept; i++)
+            fprintf(f, "plena %s: warning: %s\n", cmd, s->warnings[i]);
+        if (s->n_warnings > kept)
+            fprintf(f, "plena %s: %u more settings warnings not shown\n", cmd,
+                    s->n_warnings - kept);
+    }
+}
+
 int plena_cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

@@ -6,9 +6,11 @@
 #define PLENA_CLI_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "cli/opts.h"
 #include "common/err.h"
+#include "settings/settings.h"
 
 /* What a command body gets besides its options: its spec, the parse result
  * (plena_opts_given, plena_opts_spelling) and argv as given (argv[0] is the
@@ -92,6 +94,10 @@ int plena_cli_report(const char *cmd, const struct plena_err *err);
  * code of PLENA_E_USAGE. */
 int plena_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Prints the settings' warnings (clamped values, unknown keys) to stderr as
+ * "plena <cmd>: warning: <text>", then how many were not kept; the same
+ * lines also go to `copy` when it is not NULL (a --log-file). */
+void plena_cli_settings_warnings(const char *cmd, const struct plena_settings *s, FILE *copy);
 /* Prints "plena <cmd>: out of memory" and returns the exit code of
  * PLENA_E_NOMEM. */
 int plena_cli_nomem(const char *cmd);

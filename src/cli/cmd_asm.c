@@ -80,7 +80,7 @@ static int write_stage_map(const char *path, const struct plena_program *p, stru
     for (size_t i = 0; i < l->n && !b.failed; i++) {
         plena_buf_printf(&b, "%s\n    {\"pc\": %zu, \"line\": %u, \"stage\": \"%s\", \"pair\": ",
                          i ? "," : "", i, p->src_line[i], plena_stage_name(l->v[i].stage));
-        if (l->v[i].pair == PLENA_PAIR_NONE)
+        if (!l->v[i].has_pair)
             plena_buf_puts(&b, "null}");
         else
             plena_buf_printf(&b, "%u}", l->v[i].pair);

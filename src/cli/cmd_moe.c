@@ -114,7 +114,7 @@ struct moe_cli {
     uint32_t tokens;
     uint64_t seed;
     int weights; /* enum plena_weights_mode */
-    int no_run, check, profile, program_only, list;
+    int no_run, check, profile, program_only, list, all_experts;
     const char *timeline;
     int timeline_detail;
     int progress; /* enum plena_cli_progress_mode */
@@ -144,8 +144,8 @@ static const struct plena_opt moe_rows[] = {
      .metavar = "device|balanced|random|FILE",
      PLENA_OPT_FIELD(M, routing),
      .def_text = "device for a preset with device routing, else balanced",
-     .help = "device: the preset's V_TOPK path (approximate for fixed-routing presets that allow "
-             "it); balanced, random (seeded by --seed) or a route trace FILE: fixed routing"},
+     .help = "device: the model's router computed on the device (every router but a capacity "
+             "limit); balanced, random (seeded by --seed) or a route trace FILE: fixed routing"},
     {.names = "--lowering",
      .kind = PLENA_OPT_CHOICE,
      .metavar = "L",
@@ -192,6 +192,9 @@ static const struct plena_opt moe_rows[] = {
                        "(docs/timeline.md)"),
     PLENA_CLI_TIMELINE_DETAIL_ROW(M, timeline_detail, "--timeline"),
     PLENA_CLI_PROGRESS_ROW(M, progress),
+    PLENA_OPT_FLAG_ROW("--all-experts", M, all_experts,
+                       "device routing: stage every expert's weights, not only the experts the "
+                       "router reaches with this build's inputs"),
     PLENA_OPT_FLAG_ROW("--list-models", M, list, "list the model presets and exit"),
 };
 #undef M
@@ -262,6 +265,7 @@ static int cmd_moe(int argc, char **argv)
     o.mx_mode = set.mx_mode;
     o.out_dir = out;
     o.program_only = program_only;
+    if (!c.all_experts) o.reachable_experts = plena_verify_reachable_experts;
     uint32_t *ids = NULL;
     float *w = NULL;
     const uint32_t T = c.tokens;

@@ -174,11 +174,7 @@ static const struct plena_cmd_spec replay_spec = {
 static int cmd_replay(void *opts, const struct plena_cli_args *a)
 {
     struct replay_cli *rc_ = opts;
-    int pcode;
     (void)a;
-    if ((pcode = plena_cli_replay_not_built("replay", &rc_->ro, 0))) {
-        return pcode;
-    }
     const struct plena_replay_batch_opts b = {rc_->files.v, rc_->files.n, rc_->as_set, rc_->jobs,
                                               &g_stop};
     struct replay_progress rp = {{0}, 0, 0};

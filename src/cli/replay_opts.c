@@ -32,8 +32,10 @@ const struct plena_opt plena_cli_replay_rows[] = {
     PLENA_OPT_ENUM_ROW("--input", "I", O, input, &plena_opt_enum_input_mode, "MoE input x"),
     PLENA_OPT_UINT_ROW("--input-seed", "N", O, input_seed, 0, UINT64_MAX, "input seed"),
     PLENA_OPT_ENUM_ROW("--routing", "R", O, routing_device, &routings,
-                       "fixed: the trace's routing; device needs preloaded router logits in the "
-                       "generator (not built yet)"),
+                       "fixed: the trace's ids and weights; device: the model's router on the "
+                       "device over preloaded logits that reproduce the trace's selection (build "
+                       "dir TRACE_ID.device, so both runs fit one --out; exports pair them into "
+                       "device_minus_fixed rows)"),
     {.names = "--profile",
      .kind = PLENA_OPT_FLAG,
      PLENA_OPT_FIELD(O, profile),
@@ -84,12 +86,4 @@ const struct plena_opt plena_cli_replay_rows[] = {
 void plena_cli_replay_init(struct plena_replay_opts *o)
 {
     plena_replay_opts_default(o);
-}
-
-int plena_cli_replay_not_built(const char *cmd, const struct plena_replay_opts *o, int allow_device)
-{
-    if (o->routing_device && !allow_device)
-        return plena_cli_usage_error(cmd, "--routing device needs preloaded router logits in "
-                                          "the generator, which is not built yet");
-    return 0;
 }

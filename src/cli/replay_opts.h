@@ -13,10 +13,5 @@ extern const struct plena_opt plena_cli_replay_rows[];
 
 /* plena_replay_opts_default. */
 void plena_cli_replay_init(struct plena_replay_opts *o);
-/* The values the rows accept but the generator cannot build yet: 0, or the
- * exit code of the usage error printed. `plena campaign` lets --routing
- * device through (it enters the fingerprint; the workers refuse it). */
-int plena_cli_replay_not_built(const char *cmd, const struct plena_replay_opts *o,
-                               int allow_device);
 
 #endif

@@ -435,7 +435,7 @@ static int stage_router_consts(const struct plena_moe_build_opts *o, struct plen
     }
     if ((t = plena_moe_abi_find(info, "router_sel_bias"))) {
         memset(tmp, 0, (size_t)eb * V * sizeof *tmp);
-        sel_bias_values(o, tmp);
+        if (!o->router_logits) sel_bias_values(o, tmp); /* preloaded logits: zero */
         if ((rc = stage_vram(b, t, tmp, eb, V, V))) return rc;
     }
     if ((t = plena_moe_abi_find(info, "router_eye"))) {
@@ -459,12 +459,106 @@ static int stage_router_consts(const struct plena_moe_build_opts *o, struct plen
     return 0;
 }
 
+/* FIXED routing's ids, before anything is staged from them. */
+static int check_fixed_ids(const struct plena_moe_build *b, struct plena_err *err)
+{
+    const uint32_t E = b->cfg.E, k = b->cfg.k, T = b->T;
+    for (uint32_t p = 0; b->cfg.routing == PLENA_ROUTING_FIXED && p < T * k; p++)
+        if (b->fixed_ids[p] >= E)
+            return PLENA_FAIL(err, PLENA_E_INPUT, "fixed routing",
+                              "pair %u (token %u, rank %u): expert id %u >= E = %u", p, p / k,
+                              p % k, b->fixed_ids[p], E);
+    return 0;
+}
+
+/* Which experts the build materialises (b->present): FIXED the selected
+ * ones; DEVICE the ones the bit-exact reference router reaches when the
+ * caller gave o->reachable_experts (every input it reads is staged by now),
+ * else all. */
+static int mark_present(const struct plena_moe_build_opts *o, struct plena_moe_build *b,
+                        struct plena_err *err)
+{
+    const uint32_t E = b->cfg.E, k = b->cfg.k, T = b->T;
+    b->present = plena_calloc(E, 1);
+    if (!b->present) return fail_nomem(err);
+    if (b->cfg.routing == PLENA_ROUTING_FIXED) { /* ids checked by check_fixed_ids */
+        for (uint32_t p = 0; p < T * k; p++)
+            b->present[b->fixed_ids[p]] = 1;
+        return 0;
+    }
+    if (o->router_logits && o->fixed_ids) {
+        /* preloaded logits select exactly these (a device that routes
+         * elsewhere meets an expert without weights: the check fails) */
+        for (uint32_t p = 0; p < T * k; p++)
+            if (o->fixed_ids[p] < E) b->present[o->fixed_ids[p]] = 1;
+        return 0;
+    }
+    if (!o->reachable_experts) {
+        memset(b->present, 1, E);
+        return 0;
+    }
+    return o->reachable_experts(b, b->present, err);
+}
+
+/* The routed experts' weights (MX in HBM) and bias tables (VRAM) of the
+ * experts in b->present; tmp holds at least max(H, I) x max(H, I) floats. */
+static int stage_experts(const struct plena_moe_build_opts *o, struct plena_moe_build *b,
+                         float *tmp)
+{
+    const struct plena_moe_cfg *cfg = &b->cfg;
+    const struct plena_moe_map *mp = &b->info.map;
+    const struct plena_moe_emit_info *info = &b->info;
+    const uint32_t V = cfg->m.vlen, H = cfg->H, I = cfg->I, E = cfg->E;
+    static const unsigned roles[3] = {PLENA_ROLE_GATE, PLENA_ROLE_UP, PLENA_ROLE_DOWN};
+    for (uint32_t e = 0; e < E; e++) {
+        if (!b->present[e]) continue;
+        for (int q = 0; q < 3; q++) {
+            uint32_t K = q < 2 ? H : I, N = q < 2 ? I : H;
+            uint32_t Kp = q < 2 ? mp->H_p : mp->I_p, Np = q < 2 ? mp->I_p : mp->H_p;
+            gen_values(o, roles[q], e, K, N, K, tmp);
+            uint64_t base = plena_moe_expert_base(mp, q, e);
+            if (stage_mx(b, base, tmp, K, N, Kp, Np)) return PLENA_E_NOMEM;
+        }
+    }
+    if (cfg->expert_bias) {
+        static const char *names[3] = {"b_gate", "b_up", "b_down"};
+        static const unsigned broles[3] = {PLENA_ROLE_BIAS_GATE, PLENA_ROLE_BIAS_UP,
+                                           PLENA_ROLE_BIAS_DOWN};
+        for (int q = 0; q < 3; q++) {
+            const struct plena_tensor *tb = plena_moe_abi_find(info, names[q]);
+            uint32_t N = q < 2 ? I : H, fan = q < 2 ? H : I;
+            if (!tb || vram_need(b, tb, V)) return PLENA_E_NOMEM;
+            for (uint32_t e = 0; e < E; e++) {
+                if (!b->present[e]) continue;
+                gen_values(o, broles[q], e, 1, N, fan, tmp);
+                for (uint32_t c = 0; c < N; c++)
+                    b->vram[vaddr(tb, e, c, V)] = plena_num_bf16_from_f32(tmp[c]);
+            }
+        }
+    }
+    return 0;
+}
+
+/* Preloaded logits into `logits` (T x eb rows; lanes beyond E 0, as the
+ * router GEMM leaves them). */
+static int stage_logits(const struct plena_moe_build_opts *o, struct plena_moe_build *b)
+{
+    const uint32_t V = b->cfg.m.vlen, E = b->cfg.E, eb = b->info.map.eb;
+    const struct plena_tensor *t = plena_moe_abi_find(&b->info, "logits");
+    if (!t || vram_need(b, t, V)) return PLENA_E_NOMEM;
+    for (uint32_t tok = 0; tok < b->T; tok++)
+        for (uint32_t i = 0; i < eb * V; i++)
+            b->vram[vaddr(t, tok * eb + i / V, i % V, V)] =
+                plena_num_bf16_from_f32(i < E ? o->router_logits[(size_t)tok * E + i] : 0.0f);
+    return 0;
+}
+
 static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_build *b,
                      struct plena_err *err)
 {
     const struct plena_moe_cfg *cfg = &b->cfg;
     const struct plena_moe_map *mp = &b->info.map;
-    const uint32_t V = cfg->m.vlen, T = b->T, H = cfg->H, I = cfg->I, E = cfg->E, k = cfg->k;
+    const uint32_t V = cfg->m.vlen, T = b->T, H = cfg->H, E = cfg->E, k = cfg->k;
     const int routed = cfg->routing != PLENA_ROUTING_NONE;
     const int device = cfg->routing == PLENA_ROUTING_DEVICE;
     const int fixed = cfg->routing == PLENA_ROUTING_FIXED;
@@ -472,25 +566,9 @@ static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_buil
     const int refill = fixed && b->info.map.pm_refill;
     const int gate = cfg->Is && cfg->gate == PLENA_SHARED_GATE_SIGMOID;
     const struct plena_moe_emit_info *info = &b->info;
-    int rc = 0;
+    int rc = check_fixed_ids(b, err);
     float *tmp = NULL;
-
-    /* which experts exist in the tables */
-    if (routed) {
-        b->present = plena_calloc(E, 1);
-        if (!b->present) return fail_nomem(err);
-        if (fixed) {
-            for (uint32_t p = 0; p < T * k; p++) {
-                if (b->fixed_ids[p] >= E)
-                    return PLENA_FAIL(err, PLENA_E_INPUT, "fixed routing",
-                                      "pair %u (token %u, rank %u): expert id %u >= E = %u", p,
-                                      p / k, p % k, b->fixed_ids[p], E);
-                b->present[b->fixed_ids[p]] = 1;
-            }
-        } else {
-            memset(b->present, 1, E);
-        }
-    }
+    if (rc) return rc;
 
     /* ---- VRAM: h, gamma ---- */
     const struct plena_tensor *th = plena_moe_abi_find(info, "h");
@@ -525,7 +603,8 @@ static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_buil
     }
 
     /* ---- router ---- */
-    if (device) {
+    if (device && o->router_logits && (rc = stage_logits(o, b))) goto nomem;
+    if (device && !o->router_logits) {
         /* logical [H][E] */
         if (o->router_gaps) {
             memset(tmp, 0, (size_t)H * E * sizeof *tmp);
@@ -569,37 +648,6 @@ static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_buil
     }
 
     if (device && mp->dev_router && (rc = stage_router_consts(o, b, tmp))) goto nomem;
-
-    /* ---- routed experts ---- */
-    if (routed) {
-        static const unsigned roles[3] = {PLENA_ROLE_GATE, PLENA_ROLE_UP, PLENA_ROLE_DOWN};
-        for (uint32_t e = 0; e < E; e++) {
-            if (!b->present[e]) continue;
-            for (int q = 0; q < 3; q++) {
-                uint32_t K = q < 2 ? H : I, N = q < 2 ? I : H;
-                uint32_t Kp = q < 2 ? mp->H_p : mp->I_p, Np = q < 2 ? mp->I_p : mp->H_p;
-                gen_values(o, roles[q], e, K, N, K, tmp);
-                uint64_t base = plena_moe_expert_base(mp, q, e);
-                if ((rc = stage_mx(b, base, tmp, K, N, Kp, Np))) goto nomem;
-            }
-        }
-        if (cfg->expert_bias) {
-            static const char *names[3] = {"b_gate", "b_up", "b_down"};
-            static const unsigned broles[3] = {PLENA_ROLE_BIAS_GATE, PLENA_ROLE_BIAS_UP,
-                                               PLENA_ROLE_BIAS_DOWN};
-            for (int q = 0; q < 3; q++) {
-                const struct plena_tensor *tb = plena_moe_abi_find(info, names[q]);
-                uint32_t N = q < 2 ? I : H, fan = q < 2 ? H : I;
-                if (!tb || vram_need(b, tb, V)) goto nomem;
-                for (uint32_t e = 0; e < E; e++) {
-                    if (!b->present[e]) continue;
-                    gen_values(o, broles[q], e, 1, N, fan, tmp);
-                    for (uint32_t c = 0; c < N; c++)
-                        b->vram[vaddr(tb, e, c, V)] = plena_num_bf16_from_f32(tmp[c]);
-                }
-            }
-        }
-    }
 
     /* ---- shared experts ---- */
     if (cfg->Is) {
@@ -676,6 +724,12 @@ static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_buil
     if (mp->windowed && !em)
         for (uint32_t e = 0; e < E; e++)
             b->ints[mp->int_base + mp->wtab_off + e] = e / mp->epw;
+    /* the experts last: a device-routed build asks which ones the router
+     * reaches, from the staged inputs, router and SRAM images */
+    if (routed && ((rc = mark_present(o, b, err)) || (rc = stage_experts(o, b, tmp)))) {
+        plena_free(tmp);
+        return rc == PLENA_E_NOMEM ? fail_nomem(err) : rc;
+    }
     plena_free(tmp);
     return 0;
 nomem:
@@ -812,12 +866,12 @@ int plena_moe_layout_json(const struct plena_moe_build *bd, struct plena_buf *b)
     plena_buf_printf(b,
                      "}, \"routed_lowering\": \"%s\", \"t_blk\": %u, \"n_blocks\": %u, "
                      "\"pair_form\": \"%s\", \"n_pair_insns\": %u, \"vram_peak\": %llu, "
-                     "\"abi_elems\": %llu, \"approx_routing\": %s, \"gate_shift\": %d,\n"
+                     "\"abi_elems\": %llu, \"gate_shift\": %d,\n"
                      "    \"stages\": {",
                      plena_lowering_marker(info->routed_lowering), m->t_blk, m->n_blocks,
                      plena_pair_form_name(info->pair_form), info->n_pair_insns,
                      (unsigned long long)info->vram_peak, (unsigned long long)info->abi_elems,
-                     cfg->approx_routing ? "true" : "false", bd->gate_shift);
+                     bd->gate_shift);
     for (int s = 0; s < PLENA_STAGE_COUNT; s++)
         plena_buf_printf(b, "%s\"%s\": {\"static\": %llu, \"dynamic\": %llu}", s ? ", " : "",
                          plena_stage_name((enum plena_stage)s),
@@ -960,6 +1014,7 @@ int plena_moe_build_run(const struct plena_moe_build_opts *o, struct plena_moe_b
         memcpy(b->fixed_w32, o->fixed_w, n * sizeof *b->fixed_w32);
         b->cfg.route_ids = b->fixed_ids;
     }
+    b->cfg.router_logits_preloaded = cfg->routing == PLENA_ROUTING_DEVICE && o->router_logits;
     int rc = plena_moe_generate(cfg, o->T, &b->prog, &b->info, err);
     if (rc) return rc;
     if (plena_prog_words(&b->prog, &b->words, &b->n_words)) return fail_nomem(err);

@@ -35,6 +35,7 @@ enum plena_moe_role {
     PLENA_ROLE_ROUTER_SEL_BIAS = 13
 };
 
+struct plena_moe_build;
 struct plena_moe_build_opts {
     struct plena_moe_cfg cfg; /* from plena_moe_build_opts_init; tests override fields */
     uint32_t T;
@@ -53,9 +54,24 @@ struct plena_moe_build_opts {
      * direction d = t mod 4 (so ids >= E/2 are selected); h rows carry +1 at column d and 0 at the
      * other direction columns. */
     int router_gaps;
+    /* DEVICE routing with preloaded logits (replay, gen/router_logits.h):
+     * [T*E] router logits staged into the VRAM tensor `logits` instead of
+     * router weights (the builder sets cfg.router_logits_preloaded; the
+     * selection bias is staged as zeros). fixed_ids, when also given, names
+     * the experts the logits reach: only those are materialised. */
+    const float *router_logits;
     enum plena_mx_mode mx_mode;
     const char *out_dir; /* NULL: staged in memory only */
     int program_only;    /* write program.asm, program.mem, layout.json only */
+    /* DEVICE routing: the experts the device will reach, so that only those
+     * are materialised (docs/lowering.md "Checking a build"). Called once the
+     * inputs, the router and the SRAM images are staged and before any expert
+     * is; sets present[e] = 1 (present[E] is zeroed) for each expert the
+     * program's routing selects. NULL: every expert is materialised. gen/ has
+     * no router of its own to run: verify/ provides
+     * plena_verify_reachable_experts (the bit-exact reference router). */
+    int (*reachable_experts)(const struct plena_moe_build *b, uint8_t *present,
+                             struct plena_err *err);
 };
 
 /* Defaults: cfg from the model and machine, random weights and input, seeds 42. */
@@ -155,9 +171,9 @@ int plena_moe_routing_is_keyword(const char *routing);
 
 /* Applies `plena moe --routing` to o (after plena_moe_build_opts_init; a
  * model without routing is left alone). routing NULL is the preset's own
- * path: device, or balanced for a fixed-routing preset. "device" keeps
- * V_TOPK, approximately for a fixed-routing preset whose model allows it
- * (else PLENA_E_FAILED); "balanced" and "random" (seeded) generate fixed
+ * path: device, or balanced for a fixed-routing preset. "device" computes
+ * the model's router on the device (PLENA_E_INPUT for a router without a
+ * device form: a capacity limit); "balanced" and "random" (seeded) generate fixed
  * routing into *ids and *w; a trace file's routing is given in *ids and *w
  * (plena_trace_read_fixed_routing). The routing arrays are o's until the
  * caller frees *ids and *w (plena_free). */

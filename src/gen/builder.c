@@ -74,7 +74,7 @@ static struct plena_item *push(struct plena_prog *p)
     }
     struct plena_item *it = &p->items[p->n_items++];
     memset(it, 0, sizeof *it);
-    it->pair = PLENA_PAIR_NONE;
+    it->pair = PLENA_GEN_PAIR_NONE;
     return it;
 }
 
@@ -221,10 +221,10 @@ static void parse_form(struct rform *r, uint8_t op)
     r->name = info->name;
     r->name_len = strlen(info->name);
     r->n = 0;
-    while (*d && r->n < 8) {
+    while (*d && *d != '|' && r->n < 8) {
         while (*d == ' ')
             d++;
-        if (!*d) break;
+        if (!*d || *d == '|') break; /* the first alternative is the canonical form */
         int opt = 0;
         if (*d == '?') {
             opt = 1;
@@ -311,7 +311,7 @@ int plena_prog_render_asm(const struct plena_prog *p, struct plena_buf *out)
     memset(forms, 0, sizeof forms);
     int have_prev = 0;
     unsigned prev_stage = 0;
-    uint32_t prev_pair = PLENA_PAIR_NONE;
+    uint32_t prev_pair = PLENA_GEN_PAIR_NONE;
     size_t run_start = 0; /* first comment of the pending run */
     int in_run = 0;
     for (size_t i = 0; i < p->n_items; i++) {
@@ -326,9 +326,9 @@ int plena_prog_render_asm(const struct plena_prog *p, struct plena_buf *out)
         int marker = !have_prev || it->stage != prev_stage || it->pair != prev_pair;
         if (marker && !p->no_markers) {
             plena_buf_printf(out, "; @stage=%s", plena_stage_name((enum plena_stage)it->stage));
-            if (it->pair != PLENA_PAIR_NONE)
+            if (it->pair != PLENA_GEN_PAIR_NONE)
                 plena_buf_printf(out, " @pair=%u", it->pair);
-            else if (have_prev && prev_pair != PLENA_PAIR_NONE)
+            else if (have_prev && prev_pair != PLENA_GEN_PAIR_NONE)
                 plena_buf_puts(out, " @pair=none");
             plena_buf_puts(out, "\n");
         }

@@ -16,6 +16,11 @@
 #include "../isa/program.h"
 #include "../isa/stages.h"
 
+/* The builder's "no pair" value for its own items: generated pair ids stay
+ * far below it (the generator stops at 2^27 items), so a sentinel is safe
+ * here; labels read back from text carry an explicit has_pair instead. */
+#define PLENA_GEN_PAIR_NONE UINT32_MAX
+
 /* Builder functions and emitters return an enum plena_status: PLENA_E_INPUT
  * for a configuration the generator cannot lower, PLENA_E_NOMEM. Which rule
  * refused is the program's `reason` (and a capacity check's), so tests and
@@ -59,7 +64,7 @@ enum plena_item_kind { PLENA_ITEM_INSN = 0, PLENA_ITEM_COMMENT = 1 };
 struct plena_item {
     uint8_t kind;
     uint8_t stage; /* enum plena_stage (instructions only) */
-    uint32_t pair; /* static pair id or PLENA_PAIR_NONE */
+    uint32_t pair; /* static pair id or PLENA_GEN_PAIR_NONE */
     struct plena_insn insn;
     uint32_t comment; /* offset of the NUL-terminated text in prog->text */
 };
@@ -189,7 +194,7 @@ struct plena_moe_map;
 
 /* Passed to every emitter. The error record lives in the program (p->err);
  * emitters return the program's sticky status. `pair` is the static pair id
- * stamped on appended instructions (PLENA_PAIR_NONE outside unrolled pairs):
+ * stamped on appended instructions (PLENA_GEN_PAIR_NONE outside unrolled pairs):
  * a pair, unlike a stage, is a property of the emission site, not of a helper. */
 struct plena_ctx {
     struct plena_prog *p;

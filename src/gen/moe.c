@@ -369,15 +369,16 @@ int plena_moe_residual_add_back(struct plena_ctx *c, const struct plena_tensor *
 /* Prefetch of one K chunk of column block cb into MRAM slots 0..ns-1. The
  * slot and HBM offset pointers are advanced by S_ADDI_INT between tiles
  * (2 instructions per tile instead of up to 3 with two li). */
-void gen_prefetch_chunk(struct plena_ctx *c, enum plena_stage stage, const struct plena_proj *pj,
-                        unsigned aw, uint32_t cb, uint32_t kt0, uint32_t ns, uint32_t bytes)
+static void prefetch_tiles(struct plena_ctx *c, enum plena_stage stage, const struct plena_proj *pj,
+                           unsigned aw, uint32_t cb, uint32_t kt0, uint32_t ns, uint32_t bytes,
+                           uint32_t slot0)
 {
     struct plena_regset saved = c->live;
     uint8_t g[3];
     if (plena_regs_take(c, 3, 0, 0, g)) return;
     const uint64_t mlen2 = (uint64_t)c->m->mlen * c->m->mlen;
     const uint64_t tstep = (uint64_t)c->m->mlen * pj->N_p * bytes;
-    plena_emit(c, stage, PLENA_OP_S_ADDI_INT, g[0], 0, 0, 0, 0, 0);
+    plena_emit_addi_geom(c, stage, g[0], 0, (uint64_t)slot0 * mlen2, g[2]);
     plena_emit_li(c, stage, g[1],
                   ((uint64_t)kt0 * c->m->mlen * pj->N_p + (uint64_t)cb * c->m->mlen) * bytes);
     for (uint32_t s = 0; s < ns; s++) {
@@ -387,6 +388,70 @@ void gen_prefetch_chunk(struct plena_ctx *c, enum plena_stage stage, const struc
             plena_emit_addi_geom(c, stage, g[1], g[1], tstep, g[2]);
         }
     }
+    c->live = saved;
+}
+
+void gen_prefetch_chunk(struct plena_ctx *c, enum plena_stage stage, const struct plena_proj *pj,
+                        unsigned aw, uint32_t cb, uint32_t kt0, uint32_t ns, uint32_t bytes)
+{
+    prefetch_tiles(c, stage, pj, aw, cb, kt0, ns, bytes, 0);
+}
+
+/* STREAM_F32 when the K tiles do not all fit in MRAM (docs/lowering.md
+ * "Layer steps", router GEMM of a wide model: DeepSeek-V3's 112 K tiles
+ * against 64 MRAM tiles): tiles 0..R-1 stay resident in slots 0..R-1 for the
+ * whole column block; the rest are re-streamed, S at a time through slots
+ * R..R+S-1, for every (micro-column, row group) accumulator before its one
+ * M_MM_WO. Every logit is still one f32 accumulator over all K tiles in
+ * increasing order with one BF16 rounding, so the bits equal the all-resident
+ * form's. S = 8 keeps the re-streamed bytes near their minimum (S = 1) while
+ * leaving the DMA a few tiles to run ahead. */
+enum { RESTREAM_SLOTS = 8 };
+
+static void restream_block(struct plena_ctx *c, const struct plena_proj_stages *st,
+                           const struct plena_proj *pj, unsigned aw, uint32_t cb, uint32_t bytes)
+{
+    const uint32_t nct = pj->K_p / c->m->mlen, mram = c->m->mram_tiles;
+    const uint32_t S = mram / 2 < RESTREAM_SLOTS ? mram / 2 : RESTREAM_SLOTS, R = mram - S;
+    const uint32_t ngroups = gen_cdiv(pj->rows, c->m->blen);
+    const uint64_t mlen2 = (uint64_t)c->m->mlen * c->m->mlen;
+    const enum plena_stage cs = st->compute;
+    struct plena_regset saved = c->live;
+    prefetch_tiles(c, st->prefetch, pj, aw, cb, 0, R, bytes, 0);
+    uint8_t g[11];
+    if (plena_regs_take(c, 11, 0, 0, g)) return;
+    const unsigned c1 = g[0], c2 = g[1], c3 = g[2], gMj = g[3], gRj = g[4], gAg = g[5], gRg = g[6],
+                   gM = g[7], gA = g[8], scr = g[10];
+    struct plena_step xstep;
+    plena_step_init(c, cs, &xstep, (uint64_t)pj->x->prow * c->m->vlen, g[9]);
+    plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gMj, 0, 0, 0, 0, 0);
+    plena_emit_li(c, cs, gRj, plena_row(pj->y, 0, cb, c->m->vlen));
+    plena_loop_begin(c, cs, c1, c->m->mlen / c->m->blen);
+    plena_emit_li(c, cs, gAg, plena_row(pj->x, 0, 0, c->m->vlen));
+    plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gRg, gRj, 0, 0, 0, 0);
+    plena_loop_begin(c, cs, c2, ngroups);
+    plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gM, gMj, 0, 0, 0, 0);
+    plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gA, gAg, 0, 0, 0, 0);
+    for (uint32_t kt0 = 0; kt0 < nct && !c->p->status;) {
+        const uint32_t ns = kt0 == 0 ? R : (nct - kt0 < S ? nct - kt0 : S);
+        if (kt0) { /* the next S tiles into the streaming slots */
+            prefetch_tiles(c, st->prefetch, pj, aw, cb, kt0, ns, bytes, R);
+            plena_emit_addi_geom(c, cs, gM, gMj, (uint64_t)R * mlen2, scr);
+        }
+        plena_loop_begin(c, cs, c3, ns);
+        plena_emit(c, cs, PLENA_OP_M_MM, 0, gM, gA, 0, 0, 0);
+        plena_emit_addi_geom(c, cs, gM, gM, mlen2, scr);
+        plena_step_emit(c, cs, gA, &xstep);
+        plena_loop_end(c, cs);
+        kt0 += ns;
+    }
+    plena_emit(c, cs, PLENA_OP_M_MM_WO, gRg, 0, 0, 0, 0, 0);
+    plena_emit_addi_geom(c, cs, gAg, gAg, (uint64_t)c->m->blen * c->m->vlen, scr);
+    plena_emit_addi_geom(c, cs, gRg, gRg, (uint64_t)c->m->blen * c->m->vlen, scr);
+    plena_loop_end(c, cs);
+    plena_emit_addi_geom(c, cs, gMj, gMj, (uint64_t)c->m->blen * c->m->mlen, scr);
+    plena_emit(c, cs, PLENA_OP_S_ADDI_INT, gRj, gRj, 0, 0, 0, c->m->blen);
+    plena_loop_end(c, cs);
     c->live = saved;
 }
 
@@ -535,12 +600,15 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
     const uint32_t nct = pj->K_p / c->m->mlen;
     uint32_t chunk = pj->stream_f32 ? nct : (pj->chunk_tiles ? pj->chunk_tiles : 4);
     if (chunk > nct) chunk = nct;
-    if (chunk > c->m->mram_tiles)
+    const int restream = pj->stream_f32 && chunk > c->m->mram_tiles && c->m->mram_tiles >= 2;
+    if (chunk > c->m->mram_tiles && !restream)
         return plena_prog_fail(c->p, PLENA_GEN_SHAPE,
                                "MRAM: a projection chunk needs %u tiles of MLEN x MLEN (%s), limit "
-                               "%u tiles (MATRIX_SRAM_SIZE / MLEN); driven by %s (STREAM_F32 "
-                               "re-streaming is not implemented)",
-                               chunk, pj->stream_f32 ? "the router streams all K tiles" : "C",
+                               "%u tiles (MATRIX_SRAM_SIZE / MLEN); driven by %s",
+                               chunk,
+                               pj->stream_f32 ? "the router streams all K tiles; re-streaming "
+                                                "needs at least 2"
+                                              : "C",
                                c->m->mram_tiles,
                                pj->stream_f32 ? "model.hidden_size" : "the chunk size C");
     const uint32_t nch = gen_cdiv(nct, chunk);
@@ -567,6 +635,12 @@ int plena_emit_projection(struct plena_ctx *c, const struct plena_proj_stages *s
         plena_emit_li(c, st->prefetch, g[0], (uint64_t)pj->N_p * bytes);
         plena_emit(c, st->prefetch, PLENA_OP_C_SET_STRIDE_REG, g[0], 0, 0, 0, 0, 0);
         c->live = with_a;
+    }
+    if (restream) {
+        for (uint32_t cb = 0; cb < pj->N_p / c->m->mlen && !c->p->status; cb++)
+            restream_block(c, st, pj, aw, cb, bytes);
+        c->live = saved;
+        return c->p->status;
     }
     struct plena_tensor ytmp;
     int have_tmp = 0;
@@ -1520,7 +1594,7 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
 
     /* HBM placement first: the windowed form changes the INT map */
     struct plena_hbm_alloc ha = {cfg->hbm_base, m->mlen > 64 ? m->mlen : 64};
-    if (device && !dot) {
+    if (device && !dot && !cfg->router_logits_preloaded) {
         mp->has_router_hbm = 1;
         mp->router_hbm = plena_hbm_place(&ha, mx_bytes((uint64_t)mp->H_p * mp->E_p), 0);
     }
@@ -1748,7 +1822,7 @@ static int pair_section(struct plena_ctx *c, const struct plena_moe_cfg *cfg,
                 plena_emit_li(c, sg, gP, (uint64_t)t * k + j);
                 plena_emit_li(c, sg, gT, (uint64_t)t * V);
                 pair_body(c, cfg, pt, gP, gT, a);
-                c->pair = PLENA_PAIR_NONE;
+                c->pair = PLENA_GEN_PAIR_NONE;
             }
     }
     c->live = saved;
@@ -1947,6 +2021,7 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
                                cfg->m.mlen);
     const int routed = cfg->routing != PLENA_ROUTING_NONE;
     const int device = cfg->routing == PLENA_ROUTING_DEVICE;
+    const int pre = device && cfg->router_logits_preloaded;
     const int shared = cfg->Is > 0;
     const int gate = shared && cfg->gate == PLENA_SHARED_GATE_SIGMOID;
     const int prenorm = cfg->residual == PLENA_RESIDUAL_PRE_NORM;
@@ -1995,8 +2070,9 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
         {1, &h, T, PR, mp->H_p, "h"},
         {prenorm, &res, T, PR, mp->H_p, "residual"},
         {prenorm, &gam, 1, 0, mp->H_p, "gamma"},
-        {device && cfg->router_form == PLENA_ROUTER_DOT, &wr, cfg->E, 0, mp->H_p, "router_w"},
-        {device && cfg->router_bias, &rb, mp->eb, 0, V, "router_b"},
+        {device && !pre && cfg->router_form == PLENA_ROUTER_DOT, &wr, cfg->E, 0, mp->H_p,
+         "router_w"},
+        {device && !pre && cfg->router_bias, &rb, mp->eb, 0, V, "router_b"},
         {rcustom && R.plan.lowering == PLENA_RLOWER_SOFTMAX && cfg->E % V, &R.pad, mp->eb, 0, V,
          "router_pad"},
         {rcustom && cfg->router.select_bias != PLENA_SELECT_BIAS_NONE, &R.bias, mp->eb, 0, V,
@@ -2010,7 +2086,7 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
         {gate, &wg, 1, 0, mp->H_p, "w_g"},
         {routed, &acc, T, PR, mp->H_p, "acc"},
         {shared, &S, T, PR, mp->H_p, "S"},
-        {device, &lg, mp->t_blk * mp->eb, 0, V, "logits"},
+        {device, &lg, (pre ? T : mp->t_blk) * mp->eb, 0, V, "logits"},
     };
     for (size_t i = 0; i < sizeof abi / sizeof abi[0]; i++) {
         if (!abi[i].want) continue;
@@ -2095,16 +2171,20 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
         struct plena_tensor x = gen_view(&h, r0, V);
         if (mp->n_blocks > 1)
             plena_prog_comment(p, "token block %u: rows %u..%u", b, r0, r0 + n - 1);
-        if (device) {
+        /* preloaded logits: the block's rows of all T tokens' logits */
+        struct plena_tensor lgb = pre ? gen_view(&lg, r0 * mp->eb, V) : lg;
+        if (device && !pre) {
             if (cfg->router_form == PLENA_ROUTER_DOT)
                 plena_moe_router_logits_dot(c, cfg, &x, &wr, &lg, n);
             else
                 plena_moe_router_logits_gemm(c, cfg, &x, mp->router_hbm, &lg, n);
             if (cfg->router_bias) plena_moe_router_bias_add(c, cfg, &lg, &rb, n);
+        }
+        if (device) {
             /* the device expert-major form runs V_TOPK itself, token by token */
             if (!mp->em_dev) {
                 enum plena_topk_encoding enc = PLENA_TOPK_ENC_NONE;
-                plena_moe_router_select(c, cfg, &R, &lg, n, mp->w_off, mp->ids_off, &enc);
+                plena_moe_router_select(c, cfg, &R, &lgb, n, mp->w_off, mp->ids_off, &enc);
                 info->topk_encoding = enc;
             }
         }
@@ -2122,7 +2202,7 @@ int plena_moe_emit_layer(struct plena_ctx *c, const struct plena_moe_cfg *cfg, u
             if (em) {
                 const struct plena_tensor *bias[3] = {&bg, &bu, &bd};
                 if (mp->em_dev)
-                    plena_moe_em_dev_block(c, cfg, T, r0, n, &pt.x, &pt.acc, &lg, bias, &ems, &R,
+                    plena_moe_em_dev_block(c, cfg, T, r0, n, &pt.x, &pt.acc, &lgb, bias, &ems, &R,
                                            &wrow, &info->topk_encoding);
                 else
                     plena_moe_em_block(c, cfg, &plan, b, &pt.x, &pt.acc, bias, &ems);
@@ -2178,7 +2258,7 @@ static int generate_once(const struct plena_moe_cfg *cfg, uint32_t T, struct ple
     c.p = prog;
     c.m = &cfg->m;
     c.va = &va;
-    c.pair = PLENA_PAIR_NONE;
+    c.pair = PLENA_GEN_PAIR_NONE;
     int rc = plena_moe_emit_layer(&c, cfg, T, info);
     info->vram_peak = va.peak;
     plena_vram_fini(&va);

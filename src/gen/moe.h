@@ -65,7 +65,6 @@ struct plena_moe_cfg {
     uint32_t chunk_tiles; /* C */
     enum plena_loop_policy loop_policy;
     uint32_t fp_base, int_base;
-    int approx_routing;
     uint32_t force_tblk; /* 0 = largest that fits (tests force 3) */
     /* routed lowering: PAIR_MAJOR (one pair per BLEN-row slot, the upstream
      * compiler's form) or EXPERT_MAJOR (docs/lowering.md "Expert-major") */
@@ -74,6 +73,11 @@ struct plena_moe_cfg {
      * expert-major plan sorts; NULL sizes the program for a balanced routing
      * (capacity checks) */
     const uint32_t *route_ids;
+    /* DEVICE routing (replay): the router logits of all T tokens are
+     * preloaded into the VRAM tensor `logits` (T x eb rows) instead of being
+     * computed by the router GEMM/dot (and its bias): router_topk then holds
+     * only the selection and weights (gen/router_logits.h) */
+    int router_logits_preloaded;
     uint64_t hbm_base; /* first HBM byte the layer may use */
     /* Fault injection (docs/lowering.md "Fault injection"): honoured only by
      * the test-only plena_gen_testing library; every other build ignores it.

@@ -43,7 +43,7 @@ static void env_init(struct env *e, uint32_t blen)
     e->c.m = &e->m;
     e->c.va = &e->va;
     e->c.map = &e->map;
-    e->c.pair = PLENA_PAIR_NONE;
+    e->c.pair = PLENA_GEN_PAIR_NONE;
     e->map.fp_base = 0;
     e->map.off_one = 64;
 }
@@ -79,7 +79,7 @@ static void test_render_markers(void **state)
     plena_emit(&e.c, PLENA_STAGE_SCATTER_COMBINE, PLENA_OP_V_ADD_VV, 1, 1, 2, 0, 0, 0);
     e.c.pair = 7;
     plena_emit(&e.c, PLENA_STAGE_SCATTER_COMBINE, PLENA_OP_C_SET_ADDR_REG, 3, 0, 2, 0, 0, 0);
-    e.c.pair = PLENA_PAIR_NONE;
+    e.c.pair = PLENA_GEN_PAIR_NONE;
     plena_emit(&e.c, PLENA_STAGE_SCATTER_COMBINE, PLENA_OP_H_PREFETCH_M, 1, 2, 3, 1, 0, 0);
     char *s = render(&e.p);
     const char *want = "; plena moe preset=x T=1 E=0 k=0\n"
@@ -548,7 +548,7 @@ static void test_memory_abi(void **state)
         plena_prog_init(&p, cfg.m.max_loop, NULL);
         struct plena_vram va;
         plena_vram_init(&va, &cfg.m);
-        struct plena_ctx c = {.p = &p, .m = &cfg.m, .va = &va, .pair = PLENA_PAIR_NONE};
+        struct plena_ctx c = {.p = &p, .m = &cfg.m, .va = &va, .pair = PLENA_GEN_PAIR_NONE};
         struct plena_moe_emit_info info;
         assert_int_equal(plena_moe_emit_layer(&c, &cfg, Ts[i], &info), 0);
         unsigned n_vram = 0;
@@ -818,7 +818,8 @@ static void test_capacity_check(void **state)
     assert_non_null(strstr(err.msg, "needs 88 entries"));
     assert_non_null(strstr(err.msg, "limit 87"));
     assert_non_null(strstr(err.msg, "model.top_k"));
-    /* MRAM: tiny-ksplit's GEMM router streams all 5 K tiles of H = 320 */
+    /* MRAM: at 3 tiles tiny-ksplit's GEMM router re-streams its 5 K tiles of
+     * H = 320, and the experts' K chunk of C = 4 tiles is what does not fit */
     plena_gen_machine_default(&m);
     m.mram_tiles = 3;
     plena_err_clear(&err);
@@ -827,8 +828,17 @@ static void test_capacity_check(void **state)
         PLENA_E_INPUT);
     assert_int_equal(cap.reason, PLENA_GEN_SHAPE);
     assert_non_null(strstr(err.msg, "MRAM"));
-    assert_non_null(strstr(err.msg, "needs 5 tiles"));
+    assert_non_null(strstr(err.msg, "needs 4 tiles"));
     assert_non_null(strstr(err.msg, "limit 3 tiles"));
+    assert_non_null(strstr(err.msg, "chunk size C"));
+    /* at 1 tile the router cannot re-stream (one resident and one streaming slot at least) */
+    m.mram_tiles = 1;
+    plena_err_clear(&err);
+    assert_int_equal(
+        plena_gen_capacity_check(plena_model_preset_find("tiny-ksplit"), &m, 2, &cap, &err),
+        PLENA_E_INPUT);
+    assert_non_null(strstr(err.msg, "needs 5 tiles"));
+    assert_non_null(strstr(err.msg, "the router streams all K tiles"));
     /* VRAM: the requirement quoted is the allocator's peak of a fitting run */
     plena_gen_machine_default(&m);
     const struct plena_moe_model *ds = plena_model_preset_find("tiny-ds-shared");

@@ -42,13 +42,19 @@ static const char *const field_names[] = {
 #undef PLENA_FORM_FIELD
 };
 
-#define MAX_OPS 6
+#define MAX_OPS  6 /* the upstream assembler reads at most six operands */
+#define MAX_ALTS 2
 struct opnd {
     uint8_t kind, field, optional;
 };
-struct form_rt {
+struct alt_rt {
     uint8_t n, n_req;
     struct opnd o[MAX_OPS];
+};
+/* One form: its ' | '-separated alternatives, tried in order by operand count. */
+struct form_rt {
+    uint8_t n_alt, n_min, n_max;
+    struct alt_rt a[MAX_ALTS];
 };
 
 /* Per-opcode facts derived from isa.def text columns (so a new row needs no
@@ -81,21 +87,22 @@ struct ctx {
     struct plena_asm_diags *warn;
     struct plena_err *err;
     struct form_rt forms[PLENA_FORM_COUNT];
-    struct form_rt g_i18_alt; /* "gpD, gpX, imm18" upstream spelling of G_I18 */
     struct op_rt ops[64];
     uint8_t hash[HASH_SIZE]; /* opcode + 1, 0 = empty */
     uint32_t line;
     const char *line_s;
 };
 
-static int parse_descriptor(const char *d, struct form_rt *f)
+/* Parses one alternative of a descriptor, up to '|' or the end; *end gets
+ * where it stopped. */
+static int parse_alt(const char *d, struct alt_rt *f, const char **end)
 {
     memset(f, 0, sizeof *f);
     const char *p = d;
-    while (*p) {
+    while (*p && *p != '|') {
         while (*p == ' ')
             p++;
-        if (!*p) break;
+        if (!*p || *p == '|') break;
         if (f->n >= MAX_OPS) return -1;
         struct opnd *o = &f->o[f->n];
         if (*p == '?') {
@@ -124,7 +131,24 @@ static int parse_descriptor(const char *d, struct form_rt *f)
         if (!o->optional) f->n_req = (uint8_t)(f->n + 1);
         f->n++;
     }
+    *end = p;
     return 0;
+}
+
+static int parse_descriptor(const char *d, struct form_rt *f)
+{
+    memset(f, 0, sizeof *f);
+    const char *p = d;
+    for (;;) {
+        if (f->n_alt >= MAX_ALTS) return -1;
+        struct alt_rt *a = &f->a[f->n_alt];
+        if (parse_alt(p, a, &p)) return -1;
+        if (!f->n_alt || a->n_req < f->n_min) f->n_min = a->n_req;
+        if (a->n > f->n_max) f->n_max = a->n;
+        f->n_alt++;
+        if (*p != '|') return 0;
+        p++;
+    }
 }
 
 static unsigned hash_name(const char *s, size_t n)
@@ -153,8 +177,6 @@ static int ctx_init(struct ctx *c)
         if (parse_descriptor(plena_form_descriptor((enum plena_form)f), &c->forms[f]))
             return PLENA_FAIL(c->err, PLENA_E_INTERNAL, "forms.def", "bad descriptor '%s'",
                               plena_form_descriptor((enum plena_form)f));
-    if (parse_descriptor("G:rd XG:- I18:imm", &c->g_i18_alt))
-        return PLENA_FAIL(c->err, PLENA_E_INTERNAL, "asm.c", "bad G_I18 alternative");
     memset(c->ops, 0, sizeof c->ops);
     memset(c->hash, 0, sizeof c->hash);
     for (unsigned op = 0; op < PLENA_OP_COUNT; op++) {
@@ -473,15 +495,18 @@ static int assemble_line(struct ctx *c, const struct plena_asm_line *ln, uint32_
         }
     }
 
-    const struct form_rt *f = &c->forms[info->form];
-    if (info->form == PLENA_FORM_G_I18 && nt == 3) f = &c->g_i18_alt;
-    if (nt < f->n_req || nt > f->n) {
+    const struct form_rt *fr = &c->forms[info->form];
+    const struct alt_rt *f = NULL;
+    for (unsigned i = 0; i < fr->n_alt && !f; i++)
+        if (nt >= fr->a[i].n_req && nt <= fr->a[i].n) f = &fr->a[i];
+    if (!f) {
         const char *at = nt ? t[nt - 1].s : s;
-        if (f->n_req == f->n)
-            return fail(c, at, "%s takes %u operand%s, found %zu (expected %s)", info->name, f->n,
-                        f->n == 1 ? "" : "s", nt, f->n ? info->operands : "no operands");
+        if (fr->n_min == fr->n_max)
+            return fail(c, at, "%s takes %u operand%s, found %zu (expected %s)", info->name,
+                        fr->n_max, fr->n_max == 1 ? "" : "s", nt,
+                        fr->n_max ? info->operands : "no operands");
         return fail(c, at, "%s takes %u to %u operands, found %zu (expected %s)", info->name,
-                    f->n_req, f->n, nt, info->operands);
+                    fr->n_min, fr->n_max, nt, info->operands[0] ? info->operands : "none");
     }
 
     uint32_t fv[6] = {0, 0, 0, 0, 0, 0};
@@ -514,10 +539,15 @@ static int assemble_line(struct ctx *c, const struct plena_asm_line *ln, uint32_
         case K_P: r = get_int(c, &t[i], 15, "precision", "", &v); break;
         case K_O: r = get_int(c, &t[i], 15, "rorder", "", &v); break;
         case K_X:
-            r = get_int(c, &t[i], 0xFFFFFFFFu, "ignored operand", "", &v);
+            /* The upstream assembler drops these whatever they hold; a
+             * register is accepted as well as an integer. */
+            if (parse_reg(&t[i], &v) >= 0)
+                r = get_reg(c, &t[i], parse_reg(&t[i], &v), &v);
+            else
+                r = get_int(c, &t[i], 0xFFFFFFFFu, "ignored operand", "", &v);
             if (!r && v)
-                warn(c, t[i].s, "operand %zu is ignored by %s; value %u has no effect", i + 1,
-                     info->name, v);
+                warn(c, t[i].s, "operand %zu is ignored by %s; '%.*s' has no effect", i + 1,
+                     info->name, (int)t[i].n, t[i].s);
             break;
         case K_XG:
             r = get_reg(c, &t[i], K_G, &v);

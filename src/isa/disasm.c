@@ -29,10 +29,10 @@ static size_t operands(const char *d, const struct plena_insn *in, struct opv *o
 {
     size_t n = 0;
     const char *p = d;
-    while (*p && n < max) {
+    while (*p && *p != '|' && n < max) {
         while (*p == ' ')
             p++;
-        if (!*p) break;
+        if (!*p || *p == '|') break; /* the first alternative is the canonical form */
         if (*p == '?') p++;
         const char *ks = p;
         while (*p && *p != ':')

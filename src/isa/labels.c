@@ -264,13 +264,15 @@ int plena_labels_from_asm(const char *text, size_t len, const char *name, struct
     }
     struct state st = {out, 0, 0};
     int stage = PLENA_STAGE_OTHER;
-    uint32_t pair = PLENA_PAIR_NONE;
+    uint32_t pair = 0;
+    int has_pair = 0;
     pos = 0;
     lineno = 0;
     while (plena_asm_next_line(text, len, &pos, &lineno, &ln)) {
         if (ln.kind == PLENA_ASM_LINE_INSN) {
             out->v[out->n].stage = (uint8_t)stage;
-            out->v[out->n].pair = pair;
+            out->v[out->n].has_pair = (uint8_t)has_pair;
+            out->v[out->n].pair = has_pair ? pair : 0;
             out->n++;
             continue;
         }
@@ -283,8 +285,8 @@ int plena_labels_from_asm(const char *text, size_t len, const char *name, struct
             out->stage_marker_count++;
             const char *ne = word_end(nm, e);
             int s = plena_stage_lookup(nm, (unsigned)(ne - nm));
-            int have_pair = 0;
-            uint32_t pv = PLENA_PAIR_NONE;
+            int have_pair = 0, pv_some = 0;
+            uint32_t pv = 0;
             for (const char *p = ne; p < e;) {
                 while (p < e && plena_asm_is_blank(*p))
                     p++;
@@ -300,13 +302,12 @@ int plena_labels_from_asm(const char *text, size_t len, const char *name, struct
                         else
                             x = x * 10 + (uint64_t)(v[i] - '0');
                     }
-                    /* UINT32_MAX is PLENA_PAIR_NONE's encoding, so it cannot be an id. */
-                    if (ok && x < 0xFFFFFFFFull) {
-                        have_pair = 1;
+                    if (ok && x <= 0xFFFFFFFFull) {
+                        have_pair = pv_some = 1;
                         pv = (uint32_t)x;
                     } else if (vn == 4 && !memcmp(v, "none", 4)) {
                         have_pair = 1;
-                        pv = PLENA_PAIR_NONE;
+                        pv_some = 0;
                     } else {
                         record(&st, "pair=", v, vn, ln.no);
                     }
@@ -318,19 +319,23 @@ int plena_labels_from_asm(const char *text, size_t len, const char *name, struct
                 continue; /* the region keeps the previous stage and pair */
             }
             stage = s;
-            if (have_pair)
+            if (have_pair) {
                 pair = pv;
-            else if (plena_stage_scope((enum plena_stage)s) != PLENA_SCOPE_PAIR)
-                pair = PLENA_PAIR_NONE;
+                has_pair = pv_some;
+            } else if (plena_stage_scope((enum plena_stage)s) != PLENA_SCOPE_PAIR) {
+                has_pair = 0;
+            }
         } else {
             const char *cs = ln.s + ln.first;
             size_t cn = ln.end - ln.first;
             stage = legacy_stage(cs, cn, stage);
             uint32_t id;
-            if (legacy_pair_id(cs, cn, &id))
+            if (legacy_pair_id(cs, cn, &id)) {
                 pair = id;
-            else if (plena_stage_scope((enum plena_stage)stage) == PLENA_SCOPE_SETUP)
-                pair = PLENA_PAIR_NONE;
+                has_pair = 1;
+            } else if (plena_stage_scope((enum plena_stage)stage) == PLENA_SCOPE_SETUP) {
+                has_pair = 0;
+            }
         }
         if (st.failed) break;
     }

@@ -14,8 +14,6 @@
 #include "../common/err.h"
 #include "../common/fileio.h"
 
-#define PLENA_PAIR_NONE UINT32_MAX
-
 enum plena_attribution { PLENA_ATTR_LEGACY = 0, PLENA_ATTR_MARKERS = 1 };
 /* The routed lowerings, one row each: id, the spelling of the
  * `@routed_lowering=` marker, layout.json and the profile, and the spelling
@@ -46,8 +44,9 @@ int plena_lowering_parse_option(const char *s, enum plena_lowering *out);
 int plena_lowering_parse_marker(const char *s, enum plena_lowering *out);
 
 struct plena_label {
-    uint8_t stage; /* enum plena_stage */
-    uint32_t pair; /* static pair id, or PLENA_PAIR_NONE */
+    uint8_t stage;    /* enum plena_stage */
+    uint8_t has_pair; /* 0: no pair; every u32 is a pair id (legacy comments use 4294967295) */
+    uint32_t pair;    /* static pair id when has_pair */
 };
 
 struct plena_unresolved_marker {

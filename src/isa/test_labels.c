@@ -14,8 +14,10 @@
 #include "isa/program.h"
 #include "isa/stages.h"
 
-#define NONE PLENA_PAIR_NONE
-#define S(x) PLENA_STAGE_##x
+/* "No pair" in expectations: outside the u32 range of pair ids. */
+#define NONE      (UINT64_C(1) << 32)
+#define PAIR(lab) ((lab).has_pair ? (uint64_t)(lab).pair : NONE)
+#define S(x)      PLENA_STAGE_##x
 
 static void labels(const char *text, struct plena_labels *l)
 {
@@ -49,7 +51,7 @@ static void test_markers_mode_ignores_comments(void **state)
     assert_int_equal(l.v[1].stage, S(EXPERT_ACTIVATION));
     assert_int_equal(l.v[2].stage, S(EXPERT_ACTIVATION));
     assert_int_equal(l.v[3].stage, S(EXPERT_ACTIVATION)); /* '//' lines are not markers */
-    assert_int_equal(l.v[3].pair, NONE);
+    assert_int_equal(PAIR(l.v[3]), NONE);
     assert_int_equal(l.n_unresolved, 0);
     plena_labels_free(&l);
     /* The same comments without a marker: legacy rule 12 fires. */
@@ -71,14 +73,16 @@ static void test_marker_syntax_and_pairs(void **state)
            &l);
     assert_int_equal(l.mode, PLENA_ATTR_MARKERS);
     assert_int_equal(l.stage_marker_count, 7);
-    static const struct plena_label want[] = {
-        {S(GATHER), 12},         {S(EXPERT_PROJECTION), 12}, {S(ROUTER_TOPK), NONE},
-        {S(SCATTER_COMBINE), 7}, {S(SCATTER_COMBINE), NONE}, {S(GATHER), NONE},
-        {S(OTHER), NONE}};
+    static const struct {
+        int stage;
+        uint64_t pair;
+    } want[] = {{S(GATHER), 12},         {S(EXPERT_PROJECTION), 12}, {S(ROUTER_TOPK), NONE},
+                {S(SCATTER_COMBINE), 7}, {S(SCATTER_COMBINE), NONE}, {S(GATHER), NONE},
+                {S(OTHER), NONE}};
     assert_int_equal(l.n, 7);
     for (size_t i = 0; i < 7; i++) {
         assert_int_equal(l.v[i].stage, want[i].stage);
-        assert_int_equal(l.v[i].pair, want[i].pair);
+        assert_int_equal(PAIR(l.v[i]), want[i].pair);
     }
     assert_int_equal(l.n_unresolved, 1);
     assert_string_equal(l.unresolved[0].name, "pair=x1");
@@ -101,10 +105,10 @@ static void test_unresolved_marker(void **state)
     assert_int_equal(l.n, 5);
     for (size_t i = 0; i < 4; i++) {
         assert_int_equal(l.v[i].stage, S(EXPERT_ACTIVATION));
-        assert_int_equal(l.v[i].pair, 2);
+        assert_int_equal(PAIR(l.v[i]), 2);
     }
     assert_int_equal(l.v[4].stage, S(EXPERT_BIAS));
-    assert_int_equal(l.v[4].pair, 2);
+    assert_int_equal(PAIR(l.v[4]), 2);
     assert_int_equal(l.n_unresolved, 2);
     assert_string_equal(l.unresolved[0].name, "expert_bais");
     assert_int_equal(l.unresolved[0].first_line, 3);
@@ -159,6 +163,34 @@ static void test_legacy_rules(void **state)
     }
 }
 
+/* 4294967295 is an ordinary pair id in both modes (it once doubled as the
+ * "no pair" sentinel and was lost); 4294967296 does not fit and is not one. */
+static void test_pair_id_u32_max(void **state)
+{
+    (void)state;
+    struct plena_labels l;
+    labels("; gather pair step6_pair4294967295\nC_BREAK\n"
+           "; router token\nC_BREAK\n"
+           "; vram block pair=4294967296 step6_pair4294967294\nC_BREAK\n",
+           &l);
+    assert_int_equal(l.n, 3);
+    assert_int_equal(l.v[0].has_pair, 1);
+    assert_int_equal(PAIR(l.v[0]), 4294967295u);
+    assert_int_equal(PAIR(l.v[1]), NONE);
+    assert_int_equal(PAIR(l.v[2]), 4294967294u);
+    plena_labels_free(&l);
+    labels("; @stage=gather @pair=4294967295\nC_BREAK\n; @stage=gather @pair=none\nC_BREAK\n"
+           "; @stage=gather @pair=4294967296\nC_BREAK\n",
+           &l);
+    assert_int_equal(l.n, 3);
+    assert_int_equal(PAIR(l.v[0]), 4294967295u);
+    assert_int_equal(PAIR(l.v[1]), NONE);
+    assert_int_equal(PAIR(l.v[2]), NONE); /* not an id: recorded, the gather keeps no pair */
+    assert_int_equal(l.n_unresolved, 1);
+    assert_string_equal(l.unresolved[0].name, "pair=4294967296");
+    plena_labels_free(&l);
+}
+
 static void test_legacy_pairs(void **state)
 {
     (void)state;
@@ -172,10 +204,10 @@ static void test_legacy_pairs(void **state)
            "; true-zero vram rows step6_pair5\nC_BREAK\n" /* id wins over the reset */
            "; step6_pair99999999999 pair=4\nC_BREAK\n",   /* > u32: continue, then pair= */
            &l);
-    static const uint32_t want[] = {12, 7, 3, 3, NONE, NONE, 5, 4};
+    static const uint64_t want[] = {12, 7, 3, 3, NONE, NONE, 5, 4};
     assert_int_equal(l.n, 8);
     for (size_t i = 0; i < 8; i++)
-        assert_int_equal(l.v[i].pair, want[i]);
+        assert_int_equal(PAIR(l.v[i]), want[i]);
     assert_int_equal(l.v[0].stage, S(GATHER));
     assert_int_equal(l.v[6].stage, S(ACCUMULATOR_INIT));
     assert_true(l.routed_moe_markers_present);
@@ -255,6 +287,7 @@ int main(void)
         cmocka_unit_test(test_unresolved_marker),
         cmocka_unit_test(test_legacy_rules),
         cmocka_unit_test(test_legacy_pairs),
+        cmocka_unit_test(test_pair_id_u32_max),
         cmocka_unit_test(test_lowering_and_presence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

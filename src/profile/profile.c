@@ -56,7 +56,7 @@ int plena_profile_init(struct plena_profile *p, const struct plena_labels *label
         unsigned st = labels ? labels->v[i].stage : PLENA_STAGE_OTHER;
         p->pc_stage[i] = (uint8_t)(st < PLENA_STAGE_COUNT ? st : PLENA_STAGE_OTHER);
         p->pc_pair[i] = -1;
-        if (labels && labels->v[i].pair != PLENA_PAIR_NONE) ids[n_ids++] = labels->v[i].pair;
+        if (labels && labels->v[i].has_pair) ids[n_ids++] = labels->v[i].pair;
     }
     /* Distinct pair ids in ascending numeric order = the JSON order. */
     qsort(ids, n_ids, sizeof *ids, cmp_u32);
@@ -75,7 +75,7 @@ int plena_profile_init(struct plena_profile *p, const struct plena_labels *label
             p->pairs[i].id = ids[i];
         p->n_pairs = n_distinct;
         for (size_t i = 0; i < n_instructions; i++) {
-            if (labels->v[i].pair == PLENA_PAIR_NONE) continue;
+            if (!labels->v[i].has_pair) continue;
             uint32_t key = labels->v[i].pair;
             const uint32_t *hit = bsearch(&key, ids, n_distinct, sizeof *ids, cmp_u32);
             p->pc_pair[i] = (int32_t)(hit - ids);

@@ -150,12 +150,12 @@ static json_int_t geti(json_t *o, const char *k)
 /* Labels: pc0 other, pc1-2 gather pair 10, pc3 expert_projection pair 2,
  * pc4 expert_projection pair 7 (never executed), pc5 shared_expert_gate. */
 static struct plena_label LV[6] = {
-    {PLENA_STAGE_OTHER, PLENA_PAIR_NONE},
-    {PLENA_STAGE_GATHER, 10},
-    {PLENA_STAGE_GATHER, 10},
-    {PLENA_STAGE_EXPERT_PROJECTION, 2},
-    {PLENA_STAGE_EXPERT_PROJECTION, 7},
-    {PLENA_STAGE_SHARED_EXPERT_GATE, PLENA_PAIR_NONE},
+    {PLENA_STAGE_OTHER, 0, 0},
+    {PLENA_STAGE_GATHER, 1, 10},
+    {PLENA_STAGE_GATHER, 1, 10},
+    {PLENA_STAGE_EXPERT_PROJECTION, 1, 2},
+    {PLENA_STAGE_EXPERT_PROJECTION, 1, 7},
+    {PLENA_STAGE_SHARED_EXPERT_GATE, 0, 0},
 };
 
 static void make_labels(struct plena_labels *l, enum plena_attribution mode)
@@ -401,9 +401,8 @@ static void test_legacy_drift_and_trap(void **state)
     (void)state;
     /* legacy: 4 of 6 labels 'other' and routed markers present -> drift warning */
     static struct plena_label lv[6] = {
-        {PLENA_STAGE_OTHER, PLENA_PAIR_NONE}, {PLENA_STAGE_OTHER, PLENA_PAIR_NONE},
-        {PLENA_STAGE_OTHER, PLENA_PAIR_NONE}, {PLENA_STAGE_OTHER, PLENA_PAIR_NONE},
-        {PLENA_STAGE_EXPERT_BIAS, 3},         {PLENA_STAGE_GATHER, 3},
+        {PLENA_STAGE_OTHER, 0, 0}, {PLENA_STAGE_OTHER, 0, 0},       {PLENA_STAGE_OTHER, 0, 0},
+        {PLENA_STAGE_OTHER, 0, 0}, {PLENA_STAGE_EXPERT_BIAS, 1, 3}, {PLENA_STAGE_GATHER, 1, 3},
     };
     struct plena_unresolved_marker um[2] = {{"expert_bais", 4, 2}, {"pair=x", 9, 1}};
     struct plena_labels l = {0};

@@ -493,8 +493,12 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
             wts = w_local;
         }
         if (cfg->routing == PLENA_ROUTING_DEVICE) {
-            /* Step 5: router logits. */
-            if (cfg->router_form == PLENA_ROUTER_GEMM) {
+            /* Step 5: router logits (preloaded: as staged, 0 beyond E). */
+            if (in->logits) {
+                for (uint32_t t = 0; t < T; t++)
+                    memcpy(s.logits + (size_t)t * Ep, in->logits + (size_t)t * E,
+                           E * sizeof(float));
+            } else if (cfg->router_form == PLENA_ROUTER_GEMM) {
                 pad_matrix(in->router_w, H, E, H, Ep, s.wpad);
                 proj_stream(s.x, T, H, s.wpad, Ep, M, s.logits);
             } else {
@@ -511,7 +515,7 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
                     }
             }
             /* Step 6: router bias, bf16(L + b). */
-            if (cfg->router_bias)
+            if (cfg->router_bias && !in->logits)
                 for (uint32_t t = 0; t < T; t++)
                     for (uint32_t e = 0; e < E; e++)
                         s.logits[(size_t)t * Ep + e] =

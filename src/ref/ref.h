@@ -64,6 +64,8 @@ struct plena_moe_ref_in {
     const float *router_w;        /* GEMM: [H][E] decoded; DOT: [E][H] BF16 */
     const float *router_b;        /* [E] (router_bias only) */
     const float *router_sel_bias; /* [E] the router's selection bias (router.select_bias) */
+    const float *logits;          /* [T][E] preloaded router logits (BF16), or NULL: the
+                                   * router GEMM/dot and bias are replaced by them */
     const float *const *w_gate;   /* [E] -> [H][I] (NULL for experts never reached) */
     const float *const *w_up;     /* [E] -> [H][I] */
     const float *const *w_down;   /* [E] -> [I][H] */
@@ -97,8 +99,9 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
 
 /* Float64 model of the same layer; ids_used (device or fixed ids) are taken
  * from `ids` when non-NULL (so routing ties cannot diverge), else computed.
- * out: [T][H] doubles. Weights under DEVICE routing are the softmax over the
- * selected logits in double. */
+ * out: [T][H] doubles, or NULL for the routing alone (ids_out then
+ * required; no expert weight is read). Weights under DEVICE routing are the
+ * model's router's (plena_router_select_f64 / plena_router_weights_f64). */
 int plena_moe_reference_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
                             const uint32_t *ids, double *out, uint32_t *ids_out,
                             struct plena_err *err);

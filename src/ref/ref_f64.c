@@ -81,9 +81,14 @@ static void token_input(const struct plena_moe_ref_cfg *cfg, const struct plena_
 
 /* The router logits of input x (and the router bias). */
 static void token_logits(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
-                         const double *x, double *lg)
+                         uint32_t t, const double *x, double *lg)
 {
     const uint32_t H = cfg->H, E = cfg->E;
+    if (in->logits) { /* preloaded: the logits are the input */
+        for (uint32_t e = 0; e < E; e++)
+            lg[e] = in->logits[(size_t)t * E + e];
+        return;
+    }
     if (cfg->router_form == PLENA_ROUTER_GEMM) {
         matvec(x, H, in->router_w, E, lg);
     } else {
@@ -131,7 +136,7 @@ int plena_moe_route_agreement_f64(const struct plena_moe_ref_cfg *cfg,
             sbias[e] = in->router_sel_bias[e];
     for (uint32_t t = 0; t < cfg->T; t++) {
         token_input(cfg, in, NULL, t, x);
-        token_logits(cfg, in, x, lg);
+        token_logits(cfg, in, t, x, lg);
         const int a =
             plena_router_agree_f64(&router, cfg->E, cfg->k, lg, sbias, ids + (size_t)t * cfg->k,
                                    PLENA_ROUTE_NEAR_TIE_TOL, err);
@@ -203,16 +208,16 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
     }
     for (uint32_t t = 0; t < T; t++) {
         const float *h = in->h + (size_t)t * H;
-        double *y = out + (size_t)t * H;
+        double *y = out ? out + (size_t)t * H : NULL;
         token_input(cfg, in, x_norm, t, x);
-        for (uint32_t i = 0; i < H; i++)
+        for (uint32_t i = 0; y && i < H; i++)
             y[i] = 0.0;
         if (routed) {
             const uint32_t E = cfg->E, k = cfg->k;
             uint32_t sel[256];
             double w[256];
             if (cfg->routing == PLENA_ROUTING_DEVICE) {
-                token_logits(cfg, in, x, lg);
+                token_logits(cfg, in, t, x, lg);
                 /* the router as the model defines it (model/router.c) */
                 if (ids) memcpy(sel, ids + (size_t)t * k, k * sizeof *sel);
                 rc = ids ? plena_router_weights_f64(&router, E, k, lg, sbias, sel, w, err)
@@ -223,6 +228,10 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
                     sel[j] = in->fixed_ids[(size_t)t * k + j];
                     w[j] = in->fixed_w[(size_t)t * k + j];
                 }
+            }
+            if (!y) { /* routing only */
+                if (ids_out) memcpy(ids_out + (size_t)t * k, sel, k * sizeof *sel);
+                continue;
             }
             for (uint32_t j = 0; j < k; j++) {
                 uint32_t e = sel[j];
@@ -243,6 +252,7 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
                     y[i] += scale_out * o[i];
             }
         }
+        if (!y) continue;
         if (shared) {
             expert_ffn(cfg, in, in->ws_gate, in->ws_up, in->ws_down, NULL, NULL, NULL, cfg->Is,
                        PLENA_ACT_STANDARD_SWIGLU, x, g, u, o);

@@ -1,9 +1,10 @@
 /* Run-level exports (docs/replay.md "Exports") from existing results.
  * Rows are sorted by (benchmark, sample_index, sample_id, phase, decode_step,
  * layer, trace_id); CSV headers are fixed tables, written also for zero rows
- * (upstream defect 31). The device_minus_fixed routing-tax rows need a fixed
- * and a device result of the same trace in one root; since the build dir is
- * the trace id that cannot happen yet, so the delta columns stay empty. */
+ * (upstream defect 31). A device-routed result (build dir TRACE_ID.device)
+ * gets a device_minus_fixed routing-tax row after its stage_derived one,
+ * against the fixed-route result of the same trace and options in the same
+ * root (TRACE_ID), with null deltas when there is none. */
 #include "replay/export.h"
 
 #include <dirent.h>
@@ -19,6 +20,7 @@
 #include "common/fileio.h"
 #include "profile/profile.h"
 #include "replay/jsonw.h"
+#include "replay/replay.h"
 #include "replay/result.h"
 
 const char *const plena_replay_summary_cols[] = {"trace_id",
@@ -129,6 +131,8 @@ struct row {
     json_t *summary; /* borrowed from result; result_path filled in */
 };
 
+static int cmp_keys(const json_t *a, const json_t *b);
+
 static int phase_rank(const char *p)
 {
     static const char *const order[] = {"prefill", "decode", "smoke", "unknown"};
@@ -156,6 +160,13 @@ static int cmp_str(const json_t *a, const json_t *b)
 static int cmp_rows(const void *pa, const void *pb)
 {
     const json_t *a = ((const struct row *)pa)->summary, *b = ((const struct row *)pb)->summary;
+    const int c0 = cmp_keys(a, b);
+    /* the same trace twice (fixed, then TRACE_ID.device): by build dir name */
+    return c0 ? c0 : strcmp(((const struct row *)pa)->dir, ((const struct row *)pb)->dir);
+}
+
+static int cmp_keys(const json_t *a, const json_t *b)
+{
     int c;
 #define G(o, k) json_object_get(o, k)
     if ((c = cmp_str(G(a, "benchmark"), G(b, "benchmark")))) return c;
@@ -220,6 +231,105 @@ static int check_result(const json_t *r, const char *file, struct plena_err *err
     if (!json_is_object(json_object_get(r, "gate")))
         return PLENA_FAIL(err, PLENA_E_INPUT, file, "gate: expected an object");
     return 0;
+}
+
+/* ---- routing tax by difference ---- */
+
+int plena_replay_device_dir_pair(const char *dir, char *fixed, size_t n)
+{
+    const size_t ls = strlen(PLENA_REPLAY_DEVICE_DIR_SUFFIX), ld = strlen(dir);
+    if (ld <= ls || strcmp(dir + ld - ls, PLENA_REPLAY_DEVICE_DIR_SUFFIX) || ld - ls >= n) return 0;
+    memcpy(fixed, dir, ld - ls);
+    fixed[ld - ls] = 0;
+    return 1;
+}
+
+static const char *routing_mode(const json_t *r)
+{
+    return json_string_value(json_object_get(json_object_get(r, "inputs"), "routing_mode"));
+}
+
+/* inputs without the keys that differ between the two runs of a pair */
+static json_t *pair_inputs(const json_t *r)
+{
+    json_t *in = json_deep_copy(json_object_get(r, "inputs"));
+    static const char *const drop[] = {"fingerprint", "routing_mode", "pruned_inputs"};
+    for (size_t i = 0; in && i < sizeof drop / sizeof drop[0]; i++)
+        json_object_del(in, drop[i]);
+    return in;
+}
+
+int plena_replay_results_pair(const json_t *dev, const json_t *fixed)
+{
+    const char *md = routing_mode(dev), *mf = routing_mode(fixed);
+    if (!md || !mf || strcmp(md, "device") || strcmp(mf, "fixed")) return 0;
+    const json_t *sd = json_object_get(json_object_get(dev, "trace"), "trace_sha256"),
+                 *sf = json_object_get(json_object_get(fixed, "trace"), "trace_sha256");
+    if (!json_is_string(sd) || !json_equal((json_t *)sd, (json_t *)sf)) return 0;
+    json_t *a = pair_inputs(dev), *b = pair_inputs(fixed);
+    const int eq = a && b && json_equal(a, b);
+    json_decref(a);
+    json_decref(b);
+    return eq;
+}
+
+static json_t *delta(const json_t *dev, const json_t *fixed, const char *key)
+{
+    const json_t *a = json_object_get(json_object_get(dev, "run"), key),
+                 *b = fixed ? json_object_get(json_object_get(fixed, "run"), key) : NULL;
+    if (!json_is_integer(a) || !json_is_integer(b)) return json_null();
+    return json_integer(json_integer_value(a) - json_integer_value(b));
+}
+
+/* the device run's router_topk wall cycles (null when not profiled) */
+static json_t *router_cycles(const json_t *dev)
+{
+    const json_t *st = json_object_get(dev, "stages");
+    for (size_t i = 0; i < json_array_size(st); i++) {
+        const json_t *row = json_array_get(st, i);
+        const char *nm = json_string_value(json_object_get(row, "stage"));
+        if (nm && !strcmp(nm, "router_topk")) {
+            const json_t *v = json_object_get(row, "wall_cycles");
+            return v ? json_incref((json_t *)v) : json_null();
+        }
+    }
+    return json_null();
+}
+
+json_t *plena_replay_device_minus_fixed(const json_t *dev, const json_t *fixed)
+{
+    if (fixed && !plena_replay_results_pair(dev, fixed)) fixed = NULL;
+    const json_t *tid = json_object_get(json_object_get(dev, "summary"), "trace_id");
+    json_t *o = json_object();
+    if (!o) return NULL;
+    int bad = json_object_set_new(o, "trace_id", tid ? json_incref((json_t *)tid) : json_null());
+    bad |= json_object_set_new(o, "method", json_string("device_minus_fixed"));
+    bad |= json_object_set_new(o, "routing_tax_picos", json_null());
+    bad |= json_object_set_new(o, "routing_tax_cycles", json_null());
+    bad |= json_object_set_new(o, "routing_tax_fraction", json_null());
+    bad |= json_object_set_new(o, "delta_cycles", delta(dev, fixed, "sim_latency_cycles"));
+    bad |= json_object_set_new(o, "delta_hbm_bytes_read", delta(dev, fixed, "hbm_bytes_read"));
+    bad |=
+        json_object_set_new(o, "delta_hbm_bytes_written", delta(dev, fixed, "hbm_bytes_written"));
+    bad |= json_object_set_new(o, "router_topk_cycles", router_cycles(dev));
+    const json_t *ft =
+        fixed ? json_object_get(json_object_get(fixed, "summary"), "trace_id") : NULL;
+    bad |= json_object_set_new(o, "fixed_result", ft ? json_incref((json_t *)ft) : json_null());
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* the fixed-route partner among rows of the device-routed row at dir, or NULL */
+static const json_t *fixed_partner(const struct row *rows, size_t n, const char *dir)
+{
+    char fx[256];
+    if (!plena_replay_device_dir_pair(dir, fx, sizeof fx)) return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(rows[i].dir, fx)) return rows[i].result;
+    return NULL;
 }
 
 static int cmp_names(const void *a, const void *b)
@@ -375,6 +485,13 @@ int plena_replay_export(const char *root, int passed_only,
                 }
                 bad |= csv_row(&tax, plena_replay_tax_cols, plena_replay_n_tax_cols, o, NULL);
                 json_array_append_new(taxes, o);
+            }
+            const char *mode = routing_mode(r);
+            if (mode && !strcmp(mode, "device")) {
+                json_t *o =
+                    plena_replay_device_minus_fixed(r, fixed_partner(rows, n_rows, rows[i].dir));
+                bad |= !o || csv_row(&tax, plena_replay_tax_cols, plena_replay_n_tax_cols, o, NULL);
+                if (o) json_array_append_new(taxes, o);
             }
         }
         if (bad) rc = PLENA_FAIL(err, PLENA_E_NOMEM, root, "out of memory building exports");

@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "common/err.h"
 
 extern const char *const plena_replay_summary_cols[];
@@ -19,6 +21,24 @@ extern const char *const plena_replay_svr_cols[];
 extern const size_t plena_replay_n_svr_cols;
 extern const char *const plena_replay_tax_cols[];
 extern const size_t plena_replay_n_tax_cols;
+
+/* Routing tax by difference (docs/replay.md "Routing tax", device_minus_fixed): 1 when
+ * `fixed` is the fixed-route result of the same trace (trace_sha256) and the
+ * same options (inputs without fingerprint, routing_mode and pruned_inputs)
+ * as the device-routed result `dev`. */
+int plena_replay_results_pair(const json_t *dev, const json_t *fixed);
+/* The device_minus_fixed row of device-routed result dev: the routing_tax.csv
+ * columns (stage-derived ones null) with delta_cycles, delta_hbm_bytes_read
+ * and delta_hbm_bytes_written = dev - fixed of run.sim_latency_cycles,
+ * run.hbm_bytes_read and run.hbm_bytes_written, each null when fixed is NULL,
+ * not its pair, or either figure is missing (a run that did not happen);
+ * plus, in JSON only, router_topk_cycles (the device run's router_topk
+ * stage, the router's own cost) and fixed_result (the pair's trace_id or
+ * null). NULL only when out of memory. */
+json_t *plena_replay_device_minus_fixed(const json_t *dev, const json_t *fixed);
+/* 1 when build directory name `dir` is a device-routed one; then fixed
+ * (n bytes) receives the name of its fixed-route sibling. */
+int plena_replay_device_dir_pair(const char *dir, char *fixed, size_t n);
 
 struct plena_replay_export_counts {
     size_t passed_numerical, passed_smoke, failed, skipped, exported;

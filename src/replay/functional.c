@@ -47,6 +47,39 @@ int plena_replay_routing_integrity(const uint32_t *image_ids, const int64_t *tra
     return 1;
 }
 
+static int has_id(const uint32_t *v, uint32_t k, uint32_t id)
+{
+    for (uint32_t j = 0; j < k; j++)
+        if (v[j] == id) return 1;
+    return 0;
+}
+
+int plena_replay_routing_integrity_sets(const uint32_t *dev_ids, const uint32_t *trace_ids,
+                                        uint32_t T, uint32_t k, uint32_t t_base, char *detail,
+                                        size_t detail_n)
+{
+    for (uint32_t t = 0; t < T; t++) {
+        const uint32_t *d = dev_ids + (size_t)t * k, *r = trace_ids + (size_t)t * k;
+        for (uint32_t j = 0; j < k; j++)
+            if (!has_id(r, k, d[j])) {
+                uint32_t miss = 0;
+                for (uint32_t q = 0; q < k; q++)
+                    if (!has_id(d, k, r[q])) {
+                        miss = r[q];
+                        break;
+                    }
+                snprintf(detail, detail_n,
+                         "token %u: the device selected expert %u, which the trace does not "
+                         "route there (the trace's expert %u was not selected)",
+                         t_base + t, d[j], miss);
+                return 0;
+            }
+    }
+    snprintf(detail, detail_n,
+             "the device selected the trace's experts for all %u tokens (as sets of %u)", T, k);
+    return 1;
+}
+
 void plena_replay_bf16_sha256(const uint16_t *v, size_t n, char hex[65])
 {
     struct plena_sha256 s;

@@ -24,6 +24,13 @@ double plena_replay_route_weight_max_error(const double *w, size_t n);
 /* Routing integrity: the INT SRAM image holds exactly the trace's ids in
  * (token, slot) order. Returns 1 when equal; else 0 with the first
  * difference described in detail. */
+/* Device routing: per token, the device's k ids equal the trace's as a set
+ * (order may differ; the tokens are numbered from t_base in the detail). 1
+ * when they do; detail names the first token that
+ * differs and both sets' first differing id otherwise. */
+int plena_replay_routing_integrity_sets(const uint32_t *dev_ids, const uint32_t *trace_ids,
+                                        uint32_t T, uint32_t k, uint32_t t_base, char *detail,
+                                        size_t detail_n);
 int plena_replay_routing_integrity(const uint32_t *image_ids, const int64_t *trace_ids, size_t n,
                                    char *detail, size_t detail_n);
 

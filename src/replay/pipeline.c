@@ -14,6 +14,7 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "gen/build.h"
+#include "gen/router_logits.h"
 #include "model/routing_json.h"
 #include "model/trace_model.h"
 #include "num/num.h"
@@ -140,9 +141,11 @@ struct ctx {
     int settings_ok;
     struct plena_moe_build build;
     int have_build;
-    uint32_t *ids; /* [T*k] trace ids */
-    double *w64;   /* [T*k] trace weights as numbers */
-    float *w32;    /* [T*k] binary32 */
+    uint32_t *ids;     /* [T*k] trace ids */
+    float *logits;     /* --routing device: the preloaded logits [T*E] */
+    uint32_t *dev_ids; /* --routing device: the ids the device selects [T*k] */
+    double *w64;       /* [T*k] trace weights as numbers */
+    float *w32;        /* [T*k] binary32 */
     uint32_t T, K;
     int in_memory; /* stand-alone gates: stage in memory, never write the build */
     struct plena_routing_stats routing; /* of the build (valid once generated) */
@@ -228,6 +231,18 @@ static int generate(struct ctx *c, struct plena_err *err)
     }
     bo.fixed_ids = c->ids;
     bo.fixed_w = c->w32;
+    if (c->o->routing_device) { /* preloaded logits reproducing the trace (gen/router_logits.h) */
+        c->logits = plena_malloc(((size_t)c->T * bo.cfg.E + 1) * sizeof *c->logits);
+        if (!c->logits) return PLENA_FAIL(err, PLENA_E_NOMEM, c->dir, "out of memory");
+        if (plena_moe_router_logits_for(&bo.cfg, c->T, c->ids, c->w32, c->logits, &gerr)) {
+            plena_replay_check_set(&c->checks, "generate", 0, "--routing device: %s",
+                                   plena_err_format(&gerr, m, sizeof m));
+            return 0;
+        }
+        if (c->o->after_logits) c->o->after_logits(c->o->hook_ctx, c->logits, c->T, bo.cfg.E);
+        bo.cfg.routing = PLENA_ROUTING_DEVICE;
+        bo.router_logits = c->logits;
+    }
     bo.weights = c->o->weights == PLENA_WEIGHTS_ZERO            ? PLENA_WEIGHTS_ZERO
                  : c->o->weights == PLENA_WEIGHTS_REPRESENTABLE ? PLENA_WEIGHTS_REPRESENTABLE
                                                                 : PLENA_WEIGHTS_RANDOM;
@@ -250,8 +265,21 @@ static int generate(struct ctx *c, struct plena_err *err)
     c->generated = 1;
     plena_replay_check_set(&c->checks, "generate", 1, "%zu instructions, %u pairs",
                            c->build.n_words, c->T * c->K);
-    /* the trace's ids are the routing the program runs (fixed routing) */
-    return plena_moe_routing_stats(&c->build.cfg, c->T, &c->build.info, c->ids, &c->routing, err);
+    /* the routing the program runs: the trace's ids (fixed), or the ids the
+     * device selects (the bit-exact reference's, equal to the emulator's
+     * whenever the functional gate passes) */
+    const uint32_t *run_ids = c->ids;
+    if (c->o->routing_device) {
+        c->dev_ids = plena_malloc(((size_t)c->T * c->K + 1) * sizeof *c->dev_ids);
+        if (!c->dev_ids) return PLENA_FAIL(err, PLENA_E_NOMEM, c->dir, "out of memory");
+        if (plena_verify_routing_ids(&c->build, c->dev_ids, &gerr)) {
+            plena_free(c->dev_ids);
+            c->dev_ids = NULL;
+        } else {
+            run_ids = c->dev_ids;
+        }
+    }
+    return plena_moe_routing_stats(&c->build.cfg, c->T, &c->build.info, run_ids, &c->routing, err);
 }
 
 /* Routing integrity (docs/replay.md "Pipeline"): the build as written holds the trace's routing,
@@ -263,6 +291,13 @@ static void check_routing_integrity(struct ctx *c)
 {
     char p[4200], detail[512];
     const size_t n = (size_t)c->T * c->K;
+    if (c->o->routing_device) { /* device routing: the selected ids, as a set per token */
+        int ok = c->dev_ids && plena_replay_routing_integrity_sets(c->dev_ids, c->ids, c->T, c->K,
+                                                                   0, detail, sizeof detail);
+        if (!c->dev_ids) snprintf(detail, sizeof detail, "the device routing could not be read");
+        plena_replay_check_set(&c->checks, "routing_integrity", ok, "%s", detail);
+        return;
+    }
     struct plena_moe_route_image img;
     struct plena_err e;
     plena_err_clear(&e);
@@ -311,6 +346,48 @@ static void check_routing_integrity(struct ctx *c)
     }
     plena_free(got);
     plena_free(img.bytes);
+    plena_replay_check_set(&c->checks, "routing_integrity", ok, "%s", detail);
+}
+
+/* Device routing, after the run: the ids the emulator selected, decoded from
+ * its INT SRAM dump (docs/replay.md "Device routing"): the last token block's
+ * pairs at int_base + ids_off (the last token's in the expert-major device
+ * form, which routes token by token), as sets per token against the trace's. */
+static void check_device_dump(struct ctx *c)
+{
+    const struct plena_replay_check *pre = plena_replay_check_find(&c->checks, "routing_integrity");
+    if (!pre || !pre->passed) return; /* the first failure stands */
+    char before[sizeof pre->detail], detail[512], p[4200];
+    snprintf(before, sizeof before, "%s", pre->detail);
+    const struct plena_moe_map *mp = &c->build.info.map;
+    const uint32_t t0 = mp->em_dev ? c->T - 1 : (mp->n_blocks - 1) * mp->t_blk, n = c->T - t0;
+    const size_t np = (size_t)n * c->K;
+    uint8_t *raw = plena_malloc(np * 4 + 1);
+    uint32_t *ids = plena_malloc((np + 1) * sizeof *ids);
+    struct plena_err e;
+    plena_err_clear(&e);
+    const char *dump = plena_emu_dump_file(PLENA_DUMP_INTSRAM);
+    int ok = 0;
+    if (!raw || !ids)
+        snprintf(detail, sizeof detail, "out of memory");
+    else if (path_in(c, dump, p, sizeof p) ||
+             plena_file_read_range(p, (uint64_t)(mp->int_base + mp->ids_off) * 4, raw, np * 4, &e))
+        snprintf(detail, sizeof detail, "%s: %s", dump, e.msg[0] ? e.msg : "path too long");
+    else {
+        for (size_t i = 0; i < np; i++)
+            ids[i] = (uint32_t)raw[4 * i] | (uint32_t)raw[4 * i + 1] << 8 |
+                     (uint32_t)raw[4 * i + 2] << 16 | (uint32_t)raw[4 * i + 3] << 24;
+        char why[400];
+        ok = plena_replay_routing_integrity_sets(ids, c->ids + (size_t)t0 * c->K, n, c->K, t0, why,
+                                                 sizeof why);
+        if (ok)
+            snprintf(detail, sizeof detail, "%s; %s holds them for tokens %u..%u", before, dump, t0,
+                     c->T - 1);
+        else
+            snprintf(detail, sizeof detail, "%s: %s", dump, why);
+    }
+    plena_free(raw);
+    plena_free(ids);
     plena_replay_check_set(&c->checks, "routing_integrity", ok, "%s", detail);
 }
 
@@ -856,6 +933,8 @@ static void ctx_free(struct ctx *c)
     plena_free(c->ids);
     plena_free(c->w64);
     plena_free(c->w32);
+    plena_free(c->logits);
+    plena_free(c->dev_ids);
 }
 
 static void unlink_in(const struct ctx *c, const char *name)
@@ -910,6 +989,7 @@ int plena_replay_run(const struct plena_replay_item *it, const struct plena_repl
     /* steps 5-6 */
     if (c.generated && (rc = run_step(&c, err))) goto fail;
     if (c.ran && o->after_run) o->after_run(o->hook_ctx, c.dir);
+    if (c.ran && o->routing_device) check_device_dump(&c);
     if (c.generated && c.ran && (rc = functional_step(&c, err))) goto fail;
     /* step 7 */
     if (c.generated && c.ran && o->repeat >= 2 && (rc = repeat_step(&c, err))) goto fail;

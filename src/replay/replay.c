@@ -131,6 +131,8 @@ int plena_replay_prepare(const char *bytes, size_t len, const char *source_path,
     it->schema_version = report->schema_version;
     snprintf(it->trace_id, sizeof it->trace_id, "%s", report->trace_id);
     stable_id(it->trace_id, it->dir_name);
+    if (o->routing_device)
+        strcat(it->dir_name, PLENA_REPLAY_DEVICE_DIR_SUFFIX); /* <= 128 + 7 bytes + NUL */
 
     /* replay tier (docs/replay.md "Replay tier"): the trace module's R rules, which call the
      * generator's own shape checks */

@@ -24,7 +24,7 @@ struct plena_replay_opts {
     uint64_t weight_seed;
     enum plena_input_mode input;
     uint64_t input_seed;
-    int routing_device; /* --routing device (exit 2 until the generator has it) */
+    int routing_device; /* --routing device: preloaded logits (docs/replay.md "Device routing") */
     int profile;
     int overlap;
     unsigned repeat;           /* 0 = no repeat gate, else >= 2 */
@@ -41,16 +41,25 @@ struct plena_replay_opts {
      * to corrupt an image or a dump and watch the gate fail. */
     void (*after_generate)(void *ctx, const char *build_dir);
     void (*after_run)(void *ctx, const char *build_dir);
+    /* --routing device: called with the preloaded logits [T*E] before the
+     * build (a test makes the device route elsewhere) */
+    void (*after_logits)(void *ctx, float *logits, uint32_t T, uint32_t E);
     void *hook_ctx;
 };
 
 void plena_replay_opts_default(struct plena_replay_opts *o);
 
+/* The build directory of a device-routed replay is the fixed-route one's
+ * name plus this suffix (stable ids never hold a '.'), so both runs of a
+ * trace fit one --out root and the exports pair them (device_minus_fixed). */
+#define PLENA_REPLAY_DEVICE_DIR_SUFFIX ".device"
+
 /* One trace, validated and identified (step 1). */
 struct plena_replay_item {
     json_t *trace; /* owned */
     char trace_id[129];
-    char dir_name[129]; /* build directory name (v1: stable_id) */
+    char
+        dir_name[160]; /* build directory name (v1: stable_id; + ".device" with --routing device) */
     char trace_sha256[65];
     char fingerprint[65];
     int schema_version;

@@ -71,7 +71,7 @@ static void test_usage_and_input_errors(void **state)
     assert_int_equal(
         run((const char *[]){"replay", g_example, "--out", out, "--weights", "pink", NULL}), 2);
     assert_int_equal(
-        run((const char *[]){"replay", g_example, "--out", out, "--routing", "device", NULL}), 2);
+        run((const char *[]){"replay", g_example, "--out", out, "--routing", "sideways", NULL}), 2);
     assert_int_equal(
         run((const char *[]){"replay", g_example, "--out", out, "--repeat", "1", NULL}), 2);
     assert_false(exists(out));

@@ -147,6 +147,58 @@ static void test_sorted_skipped_and_filtered(void **state)
     plena_free(s);
 }
 
+/* export file `name` contains needle */
+static void file_has(const char *name, const char *needle)
+{
+    char *s = slurp(name);
+    assert_non_null(s);
+    assert_non_null(strstr(s, needle));
+    plena_free(s);
+}
+
+/* a result of trace t_r with routing `mode` and run figures (cycles, read, written) */
+static json_t *routed_result(const char *mode, int cycles, int rd, int wr, const char *seed)
+{
+    json_t *r = make_result("t_r", "bench", 0, 0, 1, "numerical");
+    json_object_set_new(r, "trace", json_pack("{s:s}", "trace_sha256", "abc"));
+    json_object_set_new(r, "inputs",
+                        json_pack("{s:s,s:s,s:s,s:b}", "fingerprint", mode, "routing_mode", mode,
+                                  "weight_seed", seed, "pruned_inputs", 0));
+    json_object_set_new(r, "run",
+                        json_pack("{s:i,s:i,s:i}", "sim_latency_cycles", cycles, "hbm_bytes_read",
+                                  rd, "hbm_bytes_written", wr));
+    json_object_set_new(json_object_get(r, "summary"), "routing_mode", json_string(mode));
+    return r;
+}
+
+/* device_minus_fixed (docs/replay.md "Routing tax"): TRACE_ID.device minus TRACE_ID of the same
+ * trace and options, row after the device run's stage_derived one; null deltas
+ * when the fixed result is missing or was run with other options */
+static void test_device_minus_fixed(void **state)
+{
+    (void)state;
+    put_result("t_r", routed_result("fixed", 1000, 500, 64, "1"));
+    put_result("t_r.device", routed_result("device", 1234, 400, 96, "1"));
+    assert_int_equal(plena_replay_export(g_root, 0, NULL, NULL), 0);
+    file_has("routing_tax.csv", "\nt_r,stage_derived,1500,2,0.25,,,\n"
+                                "t_r,stage_derived,1500,2,0.25,,,\n"
+                                "t_r,device_minus_fixed,,,,234,-100,32\n");
+    file_has("replay_summary.json", "\"fixed_result\": \"t_r\"");
+
+    /* the fixed run with another weight seed is not the pair: null, no crash */
+    put_result("t_r", routed_result("fixed", 1000, 500, 64, "2"));
+    assert_int_equal(plena_replay_export(g_root, 0, NULL, NULL), 0);
+    file_has("routing_tax.csv", "\nt_r,device_minus_fixed,,,,,,\n");
+
+    /* only the device run: null deltas */
+    char p[256];
+    snprintf(p, sizeof p, "%s/t_r", g_root);
+    assert_int_equal(plena_test_rmtree(p), 0);
+    assert_int_equal(plena_replay_export(g_root, 0, NULL, NULL), 0);
+    file_has("routing_tax.csv", "\nt_r,device_minus_fixed,,,,,,\n");
+    file_has("replay_summary.json", "\"fixed_result\": null");
+}
+
 static void test_missing_field_names_file(void **state)
 {
     (void)state;
@@ -174,6 +226,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_zero_rows_have_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sorted_skipped_and_filtered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_field_names_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_device_minus_fixed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

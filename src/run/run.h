@@ -28,6 +28,11 @@ struct plena_run_opts {
     const char *program_path;
     const struct plena_program *program;
     const char *asm_path;                 /* labels for a .mem program (--asm) */
+    int asm_count_mismatch_ok;            /* upstream --stage-profile-asm: a label count that
+                                           * differs from the program's is reported in
+                                           * out->asm_label_count (pcs past the labels count as
+                                           * 'other', extra labels are dropped) instead of
+                                           * failing with PLENA_E_INPUT */
     struct plena_asm_diags *asm_warnings; /* assembler warnings of a .asm program are
                                            * appended here (the CLI prints them); may be NULL */
     /* inputs (NULL = none) */
@@ -84,6 +89,8 @@ struct plena_run_outcome {
     uint64_t hbm_size;
     uint64_t instructions_executed;
     uint64_t program_instructions;
+    int asm_label_mismatch;   /* asm_count_mismatch_ok and the counts differed */
+    uint64_t asm_label_count; /* labels of --asm (when given) */
     uint64_t serial_picos, serial_cycles;
     uint64_t reported_picos, reported_cycles; /* adjusted when the overlay is on */
     uint64_t bytes_read, bytes_written;
@@ -115,8 +122,20 @@ void plena_run_format_ns(uint64_t ps, char *buf, size_t n);
 /* Utilization of the HBM Statistics line: (R + W) / (ps x 1e-12), 0 when ps is 0. */
 double plena_run_utilization(uint64_t bytes_read, uint64_t bytes_written, uint64_t ps);
 
-/* Parses SIZE with an optional K/M/G (binary) suffix; 0 on success. */
+/* Parses SIZE as the upstream emulator's --hbm-size does (docs/upstream.md):
+ * digits, then an optional case-insensitive binary suffix K, M, G or T,
+ * also spelled KB/KiB, MB/MiB, GB/GiB, TB/TiB (all powers of 1024);
+ * surrounding blanks ignored. 0 on success, -1 on a bad spelling or overflow. */
 int plena_run_parse_size(const char *s, uint64_t *out);
+/* The level (0 off, 1 error, 2 warn, 3 info, 4 debug, 5 trace) that a
+ * RUST_LOG-style filter ("warn,crate=info,crate::mod=debug") gives events
+ * of `target`, as tracing-subscriber's EnvFilter decides it outside spans:
+ * the directive with the longest target that `target` starts with, else
+ * the bare level, else off; unparsable directives are skipped. -2 when
+ * the filter has no directive at all (the caller's default applies). */
+int plena_run_log_filter_level(const char *filter, const char *target);
+/* The tracing target of upstream's HBM dump decision (src/runner.rs). */
+#define PLENA_RUN_UPSTREAM_RUNNER_TARGET "transactional_emulator::runner"
 /* Parses a --dump LIST: vram,mram,fpsram,intsram,hbm | all | none. */
 int plena_run_parse_dump_list(const char *s, unsigned *mask);
 

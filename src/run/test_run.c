@@ -410,20 +410,192 @@ static void test_cli_usage(void **state)
     assert_int_not_equal(stat(path, &st), 0);
 }
 
+/* The upstream emulator's DEBUG decision for its runner (RUST_LOG is a
+ * tracing-subscriber EnvFilter); expected levels worked out from the
+ * EnvFilter rules: longest matching target, later equal one replaces,
+ * bare level as default, bad directives skipped. */
+static void test_upstream_log_filter(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *filter;
+        int level;
+    } cases[] = {
+        {"warn,transactional_emulator=info,transactional_emulator::runner=debug", 4},
+        {"warn,transactional_emulator=info", 3},
+        {"debug", 4},
+        {"WARN", 2},
+        {"4", 4},
+        {"", -2},
+        {" , ", -2},
+        {"transactional_emulator", 5},
+        {"transactional_emulator::runner=DEBUG", 4},
+        {"other_crate=debug", 0},
+        {"transactional_emulator::run=debug", 4}, /* a string prefix, as tracing matches */
+        {"info,transactional_emulator::runner=bogus", 3},
+        {"transactional_emulator[span]=debug,info", 3},
+        {"transactional_emulator::runner=debug,transactional_emulator::runner=warn", 2},
+        {"transactional_emulator::runner=debug,trace", 4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int got = plena_run_log_filter_level(cases[i].filter, PLENA_RUN_UPSTREAM_RUNNER_TARGET);
+        if (got != cases[i].level) fprintf(stderr, "'%s': %d\n", cases[i].filter, got);
+        assert_int_equal(got, cases[i].level);
+    }
+}
+
+static int exists_in(const char *dir, const char *name)
+{
+    char path[600];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s/%s", tmp, dir, name);
+    return stat(path, &st) == 0;
+}
+
+/* `plena run` in a harness's environment: hbm_dump.bin exactly when the
+ * runner's DEBUG is on (RUST_LOG, else PLENA_EMULATOR_RUST_LOG, or
+ * --log-level), and never against an explicit --dump. */
+static void test_upstream_hbm_dump(void **state)
+{
+    (void)state;
+    write_text("h.mem", "0x00014062\n");
+    static const struct {
+        const char *env, *args, *dir;
+        int hbm, vram;
+    } cases[] = {
+        {"PLENA_EMULATOR_RUST_LOG=warn,transactional_emulator::runner=debug", "", "h1", 1, 1},
+        {"RUST_LOG=warn,transactional_emulator=info", "", "h2", 0, 1},
+        {"RUST_LOG=transactional_emulator::runner=debug", "--dump vram", "h3", 0, 1},
+        {"", "--log-level debug", "h4", 1, 1},
+        {"RUST_LOG=transactional_emulator::runner=debug", "--log-level warn", "h5", 0, 1},
+        {"", "--dump hbm", "h6", 1, 0},
+        {"RUST_LOG=info PLENA_EMULATOR_RUST_LOG=debug", "", "h7", 0, 1}, /* RUST_LOG first */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = plena_test_sh("cd '%s' && env -u RUST_LOG -u PLENA_EMULATOR_RUST_LOG %s '%s' run "
+                               "--settings '%s' --program h.mem --dump-dir %s %s >%s.out 2>%s.err",
+                               tmp, cases[i].env, getenv("PLENA_BIN"), settings_path, cases[i].dir,
+                               cases[i].args, cases[i].dir, cases[i].dir);
+        assert_int_equal(rc, 0);
+        if (exists_in(cases[i].dir, "hbm_dump.bin") != cases[i].hbm)
+            fprintf(stderr, "case %zu: hbm_dump.bin %s\n", i, cases[i].hbm ? "missing" : "written");
+        assert_int_equal(exists_in(cases[i].dir, "hbm_dump.bin"), cases[i].hbm);
+        assert_int_equal(exists_in(cases[i].dir, "vram_dump.bin"), cases[i].vram);
+    }
+    assert_int_equal(run_cli("--program h.mem --log-level loud", "h8"), 2);
+}
+
+/* An upstream layer-norm test writes HBM_M_Prefetch_Amount below MLEN:
+ * the run goes ahead with MLEN and the warning on stderr. */
+static void test_upstream_prefetch_clamp(void **state)
+{
+    (void)state;
+    char *text;
+    size_t len;
+    assert_int_equal(plena_file_read_all(settings_path, &text, &len, NULL), 0);
+    const char *key = "[TRANSACTIONAL.CONFIG.HBM_M_Prefetch_Amount]\nvalue = 64\n";
+    char *at = strstr(text, key);
+    assert_non_null(at);
+    char edited[65536];
+    assert_true(len < sizeof edited - 16);
+    snprintf(edited, sizeof edited,
+             "%.*s[TRANSACTIONAL.CONFIG.HBM_M_Prefetch_Amount]\nvalue = "
+             "16\n%s",
+             (int)(at - text), text, at + strlen(key));
+    plena_free(text);
+    write_text("clamp.toml", edited);
+    write_text("c.mem", "0x00014062\n");
+    int rc = plena_test_sh("cd '%s' && '%s' run --settings clamp.toml --program c.mem --dump none "
+                           ">c.out 2>c.err",
+                           tmp, getenv("PLENA_BIN"));
+    assert_int_equal(rc, 0);
+    assert_true(contains("c.err", "plena run: warning: clamp.toml:"));
+    assert_true(contains("c.err", ": TRANSACTIONAL.CONFIG.HBM_M_Prefetch_Amount.value: 16 is below "
+                                  "MLEN (64); clamped to 64 (as the upstream emulator does)"));
+    assert_true(contains("c.out", "Topology"));
+}
+
+/* Upstream flags: --hbm-size suffixes, --log-file written, a lone
+ * --stage-profile-out ignored with a warning, a label-count mismatch under
+ * --stage-profile-asm a warning. */
+static void test_upstream_flags(void **state)
+{
+    (void)state;
+    write_text("f.mem", "0x00014062\n0x00014062\n");
+    write_text("f1.asm", "S_ADDI_INT gp1, gp0, 5\n");
+    /* HBM_SIZE of the test settings is 1 MiB; 1MiB and 1MB both mean it */
+    assert_int_equal(run_cli("--program f.mem --dump none --hbm-size 1MiB --stats s1.json", "f1"),
+                     0);
+    json_t *j = load("s1.json");
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(j, "behavior_config"), "HBM_SIZE")),
+        1048576);
+    json_decref(j);
+    assert_int_equal(run_cli("--program f.mem --dump none --hbm-size 2MB", "f2"), 0);
+    /* --log-file: what the run printed, appended */
+    write_text("run.log", "earlier line\n");
+    assert_int_equal(run_cli("--program f.mem --dump none --log-file run.log", "f3"), 0);
+    assert_true(contains("run.log", "earlier line\nTopology mlen="));
+    assert_true(contains("run.log", "HBM Statistics"));
+    assert_int_equal(run_cli("--program f.mem --dump none --log-file nodir/run.log", "f4"), 4);
+    assert_true(contains("f4.err", "parent directory does not exist: nodir"));
+    /* --stage-profile-out alone: ignored with a warning; --profile alone: usage */
+    assert_int_equal(run_cli("--program f.mem --dump none --stage-profile-out p5.json", "f5"), 0);
+    assert_true(contains("f5.err", "--stage-profile-out without --stage-profile-asm is ignored"));
+    struct stat st;
+    char path[600];
+    snprintf(path, sizeof path, "%s/p5.json", tmp);
+    assert_int_not_equal(stat(path, &st), 0);
+    assert_int_equal(run_cli("--program f.mem --dump none --profile p6.json", "f6"), 2);
+    /* one label for two instructions: warning and a profile under the upstream
+     * spelling, input error under --asm */
+    assert_int_equal(run_cli("--program f.mem --dump none --stage-profile-asm f1.asm "
+                             "--stage-profile-out p7.json",
+                             "f7"),
+                     0);
+    assert_true(contains("f7.err", "f1.asm: stage profile ASM label count 1 differs from the "
+                                   "decoded opcode count 2"));
+    j = load("p7.json");
+    assert_int_equal(geti(j, "total_instructions_executed"), 2);
+    json_decref(j);
+    assert_int_equal(run_cli("--program f.mem --dump none --asm f1.asm --profile p8.json", "f8"),
+                     3);
+}
+
 static void test_parse_helpers(void **state)
 {
     (void)state;
     static const struct {
         const char *text;
         uint64_t bytes;
-    } sizes[] = {{"1M", 1048576}, {"3K", 3072}, {"2G", 2147483648ull}, {"64", 64}};
+    } sizes[] = {{"1M", 1048576},
+                 {"3K", 3072},
+                 {"2G", 2147483648ull},
+                 {"64", 64},
+                 /* the spellings of upstream's --help and parse_size (cli.rs) */
+                 {"256MiB", 268435456},
+                 {"512KiB", 524288},
+                 {"1GiB", 1073741824},
+                 {"4KB", 4096},
+                 {"2MB", 2097152},
+                 {"1GB", 1073741824},
+                 {"1T", 1099511627776ull},
+                 {"1TiB", 1099511627776ull},
+                 {"3tb", 3298534883328ull},
+                 {"8kib", 8192},
+                 {" 128M ", 134217728},
+                 {"5I", 5},
+                 {"2KBB", 2048}};
     uint64_t v;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (plena_run_parse_size(sizes[i].text, &v)) fprintf(stderr, "'%s'\n", sizes[i].text);
         assert_int_equal(plena_run_parse_size(sizes[i].text, &v), 0);
         assert_int_equal(v, sizes[i].bytes);
     }
-    assert_int_not_equal(plena_run_parse_size("1T", &v), 0);
-    assert_int_not_equal(plena_run_parse_size("-1", &v), 0);
+    static const char *const bad[] = {
+        "-1", "", "M", "1.5G", "1P", "1 G", "1KM", "18446744073709551616", "16777216T"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_not_equal(plena_run_parse_size(bad[i], &v), 0);
     unsigned m;
     assert_int_equal(plena_run_parse_dump_list("vram,hbm", &m), 0);
     assert_int_equal(m, PLENA_DUMP_VRAM | PLENA_DUMP_HBM);
@@ -470,11 +642,13 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_helpers),   cmocka_unit_test(test_g2_end_to_end),
-        cmocka_unit_test(test_single_mv_mm_64), cmocka_unit_test(test_input_errors_exit_3),
-        cmocka_unit_test(test_traps_exit_1),    cmocka_unit_test(test_trap_profile_identities),
-        cmocka_unit_test(test_determinism),     cmocka_unit_test(test_legacy_and_markers),
-        cmocka_unit_test(test_cli_usage),
+        cmocka_unit_test(test_parse_helpers),     cmocka_unit_test(test_g2_end_to_end),
+        cmocka_unit_test(test_single_mv_mm_64),   cmocka_unit_test(test_input_errors_exit_3),
+        cmocka_unit_test(test_traps_exit_1),      cmocka_unit_test(test_trap_profile_identities),
+        cmocka_unit_test(test_determinism),       cmocka_unit_test(test_legacy_and_markers),
+        cmocka_unit_test(test_cli_usage),         cmocka_unit_test(test_upstream_log_filter),
+        cmocka_unit_test(test_upstream_hbm_dump), cmocka_unit_test(test_upstream_prefetch_clamp),
+        cmocka_unit_test(test_upstream_flags),
     };
     if (getenv("PLENA_TEST_FILTER")) cmocka_set_test_filter(getenv("PLENA_TEST_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -434,7 +434,27 @@ static int bad(struct ctx *c, int k, const char *fmt, ...)
     return failf(c, c->lines[k], "%s: %s, found %" PRId64, path, rule, c->vals[k]);
 }
 
-static int validate(struct ctx *c, const struct plena_settings *s)
+/* A value plena adjusts as the upstream emulator does, recorded as a
+ * warning naming the key, the value and the value used. */
+static void clamp_warning(struct ctx *c, struct plena_settings *s, int k, int64_t to,
+                          const char *why)
+{
+    char path[256], at[112];
+    key_path(path, sizeof path, k);
+    if (c->lines[k])
+        snprintf(at, sizeof at, "%.80s:%d", c->name, c->lines[k]);
+    else
+        snprintf(at, sizeof at, "%.100s", c->name);
+    if (s->n_warnings < PLENA_SETTINGS_MAX_WARNINGS)
+        snprintf(s->warnings[s->n_warnings], sizeof s->warnings[0],
+                 "%s: %.64s: %" PRId64 " %s; clamped to %" PRId64
+                 " (as the upstream emulator does)",
+                 at, path, c->vals[k], why, to);
+    s->n_warnings++;
+    c->vals[k] = to;
+}
+
+static int validate(struct ctx *c, struct plena_settings *s)
 {
     const int64_t *v = c->vals;
     int64_t mlen = v[KEY_MLEN];
@@ -463,10 +483,24 @@ static int validate(struct ctx *c, const struct plena_settings *s)
     if (v[KEY_VECTOR_SRAM_SIZE] > (MAX64 / 2) / mlen)
         return bad(c, KEY_VECTOR_SRAM_SIZE, "must be <= %" PRId64 " at VLEN %" PRId64,
                    (MAX64 / 2) / mlen, mlen);
+    /* Upstream (runtime_config.rs PREFETCH_M_AMOUNT) reads a u32 and clamps
+     * a value below MLEN to MLEN and rounds any other up to a multiple of
+     * MLEN, each with a warning; plena does the same. */
     int64_t pm = v[KEY_HBM_M_Prefetch_Amount];
-    if (pm <= 0 || pm % mlen || pm > U32)
-        return bad(c, KEY_HBM_M_Prefetch_Amount,
-                   "must be a positive multiple of MLEN (%" PRId64 ")", mlen);
+    if (pm < 0 || pm > U32) return bad(c, KEY_HBM_M_Prefetch_Amount, "must be in 0..%" PRId64, U32);
+    char why[96];
+    if (pm < mlen) {
+        snprintf(why, sizeof why, "is below MLEN (%" PRId64 ")", mlen);
+        clamp_warning(c, s, KEY_HBM_M_Prefetch_Amount, mlen, why);
+    } else if (pm % mlen) {
+        int64_t up = (pm + mlen - 1) / mlen * mlen;
+        if (up > U32)
+            return bad(c, KEY_HBM_M_Prefetch_Amount,
+                       "rounded up to a multiple of MLEN (%" PRId64 ") exceeds %" PRId64, mlen,
+                       U32);
+        snprintf(why, sizeof why, "is not a multiple of MLEN (%" PRId64 "), rounded up", mlen);
+        clamp_warning(c, s, KEY_HBM_M_Prefetch_Amount, up, why);
+    }
     if (c->present[KEY_HBM_CHANNELS] && v[KEY_HBM_CHANNELS] != v[KEY_CHANNELS])
         return bad(c, KEY_HBM_CHANNELS, "must equal TRANSACTIONAL.HBM.CHANNELS (%" PRId64 ")",
                    v[KEY_CHANNELS]);

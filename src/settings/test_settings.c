@@ -252,8 +252,7 @@ static void test_spec_example_messages(void **state)
     /* 2..4 */
     expect_config_msg("MLEN", "\"64\"", "expected integer, found string");
     expect_config_msg("VLEN", "32", "must equal MLEN (64), found 32");
-    expect_config_msg("HBM_M_Prefetch_Amount", "16",
-                      "must be a positive multiple of MLEN (64), found 16");
+    expect_config_msg("VLEN", "48", "must equal MLEN (64), found 48");
     /* 5: unsupported precision, reported at the table's header line */
     expect_edit_msg(ref,
                     "[TRANSACTIONAL.PRECISION.HBM_V_ACT_TYPE]\nformat = \"Mx\"\nblock = 8\n\n"
@@ -379,8 +378,9 @@ static void test_config_constraints(void **state)
     expect_config_msg("MATRIX_SRAM_SIZE", "100",
                       "must be a multiple of MLEN (64), >= MLEN and <= 4294967295, found 100");
     expect_config_msg("VECTOR_SRAM_SIZE", "0", "must be >= 1, found 0");
-    expect_config_msg("HBM_M_Prefetch_Amount", "0",
-                      "must be a positive multiple of MLEN (64), found 0");
+    expect_config_msg("HBM_M_Prefetch_Amount", "-1", "must be in 0..4294967295, found -1");
+    expect_config_msg("HBM_M_Prefetch_Amount", "4294967295",
+                      "rounded up to a multiple of MLEN (64) exceeds 4294967295, found 4294967295");
     expect_config_msg("HBM_V_Prefetch_Amount", "-4", "must be >= 1, found -4");
     expect_config_msg("HBM_V_Writeback_Amount", "4294967296",
                       "must be <= 4294967295, found 4294967296");
@@ -580,6 +580,50 @@ static void test_unknown_key_warnings(void **state)
     assert_int_equal(s.hbm.nCL, 7);
     plena_free(t);
     plena_free(ref);
+}
+
+/* HBM_M_Prefetch_Amount as upstream's runtime_config.rs: below MLEN ->
+ * MLEN, not a multiple -> rounded up, each with a warning naming the key,
+ * the value and the clamped value; multiples of MLEN unchanged. */
+static void test_prefetch_m_clamped_as_upstream(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *value;
+        uint32_t used;
+        const char *why; /* NULL: no warning */
+    } cases[] = {
+        {"16", 64, "16 is below MLEN (64); clamped to 64"},
+        {"0", 64, "0 is below MLEN (64); clamped to 64"},
+        {"100", 128, "100 is not a multiple of MLEN (64), rounded up; clamped to 128"},
+        {"192", 192, NULL},
+    };
+    struct plena_settings *s = plena_malloc(sizeof *s);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int line;
+        char *t = with_config("HBM_M_Prefetch_Amount", cases[i].value, &line);
+        expect_ok(t, s);
+        assert_int_equal(s->hbm_m_prefetch_amount, cases[i].used);
+        if (!cases[i].why) {
+            assert_int_equal(s->n_warnings, 0);
+        } else {
+            char want[400];
+            snprintf(want, sizeof want,
+                     NAME ":%d: TRANSACTIONAL.CONFIG.HBM_M_Prefetch_Amount.value: %s (as the "
+                          "upstream emulator does)",
+                     line, cases[i].why);
+            assert_int_equal(s->n_warnings, 1);
+            assert_string_equal(s->warnings[0], want);
+        }
+        plena_free(t);
+    }
+    /* --set goes through the same rule */
+    plena_settings_reference(s);
+    assert_int_equal(plena_settings_override(s, "CONFIG.HBM_M_Prefetch_Amount=65", NULL), 0);
+    assert_int_equal(s->hbm_m_prefetch_amount, 128);
+    assert_int_equal(s->n_warnings, 1);
+    assert_non_null(strstr(s->warnings[0], "--set CONFIG.HBM_M_Prefetch_Amount=65: "));
+    plena_free(s);
 }
 
 static void test_dc_en_zero(void **state)
@@ -866,12 +910,19 @@ static void test_alloc_failures(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reference_file),     cmocka_unit_test(test_spec_example_messages),
-        cmocka_unit_test(test_worked_fragment),    cmocka_unit_test(test_missing_key_order),
-        cmocka_unit_test(test_config_constraints), cmocka_unit_test(test_precision_rules),
-        cmocka_unit_test(test_hbm_table),          cmocka_unit_test(test_unknown_key_warnings),
-        cmocka_unit_test(test_dc_en_zero),         cmocka_unit_test(test_overrides),
-        cmocka_unit_test(test_to_toml_roundtrip),  cmocka_unit_test(test_lookup_order),
+        cmocka_unit_test(test_reference_file),
+        cmocka_unit_test(test_spec_example_messages),
+        cmocka_unit_test(test_worked_fragment),
+        cmocka_unit_test(test_missing_key_order),
+        cmocka_unit_test(test_config_constraints),
+        cmocka_unit_test(test_precision_rules),
+        cmocka_unit_test(test_hbm_table),
+        cmocka_unit_test(test_unknown_key_warnings),
+        cmocka_unit_test(test_dc_en_zero),
+        cmocka_unit_test(test_prefetch_m_clamped_as_upstream),
+        cmocka_unit_test(test_overrides),
+        cmocka_unit_test(test_to_toml_roundtrip),
+        cmocka_unit_test(test_lookup_order),
         cmocka_unit_test(test_alloc_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

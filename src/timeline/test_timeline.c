@@ -286,7 +286,8 @@ static void test_merging_bound(void **state)
     for (size_t i = 0; i < n_pc; i++) {
         lv[i].stage =
             (uint8_t)(i < 20 ? PLENA_STAGE_EXPERT_PROJECTION : PLENA_STAGE_SCATTER_COMBINE);
-        lv[i].pair = PLENA_PAIR_NONE;
+        lv[i].has_pair = 0;
+        lv[i].pair = 0;
     }
     struct plena_labels labels;
     memset(&labels, 0, sizeof labels);

@@ -132,7 +132,15 @@ static int refdata_from_build(const struct plena_moe_build *b, struct plena_veri
         if (!(rd->gamma = from_vram(b, "gamma", 1, H, err))) return PLENA_E_INTERNAL;
         in->gamma = rd->gamma;
     }
-    if (cfg->routing == PLENA_ROUTING_DEVICE) {
+    if (cfg->routing == PLENA_ROUTING_DEVICE && cfg->router_logits_preloaded) {
+        /* the staged logits rows, token t's eb rows flat: expert e at t*eb*V + e */
+        float *rows = from_vram(b, "logits", T * mp->eb, V, err);
+        if (!rows) return PLENA_E_INTERNAL;
+        for (uint32_t t = 0; t < T; t++)
+            memmove(rows + (size_t)t * E, rows + (size_t)t * mp->eb * V, E * sizeof *rows);
+        rd->logits = rows;
+        in->logits = rd->logits;
+    } else if (cfg->routing == PLENA_ROUTING_DEVICE) {
         if (cfg->router_form == PLENA_ROUTER_GEMM)
             rd->router_w = decode_mx(b, mp->router_hbm, H, E, mp->H_p, mp->E_p, err);
         else
@@ -145,6 +153,8 @@ static int refdata_from_build(const struct plena_moe_build *b, struct plena_veri
             rd->router_b = rows; /* [eb][V] flat = bias[e] at e */
             in->router_b = rd->router_b;
         }
+    }
+    if (cfg->routing == PLENA_ROUTING_DEVICE) {
         c->router = cfg->router;
         c->weight_rows = mp->dev_router && b->info.routed_lowering == PLENA_LOWERING_EXPERT_MAJOR;
         if (plena_moe_abi_find(&b->info, "router_sel_bias")) {
@@ -251,6 +261,19 @@ int plena_verify_routing_ids(const struct plena_moe_build *b, uint32_t *ids, str
     return rc;
 }
 
+int plena_verify_reachable_experts(const struct plena_moe_build *b, uint8_t *present,
+                                   struct plena_err *err)
+{
+    const size_t np = (size_t)b->T * b->cfg.k;
+    uint32_t *ids = plena_malloc((np ? np : 1) * sizeof *ids);
+    if (!ids) return nomem(err);
+    int rc = plena_verify_routing_ids(b, ids, err);
+    for (size_t p = 0; !rc && p < np; p++)
+        if (ids[p] < b->cfg.E) present[ids[p]] = 1;
+    plena_free(ids);
+    return rc;
+}
+
 int plena_verify_routing_stats(const struct plena_moe_build *b, struct plena_routing_stats *st,
                                struct plena_err *err)
 {
@@ -273,6 +296,7 @@ void plena_verify_refdata_free(struct plena_verify_refdata *rd)
     plena_free(rd->router_w);
     plena_free(rd->router_b);
     plena_free(rd->router_sel_bias);
+    plena_free(rd->logits);
     for (int q = 0; q < 3; q++) {
         plena_free(rd->ws[q]);
         if (rd->w[q])
@@ -506,10 +530,9 @@ int plena_verify_check(const struct plena_moe_build *b, const struct plena_verif
      * reference's ids, equal to the device's whenever the check passes) */
     for (uint32_t i = 0; i < d->n_pairs; i++)
         ids[d->p0 + i] = d->ids[i];
-    if ((rc = plena_moe_reference_f64(&rd.cfg, &rd.in, NULL, o64, k ? ids64 : NULL, err)))
-        goto done;
     r->ids_f64_ok = 1;
-    for (size_t p = 0; p < np; p++)
+    if (k && (rc = plena_moe_reference_f64(&rd.cfg, &rd.in, NULL, NULL, ids64, err))) goto done;
+    for (size_t p = 0; k && p < np; p++)
         if (ids64[p] != ids[p]) r->ids_f64_ok = 0;
     if (k && b->cfg.routing == PLENA_ROUTING_DEVICE) {
         r->route_tokens = T;
@@ -517,9 +540,9 @@ int plena_verify_check(const struct plena_moe_build *b, const struct plena_verif
                                                 &r->route_different, err)))
             goto done;
     }
-    /* recompute with the device ids only when the float64 selection differs */
-    if (k && !r->ids_f64_ok && (rc = plena_moe_reference_f64(&rd.cfg, &rd.in, ids, o64, NULL, err)))
-        goto done;
+    /* the float64 layer on the device's ids: where the float64 router chose
+     * otherwise (a near-tie) its expert may not even be materialised */
+    if ((rc = plena_moe_reference_f64(&rd.cfg, &rd.in, k ? ids : NULL, o64, NULL, err))) goto done;
     /* docs/design.md: the MoE bound is taken on the output before the
      * add-back, computed in float64 from the machine's normalised input (the
      * reference's checkpoints equal the device's when bit_exact holds); the

@@ -63,6 +63,9 @@ static void run(const struct plena_moe_model *m, uint32_t T, enum plena_lowering
     o.input_seed = 11;
     o.router_gaps = router_gaps;
     o.input = input;
+    /* only the experts the reference router reaches are staged: a device that
+     * routed elsewhere would read zeros and fail the comparison */
+    o.reachable_experts = plena_verify_reachable_experts;
     struct plena_err err;
     plena_err_clear(&err);
     int rc = plena_moe_build_run(&o, &c->b, &err);
@@ -73,6 +76,7 @@ static void run(const struct plena_moe_model *m, uint32_t T, enum plena_lowering
     assert_int_equal(rc, 0);
     assert_false(c->d.trapped);
     rc = plena_verify_check(&c->b, &c->d, &c->r, &err);
+    if (rc) fprintf(stderr, "%s: check: %s: %s\n", m->name, err.where, err.msg);
     assert_int_equal(rc, 0);
     if (!c->r.passed)
         fprintf(stderr,
@@ -99,6 +103,19 @@ static void expect_exact(const struct plena_moe_model *m, uint32_t T, enum plena
     assert_int_equal(c.r.route_tokens, T);
     assert_int_equal(c.r.route_different, 0);
     assert_true(c.r.passed);
+    /* materialised = the device's selected experts, nothing more */
+    uint32_t distinct = 0, present = 0;
+    uint8_t seen[PLENA_TOPK_MAX_EXPERTS] = {0};
+    for (uint32_t p = 0; p < c.d.n_pairs; p++) {
+        assert_true(c.d.ids[p] < m->num_experts);
+        assert_true(c.b.present[c.d.ids[p]]);
+        distinct += !seen[c.d.ids[p]];
+        seen[c.d.ids[p]] = 1;
+    }
+    for (uint32_t e = 0; e < m->num_experts; e++)
+        present += c.b.present[e];
+    if (c.d.n_pairs == (uint64_t)T * m->top_k) assert_int_equal(present, distinct);
+    assert_true(present <= (uint64_t)T * m->top_k);
     done(&c);
 }
 
@@ -209,6 +226,33 @@ static void test_ties_to_lower_id(void **state)
     }
 }
 
+/* A router GEMM wider than MRAM (DeepSeek-V3: 112 K tiles, 64 MRAM tiles)
+ * re-streams K tiles per accumulator: at MRAM 4 tiles, H = 320 and 640 (5 and
+ * 10 K tiles: resident 2, streamed 2 at a time) are bit-exact against the
+ * reference, whose logit is one f32 sum over all K tiles in order. Without
+ * re-streaming the build is refused (MRAM). */
+static void test_router_wider_than_mram(void **state)
+{
+    (void)state;
+    const struct plena_settings keep_set = g_set;
+    const struct plena_gen_machine keep_m = g_m;
+    g_set.matrix_sram_size = 4 * g_set.mlen; /* 4 tiles */
+    plena_gen_machine_from_settings(&g_set, &g_m);
+    assert_int_equal(g_m.mram_tiles, 4);
+    static const char *const presets[] = {"deepseek-v3", "qwen3-30b-a3b"};
+    for (int i = 0; i < 2; i++) {
+        struct plena_moe_model m = tiny_like(plena_model_preset_find(presets[i]));
+        assert_int_equal(m.router_form, PLENA_ROUTER_GEMM);
+        for (uint32_t h = 320; h <= 640; h += 320) {
+            m.hidden = h;
+            expect_exact(&m, 9, PLENA_LOWERING_PAIR_MAJOR);
+            expect_exact(&m, 9, PLENA_LOWERING_EXPERT_MAJOR);
+        }
+    }
+    g_set = keep_set;
+    g_m = keep_m;
+}
+
 /* A capacity router has no device form: the layer is refused, naming it. */
 static void test_capacity_router_refused(void **state)
 {
@@ -232,9 +276,12 @@ static void test_capacity_router_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_preset_router),     cmocka_unit_test(test_router_combinations),
-        cmocka_unit_test(test_v3_selects_expert_255),   cmocka_unit_test(test_ties_to_lower_id),
+        cmocka_unit_test(test_every_preset_router),
+        cmocka_unit_test(test_router_combinations),
+        cmocka_unit_test(test_v3_selects_expert_255),
+        cmocka_unit_test(test_ties_to_lower_id),
         cmocka_unit_test(test_capacity_router_refused),
+        cmocka_unit_test(test_router_wider_than_mram),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

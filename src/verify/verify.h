@@ -25,6 +25,7 @@ struct plena_verify_refdata {
     struct plena_moe_ref_in in;
     /* owned storage behind `in` */
     float *h, *gamma, *router_w, *router_b, *router_sel_bias, *ws[3], *w_sg, *fixed_w;
+    float *logits; /* preloaded router logits [T][E] */
     float **w[3], **bias[3];
     uint32_t *fixed_ids;
 };
@@ -37,6 +38,12 @@ void plena_verify_refdata_free(struct plena_verify_refdata *rd);
  * top-k (no expert weight is decoded) -- the device's own ids whenever
  * `--check` passes, the same ids a replay compares. */
 int plena_verify_routing_ids(const struct plena_moe_build *b, uint32_t *ids, struct plena_err *err);
+/* The build options' reachable_experts hook (gen/build.h): present[e] = 1
+ * for every expert plena_verify_routing_ids selects, so a device-routed build
+ * materialises only those. A device that routed elsewhere would read an
+ * expert of zeros, which the check's comparison with the reference catches. */
+int plena_verify_reachable_experts(const struct plena_moe_build *b, uint8_t *present,
+                                   struct plena_err *err);
 /* The routing statistics of build b (plena_moe_routing_stats on those ids);
  * st->valid = 0 for a layer without routed experts. */
 int plena_verify_routing_stats(const struct plena_moe_build *b, struct plena_routing_stats *st,

@@ -21,7 +21,7 @@ OUT=$(cd "$OUT" && pwd)
 W=$(mktemp -d "${TMPDIR:-/tmp}/plena_golden.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 cd "$W"
-unset PLENA_SETTINGS_TOML PLENA_TEST_NONDETERMINISM || true
+unset PLENA_SETTINGS_TOML PLENA_TEST_NONDETERMINISM RUST_LOG PLENA_EMULATOR_RUST_LOG || true
 export LC_ALL=C TZ=UTC
 
 # Keys whose values are host time, wall-clock dates or process ids (the

@@ -1,2 +1,2 @@
-; expect: lenient 2:16: S_ADD_INT takes 3 operands, found 2 (expected G, G, G)
+; expect: lenient 2:16: S_ADD_INT takes 3 to 6 operands, found 2 (expected G, G, G)
 S_ADD_INT gp1, gp2

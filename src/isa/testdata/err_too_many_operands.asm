@@ -1,2 +1,2 @@
-; expect: lenient 2:19: S_LUI_INT takes 2 operands, found 3
-S_LUI_INT gp1, 8, 9
+; expect: lenient 2:35: S_ADD_INT takes 3 to 6 operands, found 7 (expected G, G, G)
+S_ADD_INT gp1, gp2, gp3, 0, 0, 0, 0
