@@ -197,22 +197,25 @@ static void compact_pass(struct plena_timeline *tl)
     for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++)
         tl->last_on[t] = NO_SLICE;
     for (size_t i = 0; i < tl->n_sl; i++) {
-        struct slice s = tl->sl[i];
-        size_t j = tl->last_on[s.track];
-        if (j != NO_SLICE && mergeable(tl, &tl->sl[j], &s)) {
-            merge_into(&tl->sl[j], &s);
+        const struct slice *s = &tl->sl[i];
+        size_t j = tl->last_on[s->track];
+        if (j != NO_SLICE && mergeable(tl, &tl->sl[j], s)) {
+            merge_into(&tl->sl[j], s);
             continue;
         }
-        set_window(tl, &s);
-        tl->sl[w] = s;
-        tl->last_on[s.track] = w++;
+        if (w != i) tl->sl[w] = *s; /* w <= i: the kept slices move down in place */
+        set_window(tl, &tl->sl[w]);
+        tl->last_on[tl->sl[w].track] = w;
+        w++;
     }
     tl->n_sl = w;
 }
 
 static void compact(struct plena_timeline *tl)
 {
-    while (tl->n_sl > tl->o.max_slices / 2) {
+    /* down to a quarter of the bound: the window then absorbs the following
+     * slices for a while, so passes over the whole array stay rare */
+    while (tl->n_sl > tl->o.max_slices / 4) {
         uint64_t span = tl->now_ps ? tl->now_ps : 1;
         if (!tl->merge_ps) {
             tl->merge_ps = span / tl->o.max_slices;
@@ -234,13 +237,10 @@ static void compact(struct plena_timeline *tl)
     }
 }
 
-static void push_slice(struct plena_timeline *tl, const struct slice *s)
+/* The append (and compaction) path of push_slice, out of line: push_slice
+ * itself runs once per instruction group and stays small enough to inline. */
+static __attribute__((noinline)) void append_slice(struct plena_timeline *tl, const struct slice *s)
 {
-    size_t j = tl->last_on[s->track];
-    if (j != NO_SLICE && mergeable(tl, &tl->sl[j], s)) {
-        merge_into(&tl->sl[j], s);
-        return;
-    }
     if (plena_grow((void **)&tl->sl, &tl->cap_sl, tl->n_sl + 1, sizeof *tl->sl)) {
         tl->nomem = 1;
         return;
@@ -249,6 +249,16 @@ static void push_slice(struct plena_timeline *tl, const struct slice *s)
     set_window(tl, &tl->sl[tl->n_sl]);
     tl->last_on[s->track] = tl->n_sl++;
     if (tl->n_sl > tl->o.max_slices) compact(tl);
+}
+
+static inline void push_slice(struct plena_timeline *tl, const struct slice *s)
+{
+    size_t j = tl->last_on[s->track];
+    if (j != NO_SLICE && mergeable(tl, &tl->sl[j], s)) {
+        merge_into(&tl->sl[j], s);
+        return;
+    }
+    append_slice(tl, s);
 }
 
 /* Stage regions beyond the bound: consecutive regions starting in the same
