@@ -35,6 +35,7 @@ if [ "$FULL" = 1 ]; then
     bench asm_throughput bash bench/asm_throughput.sh "$BIN"
     bench emu_throughput "$B/bench/emu_throughput"
     bench timing_overhead bash bench/timing_overhead.sh "$BIN"
+    bench timeline_overhead bash bench/timeline_overhead.sh "$BIN" - deepseek-v2-lite-mini 8 7
     bench moe_costs "$B/bench/moe_costs"
     bench replay_throughput sh bench/replay_throughput.sh "$BIN"
     bench lowering_compare "$B/bench/lowering_compare" --dir "${TMPDIR:-/tmp}"
@@ -42,6 +43,7 @@ else
     bench asm_throughput bash bench/asm_throughput.sh "$BIN" 1000000 3
     bench emu_throughput "$B/bench/emu_throughput" 1 3
     bench timing_overhead bash bench/timing_overhead.sh "$BIN" 1 3
+    bench timeline_overhead bash bench/timeline_overhead.sh "$BIN" - deepseek-v2-lite-mini 4 3
     bench moe_costs "$B/bench/moe_costs"
     DECODE_TRACES=${DECODE_TRACES:-2} PREFILL_TRACES=${PREFILL_TRACES:-0} \
         bench replay_throughput sh bench/replay_throughput.sh "$BIN"

@@ -24,10 +24,12 @@ set(PLENA_PUBLIC_HEADERS
   emu/emu.h emu/traps.def
   timing/timing.h
   profile/profile.h
+  timeline/timeline.h
   run/run.h run/gates.h
   gen/builder.h gen/moe.h gen/build.h gen/build_files.def
   ref/ref.h
-  verify/verify.h)
+  verify/verify.h
+  report/report.h)
 
 # include/plena/plena.h includes every public header.
 set(PLENA_UMBRELLA_INCLUDES "")

@@ -9,6 +9,9 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "settings/settings.h"
+#include "timeline/timeline.h"
+
+const struct plena_opt_enum plena_cli_timeline_details = {.names = plena_timeline_detail_names};
 
 const struct plena_cli_entry plena_cli_commands[] = {
 #define PLENA_CMD(name, help) {#name, help, &plena_cli_cmd_##name},

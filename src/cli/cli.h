@@ -77,6 +77,16 @@ int plena_cli_group_help(const struct plena_cli_entry *e, struct plena_buf *b);
 int plena_cli_parse(const struct plena_cmd_spec *spec, int argc, char **argv, void *opts,
                     struct plena_opts_result *r, int *exit_code);
 
+/* --timeline-detail of plena run, moe and replay (docs/timeline.md): one
+ * spelling table (timeline.h) and one row, placed into a command's own struct. */
+extern const struct plena_opt_enum plena_cli_timeline_details;
+#define PLENA_CLI_TIMELINE_DETAIL_HELP                                                             \
+    "below the stage regions: stage (nothing), group (consecutive instructions of one opcode "     \
+    "merged) or instruction; merged further automatically to bound the file (docs/timeline.md)"
+#define PLENA_CLI_TIMELINE_DETAIL_ROW(T, f, need)                                                  \
+    PLENA_OPT_ENUM_ROW("--timeline-detail", "D", T, f, &plena_cli_timeline_details,                \
+                       PLENA_CLI_TIMELINE_DETAIL_HELP, .def = "group", .needs = (need))
+
 /* Prints "plena <cmd>: <where>: <msg>" to stderr and returns the exit code of
  * the error's status. */
 int plena_cli_report(const char *cmd, const struct plena_err *err);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/progress.h"
 #include "common/alloc.h"
 #include "gen/build.h"
 #include "profile/profile.h"
@@ -97,12 +98,26 @@ static void print_check(const struct plena_moe_build *b, const struct plena_veri
     printf("check: %s\n", r->passed ? "PASSED" : "FAILED");
 }
 
+/* the progress line of the timed run, against the build's predicted count */
+struct moe_progress_ctx {
+    struct plena_cli_progress pg;
+    uint64_t predicted;
+};
+static void moe_progress(void *ctx, uint64_t executed)
+{
+    struct moe_progress_ctx *m = ctx;
+    plena_cli_progress_update(&m->pg, "run", executed, m->predicted, "instructions");
+}
+
 struct moe_cli {
     const char *model, *out, *routing, *settings, *lowering;
     uint32_t tokens;
     uint64_t seed;
     int weights; /* enum plena_weights_mode */
     int no_run, check, profile, program_only, list, all_experts;
+    const char *timeline;
+    int timeline_detail;
+    int progress; /* enum plena_cli_progress_mode */
 };
 
 PLENA_OPT_ENUM_OF(weights_mode);
@@ -172,6 +187,11 @@ static const struct plena_opt moe_rows[] = {
      .ival = 1,
      .excludes = "--check|--profile",
      .help = "write the program only (no images, no run)"},
+    PLENA_OPT_PATH_ROW("--timeline", "FILE", M, timeline,
+                       "write the timed run's Perfetto / chrome://tracing timeline JSON "
+                       "(docs/timeline.md)"),
+    PLENA_CLI_TIMELINE_DETAIL_ROW(M, timeline_detail, "--timeline"),
+    PLENA_CLI_PROGRESS_ROW(M, progress),
     PLENA_OPT_FLAG_ROW("--all-experts", M, all_experts,
                        "device routing: stage every expert's weights, not only the experts the "
                        "router reaches with this build's inputs"),
@@ -221,6 +241,9 @@ static int cmd_moe(int argc, char **argv)
         return plena_status_exit_code(PLENA_OK);
     }
     if (!model) return plena_cli_usage_error("moe", "--model NAME|FILE is required");
+    /* from the start: the build counts towards "work that takes over a second" */
+    struct moe_progress_ctx pg;
+    plena_cli_progress_init(&pg.pg, "moe", c.progress);
     if (!c.tokens) return plena_cli_usage_error("moe", "--tokens T is required");
     const enum plena_weights_mode wk = (enum plena_weights_mode)c.weights;
     struct plena_err err;
@@ -284,9 +307,15 @@ static int cmd_moe(int argc, char **argv)
                 "plena moe: warning: HBM image of %llu bytes exceeds HBM_SIZE %llu; reads past "
                 "the capacity return zeros\n",
                 (unsigned long long)b.hbm_size, (unsigned long long)set.hbm_size);
-    struct plena_verify_moe_opts vo = {&set, out, !no_run, profile, check, argc, argv};
+    pg.predicted = b.prog.dyn_total;
+    struct plena_verify_moe_opts vo = {
+        &set,         out,        !no_run,
+        profile,      check,      argc,
+        argv,         c.timeline, (enum plena_timeline_detail)c.timeline_detail,
+        moe_progress, &pg};
     struct plena_verify_moe_report rep;
     int vrc = plena_verify_moe(&b, &vo, &rep, &err);
+    plena_cli_progress_end(&pg.pg);
     if (rep.ran) {
         char sum[2048];
         plena_run_format_summary(&rep.run, sum, sizeof sum);

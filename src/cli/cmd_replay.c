@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/progress.h"
 #include "cli/replay_opts.h"
 #include "replay/export.h"
 #include "replay/replay.h"
@@ -63,15 +64,21 @@ static void print_outcome(const struct plena_replay_item *it, const struct plena
     fflush(stdout);
 }
 
+/* the progress line: traces decided of those to replay */
+struct replay_progress {
+    struct plena_cli_progress pg;
+    size_t total, done;
+};
+
 static void on_error(void *ctx, const struct plena_err *err)
 {
-    (void)ctx;
+    plena_cli_progress_end(&((struct replay_progress *)ctx)->pg);
     plena_cli_report("replay", err);
 }
 
 static void on_invalid(void *ctx, const char *source, const struct plena_trace_report *r)
 {
-    (void)ctx;
+    plena_cli_progress_end(&((struct replay_progress *)ctx)->pg);
     for (size_t k = 0; k < r->n_errors; k++)
         fprintf(stderr, "%s: error %s at %s: %s\n", source, r->errors[k].code, r->errors[k].path,
                 r->errors[k].message);
@@ -80,15 +87,25 @@ static void on_invalid(void *ctx, const char *source, const struct plena_trace_r
 
 static void on_duplicate(void *ctx, const char *source, const char *trace_id)
 {
-    (void)ctx;
+    plena_cli_progress_end(&((struct replay_progress *)ctx)->pg);
     fprintf(stderr, "%s: trace_id '%s' repeated (V100), not replayed twice\n", source, trace_id);
+}
+
+static void on_begin(void *ctx, size_t n_traces)
+{
+    struct replay_progress *r = ctx;
+    r->total = n_traces;
+    plena_cli_progress_update(&r->pg, "replay", 0, n_traces, "traces");
 }
 
 static void on_outcome(void *ctx, const struct plena_replay_item *it,
                        const struct plena_replay_outcome *oc)
 {
-    (void)ctx;
+    struct replay_progress *r = ctx;
+    plena_cli_progress_end(&r->pg); /* the outcome line replaces it */
     print_outcome(it, oc);
+    r->done++;
+    plena_cli_progress_update(&r->pg, "replay", r->done, r->total, "traces");
 }
 
 struct replay_cli {
@@ -96,6 +113,7 @@ struct replay_cli {
     struct plena_opt_list files;
     int as_set;
     unsigned jobs;
+    int progress; /* enum plena_cli_progress_mode */
 };
 
 #define C struct replay_cli
@@ -111,6 +129,11 @@ static const struct plena_opt replay_local_rows[] = {
                        "keep the emulator dumps and the reference output"),
     PLENA_OPT_FLAG_ROW("--prune-inputs", C, ro.prune_inputs,
                        "delete the regenerable binaries after the gate"),
+    PLENA_OPT_FLAG_ROW("--timeline", C, ro.timeline,
+                       "write each trace's Perfetto timeline to OUT/<trace_id>/timeline.json "
+                       "(docs/timeline.md)"),
+    PLENA_CLI_TIMELINE_DETAIL_ROW(C, ro.timeline_detail, "--timeline"),
+    PLENA_CLI_PROGRESS_ROW(C, progress),
 };
 static const struct plena_opt_pos replay_pos[] = {
     {"TRACE|SET", "route traces (.json), trace sets (.jsonl) or - for standard input",
@@ -147,11 +170,14 @@ static int cmd_replay(void *opts, const struct plena_cli_args *a)
     (void)a;
     const struct plena_replay_batch_opts b = {rc_->files.v, rc_->files.n, rc_->as_set, rc_->jobs,
                                               &plena_cli_stop};
-    const struct plena_replay_batch_events ev = {on_error, on_invalid, on_duplicate, on_outcome,
-                                                 NULL};
+    struct replay_progress rp = {{0}, 0, 0};
+    plena_cli_progress_init(&rp.pg, "replay", rc_->progress);
+    const struct plena_replay_batch_events ev = {on_error,   on_invalid, on_duplicate,
+                                                 on_outcome, on_begin,   &rp};
     plena_cli_catch_stop_signals();
     int interrupted = 0;
     enum plena_status st = plena_replay_batch(&rc_->ro, &b, &ev, &interrupted);
+    plena_cli_progress_end(&rp.pg);
     if (interrupted)
         fprintf(stderr, "plena replay: interrupted; rerun with --skip-existing to resume\n");
     return plena_status_exit_code(st);

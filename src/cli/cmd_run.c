@@ -78,6 +78,9 @@ static const struct plena_opt run_rows[] = {
                        "is a usage error, except that --stage-profile-out is then ignored with "
                        "a warning, as upstream"),
     PLENA_OPT_PATH_ROW("--stats", "FILE", R, o.stats_path, "write the run-stats JSON (schema v2)"),
+    PLENA_OPT_PATH_ROW("--timeline", "FILE", R, o.timeline_path,
+                       "write the Perfetto / chrome://tracing timeline JSON (docs/timeline.md)"),
+    PLENA_CLI_TIMELINE_DETAIL_ROW(R, o.timeline_detail, "--timeline"),
     PLENA_OPT_FLAG_ROW("--overlap|--experimental-overlap-prefetch-compute", R, o.overlap,
                        "enable the prefetch/compute overlap overlay"),
     PLENA_OPT_ENUM_ROW("--hbm-model", "NAME", R, o.hbm_model, &hbm_models, "override HBM.MODEL",

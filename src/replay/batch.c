@@ -206,6 +206,7 @@ enum plena_status plena_replay_batch(const struct plena_replay_opts *o,
     }
     st = plena_status_worst(st, prepare_all(o, settings_sha, &in, ev, items, &n_items));
     inputs_free(&in);
+    if (ev->begin) ev->begin(ev->ctx, n_items);
     if (n_items && out_dir_ready(o->out_dir, &err)) {
         report(ev, &err);
         st = plena_status_worst(st, err.code);

@@ -539,9 +539,10 @@ done:
 static int run_build(struct ctx *c, const char *dir, struct plena_run_outcome *ro_out,
                      unsigned dump_mask, struct plena_err *err)
 {
-    char stats[4200], prof[4200];
+    char stats[4200], prof[4200], tl[4200];
     if (plena_build_file_path(dir, PLENA_BUILD_FILE_RUN_STATS, stats, sizeof stats, err) ||
-        plena_build_file_path(dir, PLENA_BUILD_FILE_STAGE_PROFILE, prof, sizeof prof, err))
+        plena_build_file_path(dir, PLENA_BUILD_FILE_STAGE_PROFILE, prof, sizeof prof, err) ||
+        plena_build_file_path(dir, PLENA_BUILD_FILE_TIMELINE, tl, sizeof tl, err))
         return PLENA_E_OUTPUT;
     struct plena_verify_paths paths;
     struct plena_run_opts ro;
@@ -557,6 +558,9 @@ static int run_build(struct ctx *c, const char *dir, struct plena_run_outcome *r
     ro.overlap = c->o->overlap;
     ro.routing = &c->routing;
     ro.label = c->it->trace_id;
+    /* the timeline of the gated run only, not of the repeat gate's runs */
+    ro.timeline_path = c->o->timeline && dir == c->dir ? tl : NULL;
+    ro.timeline_detail = (enum plena_timeline_detail)c->o->timeline_detail;
     return plena_run_execute(&ro, ro_out, err);
 }
 

@@ -6,6 +6,7 @@
  * fork or print: the CLI runs the pool. */
 #include "replay/replay.h"
 #include "gen/build.h"
+#include "timeline/timeline.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -42,6 +43,7 @@ void plena_replay_opts_default(struct plena_replay_opts *o)
     o->input = PLENA_INPUT_RANDOM;
     o->input_seed = 42;
     o->profile = 1;
+    o->timeline_detail = PLENA_TIMELINE_DETAIL_DEFAULT;
 }
 
 void plena_replay_item_free(struct plena_replay_item *it)

@@ -34,6 +34,8 @@ struct plena_replay_opts {
     int skip_existing;
     int keep_dumps;
     int prune_inputs;
+    int timeline;        /* write OUT/<trace>/timeline.json (docs/timeline.md) */
+    int timeline_detail; /* enum plena_timeline_detail */
     /* Test hooks (may be NULL): called with the build directory after step 4
      * (generation) and after step 5 (the run, dumps present). Tests use them
      * to corrupt an image or a dump and watch the gate fail. */
@@ -132,6 +134,8 @@ struct plena_replay_batch_events {
     /* one trace decided (or skipped) */
     void (*outcome)(void *ctx, const struct plena_replay_item *it,
                     const struct plena_replay_outcome *oc);
+    /* every input read and checked: n_traces will be replayed (may be NULL) */
+    void (*begin)(void *ctx, size_t n_traces);
     void *ctx;
 };
 

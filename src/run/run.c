@@ -121,6 +121,10 @@ struct observer {
     struct plena_timing *timing;
     struct plena_overlap *overlap;
     struct plena_profile *profile;
+    struct plena_timeline *timeline; /* NULL without --timeline: no record is built */
+    void (*progress)(void *ctx, uint64_t executed);
+    void *progress_ctx;
+    uint64_t executed;
 };
 
 static void observe(void *ctx, const struct plena_emu_event *ev)
@@ -134,6 +138,13 @@ static void observe(void *ctx, const struct plena_emu_event *ev)
         if (ev->n_txn) plena_timing_last_bytes(o->timing, &rd, &wr);
         plena_profile_add(o->profile, ev->pc, ev->op, d, rd / 64, wr / 64);
     }
+    if (o->timeline) {
+        struct plena_timing_record r;
+        plena_timing_record_last(o->timing, ev, d, &r);
+        if (o->overlap) plena_overlap_last(o->overlap, &r.hidden_ps, &r.pending_prefetches);
+        plena_timeline_add(o->timeline, &r);
+    }
+    if (o->progress && (++o->executed & 0xffff) == 0) o->progress(o->progress_ctx, o->executed);
 }
 
 /* ---- run-stats v2 (docs/formats.md "Run-stats JSON") ---- */
@@ -487,6 +498,7 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
     struct plena_overlap *overlap = NULL;
     struct plena_profile profile;
     int have_profile = 0;
+    struct plena_timeline *timeline = NULL;
     struct plena_profile_trap ptrap;
     int rc = 0;
     struct plena_err *e = &ss.run_err;
@@ -592,10 +604,17 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
             goto fail;
         have_profile = 1;
     }
+    if (o->timeline_path) {
+        struct plena_timeline_opts to = {o->timeline_detail, 0, o->overlap != 0,
+                                         out->settings.clock_period_ps, o->label};
+        if ((rc = plena_timeline_new(&to, labels, ss.prog->n, &timeline, e)) != 0) goto fail;
+    }
     if (o->on_start) o->on_start(o->on_start_ctx, &out->settings);
 
     /* execute */
-    struct observer obs = {timing, overlap, have_profile ? &profile : NULL};
+    struct observer obs = {timing,   overlap,        have_profile ? &profile : NULL,
+                           timeline, o->on_progress, o->on_progress_ctx,
+                           0};
     struct plena_emu_result res;
     memset(&res, 0, sizeof res);
     if ((rc = plena_emu_run(emu, ss.prog, observe, &obs, &res, e)) != 0) goto fail;
@@ -665,6 +684,21 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
         plena_free(text);
         if (r) out_rc = r;
     }
+    if (timeline) {
+        struct plena_timeline_run tr = {res.status == PLENA_RUN_TRAPPED ? "trapped" : "completed",
+                                        out->serial_picos,
+                                        out->reported_picos,
+                                        out->bytes_read,
+                                        out->bytes_written,
+                                        res.instructions_executed};
+        struct plena_err terr = {0};
+        int r = plena_timeline_write(timeline, &tr, o->timeline_path, &out->timeline_bytes, &terr);
+        if (!r) out->timeline_written = 1;
+        if (r && !out_rc) {
+            out_rc = r;
+            perr = terr;
+        }
+    }
     if (dump_threaded) pthread_join(dump_tid, NULL);
     if (dj.rc) {
         out_rc = dj.rc;
@@ -697,6 +731,7 @@ fail:
 
 done:
     if (have_profile) plena_profile_free(&profile);
+    plena_timeline_free(timeline);
     plena_overlap_free(overlap);
     plena_timing_free(timing);
     plena_emu_free(emu);

@@ -18,6 +18,7 @@
 #include "../isa/asm.h"
 #include "../isa/program.h"
 #include "../settings/settings.h"
+#include "../timeline/timeline.h"
 #include "../timing/timing.h"
 
 struct plena_routing_stats; /* model/model.h */
@@ -51,6 +52,10 @@ struct plena_run_opts {
     const char *stats_path;
     const char *profile_path;
     const char *log_path; /* copied into run-stats only */
+    /* the Perfetto timeline (docs/timeline.md), written atomically on completion
+     * and on a trap; NULL = none (the run then does no per-instruction timeline work) */
+    const char *timeline_path;
+    enum plena_timeline_detail timeline_detail; /* 0 = stage; callers set the default */
     /* the MoE layer's routing, written into the profile (NULL: none) */
     const struct plena_routing_stats *routing;
     /* run limits (0 = none) and a stop flag a signal handler sets (may be
@@ -70,6 +75,10 @@ struct plena_run_opts {
      * (the CLI prints the Topology line here). May be NULL. */
     void (*on_start)(void *ctx, const struct plena_settings *s);
     void *on_start_ctx;
+    /* Called every 65536 executed instructions with the count so far (the
+     * CLI's progress line). May be NULL: the run then does no counting. */
+    void (*on_progress)(void *ctx, uint64_t executed);
+    void *on_progress_ctx;
 };
 
 enum plena_run_outcome_status {
@@ -98,6 +107,8 @@ struct plena_run_outcome {
     struct plena_overlap_report overlap;
     int profile_written;
     uint64_t profile_bytes;
+    int timeline_written;
+    uint64_t timeline_bytes;
     uint64_t stage_wall_picos[32]; /* per stage (PLENA_STAGE_COUNT used); 0 without profile */
     double host_wall_seconds;
 };

@@ -24,6 +24,7 @@ struct plena_overlap {
     struct entry *q;    /* FIFO: live entries are q[head .. n) */
     size_t head, n, cap;
     uint64_t hidden;
+    uint64_t last_hidden; /* hidden by the last observed instruction (plena_overlap_last) */
     uint64_t prefetch_ops, compute_ops, barrier_ops, stalls;
 };
 
@@ -226,6 +227,8 @@ void plena_overlap_compute(struct plena_overlap *o, uint64_t duration_ps,
 void plena_overlap_observe(struct plena_overlap *o, const struct plena_emu_event *ev,
                            uint64_t duration_ps)
 {
+    uint64_t before = o->hidden;
+    o->last_hidden = 0;
     if (o->other[ev->op]) return;
     struct plena_overlap_class_info ci;
     classify(&o->g, ev, &ci);
@@ -235,6 +238,13 @@ void plena_overlap_observe(struct plena_overlap *o, const struct plena_emu_event
     case PLENA_OVERLAP_COMPUTE: plena_overlap_compute(o, duration_ps, ci.reads, ci.n_reads); break;
     case PLENA_OVERLAP_OTHER: break;
     }
+    o->last_hidden = o->hidden - before;
+}
+
+void plena_overlap_last(const struct plena_overlap *o, uint64_t *hidden_ps, uint64_t *pending)
+{
+    *hidden_ps = o->last_hidden;
+    *pending = o->n - o->head;
 }
 
 void plena_overlap_report(const struct plena_overlap *o, uint64_t serial_total_ps,

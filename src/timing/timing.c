@@ -161,3 +161,16 @@ int plena_timing_status(const struct plena_timing *t, struct plena_err *err)
                           "the HBM model ran out of memory queueing a transaction list");
     return 0;
 }
+
+void plena_timing_record_last(const struct plena_timing *t, const struct plena_emu_event *ev,
+                              uint64_t dur_ps, struct plena_timing_record *r)
+{
+    r->pc = ev->pc;
+    r->op = ev->op;
+    r->start_ps = t->now_ps - dur_ps;
+    r->dur_ps = dur_ps;
+    r->bytes_read = 64 * t->last_rd;
+    r->bytes_written = 64 * t->last_wr;
+    r->hidden_ps = 0;
+    r->pending_prefetches = 0;
+}

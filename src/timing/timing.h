@@ -87,6 +87,24 @@ struct plena_hbm *plena_timing_hbm(struct plena_timing *t);
 uint64_t plena_timing_fixed_cycles(const struct plena_settings *s, unsigned op, uint32_t topk_e,
                                    int f0_skip);
 
+/* ---- per-instruction record: the timeline's hook (docs/timeline.md) ----
+ * What one accounted instruction cost and when, for observers that want every
+ * instruction (the Perfetto timeline). The run session fills one only when such
+ * an observer was asked for, right after plena_timing_account (and the overlay's
+ * observe), so a run without a timeline does no extra work per instruction. */
+struct plena_timing_record {
+    uint32_t pc;
+    uint8_t op;
+    uint64_t start_ps, dur_ps;          /* serial clock: start + dur = next start */
+    uint64_t bytes_read, bytes_written; /* 64 x transactions */
+    uint64_t hidden_ps;                 /* overlay on: queued prefetch time hidden behind it */
+    uint64_t pending_prefetches;        /* overlay on: prefetches still queued after it */
+};
+/* Fills r for the instruction `ev` just accounted with duration `dur_ps`
+ * (start = the clock before it); hidden/pending stay 0 (see plena_overlap_last). */
+void plena_timing_record_last(const struct plena_timing *t, const struct plena_emu_event *ev,
+                              uint64_t dur_ps, struct plena_timing_record *r);
+
 /* ---- overlap overlay ---- */
 struct plena_overlap_report {
     uint64_t serial_picos, serial_cycles;
@@ -103,6 +121,9 @@ void plena_overlap_free(struct plena_overlap *o);
 /* Feed every executed instruction in order with its serial duration. */
 void plena_overlap_observe(struct plena_overlap *o, const struct plena_emu_event *ev,
                            uint64_t duration_ps);
+/* The last observed instruction's share of the overlay: prefetch time it hid
+ * (ps) and the prefetches still queued after it (for plena_timing_record). */
+void plena_overlap_last(const struct plena_overlap *o, uint64_t *hidden_ps, uint64_t *pending);
 void plena_overlap_report(const struct plena_overlap *o, uint64_t serial_total_ps,
                           uint64_t clock_period_ps, struct plena_overlap_report *r);
 

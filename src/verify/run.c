@@ -87,6 +87,10 @@ static int timed_run(const struct plena_moe_build *b, const struct plena_verify_
     ro.profile_path = prof;
     ro.routing = &r->routing;
     ro.label = "moe";
+    ro.timeline_path = o->timeline_path;
+    ro.timeline_detail = o->timeline_detail;
+    ro.on_progress = o->on_progress;
+    ro.on_progress_ctx = o->on_progress_ctx;
     ro.argc = o->argc;
     ro.argv = o->argv;
     if ((rc = plena_run_execute(&ro, &r->run, err))) return rc;

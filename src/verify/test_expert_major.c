@@ -336,7 +336,8 @@ static void counters_match(const char *preset, uint32_t T, int device, const cha
     plena_free(so);
     plena_verify_device_free(&d);
     /* the timed run's HBM counters and the statistics */
-    struct plena_verify_moe_opts vo = {&g_set, dir, 1, 0, 0, 0, NULL};
+    struct plena_verify_moe_opts vo = {&g_set, dir, 1, 0, 0, 0, NULL, NULL, PLENA_TIMELINE_STAGE,
+                                       NULL,   NULL};
     struct plena_verify_moe_report rep;
     assert_int_equal(plena_verify_moe(&b, &vo, &rep, &err), 0);
     assert_true(rep.have_stages);

@@ -158,6 +158,11 @@ struct plena_verify_moe_opts {
     int check;       /* the functional check after a completed run (or alone) */
     int argc;        /* provenance for the run session (may be 0/NULL) */
     char **argv;
+    const char *timeline_path; /* the timed run's timeline (docs/timeline.md); NULL = none */
+    enum plena_timeline_detail timeline_detail;
+    /* the timed run's progress (plena_run_opts.on_progress); may be NULL */
+    void (*on_progress)(void *ctx, uint64_t executed);
+    void *on_progress_ctx;
 };
 
 struct plena_verify_moe_report {

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Cost of the Perfetto timeline (docs/timeline.md), on one MoE layer built once
+# by `plena moe --no-run`, run through `plena run` in three configurations:
+#   base:     BASE_BIN (optional: a build without the timeline hook), no timeline
+#   off:      PLENA_BIN, no --timeline (the default run: the hook is one untaken branch)
+#   timeline: PLENA_BIN --timeline t.json (default detail: group)
+# Runs alternate and repeat RUNS times; the ratios are of the median CPU times
+# (user + sys) measured in this one run: off/base is what the hook costs a run
+# that asks for no timeline, timeline/off what writing one costs. The
+# timeline's size is printed too.
+# usage: bench/timeline_overhead.sh PLENA_BIN [BASE_BIN|-] [MODEL [TOKENS [RUNS]]]
+set -euo pipefail
+BIN=${1:?usage: timeline_overhead.sh PLENA_BIN [BASE_BIN|-] [MODEL [TOKENS [RUNS]]]}
+BASE=${2:--}
+MODEL=${3:-deepseek-v2-lite-mini}
+TOKENS=${4:-4}
+RUNS=${5:-5}
+case "$BIN" in /*) ;; *) BIN=$(pwd)/$BIN ;; esac
+if [ "$BASE" != - ]; then case "$BASE" in /*) ;; *) BASE=$(pwd)/$BASE ;; esac; fi
+DIR=$(mktemp -d /tmp/plena_bench_tl_XXXXXX)
+trap 'rm -rf "$DIR"' EXIT
+cd "$DIR"
+"$BIN" moe --model "$MODEL" --tokens "$TOKENS" --routing random --out d --no-run >/dev/null
+
+# appends "cpu_ms" of one run of binary $1 (extra arguments after it) to file $2
+measure() {
+  local bin=$1 out=$2 t
+  shift 2
+  TIMEFORMAT='%3U %3S'
+  t=$( { time "$bin" run --program d/program.mem --asm d/program.asm --hbm d/hbm.bin \
+           --fpsram d/fp_sram.bin --intsram d/int_sram.bin --vram d/vram_preload.bin \
+           --dump none "$@" >/dev/null; } 2>&1 )
+  echo "$t" | awk '{ printf "%.1f\n", ($1 + $2) * 1000 }' >> "$out"
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+: > base.txt; : > off.txt; : > tl.txt
+for _ in $(seq "$RUNS"); do
+  if [ "$BASE" != - ]; then measure "$BASE" base.txt; fi
+  measure "$BIN" off.txt
+  measure "$BIN" tl.txt --timeline t.json
+done
+off=$(median < off.txt); tl=$(median < tl.txt)
+echo "timeline_overhead: $MODEL T=$TOKENS, median of $RUNS runs (CPU ms)"
+if [ "$BASE" != - ]; then
+  base=$(median < base.txt)
+  awk -v b="$base" -v o="$off" 'BEGIN { printf "  base %.1f  off %.1f  off/base %.3f\n", b, o, o / b }'
+fi
+awk -v o="$off" -v t="$tl" 'BEGIN { printf "  off %.1f  timeline %.1f  timeline/off %.3f\n", o, t, t / o }'
+echo "  timeline size $(stat -c %s t.json) bytes"

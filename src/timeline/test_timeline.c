@@ -1,0 +1,375 @@
+/* Timeline (docs/timeline.md): the trace-event structure (every event has ph,
+ * ts, pid, tid; durations non-negative; slices of one track never overlap),
+ * the stage slices summing exactly to the profile's per-stage picoseconds,
+ * groups summing to the run's serial time, the HBM counter to the run's bytes,
+ * the hidden-prefetch track to the overlay's hidden time, and the automatic
+ * merging bound. The JSON is read with jansson, never with the writer's code. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/fileio.h"
+#include "common/test_support.h"
+#include "isa/stages.h"
+#include "run/run.h"
+#include "timeline/timeline.h"
+
+static char tmp[256];
+static struct plena_settings g_settings;
+
+static uint64_t ps_of(const json_t *v)
+{
+    assert_true(json_is_number(v));
+    double d = json_number_value(v);
+    assert_true(d >= 0);
+    return (uint64_t)llround(d * 1e6);
+}
+
+static json_int_t geti(const json_t *o, const char *k)
+{
+    const json_t *v = json_object_get(o, k);
+    assert_true(json_is_integer(v));
+    return json_integer_value(v);
+}
+
+struct figures {
+    uint64_t stage_ps[PLENA_STAGE_COUNT];
+    uint64_t busy_ps, hidden_ps, span_end_ps;
+    double counter_bytes;
+    size_t n_resource_slices;
+    size_t n_regions, n_merged_regions;
+};
+
+/* The structure checks of the trace-event format, and the sums. */
+static void check_structure(const json_t *doc, struct figures *f)
+{
+    memset(f, 0, sizeof *f);
+    assert_string_equal(json_string_value(json_object_get(doc, "displayTimeUnit")), "ns");
+    const json_t *ev = json_object_get(doc, "traceEvents");
+    assert_true(json_is_array(ev));
+    assert_true(json_array_size(ev) > 0);
+    uint64_t track_end[64] = {0};
+    uint64_t last_counter_ts = 0;
+    double last_counter_val = 0;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(ev, i, e)
+    {
+        const char *ph = json_string_value(json_object_get(e, "ph"));
+        assert_non_null(ph);
+        assert_true(json_is_number(json_object_get(e, "ts")));
+        assert_true(json_is_integer(json_object_get(e, "pid")));
+        json_int_t tid = geti(e, "tid");
+        assert_true(tid >= 0 && tid < 64);
+        assert_non_null(json_string_value(json_object_get(e, "name")));
+        uint64_t ts = ps_of(json_object_get(e, "ts"));
+        const json_t *args = json_object_get(e, "args");
+        if (!strcmp(ph, "X")) {
+            uint64_t dur = ps_of(json_object_get(e, "dur"));
+            /* slices of one track come in time order and never overlap */
+            assert_true(ts >= track_end[tid]);
+            track_end[tid] = ts + dur;
+            if (ts + dur > f->span_end_ps) f->span_end_ps = ts + dur;
+            if (tid == 1) {
+                int st = plena_stage_lookup(
+                    json_string_value(json_object_get(e, "name")),
+                    (unsigned)strlen(json_string_value(json_object_get(e, "name"))));
+                assert_true(st >= 0);
+                /* the exact integer and the microseconds agree */
+                assert_int_equal((uint64_t)geti(args, "dur_ps"), dur);
+                assert_int_equal((uint64_t)geti(args, "start_ps"), ts);
+                const json_t *sp = json_object_get(args, "stage_ps");
+                if (!sp) {
+                    f->stage_ps[st] += (uint64_t)geti(args, "dur_ps");
+                } else {
+                    /* joined regions: every stage's share, summing to the slice */
+                    uint64_t in = 0;
+                    const char *k;
+                    const json_t *v;
+                    json_object_foreach((json_t *)sp, k, v)
+                    {
+                        int s2 = plena_stage_lookup(k, (unsigned)strlen(k));
+                        assert_true(s2 >= 0);
+                        f->stage_ps[s2] += (uint64_t)json_integer_value(v);
+                        in += (uint64_t)json_integer_value(v);
+                    }
+                    assert_int_equal(in, dur);
+                    f->n_merged_regions++;
+                }
+                f->n_regions++;
+            } else {
+                /* busy_ps is written where it differs from dur (merged slices) */
+                const json_t *bj = json_object_get(args, "busy_ps");
+                uint64_t busy = bj ? (uint64_t)geti(args, "busy_ps") : dur;
+                assert_true(!bj || (uint64_t)json_integer_value(bj) != dur);
+                assert_true(busy <= dur || dur == 0);
+                if (!strcmp(json_string_value(json_object_get(e, "name")), "hidden prefetch"))
+                    f->hidden_ps += busy;
+                else
+                    f->busy_ps += busy;
+                f->n_resource_slices++;
+            }
+        } else if (!strcmp(ph, "C")) {
+            if (!strcmp(json_string_value(json_object_get(e, "name")), "HBM bytes/us")) {
+                /* a counter holds its value until the next sample */
+                assert_true(ts >= last_counter_ts);
+                f->counter_bytes += last_counter_val * (double)(ts - last_counter_ts) / 1e6;
+                last_counter_ts = ts;
+                last_counter_val = json_number_value(json_object_get(args, "read")) +
+                                   json_number_value(json_object_get(args, "write"));
+                assert_true(last_counter_val >= 0);
+            }
+        } else {
+            assert_string_equal(ph, "M");
+        }
+    }
+    assert_true(last_counter_val == 0); /* the counter ends at zero */
+}
+
+static json_t *load(const char *name)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", tmp, name);
+    json_error_t je;
+    json_t *j = json_load_file(p, 0, &je);
+    if (!j) fprintf(stderr, "%s:%d: %s\n", p, je.line, je.text);
+    assert_non_null(j);
+    return j;
+}
+
+/* a prefetch (scale, stride and address registers first), matrix work, a
+ * vector op in another stage, and a store */
+static const char *PROG = "; @stage=expert_weight_prefetch\n"
+                          "S_ADDI_INT gp7, gp0, 65536\n"
+                          "C_SET_SCALE_REG gp7\n"
+                          "S_ADDI_INT gp8, gp0, 64\n"
+                          "C_SET_STRIDE_REG gp8\n"
+                          "S_ADDI_INT gp9, gp0, 8192\n"
+                          "S_ADDI_INT gp3, gp0, 0\n"
+                          "C_SET_ADDR_REG a1, gp0, gp3\n"
+                          "S_ADDI_INT gp2, gp0, 0\n"
+                          "H_PREFETCH_V gp9, gp2, a1, 1, 0\n"
+                          "; @stage=expert_projection\n"
+                          "M_MV gp0, gp0, gp0\n"
+                          "M_MV gp0, gp0, gp0\n"
+                          "M_MV gp0, gp0, gp0\n"
+                          "; @stage=scatter_combine\n"
+                          "V_ADD_VV gp0, gp0, gp0\n"
+                          "; @stage=expert_projection\n"
+                          "M_MV gp0, gp0, gp0\n"
+                          "H_STORE_V gp9, gp2, a1, 1, 0\n";
+
+static void run_prog(const char *program, const char *timeline, int overlap,
+                     enum plena_timeline_detail d, struct plena_run_outcome *out)
+{
+    char prog[512], hbm[512], fp[512], tl[512], prof[512];
+    struct plena_run_opts o;
+    memset(&o, 0, sizeof o);
+    o.program_path = plena_test_path(prog, sizeof prog, tmp, program);
+    o.hbm_path = plena_test_path(hbm, sizeof hbm, tmp, "hbm.bin");
+    o.fpsram_path = plena_test_path(fp, sizeof fp, tmp, "fp.bin");
+    o.settings = &g_settings;
+    o.hbm_model = -1;
+    o.threads = 1;
+    o.overlap = overlap;
+    o.profile_path = plena_test_path(prof, sizeof prof, tmp, "prof.json");
+    o.timeline_path = plena_test_path(tl, sizeof tl, tmp, timeline);
+    o.timeline_detail = d;
+    o.label = "test \"run\"";
+    struct plena_err err = {0};
+    assert_int_equal(plena_run_execute(&o, out, &err), 0);
+    assert_true(out->timeline_written);
+}
+
+static void run_one(const char *timeline, int overlap, enum plena_timeline_detail d,
+                    struct plena_run_outcome *out)
+{
+    run_prog("p.asm", timeline, overlap, d, out);
+    assert_int_equal(out->status, PLENA_RUN_OUT_COMPLETED);
+}
+
+/* A trapping run (V_ADD_VV reads VRAM far out of range) still writes its
+ * timeline: status "trapped", the stage sums those of the instructions that
+ * ran (the profile's). */
+static void test_trapped_run(void **state)
+{
+    (void)state;
+    plena_test_write_text(tmp, "trap.asm",
+                          "; @stage=gather\n"
+                          "M_MV gp0, gp0, gp0\n"
+                          "S_ADDI_INT gp2, gp0, 9\n"
+                          "; @stage=expert_projection\n"
+                          "S_LUI_INT gp3, 4000\n"
+                          "M_MM gp0, gp0, gp0\n"
+                          "V_ADD_VV gp0, gp3, gp3\n"
+                          "M_MV gp0, gp0, gp0\n");
+    struct plena_run_outcome out;
+    run_prog("trap.asm", "trap.json", 0, PLENA_TIMELINE_GROUP, &out);
+    assert_int_equal(out.status, PLENA_RUN_OUT_TRAPPED);
+    json_t *doc = load("trap.json");
+    struct figures f;
+    check_structure(doc, &f);
+    for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++)
+        assert_int_equal(f.stage_ps[s], out.stage_wall_picos[s]);
+    assert_true(out.stage_wall_picos[PLENA_STAGE_GATHER] > 0);
+    const json_t *od = json_object_get(doc, "otherData");
+    assert_string_equal(json_string_value(json_object_get(od, "status")), "trapped");
+    assert_int_equal(geti(od, "instructions_executed"), 4);
+    json_decref(doc);
+}
+
+static void test_run_timeline_sums(void **state)
+{
+    (void)state;
+    static const enum plena_timeline_detail details[] = {PLENA_TIMELINE_STAGE, PLENA_TIMELINE_GROUP,
+                                                         PLENA_TIMELINE_INSTRUCTION};
+    for (int overlap = 0; overlap <= 1; overlap++)
+        for (size_t k = 0; k < 3; k++) {
+            struct plena_run_outcome out;
+            run_one("tl.json", overlap, details[k], &out);
+            json_t *doc = load("tl.json");
+            struct figures f;
+            check_structure(doc, &f);
+            /* stage slices = the profile's per-stage picoseconds, exactly */
+            uint64_t total = 0;
+            for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++) {
+                assert_int_equal(f.stage_ps[s], out.stage_wall_picos[s]);
+                total += f.stage_ps[s];
+            }
+            assert_int_equal(total, out.serial_picos);
+            assert_true(out.stage_wall_picos[PLENA_STAGE_EXPERT_PROJECTION] > 0);
+            assert_int_equal(f.span_end_ps, out.serial_picos);
+            if (details[k] == PLENA_TIMELINE_STAGE)
+                assert_int_equal(f.n_resource_slices, 0);
+            else
+                assert_int_equal(f.busy_ps, out.serial_picos);
+            /* the M_MV group of three is one slice at group detail */
+            if (details[k] == PLENA_TIMELINE_GROUP && !overlap)
+                /* S C S C (S S) C S | H | (M M M) | V | M | H: 12 groups of 15 */
+                assert_int_equal(f.n_resource_slices, 12);
+            if (details[k] == PLENA_TIMELINE_INSTRUCTION && !overlap)
+                assert_int_equal(f.n_resource_slices, 15);
+            double want = (double)(out.bytes_read + out.bytes_written);
+            assert_true(want > 0);
+            assert_true(fabs(f.counter_bytes - want) <= 1e-9 * want);
+            if (overlap && details[k] != PLENA_TIMELINE_STAGE) {
+                assert_true(out.overlap.hidden_prefetch_picos > 0);
+                assert_int_equal(f.hidden_ps, out.overlap.hidden_prefetch_picos);
+            } else {
+                assert_int_equal(f.hidden_ps, 0);
+            }
+            const json_t *od = json_object_get(doc, "otherData");
+            assert_int_equal(geti(od, "clock_period_ps"), out.settings.clock_period_ps);
+            assert_int_equal(geti(od, "serial_picos"), out.serial_picos);
+            assert_string_equal(json_string_value(json_object_get(od, "detail")),
+                                plena_timeline_detail_name(details[k]));
+            json_decref(doc);
+        }
+}
+
+/* Synthetic records: far more groups than the bound; the merged timeline keeps
+ * the bound, the exact stage sums and the busy total. */
+static void test_merging_bound(void **state)
+{
+    (void)state;
+    const size_t n_pc = 40;
+    struct plena_label lv[40];
+    for (size_t i = 0; i < n_pc; i++) {
+        lv[i].stage =
+            (uint8_t)(i < 20 ? PLENA_STAGE_EXPERT_PROJECTION : PLENA_STAGE_SCATTER_COMBINE);
+        lv[i].has_pair = 0;
+        lv[i].pair = 0;
+    }
+    struct plena_labels labels;
+    memset(&labels, 0, sizeof labels);
+    labels.n = n_pc;
+    labels.v = lv;
+    struct plena_timeline_opts to = {PLENA_TIMELINE_GROUP, 64, 0, 1000, NULL};
+    struct plena_timeline *tl = NULL;
+    assert_int_equal(plena_timeline_new(&to, &labels, n_pc, &tl, NULL), 0);
+    uint64_t now = 0, stage_ps[PLENA_STAGE_COUNT] = {0};
+    const unsigned ops[] = {PLENA_OP_M_MM, PLENA_OP_V_ADD_VV, PLENA_OP_S_ADDI_INT,
+                            PLENA_OP_H_PREFETCH_V};
+    for (uint32_t i = 0; i < 20000; i++) {
+        struct plena_timing_record r;
+        memset(&r, 0, sizeof r);
+        r.pc = (i / 7) % 40;
+        r.op = (uint8_t)ops[i % 4];
+        r.start_ps = now;
+        r.dur_ps = 1000 * (1 + i % 5);
+        r.bytes_read = r.op == PLENA_OP_H_PREFETCH_V ? 512 : 0;
+        now += r.dur_ps;
+        stage_ps[lv[r.pc].stage] += r.dur_ps;
+        plena_timeline_add(tl, &r);
+    }
+    struct plena_timeline_stats st;
+    plena_timeline_stats(tl, &st);
+    assert_true(st.merge_ps > 0);
+    struct plena_timeline_run run = {"completed", now, now, 0, 0, 20000};
+    struct plena_buf b;
+    plena_buf_init(&b);
+    assert_int_equal(plena_timeline_render(tl, &run, &b, NULL), 0);
+    json_error_t je;
+    json_t *doc = json_loadb(b.data, b.len, 0, &je);
+    assert_non_null(doc);
+    struct figures f;
+    check_structure(doc, &f);
+    assert_true(f.n_resource_slices <= 64);
+    /* 20000 records change stage every 7: the stage track is bounded too */
+    assert_true(f.n_regions <= 32);
+    assert_true(f.n_merged_regions > 0);
+    assert_int_equal(f.busy_ps, now);
+    for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++)
+        assert_int_equal(f.stage_ps[s], stage_ps[s]);
+    json_decref(doc);
+    plena_buf_free(&b);
+    plena_timeline_free(tl);
+}
+
+static void test_detail_names(void **state)
+{
+    (void)state;
+    enum plena_timeline_detail d = PLENA_TIMELINE_STAGE;
+    assert_int_equal(plena_timeline_detail_parse("instruction", &d), 0);
+    assert_int_equal(d, PLENA_TIMELINE_INSTRUCTION);
+    assert_int_equal(plena_timeline_detail_parse("groups", &d), -1);
+    assert_string_equal(plena_timeline_detail_name(PLENA_TIMELINE_DETAIL_DEFAULT), "group");
+    assert_int_equal(plena_timeline_track_of(PLENA_OP_H_STORE_V), PLENA_TL_TRACK_HBM_WRITE);
+    assert_int_equal(plena_timeline_track_of(PLENA_OP_H_PREFETCH_M), PLENA_TL_TRACK_HBM_READ);
+    assert_int_equal(plena_timeline_track_of(PLENA_OP_M_MM), PLENA_TL_TRACK_MATRIX);
+}
+
+/* The scratch directory and the inputs of the runs (zeros), made once. */
+static int make_inputs(void)
+{
+    if (plena_test_mkdtemp(tmp, sizeof tmp, "test_timeline")) return -1;
+    plena_settings_reference(&g_settings);
+    const char *ov[] = {"CONFIG.VECTOR_SRAM_SIZE=8192", "CONFIG.HBM_SIZE=1048576"};
+    if (plena_settings_override_many(&g_settings, ov, 2, NULL)) return -1;
+    char *z = calloc(1, 1048576);
+    plena_test_write_file(tmp, "hbm.bin", z, 1048576);
+    plena_test_write_file(tmp, "fp.bin", z, 2048);
+    free(z);
+    plena_test_write_text(tmp, "p.asm", PROG);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_detail_names), cmocka_unit_test(test_run_timeline_sums),
+        cmocka_unit_test(test_merging_bound), cmocka_unit_test(test_trapped_run)};
+    if (make_inputs()) return 1;
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    plena_test_rmtree(tmp);
+    return failed;
+}

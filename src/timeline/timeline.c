@@ -1,0 +1,704 @@
+/* timeline.c — the Perfetto timeline (docs/timeline.md): stage regions kept
+ * exactly (their durations sum to the profile's per-stage picoseconds), instruction
+ * groups per resource track merged automatically within a bound, counter buckets
+ * for HBM bytes and outstanding prefetches, and the trace-event JSON text.
+ *
+ * Times are integer picoseconds until the JSON, which states them in
+ * microseconds with six fractional digits (1 ps resolution, printed from the
+ * integers, never through a double). Execution is serial, so a track's slices
+ * never overlap and a stage region lasts exactly the sum of its instructions. */
+#include "timeline/timeline.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/json.h"
+#include "isa/isa.h"
+#include "isa/stages.h"
+
+const char *const plena_timeline_detail_names[] = {"stage", "group", "instruction", NULL};
+
+const char *plena_timeline_detail_name(enum plena_timeline_detail d)
+{
+    return (unsigned)d <= PLENA_TIMELINE_INSTRUCTION ? plena_timeline_detail_names[d] : "?";
+}
+
+int plena_timeline_detail_parse(const char *s, enum plena_timeline_detail *d)
+{
+    for (unsigned i = 0; s && plena_timeline_detail_names[i]; i++)
+        if (!strcmp(s, plena_timeline_detail_names[i])) {
+            *d = (enum plena_timeline_detail)i;
+            return 0;
+        }
+    return -1;
+}
+
+static const char *const track_names[PLENA_TL_TRACK_COUNT] = {
+    "stages",
+    "matrix",
+    "vector",
+    "scalar",
+    "HBM prefetch (HBM->SRAM)",
+    "HBM store (SRAM->HBM)",
+    "other",
+    "hidden prefetch (overlap)",
+};
+
+const char *plena_timeline_track_name(enum plena_timeline_track t)
+{
+    return (unsigned)t < PLENA_TL_TRACK_COUNT ? track_names[t] : "?";
+}
+
+enum plena_timeline_track plena_timeline_track_of(unsigned opcode)
+{
+    switch (plena_resource_of(opcode & 63)) {
+    case PLENA_RESOURCE_MATRIX: return PLENA_TL_TRACK_MATRIX;
+    case PLENA_RESOURCE_VECTOR: return PLENA_TL_TRACK_VECTOR;
+    case PLENA_RESOURCE_SCALAR: return PLENA_TL_TRACK_SCALAR;
+    case PLENA_RESOURCE_DMA:
+        /* the direction from the WRITES column: H_STORE_V writes HBM */
+        return plena_isa_info(opcode & 63)->writes & PLENA_MASK_HBM ? PLENA_TL_TRACK_HBM_WRITE
+                                                                    : PLENA_TL_TRACK_HBM_READ;
+    default: return PLENA_TL_TRACK_OTHER;
+    }
+}
+
+/* A stage-track slice: one stage region, or (merged) consecutive regions with
+ * each stage's picoseconds kept in ps[] so the per-stage sums stay exact (ps[]
+ * is filled when regions join; an unjoined region's time is all its stage's). */
+struct region {
+    uint64_t start, dur;
+    uint64_t count;
+    uint64_t ps[PLENA_STAGE_COUNT];
+    uint8_t stage;  /* the region's stage; merged: the stage with the most time */
+    uint8_t merged; /* more than one region */
+};
+
+struct slice {
+    uint64_t start, end;  /* end - start = busy unless merged */
+    uint64_t busy, bytes; /* instruction time and HBM bytes inside */
+    uint64_t count;       /* instructions */
+    uint64_t win_end;     /* end of the merge window it started in (0: no merging yet) */
+    uint32_t region;      /* sequence number of the stage region it started in */
+    uint8_t stage;        /* that region's stage */
+    uint8_t track, op, mixed;
+};
+
+#define NO_SLICE SIZE_MAX
+
+struct plena_timeline {
+    struct plena_timeline_opts o;
+    const struct plena_labels *labels;
+    size_t n_pc;
+    /* per-instruction lookups precomputed (add() runs once per executed
+     * instruction, so it touches one byte per pc and one per opcode) */
+    uint8_t *pc_stage;
+    uint8_t track_of[64];
+    size_t cur_bucket;
+    uint64_t bucket_end_ps; /* the current bucket ends here */
+    struct region *reg;
+    size_t n_reg, cap_reg;
+    uint32_t region_seq; /* stage regions seen (the current one's number + 1) */
+    int cur_stage;       /* stage of the current region; -1 before the first */
+    struct region cur;   /* the open region (not yet in reg[]) */
+    uint64_t reg_merge_ps;
+    struct slice *sl;
+    size_t n_sl, cap_sl;
+    size_t last_on[PLENA_TL_TRACK_COUNT];
+    struct slice grp, hid; /* the open group and hidden-prefetch slice */
+    int grp_open, hid_open, prev_hid;
+    uint64_t merge_ps; /* 0 until the first automatic merge */
+    int cross;         /* merging ignores stage regions (only when regions alone do not fit) */
+    uint64_t bucket_ps;
+    uint64_t rd[PLENA_TIMELINE_MAX_BUCKETS], wr[PLENA_TIMELINE_MAX_BUCKETS];
+    uint64_t pend[PLENA_TIMELINE_MAX_BUCKETS];
+    size_t n_buckets;
+    uint64_t now_ps;
+    int nomem;
+};
+
+int plena_timeline_new(const struct plena_timeline_opts *o, const struct plena_labels *labels,
+                       size_t n_pc, struct plena_timeline **out, struct plena_err *err)
+{
+    *out = NULL;
+    if (labels && labels->n != n_pc)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "timeline",
+                          "label count %zu does not match instruction count %zu", labels->n, n_pc);
+    if (o->clock_period_ps == 0)
+        return PLENA_FAIL(err, PLENA_E_INTERNAL, "timeline", "clock period 0 ps");
+    struct plena_timeline *tl = plena_calloc(1, sizeof *tl);
+    if (!tl) return PLENA_FAIL(err, PLENA_E_NOMEM, "timeline", "out of memory");
+    tl->o = *o;
+    /* fewer than 64 slices could not hold one per track after a full merge */
+    if (tl->o.max_slices == 0) tl->o.max_slices = PLENA_TIMELINE_MAX_SLICES;
+    if (tl->o.max_slices < 64) tl->o.max_slices = 64;
+    tl->labels = labels;
+    tl->n_pc = n_pc;
+    tl->pc_stage = plena_malloc(n_pc ? n_pc : 1);
+    if (!tl->pc_stage) {
+        plena_free(tl);
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "timeline", "out of memory");
+    }
+    for (size_t i = 0; i < n_pc; i++) {
+        unsigned st = labels ? labels->v[i].stage : PLENA_STAGE_OTHER;
+        tl->pc_stage[i] = (uint8_t)(st < PLENA_STAGE_COUNT ? st : PLENA_STAGE_OTHER);
+    }
+    for (unsigned op = 0; op < 64; op++)
+        tl->track_of[op] = (uint8_t)plena_timeline_track_of(op);
+    for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++)
+        tl->last_on[t] = NO_SLICE;
+    tl->bucket_ps = 1000000; /* 1 us; doubles as the run grows */
+    tl->bucket_end_ps = tl->bucket_ps;
+    tl->n_buckets = 1;
+    tl->cur_stage = -1;
+    *out = tl;
+    return 0;
+}
+
+void plena_timeline_free(struct plena_timeline *tl)
+{
+    if (!tl) return;
+    plena_free(tl->reg);
+    plena_free(tl->sl);
+    plena_free(tl->pc_stage);
+    plena_free(tl);
+}
+
+/* ---- automatic merging (docs/timeline.md "Size") ---- */
+
+/* b starts no earlier than a, so "same window" is "b starts before a's window
+ * ends": no division per slice (win_end is set when a slice is kept) */
+static int mergeable(const struct plena_timeline *tl, const struct slice *a, const struct slice *b)
+{
+    return tl->merge_ps && (tl->cross || a->region == b->region) && b->start < a->win_end;
+}
+
+static void set_window(const struct plena_timeline *tl, struct slice *s)
+{
+    s->win_end = tl->merge_ps ? (s->start / tl->merge_ps + 1) * tl->merge_ps : 0;
+}
+
+static void merge_into(struct slice *a, const struct slice *b)
+{
+    a->end = b->end;
+    a->busy += b->busy;
+    a->bytes += b->bytes;
+    a->count += b->count;
+    if (a->op != b->op || b->mixed) a->mixed = 1;
+}
+
+/* One pass at the current window: each slice joins the previous slice of its
+ * track when both start in the same window (and stage region). Slices of one
+ * track stay in time order, so the merged ones never overlap. */
+static void compact_pass(struct plena_timeline *tl)
+{
+    size_t w = 0;
+    for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++)
+        tl->last_on[t] = NO_SLICE;
+    for (size_t i = 0; i < tl->n_sl; i++) {
+        const struct slice *s = &tl->sl[i];
+        size_t j = tl->last_on[s->track];
+        if (j != NO_SLICE && mergeable(tl, &tl->sl[j], s)) {
+            merge_into(&tl->sl[j], s);
+            continue;
+        }
+        if (w != i) tl->sl[w] = *s; /* w <= i: the kept slices move down in place */
+        set_window(tl, &tl->sl[w]);
+        tl->last_on[tl->sl[w].track] = w;
+        w++;
+    }
+    tl->n_sl = w;
+}
+
+static void compact(struct plena_timeline *tl)
+{
+    /* down to a quarter of the bound: the window then absorbs the following
+     * slices for a while, so passes over the whole array stay rare */
+    while (tl->n_sl > tl->o.max_slices / 4) {
+        uint64_t span = tl->now_ps ? tl->now_ps : 1;
+        if (!tl->merge_ps) {
+            tl->merge_ps = span / tl->o.max_slices;
+            if (tl->merge_ps < tl->o.clock_period_ps) tl->merge_ps = tl->o.clock_period_ps;
+        } else if (tl->merge_ps <= span) {
+            tl->merge_ps *= 2;
+        } else if (!tl->cross) {
+            /* a window wider than the run and still too many: the stage regions
+             * alone are more than the bound, so slices may cross them; the
+             * window starts small again */
+            tl->cross = 1;
+            tl->merge_ps = span / tl->o.max_slices;
+            if (tl->merge_ps < tl->o.clock_period_ps) tl->merge_ps = tl->o.clock_period_ps;
+        } else {
+            tl->merge_ps *= 2;
+        }
+        compact_pass(tl);
+        if (tl->cross && tl->merge_ps > 2 * span) break; /* at most one slice per track left */
+    }
+}
+
+/* The append (and compaction) path of push_slice, out of line: push_slice
+ * itself runs once per instruction group and stays small enough to inline. */
+static __attribute__((noinline)) void append_slice(struct plena_timeline *tl, const struct slice *s)
+{
+    if (plena_grow((void **)&tl->sl, &tl->cap_sl, tl->n_sl + 1, sizeof *tl->sl)) {
+        tl->nomem = 1;
+        return;
+    }
+    tl->sl[tl->n_sl] = *s;
+    set_window(tl, &tl->sl[tl->n_sl]);
+    tl->last_on[s->track] = tl->n_sl++;
+    if (tl->n_sl > tl->o.max_slices) compact(tl);
+}
+
+static inline void push_slice(struct plena_timeline *tl, const struct slice *s)
+{
+    size_t j = tl->last_on[s->track];
+    if (j != NO_SLICE && mergeable(tl, &tl->sl[j], s)) {
+        merge_into(&tl->sl[j], s);
+        return;
+    }
+    append_slice(tl, s);
+}
+
+/* Stage regions beyond the bound: consecutive regions starting in the same
+ * window join (their time is contiguous, so the joined slice lasts exactly
+ * the sum); the window doubles until at most half the bound is left. */
+/* The stage track's bound: a quarter of the resource slices' (its slices are
+ * longer: a joined one lists every stage's share). */
+static size_t max_regions(const struct plena_timeline *tl)
+{
+    return tl->o.max_slices / 4;
+}
+
+static void merge_region(struct region *a, const struct region *b)
+{
+    if (!a->merged) a->ps[a->stage] = a->dur;
+    if (b->merged) {
+        for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++)
+            a->ps[s] += b->ps[s];
+    } else {
+        a->ps[b->stage] += b->dur;
+    }
+    a->dur += b->dur;
+    a->count += b->count;
+    for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++)
+        if (a->ps[s] > a->ps[a->stage]) a->stage = (uint8_t)s;
+    a->merged = 1;
+}
+
+/* One pass at the current window over the closed regions. */
+static void regions_pass(struct plena_timeline *tl)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < tl->n_reg; i++) {
+        if (w && tl->reg[w - 1].start / tl->reg_merge_ps == tl->reg[i].start / tl->reg_merge_ps)
+            merge_region(&tl->reg[w - 1], &tl->reg[i]);
+        else
+            tl->reg[w++] = tl->reg[i];
+    }
+    tl->n_reg = w;
+}
+
+static void compact_regions(struct plena_timeline *tl)
+{
+    size_t max = max_regions(tl);
+    uint64_t span = tl->now_ps ? tl->now_ps : 1;
+    /* the regions since the last compaction first join at the window already reached */
+    if (tl->reg_merge_ps) regions_pass(tl);
+    while (tl->n_reg > max / 2) {
+        if (!tl->reg_merge_ps) {
+            tl->reg_merge_ps = span / max;
+            if (tl->reg_merge_ps < tl->o.clock_period_ps) tl->reg_merge_ps = tl->o.clock_period_ps;
+        } else {
+            tl->reg_merge_ps *= 2;
+        }
+        regions_pass(tl);
+        if (tl->reg_merge_ps > 2 * span) break;
+    }
+}
+
+/* Moves the open region into reg[] (compacting first when full); -1 when out
+ * of memory (remembered). */
+static int close_region(struct plena_timeline *tl)
+{
+    if (tl->n_reg >= max_regions(tl)) compact_regions(tl);
+    if (plena_grow((void **)&tl->reg, &tl->cap_reg, tl->n_reg + 1, sizeof *tl->reg)) {
+        tl->nomem = 1;
+        return -1;
+    }
+    struct region *d = &tl->reg[tl->n_reg++];
+    memset(d, 0, sizeof *d);
+    d->start = tl->cur.start;
+    d->dur = tl->cur.dur;
+    d->count = tl->cur.count;
+    d->stage = tl->cur.stage;
+    return 0;
+}
+
+/* ---- counters ---- */
+
+static size_t bucket_of(struct plena_timeline *tl, uint64_t ps)
+{
+    uint64_t i = ps / tl->bucket_ps;
+    while (i >= PLENA_TIMELINE_MAX_BUCKETS) {
+        /* halve: neighbours merge, the width doubles */
+        size_t n = (tl->n_buckets + 1) / 2;
+        for (size_t k = 0; k < n; k++) {
+            size_t a = 2 * k, b = 2 * k + 1;
+            uint64_t r = tl->rd[a], w = tl->wr[a], p = tl->pend[a];
+            if (b < tl->n_buckets) {
+                r += tl->rd[b];
+                w += tl->wr[b];
+                if (tl->pend[b] > p) p = tl->pend[b];
+            }
+            tl->rd[k] = r, tl->wr[k] = w, tl->pend[k] = p;
+        }
+        for (size_t k = n; k < tl->n_buckets; k++)
+            tl->rd[k] = tl->wr[k] = tl->pend[k] = 0;
+        tl->n_buckets = n;
+        tl->bucket_ps *= 2;
+        i = ps / tl->bucket_ps;
+    }
+    if (i >= tl->n_buckets) tl->n_buckets = (size_t)i + 1;
+    tl->cur_bucket = (size_t)i;
+    tl->bucket_end_ps = (i + 1) * tl->bucket_ps;
+    return (size_t)i;
+}
+
+/* ---- feeding ---- */
+
+static void open_slice(struct slice *s, const struct plena_timing_record *r, uint64_t start,
+                       uint64_t dur, uint32_t region, unsigned stage, unsigned track)
+{
+    memset(s, 0, sizeof *s);
+    s->start = start;
+    s->end = start + dur;
+    s->busy = dur;
+    s->bytes = r->bytes_read + r->bytes_written;
+    s->count = 1;
+    s->region = region;
+    s->stage = (uint8_t)stage;
+    s->track = (uint8_t)track;
+    s->op = r->op;
+}
+
+void plena_timeline_add(struct plena_timeline *tl, const struct plena_timing_record *r)
+{
+    unsigned stage = r->pc < tl->n_pc ? tl->pc_stage[r->pc] : PLENA_STAGE_OTHER;
+    if (tl->cur_stage != (int)stage) {
+        if (tl->cur_stage >= 0 && close_region(tl)) return;
+        tl->cur.start = r->start_ps;
+        tl->cur.dur = tl->cur.count = 0;
+        tl->cur.stage = (uint8_t)stage;
+        tl->cur_stage = (int)stage;
+        tl->region_seq++;
+    }
+    tl->cur.dur += r->dur_ps;
+    tl->cur.count++;
+    tl->now_ps = r->start_ps + r->dur_ps;
+    uint32_t region = tl->region_seq;
+    unsigned track = tl->track_of[r->op & 63];
+
+    /* time only grows: the bucket changes rarely, so no division per instruction */
+    size_t b = r->start_ps < tl->bucket_end_ps ? tl->cur_bucket : bucket_of(tl, r->start_ps);
+    if (r->bytes_read | r->bytes_written) {
+        tl->rd[b] += r->bytes_read;
+        tl->wr[b] += r->bytes_written;
+    }
+    /* serial model without the overlay: the prefetch in flight is the only one */
+    uint64_t pend =
+        tl->o.overlap ? r->pending_prefetches : (track == PLENA_TL_TRACK_HBM_READ && r->dur_ps > 0);
+    if (pend > tl->pend[b]) tl->pend[b] = pend;
+
+    if (tl->o.detail == PLENA_TIMELINE_STAGE) return;
+    /* zero-cost instructions (f0 skips) take no time: no slice, and they do
+     * not split a group */
+    if (r->dur_ps > 0) {
+        if (tl->grp_open && tl->o.detail == PLENA_TIMELINE_GROUP && tl->grp.op == r->op &&
+            tl->grp.region == region && tl->grp.end == r->start_ps) {
+            tl->grp.end += r->dur_ps;
+            tl->grp.busy += r->dur_ps;
+            tl->grp.bytes += r->bytes_read + r->bytes_written;
+            tl->grp.count++;
+        } else {
+            if (tl->grp_open) push_slice(tl, &tl->grp);
+            open_slice(&tl->grp, r, r->start_ps, r->dur_ps, region, stage, track);
+            tl->grp_open = 1;
+        }
+    }
+    if (tl->o.overlap && r->hidden_ps > 0) {
+        if (tl->hid_open && tl->prev_hid && tl->hid.region == region &&
+            tl->o.detail == PLENA_TIMELINE_GROUP) {
+            tl->hid.end = r->start_ps + r->hidden_ps;
+            tl->hid.busy += r->hidden_ps;
+            tl->hid.count++;
+        } else {
+            if (tl->hid_open) push_slice(tl, &tl->hid);
+            open_slice(&tl->hid, r, r->start_ps, r->hidden_ps, region, stage,
+                       PLENA_TL_TRACK_HIDDEN);
+            tl->hid.bytes = 0;
+            tl->hid_open = 1;
+        }
+        tl->prev_hid = 1;
+    } else if (r->dur_ps > 0) {
+        tl->prev_hid = 0;
+    }
+}
+
+static void close_open(struct plena_timeline *tl)
+{
+    if (tl->grp_open) push_slice(tl, &tl->grp);
+    if (tl->hid_open) push_slice(tl, &tl->hid);
+    tl->grp_open = tl->hid_open = 0;
+    if (tl->cur_stage >= 0) (void)close_region(tl);
+    tl->cur_stage = -1;
+}
+
+void plena_timeline_stats(const struct plena_timeline *tl, struct plena_timeline_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->n_regions = tl->n_reg + (tl->cur_stage >= 0);
+    s->n_slices = tl->n_sl + (size_t)tl->grp_open + (size_t)tl->hid_open;
+    s->merge_ps = tl->merge_ps;
+    s->cross_region = tl->cross;
+    s->bucket_ps = tl->bucket_ps;
+}
+
+/* ---- JSON ---- */
+
+/* ps as microseconds with six fractional digits, from the integer */
+static void us(char *buf, size_t n, uint64_t ps)
+{
+    snprintf(buf, n, "%llu.%06llu", (unsigned long long)(ps / 1000000),
+             (unsigned long long)(ps % 1000000));
+}
+
+/* One slice event is built in a line buffer with hand-written number
+ * formatting: the slices are most of the file, and printf per field was
+ * most of the time of writing it. Names are stage and opcode names
+ * (identifiers: no JSON escaping needed). */
+struct line {
+    char s[2048]; /* a merged stage slice lists every stage */
+    size_t n;
+};
+
+static void ln_str(struct line *l, const char *s)
+{
+    size_t k = strlen(s);
+    if (k > sizeof l->s - 1 - l->n) k = sizeof l->s - 1 - l->n;
+    memcpy(l->s + l->n, s, k);
+    l->n += k;
+}
+
+static void ln_u64(struct line *l, uint64_t v)
+{
+    char d[24];
+    size_t k = 0;
+    do {
+        d[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (k && l->n < sizeof l->s - 1)
+        l->s[l->n++] = d[--k];
+}
+
+static void ln_us(struct line *l, uint64_t ps)
+{
+    ln_u64(l, ps / 1000000);
+    char f[8];
+    uint64_t r = ps % 1000000;
+    for (int i = 5; i >= 0; i--, r /= 10)
+        f[i] = (char)('0' + r % 10);
+    f[6] = 0;
+    ln_str(l, ".");
+    ln_str(l, f);
+}
+
+static void ln_slice_head(struct line *l, const char *name, const char *cat, unsigned tid,
+                          uint64_t start, uint64_t dur)
+{
+    l->n = 0;
+    ln_str(l, ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":");
+    ln_u64(l, tid + 1);
+    ln_str(l, ",\"ts\":");
+    ln_us(l, start);
+    ln_str(l, ",\"dur\":");
+    ln_us(l, dur);
+    ln_str(l, ",\"name\":\"");
+    ln_str(l, name);
+    ln_str(l, "\",\"cat\":\"");
+    ln_str(l, cat);
+    ln_str(l, "\",\"args\":{");
+}
+
+static void put_meta(struct plena_buf *b, const char *what, int tid, const char *key,
+                     const char *value, int quoted)
+{
+    plena_buf_printf(b, ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"ts\":0,\"name\":\"%s\",", tid,
+                     what);
+    plena_buf_printf(b, "\"args\":{\"%s\":", key);
+    if (quoted)
+        plena_json_put_string(b, value, strlen(value), 0);
+    else
+        plena_buf_puts(b, value);
+    plena_buf_puts(b, "}}");
+}
+
+static void put_other_data(struct plena_buf *b, const struct plena_timeline *tl,
+                           const struct plena_timeline_run *run)
+{
+    const uint64_t p = tl->o.clock_period_ps;
+    plena_buf_printf(b,
+                     "\"otherData\":{\"producer\":\"plena\",\"producer_version\":\"%s\","
+                     "\"schema\":\"plena-timeline\",\"schema_version\":1,"
+                     "\"time_unit\":\"us\",\"ps_per_time_unit\":1000000,"
+                     "\"clock_period_ps\":%llu,\"clock_mhz\":%.6f,\"detail\":\"%s\","
+                     "\"overlap\":%s,\"status\":\"%s\",",
+                     PLENA_VERSION, (unsigned long long)p, 1e6 / (double)p,
+                     plena_timeline_detail_name(tl->o.detail), tl->o.overlap ? "true" : "false",
+                     run && run->status ? run->status : "completed");
+    plena_buf_printf(
+        b,
+        "\"serial_picos\":%llu,\"reported_picos\":%llu,\"hbm_bytes_read\":%llu,"
+        "\"hbm_bytes_written\":%llu,\"instructions_executed\":%llu,\"stage_slices\":%zu,"
+        "\"resource_slices\":%zu,\"merge_window_ps\":%llu,\"merge_cross_region\":%s,"
+        "\"counter_bucket_ps\":%llu},\n",
+        (unsigned long long)(run ? run->serial_picos : tl->now_ps),
+        (unsigned long long)(run ? run->reported_picos : tl->now_ps),
+        (unsigned long long)(run ? run->bytes_read : 0),
+        (unsigned long long)(run ? run->bytes_written : 0),
+        (unsigned long long)(run ? run->instructions_executed : 0), tl->n_reg, tl->n_sl,
+        (unsigned long long)tl->merge_ps, tl->cross ? "true" : "false",
+        (unsigned long long)tl->bucket_ps);
+}
+
+static void put_metadata_events(struct plena_buf *b, const struct plena_timeline *tl)
+{
+    char clock[96];
+    snprintf(clock, sizeof clock, "simulated time; clock %llu ps (%.3f MHz)",
+             (unsigned long long)tl->o.clock_period_ps, 1e6 / (double)tl->o.clock_period_ps);
+    /* the first event has no leading comma */
+    plena_buf_puts(b, "{\"ph\":\"M\",\"pid\":1,\"tid\":0,\"ts\":0,\"name\":\"process_name\","
+                      "\"args\":{\"name\":");
+    const char *label = tl->o.label ? tl->o.label : "plena";
+    plena_json_put_string(b, label, strlen(label), 0);
+    plena_buf_puts(b, "}}");
+    put_meta(b, "process_labels", 0, "labels", clock, 1);
+    for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++) {
+        if (t == PLENA_TL_TRACK_HIDDEN && !tl->o.overlap) continue;
+        char idx[16];
+        snprintf(idx, sizeof idx, "%u", t);
+        put_meta(b, "thread_name", (int)t + 1, "name", track_names[t], 1);
+        put_meta(b, "thread_sort_index", (int)t + 1, "sort_index", idx, 0);
+    }
+}
+
+static void put_counters(struct plena_buf *b, const struct plena_timeline *tl)
+{
+    /* bytes per microsecond of each bucket; a sample only where the value changes */
+    double width_us = (double)tl->bucket_ps / 1e6;
+    uint64_t last_r = UINT64_MAX, last_w = UINT64_MAX, last_p = UINT64_MAX;
+    char ts[32], vr[40], vw[40];
+    for (size_t i = 0; i <= tl->n_buckets; i++) {
+        uint64_t r = i < tl->n_buckets ? tl->rd[i] : 0, w = i < tl->n_buckets ? tl->wr[i] : 0;
+        uint64_t p = i < tl->n_buckets ? tl->pend[i] : 0;
+        us(ts, sizeof ts, (uint64_t)i * tl->bucket_ps);
+        if (r != last_r || w != last_w) {
+            plena_json_fmt_real17(vr, sizeof vr, (double)r / width_us);
+            plena_json_fmt_real17(vw, sizeof vw, (double)w / width_us);
+            plena_buf_printf(b,
+                             ",\n{\"ph\":\"C\",\"pid\":1,\"tid\":0,\"ts\":%s,\"name\":\"HBM "
+                             "bytes/us\",\"args\":{\"read\":%s,\"write\":%s}}",
+                             ts, vr, vw);
+            last_r = r, last_w = w;
+        }
+        if (p != last_p) {
+            plena_buf_printf(b,
+                             ",\n{\"ph\":\"C\",\"pid\":1,\"tid\":0,\"ts\":%s,\"name\":"
+                             "\"outstanding prefetches\",\"args\":{\"value\":%llu}}",
+                             ts, (unsigned long long)p);
+            last_p = p;
+        }
+    }
+}
+
+int plena_timeline_render(struct plena_timeline *tl, const struct plena_timeline_run *run,
+                          struct plena_buf *b, struct plena_err *err)
+{
+    close_open(tl);
+    if (tl->nomem)
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "timeline", "out of memory recording the timeline");
+    plena_buf_puts(b, "{\"displayTimeUnit\":\"ns\",\n");
+    put_other_data(b, tl, run);
+    plena_buf_puts(b, "\"traceEvents\":[\n");
+    put_metadata_events(b, tl);
+    struct line l;
+    for (size_t i = 0; i < tl->n_reg; i++) {
+        const struct region *r = &tl->reg[i];
+        ln_slice_head(&l, plena_stage_name((enum plena_stage)r->stage), "stage",
+                      PLENA_TL_TRACK_STAGE, r->start, r->dur);
+        ln_str(&l, "\"dur_ps\":");
+        ln_u64(&l, r->dur);
+        ln_str(&l, ",\"start_ps\":");
+        ln_u64(&l, r->start);
+        ln_str(&l, ",\"instructions\":");
+        ln_u64(&l, r->count);
+        if (r->merged) {
+            /* joined regions: the name is the stage with the most time, and
+             * every stage's share is here */
+            ln_str(&l, ",\"stage_ps\":{");
+            int first = 1;
+            for (unsigned st = 0; st < PLENA_STAGE_COUNT; st++) {
+                if (!r->ps[st]) continue;
+                ln_str(&l, first ? "\"" : ",\"");
+                ln_str(&l, plena_stage_name((enum plena_stage)st));
+                ln_str(&l, "\":");
+                ln_u64(&l, r->ps[st]);
+                first = 0;
+            }
+            ln_str(&l, "}");
+        }
+        ln_str(&l, "}}");
+        plena_buf_append(b, l.s, l.n);
+    }
+    /* busy_ps only where it differs from dur (merged slices), hbm_bytes only
+     * where bytes moved: the common slice stays short */
+    for (size_t i = 0; i < tl->n_sl; i++) {
+        const struct slice *s = &tl->sl[i];
+        const char *name = s->track == PLENA_TL_TRACK_HIDDEN ? "hidden prefetch"
+                           : s->mixed                        ? "merged"
+                                                             : plena_isa_info(s->op)->name;
+        const char *stage = plena_stage_name((enum plena_stage)s->stage);
+        ln_slice_head(&l, name, stage, s->track, s->start, s->end - s->start);
+        ln_str(&l, "\"instructions\":");
+        ln_u64(&l, s->count);
+        if (s->busy != s->end - s->start) {
+            ln_str(&l, ",\"busy_ps\":");
+            ln_u64(&l, s->busy);
+        }
+        if (s->bytes) {
+            ln_str(&l, ",\"hbm_bytes\":");
+            ln_u64(&l, s->bytes);
+        }
+        ln_str(&l, "}}");
+        plena_buf_append(b, l.s, l.n);
+    }
+    put_counters(b, tl);
+    plena_buf_puts(b, "\n]}\n");
+    if (b->failed)
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "timeline", "out of memory rendering the timeline");
+    return 0;
+}
+
+int plena_timeline_write(struct plena_timeline *tl, const struct plena_timeline_run *run,
+                         const char *path, uint64_t *bytes, struct plena_err *err)
+{
+    struct plena_buf b;
+    plena_buf_init(&b);
+    int rc = plena_timeline_render(tl, run, &b, err);
+    if (!rc) rc = plena_file_write_atomic(path, b.data, b.len, err);
+    if (!rc && bytes) *bytes = b.len;
+    plena_buf_free(&b);
+    return rc;
+}
