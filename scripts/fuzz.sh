@@ -1,6 +1,6 @@
 #!/bin/sh
 # Builds and runs the libFuzzer targets for a bounded time
-# (docs/trace-schema.md "Validator findings").
+# (docs/trace-schema.md "Validator findings", docs/traces.md "safetensors reader").
 # Usage: scripts/fuzz.sh [SECONDS=30] [BUILD_DIR=build-fuzz]
 # Compiles the needed src/common and src/trace sources directly with clang
 # (-fsanitize=fuzzer,address,undefined) and links jansson; the seed corpus in
@@ -31,15 +31,25 @@ build fuzz_trace_validate "$ROOT/fuzz/fuzz_trace_validate.c" \
     "$ROOT/src/common/alloc.c" "$ROOT/src/common/err.c" "$ROOT/src/common/fileio.c" \
     "$ROOT/src/trace/fields.c" "$ROOT/src/trace/validate.c" "$ROOT/src/trace/stats.c" \
     "$ROOT/src/common/json.c" "$ROOT/src/model/model.c"
+build fuzz_safetensors "$ROOT/fuzz/fuzz_safetensors.c" "$ROOT/src/ckpt/safetensors.c" \
+    "$ROOT/src/common/alloc.c" "$ROOT/src/common/err.c" "$ROOT/src/num/num.c"
 
 status=0
-for target in fuzz_trace_validate; do
+# The time budget is split so the total stays SECONDS_MAX: three quarters for
+# the validator, a quarter for the safetensors header parser (a much smaller
+# input language).
+for target in fuzz_trace_validate fuzz_safetensors; do
+    case $target in
+    fuzz_safetensors) secs=$((SECONDS_MAX / 4)) ;;
+    *) secs=$((SECONDS_MAX - SECONDS_MAX / 4)) ;;
+    esac
+    [ "$secs" -ge 1 ] || secs=1
     seed="$ROOT/fuzz/corpus/${target#fuzz_}"
     work="$OUT/corpus_${target#fuzz_}"
     mkdir -p "$work"
-    echo "fuzz.sh: running $target for ${SECONDS_MAX}s (seed corpus $seed)"
+    echo "fuzz.sh: running $target for ${secs}s (seed corpus $seed)"
     if ! ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-        "$OUT/$target" -max_total_time="$SECONDS_MAX" -max_len=65536 -rss_limit_mb=2048 \
+        "$OUT/$target" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 \
         -artifact_prefix="$OUT/artifacts/${target}-" -print_final_stats=1 \
         "$work" "$seed" >"$OUT/$target.log" 2>&1; then
         echo "fuzz.sh: $target FAILED; see $OUT/$target.log and $OUT/artifacts/" >&2
