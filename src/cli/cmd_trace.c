@@ -3,7 +3,8 @@
  * "trace"): one option table per subcommand; reads files (or `-`), calls the
  * trace module and prints text or --json; the highest exit code of all inputs
  * wins.
- * route/build/tiny-checkpoint are not built yet and say so (exit 2). */
+ * route and tiny-checkpoint are in cli/route_cli.c; build is not built yet
+ * and says so (exit 2). */
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/route_cli.h"
 #include "gen/build.h"
 #include "common/alloc.h"
 #include "common/fileio.h"
@@ -1010,8 +1012,10 @@ static const struct plena_cli_sub trace_subs[] = {
     {"split", cmd_split, &split_spec},
     {"pack", cmd_pack, &pack_spec},
     {"rules", cmd_rules, &rules_spec},
+    {"route", plena_cli_trace_route, &plena_cli_trace_route_spec},
+    {"tiny-checkpoint", plena_cli_trace_tiny, &plena_cli_trace_tiny_spec},
 };
-static const char *const trace_not_built[] = {"route", "build", "tiny-checkpoint", NULL};
+static const char *const trace_not_built[] = {"build", NULL};
 
 const struct plena_cli_cmd plena_cli_cmd_trace = {
     .subs = trace_subs,

@@ -1,0 +1,51 @@
+/* `plena trace route` as a library call (docs/traces.md "plena trace
+ * route"): token-id inputs and a local checkpoint in, routing rows out, with
+ * resume, shards, a failure log and a summary. */
+#ifndef PLENA_CKPT_ROUTE_H
+#define PLENA_CKPT_ROUTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+enum { PLENA_ROUTE_PREFILL = 1, PLENA_ROUTE_DECODE = 2, PLENA_ROUTE_BOTH = 3 };
+
+struct plena_route_opts {
+    const char *checkpoint, *inputs, *out;
+    const char *benchmark, *model_key, *model_name; /* NULL: the documented defaults */
+    const int64_t *layers; /* as given (negative: from the end); NULL: layer 0 */
+    size_t n_layers;
+    int phases;                /* PLENA_ROUTE_* */
+    uint32_t decode_steps;     /* with decode; 0 means 1 */
+    uint32_t max_input_tokens; /* 0: no truncation */
+    uint64_t limit;            /* 0: all */
+    const char *const *sample_ids;
+    size_t n_sample_ids;
+    int sort_by_length, act_bf16, resume, overwrite, keep_going;
+    const char *const *resume_from;
+    size_t n_resume_from;
+    uint32_t threads;
+    uint32_t shard_i, shard_n; /* shard_n 0: no sharding */
+    const char *failure_log, *summary_out;
+    int quiet; /* no warnings on stderr (tests) */
+};
+
+struct plena_route_summary {
+    uint64_t samples_selected, samples_already_complete, samples_processed, samples_failed;
+    uint64_t rows_written, prefill_tokens;
+    char fingerprint[65];
+};
+
+/* Parses a layer LIST: items separated by ',', each INT or INT..INT
+ * (inclusive), INT = -?[0-9]+; so "-3..-1" is a range and "-1" a layer.
+ * *out (plena_free) gets the values in order. -1 on a syntax error. */
+int plena_route_parse_layers(const char *text, int64_t **out, size_t *n);
+
+/* Runs the command. Returns the status whose exit code the command exits
+ * with: OK, E_FAILED (a sample failed; err names the first), E_USAGE,
+ * E_INPUT, E_OUTPUT, E_NOMEM. */
+int plena_route_run(const struct plena_route_opts *o, struct plena_route_summary *sum,
+                    struct plena_err *err);
+
+#endif
