@@ -48,4 +48,29 @@ int plena_route_parse_layers(const char *text, int64_t **out, size_t *n);
 int plena_route_run(const struct plena_route_opts *o, struct plena_route_summary *sum,
                     struct plena_err *err);
 
+/* ---- plena trace build (docs/traces.md "Building traces from rows") ---- */
+
+struct plena_moe_model;
+struct plena_trace_docs;
+
+struct plena_rows_build_opts {
+    const char *const *rows; /* row files (shards are merged by key) */
+    size_t n_rows;
+    const int64_t *layers; /* NULL: every layer */
+    size_t n_layers;
+    int phases; /* PLENA_ROUTE_* mask; 0: both */
+    const char *const *sample_ids;
+    size_t n_sample_ids;
+    uint32_t mlen, blen;
+    int allow_uniform; /* rows without route_weights become uniform timing-only traces */
+    const char *created_by;
+};
+
+/* One validated trace per row (merged by key; equal keys must be identical
+ * rows) into docs, the model m (from the checkpoint's config.json) checked
+ * against every row: len(counts) = E and route widths = K, else
+ * PLENA_E_INPUT naming file:line. */
+int plena_rows_build(const struct plena_rows_build_opts *o, const struct plena_moe_model *m,
+                     struct plena_trace_docs *docs, struct plena_err *err);
+
 #endif

@@ -21,6 +21,8 @@
 #include "ckpt/route.h"
 #include "common/alloc.h"
 #include "common/test_support.h"
+#include "model/model.h"
+#include "trace/build.h"
 
 static char root[256];
 
@@ -538,6 +540,65 @@ static void test_config_refusals(void **state)
     plena_free(text);
 }
 
+/* ---- trace build: rows -> validated traces, shards merged, cross-checks ---- */
+
+static void test_build(void **state)
+{
+    (void)state;
+    struct paths P;
+    case_init(&P, "build", PLENA_DEC_QWEN2_MOE, NULL, NULL);
+    char s0[600], s1[600], cfg[600];
+    plena_test_path(s0, sizeof s0, P.dir, "s0.jsonl");
+    plena_test_path(s1, sizeof s1, P.dir, "s1.jsonl");
+    plena_test_path(cfg, sizeof cfg, P.dir, "config.json");
+    full_run(P.dir, s0, 0, 2);
+    full_run(P.dir, s1, 1, 2);
+    struct plena_moe_model m;
+    struct plena_err err = {0};
+    assert_int_equal(plena_model_resolve(cfg, &m, &err), 0);
+    /* s0 twice: identical keys merge */
+    const char *files[3] = {s0, s1, s0};
+    struct plena_rows_build_opts o = {
+        .rows = files, .n_rows = 3, .mlen = 64, .blen = 4, .created_by = "test"};
+    struct plena_trace_docs docs = {0};
+    assert_int_equal(plena_rows_build(&o, &m, &docs, &err), 0);
+    assert_int_equal(docs.n, 30);
+    int found = 0;
+    for (size_t i = 0; i < docs.n; i++)
+        found += !strcmp(docs.v[i].trace_id, "build_tiny_tiny-3_l2_decode_d2");
+    assert_int_equal(found, 1);
+    plena_trace_docs_free(&docs);
+    /* filters */
+    const int64_t l2[1] = {2};
+    o.layers = l2, o.n_layers = 1, o.phases = PLENA_ROUTE_PREFILL;
+    assert_int_equal(plena_rows_build(&o, &m, &docs, &err), 0);
+    assert_int_equal(docs.n, 5);
+    plena_trace_docs_free(&docs);
+    /* a model with other experts is refused naming file:line */
+    struct plena_moe_model m4 = m;
+    m4.num_experts = 16;
+    assert_int_equal(plena_rows_build(&o, &m4, &docs, &err), PLENA_E_INPUT);
+    assert_non_null(strstr(err.where, "s0.jsonl:"));
+    assert_non_null(strstr(err.msg, "the model has 16 experts"));
+    plena_trace_docs_free(&docs);
+    /* a conflicting copy of a key */
+    size_t len;
+    char *t = slurp(s1, &len);
+    char *at = strstr(t, "\"gini\":");
+    at[7] = at[7] == '0' ? '1' : '0';
+    plena_test_write_file(P.dir, "s1bad.jsonl", t, len);
+    plena_free(t);
+    char bad[600];
+    plena_test_path(bad, sizeof bad, P.dir, "s1bad.jsonl");
+    const char *files2[2] = {s1, bad};
+    o.rows = files2, o.n_rows = 2;
+    o.layers = NULL, o.n_layers = 0, o.phases = 0;
+    plena_err_clear(&err);
+    assert_int_equal(plena_rows_build(&o, &m, &docs, &err), PLENA_E_INPUT);
+    assert_non_null(strstr(err.msg, "same key with different rows"));
+    plena_trace_docs_free(&docs);
+}
+
 static void test_layer_list(void **state)
 {
     (void)state;
@@ -560,7 +621,7 @@ int main(void)
         cmocka_unit_test(test_decode_qwen3),  cmocka_unit_test(test_decode_qwen2),
         cmocka_unit_test(test_resume),        cmocka_unit_test(test_shards),
         cmocka_unit_test(test_failures),      cmocka_unit_test(test_config_refusals),
-        cmocka_unit_test(test_layer_list),
+        cmocka_unit_test(test_layer_list),    cmocka_unit_test(test_build),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
