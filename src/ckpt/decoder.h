@@ -81,12 +81,14 @@ int plena_dec_weights_load(const struct plena_ckpt *c, const struct plena_dec_co
                            struct plena_err *err);
 void plena_dec_weights_free(struct plena_dec_weights *w);
 
+struct plena_pool;
 /* One sample's run: KV cache of max_pos positions for layers 0..n_run-1. */
 struct plena_dec_state {
     const struct plena_dec_weights *w;
     uint32_t n_run, max_pos, pos;
     int act_bf16;
-    float *kcache, *vcache; /* [layer][pos][kv_heads * head_dim] */
+    struct plena_pool *pool; /* NULL: single-threaded (set by the caller, not owned) */
+    float *kcache, *vcache;  /* [layer][pos][kv_heads * head_dim] */
     float *h, *x, *q, *att, *scores, *tmp, *gate, *up, *act, *y, *logits, *vocab_logits;
     /* the router choice of the last token per layer: ids/weights [n_run][top_k] */
     uint32_t *ids;

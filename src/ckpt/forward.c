@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ckpt/decoder.h"
+#include "ckpt/pool.h"
 #include "common/alloc.h"
 #include "num/detmath.h"
 #include "num/num.h"
@@ -70,6 +71,35 @@ static void matvec(const float *W, const float *x, const float *b, uint32_t n_ou
             y[o] += b[o];
 }
 
+struct mv_job {
+    const float *W, *x, *b;
+    uint32_t n_out, n_in;
+    float *y;
+};
+
+/* Rows [lo, hi) of part `part`: four-aligned pieces in part order. */
+static void mv_part(void *ctx, uint32_t part, uint32_t parts)
+{
+    const struct mv_job *j = ctx;
+    const uint32_t blocks = (j->n_out + 3) / 4, per = (blocks + parts - 1) / parts;
+    uint32_t lo = part * per * 4, hi = lo + per * 4;
+    if (hi > j->n_out) hi = j->n_out;
+    if (lo >= hi) return;
+    matvec(j->W + (size_t)lo * j->n_in, j->x, j->b ? j->b + lo : NULL, hi - lo, j->n_in, j->y + lo);
+}
+
+/* matvec split over the state's threads when the product is large enough
+ * to pay for the hand-off (4096 MACs; the split never changes a value). */
+static void mv(const struct plena_dec_state *s, const float *W, const float *x, const float *b,
+               uint32_t n_out, uint32_t n_in, float *y)
+{
+    struct mv_job j = {W, x, b, n_out, n_in, y};
+    if (plena_pool_size(s->pool) > 1 && (uint64_t)n_out * n_in >= 4096 && n_out >= 8)
+        plena_pool_run(s->pool, mv_part, &j);
+    else
+        matvec(W, x, b, n_out, n_in, y);
+}
+
 /* out = x / sqrt(mean(x^2) + eps) * w (sqrt is IEEE). */
 static void rmsnorm(const float *x, const float *w, uint32_t n, float eps, float *out)
 {
@@ -129,14 +159,14 @@ static void mlp(struct plena_dec_state *s, const float *g, const float *u, const
                 uint32_t I, const float *x, float *y)
 {
     const uint32_t H = s->w->cfg.hidden;
-    matvec(g, x, NULL, I, H, s->gate);
-    matvec(u, x, NULL, I, H, s->up);
+    mv(s, g, x, NULL, I, H, s->gate);
+    mv(s, u, x, NULL, I, H, s->up);
     store(s, s->gate, I);
     store(s, s->up, I);
     for (uint32_t i = 0; i < I; i++)
         s->act[i] = silu(s->gate[i]) * s->up[i];
     store(s, s->act, I);
-    matvec(d, s->act, NULL, H, I, y);
+    mv(s, d, s->act, NULL, H, I, y);
     store(s, y, H);
 }
 
@@ -152,7 +182,7 @@ static int moe(struct plena_dec_state *s, uint32_t l, struct plena_err *err)
         mlp(s, y->dg, y->du, y->dd, c->inter, s->x, s->y);
         return 0;
     }
-    matvec(y->router, s->x, NULL, c->n_experts, H, s->logits);
+    mv(s, y->router, s->x, NULL, c->n_experts, H, s->logits);
     store(s, s->logits, c->n_experts);
     if (plena_dec_route(c, s->logits, ids, rw, err)) return err->code;
     for (uint32_t j = 0; j < K; j++) {
@@ -216,9 +246,9 @@ static void attention(struct plena_dec_state *s, uint32_t l, const float *cs, co
     store(s, s->x, H);
     float *k = s->kcache + ((size_t)l * s->max_pos + s->pos) * KD;
     float *v = s->vcache + ((size_t)l * s->max_pos + s->pos) * KD;
-    matvec(y->q, s->x, y->bq, QD, H, s->q);
-    matvec(y->k, s->x, y->bk, KD, H, k);
-    matvec(y->v, s->x, y->bv, KD, H, v);
+    mv(s, y->q, s->x, y->bq, QD, H, s->q);
+    mv(s, y->k, s->x, y->bk, KD, H, k);
+    mv(s, y->v, s->x, y->bv, KD, H, v);
     store(s, s->q, QD);
     store(s, k, KD);
     store(s, v, KD);
@@ -233,7 +263,7 @@ static void attention(struct plena_dec_state *s, uint32_t l, const float *cs, co
     store(s, s->q, QD);
     store(s, k, KD);
     attend(s, l);
-    matvec(y->o, s->att, NULL, H, QD, s->tmp);
+    mv(s, y->o, s->att, NULL, H, QD, s->tmp);
     store(s, s->tmp, H);
     for (uint32_t i = 0; i < H; i++)
         s->h[i] += s->tmp[i];
@@ -284,7 +314,7 @@ int plena_dec_step(struct plena_dec_state *s, uint32_t token, int want_next, uin
     if (!want_next) return 0;
     rmsnorm(s->h, s->w->final_norm, H, c->eps, s->x);
     store(s, s->x, H);
-    matvec(s->w->lm_head, s->x, NULL, c->vocab, H, s->vocab_logits);
+    mv(s, s->w->lm_head, s->x, NULL, c->vocab, H, s->vocab_logits);
     uint32_t best = 0;
     for (uint32_t t = 1; t < c->vocab; t++)
         if (s->vocab_logits[t] > s->vocab_logits[best]) best = t;

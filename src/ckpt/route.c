@@ -16,6 +16,7 @@
 
 #include "ckpt/ckpt.h"
 #include "ckpt/decoder.h"
+#include "ckpt/pool.h"
 #include "ckpt/route.h"
 #include "common/alloc.h"
 #include "common/fileio.h"
@@ -229,6 +230,7 @@ struct run {
     } * have;
     size_t n_have, cap_have;
     int out_fd, fail_fd;
+    struct plena_pool *pool;
     struct plena_route_summary *sum;
 };
 
@@ -580,6 +582,7 @@ static int run_sample(struct run *R, const struct sample *s, struct plena_err *e
     struct plena_dec_state st;
     if (plena_dec_state_init(&st, &R->w, R->w.n_loaded, (uint32_t)(S + steps), R->o->act_bf16, err))
         return err->code;
+    st.pool = R->pool;
     /* [layer][token][K] for the prefill, [step][layer][K] for decode */
     uint32_t *pids = plena_calloc((R->n_layers * S + 1) * K, sizeof *pids);
     float *pw = plena_calloc((R->n_layers * S + 1) * K, sizeof *pw);
@@ -769,6 +772,8 @@ static int prepare(struct run *R, struct inputs *in, struct plena_err *err)
     /* layers above the deepest requested one only matter for decode */
     const int decode = (o->phases & PLENA_ROUTE_DECODE) != 0;
     uint32_t n_run = decode ? R->cfg.n_layers : R->layers[R->n_layers - 1] + 1;
+    if (o->threads > 1 && !(R->pool = plena_pool_new(o->threads)))
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "--threads", "out of memory");
     R->weights_loaded = 1; /* freed also when the load fails half-way */
     if (plena_dec_weights_load(&R->ck, &R->cfg, n_run, decode, &R->w, err)) return err->code;
     return open_output(R, err);
@@ -805,6 +810,7 @@ int plena_route_run(const struct plena_route_opts *o, struct plena_route_summary
     plena_free(R.layers);
     inputs_free(&in);
     if (R.weights_loaded) plena_dec_weights_free(&R.w);
+    plena_pool_free(R.pool);
     plena_ckpt_close(&R.ck);
     return rc;
 }

@@ -297,7 +297,8 @@ static void test_decode_qwen2(void **state)
 
 /* ---- resume, overwrite, shards ---- */
 
-static void full_run(const char *dir, const char *out, uint32_t shard_i, uint32_t shard_n)
+static void full_run_threads(const char *dir, const char *out, uint32_t shard_i, uint32_t shard_n,
+                             uint32_t threads)
 {
     char in[600];
     plena_test_path(in, sizeof in, dir, "inputs.jsonl");
@@ -309,8 +310,35 @@ static void full_run(const char *dir, const char *out, uint32_t shard_i, uint32_
     o.layers = layers;
     o.n_layers = 2;
     o.shard_i = shard_i, o.shard_n = shard_n;
+    o.threads = threads;
     struct plena_err err;
     assert_int_equal(route(&o, &err), 0);
+}
+
+static void full_run(const char *dir, const char *out, uint32_t shard_i, uint32_t shard_n)
+{
+    full_run_threads(dir, out, shard_i, shard_n, 1);
+}
+
+/* ---- identical rows for every thread count ---- */
+
+static void test_threads(void **state)
+{
+    (void)state;
+    const enum plena_dec_arch archs[2] = {PLENA_DEC_QWEN3_MOE, PLENA_DEC_QWEN2_MOE};
+    for (int a = 0; a < 2; a++) {
+        struct paths P;
+        case_init(&P, a ? "thr2" : "thr3", archs[a], NULL, NULL);
+        char t4[600];
+        plena_test_path(t4, sizeof t4, P.dir, "t4.jsonl");
+        full_run_threads(P.dir, P.out, 0, 0, 1);
+        full_run_threads(P.dir, t4, 0, 0, 4);
+        size_t n1, n4;
+        char *b1 = slurp(P.out, &n1), *b4 = slurp(t4, &n4);
+        assert_int_equal(n1, n4);
+        assert_memory_equal(b1, b4, n1);
+        plena_free(b1), plena_free(b4);
+    }
 }
 
 static void test_resume(void **state)
@@ -622,6 +650,7 @@ int main(void)
         cmocka_unit_test(test_resume),        cmocka_unit_test(test_shards),
         cmocka_unit_test(test_failures),      cmocka_unit_test(test_config_refusals),
         cmocka_unit_test(test_layer_list),    cmocka_unit_test(test_build),
+        cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
