@@ -11,13 +11,17 @@
 
 #include "ckpt/decoder.h"
 
-static const struct {
-    const char *model_type, *arch, *tiny;
-} arch_rows[] = {
-#define X(id, mt, arch, tiny) [PLENA_DEC_##id] = {mt, arch, tiny},
+static const struct plena_dec_arch_info arch_rows[] = {
+#define X(id, mt, arch, tiny, block, g, u, d, ek, wk)                                              \
+    [PLENA_DEC_##id] = {mt, arch, tiny, block, g, u, d, ek, wk},
     PLENA_DEC_ARCH_LIST(X)
 #undef X
 };
+
+const struct plena_dec_arch_info *plena_dec_arch_info(enum plena_dec_arch a)
+{
+    return &arch_rows[a];
+}
 
 const char *plena_dec_arch_model_type(enum plena_dec_arch a)
 {
@@ -62,8 +66,7 @@ static const char *const inert_keys[] = {"_name_or_path",
                                          "layer_types",
                                          NULL};
 
-/* Keys a decoder reads (all architectures of the table share them; the
- * per-architecture differences are in parse_arch_keys). */
+/* Keys every decoder reads, then the keys of each architecture. */
 static const char *const used_keys[] = {"hidden_size",
                                         "num_hidden_layers",
                                         "num_attention_heads",
@@ -72,21 +75,36 @@ static const char *const used_keys[] = {"hidden_size",
                                         "rms_norm_eps",
                                         "rope_theta",
                                         "vocab_size",
-                                        "num_experts",
                                         "num_experts_per_tok",
-                                        "moe_intermediate_size",
                                         "intermediate_size",
+                                        "tie_word_embeddings",
+                                        "hidden_act",
+                                        "rope_scaling",
+                                        NULL};
+static const char *const qwen_keys[] = {"num_experts",
+                                        "moe_intermediate_size",
                                         "norm_topk_prob",
                                         "decoder_sparse_step",
                                         "mlp_only_layers",
-                                        "tie_word_embeddings",
-                                        "attention_bias",
-                                        "shared_expert_intermediate_size",
-                                        "hidden_act",
-                                        "rope_scaling",
                                         "sliding_window",
                                         "use_sliding_window",
+                                        "attention_bias",
+                                        "shared_expert_intermediate_size",
                                         NULL};
+/* router_jitter_noise only acts in training */
+static const char *const mixtral_keys[] = {"num_local_experts", "sliding_window",
+                                           "router_jitter_noise", NULL};
+static const char *const olmoe_keys[] = {"num_experts", "norm_topk_prob", "attention_bias",
+                                         "clip_qkv", NULL};
+
+static const char *const *arch_keys(enum plena_dec_arch a)
+{
+    switch (a) {
+    case PLENA_DEC_MIXTRAL: return mixtral_keys;
+    case PLENA_DEC_OLMOE: return olmoe_keys;
+    default: return qwen_keys;
+    }
+}
 
 static int in_list(const char *const *l, const char *k)
 {
@@ -166,17 +184,18 @@ static int find_arch(const json_t *root, const char *where, enum plena_dec_arch 
 }
 
 /* Keys that would change the computation: refused unless inert. */
-static int refusals(const json_t *root, const char *where, struct plena_err *err)
+static int refusals(const json_t *root, enum plena_dec_arch arch, const char *where,
+                    struct plena_err *err)
 {
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)root, key, v)
     {
-        if (!in_list(inert_keys, key) && !in_list(used_keys, key))
+        if (!in_list(inert_keys, key) && !in_list(used_keys, key) && !in_list(arch_keys(arch), key))
             return PLENA_FAIL(err, PLENA_E_INPUT, where,
-                              "config key '%s' is not modelled by plena's forward pass (it may "
-                              "change the computation)",
-                              key);
+                              "config key '%s' is not modelled by plena's forward pass for %s "
+                              "(it may change the computation)",
+                              key, arch_rows[arch].model_type);
     }
     const json_t *rs = json_object_get(root, "rope_scaling");
     if (rs && !json_is_null(rs))
@@ -188,6 +207,17 @@ static int refusals(const json_t *root, const char *where, struct plena_err *err
         return PLENA_FAIL(err, PLENA_E_INPUT, where,
                           "config key 'use_sliding_window' is true: sliding-window attention is "
                           "not modelled");
+    /* Mixtral applies a sliding window whenever sliding_window is set; Qwen
+     * only with use_sliding_window */
+    const json_t *sw = json_object_get(root, "sliding_window");
+    if (arch == PLENA_DEC_MIXTRAL && sw && !json_is_null(sw))
+        return PLENA_FAIL(err, PLENA_E_INPUT, where,
+                          "config key 'sliding_window' is set: sliding-window attention is not "
+                          "modelled");
+    const json_t *clip = json_object_get(root, "clip_qkv");
+    if (clip && !json_is_null(clip))
+        return PLENA_FAIL(err, PLENA_E_INPUT, where,
+                          "config key 'clip_qkv' is set: clipping q/k/v is not modelled");
     const json_t *act = json_object_get(root, "hidden_act");
     if (act && (!json_is_string(act) || strcmp(json_string_value(act), "silu")))
         return PLENA_FAIL(err, PLENA_E_INPUT, where, "config key 'hidden_act' must be \"silu\"");
@@ -231,9 +261,9 @@ static int parse_sizes(const json_t *root, struct plena_dec_config *c, const cha
         get_uint(root, "num_key_value_heads", 0, c->heads, 1, 4096, &c->kv_heads, where, err) ||
         get_uint(root, "head_dim", 0, c->hidden / c->heads, 2, 4096, &c->head_dim, where, err) ||
         get_uint(root, "vocab_size", 1, 0, 1, 1u << 24, &c->vocab, where, err) ||
-        get_uint(root, "num_experts", 1, 0, 1, 65536, &c->n_experts, where, err) ||
+        get_uint(root, arch_rows[c->arch].experts_key, 1, 0, 1, 65536, &c->n_experts, where, err) ||
         get_uint(root, "num_experts_per_tok", 1, 0, 1, 65536, &c->top_k, where, err) ||
-        get_uint(root, "moe_intermediate_size", 1, 0, 1, big, &c->moe_inter, where, err) ||
+        get_uint(root, arch_rows[c->arch].width_key, 1, 0, 1, big, &c->moe_inter, where, err) ||
         get_uint(root, "intermediate_size", 1, 0, 1, big, &c->inter, where, err) ||
         get_uint(root, "decoder_sparse_step", 0, 1, 1, PLENA_DEC_MAX_LAYERS, &c->sparse_step, where,
                  err))
@@ -287,6 +317,16 @@ static int parse_arch_keys(const json_t *root, struct plena_dec_config *c, const
                      where, err))
             return err->code;
         break;
+    case PLENA_DEC_MIXTRAL:
+        /* softmax over all experts, top-k, renormalised: the softmax of the
+         * selected logits; no biases, no q/k norms, every layer sparse */
+        c->norm_topk = 1, c->qk_norm = 0, c->attn_bias = 0, c->shared_inter = 0;
+        break;
+    case PLENA_DEC_OLMOE:
+        /* q/k norms over the whole projection, before the split into heads */
+        c->qk_norm = 2, c->shared_inter = 0;
+        if (get_bool(root, "attention_bias", 0, &c->attn_bias, where, err)) return err->code;
+        break;
     case PLENA_DEC_ARCH_COUNT: break;
     }
     return 0;
@@ -305,7 +345,7 @@ int plena_dec_config_parse(const char *text, size_t len, const char *where,
     int rc = 0;
     if (!json_is_object(root)) rc = PLENA_FAIL(err, PLENA_E_INPUT, where, "expected a JSON object");
     if (!rc) rc = find_arch(root, where, &c->arch, err);
-    if (!rc) rc = refusals(root, where, err);
+    if (!rc) rc = refusals(root, c->arch, where, err);
     if (!rc) rc = parse_sizes(root, c, where, err);
     if (!rc) rc = get_real(root, "rms_norm_eps", 1e-6, &eps, where, err);
     if (!rc) rc = get_real(root, "rope_theta", 10000.0, &c->rope_theta, where, err);

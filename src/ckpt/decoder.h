@@ -11,18 +11,31 @@
 #include "ckpt/ckpt.h"
 #include "common/err.h"
 
-/* X(ID, model_type, architectures[0], tiny variant) — the one table of
+/* X(ID, model_type, architectures[0], tiny variant, MoE block, expert gate,
+ * up, down, expert count key, expert width key) — the one table of
  * supported architectures; config.json's `model_type` (or else its
- * `architectures[0]`) selects the row. */
+ * `architectures[0]`) selects the row. Tensors of an MoE layer are
+ * model.layers.L.<block>.gate.weight and
+ * model.layers.L.<block>.experts.E.<gate|up|down>.weight. */
 #define PLENA_DEC_ARCH_LIST(X)                                                                     \
-    X(QWEN3_MOE, "qwen3_moe", "Qwen3MoeForCausalLM", "qwen3")                                      \
-    X(QWEN2_MOE, "qwen2_moe", "Qwen2MoeForCausalLM", "qwen2-shared")
+    X(QWEN3_MOE, "qwen3_moe", "Qwen3MoeForCausalLM", "qwen3", "mlp", "gate_proj", "up_proj",       \
+      "down_proj", "num_experts", "moe_intermediate_size")                                         \
+    X(QWEN2_MOE, "qwen2_moe", "Qwen2MoeForCausalLM", "qwen2-shared", "mlp", "gate_proj",           \
+      "up_proj", "down_proj", "num_experts", "moe_intermediate_size")                              \
+    X(MIXTRAL, "mixtral", "MixtralForCausalLM", "mixtral", "block_sparse_moe", "w1", "w3", "w2",   \
+      "num_local_experts", "intermediate_size")                                                    \
+    X(OLMOE, "olmoe", "OlmoeForCausalLM", "olmoe", "mlp", "gate_proj", "up_proj", "down_proj",     \
+      "num_experts", "intermediate_size")
 enum plena_dec_arch {
-#define X(id, mt, arch, tiny) PLENA_DEC_##id,
+#define X(id, ...) PLENA_DEC_##id,
     PLENA_DEC_ARCH_LIST(X)
 #undef X
         PLENA_DEC_ARCH_COUNT
 };
+struct plena_dec_arch_info {
+    const char *model_type, *arch, *tiny, *block, *gate, *up, *down, *experts_key, *width_key;
+};
+const struct plena_dec_arch_info *plena_dec_arch_info(enum plena_dec_arch a);
 const char *plena_dec_arch_model_type(enum plena_dec_arch a);
 const char *plena_dec_arch_tiny_variant(enum plena_dec_arch a);
 /* "qwen3|qwen2-shared" style list of tiny variants; 0 or -1 for unknown. */
@@ -36,7 +49,8 @@ struct plena_dec_config {
     uint32_t n_experts, top_k, moe_inter, inter, shared_inter; /* shared_inter 0: none */
     float eps;
     double rope_theta;
-    int norm_topk, tie_embeddings, attn_bias, qk_norm;
+    int norm_topk, tie_embeddings, attn_bias;
+    int qk_norm; /* 0 none; 1 per head over D (Qwen3); 2 over the whole projection (OLMoE) */
     uint32_t sparse_step;
     uint8_t dense[PLENA_DEC_MAX_LAYERS]; /* 1: layer l uses the dense MLP */
 };

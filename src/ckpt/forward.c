@@ -252,12 +252,17 @@ static void attention(struct plena_dec_state *s, uint32_t l, const float *cs, co
     store(s, s->q, QD);
     store(s, k, KD);
     store(s, v, KD);
+    if (c->qk_norm == 2) { /* OLMoE: over the whole projection, before the head split */
+        rmsnorm(s->q, y->q_norm, QD, c->eps, s->q);
+        rmsnorm(k, y->k_norm, KD, c->eps, k);
+    }
     for (uint32_t h = 0; h < c->heads; h++) {
-        if (c->qk_norm) rmsnorm(s->q + (size_t)h * D, y->q_norm, D, c->eps, s->q + (size_t)h * D);
+        if (c->qk_norm == 1)
+            rmsnorm(s->q + (size_t)h * D, y->q_norm, D, c->eps, s->q + (size_t)h * D);
         rope(s->q + (size_t)h * D, D, cs, sn);
     }
     for (uint32_t h = 0; h < c->kv_heads; h++) {
-        if (c->qk_norm) rmsnorm(k + (size_t)h * D, y->k_norm, D, c->eps, k + (size_t)h * D);
+        if (c->qk_norm == 1) rmsnorm(k + (size_t)h * D, y->k_norm, D, c->eps, k + (size_t)h * D);
         rope(k + (size_t)h * D, D, cs, sn);
     }
     store(s, s->q, QD);

@@ -107,43 +107,171 @@ static json_t *row_at(const char *path, size_t n)
     return o;
 }
 
-/* ---- the hand-computed case: attention over one position is v . Wo ---- */
+/* ---- the hand-computed case: one token through all three layers in
+ * float64, written here from the published models' definitions. With one
+ * position the attention output is v (per kv group) . Wo, so RoPE and the
+ * q/k norms drop out; everything else (norms, biases, routers, experts in
+ * rank order, the shared expert and its sigmoid gate, the dense layer) is
+ * recomputed. ---- */
 
-static double *get64(const struct plena_ckpt *c, const char *name)
+enum { H = 64, D = 16, NH = 4, KV = 2, E = 8, K = 2 };
+
+/* The tensor (printf-formatted name) as doubles, or NULL when absent. */
+static double *t64(const struct plena_ckpt *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static double *t64(const struct plena_ckpt *c, const char *fmt, ...)
 {
+    char name[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
     const struct plena_st_tensor *t = plena_ckpt_find(c, name);
-    assert_non_null(t);
+    if (!t) return NULL;
     double *v = calloc(t->count, sizeof *v);
     for (uint64_t i = 0; i < t->count; i++)
         v[i] = plena_st_get(t, i);
     return v;
 }
 
-static void rms64(const double *x, const double *w, int n, double eps, double *out)
+static void mv64(const double *W, const double *x, int n_out, int n_in, double *y)
+{
+    for (int o = 0; o < n_out; o++) {
+        y[o] = 0;
+        for (int i = 0; i < n_in; i++)
+            y[o] += W[o * n_in + i] * x[i];
+    }
+}
+
+static void rms64(const double *x, const double *w, int n, double *out)
 {
     double ss = 0;
     for (int i = 0; i < n; i++)
         ss += x[i] * x[i];
-    double r = sqrt(ss / n + eps);
+    double r = sqrt(ss / n + 1e-6);
     for (int i = 0; i < n; i++)
         out[i] = x[i] / r * w[i];
 }
 
-static void test_hand_computed(void **state)
+/* y += scale * down(silu(gate x) * up x) */
+static void mlp64(const double *g, const double *u, const double *d, int I, const double *x,
+                  double scale, double *y)
 {
-    (void)state;
+    double a[128], b[128], t[H];
+    mv64(g, x, I, H, a);
+    mv64(u, x, I, H, b);
+    for (int i = 0; i < I; i++)
+        a[i] = a[i] / (1.0 + exp(-a[i])) * b[i];
+    mv64(d, a, H, I, t);
+    for (int i = 0; i < H; i++)
+        y[i] += scale * t[i];
+}
+
+static void attention64(const struct plena_ckpt *c, int l, double *h)
+{
+    double x[H], v[KV * D], att[NH * D], t[H];
+    double *win = t64(c, "model.layers.%d.input_layernorm.weight", l),
+           *wv = t64(c, "model.layers.%d.self_attn.v_proj.weight", l),
+           *bv = t64(c, "model.layers.%d.self_attn.v_proj.bias", l),
+           *wo = t64(c, "model.layers.%d.self_attn.o_proj.weight", l);
+    rms64(h, win, H, x);
+    mv64(wv, x, KV * D, H, v);
+    for (int i = 0; bv && i < KV * D; i++)
+        v[i] += bv[i];
+    for (int hh = 0; hh < NH; hh++)
+        for (int i = 0; i < D; i++)
+            att[hh * D + i] = v[(hh / (NH / KV)) * D + i];
+    mv64(wo, att, H, NH * D, t);
+    for (int i = 0; i < H; i++)
+        h[i] += t[i];
+    free(win), free(wv), free(bv), free(wo);
+}
+
+/* The MoE block of layer l on h; the router's ids and weights out. */
+static void moe64(const struct plena_ckpt *c, const char *blk, const char *const names[3], int l,
+                  int norm_topk, double *h, int ids[K], double w[K])
+{
+    double x[H], logits[E], y[H] = {0};
+    double *wpost = t64(c, "model.layers.%d.post_attention_layernorm.weight", l),
+           *wg = t64(c, "model.layers.%d.%s.gate.weight", l, blk);
+    rms64(h, wpost, H, x);
+    mv64(wg, x, E, H, logits);
+    ids[0] = 0;
+    for (int e = 1; e < E; e++)
+        if (logits[e] > logits[ids[0]]) ids[0] = e;
+    ids[1] = ids[0] ? 0 : 1;
+    for (int e = 0; e < E; e++)
+        if (e != ids[0] && logits[e] > logits[ids[1]]) ids[1] = e;
+    double sum = 0;
+    for (int e = 0; e < E; e++)
+        if (!norm_topk || e == ids[0] || e == ids[1]) sum += exp(logits[e] - logits[ids[0]]);
+    for (int k = 0; k < K; k++)
+        w[k] = exp(logits[ids[k]] - logits[ids[0]]) / sum;
+    for (int k = 0; k < K; k++) {
+        double *m[3];
+        for (int j = 0; j < 3; j++)
+            m[j] = t64(c, "model.layers.%d.%s.experts.%d.%s.weight", l, blk, ids[k], names[j]);
+        /* the model multiplies by the binary32 weight it records */
+        mlp64(m[0], m[1], m[2], 32, x, (double)(float)w[k], y);
+        free(m[0]), free(m[1]), free(m[2]);
+    }
+    double *sg = t64(c, "model.layers.%d.mlp.shared_expert_gate.weight", l);
+    if (sg) {
+        double z = 0, *m[3];
+        for (int i = 0; i < H; i++)
+            z += sg[i] * x[i];
+        const char *sn[3] = {"gate_proj", "up_proj", "down_proj"};
+        for (int j = 0; j < 3; j++)
+            m[j] = t64(c, "model.layers.%d.mlp.shared_expert.%s.weight", l, sn[j]);
+        mlp64(m[0], m[1], m[2], 64, x, 1.0 / (1.0 + exp(-z)), y);
+        free(m[0]), free(m[1]), free(m[2]), free(sg);
+    }
+    for (int i = 0; i < H; i++)
+        h[i] += y[i];
+    free(wpost), free(wg);
+}
+
+static void dense64(const struct plena_ckpt *c, int l, double *h)
+{
+    double x[H], y[H] = {0};
+    double *wpost = t64(c, "model.layers.%d.post_attention_layernorm.weight", l),
+           *g = t64(c, "model.layers.%d.mlp.gate_proj.weight", l),
+           *u = t64(c, "model.layers.%d.mlp.up_proj.weight", l),
+           *d = t64(c, "model.layers.%d.mlp.down_proj.weight", l);
+    rms64(h, wpost, H, x);
+    mlp64(g, u, d, 128, x, 1.0, y);
+    for (int i = 0; i < H; i++)
+        h[i] += y[i];
+    free(wpost), free(g), free(u), free(d);
+}
+
+static void expect_route(const json_t *row, const int ids[K], const double w[K], double tol)
+{
+    json_t *r0 = json_array_get(json_object_get(row, "routes"), 0),
+           *w0 = json_array_get(json_object_get(row, "route_weights"), 0);
+    for (int k = 0; k < K; k++) {
+        assert_int_equal(json_integer_value(json_array_get(r0, k)), ids[k]);
+        double got = json_real_value(json_array_get(w0, k));
+        if (fabs(got - w[k]) > tol) fail_msg("weight %d: %.9g, expected %.9g", k, got, w[k]);
+    }
+}
+
+static void hand_computed(enum plena_dec_arch arch)
+{
     struct paths P;
     struct plena_route_opts o;
-    case_init(&P, "hand", PLENA_DEC_QWEN3_MOE, NULL, &o);
-    const char *dir = P.dir, *in = P.in, *out = P.out;
+    case_init(&P, plena_dec_arch_tiny_variant(arch), arch, NULL, &o);
+    const struct plena_dec_arch_info *ai = plena_dec_arch_info(arch);
     const char *only[] = {"tiny-0"};
     o.sample_ids = only;
     o.n_sample_ids = 1;
+    const int64_t layers[2] = {0, 2};
+    o.layers = layers;
+    o.n_layers = 2;
     struct plena_err err;
     assert_int_equal(route(&o, &err), 0);
-    json_t *row = row_at(out, 0);
     /* the token of tiny-0 from inputs.jsonl */
-    char *inputs = slurp(in, NULL);
+    char *inputs = slurp(P.in, NULL);
     json_t *first = json_loadb(inputs, strcspn(inputs, "\n"), 0, NULL);
     const int token =
         (int)json_integer_value(json_array_get(json_object_get(first, "input_ids"), 0));
@@ -151,53 +279,35 @@ static void test_hand_computed(void **state)
     plena_free(inputs);
 
     struct plena_ckpt c;
-    assert_int_equal(plena_ckpt_open(dir, &c, &err), 0);
-    enum { H = 64, D = 16, NH = 4, KV = 2, E = 8 };
-    double *embed = get64(&c, "model.embed_tokens.weight"),
-           *win = get64(&c, "model.layers.0.input_layernorm.weight"),
-           *wv = get64(&c, "model.layers.0.self_attn.v_proj.weight"),
-           *wo = get64(&c, "model.layers.0.self_attn.o_proj.weight"),
-           *wpost = get64(&c, "model.layers.0.post_attention_layernorm.weight"),
-           *wg = get64(&c, "model.layers.0.mlp.gate.weight");
-    double h[H], x[H], v[KV * D], att[NH * D], x2[H], logits[E];
+    assert_int_equal(plena_ckpt_open(P.dir, &c, &err), 0);
+    const int norm_topk = arch == PLENA_DEC_QWEN3_MOE || arch == PLENA_DEC_MIXTRAL;
+    const int dense1 = arch == PLENA_DEC_QWEN3_MOE || arch == PLENA_DEC_QWEN2_MOE;
+    const char *const names[3] = {ai->gate, ai->up, ai->down};
+    double *embed = t64(&c, "model.embed_tokens.weight"), h[H], w[3][K];
+    int ids[3][K];
     for (int i = 0; i < H; i++)
         h[i] = embed[token * H + i];
-    rms64(h, win, H, 1e-6, x);
-    for (int o2 = 0; o2 < KV * D; o2++) {
-        v[o2] = 0;
-        for (int i = 0; i < H; i++)
-            v[o2] += wv[o2 * H + i] * x[i];
+    for (int l = 0; l < 3; l++) {
+        attention64(&c, l, h);
+        if (l == 1 && dense1)
+            dense64(&c, l, h);
+        else
+            moe64(&c, ai->block, names, l, norm_topk, h, ids[l], w[l]);
     }
-    for (int hh = 0; hh < NH; hh++)
-        for (int i = 0; i < D; i++)
-            att[hh * D + i] = v[(hh / (NH / KV)) * D + i];
-    for (int o2 = 0; o2 < H; o2++) {
-        double s = 0;
-        for (int i = 0; i < NH * D; i++)
-            s += wo[o2 * NH * D + i] * att[i];
-        h[o2] += s;
-    }
-    rms64(h, wpost, H, 1e-6, x2);
-    for (int e = 0; e < E; e++) {
-        logits[e] = 0;
-        for (int i = 0; i < H; i++)
-            logits[e] += wg[e * H + i] * x2[i];
-    }
-    int a = 0, b = -1;
-    for (int e = 1; e < E; e++)
-        if (logits[e] > logits[a]) a = e;
-    for (int e = 0; e < E; e++)
-        if (e != a && (b < 0 || logits[e] > logits[b])) b = e;
-    double wa = 1.0 / (1.0 + exp(logits[b] - logits[a])), wb = 1.0 - wa;
-    json_t *r0 = json_array_get(json_object_get(row, "routes"), 0),
-           *w0 = json_array_get(json_object_get(row, "route_weights"), 0);
-    assert_int_equal(json_integer_value(json_array_get(r0, 0)), a);
-    assert_int_equal(json_integer_value(json_array_get(r0, 1)), b);
-    assert_true(fabs(json_real_value(json_array_get(w0, 0)) - wa) < 1e-5);
-    assert_true(fabs(json_real_value(json_array_get(w0, 1)) - wb) < 1e-5);
-    json_decref(row);
-    free(embed), free(win), free(wv), free(wo), free(wpost), free(wg);
+    json_t *r0 = row_at(P.out, 0), *r2 = row_at(P.out, 1);
+    expect_route(r0, ids[0], w[0], 1e-5);
+    /* layer 2 sits behind two layers of f32 rounding */
+    expect_route(r2, ids[2], w[2], 1e-4);
+    json_decref(r0), json_decref(r2);
+    free(embed);
     plena_ckpt_close(&c);
+}
+
+static void test_hand_computed(void **state)
+{
+    (void)state;
+    for (int a = 0; a < PLENA_DEC_ARCH_COUNT; a++)
+        hand_computed((enum plena_dec_arch)a);
 }
 
 /* ---- ties go to the lower id ---- */
@@ -295,6 +405,13 @@ static void test_decode_qwen2(void **state)
     check_decode(PLENA_DEC_QWEN2_MOE, "dec2");
 }
 
+static void test_decode_mixtral_olmoe(void **state)
+{
+    (void)state;
+    check_decode(PLENA_DEC_MIXTRAL, "decm");
+    check_decode(PLENA_DEC_OLMOE, "deco");
+}
+
 /* ---- resume, overwrite, shards ---- */
 
 static void full_run_threads(const char *dir, const char *out, uint32_t shard_i, uint32_t shard_n,
@@ -325,10 +442,11 @@ static void full_run(const char *dir, const char *out, uint32_t shard_i, uint32_
 static void test_threads(void **state)
 {
     (void)state;
-    const enum plena_dec_arch archs[2] = {PLENA_DEC_QWEN3_MOE, PLENA_DEC_QWEN2_MOE};
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < PLENA_DEC_ARCH_COUNT; a++) {
         struct paths P;
-        case_init(&P, a ? "thr2" : "thr3", archs[a], NULL, NULL);
+        char name[32];
+        snprintf(name, sizeof name, "thr%d", a);
+        case_init(&P, name, (enum plena_dec_arch)a, NULL, NULL);
         char t4[600];
         plena_test_path(t4, sizeof t4, P.dir, "t4.jsonl");
         full_run_threads(P.dir, P.out, 0, 0, 1);
@@ -627,6 +745,47 @@ static void test_build(void **state)
     plena_trace_docs_free(&docs);
 }
 
+/* Keys refused only by some architectures */
+static void refuse_in(enum plena_dec_arch arch, const char *from, const char *to, const char *msg)
+{
+    struct plena_dec_config want;
+    plena_tiny_config(arch, &want);
+    char name[64];
+    snprintf(name, sizeof name, "ref-%s", plena_dec_arch_tiny_variant(arch));
+    struct paths P;
+    case_init(&P, name, arch, NULL, NULL);
+    size_t len;
+    char *text = plena_test_read_file(P.dir, "config.json", &len);
+    struct plena_dec_config c;
+    struct plena_err err = {0};
+    assert_int_equal(plena_dec_config_parse(text, len, "config.json", &c, &err), 0);
+    assert_int_equal(c.arch, arch);
+    assert_int_equal(c.n_experts, want.n_experts);
+    assert_int_equal(c.moe_inter, want.moe_inter);
+    assert_int_equal(c.norm_topk, want.norm_topk);
+    assert_int_equal(c.qk_norm, want.qk_norm);
+    char *p = strstr(text, from);
+    assert_non_null(p);
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(p - text), text, to, p + strlen(from));
+    assert_int_equal(plena_dec_config_parse(buf, strlen(buf), "config.json", &c, &err),
+                     PLENA_E_INPUT);
+    if (!strstr(err.msg, msg)) fail_msg("'%s' does not contain '%s'", err.msg, msg);
+    plena_free(text);
+}
+
+static void test_arch_refusals(void **state)
+{
+    (void)state;
+    refuse_in(PLENA_DEC_MIXTRAL, "\"sliding_window\": null", "\"sliding_window\": 4096",
+              "'sliding_window' is set");
+    refuse_in(PLENA_DEC_MIXTRAL, "\"torch_dtype\"", "\"mlp_only_layers\": [], \"torch_dtype\"",
+              "'mlp_only_layers' is not modelled by plena's forward pass for mixtral");
+    refuse_in(PLENA_DEC_OLMOE, "\"clip_qkv\": null", "\"clip_qkv\": 8", "'clip_qkv' is set");
+    refuse_in(PLENA_DEC_QWEN2_MOE, "\"torch_dtype\"", "\"attention_bias\": true, \"torch_dtype\"",
+              "'attention_bias' is not part of qwen2_moe");
+}
+
 static void test_layer_list(void **state)
 {
     (void)state;
@@ -650,7 +809,8 @@ int main(void)
         cmocka_unit_test(test_resume),        cmocka_unit_test(test_shards),
         cmocka_unit_test(test_failures),      cmocka_unit_test(test_config_refusals),
         cmocka_unit_test(test_layer_list),    cmocka_unit_test(test_build),
-        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_threads),       cmocka_unit_test(test_decode_mixtral_olmoe),
+        cmocka_unit_test(test_arch_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -31,42 +31,53 @@ void plena_tiny_config(enum plena_dec_arch arch, struct plena_dec_config *c)
         /* as the published Qwen2-MoE: q/k/v biases, no q/k norms */
         c->shared_inter = 64, c->norm_topk = 0, c->attn_bias = 1, c->qk_norm = 0;
     }
+    if (arch == PLENA_DEC_MIXTRAL || arch == PLENA_DEC_OLMOE) {
+        /* every layer sparse; intermediate_size is the expert width */
+        c->dense[1] = 0, c->inter = c->moe_inter;
+        c->qk_norm = arch == PLENA_DEC_OLMOE ? 2 : 0;
+        c->norm_topk = arch == PLENA_DEC_MIXTRAL;
+    }
 }
 
+/* config.json of a tiny variant: the keys its architecture's published
+ * configs carry. */
 static json_t *config_json(const struct plena_dec_config *c)
 {
-    json_t *o = json_object(), *mlp_only = json_array();
-    for (uint32_t l = 0; l < c->n_layers; l++)
-        if (c->dense[l]) json_array_append_new(mlp_only, json_integer(l));
-    const char *archs[] = {
-#define X(id, mt, arch, tiny) arch,
-        PLENA_DEC_ARCH_LIST(X)
-#undef X
-    };
-    json_object_set_new(o, "architectures", json_pack("[s]", archs[c->arch]));
-    json_object_set_new(o, "model_type", json_string(plena_dec_arch_model_type(c->arch)));
+    const struct plena_dec_arch_info *a = plena_dec_arch_info(c->arch);
+    const int qwen = c->arch == PLENA_DEC_QWEN3_MOE || c->arch == PLENA_DEC_QWEN2_MOE;
+    json_t *o = json_object();
+    json_object_set_new(o, "architectures", json_pack("[s]", a->arch));
+    json_object_set_new(o, "model_type", json_string(a->model_type));
     json_object_set_new(o, "hidden_size", json_integer(c->hidden));
     json_object_set_new(o, "num_hidden_layers", json_integer(c->n_layers));
     json_object_set_new(o, "num_attention_heads", json_integer(c->heads));
     json_object_set_new(o, "num_key_value_heads", json_integer(c->kv_heads));
     json_object_set_new(o, "head_dim", json_integer(c->head_dim));
     json_object_set_new(o, "vocab_size", json_integer(c->vocab));
-    json_object_set_new(o, "num_experts", json_integer(c->n_experts));
+    json_object_set_new(o, a->experts_key, json_integer(c->n_experts));
     json_object_set_new(o, "num_experts_per_tok", json_integer(c->top_k));
-    json_object_set_new(o, "moe_intermediate_size", json_integer(c->moe_inter));
+    json_object_set_new(o, a->width_key, json_integer(c->moe_inter));
     json_object_set_new(o, "intermediate_size", json_integer(c->inter));
-    json_object_set_new(o, "norm_topk_prob", json_boolean(c->norm_topk));
-    json_object_set_new(o, "decoder_sparse_step", json_integer(c->sparse_step));
-    json_object_set_new(o, "mlp_only_layers", mlp_only);
     json_object_set_new(o, "rope_theta", json_real(c->rope_theta));
     json_object_set_new(o, "rms_norm_eps", json_real(1e-6));
     json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tie_embeddings));
     json_object_set_new(o, "hidden_act", json_string("silu"));
     json_object_set_new(o, "rope_scaling", json_null());
-    json_object_set_new(o, "sliding_window", json_null());
-    json_object_set_new(o, "use_sliding_window", json_false());
     json_object_set_new(o, "torch_dtype", json_string("bfloat16"));
-    if (c->arch == PLENA_DEC_QWEN3_MOE) json_object_set_new(o, "attention_bias", json_false());
+    if (c->arch != PLENA_DEC_MIXTRAL)
+        json_object_set_new(o, "norm_topk_prob", json_boolean(c->norm_topk));
+    if (c->arch == PLENA_DEC_MIXTRAL || qwen) json_object_set_new(o, "sliding_window", json_null());
+    if (c->arch == PLENA_DEC_QWEN3_MOE || c->arch == PLENA_DEC_OLMOE)
+        json_object_set_new(o, "attention_bias", json_false());
+    if (c->arch == PLENA_DEC_OLMOE) json_object_set_new(o, "clip_qkv", json_null());
+    if (qwen) {
+        json_t *mlp_only = json_array();
+        for (uint32_t l = 0; l < c->n_layers; l++)
+            if (c->dense[l]) json_array_append_new(mlp_only, json_integer(l));
+        json_object_set_new(o, "mlp_only_layers", mlp_only);
+        json_object_set_new(o, "decoder_sparse_step", json_integer(c->sparse_step));
+        json_object_set_new(o, "use_sliding_window", json_false());
+    }
     if (c->shared_inter)
         json_object_set_new(o, "shared_expert_intermediate_size", json_integer(c->shared_inter));
     return o;

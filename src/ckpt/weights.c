@@ -44,17 +44,19 @@ static void walk_moe(struct walk *W, const struct plena_dec_config *c, uint32_t 
                      struct plena_dec_layer *y)
 {
     const uint32_t H = c->hidden, I = c->moe_inter, E = c->n_experts;
-    visit(W, SLOT(y, router), PLENA_DEC_T_MATRIX, E, H, "model.layers.%u.mlp.gate.weight", l);
+    const struct plena_dec_arch_info *a = plena_dec_arch_info(c->arch);
+    visit(W, SLOT(y, router), PLENA_DEC_T_MATRIX, E, H, "model.layers.%u.%s.gate.weight", l,
+          a->block);
     float **eg = slot_array(W, y ? &y->eg : NULL, E, y != NULL),
           **eu = slot_array(W, y ? &y->eu : NULL, E, y != NULL),
           **ed = slot_array(W, y ? &y->ed : NULL, E, y != NULL);
     for (uint32_t e = 0; e < E && !W->rc; e++) {
-        visit(W, SLOTI(eg, e), PLENA_DEC_T_MATRIX, I, H,
-              "model.layers.%u.mlp.experts.%u.gate_proj.weight", l, e);
-        visit(W, SLOTI(eu, e), PLENA_DEC_T_MATRIX, I, H,
-              "model.layers.%u.mlp.experts.%u.up_proj.weight", l, e);
-        visit(W, SLOTI(ed, e), PLENA_DEC_T_MATRIX, H, I,
-              "model.layers.%u.mlp.experts.%u.down_proj.weight", l, e);
+        visit(W, SLOTI(eg, e), PLENA_DEC_T_MATRIX, I, H, "model.layers.%u.%s.experts.%u.%s.weight",
+              l, a->block, e, a->gate);
+        visit(W, SLOTI(eu, e), PLENA_DEC_T_MATRIX, I, H, "model.layers.%u.%s.experts.%u.%s.weight",
+              l, a->block, e, a->up);
+        visit(W, SLOTI(ed, e), PLENA_DEC_T_MATRIX, H, I, "model.layers.%u.%s.experts.%u.%s.weight",
+              l, a->block, e, a->down);
     }
     if (c->shared_inter) {
         const uint32_t S = c->shared_inter;
@@ -87,8 +89,10 @@ static void walk_layer(struct walk *W, const struct plena_dec_config *c, uint32_
         visit(W, SLOT(y, bv), B, KD, H, "model.layers.%u.self_attn.v_proj.bias", l);
     }
     if (c->qk_norm) {
-        visit(W, SLOT(y, q_norm), N, D, 0, "model.layers.%u.self_attn.q_norm.weight", l);
-        visit(W, SLOT(y, k_norm), N, D, 0, "model.layers.%u.self_attn.k_norm.weight", l);
+        /* per head [D] (Qwen3) or over the whole projection (OLMoE) */
+        const uint32_t qn = c->qk_norm == 2 ? QD : D, kn = c->qk_norm == 2 ? KD : D;
+        visit(W, SLOT(y, q_norm), N, qn, 0, "model.layers.%u.self_attn.q_norm.weight", l);
+        visit(W, SLOT(y, k_norm), N, kn, 0, "model.layers.%u.self_attn.k_norm.weight", l);
     }
     visit(W, SLOT(y, post_norm), N, H, 0, "model.layers.%u.post_attention_layernorm.weight", l);
     if (c->dense[l]) {

@@ -131,7 +131,7 @@ const struct plena_cmd_spec plena_cli_trace_route_spec = {
         "router: one JSONL row per (sample, phase, layer, decode step), ids in rank order and "
         "the weights the model multiplies by. Decode steps feed the greedy token (an "
         "end-of-sequence token does not stop decoding). Nothing is downloaded. Supported: "
-        "qwen3_moe, qwen2_moe.",
+        "qwen3_moe, qwen2_moe, mixtral, olmoe.",
     PLENA_CMD_ROWS(route_rows),
     .fini = route_fini,
     .opts_size = sizeof(struct route_cli),
