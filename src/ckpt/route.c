@@ -443,6 +443,36 @@ static int dedup_rows(struct run *R, struct plena_err *err)
 
 /* ---- rows ---- */
 
+/* check_only: counts the expected keys and records the first missing ones */
+static void note_missing(struct run *R, const char *key)
+{
+    struct plena_route_summary *sm = R->sum;
+    sm->expected_keys++;
+    if (find_row(R, key)) return;
+    if (sm->missing_keys < 20) {
+        char *out = sm->missing_first[sm->missing_keys];
+        snprintf(out, sizeof sm->missing_first[0], "%s", key);
+        for (char *c = out; *c; c++)
+            if (*c == '\x1f') *c = ' ';
+    }
+    sm->missing_keys++;
+}
+
+static void count_expected(struct run *R, const struct sample *s)
+{
+    char key[600];
+    for (size_t i = 0; i < R->n_layers; i++) {
+        if (R->o->phases & PLENA_ROUTE_PREFILL) {
+            row_key(key, sizeof key, s->id, 0, R->layers[i], 0);
+            note_missing(R, key);
+        }
+        for (uint32_t st = 1; (R->o->phases & PLENA_ROUTE_DECODE) && st <= R->decode_steps; st++) {
+            row_key(key, sizeof key, s->id, 1, R->layers[i], st);
+            note_missing(R, key);
+        }
+    }
+}
+
 static int expected_present(const struct run *R, const struct sample *s)
 {
     char key[600];
@@ -594,6 +624,10 @@ static int run_sample(struct run *R, const struct sample *s, struct plena_err *e
                  : 0;
     uint32_t next = 0;
     for (size_t t = 0; t < S && !rc; t++) {
+        if (R->o->stop && *R->o->stop) {
+            rc = PLENA_FAIL(err, PLENA_E_INTERRUPTED, s->id, "interrupted");
+            break;
+        }
         rc = plena_dec_step(&st, s->ids[t], decode && t + 1 == S, &next, err);
         for (size_t i = 0; i < R->n_layers && !rc; i++) {
             memcpy(pids + (i * S + t) * K, st.ids + (size_t)R->layers[i] * K, K * sizeof *pids);
@@ -601,6 +635,10 @@ static int run_sample(struct run *R, const struct sample *s, struct plena_err *e
         }
     }
     for (uint32_t d = 0; d < steps && !rc; d++) {
+        if (R->o->stop && *R->o->stop) {
+            rc = PLENA_FAIL(err, PLENA_E_INTERRUPTED, s->id, "interrupted");
+            break;
+        }
         dtok[d] = next;
         rc = plena_dec_step(&st, next, 1, &next, err);
         for (size_t i = 0; i < R->n_layers && !rc; i++) {
@@ -659,6 +697,12 @@ static int run_all(struct run *R, struct plena_err *err)
     int failed = 0;
     for (size_t i = 0; i < R->n_sel; i++) {
         const struct sample *s = R->sel[i];
+        if (R->o->check_only) {
+            if (s->n_ids) count_expected(R, s);
+            continue;
+        }
+        if (R->o->stop && *R->o->stop)
+            return PLENA_FAIL(err, PLENA_E_INTERRUPTED, R->o->out, "interrupted");
         if (expected_present(R, s)) {
             R->sum->samples_already_complete++;
             continue;
@@ -672,7 +716,7 @@ static int run_all(struct run *R, struct plena_err *err)
             continue;
         }
         if (rc == PLENA_E_OUTPUT || rc == PLENA_E_NOMEM || rc == PLENA_E_INTERNAL ||
-            (rc == PLENA_E_FAILED && strstr(e.msg, "determinism"))) {
+            rc == PLENA_E_INTERRUPTED || (rc == PLENA_E_FAILED && strstr(e.msg, "determinism"))) {
             *err = e;
             return rc;
         }
@@ -770,6 +814,12 @@ static int prepare(struct run *R, struct inputs *in, struct plena_err *err)
     R->sum->samples_selected = R->n_sel;
     memcpy(R->sum->fingerprint, R->ck.fingerprint, sizeof R->sum->fingerprint);
     /* layers above the deepest requested one only matter for decode */
+    if (o->check_only) {
+        int rc = 0;
+        for (size_t i = 0; i < o->n_resume_from && !rc; i++)
+            rc = read_rows(R, o->resume_from[i], err);
+        return rc ? rc : dedup_rows(R, err);
+    }
     const int decode = (o->phases & PLENA_ROUTE_DECODE) != 0;
     uint32_t n_run = decode ? R->cfg.n_layers : R->layers[R->n_layers - 1] + 1;
     if (o->threads > 1 && !(R->pool = plena_pool_new(o->threads)))
@@ -793,7 +843,7 @@ int plena_route_run(const struct plena_route_opts *o, struct plena_route_summary
     struct inputs in = {0};
     int rc = prepare(&R, &in, err);
     if (!rc) rc = run_all(&R, err);
-    if ((!rc || rc == PLENA_E_FAILED) && o->summary_out) {
+    if ((!rc || rc == PLENA_E_FAILED) && o->summary_out && !o->check_only) {
         struct plena_err e2 = {0};
         int src = write_summary(&R, now_seconds() - t0, &e2);
         if (src && !rc) {

@@ -4,6 +4,7 @@
 #ifndef PLENA_CKPT_ROUTE_H
 #define PLENA_CKPT_ROUTE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,12 +30,20 @@ struct plena_route_opts {
     uint32_t shard_i, shard_n; /* shard_n 0: no sharding */
     const char *failure_log, *summary_out;
     int quiet; /* no warnings on stderr (tests) */
+    /* set by the caller's signal handler (may be NULL): the run stops after
+     * the current token with PLENA_E_INTERRUPTED; every written row is kept */
+    volatile sig_atomic_t *stop;
+    /* only check: no forward pass, nothing written; the summary's missing_*
+     * fields list the expected keys absent from --resume-from files */
+    int check_only;
 };
 
 struct plena_route_summary {
     uint64_t samples_selected, samples_already_complete, samples_processed, samples_failed;
     uint64_t rows_written, prefill_tokens;
     char fingerprint[65];
+    uint64_t expected_keys, missing_keys; /* check_only */
+    char missing_first[20][300];          /* the first 20 missing keys "sample phase layer step" */
 };
 
 /* Parses a layer LIST: items separated by ',', each INT or INT..INT
@@ -44,7 +53,7 @@ int plena_route_parse_layers(const char *text, int64_t **out, size_t *n);
 
 /* Runs the command. Returns the status whose exit code the command exits
  * with: OK, E_FAILED (a sample failed; err names the first), E_USAGE,
- * E_INPUT, E_OUTPUT, E_NOMEM. */
+ * E_INPUT, E_OUTPUT, E_INTERRUPTED, E_NOMEM. */
 int plena_route_run(const struct plena_route_opts *o, struct plena_route_summary *sum,
                     struct plena_err *err);
 

@@ -588,6 +588,42 @@ static void test_shards(void **state)
     plena_free(ta[0]), plena_free(tb[0]), plena_free(tb[1]);
 }
 
+/* ---- interruption and the coverage check ---- */
+
+static void test_interrupt_and_check(void **state)
+{
+    (void)state;
+    struct paths P;
+    case_init(&P, "intr", PLENA_DEC_QWEN3_MOE, NULL, NULL);
+    char s0[600];
+    plena_test_path(s0, sizeof s0, P.dir, "s0.jsonl");
+    full_run(P.dir, s0, 0, 2);
+    struct plena_route_opts o;
+    opts_init(&o, P.dir, P.in, P.out);
+    o.phases = PLENA_ROUTE_BOTH;
+    o.decode_steps = 2;
+    const int64_t layers[2] = {0, 2};
+    o.layers = layers;
+    o.n_layers = 2;
+    volatile sig_atomic_t stop = 1;
+    o.stop = &stop;
+    struct plena_err err;
+    assert_int_equal(route(&o, &err), PLENA_E_INTERRUPTED);
+    /* coverage of shard 0 alone: 3 of 5 samples, 12 keys missing */
+    o.stop = NULL;
+    o.check_only = 1;
+    const char *from[1] = {s0};
+    o.resume_from = from;
+    o.n_resume_from = 1;
+    struct plena_route_summary sm;
+    plena_err_clear(&err);
+    assert_int_equal(plena_route_run(&o, &sm, &err), 0);
+    assert_int_equal(sm.expected_keys, 30);
+    assert_int_equal(sm.missing_keys, 12);
+    assert_string_equal(sm.missing_first[0], "tiny-1 prefill 0 null");
+    assert_string_equal(sm.missing_first[11], "tiny-3 decode 2 2");
+}
+
 /* ---- failures and refusals ---- */
 
 static void test_failures(void **state)
@@ -810,7 +846,7 @@ int main(void)
         cmocka_unit_test(test_failures),      cmocka_unit_test(test_config_refusals),
         cmocka_unit_test(test_layer_list),    cmocka_unit_test(test_build),
         cmocka_unit_test(test_threads),       cmocka_unit_test(test_decode_mixtral_olmoe),
-        cmocka_unit_test(test_arch_refusals),
+        cmocka_unit_test(test_arch_refusals), cmocka_unit_test(test_interrupt_and_check),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

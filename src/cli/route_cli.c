@@ -1,5 +1,6 @@
 /* plena trace route and plena trace tiny-checkpoint (docs/traces.md): the
  * option tables and thin bodies over ckpt/route.h and ckpt/decoder.h. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -137,10 +138,25 @@ const struct plena_cmd_spec plena_cli_trace_route_spec = {
     .opts_size = sizeof(struct route_cli),
 };
 
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
 int plena_cli_trace_route(void *opts, const struct plena_cli_args *a)
 {
     (void)a;
     struct route_cli *c = opts;
+    /* SIGINT/SIGTERM: stop after the current token, exit 5, rows kept */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    c->o.stop = &g_stop;
     c->o.layers = c->layers;
     c->o.phases = c->phases + 1;
     c->o.act_bf16 = c->act == 1;
