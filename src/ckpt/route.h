@@ -57,6 +57,29 @@ int plena_route_parse_layers(const char *text, int64_t **out, size_t *n);
 int plena_route_run(const struct plena_route_opts *o, struct plena_route_summary *sum,
                     struct plena_err *err);
 
+/* ---- plena campaign route (docs/traces.md "Inside a campaign") ---- */
+
+struct plena_campaign_route_opts {
+    struct plena_route_opts route; /* checkpoint, inputs, layers, phases, ... (out, shard unused) */
+    const char *out;               /* the campaign directory */
+    unsigned shards;               /* route shards (worker processes in all) */
+    unsigned jobs;                 /* at most this many at once */
+    uint32_t mlen, blen;           /* of the built traces (0: 64, 4) */
+    volatile sig_atomic_t *stop;
+};
+
+struct plena_campaign_route_summary {
+    uint64_t expected_keys, missing_keys;
+    size_t traces;
+};
+
+/* OUT/routing/<benchmark>.shard-I-of-N.jsonl from N worker processes
+ * (--resume each), OUT/routing/coverage.json, OUT/traces/<trace_id>.json.
+ * PLENA_E_FAILED when a key is missing (a sample failed); the traces of
+ * the rows present are built anyway. */
+int plena_campaign_route(const struct plena_campaign_route_opts *o,
+                         struct plena_campaign_route_summary *sum, struct plena_err *err);
+
 /* ---- plena trace build (docs/traces.md "Building traces from rows") ---- */
 
 struct plena_moe_model;

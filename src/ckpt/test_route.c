@@ -624,6 +624,49 @@ static void test_interrupt_and_check(void **state)
     assert_string_equal(sm.missing_first[11], "tiny-3 decode 2 2");
 }
 
+/* ---- the campaign step: shards in worker processes, coverage, traces ---- */
+
+static void test_campaign_route(void **state)
+{
+    (void)state;
+    struct paths P;
+    case_init(&P, "camp", PLENA_DEC_QWEN3_MOE, NULL, NULL);
+    char out[600], all[600];
+    plena_test_path(out, sizeof out, P.dir, "camp");
+    plena_test_path(all, sizeof all, P.dir, "all.jsonl");
+    full_run(P.dir, all, 0, 0);
+    struct plena_campaign_route_opts o = {.out = out, .shards = 2, .jobs = 2};
+    opts_init(&o.route, P.dir, P.in, NULL);
+    o.route.phases = PLENA_ROUTE_BOTH;
+    o.route.decode_steps = 2;
+    const int64_t layers[2] = {0, 2};
+    o.route.layers = layers;
+    o.route.n_layers = 2;
+    o.route.benchmark = "b";
+    struct plena_campaign_route_summary s;
+    struct plena_err err = {0};
+    assert_int_equal(plena_campaign_route(&o, &s, &err), 0);
+    assert_int_equal(s.expected_keys, 30);
+    assert_int_equal(s.missing_keys, 0);
+    assert_int_equal(s.traces, 30);
+    char shard1[700];
+    plena_test_path(shard1, sizeof shard1, out, "routing/b.shard-1-of-2.jsonl");
+    size_t len;
+    char *want = slurp(shard1, &len);
+    assert_non_null(want);
+    assert_true(plena_test_file_contains(out, "routing/coverage.json", "\"missing_keys\": 0"));
+    assert_true(plena_test_file_contains(out, "traces/camp_b_tiny-4_l2_decode_d2.json",
+                                         "\"format\": \"routing_rows\""));
+    /* a worker killed mid-row: the rerun resumes to the same bytes */
+    plena_test_write_file(out, "routing/b.shard-1-of-2.jsonl", want, len / 2);
+    assert_int_equal(plena_campaign_route(&o, &s, &err), 0);
+    size_t len2;
+    char *got = slurp(shard1, &len2);
+    assert_int_equal(len2, len);
+    assert_memory_equal(got, want, len);
+    plena_free(got), plena_free(want);
+}
+
 /* ---- failures and refusals ---- */
 
 static void test_failures(void **state)
@@ -840,13 +883,14 @@ static void test_layer_list(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hand_computed), cmocka_unit_test(test_tie),
-        cmocka_unit_test(test_decode_qwen3),  cmocka_unit_test(test_decode_qwen2),
-        cmocka_unit_test(test_resume),        cmocka_unit_test(test_shards),
-        cmocka_unit_test(test_failures),      cmocka_unit_test(test_config_refusals),
-        cmocka_unit_test(test_layer_list),    cmocka_unit_test(test_build),
-        cmocka_unit_test(test_threads),       cmocka_unit_test(test_decode_mixtral_olmoe),
-        cmocka_unit_test(test_arch_refusals), cmocka_unit_test(test_interrupt_and_check),
+        cmocka_unit_test(test_hand_computed),  cmocka_unit_test(test_tie),
+        cmocka_unit_test(test_decode_qwen3),   cmocka_unit_test(test_decode_qwen2),
+        cmocka_unit_test(test_resume),         cmocka_unit_test(test_shards),
+        cmocka_unit_test(test_failures),       cmocka_unit_test(test_config_refusals),
+        cmocka_unit_test(test_layer_list),     cmocka_unit_test(test_build),
+        cmocka_unit_test(test_threads),        cmocka_unit_test(test_decode_mixtral_olmoe),
+        cmocka_unit_test(test_arch_refusals),  cmocka_unit_test(test_interrupt_and_check),
+        cmocka_unit_test(test_campaign_route),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

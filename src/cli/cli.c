@@ -1,6 +1,7 @@
 /* The CLI's shared helpers: the command table (commands.def), dispatch to
  * subcommands, `plena help`, the group --help texts, printing a parse result
  * of cli/opts.h, and the report/usage-error printers. */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -181,4 +182,24 @@ int plena_cli_overview(struct plena_buf *b)
     plena_buf_printf(b, "  %-10s %s\n", "help", "this text, or `plena help <command>`");
     plena_buf_printf(b, "\n%s", plena_status_help(exits, sizeof exits));
     return b->failed ? -1 : 0;
+}
+
+/* The stop flag of long-running commands: SIGINT/SIGTERM only set it, the
+ * library stops at its next check and reports PLENA_E_INTERRUPTED. */
+volatile sig_atomic_t plena_cli_stop;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    plena_cli_stop = 1;
+}
+
+void plena_cli_install_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }

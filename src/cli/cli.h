@@ -5,6 +5,7 @@
 #ifndef PLENA_CLI_CLI_H
 #define PLENA_CLI_CLI_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "cli/opts.h"
@@ -89,5 +90,10 @@ int plena_cli_nomem(const char *cmd);
 int plena_cli_not_built(const char *cmd);
 /* Writes b to stdout; PLENA_E_OUTPUT when that fails. */
 enum plena_status plena_cli_print(const struct plena_buf *b);
+
+/* SIGINT/SIGTERM set plena_cli_stop (pass &plena_cli_stop as a library
+ * stop flag); no SA_RESTART, so blocking calls return EINTR. */
+extern volatile sig_atomic_t plena_cli_stop;
+void plena_cli_install_stop_signals(void);
 
 #endif

@@ -17,25 +17,9 @@
 #include "cli/cli.h"
 #include "cli/replay_opts.h"
 #include "common/alloc.h"
+#include "cli/route_cli.h"
 #include "common/fileio.h"
 #include "replay/jsonw.h"
-
-static volatile sig_atomic_t g_stop;
-static void on_signal(int sig)
-{
-    (void)sig;
-    g_stop = 1;
-}
-
-static void install_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
 
 #define MAX_TARGETFS 32
 
@@ -376,7 +360,7 @@ static void det_opts(const struct copts *o, const struct plena_campaign_worker *
     d->jobs = o->jobs_auto ? 0 : o->jobs;
     d->config_fingerprint = cfp;
     d->worker = *w;
-    d->stop = &g_stop;
+    d->stop = &plena_cli_stop;
 }
 
 /* exit code of a finished gate, printing its line */
@@ -444,7 +428,7 @@ static void run_opts(const struct copts *o, const struct plena_campaign_worker *
     ro->memory_fraction = o->memory_fraction;
     ro->max_jobs = o->max_jobs;
     ro->worker = *w;
-    ro->stop = &g_stop;
+    ro->stop = &plena_cli_stop;
     ro->progress = with_progress ? print_progress : NULL;
     ro->progress_ctx = &g_pc;
     ro->determinism_state = dstate;
@@ -518,7 +502,7 @@ static int mpi_main(struct copts *o)
     plena_err_clear(&err);
     struct plena_campaign_mpi *m = NULL;
     if (plena_campaign_mpi_init(&m, &err)) return plena_cli_report("campaign", &err);
-    install_signals(); /* after MPI_Init, which may install handlers of its own */
+    plena_cli_install_stop_signals(); /* after MPI_Init, which may install handlers of its own */
     int rank = plena_campaign_mpi_rank(m);
     char where[64];
     snprintf(where, sizeof where, "campaign %s (rank %d)", o->action, rank);
@@ -602,7 +586,7 @@ static int campaign_main(struct copts *op)
     if (o.mpi && !plena_campaign_have_mpi())
         return plena_cli_usage_error("campaign", "--mpi: built without MPI");
     if (o.mpi) return mpi_main(&o);
-    install_signals();
+    plena_cli_install_stop_signals();
 
     struct plena_err err;
     plena_err_clear(&err);
@@ -724,9 +708,13 @@ static void campaign_notes(struct plena_buf *b)
 }
 
 static const struct plena_cli_sub campaign_subs[] = {
-    {"select", campaign_action, &select_spec}, {"determinism", campaign_action, &det_spec},
-    {"run", campaign_action, &run_spec},       {"status", campaign_action, &status_spec},
-    {"report", campaign_action, &report_spec}, {"canonical-hash", canonical_hash, &hash_spec},
+    {"select", campaign_action, &select_spec},
+    {"determinism", campaign_action, &det_spec},
+    {"run", campaign_action, &run_spec},
+    {"status", campaign_action, &status_spec},
+    {"report", campaign_action, &report_spec},
+    {"canonical-hash", canonical_hash, &hash_spec},
+    {"route", plena_cli_campaign_route, &plena_cli_campaign_route_spec},
 };
 
 const struct plena_cli_cmd plena_cli_cmd_campaign = {

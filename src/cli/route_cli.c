@@ -1,6 +1,7 @@
 /* plena trace route and plena trace tiny-checkpoint (docs/traces.md): the
  * option tables and thin bodies over ckpt/route.h and ckpt/decoder.h. */
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -54,14 +55,14 @@ static const struct plena_opt_enum route_acts = {.names =
                                                      (const char *const[]){"f32", "bf16", NULL}};
 
 #define R struct route_cli
-static const struct plena_opt route_rows[] = {
+/* What is computed and for which samples: shared by trace route and
+ * campaign route. */
+static const struct plena_opt route_common_rows[] = {
     PLENA_OPT_PATH_ROW("--checkpoint", "DIR", R, o.checkpoint,
                        "config.json and *.safetensors (or model.safetensors.index.json)",
                        .flags = PLENA_OPT_REQUIRED),
     PLENA_OPT_PATH_ROW("--inputs", "FILE", R, o.inputs,
                        "JSONL of {sample_id, input_ids, [model_key, category, benchmark]}",
-                       .flags = PLENA_OPT_REQUIRED),
-    PLENA_OPT_PATH_ROW("--out", "ROWS", R, o.out, "routing rows (JSONL, appended)",
                        .flags = PLENA_OPT_REQUIRED),
     PLENA_OPT_STR_ROW("--benchmark", "NAME", R, o.benchmark, "benchmark of every row",
                       .def_text = "the input's benchmark, else the inputs file name without "
@@ -95,6 +96,11 @@ static const struct plena_opt route_rows[] = {
     PLENA_OPT_UINT_ROW("--threads", "N", R, o.threads, 1, 256, "worker threads", .def = "1"),
     PLENA_OPT_ENUM_ROW("--act", "A", R, act, &route_acts,
                        "f32, or bf16: every stored activation rounded to BF16"),
+};
+/* The output file of one trace route run. */
+static const struct plena_opt route_file_rows[] = {
+    PLENA_OPT_PATH_ROW("--out", "ROWS", R, o.out, "routing rows (JSONL, appended)",
+                       .flags = PLENA_OPT_REQUIRED),
     PLENA_OPT_FLAG_ROW("--resume", R, o.resume,
                        "continue ROWS: complete samples skipped, missing rows appended",
                        .excludes = "--overwrite"),
@@ -133,30 +139,16 @@ const struct plena_cmd_spec plena_cli_trace_route_spec = {
         "the weights the model multiplies by. Decode steps feed the greedy token (an "
         "end-of-sequence token does not stop decoding). Nothing is downloaded. Supported: "
         "qwen3_moe, qwen2_moe, mixtral, olmoe.",
-    PLENA_CMD_ROWS(route_rows),
+    .groups = (const struct plena_opt_group[]){PLENA_OPT_GROUP(NULL, route_common_rows),
+                                               PLENA_OPT_GROUP("output", route_file_rows)},
+    .n_groups = 2,
     .fini = route_fini,
     .opts_size = sizeof(struct route_cli),
 };
 
-static volatile sig_atomic_t g_stop;
-static void on_signal(int sig)
+/* The parsed values that need translating into struct plena_route_opts. */
+static void route_opts_finish(struct route_cli *c)
 {
-    (void)sig;
-    g_stop = 1;
-}
-
-int plena_cli_trace_route(void *opts, const struct plena_cli_args *a)
-{
-    (void)a;
-    struct route_cli *c = opts;
-    /* SIGINT/SIGTERM: stop after the current token, exit 5, rows kept */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    c->o.stop = &g_stop;
     c->o.layers = c->layers;
     c->o.phases = c->phases + 1;
     c->o.act_bf16 = c->act == 1;
@@ -164,6 +156,15 @@ int plena_cli_trace_route(void *opts, const struct plena_cli_args *a)
     c->o.n_sample_ids = c->sample_ids.n;
     c->o.resume_from = c->resume_from.v;
     c->o.n_resume_from = c->resume_from.n;
+}
+
+int plena_cli_trace_route(void *opts, const struct plena_cli_args *a)
+{
+    (void)a;
+    struct route_cli *c = opts;
+    plena_cli_install_stop_signals();
+    c->o.stop = &plena_cli_stop;
+    route_opts_finish(c);
     struct plena_route_summary s;
     struct plena_err err = {0};
     int rc = plena_route_run(&c->o, &s, &err);
@@ -174,6 +175,77 @@ int plena_cli_trace_route(void *opts, const struct plena_cli_args *a)
             (unsigned long long)s.samples_selected, (unsigned long long)s.samples_already_complete,
             (unsigned long long)s.samples_processed, (unsigned long long)s.rows_written);
     return 0;
+}
+
+/* ---- campaign route ---- */
+
+struct campaign_route_cli {
+    struct route_cli r;
+    const char *out;
+    unsigned shards, jobs;
+    uint32_t mlen, blen;
+};
+
+#define CR struct campaign_route_cli
+static const struct plena_opt campaign_route_rows[] = {
+    PLENA_OPT_PATH_ROW("--out", "DIR", CR, out,
+                       "campaign directory: routing/ (shard rows, coverage.json), traces/",
+                       .flags = PLENA_OPT_REQUIRED),
+    PLENA_OPT_UINT_ROW("--shards", "N", CR, shards, 1, 4096,
+                       "route shards, one worker process and one rows file each", .def = "2"),
+    PLENA_OPT_UINT_ROW("--jobs", "J", CR, jobs, 1, 4096, "shards running at once", .def = "2"),
+    PLENA_OPT_UINT_ROW("--mlen", "M", CR, mlen, 1, 4096, "replay.mlen of the traces", .def = "64"),
+    PLENA_OPT_UINT_ROW("--blen", "B", CR, blen, 1, 4096, "replay.blen of the traces", .def = "4"),
+};
+#undef CR
+
+static void campaign_route_fini(void *p)
+{
+    route_fini(&((struct campaign_route_cli *)p)->r);
+}
+
+const struct plena_cmd_spec plena_cli_campaign_route_spec = {
+    .name = "campaign route",
+    .summary = "routing rows from a checkpoint, sharded, then traces for campaign run",
+    .description =
+        "Runs plena trace route sharded by sample (cost order) over worker processes, each "
+        "resuming its own OUT/routing/<benchmark>.shard-I-of-N.jsonl; checks the coverage as "
+        "sets (OUT/routing/coverage.json: expected and missing keys, the first 20 missing); "
+        "builds one trace per row into OUT/traces/. A rerun resumes every stage. Then: plena "
+        "campaign run --traces OUT/traces --out OUT.",
+    .groups =
+        (const struct plena_opt_group[]){PLENA_OPT_GROUP(NULL, campaign_route_rows),
+                                         {"route options", route_common_rows,
+                                          sizeof route_common_rows / sizeof route_common_rows[0],
+                                          offsetof(struct campaign_route_cli, r), 0}},
+    .n_groups = 2,
+    .fini = campaign_route_fini,
+    .opts_size = sizeof(struct campaign_route_cli),
+};
+
+int plena_cli_campaign_route(void *opts, const struct plena_cli_args *a)
+{
+    (void)a;
+    struct campaign_route_cli *c = opts;
+    plena_cli_install_stop_signals();
+    route_opts_finish(&c->r);
+    struct plena_campaign_route_opts o = {
+        .route = c->r.o,
+        .out = c->out,
+        .shards = c->shards,
+        .jobs = c->jobs,
+        .mlen = c->mlen,
+        .blen = c->blen,
+        .stop = &plena_cli_stop,
+    };
+    struct plena_campaign_route_summary s;
+    struct plena_err err = {0};
+    int rc = plena_campaign_route(&o, &s, &err);
+    if (rc && rc != PLENA_E_FAILED) return plena_cli_report("campaign route", &err);
+    printf("%s campaign route: expected_keys=%llu missing_keys=%llu traces=%zu out=%s/traces\n",
+           rc ? "FAIL" : "PASS", (unsigned long long)s.expected_keys,
+           (unsigned long long)s.missing_keys, s.traces, c->out);
+    return rc ? plena_cli_report("campaign route", &err) : 0;
 }
 
 /* ---- tiny-checkpoint ---- */

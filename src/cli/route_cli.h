@@ -6,7 +6,9 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 
-extern const struct plena_cmd_spec plena_cli_trace_route_spec, plena_cli_trace_tiny_spec;
+extern const struct plena_cmd_spec plena_cli_trace_route_spec, plena_cli_trace_tiny_spec,
+    plena_cli_campaign_route_spec;
+int plena_cli_campaign_route(void *opts, const struct plena_cli_args *a);
 int plena_cli_trace_route(void *opts, const struct plena_cli_args *a);
 int plena_cli_trace_tiny(void *opts, const struct plena_cli_args *a);
 
