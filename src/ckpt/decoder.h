@@ -133,6 +133,10 @@ typedef void (*plena_tiny_edit_fn)(const char *name, float *v, uint64_t n, void 
  * of the variant. Files are written atomically. */
 int plena_tiny_checkpoint_write(const char *dir, enum plena_dec_arch arch, uint64_t seed,
                                 plena_tiny_edit_fn edit, void *ctx, struct plena_err *err);
+/* The same for any configuration of the table's architectures (bench/
+ * writes its synthetic checkpoint this way): values drawn as the tiny ones. */
+int plena_dec_checkpoint_write(const char *dir, const struct plena_dec_config *c, uint64_t seed,
+                               plena_tiny_edit_fn edit, void *ctx, struct plena_err *err);
 /* The configuration of a variant (what config.json will say). */
 void plena_tiny_config(enum plena_dec_arch arch, struct plena_dec_config *cfg);
 

@@ -209,6 +209,13 @@ int plena_tiny_checkpoint_write(const char *dir, enum plena_dec_arch arch, uint6
 {
     struct plena_dec_config c;
     plena_tiny_config(arch, &c);
+    return plena_dec_checkpoint_write(dir, &c, seed, edit, ctx, err);
+}
+
+int plena_dec_checkpoint_write(const char *dir, const struct plena_dec_config *conf, uint64_t seed,
+                               plena_tiny_edit_fn edit, void *ctx, struct plena_err *err)
+{
+    const struct plena_dec_config c = *conf;
     if (plena_mkdir_p(dir, err)) return err->code;
     struct tiny T = {.seed = seed, .edit = edit, .ctx = ctx};
     struct plena_buf cfg, st, in;
