@@ -42,22 +42,24 @@ static void store(const struct plena_dec_state *s, float *v, size_t n)
             v[i] = plena_num_round_bf16(v[i]);
 }
 
-/* y[o] = sum_i W[o][i] x[i] (+ b[o]), i increasing. Four outputs share each
- * pass over x; each output's own sum keeps its order. */
+/* y[o] = sum_i W[o][i] x[i] (+ b[o]), i increasing. Eight outputs share each
+ * pass over x (eight independent add chains hide the add latency); each
+ * output's own sum keeps its order, so the result is that of the plain
+ * loop. */
 static void matvec(const float *W, const float *x, const float *b, uint32_t n_out, uint32_t n_in,
                    float *y)
 {
     uint32_t o = 0;
-    for (; o + 4 <= n_out; o += 4) {
-        const float *w0 = W + (size_t)o * n_in, *w1 = w0 + n_in, *w2 = w1 + n_in, *w3 = w2 + n_in;
-        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (; o + 8 <= n_out; o += 8) {
+        const float *w = W + (size_t)o * n_in;
+        float a[8] = {0};
         for (uint32_t i = 0; i < n_in; i++) {
-            s0 += w0[i] * x[i];
-            s1 += w1[i] * x[i];
-            s2 += w2[i] * x[i];
-            s3 += w3[i] * x[i];
+            const float xi = x[i];
+            for (int r = 0; r < 8; r++)
+                a[r] += w[(size_t)r * n_in + i] * xi;
         }
-        y[o] = s0, y[o + 1] = s1, y[o + 2] = s2, y[o + 3] = s3;
+        for (int r = 0; r < 8; r++)
+            y[o + r] = a[r];
     }
     for (; o < n_out; o++) {
         const float *w = W + (size_t)o * n_in;
@@ -77,12 +79,12 @@ struct mv_job {
     float *y;
 };
 
-/* Rows [lo, hi) of part `part`: four-aligned pieces in part order. */
+/* Rows [lo, hi) of part `part`: eight-aligned pieces in part order. */
 static void mv_part(void *ctx, uint32_t part, uint32_t parts)
 {
     const struct mv_job *j = ctx;
-    const uint32_t blocks = (j->n_out + 3) / 4, per = (blocks + parts - 1) / parts;
-    uint32_t lo = part * per * 4, hi = lo + per * 4;
+    const uint32_t blocks = (j->n_out + 7) / 8, per = (blocks + parts - 1) / parts;
+    uint32_t lo = part * per * 8, hi = lo + per * 8;
     if (hi > j->n_out) hi = j->n_out;
     if (lo >= hi) return;
     matvec(j->W + (size_t)lo * j->n_in, j->x, j->b ? j->b + lo : NULL, hi - lo, j->n_in, j->y + lo);
