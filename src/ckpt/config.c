@@ -201,7 +201,7 @@ static int refusals(const json_t *root, enum plena_dec_arch arch, const char *wh
     if (rs && !json_is_null(rs))
         return PLENA_FAIL(err, PLENA_E_INPUT, where,
                           "config key 'rope_scaling' is set: RoPE scaling is not modelled");
-    int sliding;
+    int sliding = 0;
     if (get_bool(root, "use_sliding_window", 0, &sliding, where, err)) return err->code;
     if (sliding)
         return PLENA_FAIL(err, PLENA_E_INPUT, where,
