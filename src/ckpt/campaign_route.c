@@ -206,7 +206,7 @@ int plena_campaign_route(const struct plena_campaign_route_opts *o,
                             "a route shard exited with %d (see its message above)", P.r.worst);
     }
     if (!rc) rc = list_shards(&C, err);
-    if (!rc) qsort(C.files, C.n_files, sizeof *C.files, cmp_str);
+    if (!rc && C.n_files) qsort(C.files, C.n_files, sizeof *C.files, cmp_str);
     if (!rc) rc = coverage(&C, sum, err);
     if (!rc) rc = build_traces(&C, sum, err);
     if (!rc && (P.r.worst == 1 || sum->missing_keys))

@@ -409,7 +409,7 @@ static int read_rows(struct run *R, const char *path, struct plena_err *err)
  * different -> a determinism violation. */
 static int dedup_rows(struct run *R, struct plena_err *err)
 {
-    qsort(R->have, R->n_have, sizeof *R->have, cmp_ref);
+    if (R->n_have) qsort(R->have, R->n_have, sizeof *R->have, cmp_ref);
     size_t m = 0;
     for (size_t i = 0; i < R->n_have; i++) {
         if (m && !strcmp(R->have[m - 1].key, R->have[i].key)) {

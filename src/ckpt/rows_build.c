@@ -205,7 +205,7 @@ int plena_rows_build(const struct plena_rows_build_opts *o, const struct plena_m
     int rc = 0;
     for (size_t i = 0; i < o->n_rows && !rc; i++)
         rc = read_file(o, o->rows[i], &v, &n, &cap, err);
-    if (!rc) qsort(v, n, sizeof *v, cmp_row);
+    if (!rc && n) qsort(v, n, sizeof *v, cmp_row);
     /* shards merged by key: equal keys must be identical rows */
     size_t m2 = 0, i = 0;
     for (; i < n && !rc; i++) {
