@@ -725,7 +725,10 @@ static int run_all(struct run *R, struct plena_err *err)
             if (!failed) *err = e;
             failed = 1;
             if (log_failure(R, s, &e, now_seconds() - t0, err)) return err->code;
-            if (!R->o->keep_going) return PLENA_E_FAILED;
+            if (!R->o->keep_going) {
+                err->code = PLENA_E_FAILED; /* a failed sample exits 1, whatever its cause */
+                return PLENA_E_FAILED;
+            }
             continue;
         }
         R->sum->samples_processed++;

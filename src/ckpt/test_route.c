@@ -865,6 +865,65 @@ static void test_arch_refusals(void **state)
               "'attention_bias' is not part of qwen2_moe");
 }
 
+/* ---- the CLI: each bad input of the spec, its message and exit code ---- */
+
+static void test_cli_exit_codes(void **state)
+{
+    (void)state;
+    const char *bin = plena_test_bin();
+    if (!bin) skip();
+    struct paths P;
+    case_init(&P, "cli", PLENA_DEC_QWEN3_MOE, NULL, NULL);
+    const char *d = P.dir;
+    plena_test_write_text(d, "bad.jsonl", "{\"sample_id\":\"a\",\"input_ids\":[1,999]}\n");
+    /* unknown token id: 1, logged */
+    assert_int_equal(plena_test_sh("'%s' trace route --checkpoint '%s' --inputs '%s/bad.jsonl' "
+                                   "--out '%s/r1.jsonl' --failure-log '%s/f.jsonl' 2>'%s/e1'",
+                                   bin, d, d, d, d, d),
+                     1);
+    assert_true(plena_test_file_contains(d, "e1", "token id 999 is not in [0, 128)"));
+    /* the good run, then a non-empty output without --resume/--overwrite: 2 */
+    assert_int_equal(plena_test_sh("'%s' trace route --checkpoint '%s' --inputs '%s' --out "
+                                   "'%s/r.jsonl' 2>/dev/null",
+                                   bin, d, P.in, d),
+                     0);
+    assert_int_equal(plena_test_sh("'%s' trace route --checkpoint '%s' --inputs '%s' --out "
+                                   "'%s/r.jsonl' 2>'%s/e2'",
+                                   bin, d, P.in, d, d),
+                     2);
+    assert_true(plena_test_file_contains(d, "e2", "--resume"));
+    /* mixed fingerprints on resume: 3 */
+    char other[512];
+    tiny("cli-other", PLENA_DEC_MIXTRAL, NULL, other, sizeof other);
+    assert_int_equal(plena_test_sh("'%s' trace route --checkpoint '%s' --inputs '%s' --out "
+                                   "'%s/r.jsonl' --resume 2>'%s/e3'",
+                                   bin, other, P.in, d, d),
+                     3);
+    assert_true(plena_test_file_contains(d, "e3", "checkpoint_fingerprint"));
+    /* unknown architecture and a mismatched tensor shape: 3 */
+    char *cfg = plena_test_read_file(d, "config.json", NULL);
+    plena_test_write_replaced(d, "config.json", cfg, "\"qwen3_moe\"", "\"gpt2\"");
+    assert_int_equal(plena_test_sh("'%s' trace route --checkpoint '%s' --inputs '%s' --out "
+                                   "'%s/r4.jsonl' 2>'%s/e4'",
+                                   bin, d, P.in, d, d),
+                     3);
+    assert_true(plena_test_file_contains(d, "e4", "model_type 'gpt2' is not a supported"));
+    plena_test_write_replaced(d, "config.json", cfg, "\"vocab_size\": 128", "\"vocab_size\": 100");
+    assert_int_equal(plena_test_sh("'%s' trace route --checkpoint '%s' --inputs '%s' --out "
+                                   "'%s/r5.jsonl' 2>'%s/e5'",
+                                   bin, d, P.in, d, d),
+                     3);
+    assert_true(plena_test_file_contains(d, "e5",
+                                         "has shape [128, 64], config.json implies "
+                                         "[100, 64]"));
+    /* a bad --layers list: 2 */
+    assert_int_equal(plena_test_sh("'%s' trace route --checkpoint '%s' --inputs '%s' --out "
+                                   "'%s/r6.jsonl' --layers 1-2 2>/dev/null",
+                                   bin, other, P.in, d),
+                     2);
+    plena_free(cfg);
+}
+
 static void test_layer_list(void **state)
 {
     (void)state;
@@ -883,13 +942,21 @@ static void test_layer_list(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hand_computed),  cmocka_unit_test(test_tie),
-        cmocka_unit_test(test_decode_qwen3),   cmocka_unit_test(test_decode_qwen2),
-        cmocka_unit_test(test_resume),         cmocka_unit_test(test_shards),
-        cmocka_unit_test(test_failures),       cmocka_unit_test(test_config_refusals),
-        cmocka_unit_test(test_layer_list),     cmocka_unit_test(test_build),
-        cmocka_unit_test(test_threads),        cmocka_unit_test(test_decode_mixtral_olmoe),
-        cmocka_unit_test(test_arch_refusals),  cmocka_unit_test(test_interrupt_and_check),
+        cmocka_unit_test(test_hand_computed),
+        cmocka_unit_test(test_tie),
+        cmocka_unit_test(test_decode_qwen3),
+        cmocka_unit_test(test_decode_qwen2),
+        cmocka_unit_test(test_resume),
+        cmocka_unit_test(test_shards),
+        cmocka_unit_test(test_failures),
+        cmocka_unit_test(test_config_refusals),
+        cmocka_unit_test(test_layer_list),
+        cmocka_unit_test(test_cli_exit_codes),
+        cmocka_unit_test(test_build),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_decode_mixtral_olmoe),
+        cmocka_unit_test(test_arch_refusals),
+        cmocka_unit_test(test_interrupt_and_check),
         cmocka_unit_test(test_campaign_route),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
