@@ -118,6 +118,13 @@ void plena_dec_state_free(struct plena_dec_state *s);
  * PLENA_E_INPUT; a non-finite value: PLENA_E_FAILED. */
 int plena_dec_step(struct plena_dec_state *s, uint32_t token, int want_next, uint32_t *next,
                    struct plena_err *err);
+/* Runs tokens[0..n) at the next n positions, layer by layer over blocks of
+ * 32 tokens (each weight matrix read once per block), with exactly the
+ * values plena_dec_step would give token by token. Router choices of every
+ * layer and token into ids/w [n_run][n][top_k]; with want_next the greedy
+ * next token after the last one. */
+int plena_dec_prefill(struct plena_dec_state *s, const uint32_t *tokens, uint32_t n, uint32_t *ids,
+                      float *w, int want_next, uint32_t *next, struct plena_err *err);
 /* The router of one MoE layer on x2[H]: logits, top-k by (logit desc, id
  * asc), weights (softmax over the k selected with norm_topk, else softmax
  * over all E taken at the selected ids), det_exp throughout. */

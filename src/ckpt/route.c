@@ -613,9 +613,10 @@ static int run_sample(struct run *R, const struct sample *s, struct plena_err *e
     if (plena_dec_state_init(&st, &R->w, R->w.n_loaded, (uint32_t)(S + steps), R->o->act_bf16, err))
         return err->code;
     st.pool = R->pool;
-    /* [layer][token][K] for the prefill, [step][layer][K] for decode */
-    uint32_t *pids = plena_calloc((R->n_layers * S + 1) * K, sizeof *pids);
-    float *pw = plena_calloc((R->n_layers * S + 1) * K, sizeof *pw);
+    /* [model layer][token][K] for the prefill, [step][layer][K] for decode */
+    const size_t L = R->w.n_loaded;
+    uint32_t *pids = plena_calloc((L * S + 1) * K, sizeof *pids);
+    float *pw = plena_calloc((L * S + 1) * K, sizeof *pw);
     uint32_t *dids = plena_calloc(((size_t)steps * R->n_layers + 1) * K, sizeof *dids);
     float *dw = plena_calloc(((size_t)steps * R->n_layers + 1) * K, sizeof *dw);
     uint32_t *dtok = plena_calloc(steps + 1, sizeof *dtok);
@@ -623,17 +624,9 @@ static int run_sample(struct run *R, const struct sample *s, struct plena_err *e
                  ? PLENA_FAIL(err, PLENA_E_NOMEM, s->id, "out of memory")
                  : 0;
     uint32_t next = 0;
-    for (size_t t = 0; t < S && !rc; t++) {
-        if (R->o->stop && *R->o->stop) {
-            rc = PLENA_FAIL(err, PLENA_E_INTERRUPTED, s->id, "interrupted");
-            break;
-        }
-        rc = plena_dec_step(&st, s->ids[t], decode && t + 1 == S, &next, err);
-        for (size_t i = 0; i < R->n_layers && !rc; i++) {
-            memcpy(pids + (i * S + t) * K, st.ids + (size_t)R->layers[i] * K, K * sizeof *pids);
-            memcpy(pw + (i * S + t) * K, st.rw + (size_t)R->layers[i] * K, K * sizeof *pw);
-        }
-    }
+    if (!rc && R->o->stop && *R->o->stop)
+        rc = PLENA_FAIL(err, PLENA_E_INTERRUPTED, s->id, "interrupted");
+    if (!rc) rc = plena_dec_prefill(&st, s->ids, (uint32_t)S, pids, pw, decode, &next, err);
     for (uint32_t d = 0; d < steps && !rc; d++) {
         if (R->o->stop && *R->o->stop) {
             rc = PLENA_FAIL(err, PLENA_E_INTERRUPTED, s->id, "interrupted");
@@ -651,8 +644,8 @@ static int run_sample(struct run *R, const struct sample *s, struct plena_err *e
     char key[600];
     for (size_t i = 0; i < R->n_layers && !rc && (R->o->phases & PLENA_ROUTE_PREFILL); i++) {
         row_key(key, sizeof key, s->id, 0, R->layers[i], 0);
-        rc = emit(R, row_json(R, s, 0, R->layers[i], 0, 0, S, pids + i * S * K, pw + i * S * K),
-                  key, err);
+        const size_t at = (size_t)R->layers[i] * S * K;
+        rc = emit(R, row_json(R, s, 0, R->layers[i], 0, 0, S, pids + at, pw + at), key, err);
     }
     for (uint32_t d = 0; d < steps && !rc; d++)
         for (size_t i = 0; i < R->n_layers && !rc; i++) {

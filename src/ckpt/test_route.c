@@ -345,7 +345,7 @@ static void test_tie(void **state)
 
 /* ---- decode through the KV cache equals recomputing the longer prompt ---- */
 
-static void check_decode(enum plena_dec_arch arch, const char *name)
+static void check_decode_act(enum plena_dec_arch arch, const char *name, int bf16)
 {
     struct paths P;
     struct plena_route_opts o;
@@ -357,6 +357,7 @@ static void check_decode(enum plena_dec_arch arch, const char *name)
     o.n_sample_ids = 1;
     o.phases = PLENA_ROUTE_BOTH;
     o.decode_steps = 2;
+    o.act_bf16 = bf16;
     const int64_t layers[2] = {0, -1};
     o.layers = layers;
     o.n_layers = 2;
@@ -374,6 +375,7 @@ static void check_decode(enum plena_dec_arch arch, const char *name)
     plena_test_path(out2, sizeof out2, dir, "rows2.jsonl");
     plena_test_write_text(dir, "inputs2.jsonl", line);
     opts_init(&o, dir, in2, out2);
+    o.act_bf16 = bf16;
     o.layers = layers;
     o.n_layers = 2;
     assert_int_equal(route(&o, &err), 0);
@@ -391,6 +393,16 @@ static void check_decode(enum plena_dec_arch arch, const char *name)
         }
     json_decref(p0), json_decref(p2), json_decref(d1), json_decref(d2), json_decref(d2b);
     json_decref(dec[0][1]);
+}
+
+/* decode (token by token, KV cache) against the batched prefill of the
+ * longer prompt, in f32 and with --act bf16 */
+static void check_decode(enum plena_dec_arch arch, const char *name)
+{
+    char n2[64];
+    check_decode_act(arch, name, 0);
+    snprintf(n2, sizeof n2, "%s-bf16", name);
+    check_decode_act(arch, n2, 1);
 }
 
 static void test_decode_qwen3(void **state)
