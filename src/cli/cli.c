@@ -1,6 +1,7 @@
 /* The CLI's shared helpers: the command table (commands.def), dispatch to
  * subcommands, `plena help`, the group --help texts, printing a parse result
  * of cli/opts.h, and the report/usage-error printers. */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -219,3 +220,4 @@ int plena_cli_overview(struct plena_buf *b)
     plena_buf_printf(b, "\n%s", plena_status_help(exits, sizeof exits));
     return b->failed ? -1 : 0;
 }
+

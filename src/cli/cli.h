@@ -5,6 +5,7 @@
 #ifndef PLENA_CLI_CLI_H
 #define PLENA_CLI_CLI_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -91,7 +92,8 @@ extern const struct plena_opt_enum plena_cli_timeline_details;
  * the error's status. */
 int plena_cli_report(const char *cmd, const struct plena_err *err);
 /* SIGINT/SIGTERM set plena_cli_stop (the library polls it and stops with
- * what was complete kept, exit 5); every long-running command installs it. */
+ * what was complete kept, exit 5); every long-running command installs it.
+ * No SA_RESTART, so blocking calls return EINTR. */
 #include <signal.h>
 extern volatile sig_atomic_t plena_cli_stop;
 void plena_cli_catch_stop_signals(void);
@@ -110,5 +112,6 @@ int plena_cli_nomem(const char *cmd);
 int plena_cli_not_built(const char *cmd);
 /* Writes b to stdout; PLENA_E_OUTPUT when that fails. */
 enum plena_status plena_cli_print(const struct plena_buf *b);
+
 
 #endif

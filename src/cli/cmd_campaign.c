@@ -17,6 +17,7 @@
 #include "cli/cli.h"
 #include "cli/replay_opts.h"
 #include "common/alloc.h"
+#include "cli/route_cli.h"
 #include "common/fileio.h"
 #include "replay/jsonw.h"
 
@@ -707,9 +708,13 @@ static void campaign_notes(struct plena_buf *b)
 }
 
 static const struct plena_cli_sub campaign_subs[] = {
-    {"select", campaign_action, &select_spec}, {"determinism", campaign_action, &det_spec},
-    {"run", campaign_action, &run_spec},       {"status", campaign_action, &status_spec},
-    {"report", campaign_action, &report_spec}, {"canonical-hash", canonical_hash, &hash_spec},
+    {"select", campaign_action, &select_spec},
+    {"determinism", campaign_action, &det_spec},
+    {"run", campaign_action, &run_spec},
+    {"status", campaign_action, &status_spec},
+    {"report", campaign_action, &report_spec},
+    {"canonical-hash", canonical_hash, &hash_spec},
+    {"route", plena_cli_campaign_route, &plena_cli_campaign_route_spec},
 };
 
 const struct plena_cli_cmd plena_cli_cmd_campaign = {

@@ -3,7 +3,8 @@
  * "trace"): one option table per subcommand; reads files (or `-`), calls the
  * trace module and prints text or --json; the highest exit code of all inputs
  * wins.
- * route/build/tiny-checkpoint are not built yet and say so (exit 2). */
+ * route and tiny-checkpoint are in cli/route_cli.c; build here (it shares
+ * the trace writers), its work in ckpt/rows_build.c. */
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,6 +14,9 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/route_cli.h"
+#include "ckpt/route.h"
+#include "common/version.h"
 #include "gen/build.h"
 #include "common/alloc.h"
 #include "common/fileio.h"
@@ -1017,6 +1021,118 @@ static int cmd_rules(void *opts, const struct plena_cli_args *a)
     return plena_status_exit_code(PLENA_OK);
 }
 
+/* ---- build (routing rows -> traces; the work is in ckpt/rows_build.c) ---- */
+
+struct build_cli {
+    struct plena_opt_list rows, sample_ids;
+    const char *checkpoint, *model, *out, *out_dir;
+    int64_t *layers;
+    size_t n_layers;
+    int phases;
+    uint32_t mlen, blen;
+    int allow_uniform;
+};
+
+static int parse_build_layers(const struct plena_opt *row, const char *v, void *base, char *msg,
+                              size_t n)
+{
+    (void)row;
+    struct build_cli *c = base;
+    plena_free(c->layers);
+    if (!plena_route_parse_layers(v, &c->layers, &c->n_layers)) return 0;
+    snprintf(msg, n, "expected a LIST of layers like 0,2 or 0..3, found '%s'", v);
+    return -1;
+}
+
+static const struct plena_opt_enum build_phases = {
+    .names = (const char *const[]){"both", "prefill", "decode", NULL}};
+
+#define B struct build_cli
+static const struct plena_opt build_rows[] = {
+    PLENA_OPT_PATH_ROW("--checkpoint", "DIR", B, checkpoint, "model fields from DIR/config.json",
+                       .excludes = "--model"),
+    PLENA_OPT_STR_ROW("--model", "NAME|FILE", B, model, "preset name or HF-style config JSON"),
+    PLENA_OPT_PATH_ROW("--out", "SET", B, out, "one trace set (canonical order), atomically",
+                       .def_text = "standard output", .excludes = "--out-dir"),
+    PLENA_OPT_PATH_ROW("--out-dir", "D", B, out_dir, "one pretty <trace_id>.json per trace in D"),
+    PLENA_OPT_CUSTOM_ROW("--layers", "LIST", B, layers, parse_build_layers,
+                         "layers like 0,2 or 0..3", "only rows of these layers", .def_text = "all"),
+    PLENA_OPT_ENUM_ROW("--phases", "P", B, phases, &build_phases, "only rows of these phases"),
+    {.names = "--sample-ids",
+     .kind = PLENA_OPT_LIST,
+     .metavar = "ID...",
+     PLENA_OPT_FIELD(B, sample_ids),
+     .flags = PLENA_OPT_REPEAT | PLENA_OPT_GREEDY,
+     .help = "only rows of these samples"},
+    PLENA_OPT_UINT_ROW("--mlen", "M", B, mlen, 1, 4096, "replay.mlen", .def = "64"),
+    PLENA_OPT_UINT_ROW("--blen", "B", B, blen, 1, 4096, "replay.blen", .def = "4"),
+    PLENA_OPT_FLAG_ROW("--allow-uniform-weights", B, allow_uniform,
+                       "rows without route_weights become uniform timing-only traces"),
+};
+#undef B
+static const struct plena_opt_pos build_pos[] = {
+    {"ROWS", "routing-row files of plena trace route (shards are merged by key)",
+     offsetof(struct build_cli, rows), 1, 0}};
+
+static void build_fini(void *p)
+{
+    struct build_cli *c = p;
+    plena_free(c->layers);
+    c->layers = NULL;
+}
+
+static const struct plena_cmd_spec build_spec = {
+    .name = "trace build",
+    .summary = "routing rows -> validated traces",
+    .description = "Builds one validated route trace per routing row (plena trace route), the "
+                   "model fields from the checkpoint's config.json (or --model) cross-checked "
+                   "against every row. Rows of several shard files are merged by key; equal "
+                   "keys must be identical rows.",
+    PLENA_CMD_POS(build_pos),
+    PLENA_CMD_ROWS(build_rows),
+    .fini = build_fini,
+    .opts_size = sizeof(struct build_cli),
+};
+
+static int cmd_build(void *opts, const struct plena_cli_args *a)
+{
+    (void)a;
+    struct build_cli *c = opts;
+    if (!c->checkpoint == !c->model)
+        return plena_cli_usage_error("trace build", "give exactly one of --checkpoint and --model");
+    char path[4200];
+    if (c->checkpoint) snprintf(path, sizeof path, "%s/config.json", c->checkpoint);
+    struct plena_moe_model m;
+    enum plena_status code =
+        model_and_stamp("trace build", c->checkpoint ? path : c->model, &m, NULL, NULL);
+    if (code) return plena_status_exit_code(code);
+    char by[64];
+    snprintf(by, sizeof by, "plena trace build %s", plena_version());
+    const int phase_mask[3] = {0, PLENA_ROUTE_PREFILL, PLENA_ROUTE_DECODE};
+    struct plena_rows_build_opts o = {
+        .rows = c->rows.v,
+        .n_rows = c->rows.n,
+        .layers = c->layers,
+        .n_layers = c->n_layers,
+        .phases = phase_mask[c->phases],
+        .sample_ids = c->sample_ids.v,
+        .n_sample_ids = c->sample_ids.n,
+        .mlen = c->mlen,
+        .blen = c->blen,
+        .allow_uniform = c->allow_uniform,
+        .created_by = by,
+    };
+    struct plena_trace_docs docs = {0};
+    struct plena_err err = {0};
+    if (plena_rows_build(&o, &m, &docs, &err)) {
+        plena_trace_docs_free(&docs);
+        return plena_cli_report("trace build", &err);
+    }
+    code = write_docs("trace build", &docs, c->out, c->out_dir, 1, 0);
+    plena_trace_docs_free(&docs);
+    return plena_status_exit_code(code);
+}
+
 static const struct plena_cli_sub trace_subs[] = {
     {"validate", cmd_validate, &validate_spec},
     {"stats", cmd_stats, &stats_spec},
@@ -1025,11 +1141,12 @@ static const struct plena_cli_sub trace_subs[] = {
     {"split", cmd_split, &split_spec},
     {"pack", cmd_pack, &pack_spec},
     {"rules", cmd_rules, &rules_spec},
+    {"route", plena_cli_trace_route, &plena_cli_trace_route_spec},
+    {"tiny-checkpoint", plena_cli_trace_tiny, &plena_cli_trace_tiny_spec},
+    {"build", cmd_build, &build_spec},
 };
-static const char *const trace_not_built[] = {"route", "build", "tiny-checkpoint", NULL};
 
 const struct plena_cli_cmd plena_cli_cmd_trace = {
     .subs = trace_subs,
     .n_subs = sizeof trace_subs / sizeof trace_subs[0],
-    .not_built = trace_not_built,
 };

@@ -1,0 +1,118 @@
+/* The forward pass's worker threads (docs/traces.md "--threads"): one
+ * matrix-vector product at a time is split into disjoint ranges of output
+ * rows, four-aligned, so every output element is computed by exactly the
+ * same instructions whatever the thread count: rows are byte-identical for
+ * every N. */
+#include <pthread.h>
+#include <string.h>
+
+#include "ckpt/pool.h"
+#include "common/alloc.h"
+
+struct plena_pool {
+    uint32_t n; /* worker threads besides the caller */
+    pthread_t *tid;
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    uint64_t gen; /* job generation */
+    uint32_t pending;
+    int quit;
+    plena_pool_fn fn;
+    void *ctx;
+    uint32_t parts;
+};
+
+struct worker {
+    struct plena_pool *p;
+    uint32_t index;
+};
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct plena_pool *p = w->p;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->quit && p->gen == seen)
+            pthread_cond_wait(&p->go, &p->mu);
+        if (p->quit) break;
+        seen = p->gen;
+        plena_pool_fn fn = p->fn;
+        void *ctx = p->ctx;
+        uint32_t parts = p->parts;
+        pthread_mutex_unlock(&p->mu);
+        fn(ctx, w->index + 1, parts);
+        pthread_mutex_lock(&p->mu);
+        if (--p->pending == 0) pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    plena_free(w);
+    return NULL;
+}
+
+struct plena_pool *plena_pool_new(uint32_t threads)
+{
+    struct plena_pool *p = plena_calloc(1, sizeof *p);
+    if (!p) return NULL;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->go, NULL);
+    pthread_cond_init(&p->done, NULL);
+    uint32_t want = threads > 1 ? threads - 1 : 0;
+    p->tid = plena_calloc(want ? want : 1, sizeof *p->tid);
+    if (!p->tid) {
+        plena_pool_free(p);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < want; i++) {
+        struct worker *w = plena_malloc(sizeof *w);
+        if (!w) break;
+        w->p = p, w->index = i;
+        if (pthread_create(&p->tid[i], NULL, worker_main, w)) {
+            plena_free(w);
+            break;
+        }
+        p->n++;
+    }
+    return p;
+}
+
+uint32_t plena_pool_size(const struct plena_pool *p)
+{
+    return p ? p->n + 1 : 1;
+}
+
+void plena_pool_run(struct plena_pool *p, plena_pool_fn fn, void *ctx)
+{
+    if (!p || !p->n) {
+        fn(ctx, 0, 1);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn, p->ctx = ctx, p->parts = p->n + 1;
+    p->pending = p->n;
+    p->gen++;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    fn(ctx, 0, p->n + 1);
+    pthread_mutex_lock(&p->mu);
+    while (p->pending)
+        pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void plena_pool_free(struct plena_pool *p)
+{
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    for (uint32_t i = 0; i < p->n; i++)
+        pthread_join(p->tid[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->go);
+    pthread_cond_destroy(&p->done);
+    plena_free(p->tid);
+    plena_free(p);
+}
