@@ -220,4 +220,3 @@ int plena_cli_overview(struct plena_buf *b)
     plena_buf_printf(b, "\n%s", plena_status_help(exits, sizeof exits));
     return b->failed ? -1 : 0;
 }
-

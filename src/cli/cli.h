@@ -113,5 +113,4 @@ int plena_cli_not_built(const char *cmd);
 /* Writes b to stdout; PLENA_E_OUTPUT when that fails. */
 enum plena_status plena_cli_print(const struct plena_buf *b);
 
-
 #endif

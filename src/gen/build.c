@@ -119,6 +119,10 @@ int plena_moe_build_routing(struct plena_moe_build_opts *o, const struct plena_m
             plena_moe_routing_balanced(o->T, cfg->E, cfg->k, *ids, *w);
         else
             plena_moe_routing_random(o->T, cfg->E, cfg->k, seed, *ids, *w);
+        /* the weights the model's router would give (docs/lowering.md
+         * "Routing"): groups, normalisation, scaling, capacity drops */
+        int rc = plena_router_synth(&m->router, o->T, cfg->E, cfg->k, *ids, *w, err);
+        if (rc) return rc;
     }
     o->fixed_ids = *ids;
     o->fixed_w = *w;

@@ -253,6 +253,49 @@ static void test_router_wider_than_mram(void **state)
     g_m = keep_m;
 }
 
+/* plena moe --routing balanced|random: fixed routing with the model's
+ * router properties: DeepSeek-V3's weights sum to routed_scaling_factor 2.5
+ * and use at most topk_group = 4 of the 8 groups; Llama-4's lie in (0, 1). */
+static void test_synthetic_fixed_routing(void **state)
+{
+    (void)state;
+    static const char *const routings[] = {"balanced", "random"};
+    for (int r = 0; r < 2; r++) {
+        const struct plena_moe_model *v3 = plena_model_preset_find("deepseek-v3");
+        struct plena_moe_build_opts o;
+        plena_moe_build_opts_init(&o, v3, &g_m, 5);
+        uint32_t *ids = NULL;
+        float *w = NULL;
+        struct plena_err err;
+        plena_err_clear(&err);
+        assert_int_equal(plena_moe_build_routing(&o, v3, routings[r], 3, &ids, &w, &err), 0);
+        for (uint32_t t = 0; t < 5; t++) {
+            double sum = 0;
+            uint8_t groups[8] = {0};
+            unsigned ng = 0;
+            for (uint32_t j = 0; j < 8; j++) {
+                sum += w[t * 8 + j];
+                uint32_t g = ids[t * 8 + j] / 32;
+                ng += !groups[g];
+                groups[g] = 1;
+            }
+            assert_true(fabs(sum - 2.5) < 1e-5);
+            assert_true(ng <= 4);
+        }
+        plena_free(ids);
+        plena_free(w);
+        const struct plena_moe_model *l4 = plena_model_preset_find("llama4-maverick");
+        plena_moe_build_opts_init(&o, l4, &g_m, 5);
+        ids = NULL;
+        w = NULL;
+        assert_int_equal(plena_moe_build_routing(&o, l4, routings[r], 3, &ids, &w, &err), 0);
+        for (uint32_t t = 0; t < 5; t++)
+            assert_true(w[t] > 0.0f && w[t] < 1.0f);
+        plena_free(ids);
+        plena_free(w);
+    }
+}
+
 /* A capacity router has no device form: the layer is refused, naming it. */
 static void test_capacity_router_refused(void **state)
 {
@@ -282,6 +325,7 @@ int main(void)
         cmocka_unit_test(test_ties_to_lower_id),
         cmocka_unit_test(test_capacity_router_refused),
         cmocka_unit_test(test_router_wider_than_mram),
+        cmocka_unit_test(test_synthetic_fixed_routing),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
