@@ -903,6 +903,35 @@ static int all_zero(const uint8_t *p, size_t n)
     return 1;
 }
 
+/* The bytes hbm.bin materialises: its non-zero 4 KiB chunks (the chunks
+ * write_hbm writes; the rest of the apparent size is a hole that reads 0). */
+static uint64_t hbm_materialised(const struct plena_moe_build *b)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < b->n_hbm; i++)
+        for (uint64_t o = 0; o < b->hbm[i].n; o += 4096) {
+            size_t n = b->hbm[i].n - o < 4096 ? (size_t)(b->hbm[i].n - o) : 4096;
+            if (!all_zero(b->hbm[i].bytes + o, n)) sum += n;
+        }
+    return sum;
+}
+
+/* An image whose data cannot fit in HBM_SIZE at all is refused before
+ * anything is written. A sparse image whose apparent size (the map's end)
+ * exceeds HBM_SIZE while its data fit is kept (moe-lowering 2.3: the caller
+ * warns; the checks enlarge HBM to the image): docs/design.md "HBM images
+ * larger than HBM_SIZE". */
+static int check_hbm_fits(const struct plena_moe_build *b, struct plena_err *err)
+{
+    const uint64_t used = hbm_materialised(b), cap = b->cfg.m.hbm_size;
+    if (used <= cap) return 0;
+    return PLENA_FAIL(err, PLENA_E_INPUT, "HBM_SIZE",
+                      "model %s needs %llu bytes of HBM data (image of %llu bytes), more than "
+                      "HBM_SIZE %llu; raise HBM_SIZE or stage fewer experts",
+                      b->cfg.name, (unsigned long long)used, (unsigned long long)b->hbm_size,
+                      (unsigned long long)cap);
+}
+
 /* hbm.bin: ftruncate to the apparent size, pwrite only the non-zero 4 KiB
  * chunks of each region, then rename over the target. */
 static int write_hbm(struct plena_moe_build *b, const char *dir, struct plena_err *err)
@@ -1028,6 +1057,7 @@ int plena_moe_build_run(const struct plena_moe_build_opts *o, struct plena_moe_b
     if (plena_prog_words(&b->prog, &b->words, &b->n_words)) return fail_nomem(err);
     b->hbm_size = b->info.map.hbm_end;
     if (!o->program_only && (rc = stage_all(o, b, err))) return rc;
+    if (!o->program_only && (rc = check_hbm_fits(b, err))) return rc;
     (void)rup32;
     if (o->out_dir && (rc = write_dir(b, o, err))) return rc;
     return 0;
