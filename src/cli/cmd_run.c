@@ -56,7 +56,8 @@ static const struct plena_opt run_rows[] = {
     PLENA_OPT_PATH_ROW("--vram", "FILE", R, o.vram_path, "VRAM preload (bf16)"),
     PLENA_OPT_CUSTOM_ROW(
         "--hbm-size", "SIZE", R, o.hbm_size, parse_hbm_size,
-        "bytes with optional suffix K, KiB, KB, M, MiB, MB, G, GiB, GB, T, TiB or TB",
+        "a positive multiple of 64 bytes up to 2^48 (256T), with optional suffix K, KiB, KB, M, "
+        "MiB, MB, G, GiB, GB, T, TiB or TB",
         "override CONFIG.HBM_SIZE: bytes, optional suffix K/KiB/KB, M/MiB/MB, G/GiB/GB, T/TiB/TB "
         "(any case, all powers of 1024, as upstream)",
         .def_text = "CONFIG.HBM_SIZE"),

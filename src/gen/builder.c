@@ -639,7 +639,7 @@ int plena_vram_alloc_prow(struct plena_vram *va, uint32_t rows, uint32_t prow, u
         if (va->top + size > va->capacity)
             return PLENA_FAIL(err, PLENA_E_INPUT, name,
                               "VRAM capacity exceeded: tensor '%s' needs %llu elements at %llu, "
-                              "capacity %llu",
+                              "capacity %llu (VECTOR_SRAM_SIZE x VLEN)",
                               name, (unsigned long long)size, (unsigned long long)va->top,
                               (unsigned long long)va->capacity);
         base = va->top;

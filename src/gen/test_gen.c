@@ -257,6 +257,8 @@ static void test_vram_allocator(void **state)
     assert_int_equal(plena_vram_alloc(&vb, 1, 64, "three", &c, &err), PLENA_E_INPUT);
     assert_int_equal(err.code, PLENA_E_INPUT);
     assert_non_null(strstr(err.msg, "three"));
+    /* the settings key that sizes VRAM */
+    assert_non_null(strstr(err.msg, "capacity 8192 (VECTOR_SRAM_SIZE x VLEN)"));
     plena_vram_fini(&vb);
     plena_vram_fini(&va);
 }

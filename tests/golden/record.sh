@@ -108,6 +108,7 @@ run h16_settings_unknown_key "$BIN" run --program h16.asm --settings h16_unknown
 run h16_asm_device_output "$BIN" asm h16.asm -o /dev/null
 run h16_asm_all_or_none sh -c '"$0" asm h16.asm -o h16.mem --stage-map nodir/m.json; rc=$?; test -e h16.mem && echo h16.mem written; exit $rc' "$BIN"
 run h16_settings_dev_zero "$BIN" run --program h16.asm --settings /dev/zero --dump none
+run h16_hbm_size_zero "$BIN" run --program h16.asm --hbm-size 0 --dump none
 echo '{"hidden_size":96,"num_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":64}' >h16_h96.json
 run h16_moe_hidden_not_mlen "$BIN" moe --model ./h16_h96.json --tokens 4 --program-only --out moe_x
 run h16_moe_routing_shape "$BIN" moe --model tiny-route-32x4 --tokens 1 --routing ids.json --out moe_x
