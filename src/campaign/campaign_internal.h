@@ -71,6 +71,7 @@ struct plena_campaign_run_ctx {
     double t_tick;  /* last periodic progress callback */
     struct plena_err *err;
     int io_failed;
+    enum plena_status worst_worker; /* of the failing workers' exit codes (plena_status_worst) */
     size_t last_done;
     struct plena_campaign_job *jobs; /* the queue: unfinished traces in cost order */
     size_t n_queue;

@@ -283,6 +283,10 @@ void plena_campaign_run_done(void *ctx, struct plena_campaign_job *j)
         c->sum->passed++;
     } else {
         c->p.failed++;
+        /* an exit code of the status table (not a signal, not an interrupt)
+         * raises the campaign's code: a worker's ENOSPC (4) is reported as 4 */
+        enum plena_status ws = plena_status_from_exit_code(code);
+        if (ws != PLENA_E_INTERRUPTED) c->worst_worker = plena_status_worst(c->worst_worker, ws);
         if (st == 0)
             c->sum->failed++;
         else
@@ -493,7 +497,7 @@ int plena_campaign_run_end(struct plena_campaign_run_ctx *c, int interrupted, st
     }
     sum->code = interrupted              ? PLENA_E_INTERRUPTED
                 : sum->passed == c->s->n ? PLENA_OK
-                                         : PLENA_E_FAILED;
+                                         : plena_status_worst(PLENA_E_FAILED, c->worst_worker);
     return write_status(o->out_dir, "run", interrupted ? "interrupted" : "finished",
                         o->determinism_state, err);
 }

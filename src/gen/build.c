@@ -959,7 +959,11 @@ static int write_hbm(struct plena_moe_build *b, const char *dir, struct plena_er
                 rc = 2;
                 break;
             }
-            if (pwrite(fd, r->bytes + o, n, (off_t)(r->base + o)) != (ssize_t)n) rc = 1;
+            ssize_t w = pwrite(fd, r->bytes + o, n, (off_t)(r->base + o));
+            if (w != (ssize_t)n) {
+                if (w >= 0) errno = ENOSPC; /* a short write sets no errno */
+                rc = 1;
+            }
             b->hbm_bytes_written += n;
         }
     }

@@ -247,6 +247,13 @@ int plena_jsonl_append(int fd, const json_t *rec, const char *path, struct plena
     ssize_t w = write(fd, b.data, b.len); /* one write of the complete line */
     int ok = w == (ssize_t)b.len;
     int e = errno;
+    if (w >= 0 && !ok) {
+        /* a short write (full disk) sets no errno: the rest's write reports
+         * why (ENOSPC); the torn tail is cut by the next plena_jsonl_open */
+        ssize_t w2 = write(fd, b.data + w, b.len - (size_t)w);
+        ok = w2 == (ssize_t)(b.len - (size_t)w);
+        e = w2 < 0 ? errno : ENOSPC;
+    }
     plena_buf_free(&b);
     if (!ok) return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "append failed: %s", strerror(e));
     if (fsync(fd))

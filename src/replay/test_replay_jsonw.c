@@ -9,10 +9,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -142,13 +145,18 @@ static void test_csv(void **state)
     plena_csv_free(&c);
 }
 
+/* A fresh directory from the template dir and path = dir/m.jsonl. */
+static void jsonl_tmp(char *dir, char *path, size_t n)
+{
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, n, "%s/m.jsonl", dir);
+}
+
 static void test_jsonl_torn_tail(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/plena_jsonw_XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char path[256];
-    snprintf(path, sizeof path, "%s/m.jsonl", dir);
+    char dir[] = "/tmp/plena_jsonw_XXXXXX", path[256];
+    jsonl_tmp(dir, path, sizeof path);
     const char *pre = "{\"a\":1}\n{\"a\":2}\n{\"a\":3,\"b";
     assert_int_equal(plena_file_write_atomic(path, pre, strlen(pre), NULL), 0);
     int fd;
@@ -176,6 +184,38 @@ static void test_jsonl_torn_tail(void **state)
     rmdir(dir);
 }
 
+/* A full disk cuts an append short without setting errno; the message must
+ * carry the error of the write that failed (here EFBIG from RLIMIT_FSIZE, as
+ * ENOSPC on a full disk), not a stale errno ("File exists" before the fix). */
+static void test_jsonl_short_append(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/plena_jsonw_XXXXXX", path[256];
+    jsonl_tmp(dir, path, sizeof path);
+    int fd;
+    assert_int_equal(plena_jsonl_open(path, &fd, NULL, NULL), 0);
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = 4; /* the record is longer: the first write stops at byte 4 */
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    json_t *rec = json_pack("{s:s}", "a", "0123456789");
+    struct plena_err err;
+    plena_err_clear(&err);
+    errno = EEXIST;
+    int rc = plena_jsonl_append(fd, rec, path, &err);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, prev);
+    json_decref(rec);
+    close(fd);
+    assert_int_equal(rc, PLENA_E_OUTPUT);
+    assert_non_null(strstr(err.msg, strerror(EFBIG)));
+    assert_null(strstr(err.msg, strerror(EEXIST)));
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -183,6 +223,7 @@ int main(void)
         cmocka_unit_test(test_volatile_keys),
         cmocka_unit_test(test_csv),
         cmocka_unit_test(test_jsonl_torn_tail),
+        cmocka_unit_test(test_jsonl_short_append),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
