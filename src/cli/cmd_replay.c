@@ -58,9 +58,12 @@ static void print_outcome(const struct plena_replay_item *it, const struct plena
     else if (oc->gate_passed)
         printf("PASS replay %s kind=%s cycles=%llu\n", it->trace_id, oc->kind,
                (unsigned long long)oc->sim_latency_cycles);
-    else
+    else {
         printf("FAIL replay %s %s kind=%s exit=%d\n", it->trace_id, oc->failed, oc->kind,
                plena_status_exit_code(oc->code));
+        /* the reason, not only in results.json (e.g. --blen 3: MLEN not a multiple) */
+        if (oc->reason[0]) fprintf(stderr, "plena replay: %s: %s\n", it->trace_id, oc->reason);
+    }
     fflush(stdout);
 }
 

@@ -324,13 +324,16 @@ int plena_replay_gate_functional(const struct plena_replay_gate_opts *go,
         plena_replay_utc_now(decided);
         json_object_set_new(fn, "decided_at_utc", json_string(decided));
         json_t *mm = json_object_get(fn, "mismatches");
-        char mms[32] = "none"; /* no comparison was made */
+        const char *kind = json_string_value(json_object_get(fn, "kind"));
         if (json_is_integer(mm))
-            snprintf(mms, sizeof mms, "%lld", (long long)json_integer_value(mm));
-        snprintf(r->values, sizeof r->values, "kind=%s numerical=%s elements=%lld mismatches=%s",
-                 json_string_value(json_object_get(fn, "kind")),
-                 json_is_true(json_object_get(fn, "numerical")) ? "true" : "false",
-                 (long long)json_integer_value(json_object_get(fn, "elements")), mms);
+            snprintf(r->values, sizeof r->values,
+                     "kind=%s numerical=%s elements=%lld mismatches=%lld", kind,
+                     json_is_true(json_object_get(fn, "numerical")) ? "true" : "false",
+                     (long long)json_integer_value(json_object_get(fn, "elements")),
+                     (long long)json_integer_value(mm));
+        else /* no comparison was made (no dump): say why */
+            snprintf(r->values, sizeof r->values, "kind=%s not compared: %s", kind,
+                     fc ? fc->detail : "not evaluated");
         rc = plena_replay_json_write_file(fn, r->result_path, err);
     }
     json_decref(fn);

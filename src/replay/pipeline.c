@@ -1028,6 +1028,11 @@ int plena_replay_run(const struct plena_replay_item *it, const struct plena_repl
     for (size_t i = 0; i < g.n_failed && off < sizeof out->failed; i++)
         off += (size_t)snprintf(out->failed + off, sizeof out->failed - off, "%s%s", i ? "," : "",
                                 g.failed[i]);
+    out->reason[0] = 0;
+    for (size_t i = 0; i < c.checks.n && !out->reason[0]; i++)
+        if (!c.checks.v[i].passed)
+            snprintf(out->reason, sizeof out->reason, "%s: %s", c.checks.v[i].name,
+                     c.checks.v[i].detail);
     out->sim_latency_cycles = c.ran ? c.run.reported_cycles : 0;
     out->code = g.passed ? PLENA_OK : gen_refused ? PLENA_E_INPUT : PLENA_E_FAILED;
     ctx_free(&c);

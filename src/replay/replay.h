@@ -94,6 +94,7 @@ struct plena_replay_outcome {
                              * E_OUTPUT, E_NOMEM (docs/replay.md "Exit status") */
     char kind[24];          /* numerical / zero_input_smoke */
     char failed[512];       /* comma-separated failed checks */
+    char reason[600];       /* the first failed check that ran: "name: detail" ("" if none) */
     uint64_t sim_latency_cycles;
 };
 

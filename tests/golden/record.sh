@@ -112,6 +112,7 @@ run h16_hbm_size_zero "$BIN" run --program h16.asm --hbm-size 0 --dump none
 echo '{"hidden_size":96,"num_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":64}' >h16_h96.json
 run h16_moe_hidden_not_mlen "$BIN" moe --model ./h16_h96.json --tokens 4 --program-only --out moe_x
 run h16_moe_routing_shape "$BIN" moe --model tiny-route-32x4 --tokens 1 --routing ids.json --out moe_x
+run h16_replay_blen3 "$BIN" replay "$SRC/src/trace/testdata/example_v2.json" --blen 3 --out replay_b3
 sed 's/^value = 17179869184$/value = 65536/' "$SRC/configs/plena_settings.toml" >h16_hbm64k.toml
 run h16_moe_hbm_too_small sh -c '"$0" moe --model tiny-gpt-oss --tokens 3 --settings h16_hbm64k.toml --no-run --out moe_hbm; rc=$?; test -e moe_hbm && echo moe_hbm written; exit $rc' "$BIN"
 
