@@ -18,7 +18,7 @@
 #include "verify/verify.h"
 
 static void print_stage_table(const struct plena_verify_moe_report *r,
-                              const struct plena_moe_emit_info *info)
+                              const struct plena_moe_emit_info *info, int has_shared)
 {
     printf("%-26s %14s %8s %14s\n", "stage", "cycles", "share", "hbm_bytes");
     uint64_t wall[PLENA_STAGE_COUNT];
@@ -41,7 +41,10 @@ static void print_stage_table(const struct plena_verify_moe_report *r,
     else
         printf(" shared_to_routed_ratio null");
     printf(" routed_lowering %s\n", plena_lowering_marker(info->routed_lowering));
-    printf("note: %s\n", plena_profile_shared_vs_routed_text(info->routed_lowering));
+    /* the caveat is about comparing shared with routed cycles: a model
+     * without shared experts has nothing to compare */
+    if (has_shared)
+        printf("note: %s\n", plena_profile_shared_vs_routed_text(info->routed_lowering));
 }
 
 /* routing_stats (docs/profile.md "routing_stats") under the stage table */
@@ -320,7 +323,7 @@ static int cmd_moe(int argc, char **argv)
         char sum[2048];
         plena_run_format_summary(&rep.run, sum, sizeof sum);
         fputs(sum, stdout);
-        if (rep.have_stages) print_stage_table(&rep, &b.info);
+        if (rep.have_stages) print_stage_table(&rep, &b.info, b.cfg.Is > 0);
         if (rep.routing.valid) print_routing_stats(&rep.routing);
     }
     if (rep.checked) print_check(&b, &rep);
