@@ -269,6 +269,10 @@ static int cmd_moe(int argc, char **argv)
     o.mx_mode = set.mx_mode;
     o.out_dir = out;
     o.program_only = program_only;
+    /* SIGINT/SIGTERM: the build stops between phases (hbm.bin's temporary
+     * removed), the run and the check as a trap; exit 5 */
+    o.stop = &plena_cli_stop;
+    plena_cli_catch_stop_signals();
     if (!c.all_experts) o.reachable_experts = plena_verify_reachable_experts;
     uint32_t *ids = NULL;
     float *w = NULL;
@@ -315,7 +319,7 @@ static int cmd_moe(int argc, char **argv)
         &set,         out,        !no_run,
         profile,      check,      argc,
         argv,         c.timeline, (enum plena_timeline_detail)c.timeline_detail,
-        moe_progress, &pg};
+        moe_progress, &pg,        &plena_cli_stop};
     struct plena_verify_moe_report rep;
     int vrc = plena_verify_moe(&b, &vo, &rep, &err);
     plena_cli_progress_end(&pg.pg);

@@ -934,7 +934,18 @@ static int check_hbm_fits(const struct plena_moe_build *b, struct plena_err *err
 
 /* hbm.bin: ftruncate to the apparent size, pwrite only the non-zero 4 KiB
  * chunks of each region, then rename over the target. */
-static int write_hbm(struct plena_moe_build *b, const char *dir, struct plena_err *err)
+static int stopped(const struct plena_moe_build_opts *o)
+{
+    return o->stop && *o->stop;
+}
+
+static int fail_stopped(struct plena_err *err)
+{
+    return PLENA_FAIL(err, PLENA_E_INTERRUPTED, "build", "interrupted (SIGINT/SIGTERM)");
+}
+
+static int write_hbm(struct plena_moe_build *b, const struct plena_moe_build_opts *opt,
+                     const char *dir, struct plena_err *err)
 {
     char path[4096], tmpp[4200];
     if (plena_build_file_path(dir, PLENA_BUILD_FILE_HBM, path, sizeof path, err))
@@ -951,6 +962,10 @@ static int write_hbm(struct plena_moe_build *b, const char *dir, struct plena_er
     if (!rc && ftruncate(fd, (off_t)b->hbm_size) != 0) rc = 1;
     b->hbm_bytes_written = 0;
     for (size_t i = 0; i < b->n_hbm && !rc; i++) {
+        if (stopped(opt)) {
+            rc = 3;
+            break;
+        }
         const struct plena_hbm_region *r = &b->hbm[i];
         for (uint64_t o = 0; o < r->n && !rc; o += 4096) {
             size_t n = r->n - o < 4096 ? (size_t)(r->n - o) : 4096;
@@ -973,6 +988,7 @@ static int write_hbm(struct plena_moe_build *b, const char *dir, struct plena_er
     if (rc) {
         unlink(tmpp);
         if (rc == 2) return PLENA_FAIL(err, PLENA_E_INTERNAL, path, "region beyond image end");
+        if (rc == 3) return fail_stopped(err);
         return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot write: %s", strerror(errno));
     }
     return 0;
@@ -1016,7 +1032,7 @@ static int write_dir(struct plena_moe_build *b, const struct plena_moe_build_opt
         return PLENA_E_OUTPUT;
     if ((rc = plena_program_write_mem(path, b->words, b->n_words, err))) return rc;
     if (!o->program_only) {
-        if ((rc = write_hbm(b, dir, err))) return rc;
+        if ((rc = write_hbm(b, o, dir, err))) return rc;
         if ((rc = write_le(dir, PLENA_BUILD_FILE_FP_SRAM, b->fp16, b->n_fp, 2, err)) ||
             (rc = write_le(dir, PLENA_BUILD_FILE_INT_SRAM, b->ints, b->n_int, 4, err)) ||
             (rc = write_le(dir, PLENA_BUILD_FILE_VRAM_PRELOAD, b->vram, b->n_vram, 2, err)))
@@ -1060,8 +1076,10 @@ int plena_moe_build_run(const struct plena_moe_build_opts *o, struct plena_moe_b
     if (rc) return rc;
     if (plena_prog_words(&b->prog, &b->words, &b->n_words)) return fail_nomem(err);
     b->hbm_size = b->info.map.hbm_end;
+    if (stopped(o)) return fail_stopped(err);
     if (!o->program_only && (rc = stage_all(o, b, err))) return rc;
     if (!o->program_only && (rc = check_hbm_fits(b, err))) return rc;
+    if (stopped(o)) return fail_stopped(err);
     (void)rup32;
     if (o->out_dir && (rc = write_dir(b, o, err))) return rc;
     return 0;

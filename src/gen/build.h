@@ -7,6 +7,7 @@
 #ifndef PLENA_GEN_BUILD_H
 #define PLENA_GEN_BUILD_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,6 +64,10 @@ struct plena_moe_build_opts {
     enum plena_mx_mode mx_mode;
     const char *out_dir; /* NULL: staged in memory only */
     int program_only;    /* write program.asm, program.mem, layout.json only */
+    /* set by a signal handler (may be NULL): polled between the phases and
+     * while hbm.bin is written; a set flag ends the build with
+     * PLENA_E_INTERRUPTED, files already renamed kept, hbm.bin's temporary removed */
+    const volatile sig_atomic_t *stop;
     /* DEVICE routing: the experts the device will reach, so that only those
      * are materialised (docs/lowering.md "Checking a build"). Called once the
      * inputs, the router and the SRAM images are staged and before any expert

@@ -364,6 +364,13 @@ static void count_obs(void *ctx, const struct plena_emu_event *ev)
 int plena_verify_emulate(const struct plena_moe_build *b, const struct plena_settings *s,
                          const char *dir, struct plena_verify_device *d, struct plena_err *err)
 {
+    return plena_verify_emulate_stop(b, s, dir, NULL, d, err);
+}
+
+int plena_verify_emulate_stop(const struct plena_moe_build *b, const struct plena_settings *s,
+                              const char *dir, const volatile sig_atomic_t *stop,
+                              struct plena_verify_device *d, struct plena_err *err)
+{
     memset(d, 0, sizeof *d);
     const struct plena_moe_cfg *cfg = &b->cfg;
     const struct plena_moe_map *mp = &b->info.map;
@@ -377,6 +384,7 @@ int plena_verify_emulate(const struct plena_moe_build *b, const struct plena_set
     uint64_t hsz = s->hbm_size > b->hbm_size ? 0 : (b->hbm_size + 4095) / 4096 * 4096;
     int rc = plena_emu_new(s, hsz, &emu, err);
     if (rc) return rc;
+    plena_emu_set_limits(emu, 0, 0, stop);
     rc = dir ? load_files(emu, dir, err) : load_memory(emu, b, err);
     if (rc) {
         plena_emu_free(emu);
@@ -401,6 +409,7 @@ int plena_verify_emulate(const struct plena_moe_build *b, const struct plena_set
     d->executed = res.instructions_executed;
     if (res.status == PLENA_RUN_TRAPPED) {
         d->trapped = 1;
+        d->interrupted = res.trap.kind == PLENA_TRAP_INTERRUPTED;
         plena_emu_format_trap(&res.trap, &prog, d->trap, sizeof d->trap);
     }
     const struct plena_tensor *ot =

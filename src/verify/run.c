@@ -91,6 +91,7 @@ static int timed_run(const struct plena_moe_build *b, const struct plena_verify_
     ro.timeline_detail = o->timeline_detail;
     ro.on_progress = o->on_progress;
     ro.on_progress_ctx = o->on_progress_ctx;
+    ro.stop = o->stop;
     ro.argc = o->argc;
     ro.argv = o->argv;
     if ((rc = plena_run_execute(&ro, &r->run, err))) return rc;
@@ -104,8 +105,10 @@ static int functional_check(const struct plena_moe_build *b, const struct plena_
                             struct plena_verify_moe_report *r, struct plena_err *err)
 {
     struct plena_verify_device d;
-    int rc = plena_verify_emulate(b, o->settings, o->dir, &d, err);
-    if (!rc && d.trapped) {
+    int rc = plena_verify_emulate_stop(b, o->settings, o->dir, o->stop, &d, err);
+    if (!rc && d.interrupted) {
+        r->status = PLENA_E_INTERRUPTED; /* no verdict: nothing compared */
+    } else if (!rc && d.trapped) {
         r->checked = 1;
         r->check_trapped = 1;
         snprintf(r->check_trap, sizeof r->check_trap, "%s", d.trap);
@@ -128,12 +131,14 @@ int plena_verify_moe(const struct plena_moe_build *b, const struct plena_verify_
     if (o->run) {
         if ((rc = timed_run(b, o, r, err))) return rc;
         if (r->run.status != PLENA_RUN_OUT_COMPLETED) {
-            r->status = PLENA_E_FAILED;
+            /* a stopped run is interrupted (exit 5), any other trap a failure */
+            r->status = r->run.code == PLENA_E_INTERRUPTED ? PLENA_E_INTERRUPTED : PLENA_E_FAILED;
             return 0;
         }
     }
     if (o->check) {
         if ((rc = functional_check(b, o, r, err))) return rc;
+        if (r->status == PLENA_E_INTERRUPTED) return 0;
         if (r->check_trapped || !r->check.passed) r->status = PLENA_E_FAILED;
     }
     return 0;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -336,8 +337,8 @@ static void counters_match(const char *preset, uint32_t T, int device, const cha
     plena_free(so);
     plena_verify_device_free(&d);
     /* the timed run's HBM counters and the statistics */
-    struct plena_verify_moe_opts vo = {&g_set, dir, 1, 0, 0, 0, NULL, NULL, PLENA_TIMELINE_STAGE,
-                                       NULL,   NULL};
+    struct plena_verify_moe_opts vo = {&g_set, dir,  1,   0, 0, 0, NULL, NULL, PLENA_TIMELINE_STAGE,
+                                       NULL,   NULL, NULL};
     struct plena_verify_moe_report rep;
     assert_int_equal(plena_verify_moe(&b, &vo, &rep, &err), 0);
     assert_true(rep.have_stages);
@@ -365,6 +366,39 @@ static void counters_match(const char *preset, uint32_t T, int device, const cha
     plena_free(ids);
     plena_free(w);
     plena_moe_build_free(&b);
+}
+
+/* SIGINT during `plena moe` (the stop flag set): the build stops before any
+ * file is written (PLENA_E_INTERRUPTED, no directory), and a run of a
+ * written build stops as a trap with the status PLENA_E_INTERRUPTED. */
+static void test_stop(void **state)
+{
+    (void)state;
+    char dir[256], sub[300];
+    assert_int_equal(plena_test_mkdtemp(dir, sizeof dir, "em_stop"), 0);
+    snprintf(sub, sizeof sub, "%s/b", dir);
+    volatile sig_atomic_t stop = 1;
+    struct plena_moe_build_opts o;
+    plena_moe_build_opts_init(&o, plena_model_preset_find("tiny-route-128x8"), &g_m, 64);
+    o.cfg.routing = PLENA_ROUTING_DEVICE;
+    o.out_dir = sub;
+    o.stop = &stop;
+    struct plena_moe_build b;
+    struct plena_err err;
+    plena_err_clear(&err);
+    assert_int_equal(plena_moe_build_run(&o, &b, &err), PLENA_E_INTERRUPTED);
+    plena_moe_build_free(&b);
+    assert_int_not_equal(access(sub, F_OK), 0);
+    o.stop = NULL;
+    assert_int_equal(plena_moe_build_run(&o, &b, &err), 0);
+    struct plena_verify_moe_opts vo = {
+        &g_set, sub, 1, 0, 1, 0, NULL, NULL, PLENA_TIMELINE_STAGE, NULL, NULL, &stop};
+    struct plena_verify_moe_report rep;
+    assert_int_equal(plena_verify_moe(&b, &vo, &rep, &err), 0);
+    assert_int_equal(rep.status, PLENA_E_INTERRUPTED);
+    assert_false(rep.checked);
+    plena_moe_build_free(&b);
+    assert_int_equal(plena_test_rmtree(dir), 0);
 }
 
 static void test_counters(void **state)
@@ -422,9 +456,13 @@ static void test_utilisation_target(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bit_identity), cmocka_unit_test(test_skew),
-        cmocka_unit_test(test_device),       cmocka_unit_test(test_static_size),
-        cmocka_unit_test(test_counters),     cmocka_unit_test(test_utilisation_target),
+        cmocka_unit_test(test_bit_identity),
+        cmocka_unit_test(test_skew),
+        cmocka_unit_test(test_device),
+        cmocka_unit_test(test_static_size),
+        cmocka_unit_test(test_counters),
+        cmocka_unit_test(test_stop),
+        cmocka_unit_test(test_utilisation_target),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -55,6 +55,7 @@ int plena_verify_routing_stats(const struct plena_moe_build *b, struct plena_rou
  * device form (V_TOPK runs token by token); p0/t0 say where they start. */
 struct plena_verify_device {
     int trapped;
+    int interrupted; /* the trap was the stop flag (plena_verify_emulate_stop) */
     char trap[640];
     uint64_t executed;
     uint16_t *out;  /* [T*H] BF16 bits */
@@ -70,6 +71,11 @@ struct plena_verify_device {
  * part of what is checked); dir == NULL loads the in-memory images. */
 int plena_verify_emulate(const struct plena_moe_build *b, const struct plena_settings *s,
                          const char *dir, struct plena_verify_device *d, struct plena_err *err);
+/* The same with a stop flag a signal handler sets (may be NULL): a set flag
+ * ends the run as a trap with d->interrupted. */
+int plena_verify_emulate_stop(const struct plena_moe_build *b, const struct plena_settings *s,
+                              const char *dir, const volatile sig_atomic_t *stop,
+                              struct plena_verify_device *d, struct plena_err *err);
 void plena_verify_device_free(struct plena_verify_device *d);
 
 /* Executed counts per (stage, opcode) from per-pc counts and the builder's
@@ -163,6 +169,9 @@ struct plena_verify_moe_opts {
     /* the timed run's progress (plena_run_opts.on_progress); may be NULL */
     void (*on_progress)(void *ctx, uint64_t executed);
     void *on_progress_ctx;
+    /* set by a signal handler (may be NULL): the timed run and the check stop
+     * as a trap and the report's status is PLENA_E_INTERRUPTED */
+    const volatile sig_atomic_t *stop;
 };
 
 struct plena_verify_moe_report {
