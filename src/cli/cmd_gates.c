@@ -47,6 +47,8 @@ static int cmd_timing(void *opts, const struct plena_cli_args *a)
         return plena_cli_nomem("gates");
     }
     struct plena_err err = {0};
+    c->o.stop = &plena_cli_stop;
+    plena_cli_catch_stop_signals();
     int rc = plena_gates_timing_run(&c->o, r, &err);
     if (rc) {
         plena_free(r);

@@ -438,6 +438,7 @@ struct case_env {
     char dir[4096];
     struct plena_program prog;
     struct plena_settings s;
+    const volatile sig_atomic_t *stop;
 };
 
 /* Builds case `idx` in DIR/cases/<name>/ (program, settings, inputs). */
@@ -504,6 +505,7 @@ static int run_case(struct case_env *env, int overlap, unsigned threads, const c
     o.profile_path = profile_out;
     o.overlap = overlap;
     o.threads = threads ? threads : 1;
+    o.stop = env->stop;
     int rc = plena_run_execute(&o, outc, err);
     if (!rc && outc->status != PLENA_RUN_OUT_COMPLETED)
         rc = PLENA_FAIL(err, PLENA_E_FAILED, env->dir, "%s", outc->trap_message);
@@ -608,6 +610,7 @@ struct case_job {
     const char *root;
     const struct plena_settings *s;
     unsigned threads;
+    const volatile sig_atomic_t *stop;
     struct plena_gate_case *c;
     char **base_profile;
     size_t *base_len;
@@ -624,6 +627,7 @@ static void gate_case(struct case_job *j)
     c->overlap = case_table[j->i].overlap;
     struct plena_run_outcome outc;
     int crc = build_case(j->root, j->i, j->s, &env, &ce);
+    env.stop = j->stop;
     if (!crc)
         crc = run_case(&env, c->overlap, j->threads, "run_stats.json", "stage_profile.json",
                        c->run_stats_path, c->stage_profile_path, &outc, &ce);
@@ -727,6 +731,7 @@ int plena_gates_timing_run(const struct plena_gates_opts *o, struct plena_gates_
         jobs[i].root = root;
         jobs[i].s = &s;
         jobs[i].threads = o->threads;
+        jobs[i].stop = o->stop;
         jobs[i].c = &r->cases[i];
         jobs[i].base_profile = &base_profile[i];
         jobs[i].base_len = &base_len[i];
@@ -740,6 +745,10 @@ int plena_gates_timing_run(const struct plena_gates_opts *o, struct plena_gates_
     }
     for (int i = 0; i < PLENA_GATE_CASE_COUNT; i++)
         plena_free(base_profile[i]);
+    /* no verdict from stopped runs: the cases' own files are complete or absent */
+    if (o->stop && *o->stop)
+        return PLENA_FAIL(err, PLENA_E_INTERRUPTED, root,
+                          "interrupted (SIGINT/SIGTERM); no summary written");
     plena_gates_timing_evaluate(r->cases, PLENA_GATE_CASE_COUNT, r->reps, r->n_reps, r->gates);
     r->passed = 1;
     for (int i = 0; i < PLENA_GATE_COUNT; i++) {

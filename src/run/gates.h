@@ -5,6 +5,7 @@
 #ifndef PLENA_RUN_GATES_H
 #define PLENA_RUN_GATES_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -83,6 +84,9 @@ struct plena_gates_opts {
     const char *const *overrides; /* "TABLE.KEY=VALUE" */
     size_t n_overrides;
     unsigned threads;
+    /* set by a signal handler (may be NULL): the case runs stop as a trap and
+     * the call returns PLENA_E_INTERRUPTED without writing the summary */
+    const volatile sig_atomic_t *stop;
 };
 
 struct plena_gates_report {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/test_support.h"
@@ -224,12 +225,28 @@ static json_t *summary(const char *out_dir)
     return j;
 }
 
+/* SIGINT (the stop flag set): no verdict and no summary, PLENA_E_INTERRUPTED */
+static void test_run_stopped(void **state)
+{
+    (void)state;
+    char out[512], sum[600];
+    snprintf(out, sizeof out, "%s/stopped", tmpdir);
+    volatile sig_atomic_t stop = 1;
+    struct plena_gates_opts o = {out, NULL, 0, 1, &stop};
+    static struct plena_gates_report r;
+    struct plena_err err = {0};
+    assert_int_equal(plena_gates_timing_run(&o, &r, &err), PLENA_E_INTERRUPTED);
+    assert_int_equal(err.code, PLENA_E_INTERRUPTED);
+    snprintf(sum, sizeof sum, "%s/timing_gates_summary.json", out);
+    assert_int_not_equal(access(sum, F_OK), 0);
+}
+
 static void test_run_defaults_pass(void **state)
 {
     (void)state;
     char out[512];
     snprintf(out, sizeof out, "%s/defaults", tmpdir);
-    struct plena_gates_opts o = {out, NULL, 0, 1};
+    struct plena_gates_opts o = {out, NULL, 0, 1, NULL};
     static struct plena_gates_report r;
     assert_int_equal(plena_gates_timing_run(&o, &r, NULL), 0);
     for (int i = 0; i < PLENA_GATE_COUNT; i++)
@@ -296,7 +313,7 @@ static void test_threads_identical(void **state)
     char out1[512], out3[512];
     snprintf(out1, sizeof out1, "%s/threads1", tmpdir);
     snprintf(out3, sizeof out3, "%s/threads3", tmpdir);
-    struct plena_gates_opts o1 = {out1, NULL, 0, 1}, o3 = {out3, NULL, 0, 3};
+    struct plena_gates_opts o1 = {out1, NULL, 0, 1, NULL}, o3 = {out3, NULL, 0, 3, NULL};
     static struct plena_gates_report r1, r3;
     assert_int_equal(plena_gates_timing_run(&o1, &r1, NULL), 0);
     assert_int_equal(plena_gates_timing_run(&o3, &r3, NULL), 0);
@@ -382,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_eval_profile_bytes_off_by_64),
         cmocka_unit_test(test_eval_repeat_and_missing),
         cmocka_unit_test(test_run_defaults_pass),
+        cmocka_unit_test(test_run_stopped),
         cmocka_unit_test(test_threads_identical),
         cmocka_unit_test(test_perturb_g5),
         cmocka_unit_test(test_perturb_g2_ncl),
