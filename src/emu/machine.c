@@ -271,7 +271,15 @@ int plena_emu_new(const struct plena_settings *s, uint64_t hbm_size, struct plen
         ok = e->hm_acc && e->hv_acc;
     }
     if (!ok) {
+        /* the sizes come from settings: name the key behind a failed memory */
+        const char *key = !e->vpages   ? "VECTOR_SRAM_SIZE"
+                          : !e->mram   ? "MATRIX_SRAM_SIZE"
+                          : !e->hbm_l1 ? "HBM_SIZE"
+                                       : NULL;
         plena_emu_free(e);
+        if (key)
+            return PLENA_FAIL(err, PLENA_E_NOMEM, key,
+                              "out of memory allocating the machine's memory this setting sizes");
         return PLENA_FAIL(err, PLENA_E_NOMEM, "emulator", "out of memory allocating the machine");
     }
     *out = e;

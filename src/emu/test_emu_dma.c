@@ -5,6 +5,7 @@
  * line (docs/machine.md "Traps" and "After a trap"), events and determinism.
  * Expected bytes are worked examples computed by hand, not by the code. */
 #include "emu/test_util.h"
+#include "common/alloc.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -177,6 +178,23 @@ static void test_prefetch_mx_modes(void **state)
 
 /* An MX type whose block does not divide MLEN is refused when the machine is
  * made (a settings file cannot say so, a struct built in code can). */
+/* Out of memory for VRAM (its page table, the first of the machine's
+ * arrays) names the setting that sizes it. */
+static void test_vram_nomem_names_key(void **state)
+{
+    (void)state;
+    struct plena_settings s;
+    tu_settings(&s);
+    struct plena_emu *e = NULL;
+    struct plena_err err = {0};
+    plena_alloc_fail_after(1); /* the machine struct, then nothing */
+    int rc = plena_emu_new(&s, 0, &e, &err);
+    plena_alloc_fail_reset();
+    assert_int_equal(rc, PLENA_E_NOMEM);
+    assert_null(e);
+    assert_string_equal(err.where, "VECTOR_SRAM_SIZE");
+}
+
 static void test_mx_block_checked(void **state)
 {
     (void)state;
@@ -935,6 +953,7 @@ int main(void)
         cmocka_unit_test(test_address_formation),
         cmocka_unit_test(test_prefetch_mx_modes),
         cmocka_unit_test(test_mx_block_checked),
+        cmocka_unit_test(test_vram_nomem_names_key),
         cmocka_unit_test(test_image_prefetch),
         cmocka_unit_test(test_fifo_images_and_dumps),
         cmocka_unit_test(test_image_copy_on_write),
