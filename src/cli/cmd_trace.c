@@ -673,9 +673,16 @@ static int cmd_gen(void *opts, const struct plena_cli_args *a)
         goto done;
     }
     struct plena_trace_docs docs = {0};
+    /* SIGINT/SIGTERM between traces: nothing is written (exit 5) */
+    plena_cli_catch_stop_signals();
     for (size_t l = 0; l < n_layers && !code; l++)
         for (uint64_t s = 0; s < c->samples && !code; s++) {
             json_t *t;
+            if (plena_cli_stop) {
+                fprintf(stderr, "plena trace gen: interrupted (SIGINT/SIGTERM); nothing written\n");
+                code = PLENA_E_INTERRUPTED;
+                break;
+            }
             o.layer = layers[l];
             o.sample = (uint32_t)s;
             if (plena_trace_gen_tree(&o, &t, &err)) {
