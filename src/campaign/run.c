@@ -350,6 +350,7 @@ void plena_campaign_run_free(struct plena_campaign_run_ctx *c)
     if (c->manifest_fd >= 0) close(c->manifest_fd);
     if (c->failures_fd >= 0) close(c->failures_fd);
     c->manifest_fd = c->failures_fd = -1;
+    plena_campaign_unlock(&c->lock_fd);
     plena_free(c->prior_attempts);
     plena_free(c->jobs);
     c->prior_attempts = NULL;
@@ -366,7 +367,7 @@ int plena_campaign_run_begin(struct plena_campaign_run_ctx *c, const struct plen
     c->o = o;
     c->sum = sum;
     c->err = err;
-    c->manifest_fd = c->failures_fd = -1;
+    c->manifest_fd = c->failures_fd = c->lock_fd = -1;
     c->last_done = (size_t)-1;
     sum->total = c->p.total = s->n;
     size_t *order = plena_calloc(s->n ? s->n : 1, sizeof *order);
@@ -380,6 +381,8 @@ int plena_campaign_run_begin(struct plena_campaign_run_ctx *c, const struct plen
         goto out;
     }
     if ((rc = plena_mkdir_p(o->out_dir, err))) goto out;
+    /* one coordinator per directory, before anything in it is touched */
+    if ((rc = plena_campaign_lock(o->out_dir, &c->lock_fd, err))) goto out;
     if ((rc = jpath(c->replay_root, sizeof c->replay_root, o->out_dir, "replay", err))) goto out;
     if ((rc = plena_mkdir_p(c->replay_root, err))) goto out;
     plena_replay_clean_tmp(o->out_dir);

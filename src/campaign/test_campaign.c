@@ -497,6 +497,58 @@ static void test_status_follows_exit_code(void **state)
     json_decref(arr);
 }
 
+/* One coordinator per --out (issue 16 item 12): a second one is refused,
+ * exit 2, naming the holder's pid; the lock dies with its holder (kill -9
+ * leaves none behind), so the next run proceeds. */
+static void test_directory_lock(void **state)
+{
+    (void)state;
+    char out[128], want[64];
+    plena_test_path(out, sizeof out, g_tmp, "locked");
+    assert_int_equal(plena_test_sh("mkdir -p %s", out), 0);
+    /* held by this process: the CLI coordinator (another process) is refused */
+    int fd = -1;
+    assert_int_equal(plena_campaign_lock(out, &fd, NULL), 0);
+    const char *r_v[MAX_ARGS];
+    const char *const *r = fake_run(r_v, out, "1", no_gate);
+    assert_int_equal(run(r, NULL), 2);
+    snprintf(want, sizeof want, "(pid %ld)", (long)getpid());
+    assert_true(file_contains("err.txt", want));
+    assert_true(file_contains("err.txt", "in use by another coordinator"));
+    char mp[256];
+    struct stat st;
+    assert_int_not_equal(stat(plena_test_path(mp, sizeof mp, out, "manifest.jsonl"), &st), 0);
+    plena_campaign_unlock(&fd);
+    assert_int_equal(fd, -1);
+    /* held by a child: the library refuses with its pid; after kill -9 the
+     * lock is gone */
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t holder = fork();
+    assert_true(holder >= 0);
+    if (holder == 0) {
+        int cfd = -1;
+        char c = plena_campaign_lock(out, &cfd, NULL) ? 'n' : 'y';
+        if (write(ready[1], &c, 1) != 1) _exit(1);
+        for (;;)
+            pause();
+    }
+    char c = 0;
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    close(ready[1]);
+    assert_int_equal(c, 'y');
+    struct plena_err e;
+    plena_err_clear(&e);
+    assert_int_equal(plena_campaign_lock(out, &fd, &e), PLENA_E_USAGE);
+    assert_int_equal(fd, -1);
+    snprintf(want, sizeof want, "(pid %ld)", (long)holder);
+    assert_non_null(strstr(e.msg, want));
+    kill(holder, SIGKILL);
+    assert_int_equal(plena_test_wait(holder), 128 + SIGKILL);
+    assert_int_equal(run(r, NULL), 0);
+}
+
 /* A corrupt manifest line before good ones: PLENA_E_INPUT naming the line,
  * and the lines read before it are released (they leaked: a fuzzing
  * finding; *lines is NULL on failure). */
@@ -727,6 +779,7 @@ int main(void)
         cmocka_unit_test(test_error_exits),
         cmocka_unit_test(test_corrupt_manifest),
         cmocka_unit_test(test_status_follows_exit_code),
+        cmocka_unit_test(test_directory_lock),
         cmocka_unit_test(test_report_real_replay),
         cmocka_unit_test(test_jobs_auto),
     };
