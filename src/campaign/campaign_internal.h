@@ -64,8 +64,9 @@ struct plena_campaign_run_ctx {
     char replay_root[4200];
     char manifest_path[4200], failures_path[4200], progress_path[4200];
     int manifest_fd, failures_fd;
-    int lock_fd;              /* the directory's lock (plena_campaign_lock) */
-    unsigned *prior_attempts; /* per set index: failed/errored attempts counted */
+    int lock_fd;               /* the directory's lock (plena_campaign_lock) */
+    unsigned *prior_attempts;  /* per set index: failed/errored attempts counted */
+    unsigned char *has_passed; /* per set index: the manifest holds its `passed` line */
     char run_id[64], started[32];
     struct plena_campaign_progress p;
     double t_first; /* first dispatch, 0 before */

@@ -101,6 +101,16 @@ static const char *const *fake_run(const char **v, const char *out, const char *
 }
 static const char *const no_gate[] = {"--no-determinism-gate", NULL};
 
+/* fake_run without the gate into g_tmp/name (out receives the path). */
+static const char *const *named_run(const char **v, char *out, size_t n, const char *name,
+                                    const char *jobs)
+{
+    plena_test_path(out, n, g_tmp, name);
+    return fake_run(v, out, jobs, no_gate);
+}
+/* the trace the exit-code and truncation tests single out */
+static const char *const g_id16 = "syn_uniform_tiny-route-16x1_t4_s1_n0_l0";
+
 /* ---- in-process arithmetic ---- */
 static void check_hamilton(const uint64_t *n, const char *const *names, size_t k, uint64_t T,
                            const uint64_t *want)
@@ -465,10 +475,9 @@ static void test_status_follows_exit_code(void **state)
 {
     (void)state;
     char out[128];
-    plena_test_path(out, sizeof out, g_tmp, "exitcodes");
     const char *r_v[MAX_ARGS];
-    const char *const *r = fake_run(r_v, out, "1", no_gate);
-    const char *id = "syn_uniform_tiny-route-16x1_t4_s1_n0_l0";
+    const char *const *r = named_run(r_v, out, sizeof out, "exitcodes", "1");
+    const char *id = g_id16;
     const char *e4[] = {"FAKE_EXIT=syn_uniform_tiny-route-16x1_t4_s1_n0_l0:4", NULL};
     assert_int_not_equal(run(r, e4), 0);
     json_t *arr = NULL;
@@ -495,6 +504,39 @@ static void test_status_follows_exit_code(void **state)
     json_array_foreach(arr, i, l)
         assert_string_not_equal(json_string_value(json_object_get(l, "trace_id")), id);
     json_decref(arr);
+}
+
+/* Manifest invariant (issue 16 item 12): one `passed` line per trace, and
+ * every line's status agrees with its exit code, even after a truncated
+ * results.json and a resume (the rerun's pass logged a second `passed`). */
+static void test_truncated_result_one_pass(void **state)
+{
+    (void)state;
+    char out[128];
+    const char *r_v[MAX_ARGS];
+    const char *const *r = named_run(r_v, out, sizeof out, "truncres", "2");
+    assert_int_equal(run(r, NULL), 0);
+    const char *id = g_id16;
+    assert_int_equal(plena_test_sh("truncate -s 10 %s/replay/%s/results.json", out, id), 0);
+    assert_int_equal(run(r, NULL), 0);
+    json_t *arr = NULL;
+    assert_int_equal(manifest_lines(out, &arr), 8);
+    size_t i;
+    json_t *l;
+    json_array_foreach(arr, i, l)
+    {
+        assert_int_equal(passed_lines(arr, json_string_value(json_object_get(l, "trace_id"))), 1);
+        assert_int_equal(json_integer_value(json_object_get(l, "exit_code")), 0);
+    }
+    json_decref(arr);
+    char rp[256];
+    snprintf(rp, sizeof rp, "%s/replay/%s/results.json", out, id);
+    json_t *res = NULL;
+    assert_int_equal(plena_replay_json_read_file(rp, &res, NULL), 0); /* rewritten */
+    json_decref(res);
+    const char *stt[] = {"campaign", "status", "--traces", g_set, "--out", out, NULL};
+    assert_int_equal(run(stt, NULL), 0);
+    assert_true(file_contains("out.txt", "passed 8, failed 0"));
 }
 
 /* One coordinator per --out (issue 16 item 12): a second one is refused,
@@ -780,6 +822,7 @@ int main(void)
         cmocka_unit_test(test_corrupt_manifest),
         cmocka_unit_test(test_status_follows_exit_code),
         cmocka_unit_test(test_directory_lock),
+        cmocka_unit_test(test_truncated_result_one_pass),
         cmocka_unit_test(test_report_real_replay),
         cmocka_unit_test(test_jobs_auto),
     };
