@@ -667,33 +667,78 @@ static void report_device_minus_fixed(const char *const *run_fixed, const char *
 }
 
 /* ---- report from a campaign of real `plena replay` workers ---- */
-static void test_report_real_replay(void **state)
+/* The shipped settings with a small VRAM so each dump stays 8 MiB, in
+ * g_tmp/small.toml (path into settings). */
+static void small_settings(char *settings, size_t n)
 {
-    (void)state;
-    char out[128], p[256], settings[256];
-    plena_test_path(out, sizeof out, g_tmp, "real");
-    /* the shipped settings with a small VRAM so each dump stays 8 MiB */
-    plena_test_path(settings, sizeof settings, g_tmp, "small.toml");
+    plena_test_path(settings, n, g_tmp, "small.toml");
     assert_int_equal(
         plena_test_sh(
             "sed '/^\\[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE\\]/{n;s/value = .*/value = 65536/}' "
             "%s/configs/plena_settings.toml > %s",
             PLENA_SOURCE_DIR, settings),
         0);
-    const char *r[] = {"campaign",
-                       "run",
-                       "--traces",
-                       g_set,
-                       "--out",
-                       out,
-                       "--jobs",
-                       "2",
-                       "--progress",
-                       "none",
-                       "--settings",
-                       settings,
-                       "--no-determinism-gate",
-                       NULL};
+}
+
+/* The `campaign run` of traces into out with the real replay worker, 2
+ * jobs, no gate, the given settings. Fills v (MAX_ARGS) and returns it. */
+static const char *const *real_run(const char **v, const char *traces, const char *out,
+                                   const char *settings)
+{
+    const char *const a[] = {"campaign",
+                             "run",
+                             "--traces",
+                             traces,
+                             "--out",
+                             out,
+                             "--jobs",
+                             "2",
+                             "--progress",
+                             "none",
+                             "--settings",
+                             settings,
+                             "--no-determinism-gate",
+                             NULL};
+    memcpy(v, a, sizeof a);
+    return v;
+}
+
+/* Workers do not export (issue 16 item 12): the replay root is shared, so
+ * a worker rebuilding summary.csv and the other exports read every other
+ * worker's results — an unreadable one (here a stray truncated file) made
+ * the worker fail (exit 3) and its passed trace an error. Only the
+ * coordinator exports, once, and its export failure is a warning. */
+static void test_workers_do_not_export(void **state)
+{
+    (void)state;
+    char out[128], settings[256], traces[256];
+    plena_test_path(out, sizeof out, g_tmp, "noexport");
+    small_settings(settings, sizeof settings);
+    plena_test_path(traces, sizeof traces, g_set, "a.jsonl");
+    assert_int_equal(plena_test_sh("mkdir -p %s/replay/zz_stray && printf '{\"sch' > "
+                                   "%s/replay/zz_stray/results.json",
+                                   out, out),
+                     0);
+    const char *r_v[MAX_ARGS];
+    assert_int_equal(run(real_run(r_v, traces, out, settings), NULL), 0);
+    json_t *arr = NULL;
+    assert_int_equal(manifest_lines(out, &arr), 4);
+    size_t i;
+    json_t *l;
+    json_array_foreach(arr, i, l)
+        assert_string_equal(json_string_value(json_object_get(l, "status")), "passed");
+    json_decref(arr);
+    assert_true(file_contains("err.txt", "zz_stray")); /* the coordinator's export warns */
+}
+
+static void test_report_real_replay(void **state)
+{
+    (void)state;
+    char out[128], p[256], settings[256];
+    plena_test_path(out, sizeof out, g_tmp, "real");
+    small_settings(settings, sizeof settings);
+    const char *r_v[MAX_ARGS];
+    const char *const *r = real_run(r_v, g_set, out, settings);
     assert_int_equal(run(r, NULL), 0);
     /* the report takes the run's options (they enter the fingerprint) */
     const char *rep[] = {"campaign", "report",     "--traces", g_set, "--out",
@@ -824,6 +869,7 @@ int main(void)
         cmocka_unit_test(test_directory_lock),
         cmocka_unit_test(test_truncated_result_one_pass),
         cmocka_unit_test(test_report_real_replay),
+        cmocka_unit_test(test_workers_do_not_export),
         cmocka_unit_test(test_jobs_auto),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
