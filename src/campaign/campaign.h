@@ -186,6 +186,14 @@ struct plena_campaign_run_summary {
     char export_error[512];
 };
 
+/* Takes the lock of a campaign directory (<out_dir>/campaign.lock, an fcntl
+ * record lock the kernel drops when the holder dies): *fd is then held
+ * until plena_campaign_unlock. Held by another process: PLENA_E_USAGE
+ * naming the holder's pid. plena_campaign_run and the determinism gate take
+ * it themselves. */
+int plena_campaign_lock(const char *out_dir, int *fd, struct plena_err *err);
+void plena_campaign_unlock(int *fd);
+
 /* Runs (resumes) the campaign over the set, in cost order. A corrupt
  * manifest line before the last is PLENA_E_INPUT naming the line. */
 int plena_campaign_run(const struct plena_campaign_set *s, const struct plena_campaign_run_opts *o,

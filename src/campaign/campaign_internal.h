@@ -64,7 +64,9 @@ struct plena_campaign_run_ctx {
     char replay_root[4200];
     char manifest_path[4200], failures_path[4200], progress_path[4200];
     int manifest_fd, failures_fd;
-    unsigned *prior_attempts; /* per set index: failed/errored attempts counted */
+    int lock_fd;               /* the directory's lock (plena_campaign_lock) */
+    unsigned *prior_attempts;  /* per set index: failed/errored attempts counted */
+    unsigned char *has_passed; /* per set index: the manifest holds its `passed` line */
     char run_id[64], started[32];
     struct plena_campaign_progress p;
     double t_first; /* first dispatch, 0 before */
@@ -101,6 +103,7 @@ struct plena_campaign_det_plan {
     size_t n;
     unsigned width; /* the parallel pass's width, max(2, min(J, 4)) */
     char serial[4300], parallel[4300];
+    int lock_fd; /* the campaign directory's lock */
 };
 /* Subset, J, fresh serial/ and parallel/ directories. */
 int plena_campaign_det_begin(const struct plena_campaign_set *s,

@@ -60,6 +60,7 @@ void plena_campaign_det_plan_free(struct plena_campaign_det_plan *pl)
 {
     plena_free(pl->pick);
     pl->pick = NULL;
+    plena_campaign_unlock(&pl->lock_fd);
 }
 
 int plena_campaign_det_begin(const struct plena_campaign_set *s,
@@ -67,6 +68,7 @@ int plena_campaign_det_begin(const struct plena_campaign_set *s,
                              struct plena_campaign_det_plan *pl, struct plena_err *err)
 {
     memset(pl, 0, sizeof *pl);
+    pl->lock_fd = -1;
     unsigned K = o->samples ? o->samples : 20;
     /* subset: first K distinct (benchmark, sample_id), all their traces */
     pl->pick = plena_calloc(s->n ? s->n : 1, sizeof *pl->pick);
@@ -96,6 +98,10 @@ int plena_campaign_det_begin(const struct plena_campaign_set *s,
     if (J < 2) J = 2;
     if (J > n) J = (unsigned)(n ? n : 1);
     pl->width = J;
+    /* the gate empties determinism/: never under another coordinator */
+    if ((rc = plena_mkdir_p(o->out_dir, err)) ||
+        (rc = plena_campaign_lock(o->out_dir, &pl->lock_fd, err)))
+        goto out;
     char base[4200];
     snprintf(base, sizeof base, "%s/determinism", o->out_dir);
     snprintf(pl->serial, sizeof pl->serial, "%s/serial", base);

@@ -276,9 +276,13 @@ void plena_campaign_run_done(void *ctx, struct plena_campaign_job *j)
         else
             snprintf(emsg, sizeof emsg, "worker exited %d without a result", j->exit_code);
     }
-    manifest_line(c, t, attempt, status, res, code, 0, st < 0 ? emsg : NULL, j->host_seconds,
-                  j->worker);
+    /* one `passed` line per trace: a rerun after its results.json was lost
+     * (truncated, removed) re-creates the result but logs no second pass */
+    if (!(st > 0 && c->has_passed[j->trace]))
+        manifest_line(c, t, attempt, status, res, code, 0, st < 0 ? emsg : NULL, j->host_seconds,
+                      j->worker);
     if (st > 0) {
+        c->has_passed[j->trace] = 1;
         c->p.passed++;
         c->sum->passed++;
     } else {
@@ -354,9 +358,12 @@ void plena_campaign_run_free(struct plena_campaign_run_ctx *c)
     if (c->manifest_fd >= 0) close(c->manifest_fd);
     if (c->failures_fd >= 0) close(c->failures_fd);
     c->manifest_fd = c->failures_fd = -1;
+    plena_campaign_unlock(&c->lock_fd);
     plena_free(c->prior_attempts);
+    plena_free(c->has_passed);
     plena_free(c->jobs);
     c->prior_attempts = NULL;
+    c->has_passed = NULL;
     c->jobs = NULL;
 }
 
@@ -370,7 +377,7 @@ int plena_campaign_run_begin(struct plena_campaign_run_ctx *c, const struct plen
     c->o = o;
     c->sum = sum;
     c->err = err;
-    c->manifest_fd = c->failures_fd = -1;
+    c->manifest_fd = c->failures_fd = c->lock_fd = -1;
     c->last_done = (size_t)-1;
     sum->total = c->p.total = s->n;
     size_t *order = plena_calloc(s->n ? s->n : 1, sizeof *order);
@@ -384,6 +391,8 @@ int plena_campaign_run_begin(struct plena_campaign_run_ctx *c, const struct plen
         goto out;
     }
     if ((rc = plena_mkdir_p(o->out_dir, err))) goto out;
+    /* one coordinator per directory, before anything in it is touched */
+    if ((rc = plena_campaign_lock(o->out_dir, &c->lock_fd, err))) goto out;
     if ((rc = jpath(c->replay_root, sizeof c->replay_root, o->out_dir, "replay", err))) goto out;
     if ((rc = plena_mkdir_p(c->replay_root, err))) goto out;
     plena_replay_clean_tmp(o->out_dir);
@@ -408,7 +417,7 @@ int plena_campaign_run_begin(struct plena_campaign_run_ctx *c, const struct plen
     size_t tf;
     if ((rc = plena_jsonl_open(c->manifest_path, &c->manifest_fd, &tf, err))) goto out;
     if ((rc = plena_jsonl_open(c->failures_path, &c->failures_fd, &tf, err))) goto out;
-    has_passed = plena_calloc(s->n ? s->n : 1, 1);
+    has_passed = c->has_passed = plena_calloc(s->n ? s->n : 1, 1);
     if (!has_passed) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, "campaign", "out of memory");
         goto out;
@@ -445,6 +454,7 @@ int plena_campaign_run_begin(struct plena_campaign_run_ctx *c, const struct plen
                     manifest_line(c, t, c->prior_attempts[i] + 1, "passed", res, 0, 1, NULL, 0, -1);
                 json_decref(res);
                 sum->recovered++;
+                has_passed[i] = 1;
             }
             continue;
         }
@@ -456,7 +466,6 @@ int plena_campaign_run_begin(struct plena_campaign_run_ctx *c, const struct plen
         rc = plena_campaign_job_init(&c->jobs[c->n_queue++], t, i, o->out_dir, c->replay_root, err);
     }
 out:
-    plena_free(has_passed);
     json_decref(lines);
     plena_free(order);
     if (rc) plena_campaign_run_free(c);

@@ -101,6 +101,16 @@ static const char *const *fake_run(const char **v, const char *out, const char *
 }
 static const char *const no_gate[] = {"--no-determinism-gate", NULL};
 
+/* fake_run without the gate into g_tmp/name (out receives the path). */
+static const char *const *named_run(const char **v, char *out, size_t n, const char *name,
+                                    const char *jobs)
+{
+    plena_test_path(out, n, g_tmp, name);
+    return fake_run(v, out, jobs, no_gate);
+}
+/* the trace the exit-code and truncation tests single out */
+static const char *const g_id16 = "syn_uniform_tiny-route-16x1_t4_s1_n0_l0";
+
 /* ---- in-process arithmetic ---- */
 static void check_hamilton(const uint64_t *n, const char *const *names, size_t k, uint64_t T,
                            const uint64_t *want)
@@ -465,10 +475,9 @@ static void test_status_follows_exit_code(void **state)
 {
     (void)state;
     char out[128];
-    plena_test_path(out, sizeof out, g_tmp, "exitcodes");
     const char *r_v[MAX_ARGS];
-    const char *const *r = fake_run(r_v, out, "1", no_gate);
-    const char *id = "syn_uniform_tiny-route-16x1_t4_s1_n0_l0";
+    const char *const *r = named_run(r_v, out, sizeof out, "exitcodes", "1");
+    const char *id = g_id16;
     const char *e4[] = {"FAKE_EXIT=syn_uniform_tiny-route-16x1_t4_s1_n0_l0:4", NULL};
     assert_int_equal(run(r, e4), 4); /* the worst worker code wins */
     json_t *arr = NULL;
@@ -495,6 +504,91 @@ static void test_status_follows_exit_code(void **state)
     json_array_foreach(arr, i, l)
         assert_string_not_equal(json_string_value(json_object_get(l, "trace_id")), id);
     json_decref(arr);
+}
+
+/* Manifest invariant (issue 16 item 12): one `passed` line per trace, and
+ * every line's status agrees with its exit code, even after a truncated
+ * results.json and a resume (the rerun's pass logged a second `passed`). */
+static void test_truncated_result_one_pass(void **state)
+{
+    (void)state;
+    char out[128];
+    const char *r_v[MAX_ARGS];
+    const char *const *r = named_run(r_v, out, sizeof out, "truncres", "2");
+    assert_int_equal(run(r, NULL), 0);
+    const char *id = g_id16;
+    assert_int_equal(plena_test_sh("truncate -s 10 %s/replay/%s/results.json", out, id), 0);
+    assert_int_equal(run(r, NULL), 0);
+    json_t *arr = NULL;
+    assert_int_equal(manifest_lines(out, &arr), 8);
+    size_t i;
+    json_t *l;
+    json_array_foreach(arr, i, l)
+    {
+        assert_int_equal(passed_lines(arr, json_string_value(json_object_get(l, "trace_id"))), 1);
+        assert_int_equal(json_integer_value(json_object_get(l, "exit_code")), 0);
+    }
+    json_decref(arr);
+    char rp[256];
+    snprintf(rp, sizeof rp, "%s/replay/%s/results.json", out, id);
+    json_t *res = NULL;
+    assert_int_equal(plena_replay_json_read_file(rp, &res, NULL), 0); /* rewritten */
+    json_decref(res);
+    const char *stt[] = {"campaign", "status", "--traces", g_set, "--out", out, NULL};
+    assert_int_equal(run(stt, NULL), 0);
+    assert_true(file_contains("out.txt", "passed 8, failed 0"));
+}
+
+/* One coordinator per --out (issue 16 item 12): a second one is refused,
+ * exit 2, naming the holder's pid; the lock dies with its holder (kill -9
+ * leaves none behind), so the next run proceeds. */
+static void test_directory_lock(void **state)
+{
+    (void)state;
+    char out[128], want[64];
+    plena_test_path(out, sizeof out, g_tmp, "locked");
+    assert_int_equal(plena_test_sh("mkdir -p %s", out), 0);
+    /* held by this process: the CLI coordinator (another process) is refused */
+    int fd = -1;
+    assert_int_equal(plena_campaign_lock(out, &fd, NULL), 0);
+    const char *r_v[MAX_ARGS];
+    const char *const *r = fake_run(r_v, out, "1", no_gate);
+    assert_int_equal(run(r, NULL), 2);
+    snprintf(want, sizeof want, "(pid %ld)", (long)getpid());
+    assert_true(file_contains("err.txt", want));
+    assert_true(file_contains("err.txt", "in use by another coordinator"));
+    char mp[256];
+    struct stat st;
+    assert_int_not_equal(stat(plena_test_path(mp, sizeof mp, out, "manifest.jsonl"), &st), 0);
+    plena_campaign_unlock(&fd);
+    assert_int_equal(fd, -1);
+    /* held by a child: the library refuses with its pid; after kill -9 the
+     * lock is gone */
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t holder = fork();
+    assert_true(holder >= 0);
+    if (holder == 0) {
+        int cfd = -1;
+        char c = plena_campaign_lock(out, &cfd, NULL) ? 'n' : 'y';
+        if (write(ready[1], &c, 1) != 1) _exit(1);
+        for (;;)
+            pause();
+    }
+    char c = 0;
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    close(ready[1]);
+    assert_int_equal(c, 'y');
+    struct plena_err e;
+    plena_err_clear(&e);
+    assert_int_equal(plena_campaign_lock(out, &fd, &e), PLENA_E_USAGE);
+    assert_int_equal(fd, -1);
+    snprintf(want, sizeof want, "(pid %ld)", (long)holder);
+    assert_non_null(strstr(e.msg, want));
+    kill(holder, SIGKILL);
+    assert_int_equal(plena_test_wait(holder), 128 + SIGKILL);
+    assert_int_equal(run(r, NULL), 0);
 }
 
 /* A corrupt manifest line before good ones: PLENA_E_INPUT naming the line,
@@ -573,33 +667,78 @@ static void report_device_minus_fixed(const char *const *run_fixed, const char *
 }
 
 /* ---- report from a campaign of real `plena replay` workers ---- */
-static void test_report_real_replay(void **state)
+/* The shipped settings with a small VRAM so each dump stays 8 MiB, in
+ * g_tmp/small.toml (path into settings). */
+static void small_settings(char *settings, size_t n)
 {
-    (void)state;
-    char out[128], p[256], settings[256];
-    plena_test_path(out, sizeof out, g_tmp, "real");
-    /* the shipped settings with a small VRAM so each dump stays 8 MiB */
-    plena_test_path(settings, sizeof settings, g_tmp, "small.toml");
+    plena_test_path(settings, n, g_tmp, "small.toml");
     assert_int_equal(
         plena_test_sh(
             "sed '/^\\[TRANSACTIONAL.CONFIG.VECTOR_SRAM_SIZE\\]/{n;s/value = .*/value = 65536/}' "
             "%s/configs/plena_settings.toml > %s",
             PLENA_SOURCE_DIR, settings),
         0);
-    const char *r[] = {"campaign",
-                       "run",
-                       "--traces",
-                       g_set,
-                       "--out",
-                       out,
-                       "--jobs",
-                       "2",
-                       "--progress",
-                       "none",
-                       "--settings",
-                       settings,
-                       "--no-determinism-gate",
-                       NULL};
+}
+
+/* The `campaign run` of traces into out with the real replay worker, 2
+ * jobs, no gate, the given settings. Fills v (MAX_ARGS) and returns it. */
+static const char *const *real_run(const char **v, const char *traces, const char *out,
+                                   const char *settings)
+{
+    const char *const a[] = {"campaign",
+                             "run",
+                             "--traces",
+                             traces,
+                             "--out",
+                             out,
+                             "--jobs",
+                             "2",
+                             "--progress",
+                             "none",
+                             "--settings",
+                             settings,
+                             "--no-determinism-gate",
+                             NULL};
+    memcpy(v, a, sizeof a);
+    return v;
+}
+
+/* Workers do not export (issue 16 item 12): the replay root is shared, so
+ * a worker rebuilding summary.csv and the other exports read every other
+ * worker's results — an unreadable one (here a stray truncated file) made
+ * the worker fail (exit 3) and its passed trace an error. Only the
+ * coordinator exports, once, and its export failure is a warning. */
+static void test_workers_do_not_export(void **state)
+{
+    (void)state;
+    char out[128], settings[256], traces[256];
+    plena_test_path(out, sizeof out, g_tmp, "noexport");
+    small_settings(settings, sizeof settings);
+    plena_test_path(traces, sizeof traces, g_set, "a.jsonl");
+    assert_int_equal(plena_test_sh("mkdir -p %s/replay/zz_stray && printf '{\"sch' > "
+                                   "%s/replay/zz_stray/results.json",
+                                   out, out),
+                     0);
+    const char *r_v[MAX_ARGS];
+    assert_int_equal(run(real_run(r_v, traces, out, settings), NULL), 0);
+    json_t *arr = NULL;
+    assert_int_equal(manifest_lines(out, &arr), 4);
+    size_t i;
+    json_t *l;
+    json_array_foreach(arr, i, l)
+        assert_string_equal(json_string_value(json_object_get(l, "status")), "passed");
+    json_decref(arr);
+    assert_true(file_contains("err.txt", "zz_stray")); /* the coordinator's export warns */
+}
+
+static void test_report_real_replay(void **state)
+{
+    (void)state;
+    char out[128], p[256], settings[256];
+    plena_test_path(out, sizeof out, g_tmp, "real");
+    small_settings(settings, sizeof settings);
+    const char *r_v[MAX_ARGS];
+    const char *const *r = real_run(r_v, g_set, out, settings);
     assert_int_equal(run(r, NULL), 0);
     /* the report takes the run's options (they enter the fingerprint) */
     const char *rep[] = {"campaign", "report",     "--traces", g_set, "--out",
@@ -727,7 +866,10 @@ int main(void)
         cmocka_unit_test(test_error_exits),
         cmocka_unit_test(test_corrupt_manifest),
         cmocka_unit_test(test_status_follows_exit_code),
+        cmocka_unit_test(test_directory_lock),
+        cmocka_unit_test(test_truncated_result_one_pass),
         cmocka_unit_test(test_report_real_replay),
+        cmocka_unit_test(test_workers_do_not_export),
         cmocka_unit_test(test_jobs_auto),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -127,7 +127,8 @@ static const struct plena_opt common_rows[] = {
     PLENA_OPT_STR_ROW("--worker-cmd", "'ARGV'", C, worker_cmd,
                       "testing hook: worker argv template with {trace} {out} {trace_id} {dir} "
                       "{fingerprint}",
-                      .def_text = "plena replay {trace} --out {out} and the replay options"),
+                      .def_text =
+                          "plena replay {trace} --out {out} --no-export and the replay options"),
 };
 static const struct plena_opt select_rows[] = {
     PLENA_OPT_CUSTOM_ROW("--target", "N|all", C, target, parse_target, "N or all",
@@ -272,6 +273,8 @@ static int build_worker(const struct copts *o, struct plena_campaign_worker *w, 
         argv[n++] = "{trace}";
         argv[n++] = "--out";
         argv[n++] = "{out}";
+        /* workers share the replay root: only the coordinator exports */
+        argv[n++] = "--no-export";
         for (size_t i = 0; i < o->pass.n; i++)
             argv[n++] = o->pass.v[i];
     }

@@ -116,6 +116,7 @@ struct replay_cli {
     struct plena_opt_list files;
     int as_set;
     unsigned jobs;
+    int no_export;
     int progress; /* enum plena_cli_progress_mode */
 };
 
@@ -136,6 +137,9 @@ static const struct plena_opt replay_local_rows[] = {
                        "write each trace's Perfetto timeline to OUT/<trace_id>/timeline.json "
                        "(docs/timeline.md)"),
     PLENA_CLI_TIMELINE_DETAIL_ROW(C, ro.timeline_detail, "--timeline"),
+    PLENA_OPT_FLAG_ROW("--no-export", C, no_export,
+                       "do not rebuild the run-level exports (campaign workers share one root; "
+                       "the coordinator exports once)"),
     PLENA_CLI_PROGRESS_ROW(C, progress),
 };
 static const struct plena_opt_pos replay_pos[] = {
@@ -171,8 +175,8 @@ static int cmd_replay(void *opts, const struct plena_cli_args *a)
 {
     struct replay_cli *rc_ = opts;
     (void)a;
-    const struct plena_replay_batch_opts b = {rc_->files.v, rc_->files.n, rc_->as_set, rc_->jobs,
-                                              &plena_cli_stop};
+    const struct plena_replay_batch_opts b = {rc_->files.v, rc_->files.n,    rc_->as_set,
+                                              rc_->jobs,    &plena_cli_stop, rc_->no_export};
     struct replay_progress rp = {{0}, 0, 0};
     plena_cli_progress_init(&rp.pg, "replay", rc_->progress);
     const struct plena_replay_batch_events ev = {on_error,   on_invalid, on_duplicate,

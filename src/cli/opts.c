@@ -556,6 +556,7 @@ void plena_opts_row_default(const struct plena_cmd_spec *s, const struct plena_o
         memset(r, 0, sizeof *r);
         apply_defaults(s, scratch, r);
         format_default(o, field(scratch, g, o), buf, n);
+        if (s->fini) s->fini(scratch);
     }
     plena_free(scratch);
     plena_free(r);
@@ -796,6 +797,7 @@ int plena_opts_check_spec(const struct plena_cmd_spec *s, char *msg, size_t n)
         memset(r, 0, sizeof *r);
         if (apply_defaults(s, scratch, r))
             rc = check_fail(msg, n, "%s: a default is refused: %s", s->name, r->msg);
+        if (s->fini) s->fini(scratch); /* what the CUSTOM rows' parsers allocated */
     }
     plena_free(scratch);
     plena_free(r);

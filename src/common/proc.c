@@ -8,7 +8,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#ifdef __linux__
 #include <sys/prctl.h>
+#endif
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -51,7 +53,10 @@ static int spawn(const struct plena_proc_pool *p, size_t i, unsigned n_running, 
     if (pid == 0) {
         /* a worker orphaned by a killed coordinator stops too: no stray
          * writer survives into a resumed run */
+#ifdef __linux__
         prctl(PR_SET_PDEATHSIG, SIGTERM);
+#endif
+        /* the parent died before prctl took effect: no signal will come */
         if (getppid() != parent) _exit(127);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);

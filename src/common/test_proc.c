@@ -7,7 +7,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include <cmocka.h>
 
@@ -128,12 +132,70 @@ static void test_stop_forwards_sigterm(void **state)
         assert_int_equal(c.done[i], 0); /* never dispatched after the stop */
 }
 
+#ifdef __linux__
+/* Workers die with their coordinator (issue 16 item 12): a pool whose
+ * process is killed with SIGKILL leaves no job running — each gets SIGTERM
+ * from PR_SET_PDEATHSIG. This process is the subreaper, so the orphaned job
+ * is reparented here and its end can be waited for. */
+static int g_pid_pipe = -1;
+
+static int report_pid_and_wait(void *p, size_t i)
+{
+    (void)p;
+    (void)i;
+    pid_t me = getpid();
+    if (write(g_pid_pipe, &me, sizeof me) != (ssize_t)sizeof me) return 1;
+    for (;;)
+        pause();
+}
+
+static void test_jobs_die_with_parent(void **state)
+{
+    (void)state;
+    assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t coord = fork();
+    assert_true(coord >= 0);
+    if (coord == 0) {
+        close(fds[0]);
+        g_pid_pipe = fds[1];
+        struct plena_proc_pool p = {.n_jobs = 1, .width = 1, .child = report_pid_and_wait};
+        plena_proc_pool_run(&p, NULL, NULL);
+        _exit(0);
+    }
+    close(fds[1]);
+    pid_t worker = -1;
+    assert_int_equal(read(fds[0], &worker, sizeof worker), (ssize_t)sizeof worker);
+    close(fds[0]);
+    kill(coord, SIGKILL);
+    int st = 0;
+    assert_int_equal(waitpid(coord, &st, 0), coord);
+    pid_t r = 0;
+    for (int t = 0; t < 200 && r == 0; t++) { /* up to 2 s */
+        r = waitpid(worker, &st, WNOHANG);
+        if (r == 0) usleep(10000);
+    }
+    if (r == 0) { /* still running: the defect; do not leak it */
+        kill(worker, SIGKILL);
+        waitpid(worker, &st, 0);
+    }
+    assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
+    assert_int_equal(r, worker);
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), SIGTERM);
+}
+#endif
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_all_jobs_once),
         cmocka_unit_test(test_prepare_error_stops),
         cmocka_unit_test(test_stop_forwards_sigterm),
+#ifdef __linux__
+        cmocka_unit_test(test_jobs_die_with_parent),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -235,7 +235,7 @@ enum plena_status plena_replay_batch(const struct plena_replay_opts *o,
         st = plena_status_worst(st, PLENA_E_INTERRUPTED);
         goto done;
     }
-    if (n_items) {
+    if (n_items && !b->no_export) {
         struct plena_replay_export_counts cnt;
         if (plena_replay_export(o->out_dir, 0, &cnt, &err)) {
             report(ev, &err);

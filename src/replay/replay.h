@@ -119,6 +119,8 @@ struct plena_replay_batch_opts {
     int as_set;                  /* every input is a trace set (else: names ending in .jsonl) */
     unsigned jobs;               /* > 1: that many worker processes */
     volatile sig_atomic_t *stop; /* set by the caller's signal handler; may be NULL */
+    int no_export; /* do not rebuild the run-level exports (a campaign worker: its root is
+                    * shared, the coordinator exports once) */
 };
 
 /* What happens, for the caller to print. Every callback may be NULL;
@@ -142,7 +144,8 @@ struct plena_replay_batch_events {
 
 /* Reads every input, prepares every trace (nothing is written before all
  * are checked), replays the valid ones into o->out_dir (in this process, or
- * with b->jobs workers) and rebuilds the exports of docs/replay.md "Exports". Returns the worst
+ * with b->jobs workers) and rebuilds the exports of docs/replay.md "Exports" (unless
+ * b->no_export). Returns the worst
  * status of everything (E_FAILED for an invalid or repeated trace or a
  * failed gate, E_INPUT, E_OUTPUT, E_NOMEM, E_INTERRUPTED when *b->stop was
  * set: *interrupted then says so and the exports are not rebuilt). */
