@@ -113,8 +113,12 @@ static const struct plena_cmd_spec functional_spec = {
 /* gates repeat and gates functional: the gate's name is argv[0]. */
 static int replay_gate(void *opts, const struct plena_cli_args *a)
 {
-    const struct plena_replay_gate_opts *o = opts;
+    struct plena_replay_gate_opts oc = *(const struct plena_replay_gate_opts *)opts;
+    const struct plena_replay_gate_opts *o = &oc;
     const char *name = a->argv[0];
+    /* SIGINT/SIGTERM: the runs stop as a trap, no gate file, exit 5 */
+    oc.stop = &plena_cli_stop;
+    plena_cli_catch_stop_signals();
     struct plena_replay_gate_report r;
     struct plena_err err = {0};
     int rc = a->spec == &repeat_spec ? plena_replay_gate_repeat(o, &r, &err)

@@ -229,6 +229,7 @@ static int gate_open(const struct plena_replay_gate_opts *go, const char *file,
     *s = NULL;
     int rc = open_build(go, b, err);
     if (!rc) rc = remove_old(go->build_dir, file, r->result_path, sizeof r->result_path, err);
+    b->o.stop = go->stop;
     if (!rc) rc = plena_replay_session_open(&b->item, &b->o, go->build_dir, s, err);
     return rc;
 }

@@ -56,6 +56,9 @@ struct plena_replay_gate_opts {
      * the built-in lookup; either way it must reproduce the fingerprint */
     const char *settings_path;
     unsigned repeats; /* repeat gate: >= 2 */
+    /* set by a signal handler (may be NULL): the gate's runs stop as a trap
+     * and the call returns PLENA_E_INTERRUPTED with no gate file written */
+    const volatile sig_atomic_t *stop;
 };
 
 struct plena_replay_gate_report {

@@ -561,6 +561,7 @@ static int run_build(struct ctx *c, const char *dir, struct plena_run_outcome *r
     /* the timeline of the gated run only, not of the repeat gate's runs */
     ro.timeline_path = c->o->timeline && dir == c->dir ? tl : NULL;
     ro.timeline_detail = (enum plena_timeline_detail)c->o->timeline_detail;
+    ro.stop = c->o->stop;
     return plena_run_execute(&ro, ro_out, err);
 }
 
@@ -663,8 +664,12 @@ static int repeat_step(struct ctx *c, struct plena_err *err)
         struct plena_err rerr;
         plena_err_clear(&rerr);
         json_t *v[8] = {NULL};
-        if (!run_build(c, dir, &ro, PLENA_DUMP_VRAM, &rerr) &&
-            ro.status == PLENA_RUN_OUT_COMPLETED) {
+        int brc = run_build(c, dir, &ro, PLENA_DUMP_VRAM, &rerr);
+        if (c->o->stop && *c->o->stop) { /* no verdict from a stopped series */
+            json_decref(series);
+            return PLENA_FAIL(err, PLENA_E_INTERRUPTED, c->dir, "interrupted (SIGINT/SIGTERM)");
+        }
+        if (!brc && ro.status == PLENA_RUN_OUT_COMPLETED) {
             /* TEST-ONLY switch (docs/replay.md "Gates": a gate "can fail"):
              * PLENA_TEST_NONDETERMINISM=1 adds 1 ps to the last repeat's latency so the gate's FAIL
              * path can be exercised end to end. Never set it outside tests. */

@@ -36,6 +36,9 @@ struct plena_replay_opts {
     int prune_inputs;
     int timeline;        /* write OUT/<trace>/timeline.json (docs/timeline.md) */
     int timeline_detail; /* enum plena_timeline_detail */
+    /* set by a signal handler (may be NULL; `plena gates repeat`): each run
+     * stops as a trap and the repeat step returns PLENA_E_INTERRUPTED */
+    const volatile sig_atomic_t *stop;
     /* Test hooks (may be NULL): called with the build directory after step 4
      * (generation) and after step 5 (the run, dumps present). Tests use them
      * to corrupt an image or a dump and watch the gate fail. */

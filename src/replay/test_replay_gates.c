@@ -54,7 +54,7 @@ static void expect_stdout(const char *prefix)
  * runs, or the functional gate for 0. */
 static int library_gate_passes(unsigned repeats)
 {
-    struct plena_replay_gate_opts o = {g_bd, NULL, repeats};
+    struct plena_replay_gate_opts o = {g_bd, NULL, repeats, NULL};
     struct plena_replay_gate_report r;
     struct plena_err err = {0};
     assert_int_equal(repeats ? plena_replay_gate_repeat(&o, &r, &err)
@@ -112,6 +112,21 @@ static int teardown(void **state)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
     return system(cmd) == 0 ? 0 : -1;
+}
+
+/* SIGINT during `gates repeat` (the stop flag set): no verdict, no gate file */
+static void test_repeat_stopped(void **state)
+{
+    (void)state;
+    char bd[300], p[400];
+    copy_build("stopped", bd, sizeof bd);
+    volatile sig_atomic_t stop = 1;
+    struct plena_replay_gate_opts o = {bd, NULL, 2, &stop};
+    struct plena_replay_gate_report r;
+    struct plena_err err = {0};
+    assert_int_equal(plena_replay_gate_repeat(&o, &r, &err), PLENA_E_INTERRUPTED);
+    snprintf(p, sizeof p, "%s/repeat_gate.json", bd);
+    assert_false(exists(p));
 }
 
 /* docs/replay.md "Gates" decision on hand-made series */
@@ -299,6 +314,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_repeat_decision),
         cmocka_unit_test(test_repeat_passes),
+        cmocka_unit_test(test_repeat_stopped),
         cmocka_unit_test(test_repeat_nondeterminism_fails),
         cmocka_unit_test(test_functional_passes),
         cmocka_unit_test(test_functional_flipped_byte_fails),
