@@ -501,7 +501,17 @@ static int mark_present(const struct plena_moe_build_opts *o, struct plena_moe_b
         memset(b->present, 1, E);
         return 0;
     }
-    return o->reachable_experts(b, b->present, err);
+    /* kept only once complete: the hook itself reads the routing through
+     * plena_verify_routing_ids, which must not see a half-filled copy */
+    const size_t np = (size_t)T * k;
+    uint32_t *ids = plena_malloc((np ? np : 1) * sizeof *ids);
+    if (!ids) return fail_nomem(err);
+    int rc = o->reachable_experts(b, b->present, ids, err);
+    if (rc)
+        plena_free(ids);
+    else
+        b->device_ids = ids;
+    return rc;
 }
 
 /* The routed experts' weights (MX in HBM) and bias tables (VRAM) of the
@@ -1096,6 +1106,7 @@ void plena_moe_build_free(struct plena_moe_build *b)
     plena_free(b->ints);
     plena_free(b->vram);
     plena_free(b->present);
+    plena_free(b->device_ids);
     plena_free(b->fixed_ids);
     plena_free(b->fixed_w32);
     memset(b, 0, sizeof *b);

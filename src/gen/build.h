@@ -71,11 +71,14 @@ struct plena_moe_build_opts {
     /* DEVICE routing: the experts the device will reach, so that only those
      * are materialised (docs/lowering.md "Checking a build"). Called once the
      * inputs, the router and the SRAM images are staged and before any expert
-     * is; sets present[e] = 1 (present[E] is zeroed) for each expert the
-     * program's routing selects. NULL: every expert is materialised. gen/ has
-     * no router of its own to run: verify/ provides
-     * plena_verify_reachable_experts (the bit-exact reference router). */
-    int (*reachable_experts)(const struct plena_moe_build *b, uint8_t *present,
+     * is; fills ids[T*k] (pair order) with the routing the program computes
+     * and sets present[e] = 1 (present[E] is zeroed) for each expert in it.
+     * The ids are kept as b->device_ids, so later readers of the build's
+     * routing (plena_verify_routing_ids) do not run the router again. NULL:
+     * every expert is materialised. gen/ has no router of its own to run:
+     * verify/ provides plena_verify_reachable_experts (the bit-exact
+     * reference router). */
+    int (*reachable_experts)(const struct plena_moe_build *b, uint8_t *present, uint32_t *ids,
                              struct plena_err *err);
 };
 
@@ -121,7 +124,8 @@ struct plena_moe_build {
     uint32_t n_int;
     uint16_t *vram; /* vram_preload.bin (BF16 bits), n_vram elements from address 0 */
     uint64_t n_vram;
-    uint8_t *present; /* [E]: expert materialised in the tables */
+    uint8_t *present;     /* [E]: expert materialised in the tables */
+    uint32_t *device_ids; /* [T*k] DEVICE routing's ids from reachable_experts, or NULL */
     uint32_t *fixed_ids;
     float *fixed_w32; /* binary32 route weights as given */
     int gate_shift;   /* m of the 2^-m shared gate scaling (-1: no gate) */

@@ -249,6 +249,10 @@ int plena_verify_routing_ids(const struct plena_moe_build *b, uint32_t *ids, str
         memcpy(ids, b->fixed_ids, np * sizeof *ids);
         return 0;
     }
+    if (b->device_ids) { /* computed once, by the reachable_experts hook */
+        memcpy(ids, b->device_ids, np * sizeof *ids);
+        return 0;
+    }
     struct plena_verify_refdata rd;
     float *w = plena_malloc((np ? np : 1) * sizeof *w);
     int rc = w ? refdata_from_build(b, &rd, 1, err) : nomem(err);
@@ -261,16 +265,13 @@ int plena_verify_routing_ids(const struct plena_moe_build *b, uint32_t *ids, str
     return rc;
 }
 
-int plena_verify_reachable_experts(const struct plena_moe_build *b, uint8_t *present,
+int plena_verify_reachable_experts(const struct plena_moe_build *b, uint8_t *present, uint32_t *ids,
                                    struct plena_err *err)
 {
     const size_t np = (size_t)b->T * b->cfg.k;
-    uint32_t *ids = plena_malloc((np ? np : 1) * sizeof *ids);
-    if (!ids) return nomem(err);
     int rc = plena_verify_routing_ids(b, ids, err);
     for (size_t p = 0; !rc && p < np; p++)
         if (ids[p] < b->cfg.E) present[ids[p]] = 1;
-    plena_free(ids);
     return rc;
 }
 

@@ -106,7 +106,9 @@ static void expect_exact(const struct plena_moe_model *m, uint32_t T, enum plena
     /* materialised = the device's selected experts, nothing more */
     uint32_t distinct = 0, present = 0;
     uint8_t seen[PLENA_TOPK_MAX_EXPERTS] = {0};
+    assert_non_null(c.b.device_ids); /* the hook's routing, kept for later readers */
     for (uint32_t p = 0; p < c.d.n_pairs; p++) {
+        assert_int_equal(c.b.device_ids[c.d.p0 + p], c.d.ids[p]);
         assert_true(c.d.ids[p] < m->num_experts);
         assert_true(c.b.present[c.d.ids[p]]);
         distinct += !seen[c.d.ids[p]];

@@ -42,7 +42,7 @@ int plena_verify_routing_ids(const struct plena_moe_build *b, uint32_t *ids, str
  * for every expert plena_verify_routing_ids selects, so a device-routed build
  * materialises only those. A device that routed elsewhere would read an
  * expert of zeros, which the check's comparison with the reference catches. */
-int plena_verify_reachable_experts(const struct plena_moe_build *b, uint8_t *present,
+int plena_verify_reachable_experts(const struct plena_moe_build *b, uint8_t *present, uint32_t *ids,
                                    struct plena_err *err);
 /* The routing statistics of build b (plena_moe_routing_stats on those ids);
  * st->valid = 0 for a layer without routed experts. */
