@@ -427,6 +427,27 @@ static int is_mnem_char(char ch)
     return (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
 }
 
+/* ".word V" in [s, ce): V (decimal or 0x hex, up to 0xFFFFFFFF) is the word
+ * itself, unchecked. It makes the disassembler an exact inverse: a word whose
+ * opcode is undefined or whose unused bits are set prints as ".word". */
+static int assemble_word(struct ctx *c, const char *s, const char *ce, uint32_t *word)
+{
+    const char *v = s + 5;
+    while (v < ce && plena_asm_is_blank(*v))
+        v++;
+    const char *ve = v;
+    while (ve < ce && !plena_asm_is_blank(*ve))
+        ve++;
+    const char *r = ve;
+    while (r < ce && plena_asm_is_blank(*r))
+        r++;
+    if (r < ce)
+        return fail(c, r, "expected the end of the line after the .word value, found '%.*s'",
+                    (int)(ce - r), r);
+    struct tok t = {.s = v, .n = (size_t)(ve - v)};
+    return get_int(c, &t, 0xFFFFFFFFu, ".word value", "", word);
+}
+
 /* Assembles one instruction line into *word. */
 static int assemble_line(struct ctx *c, const struct plena_asm_line *ln, uint32_t *word)
 {
@@ -443,6 +464,7 @@ static int assemble_line(struct ctx *c, const struct plena_asm_line *ln, uint32_
     }
     while (ce > s && plena_asm_is_blank(ce[-1]))
         ce--;
+    if (plena_asm_is_word_directive(s, (size_t)(ce - s))) return assemble_word(c, s, ce, word);
 
     const char *m = s;
     while (m < ce && !plena_asm_is_blank(*m))
@@ -686,8 +708,8 @@ int plena_asm_text(const char *text, size_t len, const char *name,
                 tl++;
             rc = fail(c, s,
                       "expected an instruction (upper-case mnemonic) or a comment, found "
-                      "'%.*s' (plena assembly has no labels, directives or lower-case "
-                      "mnemonics; '#' is not a comment)",
+                      "'%.*s' (plena assembly has no labels, directives other than .word or "
+                      "lower-case mnemonics; '#' is not a comment)",
                       (int)tl, s);
             break;
         }

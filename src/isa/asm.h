@@ -59,8 +59,8 @@ enum plena_asm_line_kind {
     PLENA_ASM_LINE_BLANK,   /* empty after trimming */
     PLENA_ASM_LINE_COMMENT, /* first non-blank is ';' (markers live here) */
     PLENA_ASM_LINE_SLASH,   /* first non-blank starts "//" */
-    PLENA_ASM_LINE_INSN,    /* first non-blank is 'A'..'Z': becomes exactly one word */
-    PLENA_ASM_LINE_OTHER    /* anything else: an error for the assembler */
+    PLENA_ASM_LINE_INSN, /* first non-blank is 'A'..'Z', or a ".word" directive: exactly one word */
+    PLENA_ASM_LINE_OTHER /* anything else: an error for the assembler */
 };
 
 struct plena_asm_line {
@@ -75,6 +75,13 @@ struct plena_asm_line {
 static inline int plena_asm_is_blank(char c)
 {
     return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* ".word" followed by a blank: the one directive, a raw 32-bit word (what
+ * the disassembler prints for a word no instruction text reproduces). */
+static inline int plena_asm_is_word_directive(const char *s, size_t n)
+{
+    return n >= 5 && !memcmp(s, ".word", 5) && (n == 5 || plena_asm_is_blank(s[5]) || s[5] == ';');
 }
 
 /* Iterator: *pos starts at 0, *lineno at 0. Returns 0 at end of text. */
@@ -108,7 +115,7 @@ static inline int plena_asm_next_line(const char *text, size_t len, size_t *pos,
         ln->kind = PLENA_ASM_LINE_COMMENT;
     } else if (s[f] == '/' && f + 1 < l && s[f + 1] == '/') {
         ln->kind = PLENA_ASM_LINE_SLASH;
-    } else if (s[f] >= 'A' && s[f] <= 'Z') {
+    } else if ((s[f] >= 'A' && s[f] <= 'Z') || plena_asm_is_word_directive(s + f, l - f)) {
         ln->kind = PLENA_ASM_LINE_INSN;
     } else {
         ln->kind = PLENA_ASM_LINE_OTHER;

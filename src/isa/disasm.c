@@ -19,13 +19,26 @@ static uint32_t field_value(const struct plena_insn *in, const char *f, size_t n
     return 0;
 }
 
+static void set_field(struct plena_insn *in, const char *f, size_t n, uint32_t v)
+{
+    if (n == 2 && !memcmp(f, "rd", 2)) in->rd = v;
+    if (n == 3 && !memcmp(f, "rs1", 3)) in->rs1 = v;
+    if (n == 3 && !memcmp(f, "rs2", 3)) in->rs2 = v;
+    if (n == 3 && !memcmp(f, "rs3", 3)) in->rs3 = v;
+    if (n == 6 && !memcmp(f, "funct1", 6)) in->funct1 = v;
+    if (n == 3 && !memcmp(f, "imm", 3)) in->imm = v;
+}
+
 /* Calls `fn` for every operand of the descriptor that has a field. */
 struct opv {
     char kind[4];
     uint32_t v;
 };
 
-static size_t operands(const char *d, const struct plena_insn *in, struct opv *o, size_t max)
+/* Also fills *canon with only the fields the canonical text carries, so the
+ * caller can tell whether assembling the text gives the word back. */
+static size_t operands(const char *d, const struct plena_insn *in, struct opv *o, size_t max,
+                       struct plena_insn *canon)
 {
     size_t n = 0;
     const char *p = d;
@@ -48,10 +61,14 @@ static size_t operands(const char *d, const struct plena_insn *in, struct opv *o
         memcpy(o[n].kind, ks, kl);
         o[n].kind[kl] = 0;
         o[n].v = field_value(in, fs, fl);
+        set_field(canon, fs, fl, o[n].v);
         n++;
     }
     return n;
 }
+
+static size_t disasm_text(const struct plena_op_info *r, const struct opv *o, size_t no, char *buf,
+                          size_t n);
 
 size_t plena_disasm_word(uint32_t w, char *buf, size_t n)
 {
@@ -64,13 +81,31 @@ size_t plena_disasm_word(uint32_t w, char *buf, size_t n)
         return len < 0 ? 0 : (size_t)len;
     }
     struct opv o[8];
-    size_t no = operands(plena_form_descriptor(r->form), &in, o, 8);
+    struct plena_insn canon = {.op = in.op};
+    size_t no = operands(plena_form_descriptor(r->form), &in, o, 8, &canon);
     for (size_t i = 0; i < no; i++)
         if (!strcmp(o[i].kind, "F") && o[i].v > 7) {
             len = snprintf(buf, n, ".word 0x%08X ; %s with FP register field %u (>= 8)", w, r->name,
                            o[i].v);
             return len < 0 ? 0 : (size_t)len;
         }
+    uint32_t extra = w ^ plena_isa_encode(&canon);
+    if (extra) {
+        /* Bits outside the form's fields (ignored by every reader) would be
+         * lost by the text: keep the word, show the text as a comment. */
+        char text[PLENA_DISASM_MAX];
+        disasm_text(r, o, no, text, sizeof text);
+        len = snprintf(buf, n, ".word 0x%08X ; %s with unused bits 0x%08X set", w, text, extra);
+        return len < 0 ? 0 : (size_t)len;
+    }
+    return disasm_text(r, o, no, buf, n);
+}
+
+/* The canonical text: mnemonic and operands. */
+static size_t disasm_text(const struct plena_op_info *r, const struct opv *o, size_t no, char *buf,
+                          size_t n)
+{
+    int len;
     size_t at = 0;
     len = snprintf(buf, n, "%s", r->name);
     at = len < 0 ? 0 : (size_t)len;

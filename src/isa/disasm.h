@@ -12,11 +12,12 @@
 #include "../common/fileio.h"
 
 /* Longest line plena_disasm_word can produce, including the NUL. */
-#define PLENA_DISASM_MAX 96
+#define PLENA_DISASM_MAX 128
 
 /* Writes the text of `w` into buf (n >= PLENA_DISASM_MAX never truncates).
- * Returns the text length. A valid opcode whose FP register field is >= 8
- * (not expressible in assembly) is written as `.word` plus a comment. */
+ * Returns the text length. The exact inverse of the assembler: a word no
+ * instruction text reproduces (undefined opcode, FP register field >= 8, bits
+ * outside the form's fields) is written as `.word 0x...` plus a comment. */
 size_t plena_disasm_word(uint32_t w, char *buf, size_t n);
 
 /* Appends one line per word to `out`. PLENA_E_NOMEM when an append fails. */
