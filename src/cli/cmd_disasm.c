@@ -27,7 +27,9 @@ static const struct plena_cmd_spec plena_disasm_spec = {
     .name = "disasm",
     .summary = "disassemble PLENA machine code into assembly",
     .description = "Disassembles PLENA machine code into canonical assembly, every optional "
-                   "operand written out; a word no instruction text reproduces (undefined opcode, FP field >= 8, unused bits set) becomes `.word 0xXXXXXXXX` with the instruction as a comment, so `plena asm` of the output gives every word back.",
+                   "operand written out; a word no instruction text reproduces (undefined opcode, "
+                   "FP field >= 8, unused bits set) becomes `.word 0xXXXXXXXX` with the "
+                   "instruction as a comment, so `plena asm` of the output gives every word back.",
     PLENA_CMD_POS(disasm_pos),
     PLENA_CMD_ROWS(disasm_rows),
     .opts_size = sizeof(struct disasm_cli),
