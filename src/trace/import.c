@@ -299,6 +299,10 @@ static int vllm_array(struct imp *st, const char *where, const char *field, cons
             return bad(st, PLENA_E_INPUT, where, "%s: expected a non-empty array of layers, got %s",
                        path, json_is_array(r) ? "an empty array" : describe(r, d, sizeof d));
         if (!L) L = json_array_size(r);
+        if (L > PLENA_TRACE_MAX_LAYER_POSITIONS)
+            return bad(st, PLENA_E_INPUT, where,
+                       "%s: %zu layer positions, more than the limit %d of a vLLM capture", path, L,
+                       PLENA_TRACE_MAX_LAYER_POSITIONS);
         if (json_array_size(r) != L)
             return bad(st, PLENA_E_INPUT, where, "%s: %zu layer positions, expected %zu", path,
                        json_array_size(r), L);
@@ -364,6 +368,9 @@ static int import_vllm_raw(struct imp *st, const char *bytes, size_t len)
     uint64_t need = P * L * K * o->raw_elem_bytes;
     if (P == 0 || L == 0 || K == 0 || need / o->raw_elem_bytes / K / L != P)
         return bad(st, PLENA_E_USAGE, "--shape", "expected P,L,K >= 1");
+    if (L > PLENA_TRACE_MAX_LAYER_POSITIONS)
+        return bad(st, PLENA_E_USAGE, "--shape", "L = %llu layer positions, expected at most %d",
+                   (unsigned long long)L, PLENA_TRACE_MAX_LAYER_POSITIONS);
     if (K != st->K)
         return bad(st, PLENA_E_INPUT, st->name, "--shape: K = %llu, but model %s has top_k %u",
                    (unsigned long long)K, o->model->name, st->K);

@@ -226,6 +226,34 @@ static void test_vllm_raw(void **state)
     assert_int_equal(run(&c, "ids.bin", neg, 8), PLENA_E_INPUT);
     assert_non_null(strstr(c.err.msg, "element [1][0][0] (byte 4): expert id -1 outside 0..7"));
     done(&c);
+    /* more layer positions than a capture may hold: refused from --shape */
+    c.o.raw_shape[1] = PLENA_TRACE_MAX_LAYER_POSITIONS + 1;
+    c.o.n_layer_map = 0;
+    assert_int_equal(run(&c, "ids.bin", raw, sizeof raw), PLENA_E_USAGE);
+    assert_non_null(strstr(c.err.msg, "L = 1025 layer positions, expected at most 1024"));
+    done(&c);
+}
+
+/* A JSON capture with more layer positions than the limit is refused at its
+ * first token, before any trace is built. */
+static void test_vllm_layer_limit(void **state)
+{
+    (void)state;
+    struct imp c;
+    opts(&c, PLENA_TRACE_IMPORT_VLLM);
+    c.o.allow_uniform_weights = 1;
+    struct plena_buf b = {0};
+    const char *head = "{\"request_id\":\"r\",\"prompt_routed_experts\":[[";
+    assert_int_equal(plena_buf_append(&b, head, strlen(head)), 0);
+    for (int l = 0; l <= PLENA_TRACE_MAX_LAYER_POSITIONS; l++)
+        assert_int_equal(plena_buf_append(&b, l ? ",[1,2]" : "[1,2]", l ? 6 : 5), 0);
+    assert_int_equal(plena_buf_append(&b, "]]}\n", 4), 0);
+    assert_int_equal(run(&c, "big.jsonl", b.data, b.len), PLENA_E_INPUT);
+    assert_non_null(strstr(c.err.msg, "prompt_routed_experts[0]: 1025 layer positions, more than "
+                                      "the limit 1024 of a vLLM capture"));
+    assert_int_equal(c.d.n, 0);
+    done(&c);
+    plena_buf_free(&b);
 }
 
 /* ---- Megatron ---- */
@@ -445,10 +473,15 @@ static void test_keep_going(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vllm),         cmocka_unit_test(test_vllm_raw),
-        cmocka_unit_test(test_megatron),     cmocka_unit_test(test_csv),
-        cmocka_unit_test(test_rows),         cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_empty_inputs), cmocka_unit_test(test_keep_going),
+        cmocka_unit_test(test_vllm),
+        cmocka_unit_test(test_vllm_raw),
+        cmocka_unit_test(test_vllm_layer_limit),
+        cmocka_unit_test(test_megatron),
+        cmocka_unit_test(test_csv),
+        cmocka_unit_test(test_rows),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_empty_inputs),
+        cmocka_unit_test(test_keep_going),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

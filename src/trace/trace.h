@@ -80,7 +80,11 @@ const struct plena_trace_rule_info *plena_trace_rule_at(unsigned i);
 /* ---- validator ---- */
 #define PLENA_TRACE_MAX_ERRORS_DEFAULT 100
 #define PLENA_TRACE_MAX_BYTES_DEFAULT  ((size_t)1 << 30)
-#define PLENA_TRACE_MAX_DEPTH          64
+/* Layer positions one vLLM capture may hold: a capture with more is refused
+ * before any trace is built (the largest published MoE has 94 layers; 70,000
+ * positions used to spend minutes building traces before failing). */
+#define PLENA_TRACE_MAX_LAYER_POSITIONS 1024
+#define PLENA_TRACE_MAX_DEPTH           64
 
 struct plena_trace_validate_options {
     int strict;        /* warnings become errors */
