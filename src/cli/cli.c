@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/alloc.h"
@@ -36,14 +37,35 @@ static void on_stop_signal(int sig)
     plena_cli_stop = 1;
 }
 
-void plena_cli_catch_stop_signals(void)
+/* SIGINT and SIGTERM to `handler`, no SA_RESTART. */
+static void on_stop_signals(void (*handler)(int))
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
+    sa.sa_handler = handler;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+}
+
+void plena_cli_catch_stop_signals(void)
+{
+    on_stop_signals(on_stop_signal);
+}
+
+static int stop_exit_code;
+
+static void on_stop_signal_exit(int sig)
+{
+    (void)sig;
+    plena_file_unlink_pending();
+    _exit(stop_exit_code);
+}
+
+void plena_cli_exit_on_stop_signals(void)
+{
+    stop_exit_code = plena_status_exit_code(PLENA_E_INTERRUPTED);
+    on_stop_signals(on_stop_signal_exit);
 }
 
 void plena_cli_settings_warnings(const char *cmd, const struct plena_settings *s, FILE *copy)
@@ -175,6 +197,7 @@ int plena_cli_run(const struct plena_cli_entry *e, int argc, char **argv)
 {
     const struct plena_cli_cmd *c = e->cmd;
     const char *sub = argc >= 2 ? argv[1] : NULL;
+    plena_cli_exit_on_stop_signals();
     if (c->n_subs && sub && sub[0] != '-') {
         for (size_t i = 0; i < c->n_subs; i++)
             if (!strcmp(c->subs[i].name, sub))

@@ -97,6 +97,11 @@ int plena_cli_report(const char *cmd, const struct plena_err *err);
 #include <signal.h>
 extern volatile sig_atomic_t plena_cli_stop;
 void plena_cli_catch_stop_signals(void);
+/* The default for every command (installed before it runs; a long-running
+ * command replaces it with plena_cli_catch_stop_signals): SIGINT/SIGTERM
+ * unlink the temporaries in flight and exit 5 at once, so a short command
+ * (asm, disasm, trace validate, ...) is interrupted with nothing half-written. */
+void plena_cli_exit_on_stop_signals(void);
 /* Prints "plena <cmd>: <msg>\nTry 'plena <cmd> --help'." and returns the exit
  * code of PLENA_E_USAGE. */
 int plena_cli_usage_error(const char *cmd, const char *fmt, ...)

@@ -174,6 +174,37 @@ static int write_fd(int fd, const void *data, size_t len)
     return 0;
 }
 
+/* The temporaries in flight, for plena_file_unlink_pending. A slot's path is
+ * written before it is marked used, so a handler never reads a half path. */
+#define PENDING_SLOTS 16
+static char pending_path[PENDING_SLOTS][sizeof(((struct plena_file_staged *)0)->tmp)];
+static volatile sig_atomic_t pending_used[PENDING_SLOTS];
+
+static void pending_add(const char *tmp)
+{
+    for (int i = 0; i < PENDING_SLOTS; i++)
+        if (!pending_used[i]) {
+            memcpy(pending_path[i], tmp, strlen(tmp) + 1);
+            pending_used[i] = 1;
+            return;
+        }
+}
+
+static void pending_remove(const char *tmp)
+{
+    for (int i = 0; i < PENDING_SLOTS; i++)
+        if (pending_used[i] && !strcmp(pending_path[i], tmp)) {
+            pending_used[i] = 0;
+            return;
+        }
+}
+
+void plena_file_unlink_pending(void)
+{
+    for (int i = 0; i < PENDING_SLOTS; i++)
+        if (pending_used[i]) unlink(pending_path[i]);
+}
+
 int plena_file_stage(const char *path, const void *data, size_t len, struct plena_file_staged *st,
                      struct plena_err *err)
 {
@@ -199,6 +230,7 @@ int plena_file_stage(const char *path, const void *data, size_t len, struct plen
         st->tmp[0] = 0;
         return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot create: %s", strerror(errno));
     }
+    pending_add(st->tmp);
     const char *what = NULL;
     int e = 0;
     if (write_fd(fd, data, len))
@@ -208,6 +240,7 @@ int plena_file_stage(const char *path, const void *data, size_t len, struct plen
     if (close(fd) != 0 && !what) what = "close failed", e = errno;
     if (what) {
         unlink(st->tmp);
+        pending_remove(st->tmp);
         st->tmp[0] = 0;
         return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "%s: %s", what, strerror(e));
     }
@@ -219,6 +252,7 @@ void plena_file_discard(struct plena_file_staged *st, size_t n)
     for (size_t i = 0; i < n; i++)
         if (!st[i].to_stdout && st[i].tmp[0]) {
             unlink(st[i].tmp);
+            pending_remove(st[i].tmp);
             st[i].tmp[0] = 0;
         }
 }
@@ -243,6 +277,7 @@ int plena_file_commit(struct plena_file_staged *st, size_t n, struct plena_err *
             rc = PLENA_FAIL(err, PLENA_E_OUTPUT, st[i].path, "rename failed: %s", strerror(e));
             continue;
         }
+        pending_remove(st[i].tmp);
         st[i].tmp[0] = 0;
         fsync_dir_of(st[i].path);
     }

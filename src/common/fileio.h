@@ -70,6 +70,10 @@ int plena_file_stage(const char *path, const void *data, size_t len, struct plen
 /* Commits n staged outputs (all were staged successfully). */
 int plena_file_commit(struct plena_file_staged *st, size_t n, struct plena_err *err);
 void plena_file_discard(struct plena_file_staged *st, size_t n);
+/* Async-signal-safe: unlinks every temporary staged and not yet committed or
+ * discarded by this process (a signal handler calls it before _exit, so an
+ * interrupted command leaves no *.tmp.* behind). */
+void plena_file_unlink_pending(void);
 
 /* Growable byte buffer for building text and binary outputs. */
 struct plena_buf {

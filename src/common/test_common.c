@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -61,6 +64,57 @@ static void test_alloc_fail_hook(void **state)
     assert_non_null(a);
     assert_null(b);
     plena_free(a);
+}
+
+/* A staged temporary is unlinked by plena_file_unlink_pending (what the CLI's
+ * default SIGINT handler calls before _exit(5)), a committed one is not
+ * pending any more: a forked child stages two files, commits one, raises
+ * SIGINT; the parent sees exit 5, the committed file and no temporary. */
+static void on_int_unlink_exit(int sig)
+{
+    (void)sig;
+    plena_file_unlink_pending();
+    _exit(5);
+}
+
+static void test_unlink_pending_on_signal(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/plena_test_pending_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char a[128], b[128];
+    snprintf(a, sizeof a, "%s/a.txt", dir);
+    snprintf(b, sizeof b, "%s/b.txt", dir);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGINT, on_int_unlink_exit);
+        struct plena_err e;
+        plena_err_clear(&e);
+        struct plena_file_staged sa, sb;
+        if (plena_file_stage(a, "a", 1, &sa, &e) || plena_file_commit(&sa, 1, &e)) _exit(1);
+        if (plena_file_stage(b, "b", 1, &sb, &e)) _exit(1);
+        raise(SIGINT);
+        _exit(0); /* not reached: the handler exits 5 */
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 5);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0, saw_a = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (de->d_name[0] != '.') {
+            n++;
+            if (!strcmp(de->d_name, "a.txt")) saw_a = 1;
+        }
+    closedir(d);
+    assert_int_equal(n, 1); /* only the committed file: b.txt's temporary is gone */
+    assert_true(saw_a);
+    unlink(a);
+    rmdir(dir);
 }
 
 static void test_atomic_write_and_read(void **state)
@@ -243,6 +297,7 @@ int main(void)
         cmocka_unit_test(test_first_error_wins),
         cmocka_unit_test(test_alloc_fail_hook),
         cmocka_unit_test(test_atomic_write_and_read),
+        cmocka_unit_test(test_unlink_pending_on_signal),
         cmocka_unit_test(test_buf_printf_long),
         cmocka_unit_test(test_status_table),
         cmocka_unit_test(test_qsort_empty),
