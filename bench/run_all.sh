@@ -53,9 +53,11 @@ bench campaign_throughput sh bench/campaign_throughput.sh "$BIN"
 if [ "$FULL" = 1 ]; then
     bench hbm_throughput sh bench/hbm_throughput.sh "$BIN"
     bench gen_throughput sh bench/gen_throughput.sh "$BIN"
+    bench replay_scale sh bench/replay_scale.sh "$BIN" --full
 else
     MODEL=qwen3-30b-a3b TOKENS=1 RUNS=1 bench hbm_throughput sh bench/hbm_throughput.sh "$BIN"
     MODEL=qwen3-30b-a3b TOKENS=1 RUNS=1 bench gen_throughput sh bench/gen_throughput.sh "$BIN"
+    bench replay_scale sh bench/replay_scale.sh "$BIN" --points qwen3-30b-a3b:1
 fi
 
 if [ -n "$failed" ]; then

@@ -135,6 +135,7 @@ struct plena_emu {
     uint32_t xq_mru;         /* the entry found last (checked first) */
     int mm_deferred;         /* M_MM takes op_mm_deferred (set per run) */
     uint64_t xq_lo, xq_span; /* rows [xq_lo, xq_lo + xq_span) hold every valid entry */
+    uint64_t mm_wide_groups; /* groups flushed by mm44_wide (tests check it was taken) */
 
     struct plena_trap trap; /* detail of the trap being raised */
 };

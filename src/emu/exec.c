@@ -452,6 +452,20 @@ __attribute__((target("avx512f"))) static void dot_block_avx512(const float *x, 
         _mm512_storeu_ps(out + i0 * 4, avx512_block44(x + i0 * n, n, t, ts));
 }
 
+/* 4x4 transpose of 128-bit lanes: lane block b of out[k] = lane block k of
+ * a[b]. Moves whole floats, no arithmetic. */
+static AVX512 void x4_transpose128(const __m512 a[4], __m512 out[4])
+{
+    __m512 u0 = _mm512_shuffle_f32x4(a[0], a[1], 0x44);
+    __m512 u1 = _mm512_shuffle_f32x4(a[0], a[1], 0xEE);
+    __m512 u2 = _mm512_shuffle_f32x4(a[2], a[3], 0x44);
+    __m512 u3 = _mm512_shuffle_f32x4(a[2], a[3], 0xEE);
+    out[0] = _mm512_shuffle_f32x4(u0, u2, 0x88);
+    out[1] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
+    out[2] = _mm512_shuffle_f32x4(u1, u3, 0x88);
+    out[3] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
+}
+
 /* Fills an X-quad cache entry from the four BF16 rows x[0..3] (n a multiple
  * of 16): quad r/4 has lane 4i+s = x_i[r+s], decoded as load_rows does
  * (bits << 16, docs/numerics.md "BF16"). Per 16 r: the four rows' 16-element
@@ -460,20 +474,16 @@ __attribute__((target("avx512f"))) static void mm44_fill_quads(const uint16_t *c
                                                                float *q)
 {
     for (size_t r0 = 0; r0 < n; r0 += 16) {
-        __m512 a[4];
+        __m512 a[4], o[4];
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++)
             a[i] = _mm512_castsi512_ps(_mm512_slli_epi32(
                 _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(x[i] + r0))), 16));
-        __m512 u0 = _mm512_shuffle_f32x4(a[0], a[1], 0x44);
-        __m512 u1 = _mm512_shuffle_f32x4(a[0], a[1], 0xEE);
-        __m512 u2 = _mm512_shuffle_f32x4(a[2], a[3], 0x44);
-        __m512 u3 = _mm512_shuffle_f32x4(a[2], a[3], 0xEE);
+        x4_transpose128(a, o);
         float *d = q + r0 * 4;
-        _mm512_store_ps(d, _mm512_shuffle_f32x4(u0, u2, 0x88));
-        _mm512_store_ps(d + 16, _mm512_shuffle_f32x4(u0, u2, 0xDD));
-        _mm512_store_ps(d + 32, _mm512_shuffle_f32x4(u1, u3, 0x88));
-        _mm512_store_ps(d + 48, _mm512_shuffle_f32x4(u1, u3, 0xDD));
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            _mm512_store_ps(d + 16 * k, o[k]);
     }
 }
 
@@ -532,11 +542,56 @@ static AVX512 void mm44_apply(float *m_acc, const int K, const __m512 acc[EMU_MM
     _mm512_storeu_ps(m_acc, m);
 }
 
+/* A full group that reads one X block and four adjacent column blocks of one
+ * tile (t[k] = t[0] + 4k; since every column start is below MLEN, this also
+ * means one tile and columns c..c+15): a GEMM that sweeps the columns of a
+ * tile with the same activations. */
+static inline int mm44_shared_x(const struct emu_mm_pending *p, uint32_t k_pend)
+{
+    if (k_pend != 4) return 0;
+    int same = 1;
+    for (int k = 1; k < 4; k++)
+        same &= p[k].q == p[0].q && p[k].t == p[0].t + 4 * k;
+    return same;
+}
+
+/* That group as one 4 x 16 register tile: acc[i] lane m = output (i, m) of
+ * columns c..c+15, so per step r one T row segment (16 contiguous floats)
+ * is loaded and each x_i[r] is a scalar broadcast from the quads (element
+ * x_i[r] sits at quad r/4, lane 4i + r%4). No permute per chain-step, which
+ * is what bounds mm44_group. Per lane the arithmetic is _ref's: product
+ * rounded, added in increasing r, step 0 a bare product; the transpose at
+ * the end only moves floats, giving acc[k] lane 4i+j = member k's (i, j). */
+static AVX512 void mm44_wide(const float *q, const float *t, size_t n, size_t ts,
+                             __m512 acc[EMU_MM_BATCH])
+{
+    __m512 a[4];
+    __m512 tr = _mm512_loadu_ps(t);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+        a[i] = _mm512_mul_ps(_mm512_set1_ps(q[4 * i]), tr);
+#pragma GCC unroll 1
+    for (size_t r = 1; r < n; r++) {
+        tr = _mm512_loadu_ps(t + r * ts);
+        const float *qr = q + (r & ~(size_t)3) * 4 + (r & 3);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++)
+            a[i] = _mm512_add_ps(a[i], _mm512_mul_ps(_mm512_set1_ps(qr[4 * i]), tr));
+    }
+    x4_transpose128(a, acc);
+}
+
 __attribute__((target("avx512f"))) static void mm44_flush_avx512(struct plena_emu *e)
 {
     __m512 acc[EMU_MM_BATCH];
     const struct emu_mm_pending *p = e->mm_pend;
     size_t n = e->mlen;
+    if (mm44_shared_x(p, e->n_mm_pend)) {
+        mm44_wide(p[0].q, p[0].t, n, n, acc);
+        mm44_apply(e->m_acc, 4, acc);
+        e->mm_wide_groups++;
+        return;
+    }
     /* K a literal in each case, so each group unrolls into registers */
 #define MM44_CASE(K)                                                                               \
     case K:                                                                                        \

@@ -481,7 +481,32 @@ static void test_mm_acc_fast_vs_ref(void **state)
  * m_acc plus all VRAM are compared bit for bit. The programs put writes to a
  * pending M_MM's operands, a cache eviction and a trap right where a wrong
  * flush or a stale cache entry would change m_acc. */
-static void deferred_vs_ref(const struct tu_prog *p, uint32_t seed, const char *what)
+/* Operand data of deferred_data. A write-out's element sums 4 x 64 and more
+ * products, so the specials rate must stay low for most results to stay
+ * finite. DATA_MODERATE: rand_moderate. DATA_WIDE: full mantissas, one in
+ * 64 exponents anywhere in the normal range (huge sums, overflow to Inf,
+ * subnormal products), one in 2048 values a special (NaN, Inf, subnormal,
+ * -0). DATA_NEGZ: every X element -0, T in [1, 2^14) and m_acc -0: a chain
+ * that started from 0 + product instead of the bare product would turn -0
+ * into +0, which a write-out's 0x8000 shows. */
+enum { DATA_MODERATE, DATA_WIDE, DATA_NEGZ };
+
+static float data_value(uint32_t *s, int kind)
+{
+    if (kind == DATA_MODERATE) return rand_moderate(s);
+    uint32_t r = rng(s);
+    if (kind == DATA_WIDE && r % 2048 == 0)
+        return f32_of(specials[rng(s) % (sizeof specials / sizeof specials[0])]);
+    uint32_t e = kind == DATA_WIDE && (r >> 11) % 64 == 0 ? 1 + rng(s) % 254 : 120 + rng(s) % 14;
+    uint32_t sign = kind == DATA_NEGZ ? 0 : r & 0x80000000u;
+    float f = f32_of(sign | e << 23 | (rng(s) & 0x7FFFFFu));
+    return kind == DATA_NEGZ ? 1.0f + f : f;
+}
+
+/* deferred_vs_ref with a choice of data; wide: the number of groups the
+ * host machine must compute as one 4 x 16 tile (mm44_wide) on AVX-512F. */
+static void deferred_data(const struct tu_prog *p, uint32_t seed, const char *what, int kind,
+                          uint64_t wide)
 {
     struct plena_settings st;
     tu_settings(&st); /* MLEN 64, BLEN 4, 256 VRAM rows, 4 tiles */
@@ -491,13 +516,15 @@ static void deferred_vs_ref(const struct tu_prog *p, uint32_t seed, const char *
         m[q] = tu_new(&st);
         uint32_t s = seed;
         for (uint64_t i = 0; i < 256 * 64; i++) {
-            float f = rand_moderate(&s);
+            float f = data_value(&s, kind);
             uint32_t b;
             memcpy(&b, &f, 4);
-            plena_emu_vram_set(m[q], i, (uint16_t)(b >> 16));
+            plena_emu_vram_set(m[q], i, kind == DATA_NEGZ ? 0x8000 : (uint16_t)(b >> 16));
         }
         for (uint64_t i = 0; i < 4 * 64 * 64; i++)
-            plena_emu_mram_set(m[q], i, rand_moderate(&s));
+            plena_emu_mram_set(m[q], i, data_value(&s, kind));
+        for (uint32_t i = 0; i < 16; i++)
+            m[q]->m_acc[i] = kind == DATA_NEGZ ? -0.0f : 0.0f;
     }
     m[0]->ref_paths = 1;
     for (int q = 0; q < 2; q++)
@@ -505,6 +532,7 @@ static void deferred_vs_ref(const struct tu_prog *p, uint32_t seed, const char *
     /* the host machine really took the deferred path where it exists */
     assert_int_equal(m[1]->mm_deferred, emu_host_isa() == EMU_ISA_AVX512);
     assert_int_equal(m[0]->mm_deferred, 0);
+    assert_int_equal(m[1]->mm_wide_groups, emu_host_isa() == EMU_ISA_AVX512 ? wide : 0);
     assert_int_equal(r[0].status, r[1].status);
     assert_int_equal(r[0].instructions_executed, r[1].instructions_executed);
     assert_macc_equal(m[0], m[1], 16, what);
@@ -515,6 +543,11 @@ static void deferred_vs_ref(const struct tu_prog *p, uint32_t seed, const char *
     }
     plena_emu_free(m[0]);
     plena_emu_free(m[1]);
+}
+
+static void deferred_vs_ref(const struct tu_prog *p, uint32_t seed, const char *what)
+{
+    deferred_data(p, seed, what, DATA_MODERATE, 0);
 }
 
 /* M_MM with tile t, column start c, X rows x..x+3 (registers 1 and 2). */
@@ -616,6 +649,63 @@ static void test_mm_deferred_vs_ref(void **state)
     deferred_vs_ref(&p, 16, "gemm loop");
 }
 
+/* n M_MMs over adjacent column blocks c0, c0+4, ... of tile t with X rows x. */
+static void sweep(struct tu_prog *p, uint32_t t, uint32_t c0, uint32_t n, uint32_t x)
+{
+    for (uint32_t j = 0; j < n; j++)
+        mm(p, t, c0 + 4 * j, x);
+}
+
+/* Groups that read one X block over 16 adjacent columns take mm44_wide (a 4 x
+ * 16 register tile); every other group the per-member kernel. Both against
+ * ref_paths on moderate values, on wide-exponent values with specials (Inf,
+ * NaN, subnormals, overflow) and on -0 chains. */
+static void test_mm_wide_vs_ref(void **state)
+{
+    (void)state;
+    static struct tu_prog p[3];
+    static const uint64_t wide[3] = {8, 3, 32};
+    /* 0: two row groups, each a full sweep of one tile's 16 column blocks */
+    for (uint32_t g = 0; g < 2; g++) {
+        sweep(&p[0], 1, 0, 16, 8 + 4 * g);
+        wo(&p[0], 100 + 4 * g);
+    }
+    /* 1: a sweep from column 4 (three full groups, then three pending at the
+     * write-out); columns descending; adjacent columns across a tile
+     * boundary; the same columns with different X; the same X twice */
+    sweep(&p[1], 2, 4, 15, 20);
+    wo(&p[1], 120);
+    for (uint32_t j = 0; j < 4; j++)
+        mm(&p[1], 0, 12 - 4 * j, 24);
+    sweep(&p[1], 0, 56, 2, 28);
+    sweep(&p[1], 1, 0, 2, 28);
+    for (uint32_t j = 0; j < 4; j++)
+        mm(&p[1], 3, 4 * j, 4 * j);
+    for (uint32_t j = 0; j < 4; j++)
+        mm(&p[1], 3, 8, 32);
+    wo(&p[1], 124);
+    /* 2: the bench's GEMM loop (emu_throughput): per row group a hardware
+     * loop over the 16 column blocks, then the write-out */
+    tu_emit(&p[2], PLENA_OP_C_LOOP_START, 7, 0, 0, 0, 0, 2);
+    LI(&p[2], 3, 128 * 64);
+    LI(&p[2], 2, 0);
+    tu_emit(&p[2], PLENA_OP_C_LOOP_START, 8, 0, 0, 0, 0, 4);
+    LI(&p[2], 1, 0);
+    tu_emit(&p[2], PLENA_OP_C_LOOP_START, 9, 0, 0, 0, 0, 16);
+    R(&p[2], M_MM, 0, 1, 2);
+    I(&p[2], S_ADDI_INT, 1, 1, 4 * 64);
+    tu_emit(&p[2], PLENA_OP_C_LOOP_END, 9, 0, 0, 0, 0, 0);
+    R(&p[2], M_MM_WO, 3, 0, 0);
+    I(&p[2], S_ADDI_INT, 3, 3, 4 * 64);
+    I(&p[2], S_ADDI_INT, 2, 2, 4 * 64);
+    tu_emit(&p[2], PLENA_OP_C_LOOP_END, 8, 0, 0, 0, 0, 0);
+    tu_emit(&p[2], PLENA_OP_C_LOOP_END, 7, 0, 0, 0, 0, 0);
+    static const char *const names[3] = {"wide sweep", "wide mixed", "wide loop"};
+    for (int k = 0; k < 3; k++)
+        for (int d = DATA_MODERATE; d <= DATA_NEGZ; d++)
+            deferred_data(&p[k], 31 + (uint32_t)(3 * k + d), names[k], d, wide[k]);
+}
+
 /* The batching safety set is derived from isa.def; it must equal the list it
  * replaced (the ops GEMM loops issue between M_MMs) and every member other
  * than M_MM must keep pending M_MMs exact: no VRAM/MRAM write, no m_acc. */
@@ -644,7 +734,7 @@ int main(void)
         cmocka_unit_test(test_bf16_decode_all),    cmocka_unit_test(test_bf16_encode_ties),
         cmocka_unit_test(test_kernels_vs_ref),     cmocka_unit_test(test_programs_fast_vs_ref),
         cmocka_unit_test(test_mm_acc_fast_vs_ref), cmocka_unit_test(test_mm_deferred_vs_ref),
-        cmocka_unit_test(test_mm_batch_safe_set),
+        cmocka_unit_test(test_mm_wide_vs_ref),     cmocka_unit_test(test_mm_batch_safe_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
