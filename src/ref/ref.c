@@ -388,7 +388,9 @@ struct ref_scratch {
     float *x, *res, *acc, *logits, *q;
     float *slot, *yg, *yu, *yd;
     float *sg, *su, *ss;
-    float *wpad; /* padded weight scratch */
+    float *wpad;   /* padded weight scratch */
+    uint32_t *ids; /* the routing when the caller asks for no ids/weights */
+    float *wts;
 };
 
 /* Copies w[K][N] into a zero-padded [Kp][Np] array. */
@@ -421,6 +423,141 @@ static int route_all(const struct plena_moe_ref_cfg *cfg, const struct plena_moe
                     w + (size_t)t * cfg->k);
     plena_free(buf);
     return 0;
+}
+
+int plena_moe_ref_expert_get(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                             uint32_t e, size_t p, struct plena_moe_ref_expert *x,
+                             struct plena_err *err)
+{
+    memset(x, 0, sizeof *x);
+    if (e < cfg->E && in->expert) return in->expert(in->expert_ctx, e, x, err);
+    if (e >= cfg->E || !in->w_gate[e] || !in->w_up[e] || !in->w_down[e])
+        return PLENA_FAIL(err, PLENA_E_INPUT, "ref", "expert %u of pair %zu has no weights", e, p);
+    x->w_gate = in->w_gate[e];
+    x->w_up = in->w_up[e];
+    x->w_down = in->w_down[e];
+    if (cfg->expert_bias) {
+        x->b_gate = in->b_gate[e];
+        x->b_up = in->b_up[e];
+        x->b_down = in->b_down[e];
+    }
+    return 0;
+}
+
+size_t plena_moe_ref_pairs_by_expert(const uint32_t *ids, size_t np, uint32_t E, size_t *order,
+                                     size_t *start)
+{
+    memset(start, 0, ((size_t)E + 1) * sizeof *start);
+    for (size_t p = 0; p < np; p++) {
+        if (ids[p] >= E) return p;
+        start[ids[p] + 1]++;
+    }
+    for (uint32_t e = 0; e < E; e++)
+        start[e + 1] += start[e];
+    for (size_t p = 0; p < np; p++)
+        order[start[ids[p]]++] = p;
+    /* the fill advanced start[e] to the end of group e: shift back */
+    for (uint32_t e = E; e > 0; e--)
+        start[e] = start[e - 1];
+    start[0] = 0;
+    return np;
+}
+
+/* Steps a-h of one pair (docs/lowering.md "Layer steps"): token row x, route
+ * weight w, expert weights padded to (H, Ip) / (Ip, H); the expert output
+ * lands in s->yd. */
+static void pair_ffn(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_consts *c,
+                     const struct plena_moe_ref_expert *x, const float *wg, const float *wu,
+                     const float *wd, const float *xrow, float w, uint32_t Ip, float *ag,
+                     struct ref_scratch *s)
+{
+    const uint32_t H = cfg->H, M = cfg->mlen;
+    /* a: gather, exact copy x*1.0 */
+    for (uint32_t i = 0; i < H; i++)
+        s->slot[i] = bf(xrow[i] * c->one);
+    /* c: INPUT placement: bf16(x * w) */
+    if (cfg->placement == PLENA_ROUTE_INPUT)
+        for (uint32_t i = 0; i < H; i++)
+            s->slot[i] = bf(s->slot[i] * w);
+    /* d: gate and up projections */
+    proj_ksplit(s->slot, 1, H, wg, Ip, M, cfg->chunk_tiles, s->yg);
+    proj_ksplit(s->slot, 1, H, wu, Ip, M, cfg->chunk_tiles, s->yu);
+    /* e: biases, bf16(y + b) */
+    if (cfg->expert_bias) {
+        for (uint32_t i = 0; i < cfg->I; i++) {
+            s->yg[i] = bf(s->yg[i] + x->b_gate[i]);
+            s->yu[i] = bf(s->yu[i] + x->b_up[i]);
+        }
+        for (uint32_t i = cfg->I; i < Ip; i++) {
+            s->yg[i] = bf(s->yg[i] + 0.0f);
+            s->yu[i] = bf(s->yu[i] + 0.0f);
+        }
+    }
+    /* f: activation, result in up */
+    memcpy(ag, s->yg, sizeof(float) * Ip);
+    activation_row(ag, s->yu, Ip, cfg->activation, c->neg_alpha_routed, c);
+    /* g: down projection and bias */
+    proj_ksplit(s->yu, 1, Ip, wd, H, M, cfg->chunk_tiles, s->yd);
+    if (cfg->expert_bias)
+        for (uint32_t i = 0; i < H; i++)
+            s->yd[i] = bf(s->yd[i] + x->b_down[i]);
+    /* h: OUTPUT placement, bf16(o * w) */
+    if (cfg->placement == PLENA_ROUTE_OUTPUT)
+        for (uint32_t i = 0; i < H; i++)
+            s->yd[i] = bf(s->yd[i] * w);
+}
+
+/* Step 10 for every pair: expert by expert (each expert's weights fetched and
+ * padded once, so a streaming provider holds one expert at a time), each
+ * pair's output kept, then scattered in pair order p = t*k + j -- the only
+ * order-dependent step (bf16(acc + o)), so the result is the pair-order one. */
+static int routed_pairs(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                        const uint32_t *ids, const float *wts, uint32_t Ip, struct ref_scratch *s,
+                        struct plena_err *err)
+{
+    const uint32_t H = cfg->H, E = cfg->E, k = cfg->k;
+    const size_t np = (size_t)cfg->T * k;
+    float *wg = plena_calloc((size_t)H * Ip, sizeof(float));
+    float *wu = plena_calloc((size_t)H * Ip, sizeof(float));
+    float *wd = plena_calloc((size_t)Ip * H, sizeof(float));
+    float *ag = plena_calloc(Ip, sizeof(float));
+    float *po = plena_malloc(np * H * sizeof(float));
+    size_t *order = plena_malloc(np * sizeof *order);
+    size_t *start = plena_malloc(((size_t)E + 1) * sizeof *start);
+    int rc = 0;
+    if (!wg || !wu || !wd || !ag || !po || !order || !start) {
+        rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref", "out of memory");
+        goto done;
+    }
+    size_t bad = plena_moe_ref_pairs_by_expert(ids, np, E, order, start);
+    if (bad < np) {
+        rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref", "expert %u of pair %zu has no weights", ids[bad],
+                        bad);
+        goto done;
+    }
+    for (uint32_t e = 0; e < E && !rc; e++) {
+        if (start[e] == start[e + 1]) continue;
+        struct plena_moe_ref_expert x;
+        if ((rc = plena_moe_ref_expert_get(cfg, in, e, order[start[e]], &x, err))) break;
+        pad_matrix(x.w_gate, H, cfg->I, H, Ip, wg);
+        pad_matrix(x.w_up, H, cfg->I, H, Ip, wu);
+        pad_matrix(x.w_down, cfg->I, H, Ip, H, wd);
+        for (size_t i = start[e]; i < start[e + 1]; i++) {
+            const size_t p = order[i];
+            pair_ffn(cfg, &in->c, &x, wg, wu, wd, s->x + (p / k) * H, wts[p], Ip, ag, s);
+            memcpy(po + p * H, s->yd, H * sizeof(float));
+        }
+    }
+    /* i: scatter-add in pair order, bf16(acc + o) */
+    for (size_t p = 0; p < np && !rc; p++) {
+        float *acc = s->acc + (p / k) * H;
+        for (uint32_t i = 0; i < H; i++)
+            acc[i] = bf(acc[i] + po[p * H + i]);
+    }
+done:
+    plena_free(wg), plena_free(wu), plena_free(wd), plena_free(ag), plena_free(po);
+    plena_free(order), plena_free(start);
+    return rc;
 }
 
 int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
@@ -477,20 +614,17 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
         const uint32_t E = cfg->E, k = cfg->k;
         uint32_t *ids = out->ids;
         float *wts = out->weights;
-        uint32_t ids_local[4096];
-        float w_local[4096];
         if (!ids || !wts) {
             if (out->route_only) {
                 rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref", "route_only needs ids and weights");
                 goto done;
             }
-            if ((size_t)T * k > 4096) {
-                rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref",
-                                "ids/weights outputs required for T*k > 4096");
+            ids = s.ids = plena_malloc(((size_t)T * k + 1) * sizeof *ids);
+            wts = s.wts = plena_malloc(((size_t)T * k + 1) * sizeof *wts);
+            if (!ids || !wts) {
+                rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref", "out of memory");
                 goto done;
             }
-            ids = ids_local;
-            wts = w_local;
         }
         if (cfg->routing == PLENA_ROUTING_DEVICE) {
             /* Step 5: router logits (preloaded: as staged, 0 beyond E). */
@@ -530,66 +664,7 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
         /* Step 9: accumulator init (true zero). */
         memset(s.acc, 0, th * sizeof(float));
         /* Step 10: pairs in order p = t*k + j. */
-        float *wg = plena_calloc((size_t)H * Ip, sizeof(float));
-        float *wu = plena_calloc((size_t)H * Ip, sizeof(float));
-        float *wd = plena_calloc((size_t)Ip * H, sizeof(float));
-        float *ag = plena_calloc(Ip, sizeof(float));
-        if (!wg || !wu || !wd || !ag) {
-            plena_free(wg), plena_free(wu), plena_free(wd), plena_free(ag);
-            rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref", "out of memory");
-            goto done;
-        }
-        for (uint32_t t = 0; t < T && !rc; t++)
-            for (uint32_t j = 0; j < k; j++) {
-                uint32_t e = ids[(size_t)t * k + j];
-                float w = wts[(size_t)t * k + j];
-                if (e >= E || !in->w_gate[e] || !in->w_up[e] || !in->w_down[e]) {
-                    rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref",
-                                    "expert %u of pair %u has no weights", e, t * k + j);
-                    break;
-                }
-                /* a: gather, exact copy x*1.0 */
-                for (uint32_t i = 0; i < H; i++)
-                    s.slot[i] = bf(s.x[(size_t)t * H + i] * c->one);
-                /* c: INPUT placement: bf16(x * w) */
-                if (cfg->placement == PLENA_ROUTE_INPUT)
-                    for (uint32_t i = 0; i < H; i++)
-                        s.slot[i] = bf(s.slot[i] * w);
-                /* d: gate and up projections */
-                pad_matrix(in->w_gate[e], H, cfg->I, H, Ip, wg);
-                pad_matrix(in->w_up[e], H, cfg->I, H, Ip, wu);
-                proj_ksplit(s.slot, 1, H, wg, Ip, M, cfg->chunk_tiles, s.yg);
-                proj_ksplit(s.slot, 1, H, wu, Ip, M, cfg->chunk_tiles, s.yu);
-                /* e: biases, bf16(y + b) */
-                if (cfg->expert_bias) {
-                    for (uint32_t i = 0; i < cfg->I; i++) {
-                        s.yg[i] = bf(s.yg[i] + in->b_gate[e][i]);
-                        s.yu[i] = bf(s.yu[i] + in->b_up[e][i]);
-                    }
-                    for (uint32_t i = cfg->I; i < Ip; i++) {
-                        s.yg[i] = bf(s.yg[i] + 0.0f);
-                        s.yu[i] = bf(s.yu[i] + 0.0f);
-                    }
-                }
-                /* f: activation, result in up */
-                memcpy(ag, s.yg, sizeof(float) * Ip);
-                activation_row(ag, s.yu, Ip, cfg->activation, c->neg_alpha_routed, c);
-                /* g: down projection and bias */
-                pad_matrix(in->w_down[e], cfg->I, H, Ip, H, wd);
-                proj_ksplit(s.yu, 1, Ip, wd, H, M, cfg->chunk_tiles, s.yd);
-                if (cfg->expert_bias)
-                    for (uint32_t i = 0; i < H; i++)
-                        s.yd[i] = bf(s.yd[i] + in->b_down[e][i]);
-                /* h: OUTPUT placement, bf16(o * w) */
-                if (cfg->placement == PLENA_ROUTE_OUTPUT)
-                    for (uint32_t i = 0; i < H; i++)
-                        s.yd[i] = bf(s.yd[i] * w);
-                /* i: scatter-add, bf16(acc + o) */
-                for (uint32_t i = 0; i < H; i++)
-                    s.acc[(size_t)t * H + i] = bf(s.acc[(size_t)t * H + i] + s.yd[i]);
-            }
-        plena_free(wg), plena_free(wu), plena_free(wd), plena_free(ag);
-        if (rc) goto done;
+        if ((rc = routed_pairs(cfg, in, ids, wts, Ip, &s, err))) goto done;
     }
 
     if (shared) {
@@ -640,5 +715,6 @@ done:
     plena_free(s.x), plena_free(s.res), plena_free(s.acc), plena_free(s.logits);
     plena_free(s.q), plena_free(s.slot), plena_free(s.yg), plena_free(s.yu), plena_free(s.yd);
     plena_free(s.sg), plena_free(s.su), plena_free(s.ss), plena_free(s.wpad);
+    plena_free(s.ids), plena_free(s.wts);
     return rc;
 }

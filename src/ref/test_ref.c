@@ -274,11 +274,120 @@ static void test_matches_f64_ksplit_gpt_oss(void **state)
     check_against_f64(320, 96, 0, 8, 2, 3, PLENA_ACT_GPT_OSS_CLAMP_GATED, PLENA_SHARED_GATE_NONE);
 }
 
+/* A streaming provider over arrays: copies expert e into one reused buffer
+ * (poisoning the previous copy, so a stale pointer shows) and records the
+ * order of the requests. */
+struct stream_ctx {
+    const float *const *w[3];
+    float *buf[3];
+    size_t n[3];
+    uint32_t calls, last;
+};
+
+static int stream_expert(void *ctx, uint32_t e, struct plena_moe_ref_expert *x,
+                         struct plena_err *err)
+{
+    (void)err;
+    struct stream_ctx *c = ctx;
+    if (c->calls) assert_true(e > c->last); /* each expert once, in increasing order */
+    c->calls++;
+    c->last = e;
+    for (int q = 0; q < 3; q++) {
+        for (size_t i = 0; i < c->n[q]; i++)
+            c->buf[q][i] = NAN;
+        memcpy(c->buf[q], c->w[q][e], c->n[q] * sizeof(float));
+    }
+    x->w_gate = c->buf[0];
+    x->w_up = c->buf[1];
+    x->w_down = c->buf[2];
+    return 0;
+}
+
+/* The streaming check's contract: weights from a provider (one expert at a
+ * time) give the same bits as the arrays, for both references, each used
+ * expert is asked for once; and T*k > 4096 pairs need no ids/weights output
+ * (it used to be refused). The pairs of a token are in descending expert
+ * order, so expert-major evaluation must scatter back in pair order. */
+static void test_streaming_provider(void **state)
+{
+    (void)state;
+    enum { H = 64, I = 64, E = 8, K = 2, T = 2100 };
+    struct plena_moe_ref_cfg cfg = {.T = T,
+                                    .H = H,
+                                    .I = I,
+                                    .E = E,
+                                    .k = K,
+                                    .mlen = 64,
+                                    .chunk_tiles = 4,
+                                    .routing = PLENA_ROUTING_FIXED};
+    float *h = fill((size_t)T * H, 0.5f);
+    const float *pg[E], *pu[E], *pd[E];
+    fill_experts(pg, pu, pd, E, H, I, 0.125f);
+    static uint32_t ids[T * K];
+    static float fw[T * K];
+    for (uint32_t t = 0; t < T; t++) {
+        ids[t * K] = 6 - t % 6 + (t % 7 == 0); /* 1..7; the second 0..6, below it */
+        ids[t * K + 1] = ids[t * K] - 1 - t % 2 * (ids[t * K] > 1);
+        fw[t * K] = 0.75f;
+        fw[t * K + 1] = 0.25f;
+    }
+    uint32_t used = 0;
+    for (uint32_t e = 0; e < E; e++)
+        for (uint32_t p = 0; p < T * K; p++)
+            if (ids[p] == e) {
+                used++;
+                break;
+            }
+    assert_true(used >= 6);
+    struct plena_moe_ref_in in = {.h = h,
+                                  .w_gate = pg,
+                                  .w_up = pu,
+                                  .w_down = pd,
+                                  .fixed_ids = ids,
+                                  .fixed_w = fw,
+                                  .c = consts_for(H)};
+    float *out_a = calloc((size_t)T * H, sizeof(float)), *out_s = calloc((size_t)T * H, 4);
+    struct plena_moe_ref_out oa = {.out = out_a};
+    struct plena_err err;
+    plena_err_clear(&err);
+    assert_int_equal(plena_moe_reference(&cfg, &in, &oa, &err), 0);
+    double *f_a = calloc((size_t)T * H, sizeof(double)), *f_s = calloc((size_t)T * H, 8);
+    assert_int_equal(plena_moe_reference_f64(&cfg, &in, NULL, f_a, NULL, &err), 0);
+
+    struct stream_ctx sc = {.w = {pg, pu, pd}, .n = {H * I, H * I, I * H}};
+    for (int q = 0; q < 3; q++)
+        sc.buf[q] = malloc(sc.n[q] * sizeof(float));
+    struct plena_moe_ref_in ins = in;
+    ins.w_gate = ins.w_up = ins.w_down = NULL;
+    ins.expert = stream_expert;
+    ins.expert_ctx = &sc;
+    static uint32_t oid[T * K];
+    static float ow[T * K];
+    struct plena_moe_ref_out os = {.out = out_s, .ids = oid, .weights = ow};
+    assert_int_equal(plena_moe_reference(&cfg, &ins, &os, &err), 0);
+    assert_int_equal(sc.calls, used);
+    assert_memory_equal(out_a, out_s, (size_t)T * H * sizeof(float));
+    sc.calls = 0;
+    assert_int_equal(plena_moe_reference_f64(&cfg, &ins, NULL, f_s, NULL, &err), 0);
+    assert_int_equal(sc.calls, used);
+    assert_memory_equal(f_a, f_s, (size_t)T * H * sizeof(double));
+    /* an unknown expert is an input error, not a crash */
+    ids[5] = E;
+    assert_int_equal(plena_moe_reference(&cfg, &in, &oa, &err), PLENA_E_INPUT);
+    assert_int_not_equal(plena_moe_reference_f64(&cfg, &in, NULL, f_a, NULL, &err), 0);
+    for (int q = 0; q < 3; q++)
+        free(sc.buf[q]);
+    for (uint32_t e = 0; e < E; e++)
+        free((void *)pg[e]), free((void *)pu[e]), free((void *)pd[e]);
+    free(h), free(out_a), free(out_s), free(f_a), free(f_s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_single_lane_by_hand),
         cmocka_unit_test(test_topk_worked_example),
+        cmocka_unit_test(test_streaming_provider),
         cmocka_unit_test(test_matches_f64_routed_shared),
         cmocka_unit_test(test_matches_f64_ksplit_gpt_oss),
         cmocka_unit_test(test_bound_with_large_residual),

@@ -26,8 +26,11 @@ struct plena_verify_refdata {
     /* owned storage behind `in` */
     float *h, *gamma, *router_w, *router_b, *router_sel_bias, *ws[3], *w_sg, *fixed_w;
     float *logits; /* preloaded router logits [T][E] */
-    float **w[3], **bias[3];
     uint32_t *fixed_ids;
+    /* behind in.expert (the streaming check): the build, and one expert's
+     * decoded matrices, biases and a padded-row scratch, reused per expert */
+    const struct plena_moe_build *build;
+    float *ew[3], *eb[3], *erow;
 };
 int plena_verify_refdata_from_build(const struct plena_moe_build *b,
                                     struct plena_verify_refdata *rd, struct plena_err *err);
