@@ -33,6 +33,39 @@ static void matvec(const double *x, uint32_t K, const float *w, uint32_t N, doub
     }
 }
 
+/* matvec for m rows of x (stride ldx) into y (stride ldy), each output the
+ * same sum in the same order as matvec; the rows share each weight row load. */
+static void matvec_rows(const double *x, size_t ldx, uint32_t m, uint32_t K, const float *w,
+                        uint32_t N, double *y, size_t ldy)
+{
+    for (uint32_t i = 0; i < m; i++)
+        for (uint32_t n = 0; n < N; n++)
+            y[i * ldy + n] = 0.0;
+    for (uint32_t kk = 0; kk < K; kk++) {
+        const float *row = w + (size_t)kk * N;
+        for (uint32_t i = 0; i < m; i++) {
+            double xv = x[i * ldx + kk];
+            double *yi = y + i * ldy;
+            for (uint32_t n = 0; n < N; n++)
+                yi[n] += xv * (double)row[n];
+        }
+    }
+}
+
+/* The FFN gate-up nonlinearity of one element (expert_ffn's). */
+static double ffn_act(const struct plena_moe_ref_in *in, enum plena_act_policy pol, double g,
+                      double u)
+{
+    if (pol == PLENA_ACT_GPT_OSS_CLAMP_GATED) {
+        double alpha = -(double)in->c.neg_alpha_routed;
+        double lim = in->c.limit_pos;
+        double gv = g < lim ? g : lim;
+        double uv = u < -lim ? -lim : (u > lim ? lim : u);
+        return (uv + 1.0) * gv * sigmoid(alpha * gv);
+    }
+    return silu(g) * u;
+}
+
 /* One expert FFN on input xin: out = act(xin.Wg + bg, xin.Wu + bu) . Wd + bd */
 static void expert_ffn(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
                        const float *wg, const float *wu, const float *wd, const float *bg,
@@ -44,20 +77,36 @@ static void expert_ffn(const struct plena_moe_ref_cfg *cfg, const struct plena_m
     for (uint32_t i = 0; i < width; i++) {
         if (bg) g[i] += bg[i];
         if (bu) u[i] += bu[i];
-        if (pol == PLENA_ACT_GPT_OSS_CLAMP_GATED) {
-            double alpha = -(double)in->c.neg_alpha_routed;
-            double lim = in->c.limit_pos;
-            double gv = g[i] < lim ? g[i] : lim;
-            double uv = u[i] < -lim ? -lim : (u[i] > lim ? lim : u[i]);
-            u[i] = (uv + 1.0) * gv * sigmoid(alpha * gv);
-        } else {
-            u[i] = silu(g[i]) * u[i];
-        }
+        u[i] = ffn_act(in, pol, g[i], u[i]);
     }
     matvec(u, width, wd, cfg->H, out);
     if (bd)
         for (uint32_t i = 0; i < cfg->H; i++)
             out[i] += bd[i];
+}
+
+/* expert_ffn for m <= F64_ROWS input rows xin[m][H] at once: g, u [m][width],
+ * out [m][H]; every figure the one-row function's. */
+#define F64_ROWS 4
+static void expert_ffn_rows(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                            const struct plena_moe_ref_expert *x, uint32_t m, const double *xin,
+                            double *g, double *u, double *out)
+{
+    const uint32_t H = cfg->H, width = cfg->I;
+    matvec_rows(xin, H, m, H, x->w_gate, width, g, width);
+    matvec_rows(xin, H, m, H, x->w_up, width, u, width);
+    for (uint32_t r = 0; r < m; r++)
+        for (uint32_t i = 0; i < width; i++) {
+            double gv = g[(size_t)r * width + i], uv = u[(size_t)r * width + i];
+            if (x->b_gate) gv += x->b_gate[i];
+            if (x->b_up) uv += x->b_up[i];
+            u[(size_t)r * width + i] = ffn_act(in, cfg->activation, gv, uv);
+        }
+    matvec_rows(u, width, m, width, x->w_down, H, out, H);
+    if (x->b_down)
+        for (uint32_t r = 0; r < m; r++)
+            for (uint32_t i = 0; i < H; i++)
+                out[(size_t)r * H + i] += x->b_down[i];
 }
 
 /* Token t's MoE input: x_norm's row, or RMSNorm(h) x gamma (PRE_NORM), or h. */
@@ -184,16 +233,18 @@ int plena_moe_rmsnorm_f64(const struct plena_moe_ref_cfg *cfg, const struct plen
  * at a time; the sums over a token's pairs happen afterwards in pair order,
  * so the figures equal those of a pair-order loop. */
 static int routed_pairs_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
-                            const double *xs, const uint32_t *sel, const double *wsel,
-                            double *scratch[4], double *po, struct plena_err *err)
+                            const double *xs, const uint32_t *sel, const double *wsel, double *po,
+                            struct plena_err *err)
 {
     const uint32_t H = cfg->H, E = cfg->E, k = cfg->k;
     const size_t np = (size_t)cfg->T * k;
     size_t *order = plena_malloc((np + 1) * sizeof *order);
     size_t *start = plena_malloc(((size_t)E + 1) * sizeof *start);
-    double *g = scratch[0], *u = scratch[1], *o = scratch[2], *xin = scratch[3];
+    const size_t R = F64_ROWS, I = cfg->I;
+    double *g = plena_malloc((R * I + 1) * sizeof *g), *u = plena_malloc((R * I + 1) * sizeof *u);
+    double *o = plena_malloc(R * H * sizeof *o), *xin = plena_malloc(R * H * sizeof *xin);
     int rc = 0;
-    if (!order || !start) {
+    if (!order || !start || !g || !u || !o || !xin) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
         goto done;
     }
@@ -206,22 +257,28 @@ static int routed_pairs_f64(const struct plena_moe_ref_cfg *cfg, const struct pl
         if (start[e] == start[e + 1]) continue;
         struct plena_moe_ref_expert x;
         if ((rc = plena_moe_ref_expert_get(cfg, in, e, order[start[e]], &x, err))) break;
-        for (size_t i = start[e]; i < start[e + 1]; i++) {
-            const size_t p = order[i];
-            const double *xt = xs + (p / k) * H;
-            double scale_in = cfg->placement == PLENA_ROUTE_INPUT ? wsel[p] : 1.0;
-            for (uint32_t c = 0; c < H; c++)
-                xin[c] = xt[c] * scale_in;
-            expert_ffn(cfg, in, x.w_gate, x.w_up, x.w_down, x.b_gate, x.b_up, x.b_down, cfg->I,
-                       cfg->activation, xin, g, u, o);
-            double scale_out = cfg->placement == PLENA_ROUTE_OUTPUT ? wsel[p] : 1.0;
-            for (uint32_t c = 0; c < H; c++)
-                po[p * H + c] = scale_out * o[c];
+        for (size_t i0 = start[e]; i0 < start[e + 1]; i0 += R) {
+            const uint32_t m = (uint32_t)(start[e + 1] - i0 < R ? start[e + 1] - i0 : R);
+            for (uint32_t r = 0; r < m; r++) {
+                const size_t p = order[i0 + r];
+                const double *xt = xs + (p / k) * H;
+                double scale_in = cfg->placement == PLENA_ROUTE_INPUT ? wsel[p] : 1.0;
+                for (uint32_t c = 0; c < H; c++)
+                    xin[(size_t)r * H + c] = xt[c] * scale_in;
+            }
+            expert_ffn_rows(cfg, in, &x, m, xin, g, u, o);
+            for (uint32_t r = 0; r < m; r++) {
+                const size_t p = order[i0 + r];
+                double scale_out = cfg->placement == PLENA_ROUTE_OUTPUT ? wsel[p] : 1.0;
+                for (uint32_t c = 0; c < H; c++)
+                    po[p * H + c] = scale_out * o[(size_t)r * H + c];
+            }
         }
     }
 done:
     plena_free(order);
     plena_free(start);
+    plena_free(g), plena_free(u), plena_free(o), plena_free(xin);
     return rc;
 }
 
@@ -289,8 +346,7 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
     }
     if (ids_out && routed) memcpy(ids_out, sel, np * sizeof *sel);
     if (!out) goto done; /* routing only: no expert weight is read */
-    double *scratch[4] = {g, u, o, xin};
-    if (routed && (rc = routed_pairs_f64(cfg, in, xs, sel, wsel, scratch, po, err))) goto done;
+    if (routed && (rc = routed_pairs_f64(cfg, in, xs, sel, wsel, po, err))) goto done;
     for (uint32_t t = 0; t < T; t++) {
         const float *h = in->h + (size_t)t * H;
         const double *x = xs + (size_t)t * H;

@@ -14,6 +14,7 @@
 
 #include "num/num.h"
 #include "ref/ref.h"
+#include "ref/tile.h"
 
 static const struct plena_moe_ref_consts consts = {
     1.0f, -1.0f, -1.0f, 7.0f, -7.0f, 9.98377800e-07f, 0.015625f, -1.0f, -INFINITY, 1.0f, 0.0f};
@@ -382,12 +383,57 @@ static void test_streaming_provider(void **state)
     free(h), free(out_a), free(out_s), free(f_a), free(f_s);
 }
 
+/* The tile kernel against the plain chain (written here): every R, widths
+ * with and without a 16-column tail, K offsets, and data with -0, infinities,
+ * NaN, subnormals and overflow; bit patterns must be equal (NaN: both NaN). */
+static void test_tile_kernel_exact(void **state)
+{
+    (void)state;
+    static const uint32_t nps[] = {16, 7, 33, 64, 80};
+    static const uint32_t mlens[] = {1, 8, 64};
+    enum { KMAX = 128, NMAX = 80 };
+    static float x[4 * KMAX], w[KMAX * NMAX], td[4 * NMAX];
+    static const float special[] = {-0.0f, INFINITY, -INFINITY, NAN, 1e-40f, 3e38f, -3e38f};
+    /* data 0: moderate values (long exact chains); 1: one special in ~40 */
+    for (int data = 0; data < 2; data++) {
+        for (uint32_t i = 0; i < 4 * KMAX; i++)
+            x[i] =
+                data && i % 37 == 0 ? special[i / 37 % 7] : rep(2.0f) + 0.0078125f * (float)(i % 5);
+        for (uint32_t i = 0; i < KMAX * NMAX; i++)
+            w[i] = data && i % 41 == 0 ? special[i / 41 % 7] : rep(0.5f) * 1.0009765625f;
+        for (size_t a = 0; a < sizeof nps / sizeof nps[0]; a++)
+            for (size_t b = 0; b < sizeof mlens / sizeof mlens[0]; b++)
+                for (uint32_t R = 1; R <= 4; R++)
+                    for (uint32_t k0 = 0; k0 + mlens[b] <= KMAX; k0 += 64) {
+                        const uint32_t np = nps[a], mlen = mlens[b];
+                        plena_ref_tile_rows(x, KMAX, R, w, np, k0, mlen, td);
+                        for (uint32_t i = 0; i < R; i++)
+                            for (uint32_t n = 0; n < np; n++) {
+                                float e = x[i * KMAX + k0] * w[(size_t)k0 * np + n];
+                                for (uint32_t r = 1; r < mlen; r++) {
+                                    float p = x[i * KMAX + k0 + r] * w[(size_t)(k0 + r) * np + n];
+                                    e = e + p;
+                                }
+                                uint32_t ge, gt;
+                                memcpy(&ge, &e, 4);
+                                memcpy(&gt, &td[i * np + n], 4);
+                                /* NaN: any NaN (the payload a compiler's operand order picks
+                                 * is not specified; a NaN output fails every check anyway) */
+                                if (ge != gt && !(isnan(e) && isnan(td[i * np + n])))
+                                    fail_msg("np %u mlen %u R %u k0 %u row %u col %u: %08x vs %08x",
+                                             np, mlen, R, k0, i, n, gt, ge);
+                            }
+                    }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_single_lane_by_hand),
         cmocka_unit_test(test_topk_worked_example),
         cmocka_unit_test(test_streaming_provider),
+        cmocka_unit_test(test_tile_kernel_exact),
         cmocka_unit_test(test_matches_f64_routed_shared),
         cmocka_unit_test(test_matches_f64_ksplit_gpt_oss),
         cmocka_unit_test(test_bound_with_large_residual),

@@ -654,6 +654,8 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
         out->code = PLENA_OK;
     }
 
+    if (o->on_finish) o->on_finish(o->on_finish_ctx, emu, &res, ss.prog);
+
     /* outputs: each is attempted; the first failure is reported (exit 4).
      * With --threads >= 2 the dumps are written on a second thread while the
      * profile is rendered and written here: the same bytes, and the dumps'

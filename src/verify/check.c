@@ -400,8 +400,6 @@ int plena_verify_emulate_stop(const struct plena_moe_build *b, const struct plen
 {
     memset(d, 0, sizeof *d);
     const struct plena_moe_cfg *cfg = &b->cfg;
-    const struct plena_moe_map *mp = &b->info.map;
-    const uint32_t T = b->T, H = cfg->H, V = cfg->m.vlen;
     if (s->mlen != cfg->m.mlen || s->vlen != cfg->m.vlen || s->blen != cfg->m.blen)
         return PLENA_FAIL(err, PLENA_E_INPUT, "moe check",
                           "settings geometry (MLEN %u, VLEN %u, BLEN %u) differs from the build's "
@@ -429,15 +427,23 @@ int plena_verify_emulate_stop(const struct plena_moe_build *b, const struct plen
     }
     struct counter cnt = {d->pc_count, d->op_count, b->n_words};
     rc = plena_emu_run(emu, &prog, count_obs, &cnt, &res, err);
-    if (rc) {
-        plena_emu_free(emu);
-        return rc;
-    }
-    d->executed = res.instructions_executed;
-    if (res.status == PLENA_RUN_TRAPPED) {
+    if (!rc) rc = plena_verify_device_read(b, emu, &res, &prog, d, err);
+    plena_emu_free(emu);
+    return rc;
+}
+
+int plena_verify_device_read(const struct plena_moe_build *b, const struct plena_emu *emu,
+                             const struct plena_emu_result *res, const struct plena_program *prog,
+                             struct plena_verify_device *d, struct plena_err *err)
+{
+    const struct plena_moe_cfg *cfg = &b->cfg;
+    const struct plena_moe_map *mp = &b->info.map;
+    const uint32_t T = b->T, H = cfg->H, V = cfg->m.vlen;
+    d->executed = res->instructions_executed;
+    if (res->status == PLENA_RUN_TRAPPED) {
         d->trapped = 1;
-        d->interrupted = res.trap.kind == PLENA_TRAP_INTERRUPTED;
-        plena_emu_format_trap(&res.trap, &prog, d->trap, sizeof d->trap);
+        d->interrupted = res->trap.kind == PLENA_TRAP_INTERRUPTED;
+        plena_emu_format_trap(&res->trap, prog, d->trap, sizeof d->trap);
     }
     const struct plena_tensor *ot =
         plena_moe_abi_find(&b->info, cfg->routing != PLENA_ROUTING_NONE ? "acc" : "S");
@@ -459,10 +465,7 @@ int plena_verify_emulate_stop(const struct plena_moe_build *b, const struct plen
     d->ids = plena_malloc((d->n_pairs + 1) * sizeof *d->ids);
     d->w = plena_malloc((d->n_pairs + 1) * sizeof *d->w);
     d->gate = plena_malloc((d->n_gate + 1) * sizeof *d->gate);
-    if (!ot || !d->out || !d->ids || !d->w || !d->gate) {
-        plena_emu_free(emu);
-        return nomem(err);
-    }
+    if (!ot || !d->out || !d->ids || !d->w || !d->gate) return nomem(err);
     for (uint32_t t = 0; t < T; t++)
         for (uint32_t c = 0; c < H; c++)
             d->out[(size_t)t * H + c] = plena_emu_vram_get(emu, vaddr(ot, t, c, V));
@@ -472,7 +475,6 @@ int plena_verify_emulate_stop(const struct plena_moe_build *b, const struct plen
     }
     for (uint32_t i = 0; i < d->n_gate; i++)
         d->gate[i] = plena_emu_fpsram_get(emu, mp->fp_base + mp->gate_off + i);
-    plena_emu_free(emu);
     return 0;
 }
 
