@@ -102,31 +102,19 @@ static const char *const olmoe_keys[] = {"num_experts", "norm_topk_prob", "atten
  * layers; the training-only and parallelism keys (aux_loss_alpha, seq_aux,
  * ep_size), the multi-token-prediction layers the causal LM does not run
  * (num_nextn_predict_layers) and the remote-code map are inert. */
-static const char *const deepseek_keys[] = {"n_routed_experts",
-                                            "moe_intermediate_size",
-                                            "n_shared_experts",
-                                            "first_k_dense_replace",
-                                            "moe_layer_freq",
-                                            "kv_lora_rank",
-                                            "q_lora_rank",
-                                            "qk_nope_head_dim",
-                                            "qk_rope_head_dim",
-                                            "v_head_dim",
-                                            "routed_scaling_factor",
-                                            "scoring_func",
-                                            "topk_method",
-                                            "n_group",
-                                            "topk_group",
-                                            "norm_topk_prob",
-                                            "attention_bias",
-                                            "rope_interleave",
-                                            "pretraining_tp",
-                                            "aux_loss_alpha",
-                                            "seq_aux",
-                                            "ep_size",
-                                            "num_nextn_predict_layers",
-                                            "auto_map",
-                                            NULL};
+static const char *const deepseek_keys[] = {"n_routed_experts", "moe_intermediate_size",
+                                            "n_shared_experts", "first_k_dense_replace",
+                                            "moe_layer_freq",   "kv_lora_rank",
+                                            "q_lora_rank",      "qk_nope_head_dim",
+                                            "qk_rope_head_dim", "v_head_dim",
+                                            "qk_head_dim",      "routed_scaling_factor",
+                                            "scoring_func",     "topk_method",
+                                            "n_group",          "topk_group",
+                                            "norm_topk_prob",   "attention_bias",
+                                            "rope_interleave",  "pretraining_tp",
+                                            "aux_loss_alpha",   "seq_aux",
+                                            "ep_size",          "num_nextn_predict_layers",
+                                            "auto_map",         NULL};
 
 static const char *const *arch_keys(enum plena_dec_arch a)
 {
@@ -368,6 +356,13 @@ static int parse_deepseek(const json_t *root, struct plena_dec_config *c, const 
         return PLENA_FAIL(err, PLENA_E_INPUT, where,
                           "config key 'head_dim' (%u) must equal 'qk_rope_head_dim' (%u)", head_dim,
                           c->head_dim);
+    uint32_t qk = c->nope + c->head_dim; /* transformers' DeepseekV3Config writes it */
+    if (get_uint(root, "qk_head_dim", 0, qk, 1, 8192, &qk, where, err)) return err->code;
+    if (qk != c->nope + c->head_dim)
+        return PLENA_FAIL(err, PLENA_E_INPUT, where,
+                          "config key 'qk_head_dim' (%u) must equal 'qk_nope_head_dim' + "
+                          "'qk_rope_head_dim' (%u)",
+                          qk, c->nope + c->head_dim);
     if ((uint64_t)n_shared * c->moe_inter > (1u << 20))
         return PLENA_FAIL(err, PLENA_E_INPUT, where,
                           "config key 'n_shared_experts' x 'moe_intermediate_size' above 2^20");

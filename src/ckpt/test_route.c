@@ -1148,8 +1148,12 @@ static void test_arch_refusals(void **state)
      * remote-code map, no q_lora (V2-Lite) */
     refuse_in(v3, "\"torch_dtype\"",
               "\"num_nextn_predict_layers\": 1, \"ep_size\": 1, \"auto_map\": {}, "
-              "\"rope_interleave\": true, \"torch_dtype\"",
+              "\"rope_interleave\": true, \"qk_head_dim\": 24, \"head_dim\": 8, \"torch_dtype\"",
               NULL);
+    refuse_in(v3, "\"torch_dtype\"", "\"qk_head_dim\": 16, \"torch_dtype\"",
+              "'qk_head_dim' (16) must equal");
+    refuse_in(v2, "\"torch_dtype\"", "\"rope_interleave\": false, \"torch_dtype\"",
+              "'rope_interleave' must be true");
 }
 
 /* ---- the CLI: each bad input of the spec, its message and exit code ---- */
