@@ -786,6 +786,29 @@ static size_t sorted_lines(const char *const *paths, size_t n_paths, char **line
     return n;
 }
 
+/* DIR/s0.jsonl and DIR/s1.jsonl (buffers of 600): shards 0/2 and 1/2 of
+ * full_run_threads with layers first and 2. */
+static void shard_runs(const char *dir, char *s0, char *s1, int64_t first)
+{
+    plena_test_path(s0, 600, dir, "s0.jsonl");
+    plena_test_path(s1, 600, dir, "s1.jsonl");
+    full_run_threads(dir, s0, 0, 2, 1, first);
+    full_run_threads(dir, s1, 1, 2, 1, first);
+}
+
+/* The 30 lines of `all` are those of shards s0 and s1 together. */
+static void expect_merged(const char *all, const char *s0, const char *s1)
+{
+    char *a[64], *b[64], *ta[1], *tb[2];
+    const char *pa[1] = {all}, *pb[2] = {s0, s1};
+    size_t na = sorted_lines(pa, 1, a, 64, ta), nb = sorted_lines(pb, 2, b, 64, tb);
+    assert_int_equal(na, 30);
+    assert_int_equal(nb, na);
+    for (size_t i = 0; i < na; i++)
+        assert_string_equal(a[i], b[i]);
+    plena_free(ta[0]), plena_free(tb[0]), plena_free(tb[1]);
+}
+
 static void test_shards(void **state)
 {
     (void)state;
@@ -801,14 +824,41 @@ static void test_shards(void **state)
     json_t *r = row_at(s0, 0);
     assert_string_equal(json_string_value(json_object_get(r, "sample_id")), "tiny-0");
     json_decref(r);
-    char *a[64], *b[64], *ta[1], *tb[2];
-    const char *pa[1] = {all}, *pb[2] = {s0, s1};
-    size_t na = sorted_lines(pa, 1, a, 64, ta), nb = sorted_lines(pb, 2, b, 64, tb);
-    assert_int_equal(na, 30);
-    assert_int_equal(nb, na);
-    for (size_t i = 0; i < na; i++)
-        assert_string_equal(a[i], b[i]);
-    plena_free(ta[0]), plena_free(tb[0]), plena_free(tb[1]);
+    expect_merged(all, s0, s1);
+}
+
+/* DeepSeek-V3 (MLA, its router, layer 0 dense): killed mid-row then resumed
+ * gives the same bytes, and two shards hold the unsharded run's rows. */
+static void test_resume_shards_deepseek(void **state)
+{
+    (void)state;
+    struct paths P;
+    case_init(&P, "resume-ds", PLENA_DEC_DEEPSEEK_V3, NULL, NULL);
+    full_run_threads(P.dir, P.out, 0, 0, 1, 1);
+    size_t len;
+    char *want = slurp(P.out, &len), torn[600], s0[600], s1[600];
+    const char *p = want;
+    for (int i = 0; i < 13; i++)
+        p = strchr(p, '\n') + 1;
+    plena_test_write_file(P.dir, "torn.jsonl", want, (size_t)(p - want) + 100);
+    plena_test_path(torn, sizeof torn, P.dir, "torn.jsonl");
+    struct plena_route_opts o;
+    opts_init(&o, P.dir, P.in, torn);
+    o.phases = PLENA_ROUTE_BOTH;
+    o.decode_steps = 2;
+    const int64_t layers[2] = {1, 2};
+    o.layers = layers;
+    o.n_layers = 2;
+    o.resume = 1;
+    struct plena_err err;
+    assert_int_equal(route(&o, &err), 0);
+    size_t got_len;
+    char *got = slurp(torn, &got_len);
+    assert_int_equal(got_len, len);
+    assert_memory_equal(got, want, len);
+    plena_free(got), plena_free(want);
+    shard_runs(P.dir, s0, s1, 1);
+    expect_merged(P.out, s0, s1);
 }
 
 /* ---- interruption and the coverage check ---- */
@@ -996,11 +1046,8 @@ static void test_build(void **state)
     struct paths P;
     case_init(&P, "build", PLENA_DEC_QWEN2_MOE, NULL, NULL);
     char s0[600], s1[600], cfg[600];
-    plena_test_path(s0, sizeof s0, P.dir, "s0.jsonl");
-    plena_test_path(s1, sizeof s1, P.dir, "s1.jsonl");
     plena_test_path(cfg, sizeof cfg, P.dir, "config.json");
-    full_run(P.dir, s0, 0, 2);
-    full_run(P.dir, s1, 1, 2);
+    shard_runs(P.dir, s0, s1, 0);
     struct plena_moe_model m;
     struct plena_err err = {0};
     assert_int_equal(plena_model_resolve(cfg, &m, &err), 0);
@@ -1240,6 +1287,7 @@ int main(void)
         cmocka_unit_test(test_decode_qwen2),
         cmocka_unit_test(test_resume),
         cmocka_unit_test(test_shards),
+        cmocka_unit_test(test_resume_shards_deepseek),
         cmocka_unit_test(test_failures),
         cmocka_unit_test(test_config_refusals),
         cmocka_unit_test(test_layer_list),
