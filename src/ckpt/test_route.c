@@ -517,12 +517,14 @@ static void equal_router_rows(const char *name, float *v, uint64_t n, void *ctx)
         v[i] = v[i % 64]; /* every expert's row = row 0 */
 }
 
-static void test_tie(void **state)
+/* Equal logits: experts 0 and 1 with weight w each (Qwen3: the softmax of
+ * two equal logits; DeepSeek-V2: every group's maximum ties, so groups 0 and
+ * 1, then their experts 0 and 1, each 1/8 x routed_scaling_factor 2). */
+static void tie_case(const char *name, enum plena_dec_arch arch, double w_want)
 {
-    (void)state;
     struct paths P;
     struct plena_route_opts o;
-    case_init(&P, "tie", PLENA_DEC_QWEN3_MOE, equal_router_rows, &o);
+    case_init(&P, name, arch, equal_router_rows, &o);
     const char *out = P.out;
     struct plena_err err;
     assert_int_equal(route(&o, &err), 0);
@@ -534,10 +536,18 @@ static void test_tie(void **state)
                    *w = json_array_get(json_object_get(row, "route_weights"), t);
             assert_int_equal(json_integer_value(json_array_get(r, 0)), 0);
             assert_int_equal(json_integer_value(json_array_get(r, 1)), 1);
-            assert_true(json_real_value(json_array_get(w, 0)) == 0.5);
+            assert_true(json_real_value(json_array_get(w, 0)) == w_want);
+            assert_true(json_real_value(json_array_get(w, 1)) == w_want);
         }
         json_decref(row);
     }
+}
+
+static void test_tie(void **state)
+{
+    (void)state;
+    tie_case("tie", PLENA_DEC_QWEN3_MOE, 0.5);
+    tie_case("tie-ds2", PLENA_DEC_DEEPSEEK_V2, 0.25);
 }
 
 /* ---- decode through the KV cache equals recomputing the longer prompt ---- */
