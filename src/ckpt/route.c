@@ -539,9 +539,7 @@ static json_t *row_json(const struct run *R, const struct sample *s, int decode,
     json_object_set_new(o, "pair_count", json_integer((json_int_t)(tokens * K)));
     json_object_set_new(o, "routing_source",
                         json_string(decode ? ROUTING_SOURCE "_greedy_decode" : ROUTING_SOURCE));
-    json_object_set_new(o, "weight_source",
-                        json_string(R->cfg.norm_topk ? "true_router_topk_softmax_weights"
-                                                     : "true_router_softmax_unnormalized_weights"));
+    json_object_set_new(o, "weight_source", json_string(plena_dec_weight_source(&R->cfg)));
     json_object_set_new(o, "act", json_string(R->o->act_bf16 ? "bf16" : "f32"));
     json_object_set_new(o, "checkpoint_fingerprint", json_string(R->ck.fingerprint));
     json_object_set_new(o, "counts", counts);
