@@ -291,19 +291,20 @@ static void test_status_table(void **state)
     assert_int_equal(strlen(small), 15);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_first_error_wins),
+    cmocka_unit_test(test_alloc_fail_hook),
+    cmocka_unit_test(test_atomic_write_and_read),
+    cmocka_unit_test(test_unlink_pending_on_signal),
+    cmocka_unit_test(test_buf_printf_long),
+    cmocka_unit_test(test_status_table),
+    cmocka_unit_test(test_qsort_empty),
+    cmocka_unit_test(test_outputs_regular_and_all_or_none),
+    cmocka_unit_test(test_read_bounded),
+    cmocka_unit_test(test_clean_stale_tmp),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_first_error_wins),
-        cmocka_unit_test(test_alloc_fail_hook),
-        cmocka_unit_test(test_atomic_write_and_read),
-        cmocka_unit_test(test_unlink_pending_on_signal),
-        cmocka_unit_test(test_buf_printf_long),
-        cmocka_unit_test(test_status_table),
-        cmocka_unit_test(test_qsort_empty),
-        cmocka_unit_test(test_outputs_regular_and_all_or_none),
-        cmocka_unit_test(test_read_bounded),
-        cmocka_unit_test(test_clean_stale_tmp),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

@@ -11,6 +11,7 @@
 
 #include "isa/isa.h"
 #include "isa/stages.h"
+#include "common/test_support.h"
 
 static void test_codes_unique_and_named(void **state)
 {
@@ -327,17 +328,14 @@ static void test_latency_keys(void **state)
     assert_int_equal(plena_cost_latency(PLENA_COST_FIXED1), -1);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_codes_unique_and_named), cmocka_unit_test(test_roundtrip_extreme_fields),
+    cmocka_unit_test(test_spec_worked_encodings),  cmocka_unit_test(test_class_and_unit_tables),
+    cmocka_unit_test(test_state_columns),          cmocka_unit_test(test_stage_table),
+    cmocka_unit_test(test_stage_columns),          cmocka_unit_test(test_latency_keys),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_codes_unique_and_named),
-        cmocka_unit_test(test_roundtrip_extreme_fields),
-        cmocka_unit_test(test_spec_worked_encodings),
-        cmocka_unit_test(test_class_and_unit_tables),
-        cmocka_unit_test(test_state_columns),
-        cmocka_unit_test(test_stage_table),
-        cmocka_unit_test(test_stage_columns),
-        cmocka_unit_test(test_latency_keys),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

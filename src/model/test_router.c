@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "model/model.h"
+#include "common/test_support.h"
 
 #define L3 1.0986122886681098 /* ln 3 */
 #define L2 0.6931471805599453 /* ln 2 */
@@ -211,12 +212,13 @@ static void test_synth(void **state)
     assert_true(hw[0] == 1.0f && hw[1] == 0.0f && hw[2] == 1.0f);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_softmax_family), cmocka_unit_test(test_sigmoid_family),
+    cmocka_unit_test(test_group_limited),  cmocka_unit_test(test_agreement),
+    cmocka_unit_test(test_plan),           cmocka_unit_test(test_synth),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_softmax_family), cmocka_unit_test(test_sigmoid_family),
-        cmocka_unit_test(test_group_limited),  cmocka_unit_test(test_agreement),
-        cmocka_unit_test(test_plan),           cmocka_unit_test(test_synth),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }
