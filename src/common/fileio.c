@@ -341,6 +341,19 @@ int plena_buf_printf(struct plena_buf *b, const char *fmt, ...)
     return 0;
 }
 
+size_t plena_u64_digits(char *out, uint64_t v)
+{
+    char t[PLENA_U64_DIGITS];
+    size_t n = 0;
+    do {
+        t[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        out[i] = t[n - 1 - i];
+    return n;
+}
+
 int plena_buf_put_md_cell(struct plena_buf *b, const char *s)
 {
     for (; *s; s++) {
