@@ -142,18 +142,17 @@ static int read_inputs(const char *path, uint32_t max_tokens, struct inputs *in,
     size_t len;
     if (plena_file_read_input(path, &text, &len, err)) return err->code;
     int rc = 0;
-    size_t line = 0;
     uint64_t index = 0;
-    for (char *p = text; *p && !rc;) {
-        char *nl = strchr(p, '\n');
-        size_t n = nl ? (size_t)(nl - p) : strlen(p);
-        line++;
+    struct plena_lines lines = {text, 0};
+    const char *p;
+    size_t n;
+    while (!rc && plena_lines_next(&lines, &p, &n)) {
         size_t k = 0;
         while (k < n && (p[k] == ' ' || p[k] == '\t' || p[k] == '\r'))
             k++;
         if (k < n) {
             char where[512];
-            snprintf(where, sizeof where, "%s:%zu", path, line);
+            snprintf(where, sizeof where, "%s:%zu", path, lines.line);
             json_error_t je;
             json_t *o = json_loadb(p, n, JSON_REJECT_DUPLICATES, &je);
             if (!o)
@@ -168,7 +167,6 @@ static int read_inputs(const char *path, uint32_t max_tokens, struct inputs *in,
             }
             json_decref(o);
         }
-        p = nl ? nl + 1 : p + n;
     }
     plena_free(text);
     if (rc || in->n < 2) return rc;

@@ -255,6 +255,31 @@ static void test_buf_printf_long(void **state)
     plena_buf_free(&b);
 }
 
+/* Lines of a text: empty lines kept, a final '\n' starts no empty line, a
+ * last line without one is a line. */
+static void test_lines(void **state)
+{
+    (void)state;
+    static const char *const want[] = {"a", "", "b c", "d"};
+    const char *s;
+    size_t n, k = 0;
+    struct plena_lines it = {"a\n\nb c\nd", 0};
+    while (plena_lines_next(&it, &s, &n)) {
+        assert_true(k < PLENA_TEST_COUNT(want));
+        assert_int_equal(n, strlen(want[k]));
+        assert_memory_equal(s, want[k], n);
+        assert_int_equal(it.line, ++k);
+    }
+    assert_int_equal(k, 4);
+    it = (struct plena_lines){"x\n", 0};
+    assert_int_equal(plena_lines_next(&it, &s, &n), 1);
+    assert_int_equal(n, 1);
+    assert_int_equal(plena_lines_next(&it, &s, &n), 0);
+    it = (struct plena_lines){"", 0};
+    assert_int_equal(plena_lines_next(&it, &s, &n), 0);
+    assert_int_equal(it.line, 0);
+}
+
 /* Decimal digits, the expected texts written by hand; nothing past them. */
 static void test_u64_digits(void **state)
 {
@@ -321,6 +346,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_unlink_pending_on_signal),
     cmocka_unit_test(test_buf_printf_long),
     cmocka_unit_test(test_u64_digits),
+    cmocka_unit_test(test_lines),
     cmocka_unit_test(test_status_table),
     cmocka_unit_test(test_qsort_empty),
     cmocka_unit_test(test_outputs_regular_and_all_or_none),
