@@ -277,10 +277,16 @@ static void test_out_of_memory(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_fmt_double),           cmocka_unit_test(test_fmt_float),
-    cmocka_unit_test(test_pretty_and_canonical), cmocka_unit_test(test_escapes_and_numbers),
-    cmocka_unit_test(test_route_weights_f32),    cmocka_unit_test(test_shallow_limit),
-    cmocka_unit_test(test_out_of_memory),        cmocka_unit_test(test_profile_form),
+    /* number formatting */
+    cmocka_unit_test(test_fmt_double),
+    cmocka_unit_test(test_fmt_float),
+    /* the writer */
+    cmocka_unit_test(test_pretty_and_canonical),
+    cmocka_unit_test(test_escapes_and_numbers),
+    cmocka_unit_test(test_route_weights_f32),
+    cmocka_unit_test(test_shallow_limit),
+    cmocka_unit_test(test_out_of_memory),
+    cmocka_unit_test(test_profile_form),
 };
 
 int main(void)

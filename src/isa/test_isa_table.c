@@ -326,10 +326,16 @@ static void test_latency_keys(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_codes_unique_and_named), cmocka_unit_test(test_roundtrip_extreme_fields),
-    cmocka_unit_test(test_spec_worked_encodings),  cmocka_unit_test(test_class_and_unit_tables),
-    cmocka_unit_test(test_state_columns),          cmocka_unit_test(test_stage_table),
-    cmocka_unit_test(test_stage_columns),          cmocka_unit_test(test_latency_keys),
+    /* isa.def: codes and encodings */
+    cmocka_unit_test(test_codes_unique_and_named),
+    cmocka_unit_test(test_roundtrip_extreme_fields),
+    cmocka_unit_test(test_spec_worked_encodings),
+    /* columns.def, stages.def and the latency keys */
+    cmocka_unit_test(test_class_and_unit_tables),
+    cmocka_unit_test(test_state_columns),
+    cmocka_unit_test(test_stage_table),
+    cmocka_unit_test(test_stage_columns),
+    cmocka_unit_test(test_latency_keys),
 };
 
 int main(void)

@@ -320,9 +320,14 @@ static void test_capacity_router_refused(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_every_preset_router),     cmocka_unit_test(test_router_combinations),
-    cmocka_unit_test(test_v3_selects_expert_255),   cmocka_unit_test(test_ties_to_lower_id),
-    cmocka_unit_test(test_capacity_router_refused), cmocka_unit_test(test_router_wider_than_mram),
+    /* device routers against the float64 reference */
+    cmocka_unit_test(test_every_preset_router),
+    cmocka_unit_test(test_router_combinations),
+    cmocka_unit_test(test_v3_selects_expert_255),
+    cmocka_unit_test(test_ties_to_lower_id),
+    /* refusals and fixed routing */
+    cmocka_unit_test(test_capacity_router_refused),
+    cmocka_unit_test(test_router_wider_than_mram),
     cmocka_unit_test(test_synthetic_fixed_routing),
 };
 
