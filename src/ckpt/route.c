@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
@@ -21,6 +20,7 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "common/json.h"
+#include "common/proc.h"
 #include "replay/jsonw.h"
 #include "trace/trace.h"
 
@@ -674,13 +674,6 @@ static int log_failure(struct run *R, const struct sample *s, const struct plena
     return rc;
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Samples in output order; failures logged; stops at the first unless
  * --keep-going. */
 static int run_all(struct run *R, struct plena_err *err)
@@ -698,7 +691,7 @@ static int run_all(struct run *R, struct plena_err *err)
             R->sum->samples_already_complete++;
             continue;
         }
-        double t0 = now_seconds();
+        double t0 = plena_proc_now();
         struct plena_err e = {0};
         int rc = s->n_ids ? run_sample(R, s, &e) : 0;
         if (!s->n_ids) {
@@ -715,7 +708,7 @@ static int run_all(struct run *R, struct plena_err *err)
             R->sum->samples_failed++;
             if (!failed) *err = e;
             failed = 1;
-            if (log_failure(R, s, &e, now_seconds() - t0, err)) return err->code;
+            if (log_failure(R, s, &e, plena_proc_now() - t0, err)) return err->code;
             if (!R->o->keep_going) {
                 err->code = PLENA_E_FAILED; /* a failed sample exits 1, whatever its cause */
                 return PLENA_E_FAILED;
@@ -826,7 +819,7 @@ static int prepare(struct run *R, struct inputs *in, struct plena_err *err)
 int plena_route_run(const struct plena_route_opts *o, struct plena_route_summary *sum,
                     struct plena_err *err)
 {
-    double t0 = now_seconds();
+    double t0 = plena_proc_now();
     memset(sum, 0, sizeof *sum);
     if (o->shard_n && o->shard_i >= o->shard_n)
         return PLENA_FAIL(err, PLENA_E_USAGE, "--shard", "shard %u of %u: expected i < N",
@@ -839,7 +832,7 @@ int plena_route_run(const struct plena_route_opts *o, struct plena_route_summary
     if (!rc) rc = run_all(&R, err);
     if ((!rc || rc == PLENA_E_FAILED) && o->summary_out && !o->check_only) {
         struct plena_err e2 = {0};
-        int src = write_summary(&R, now_seconds() - t0, &e2);
+        int src = write_summary(&R, plena_proc_now() - t0, &e2);
         if (src && !rc) {
             *err = e2;
             rc = src;

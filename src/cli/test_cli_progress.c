@@ -11,9 +11,9 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/alloc.h"
+#include "common/proc.h"
 #include "common/test_support.h"
 
 static char tmp[256];
@@ -67,13 +67,6 @@ static void test_always_into_a_file(void **state)
     plena_free(o);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* On a pseudo-terminal: none is quiet; auto shows the line when the work
  * took long enough (beyond 2 s it must have). */
 static void test_terminal(void **state)
@@ -89,10 +82,10 @@ static void test_terminal(void **state)
     assert_null(strstr(t, "plena moe: run"));
     plena_free(t);
     snprintf(inner, sizeof inner, "'%s' %s", plena_test_bin(), cmd);
-    double t0 = now_s();
+    double t0 = plena_proc_now();
     assert_int_equal(plena_test_sh("cd '%s' && script -qec \"%s\" /dev/null >y.pty", tmp, inner),
                      0);
-    double took = now_s() - t0;
+    double took = plena_proc_now() - t0;
     t = slurp("y.pty");
     if (took > 2.0) assert_non_null(strstr(t, "\rplena moe: run "));
     if (took < 0.9) assert_null(strstr(t, "plena moe: run"));
