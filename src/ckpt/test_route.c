@@ -26,24 +26,10 @@
 #include "trace/build.h"
 #include "trace/trace.h"
 
-static char root[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    return plena_test_mkdtemp(root, sizeof root, "route");
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return plena_test_rmtree(root);
-}
-
 static void tiny(const char *name, enum plena_dec_arch arch, plena_tiny_edit_fn edit, char *dir,
                  size_t n)
 {
-    plena_test_path(dir, n, root, name);
+    plena_test_path(dir, n, plena_test_tmp, name);
     struct plena_err err = {0};
     if (plena_tiny_checkpoint_write(dir, arch, 1, edit, NULL, &err))
         fail_msg("tiny checkpoint: %s: %s", err.where, err.msg);
@@ -1287,29 +1273,31 @@ static void test_layer_list(void **state)
         if (!plena_route_parse_layers(bad[i], &v, &n)) fail_msg("'%s' accepted", bad[i]);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_hand_computed),
+    cmocka_unit_test(test_hand_computed_mla),
+    cmocka_unit_test(test_tie),
+    cmocka_unit_test(test_decode_qwen3),
+    cmocka_unit_test(test_decode_qwen2),
+    cmocka_unit_test(test_resume),
+    cmocka_unit_test(test_shards),
+    cmocka_unit_test(test_resume_shards_deepseek),
+    cmocka_unit_test(test_failures),
+    cmocka_unit_test(test_config_refusals),
+    cmocka_unit_test(test_layer_list),
+    cmocka_unit_test(test_cli_exit_codes),
+    cmocka_unit_test(test_build),
+    cmocka_unit_test(test_build_deepseek),
+    cmocka_unit_test(test_threads),
+    cmocka_unit_test(test_decode_mixtral_olmoe),
+    cmocka_unit_test(test_decode_deepseek),
+    cmocka_unit_test(test_arch_refusals),
+    cmocka_unit_test(test_interrupt_and_check),
+    cmocka_unit_test(test_campaign_route),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hand_computed),
-        cmocka_unit_test(test_hand_computed_mla),
-        cmocka_unit_test(test_tie),
-        cmocka_unit_test(test_decode_qwen3),
-        cmocka_unit_test(test_decode_qwen2),
-        cmocka_unit_test(test_resume),
-        cmocka_unit_test(test_shards),
-        cmocka_unit_test(test_resume_shards_deepseek),
-        cmocka_unit_test(test_failures),
-        cmocka_unit_test(test_config_refusals),
-        cmocka_unit_test(test_layer_list),
-        cmocka_unit_test(test_cli_exit_codes),
-        cmocka_unit_test(test_build),
-        cmocka_unit_test(test_build_deepseek),
-        cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_decode_mixtral_olmoe),
-        cmocka_unit_test(test_decode_deepseek),
-        cmocka_unit_test(test_arch_refusals),
-        cmocka_unit_test(test_interrupt_and_check),
-        cmocka_unit_test(test_campaign_route),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), plena_test_tmp_setup,
+                           plena_test_tmp_teardown);
 }

@@ -149,6 +149,12 @@ void plena_router_default(struct plena_router *r);
 int plena_router_validate(const struct plena_router *r, uint32_t E, uint32_t k, const char *where,
                           struct plena_err *err);
 
+/* The n largest of v[m] into idx[n] in rank order; on equal values the
+ * lower index ranks first (a value displaces the best so far only when
+ * strictly greater). The selection rule of every router here and of the
+ * checkpoint decoder (ckpt/forward.c); v holds no NaN. */
+void plena_top_n_f32(const float *v, uint32_t m, uint32_t n, uint32_t *idx);
+
 /* The router of one token in float64, as the published model defines it:
  * scores, the selection bias (bias[E] or NULL), group-limited selection, the
  * top k (ties to the lower index) into ids[k] in rank order, and the weights

@@ -9,8 +9,20 @@
 #include "common/alloc.h"
 #include "model/model.h"
 
-/* The top n of v[m] by value, ties to the lower index, into idx (rank order). */
-static void top_n(const double *v, uint32_t m, uint32_t n, uint32_t *idx)
+static int greater_f64(const void *v, uint32_t a, uint32_t b)
+{
+    return ((const double *)v)[a] > ((const double *)v)[b];
+}
+
+static int greater_f32(const void *v, uint32_t a, uint32_t b)
+{
+    return ((const float *)v)[a] > ((const float *)v)[b];
+}
+
+/* The top n of m values by greater(v, a, b), ties to the lower index, into
+ * idx (rank order): plena_top_n_f32 and top_n (float64). */
+static void top_n_by(const void *v, int (*greater)(const void *, uint32_t, uint32_t), uint32_t m,
+                     uint32_t n, uint32_t *idx)
 {
     for (uint32_t j = 0; j < n; j++) {
         uint32_t best = UINT32_MAX;
@@ -19,10 +31,20 @@ static void top_n(const double *v, uint32_t m, uint32_t n, uint32_t *idx)
             for (uint32_t q = 0; q < j && !taken; q++)
                 taken = idx[q] == e;
             if (taken) continue;
-            if (best == UINT32_MAX || v[e] > v[best]) best = e;
+            if (best == UINT32_MAX || greater(v, e, best)) best = e;
         }
         idx[j] = best;
     }
+}
+
+static void top_n(const double *v, uint32_t m, uint32_t n, uint32_t *idx)
+{
+    top_n_by(v, greater_f64, m, n, idx);
+}
+
+void plena_top_n_f32(const float *v, uint32_t m, uint32_t n, uint32_t *idx)
+{
+    top_n_by(v, greater_f32, m, n, idx);
 }
 
 static double libm_exp(double x)

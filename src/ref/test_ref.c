@@ -15,6 +15,7 @@
 #include "num/num.h"
 #include "ref/ref.h"
 #include "ref/tile.h"
+#include "common/test_support.h"
 
 static const struct plena_moe_ref_consts consts = {
     1.0f, -1.0f, -1.0f, 7.0f, -7.0f, 9.98377800e-07f, 0.015625f, -1.0f, -INFINITY, 1.0f, 0.0f};
@@ -427,16 +428,17 @@ static void test_tile_kernel_exact(void **state)
     }
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_single_lane_by_hand),
+    cmocka_unit_test(test_topk_worked_example),
+    cmocka_unit_test(test_streaming_provider),
+    cmocka_unit_test(test_tile_kernel_exact),
+    cmocka_unit_test(test_matches_f64_routed_shared),
+    cmocka_unit_test(test_matches_f64_ksplit_gpt_oss),
+    cmocka_unit_test(test_bound_with_large_residual),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_single_lane_by_hand),
-        cmocka_unit_test(test_topk_worked_example),
-        cmocka_unit_test(test_streaming_provider),
-        cmocka_unit_test(test_tile_kernel_exact),
-        cmocka_unit_test(test_matches_f64_routed_shared),
-        cmocka_unit_test(test_matches_f64_ksplit_gpt_oss),
-        cmocka_unit_test(test_bound_with_large_residual),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

@@ -20,6 +20,7 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "trace/trace.h"
+#include "common/test_support.h"
 
 static char *example_text;
 static size_t example_len;
@@ -704,19 +705,20 @@ static void test_set(void **state)
     free(line2);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_example_valid),
+    cmocka_unit_test(test_rule_cases),
+    cmocka_unit_test(test_deepseek_weight_sources),
+    cmocka_unit_test(test_messages),
+    cmocka_unit_test(test_parser_robustness),
+    cmocka_unit_test(test_truncated_and_flipped),
+    cmocka_unit_test(test_no_cascade_missing_objects),
+    cmocka_unit_test(test_max_errors),
+    cmocka_unit_test(test_v1_trace),
+    cmocka_unit_test(test_set),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_example_valid),
-        cmocka_unit_test(test_rule_cases),
-        cmocka_unit_test(test_deepseek_weight_sources),
-        cmocka_unit_test(test_messages),
-        cmocka_unit_test(test_parser_robustness),
-        cmocka_unit_test(test_truncated_and_flipped),
-        cmocka_unit_test(test_no_cascade_missing_objects),
-        cmocka_unit_test(test_max_errors),
-        cmocka_unit_test(test_v1_trace),
-        cmocka_unit_test(test_set),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), setup, teardown);
 }

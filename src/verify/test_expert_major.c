@@ -464,16 +464,17 @@ static void test_utilisation_target(void **state)
     plena_free(w);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_bit_identity),
+    cmocka_unit_test(test_skew),
+    cmocka_unit_test(test_device),
+    cmocka_unit_test(test_static_size),
+    cmocka_unit_test(test_counters),
+    cmocka_unit_test(test_stop),
+    cmocka_unit_test(test_utilisation_target),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bit_identity),
-        cmocka_unit_test(test_skew),
-        cmocka_unit_test(test_device),
-        cmocka_unit_test(test_static_size),
-        cmocka_unit_test(test_counters),
-        cmocka_unit_test(test_stop),
-        cmocka_unit_test(test_utilisation_target),
-    };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), setup, NULL);
 }
