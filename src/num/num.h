@@ -78,6 +78,12 @@ void plena_num_mx_decode_row(enum plena_mx_mode mode, const uint8_t *codes, cons
 struct plena_mx_lut {
     float code[256];
     float scale[256];
+    /* the element codes as bit fields: codes of exponent field 1..14 are
+     * (1 + m/8) 2^(e-7), exponent 0 is m * sub; arith = 1 when that matches
+     * code[] for every code outside exponent 15 (checked at init), which lets
+     * a vector decode build the values instead of gathering them */
+    float sub;
+    int arith;
 };
 void plena_num_mx_lut_init(struct plena_mx_lut *lut, enum plena_mx_mode mode);
 /* plena_num_mx_decode_row through lut. */

@@ -756,6 +756,21 @@ static void test_mx_lut_all_pairs(void **state)
         const uint8_t *tail = (const uint8_t *)(b + n); /* nothing written past n */
         for (size_t i = 0; i < (256 * 256 - n) * sizeof *b; i++)
             assert_int_equal(tail[i], 0x55);
+        /* blocks of one code (the vector decodes build such blocks from the
+         * bit fields instead of the table): every code under every scale */
+        for (unsigned c = 0; c < 256; c++) {
+            uint8_t cb[16], sb[2];
+            float got[16];
+            memset(cb, c, sizeof cb);
+            for (unsigned sc = 0; sc < 256; sc++) {
+                sb[0] = sb[1] = (uint8_t)sc;
+                plena_num_mx_decode_row_lut(&lut, cb, sb, 16, 8, got);
+                float want = plena_num_mx_decode(modes[mi], (uint8_t)c, (uint8_t)sc);
+                for (int i = 0; i < 16; i++)
+                    if (memcmp(&got[i], &want, 4))
+                        fail_msg("mode %d code %u scale %u lane %d", mi, c, sc, i);
+            }
+        }
     }
 }
 
