@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/matmul.h"
 #include "common/err.h"
 
 /* X(ID, model_type, architectures[0], tiny variant, MoE block, expert gate,
@@ -63,18 +64,24 @@ struct plena_dec_config {
 int plena_dec_config_parse(const char *text, size_t len, const char *where,
                            struct plena_dec_config *cfg, struct plena_err *err);
 
+/* Matrices are views of the checkpoint's mmap (BF16 or F32 as stored; an
+ * F16 tensor is widened into an owned F32 copy); norms and biases are small
+ * f32 arrays. */
 struct plena_dec_layer {
-    float *in_norm, *post_norm, *q, *k, *v, *o, *bq, *bk, *bv, *q_norm, *k_norm;
-    float *router;                     /* [E][H] */
-    float **eg, **eu, **ed;            /* per expert: gate [I][H], up [I][H], down [H][I] */
-    float *dg, *du, *dd;               /* dense MLP */
-    float *sg, *su, *sd, *shared_gate; /* shared expert, its gate [1][H] */
+    float *in_norm, *post_norm, *bq, *bk, *bv, *q_norm, *k_norm;
+    struct plena_mat q, k, v, o;
+    struct plena_mat router;        /* [E][H] */
+    struct plena_mat *eg, *eu, *ed; /* per expert: gate [I][H], up [I][H], down [H][I] */
+    struct plena_mat dg, du, dd;    /* dense MLP */
+    struct plena_mat sg, su, sd;    /* shared expert */
+    float *shared_gate;             /* its gate [1][H] */
 };
 
 struct plena_dec_weights {
     struct plena_dec_config cfg;
-    float *embed, *final_norm, *lm_head; /* lm_head aliases embed when tied */
-    uint32_t n_loaded;                   /* layers 0..n_loaded-1 have weights */
+    struct plena_mat embed, lm_head; /* lm_head aliases embed when tied */
+    float *final_norm;
+    uint32_t n_loaded; /* layers 0..n_loaded-1 have weights */
     struct plena_dec_layer *layers;
     float *inv_freq; /* [head_dim / 2] */
 };
@@ -82,10 +89,17 @@ struct plena_dec_weights {
 /* The tensors of a configuration, in file order of the loader: name, kind,
  * shape [d0, d1] (d1 0 for a norm; for a bias d1 is the fan-in of its
  * projection, the tensor is 1-D [d0]) and the weights' slot (NULL without
- * weights). A non-zero return stops the walk and is returned. */
-enum plena_dec_tensor_kind { PLENA_DEC_T_MATRIX, PLENA_DEC_T_NORM, PLENA_DEC_T_BIAS };
+ * weights): a struct plena_mat * for PLENA_DEC_T_MATRIX, a float ** for the
+ * others (PLENA_DEC_T_VECTOR: a 1 x d1 matrix held as f32, such as the
+ * shared-expert gate). A non-zero return stops the walk and is returned. */
+enum plena_dec_tensor_kind {
+    PLENA_DEC_T_MATRIX,
+    PLENA_DEC_T_NORM,
+    PLENA_DEC_T_BIAS,
+    PLENA_DEC_T_VECTOR
+};
 typedef int (*plena_dec_tensor_fn)(void *ctx, const char *name, enum plena_dec_tensor_kind kind,
-                                   uint64_t d0, uint64_t d1, float **slot);
+                                   uint64_t d0, uint64_t d1, void *slot);
 int plena_dec_walk(const struct plena_dec_config *c, uint32_t n_layers, int need_head,
                    struct plena_dec_weights *w, plena_dec_tensor_fn fn, void *ctx);
 /* Loads layers 0..n_layers-1 (every shape checked against cfg) and, with
@@ -104,6 +118,8 @@ struct plena_dec_state {
     struct plena_pool *pool; /* NULL: single-threaded (set by the caller, not owned) */
     float *kcache, *vcache;  /* [layer][pos][kv_heads * head_dim] */
     float *h, *x, *q, *att, *scores, *tmp, *gate, *up, *act, *y, *logits, *vocab_logits;
+    float *scr; /* attention scores, per thread (grown on first use) */
+    size_t scr_n;
     /* the router choice of the last token per layer: ids/weights [n_run][top_k] */
     uint32_t *ids;
     float *rw;
