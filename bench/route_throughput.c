@@ -2,7 +2,8 @@
  * writes a synthetic 2-layer Qwen3-MoE checkpoint at Qwen3-30B-A3B width
  * (hidden 2048, 32/4 heads of 128, 128 experts of width 768, top-8; about
  * 2.5 GB of BF16, reused while DIR/bench_params matches), then REPEAT times
- * routes one sample of S tokens at --threads 1 and 2, each in a child
+ * routes one sample of S tokens at --threads 1 and 2 (the order alternating
+ * between rounds), each in a child
  * process (its peak RSS next to the checkpoint's size), and single-thread
  * OpenBLAS sgemm in the same round. Each route run is a 4-token and an
  * S-token sample; the difference is the prefill (opening and mapping timed
@@ -234,7 +235,8 @@ int main(int argc, char **argv)
     const double macs = MACS((double)S) - MACS(4.0);
     double tps[2][15], gm[2][15], ratio[15], blas[15], rss[2][15], gcpu[15], bcpu[15];
     for (int r = 0; r < R; r++) {
-        for (unsigned th = 1; th <= 2; th++) {
+        for (unsigned i = 0; i < 2; i++) {
+            const unsigned th = r % 2 ? 2 - i : 1 + i; /* odd rounds run --threads 2 first */
             struct meas m;
             if (measure(dir, small, big, th, &m)) {
                 fprintf(stderr, "route_throughput: the --threads %u run failed\n", th);

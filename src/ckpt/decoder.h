@@ -135,7 +135,7 @@ void plena_dec_state_free(struct plena_dec_state *s);
 int plena_dec_step(struct plena_dec_state *s, uint32_t token, int want_next, uint32_t *next,
                    struct plena_err *err);
 /* Runs tokens[0..n) at the next n positions, layer by layer over blocks of
- * 32 tokens (each weight matrix read once per block), with exactly the
+ * 512 tokens (each weight matrix read once per block), with exactly the
  * values plena_dec_step would give token by token. Router choices of every
  * layer and token into ids/w [n_run][n][top_k]; with want_next the greedy
  * next token after the last one. */

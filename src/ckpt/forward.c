@@ -184,10 +184,11 @@ static void attend_group(const struct plena_dec_state *s, uint32_t l, uint32_t p
         float sum = 0;
         for (uint32_t j = 0; j < n; j++)
             sum += (scores[j] = exp_f(scores[j] - m));
+        for (uint32_t j = 0; j < n; j++)
+            scores[j] = scores[j] / sum;
         float *out = att + (size_t)h * D;
         memset(out, 0, D * sizeof *out);
-        for (uint32_t j = 0; j < n; j++)
-            plena_ckpt_axpy(out, scores[j] / sum, vc + (size_t)j * KD + (size_t)g * D, D);
+        plena_ckpt_axpy_rows(out, scores, vc + (size_t)g * D, KD, n, D);
     }
 }
 
@@ -549,8 +550,7 @@ static void pf_experts(struct plena_dec_state *s, struct pf *b, uint32_t l, uint
     for (uint32_t t = 0; t < nb; t++) {
         float *yt = b->y + (size_t)t * H;
         memset(yt, 0, H * sizeof *yt);
-        for (uint32_t k = 0; k < K; k++)
-            plena_ckpt_axpy(yt, rw[t * K + k], b->out + ((size_t)t * K + k) * H, H);
+        plena_ckpt_axpy_rows(yt, rw + t * K, b->out + (size_t)t * K * H, H, K, H);
     }
 }
 

@@ -288,6 +288,39 @@ static AVX2 void rows_avx2(const struct plena_mat *W, uint32_t o_lo, uint32_t o_
     }
 }
 
+/* axpy_rows with y held in eight registers per 64-element block. */
+static AVX2 void axpy_rows_avx2(float *y, const float *a, const float *X, size_t ldx, uint32_t m,
+                                uint32_t n)
+{
+    uint32_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m256 v[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++)
+            v[r] = _mm256_loadu_ps(y + i + 8 * r);
+        for (uint32_t j = 0; j < m; j++) {
+            const __m256 p = _mm256_broadcast_ss(a + j);
+            const float *x = X + j * ldx + i;
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++)
+                v[r] = _mm256_add_ps(v[r], _mm256_mul_ps(p, _mm256_loadu_ps(x + 8 * r)));
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++)
+            _mm256_storeu_ps(y + i + 8 * r, v[r]);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(y + i);
+        for (uint32_t j = 0; j < m; j++)
+            v = _mm256_add_ps(
+                v, _mm256_mul_ps(_mm256_broadcast_ss(a + j), _mm256_loadu_ps(X + j * ldx + i)));
+        _mm256_storeu_ps(y + i, v);
+    }
+    for (; i < n; i++)
+        for (uint32_t j = 0; j < m; j++)
+            y[i] += a[j] * X[j * ldx + i];
+}
+
 static AVX2 void axpy_avx2(float *y, float a, const float *x, uint32_t n)
 {
     const __m256 av = _mm256_set1_ps(a);
@@ -386,4 +419,18 @@ void plena_ckpt_axpy(float *y, float a, const float *x, uint32_t n)
 #endif
     for (uint32_t i = 0; i < n; i++)
         y[i] += a * x[i];
+}
+
+void plena_ckpt_axpy_rows(float *y, const float *a, const float *X, size_t ldx, uint32_t m,
+                          uint32_t n)
+{
+#ifdef PLENA_MM_X86
+    if (use_avx2()) {
+        axpy_rows_avx2(y, a, X, ldx, m, n);
+        return;
+    }
+#endif
+    for (uint32_t j = 0; j < m; j++)
+        for (uint32_t i = 0; i < n; i++)
+            y[i] += a[j] * X[j * ldx + i];
 }

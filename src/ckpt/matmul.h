@@ -58,6 +58,10 @@ void plena_ckpt_matmul_ref(const struct plena_mat *W, const float *X, size_t ldx
 
 /* y[i] = y[i] + a * x[i] for i < n (product rounded, then added). */
 void plena_ckpt_axpy(float *y, float a, const float *x, uint32_t n);
+/* For j = 0 .. m-1 in order: y[i] = y[i] + a[j] * X[j][i] for i < n (X rows
+ * at stride ldx): each y[i] one chain over j, the value of m axpy calls. */
+void plena_ckpt_axpy_rows(float *y, const float *a, const float *X, size_t ldx, uint32_t m,
+                          uint32_t n);
 
 /* The kernel in use: "avx2" or "scalar". plena_ckpt_matmul_force_scalar(1)
  * selects the portable kernel (tests compare the two); 0 restores the

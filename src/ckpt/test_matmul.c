@@ -160,9 +160,12 @@ static void test_data_sensitive(void **state)
 }
 
 /* y + a x, elementwise, equals the scalar expression for every tail. */
+static void axpy_rows_cases(void);
+
 static void test_axpy(void **state)
 {
     (void)state;
+    axpy_rows_cases();
     for (uint32_t n = 0; n < 40; n++) {
         float y[40], z[40], x[40];
         const float a = value();
@@ -174,6 +177,30 @@ static void test_axpy(void **state)
             assert_memory_equal(&y[i], &want, sizeof want);
         }
     }
+}
+
+/* axpy_rows equals m axpy calls of the scalar expression, for blocks of 64,
+ * 8-lane and scalar tails. */
+static void axpy_rows_cases(void)
+{
+    enum { N = 150, M = 9, LD = 157 };
+    static float X[M * LD], a[M], y[N], z[N];
+    for (size_t i = 0; i < M * LD; i++)
+        X[i] = value();
+    for (uint32_t j = 0; j < M; j++)
+        a[j] = value();
+    for (uint32_t m = 0; m <= M; m++)
+        for (uint32_t n = 0; n <= N; n += n < 20 ? 1 : 13) {
+            for (uint32_t i = 0; i < n; i++)
+                y[i] = z[i] = value();
+            plena_ckpt_axpy_rows(y, a, X, LD, m, n);
+            for (uint32_t j = 0; j < m; j++)
+                for (uint32_t i = 0; i < n; i++)
+                    z[i] = z[i] + a[j] * X[j * LD + i];
+            for (uint32_t i = 0; i < n; i++)
+                if (memcmp(&y[i], &z[i], sizeof y[i]))
+                    fail_msg("m=%u n=%u y[%u] = %a, want %a", m, n, i, (double)y[i], (double)z[i]);
+        }
 }
 
 int main(void)
