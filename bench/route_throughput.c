@@ -1,17 +1,18 @@
 /* plena trace route prefill throughput (docs/traces.md; not a test):
  * writes a synthetic 2-layer Qwen3-MoE checkpoint at Qwen3-30B-A3B width
  * (hidden 2048, 32/4 heads of 128, 128 experts of width 768, top-8; about
- * 2.5 GB of BF16, reused while DIR/bench_params matches), then REPEAT times
- * routes one sample of S tokens at --threads 1 and 2 (the order alternating
- * between rounds), each in a child
- * process (its peak RSS next to the checkpoint's size), and single-thread
- * OpenBLAS sgemm in the same round. Each route run is a 4-token and an
- * S-token sample; the difference is the prefill (opening and mapping timed
- * apart). Medians of the rounds are printed with the per-round ratios.
+ * 2.5 GB of BF16, reused while DIR/bench_params matches), then REPEAT rounds
+ * of: one sample of S tokens routed at --threads 1 and 2 (the order
+ * alternating between rounds), each in a child process (its peak RSS next
+ * to the checkpoint's size); the product kernel alone at an expert's shape;
+ * single-thread OpenBLAS sgemm. Each route run is a 4-token and an S-token
+ * sample; the difference is the prefill (opening and mapping timed apart).
+ * Medians of the rounds are printed with the per-round ratios.
  * Usage: route_throughput [DIR=/tmp/plena_route_bench] [S=512] [EXPERTS=128] [REPEAT=3] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -34,13 +35,14 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-#ifdef PLENA_HAVE_OPENBLAS
 static double thread_cpu(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+#ifdef PLENA_HAVE_OPENBLAS
 
 /* Single-thread sgemm 512^3 multiply-adds per wall second; *per_cpu per
  * CPU second of this thread. */
@@ -65,6 +67,31 @@ static double blas_gemm(double *per_cpu)
 }
 #endif
 
+/* The forward pass's product alone at an expert's shape: 768 x 2048 BF16
+ * weights x 32 tokens (512 tokens x top-8 / 128 experts), one thread;
+ * multiply-adds per wall second, *per_cpu per CPU second of this thread. */
+static double kernel_rate(double *per_cpu)
+{
+    const uint32_t R = 768, C = 2048, T = 32;
+    uint16_t *w = calloc((size_t)R * C, sizeof *w);
+    float *X = calloc((size_t)T * C, sizeof *X), *Y = calloc((size_t)T * R, sizeof *Y);
+    for (size_t i = 0; i < (size_t)R * C; i++)
+        w[i] = (uint16_t)(0x3c00 + i % 251); /* BF16 values near 2^-7 */
+    for (size_t i = 0; i < (size_t)T * C; i++)
+        X[i] = (float)(i % 7) * 0.1f;
+    const struct plena_mat m = {w, PLENA_MAT_BF16, R, C, C, NULL, 0};
+    double t0 = now(), c0 = thread_cpu();
+    int reps = 0;
+    while (now() - t0 < 1.0) {
+        plena_ckpt_matmul(NULL, &m, X, C, NULL, T, Y, R);
+        reps++;
+    }
+    double r = (double)reps * R * C * T / (now() - t0);
+    *per_cpu = (double)reps * R * C * T / (thread_cpu() - c0);
+    free(w), free(X), free(Y);
+    return r;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -83,7 +110,46 @@ struct meas {
     long rss_kb;           /* peak RSS of the child (wait4) */
     long anon_kb, file_kb; /* largest RssAnon and RssFile seen while it ran */
     double cpu;            /* its user + system seconds */
+    double par;            /* all threads' CPU / the calling thread's CPU */
 };
+
+/* The CPU ticks (utime + stime) of each thread of pid seen so far: the last
+ * value read per thread id (threads that ended keep their last value). */
+struct ticks {
+    int n;
+    long tid[64], t[64];
+};
+
+static void thread_ticks(pid_t pid, struct ticks *k)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const long tid = atol(e->d_name);
+        char sp[128], buf[1024];
+        if (tid <= 0) continue;
+        snprintf(sp, sizeof sp, "/proc/%d/task/%ld/stat", (int)pid, tid);
+        FILE *f = fopen(sp, "r");
+        if (!f) continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        const char *c = strrchr(buf, ')'); /* fields after the command name */
+        long ut = 0, st = 0;
+        if (!c ||
+            sscanf(c + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &ut, &st) != 2)
+            continue;
+        int i = 0;
+        while (i < k->n && k->tid[i] != tid)
+            i++;
+        if (i == k->n && k->n < 64) k->tid[k->n++] = tid;
+        if (i < k->n) k->t[i] = ut + st;
+    }
+    closedir(d);
+}
 
 /* RssAnon and RssFile of a process in KiB (0 when unreadable). */
 static void rss_parts(pid_t pid, long *anon, long *file)
@@ -161,8 +227,10 @@ static int measure(const char *dir, const char *small, const char *big, unsigned
     struct rusage ru;
     long anon_max = 0, file_max = 0;
     pid_t done;
+    struct ticks k = {0};
     while ((done = wait4(pid, &status, WNOHANG, &ru)) == 0) {
         long a, f;
+        thread_ticks(pid, &k);
         rss_parts(pid, &a, &f);
         if (a > anon_max) anon_max = a;
         if (f > file_max) file_max = f;
@@ -174,6 +242,12 @@ static int measure(const char *dir, const char *small, const char *big, unsigned
         return -1;
     m->rss_kb = ru.ru_maxrss;
     m->anon_kb = anon_max, m->file_kb = file_max;
+    long all = 0, caller = 0;
+    for (int i = 0; i < k.n; i++) {
+        all += k.t[i];
+        if (k.tid[i] == (long)pid) caller = k.t[i];
+    }
+    m->par = caller > 0 ? (double)all / (double)caller : 0;
     m->cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
              (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
     return 0;
@@ -234,6 +308,7 @@ int main(int argc, char **argv)
 #define MACS(n) ((n)*per_token + 2.0 * QD * 2 * (n) * ((n) + 1) / 2)
     const double macs = MACS((double)S) - MACS(4.0);
     double tps[2][15], gm[2][15], ratio[15], blas[15], rss[2][15], gcpu[15], bcpu[15];
+    double kw[15], kc[15], kr[15], krc[15], par[2][15];
     for (int r = 0; r < R; r++) {
         for (unsigned i = 0; i < 2; i++) {
             const unsigned th = r % 2 ? 2 - i : 1 + i; /* odd rounds run --threads 2 first */
@@ -249,21 +324,28 @@ int main(int argc, char **argv)
             if (th == 1) gcpu[r] = macs / (m.c_big - m.c_small) * 1e-9;
             printf("round %d --threads %u: 4 tokens %.2f s, %u tokens %.2f s: prefill %.1f "
                    "tokens/s, %.2f GMAC/s; peak RSS %.0f MiB (largest seen: anon %.0f, file %.0f); "
-                   "CPU %.0f%% of wall\n",
+                   "CPU %.0f%% of wall, all threads' CPU / caller's %.2f\n",
                    r + 1, th, m.t_small, S, m.t_big, tps[th - 1][r], gm[th - 1][r], rss[th - 1][r],
                    (double)m.anon_kb / 1024, (double)m.file_kb / 1024,
-                   100 * m.cpu / (m.t_small + m.t_big));
+                   100 * m.cpu / (m.t_small + m.t_big), m.par);
+            par[th - 1][r] = m.par;
         }
         ratio[r] = tps[1][r] / tps[0][r];
+        kw[r] = kernel_rate(&kc[r]) * 1e-9;
+        kc[r] *= 1e-9;
 #ifdef PLENA_HAVE_OPENBLAS
         blas[r] = blas_gemm(&bcpu[r]) * 1e-9;
         bcpu[r] *= 1e-9;
+        kr[r] = kw[r] / blas[r], krc[r] = kc[r] / bcpu[r];
+        printf("round %d kernel alone (768x2048 BF16 x 32 tokens, %s): %.2f GMAC/s (%.2f per CPU "
+               "s) = %.3f x sgemm (per CPU s %.3f)\n",
+               r + 1, plena_ckpt_matmul_kernel(), kw[r], kc[r], kr[r], krc[r]);
         printf("round %d OpenBLAS 1 thread sgemm 512^3: %.2f GMAC/s (%.2f per CPU s); forward "
                "--threads 1 / sgemm = %.3f (per CPU s: %.2f / %.2f = %.3f); threads 2 / 1 = %.3f\n",
                r + 1, blas[r], bcpu[r], gm[0][r] / blas[r], gcpu[r], bcpu[r], gcpu[r] / bcpu[r],
                ratio[r]);
 #else
-        blas[r] = bcpu[r] = 0;
+        blas[r] = bcpu[r] = kr[r] = krc[r] = 0;
 #endif
     }
     double fr[15], frc[15];
@@ -280,9 +362,14 @@ int main(int argc, char **argv)
     printf("median: OpenBLAS sgemm %.2f GMAC/s, forward --threads 1 / sgemm = %.3f; per CPU "
            "second: forward %.2f, sgemm %.2f GMAC/s, ratio %.3f\n",
            median(blas, R), median(fr, R), median(gcpu, R), median(bcpu, R), median(frc, R));
+    printf("median: kernel alone %.2f GMAC/s = %.3f x sgemm (per CPU second %.3f)\n", median(kw, R),
+           median(kr, R), median(krc, R));
 #else
     printf("OpenBLAS not found at configure time: comparison skipped\n");
 #endif
+    printf("median --threads 2 CPU-time parallelism (all threads' CPU / the caller's; the "
+           "speedup bound when each thread has a core): %.2f\n",
+           median(par[1], R));
     printf("median peak RSS: --threads 1 %.0f MiB, --threads 2 %.0f MiB; checkpoint %.0f MiB\n",
            median(rss[0], R), median(rss[1], R), file_mb);
     return 0;
