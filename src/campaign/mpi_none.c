@@ -15,6 +15,16 @@ static int no_mpi(struct plena_err *err)
     return PLENA_FAIL(err, PLENA_E_USAGE, "--mpi", "built without MPI");
 }
 
+/* The body of both campaign entry points: nothing ran (the summary, of
+ * `size` bytes, zeroed); the rest of their arguments is unused. */
+static int no_mpi_run(const void *m, const void *s, const void *o, const void *mo, void *sum,
+                      size_t size, struct plena_err *err)
+{
+    (void)m, (void)s, (void)o, (void)mo;
+    memset(sum, 0, size);
+    return no_mpi(err);
+}
+
 int plena_campaign_mpi_init(struct plena_campaign_mpi **m, struct plena_err *err)
 {
     *m = NULL;
@@ -58,12 +68,7 @@ int plena_campaign_run_mpi(struct plena_campaign_mpi *m, const struct plena_camp
                            const struct plena_campaign_mpi_opts *mo,
                            struct plena_campaign_run_summary *sum, struct plena_err *err)
 {
-    (void)m;
-    (void)s;
-    (void)o;
-    (void)mo;
-    memset(sum, 0, sizeof *sum);
-    return no_mpi(err);
+    return no_mpi_run(m, s, o, mo, sum, sizeof *sum, err);
 }
 
 int plena_campaign_determinism_mpi(struct plena_campaign_mpi *m, const struct plena_campaign_set *s,
@@ -71,10 +76,5 @@ int plena_campaign_determinism_mpi(struct plena_campaign_mpi *m, const struct pl
                                    const struct plena_campaign_mpi_opts *mo,
                                    struct plena_campaign_det_summary *sum, struct plena_err *err)
 {
-    (void)m;
-    (void)s;
-    (void)o;
-    (void)mo;
-    memset(sum, 0, sizeof *sum);
-    return no_mpi(err);
+    return no_mpi_run(m, s, o, mo, sum, sizeof *sum, err);
 }

@@ -854,23 +854,24 @@ static void test_jobs_auto(void **state)
     json_decref(probe);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_hamilton_worked_examples),
+    cmocka_unit_test(test_width_and_quantile),
+    cmocka_unit_test(test_select_cli),
+    cmocka_unit_test(test_determinism_gate),
+    cmocka_unit_test(test_kill_and_resume),
+    cmocka_unit_test(test_failures_and_attempts),
+    cmocka_unit_test(test_error_exits),
+    cmocka_unit_test(test_corrupt_manifest),
+    cmocka_unit_test(test_status_follows_exit_code),
+    cmocka_unit_test(test_directory_lock),
+    cmocka_unit_test(test_truncated_result_one_pass),
+    cmocka_unit_test(test_report_real_replay),
+    cmocka_unit_test(test_workers_do_not_export),
+    cmocka_unit_test(test_jobs_auto),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hamilton_worked_examples),
-        cmocka_unit_test(test_width_and_quantile),
-        cmocka_unit_test(test_select_cli),
-        cmocka_unit_test(test_determinism_gate),
-        cmocka_unit_test(test_kill_and_resume),
-        cmocka_unit_test(test_failures_and_attempts),
-        cmocka_unit_test(test_error_exits),
-        cmocka_unit_test(test_corrupt_manifest),
-        cmocka_unit_test(test_status_follows_exit_code),
-        cmocka_unit_test(test_directory_lock),
-        cmocka_unit_test(test_truncated_result_one_pass),
-        cmocka_unit_test(test_report_real_replay),
-        cmocka_unit_test(test_workers_do_not_export),
-        cmocka_unit_test(test_jobs_auto),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), setup, teardown);
 }

@@ -7,6 +7,7 @@
 #include <jansson.h>
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ckpt/decoder.h"
@@ -97,11 +98,31 @@ static const char *const mixtral_keys[] = {"num_local_experts", "sliding_window"
 static const char *const olmoe_keys[] = {"num_experts", "norm_topk_prob", "attention_bias",
                                          "clip_qkv", NULL};
 
+/* DeepSeek-V2/V3: MLA, the router keys model/router.c reads, dense first
+ * layers; the training-only and parallelism keys (aux_loss_alpha, seq_aux,
+ * ep_size), the multi-token-prediction layers the causal LM does not run
+ * (num_nextn_predict_layers) and the remote-code map are inert. */
+static const char *const deepseek_keys[] = {"n_routed_experts", "moe_intermediate_size",
+                                            "n_shared_experts", "first_k_dense_replace",
+                                            "moe_layer_freq",   "kv_lora_rank",
+                                            "q_lora_rank",      "qk_nope_head_dim",
+                                            "qk_rope_head_dim", "v_head_dim",
+                                            "qk_head_dim",      "routed_scaling_factor",
+                                            "scoring_func",     "topk_method",
+                                            "n_group",          "topk_group",
+                                            "norm_topk_prob",   "attention_bias",
+                                            "rope_interleave",  "pretraining_tp",
+                                            "aux_loss_alpha",   "seq_aux",
+                                            "ep_size",          "num_nextn_predict_layers",
+                                            "auto_map",         NULL};
+
 static const char *const *arch_keys(enum plena_dec_arch a)
 {
     switch (a) {
     case PLENA_DEC_MIXTRAL: return mixtral_keys;
     case PLENA_DEC_OLMOE: return olmoe_keys;
+    case PLENA_DEC_DEEPSEEK_V2:
+    case PLENA_DEC_DEEPSEEK_V3: return deepseek_keys;
     default: return qwen_keys;
     }
 }
@@ -224,9 +245,15 @@ static int refusals(const json_t *root, enum plena_dec_arch arch, const char *wh
     return 0;
 }
 
+static int is_deepseek(enum plena_dec_arch a)
+{
+    return a == PLENA_DEC_DEEPSEEK_V2 || a == PLENA_DEC_DEEPSEEK_V3;
+}
+
 static int parse_dense(const json_t *root, struct plena_dec_config *c, const char *where,
                        struct plena_err *err)
 {
+    if (is_deepseek(c->arch)) return 0; /* first_k_dense_replace: parse_deepseek */
     memset(c->dense, 0, sizeof c->dense);
     const json_t *m = json_object_get(root, "mlp_only_layers");
     if (m && !json_is_null(m)) {
@@ -283,6 +310,79 @@ static int parse_sizes(const json_t *root, struct plena_dec_config *c, const cha
     return 0;
 }
 
+/* A key that must have one value when present (else refused naming it). */
+static int must_be(const json_t *root, const char *key, const json_t *want, const char *what,
+                   const char *where, struct plena_err *err)
+{
+    const json_t *v = json_object_get(root, key);
+    if (v && !json_is_null(v) && !json_equal(v, want))
+        return PLENA_FAIL(err, PLENA_E_INPUT, where, "config key '%s' must be %s: %s", key, what,
+                          "anything else is not modelled");
+    return 0;
+}
+
+/* DeepSeek-V2/V3: MLA sizes, first_k_dense_replace dense layers, shared
+ * experts without a gate, the router of model/router.c read by the model
+ * file reader (one reading of topk_method, n_group, topk_group,
+ * norm_topk_prob, routed_scaling_factor, scoring_func). */
+static int parse_deepseek(const json_t *root, struct plena_dec_config *c, const char *where,
+                          struct plena_err *err)
+{
+    json_t *one = json_integer(1), *yes = json_true(), *no = json_false();
+    int rc = must_be(root, "moe_layer_freq", one,
+                     "1 (every layer from first_k_dense_replace on "
+                     "is a MoE layer)",
+                     where, err);
+    if (!rc) rc = must_be(root, "pretraining_tp", one, "1", where, err);
+    if (!rc)
+        rc = must_be(root, "rope_interleave", yes, "true (interleaved RoPE pairs)", where, err);
+    if (!rc) rc = must_be(root, "attention_bias", no, "false (q_a/kv_a/o_proj biases)", where, err);
+    json_decref(one), json_decref(yes), json_decref(no);
+    if (rc) return rc;
+    uint32_t first_dense = 0, n_shared = 0, head_dim = c->head_dim;
+    if (get_uint(root, "q_lora_rank", 0, 0, 1, 1u << 20, &c->q_lora, where, err) ||
+        get_uint(root, "kv_lora_rank", 1, 0, 1, 1u << 20, &c->kv_lora, where, err) ||
+        get_uint(root, "qk_nope_head_dim", 1, 0, 1, 4096, &c->nope, where, err) ||
+        get_uint(root, "qk_rope_head_dim", 1, 0, 2, 4096, &c->head_dim, where, err) ||
+        get_uint(root, "v_head_dim", 1, 0, 1, 4096, &c->v_dim, where, err) ||
+        get_uint(root, "first_k_dense_replace", 0, 0, 0, PLENA_DEC_MAX_LAYERS, &first_dense, where,
+                 err) ||
+        get_uint(root, "n_shared_experts", 0, 0, 0, 4096, &n_shared, where, err))
+        return err->code;
+    if (c->head_dim % 2)
+        return PLENA_FAIL(err, PLENA_E_INPUT, where,
+                          "config key 'qk_rope_head_dim' (%u) must be even", c->head_dim);
+    if (json_object_get(root, "head_dim") && head_dim != c->head_dim)
+        return PLENA_FAIL(err, PLENA_E_INPUT, where,
+                          "config key 'head_dim' (%u) must equal 'qk_rope_head_dim' (%u)", head_dim,
+                          c->head_dim);
+    uint32_t qk = c->nope + c->head_dim; /* transformers' DeepseekV3Config writes it */
+    if (get_uint(root, "qk_head_dim", 0, qk, 1, 8192, &qk, where, err)) return err->code;
+    if (qk != c->nope + c->head_dim)
+        return PLENA_FAIL(err, PLENA_E_INPUT, where,
+                          "config key 'qk_head_dim' (%u) must equal 'qk_nope_head_dim' + "
+                          "'qk_rope_head_dim' (%u)",
+                          qk, c->nope + c->head_dim);
+    if ((uint64_t)n_shared * c->moe_inter > (1u << 20))
+        return PLENA_FAIL(err, PLENA_E_INPUT, where,
+                          "config key 'n_shared_experts' x 'moe_intermediate_size' above 2^20");
+    c->mla = 1, c->qk_norm = 0, c->attn_bias = 0;
+    c->shared_inter = n_shared * c->moe_inter, c->shared_gated = 0;
+    for (uint32_t l = 0; l < c->n_layers; l++)
+        c->dense[l] = l < first_dense;
+    /* the router `trace build --checkpoint` and `plena moe --model` read
+     * from this file */
+    char *text = json_dumps(root, JSON_COMPACT);
+    if (!text) return PLENA_FAIL(err, PLENA_E_NOMEM, where, "out of memory");
+    struct plena_moe_model m;
+    rc = plena_model_parse_config(text, strlen(text), where, &m, err);
+    free(text);
+    if (rc) return rc;
+    c->ext_router = 1;
+    c->router = m.router;
+    return 0;
+}
+
 /* What differs between the architectures of the table (the published
  * modelling code, not the spec, decides: docs/design.md). */
 static int parse_arch_keys(const json_t *root, struct plena_dec_config *c, const char *where,
@@ -309,6 +409,7 @@ static int parse_arch_keys(const json_t *root, struct plena_dec_config *c, const
          * norms, and always a shared expert with its sigmoid gate. */
         c->qk_norm = 0;
         c->attn_bias = 1;
+        c->shared_gated = 1;
         if (json_object_get(root, "attention_bias"))
             return PLENA_FAIL(err, PLENA_E_INPUT, where,
                               "config key 'attention_bias' is not part of qwen2_moe (its q/k/v "
@@ -327,6 +428,8 @@ static int parse_arch_keys(const json_t *root, struct plena_dec_config *c, const
         c->qk_norm = 2, c->shared_inter = 0;
         if (get_bool(root, "attention_bias", 0, &c->attn_bias, where, err)) return err->code;
         break;
+    case PLENA_DEC_DEEPSEEK_V2:
+    case PLENA_DEC_DEEPSEEK_V3: return parse_deepseek(root, c, where, err);
     case PLENA_DEC_ARCH_COUNT: break;
     }
     return 0;
@@ -354,4 +457,18 @@ int plena_dec_config_parse(const char *text, size_t len, const char *where,
     c->eps = (float)eps;
     json_decref(root);
     return rc;
+}
+
+const char *plena_dec_weight_source(const struct plena_dec_config *c)
+{
+    if (!c->ext_router)
+        return c->norm_topk ? "true_router_topk_softmax_weights"
+                            : "true_router_softmax_unnormalized_weights";
+    const struct plena_router *r = &c->router;
+    if (r->score == PLENA_SCORE_SIGMOID || r->score == PLENA_SCORE_SIGMOID_SELECTED)
+        return "true_router_sigmoid_weights";
+    if (r->norm != PLENA_NORM_NONE && r->scaling == 1.0f) return "true_router_topk_softmax_weights";
+    if (r->norm == PLENA_NORM_NONE && r->scaling == 1.0f)
+        return "true_router_softmax_unnormalized_weights";
+    return "true_router_scaled_softmax_weights";
 }

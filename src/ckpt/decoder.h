@@ -11,6 +11,7 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/matmul.h"
 #include "common/err.h"
+#include "model/model.h"
 
 /* X(ID, model_type, architectures[0], tiny variant, MoE block, expert gate,
  * up, down, expert count key, expert width key) — the one table of
@@ -26,7 +27,11 @@
     X(MIXTRAL, "mixtral", "MixtralForCausalLM", "mixtral", "block_sparse_moe", "w1", "w3", "w2",   \
       "num_local_experts", "intermediate_size")                                                    \
     X(OLMOE, "olmoe", "OlmoeForCausalLM", "olmoe", "mlp", "gate_proj", "up_proj", "down_proj",     \
-      "num_experts", "intermediate_size")
+      "num_experts", "intermediate_size")                                                          \
+    X(DEEPSEEK_V2, "deepseek_v2", "DeepseekV2ForCausalLM", "deepseek-v2", "mlp", "gate_proj",      \
+      "up_proj", "down_proj", "n_routed_experts", "moe_intermediate_size")                         \
+    X(DEEPSEEK_V3, "deepseek_v3", "DeepseekV3ForCausalLM", "deepseek-v3", "mlp", "gate_proj",      \
+      "up_proj", "down_proj", "n_routed_experts", "moe_intermediate_size")
 enum plena_dec_arch {
 #define X(id, ...) PLENA_DEC_##id,
     PLENA_DEC_ARCH_LIST(X)
@@ -54,7 +59,37 @@ struct plena_dec_config {
     int qk_norm; /* 0 none; 1 per head over D (Qwen3); 2 over the whole projection (OLMoE) */
     uint32_t sparse_step;
     uint8_t dense[PLENA_DEC_MAX_LAYERS]; /* 1: layer l uses the dense MLP */
+    int shared_gated;                    /* the shared expert has its sigmoid gate (Qwen2-MoE) */
+    /* multi-head latent attention (DeepSeek; src/ckpt/mla.c): head_dim is
+     * qk_rope_head_dim; q_lora 0: q_proj directly */
+    int mla;
+    uint32_t q_lora, kv_lora, nope, v_dim;
+    /* with ext_router the router is model/router.c's `router` (DeepSeek),
+     * else the spec's softmax top-k (plena_dec_route) */
+    int ext_router;
+    struct plena_router router;
 };
+
+/* The widths of one token's q, K-cache row, V-cache row and attention
+ * output (GQA: heads x D, kv x D, kv x D, heads x D). */
+static inline uint32_t plena_dec_qdim(const struct plena_dec_config *c)
+{
+    return c->heads * (c->mla ? c->nope + c->head_dim : c->head_dim);
+}
+static inline uint32_t plena_dec_kdim(const struct plena_dec_config *c)
+{
+    return c->mla ? c->heads * c->nope + c->head_dim : c->kv_heads * c->head_dim;
+}
+static inline uint32_t plena_dec_vdim(const struct plena_dec_config *c)
+{
+    return c->mla ? c->heads * c->v_dim : c->kv_heads * c->head_dim;
+}
+static inline uint32_t plena_dec_attdim(const struct plena_dec_config *c)
+{
+    return c->heads * (c->mla ? c->v_dim : c->head_dim);
+}
+/* The weight_source of the rows a configuration's router gives. */
+const char *plena_dec_weight_source(const struct plena_dec_config *c);
 
 /* config.json text -> configuration. Unknown architecture, a key that
  * changes the computation and is not modelled (rope_scaling set, sliding
@@ -74,7 +109,12 @@ struct plena_dec_layer {
     struct plena_mat *eg, *eu, *ed; /* per expert: gate [I][H], up [I][H], down [H][I] */
     struct plena_mat dg, du, dd;    /* dense MLP */
     struct plena_mat sg, su, sd;    /* shared expert */
-    float *shared_gate;             /* its gate [1][H] */
+    float *shared_gate;             /* its gate [1][H] (NULL: ungated) */
+    /* MLA (q is q_proj without q_lora): q_a [q_lora][H], q_b [heads (nope +
+     * rope)][q_lora], kv_a [kv_lora + rope][H], kv_b [heads (nope + v)][kv_lora] */
+    struct plena_mat q_a, q_b, kv_a, kv_b;
+    float *q_a_norm, *kv_a_norm;
+    float *e_bias; /* e_score_correction_bias [E] (DeepSeek-V3) */
 };
 
 struct plena_dec_weights {
@@ -116,7 +156,8 @@ struct plena_dec_state {
     uint32_t n_run, max_pos, pos;
     int act_bf16;
     struct plena_pool *pool; /* NULL: single-threaded (set by the caller, not owned) */
-    float *kcache, *vcache;  /* [layer][pos][kv_heads * head_dim] */
+    float *kcache, *vcache;  /* [layer][pos][plena_dec_kdim / plena_dec_vdim] */
+    float *mla;              /* MLA scratch of a block of tokens (mla.c) */
     float *h, *x, *q, *att, *scores, *tmp, *gate, *up, *act, *y, *logits, *vocab_logits;
     float *scr; /* attention scores, per thread (grown on first use) */
     size_t scr_n;
@@ -135,7 +176,7 @@ void plena_dec_state_free(struct plena_dec_state *s);
 int plena_dec_step(struct plena_dec_state *s, uint32_t token, int want_next, uint32_t *next,
                    struct plena_err *err);
 /* Runs tokens[0..n) at the next n positions, layer by layer over blocks of
- * 512 tokens (each weight matrix read once per block), with exactly the
+ * 32 tokens (each weight matrix read once per block), with exactly the
  * values plena_dec_step would give token by token. Router choices of every
  * layer and token into ids/w [n_run][n][top_k]; with want_next the greedy
  * next token after the last one. */
@@ -144,8 +185,31 @@ int plena_dec_prefill(struct plena_dec_state *s, const uint32_t *tokens, uint32_
 /* The router of one MoE layer on x2[H]: logits, top-k by (logit desc, id
  * asc), weights (softmax over the k selected with norm_topk, else softmax
  * over all E taken at the selected ids), det_exp throughout. */
-int plena_dec_route(const struct plena_dec_config *cfg, const float *logits, uint32_t *ids,
-                    float *w, struct plena_err *err);
+int plena_dec_route(const struct plena_dec_config *cfg, const float *logits, const float *bias,
+                    uint32_t *ids, float *w, struct plena_err *err);
+
+/* ---- what mla.c shares with forward.c ---- */
+
+/* Y[t][o] = sum_i W[o][i] X[t][i] (+ b[o]) for T tokens over the state's
+ * threads (ckpt/matmul.h), each output the same sequential sum as for one
+ * token. */
+void plena_dec_mm(const struct plena_dec_state *s, const struct plena_mat *W, const float *X,
+                  size_t ldx, const float *b, uint32_t T, float *Y, size_t ldy);
+/* --act bf16 rounding of stored activations (nothing in f32). */
+void plena_dec_store(const struct plena_dec_state *s, float *v, size_t n);
+void plena_dec_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float *out);
+float plena_dec_exp(float x);
+/* The softmax (max subtracted, det_exp) of scores[n] in place, then out[V] =
+ * sum_j p_j v[j * ldv ..], j increasing: one head's attention output. */
+void plena_dec_softmax_mix(float *scores, uint32_t n, const float *v, size_t ldv, uint32_t V,
+                           float *out);
+/* Floats of MLA scratch for a block of `tokens` tokens. */
+size_t plena_mla_scratch(const struct plena_dec_config *c, uint32_t tokens);
+/* MLA of layer l for the nb tokens X[nb][H] (normalised) at positions
+ * s->pos .. s->pos + nb - 1 (cs/sn: their cos/sin, head_dim/2 each): their
+ * K/V rows into the cache, the attention output into att[nb][attdim]. */
+void plena_mla_attention(struct plena_dec_state *s, uint32_t l, uint32_t nb, const float *X,
+                         float *att, const float *cs, const float *sn);
 
 /* ---- the tiny checkpoint (docs/traces.md "Tiny checkpoint") ---- */
 

@@ -35,6 +35,8 @@ static float sigmoid(float z)
     return 1.0f / (1.0f + exp_f(-z));
 }
 
+#define PB 512 /* prefill tokens per block: each expert's weights are read once per block */
+
 /* With --act bf16 every stored activation is rounded to BF16 (RNE). */
 static void store(const struct plena_dec_state *s, float *v, size_t n)
 {
@@ -79,13 +81,77 @@ static void rope(float *x, uint32_t D, const float *cs, const float *sn)
     }
 }
 
-int plena_dec_route(const struct plena_dec_config *cfg, const float *logits, uint32_t *ids,
-                    float *w, struct plena_err *err)
+void plena_dec_mm(const struct plena_dec_state *s, const struct plena_mat *W, const float *X,
+                  size_t ldx, const float *b, uint32_t T, float *Y, size_t ldy)
+{
+    mm(s, W, X, ldx, b, T, Y, ldy);
+}
+
+void plena_dec_store(const struct plena_dec_state *s, float *v, size_t n)
+{
+    store(s, v, n);
+}
+
+void plena_dec_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float *out)
+{
+    rmsnorm(x, w, n, eps, out);
+}
+
+float plena_dec_exp(float x)
+{
+    return exp_f(x);
+}
+
+void plena_dec_softmax_mix(float *scores, uint32_t n, const float *v, size_t ldv, uint32_t V,
+                           float *out)
+{
+    float m = -INFINITY, sum = 0;
+    for (uint32_t j = 0; j < n; j++)
+        if (scores[j] > m) m = scores[j];
+    for (uint32_t j = 0; j < n; j++)
+        sum += (scores[j] = exp_f(scores[j] - m));
+    for (uint32_t j = 0; j < n; j++)
+        scores[j] = scores[j] / sum; /* p_j */
+    memset(out, 0, V * sizeof *out);
+    plena_ckpt_axpy_rows(out, scores, v, ldv, n, V); /* out[i] += p_j v[j][i], j increasing */
+}
+
+/* det_exp in double for model/router.c (its domain ends at +-700). */
+static double exp_d(double x)
+{
+    if (x < -700.0) return 0.0;
+    if (x > 700.0) return INFINITY;
+    double e = 0;
+    plena_det_exp(x, &e);
+    return e;
+}
+
+/* The router.c router (DeepSeek): float64 from the f32 logits and bias,
+ * det_exp, the weights rounded once to binary32. */
+static int route_ext(const struct plena_dec_config *cfg, const float *logits, const float *bias,
+                     uint32_t *ids, float *w, struct plena_err *err)
+{
+    const uint32_t E = cfg->n_experts, K = cfg->top_k;
+    double *ld = plena_malloc((size_t)(2 * E + K) * sizeof *ld);
+    if (!ld) return PLENA_FAIL(err, PLENA_E_NOMEM, "router", "out of memory");
+    double *bd = ld + E, *wd = bd + E;
+    for (uint32_t e = 0; e < E; e++)
+        ld[e] = (double)logits[e], bd[e] = bias ? (double)bias[e] : 0.0;
+    int rc = plena_router_select_exp(&cfg->router, exp_d, E, K, ld, bias ? bd : NULL, ids, wd, err);
+    for (uint32_t j = 0; !rc && j < K; j++)
+        w[j] = (float)wd[j];
+    plena_free(ld);
+    return rc;
+}
+
+int plena_dec_route(const struct plena_dec_config *cfg, const float *logits, const float *bias,
+                    uint32_t *ids, float *w, struct plena_err *err)
 {
     const uint32_t E = cfg->n_experts, K = cfg->top_k;
     for (uint32_t e = 0; e < E; e++)
         if (!isfinite(logits[e]))
             return PLENA_FAIL(err, PLENA_E_FAILED, "router", "logit of expert %u is not finite", e);
+    if (cfg->ext_router) return route_ext(cfg, logits, bias, ids, w, err);
     for (uint32_t j = 0; j < K; j++) {
         uint32_t best = E;
         for (uint32_t e = 0; e < E; e++) {
@@ -141,16 +207,16 @@ static int moe(struct plena_dec_state *s, uint32_t l, struct plena_err *err)
     }
     mv(s, &y->router, s->x, NULL, s->logits);
     store(s, s->logits, c->n_experts);
-    if (plena_dec_route(c, s->logits, ids, rw, err)) return err->code;
+    if (plena_dec_route(c, s->logits, y->e_bias, ids, rw, err)) return err->code;
     for (uint32_t j = 0; j < K; j++) {
         mlp(s, &y->eg[ids[j]], &y->eu[ids[j]], &y->ed[ids[j]], c->moe_inter, s->x, s->tmp);
         plena_ckpt_axpy(s->y, rw[j], s->tmp, H);
     }
     if (c->shared_inter) {
-        float z = 0;
-        for (uint32_t i = 0; i < H; i++)
+        float z = 0, gate = 1.0f; /* DeepSeek's shared experts have no gate */
+        for (uint32_t i = 0; y->shared_gate && i < H; i++)
             z += s->x[i] * y->shared_gate[i];
-        float gate = sigmoid(z);
+        if (y->shared_gate) gate = sigmoid(z);
         mlp(s, &y->sg, &y->su, &y->sd, c->shared_inter, s->x, s->tmp);
         for (uint32_t i = 0; i < H; i++)
             s->y[i] += gate * s->tmp[i];
@@ -274,6 +340,11 @@ static int attention(struct plena_dec_state *s, uint32_t l, const float *cs, con
     const uint32_t H = c->hidden, D = c->head_dim, QD = c->heads * D, KD = c->kv_heads * D;
     rmsnorm(s->h, y->in_norm, H, c->eps, s->x);
     store(s, s->x, H);
+    if (c->mla) {
+        plena_mla_attention(s, l, 1, s->x, s->att, cs, sn);
+        mv(s, &y->o, s->att, NULL, s->tmp);
+        goto residual;
+    }
     float *k = s->kcache + ((size_t)l * s->max_pos + s->pos) * KD;
     float *v = s->vcache + ((size_t)l * s->max_pos + s->pos) * KD;
     mv(s, &y->q, s->x, y->bq, s->q);
@@ -287,6 +358,7 @@ static int attention(struct plena_dec_state *s, uint32_t l, const float *cs, con
     store(s, k, KD);
     if (attend(s, l, s->pos, 1, s->q, s->att, err)) return err->code;
     mv(s, &y->o, s->att, NULL, s->tmp);
+residual:
     store(s, s->tmp, H);
     for (uint32_t i = 0; i < H; i++)
         s->h[i] += s->tmp[i];
@@ -373,12 +445,20 @@ int plena_dec_state_init(struct plena_dec_state *s, const struct plena_dec_weigh
     s->act_bf16 = act_bf16;
     if (c->head_dim / 2 > 2048)
         return PLENA_FAIL(err, PLENA_E_INPUT, "config.json", "head_dim %u above 4096", c->head_dim);
-    const size_t KD = (size_t)c->kv_heads * c->head_dim, QD = (size_t)c->heads * c->head_dim;
+    const size_t KD = plena_dec_kdim(c), VD = plena_dec_vdim(c);
+    const size_t QD =
+        plena_dec_qdim(c) > plena_dec_attdim(c) ? plena_dec_qdim(c) : plena_dec_attdim(c);
     size_t I = c->inter > c->moe_inter ? c->inter : c->moe_inter;
     if (c->shared_inter > I) I = c->shared_inter;
     const size_t cache = (size_t)(n_run ? n_run : 1) * s->max_pos * KD;
     s->kcache = plena_calloc(cache, sizeof(float));
-    s->vcache = plena_calloc(cache, sizeof(float));
+    s->vcache = plena_calloc((size_t)(n_run ? n_run : 1) * s->max_pos * VD, sizeof(float));
+    /* MLA scratch for a prefill block (no longer than the sample) */
+    const uint32_t block = s->max_pos < PB ? s->max_pos : PB;
+    if (c->mla && !(s->mla = plena_calloc(plena_mla_scratch(c, block), sizeof(float)))) {
+        plena_dec_state_free(s);
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "forward", "out of memory");
+    }
     s->h = plena_calloc(c->hidden, sizeof(float));
     s->x = plena_calloc(c->hidden, sizeof(float));
     s->tmp = plena_calloc(c->hidden, sizeof(float));
@@ -408,7 +488,7 @@ void plena_dec_state_free(struct plena_dec_state *s)
     if (!s) return;
     float *all[] = {s->kcache, s->vcache,       s->h,    s->x,  s->q,   s->att,
                     s->scores, s->tmp,          s->gate, s->up, s->act, s->y,
-                    s->logits, s->vocab_logits, s->rw};
+                    s->logits, s->vocab_logits, s->rw,   s->mla};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         plena_free(all[i]);
     plena_free(s->ids);
@@ -417,8 +497,6 @@ void plena_dec_state_free(struct plena_dec_state *s)
 }
 
 /* ---- batched prefill: layer by layer over blocks of tokens ---- */
-
-#define PB 512 /* tokens per block: each expert's weights are read once per block */
 
 /* One thread's expert scratch: the gathered tokens, gate, up, output. */
 struct pf_ws {
@@ -446,7 +524,9 @@ static void pf_free(struct pf *b)
 /* Scratch for blocks of up to cap tokens and `parts` threads. */
 static int pf_alloc(struct pf *b, const struct plena_dec_config *c, size_t cap, uint32_t parts)
 {
-    const size_t H = c->hidden, QD = (size_t)c->heads * c->head_dim, K = c->top_k;
+    const size_t H = c->hidden, K = c->top_k;
+    const size_t QD =
+        plena_dec_qdim(c) > plena_dec_attdim(c) ? plena_dec_qdim(c) : plena_dec_attdim(c);
     size_t I = c->inter > c->moe_inter ? c->inter : c->moe_inter;
     if (c->shared_inter > I) I = c->shared_inter;
     memset(b, 0, sizeof *b);
@@ -568,17 +648,18 @@ static int pf_moe(struct plena_dec_state *s, struct pf *b, uint32_t l, uint32_t 
     mm(s, &y->router, b->x, H, NULL, nb, b->logits, E);
     store(s, b->logits, (size_t)nb * E);
     for (uint32_t t = 0; t < nb; t++)
-        if (plena_dec_route(c, b->logits + (size_t)t * E, ids + t * K, rw + t * K, err))
+        if (plena_dec_route(c, b->logits + (size_t)t * E, y->e_bias, ids + t * K, rw + t * K, err))
             return err->code;
     pf_experts(s, b, l, nb, ids, rw);
     if (c->shared_inter) {
         mlp_rows(s, s->pool, &y->sg, &y->su, &y->sd, b->x, nb, w->g, w->u, w->eo);
         for (uint32_t t = 0; t < nb; t++) {
             const float *x = b->x + (size_t)t * H;
-            float z = 0;
-            for (uint32_t i = 0; i < H; i++)
+            float z = 0, gate = 1.0f; /* DeepSeek's shared experts have no gate */
+            for (uint32_t i = 0; y->shared_gate && i < H; i++)
                 z += x[i] * y->shared_gate[i];
-            plena_ckpt_axpy(b->y + (size_t)t * H, sigmoid(z), w->eo + (size_t)t * H, H);
+            if (y->shared_gate) gate = sigmoid(z);
+            plena_ckpt_axpy(b->y + (size_t)t * H, gate, w->eo + (size_t)t * H, H);
         }
     }
     store(s, b->y, (size_t)nb * H);
@@ -595,6 +676,11 @@ static int pf_layer(struct plena_dec_state *s, struct pf *b, uint32_t l, uint32_
     for (uint32_t t = 0; t < nb; t++)
         rmsnorm(b->h + (size_t)t * H, y->in_norm, H, c->eps, b->x + (size_t)t * H);
     store(s, b->x, (size_t)nb * H);
+    if (c->mla) {
+        plena_mla_attention(s, l, nb, b->x, b->att, b->cs, b->sn);
+        mm(s, &y->o, b->att, plena_dec_attdim(c), NULL, nb, b->tmp, H);
+        goto residual;
+    }
     float *k = s->kcache + ((size_t)l * s->max_pos + s->pos) * KD;
     float *v = s->vcache + ((size_t)l * s->max_pos + s->pos) * KD;
     mm(s, &y->q, b->x, H, y->bq, nb, b->q, QD);
@@ -610,6 +696,7 @@ static int pf_layer(struct plena_dec_state *s, struct pf *b, uint32_t l, uint32_
     store(s, k, (size_t)nb * KD);
     if (attend(s, l, s->pos, nb, b->q, b->att, err)) return err->code;
     mm(s, &y->o, b->att, QD, NULL, nb, b->tmp, H);
+residual:
     store(s, b->tmp, (size_t)nb * H);
     for (size_t i = 0; i < (size_t)nb * H; i++)
         b->h[i] += b->tmp[i];

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
@@ -21,6 +20,7 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "common/json.h"
+#include "common/proc.h"
 #include "replay/jsonw.h"
 #include "trace/trace.h"
 
@@ -142,18 +142,17 @@ static int read_inputs(const char *path, uint32_t max_tokens, struct inputs *in,
     size_t len;
     if (plena_file_read_input(path, &text, &len, err)) return err->code;
     int rc = 0;
-    size_t line = 0;
     uint64_t index = 0;
-    for (char *p = text; *p && !rc;) {
-        char *nl = strchr(p, '\n');
-        size_t n = nl ? (size_t)(nl - p) : strlen(p);
-        line++;
+    struct plena_lines lines = {text, 0};
+    const char *p;
+    size_t n;
+    while (!rc && plena_lines_next(&lines, &p, &n)) {
         size_t k = 0;
         while (k < n && (p[k] == ' ' || p[k] == '\t' || p[k] == '\r'))
             k++;
         if (k < n) {
             char where[512];
-            snprintf(where, sizeof where, "%s:%zu", path, line);
+            snprintf(where, sizeof where, "%s:%zu", path, lines.line);
             json_error_t je;
             json_t *o = json_loadb(p, n, JSON_REJECT_DUPLICATES, &je);
             if (!o)
@@ -168,7 +167,6 @@ static int read_inputs(const char *path, uint32_t max_tokens, struct inputs *in,
             }
             json_decref(o);
         }
-        p = nl ? nl + 1 : p + n;
     }
     plena_free(text);
     if (rc || in->n < 2) return rc;
@@ -539,9 +537,7 @@ static json_t *row_json(const struct run *R, const struct sample *s, int decode,
     json_object_set_new(o, "pair_count", json_integer((json_int_t)(tokens * K)));
     json_object_set_new(o, "routing_source",
                         json_string(decode ? ROUTING_SOURCE "_greedy_decode" : ROUTING_SOURCE));
-    json_object_set_new(o, "weight_source",
-                        json_string(R->cfg.norm_topk ? "true_router_topk_softmax_weights"
-                                                     : "true_router_softmax_unnormalized_weights"));
+    json_object_set_new(o, "weight_source", json_string(plena_dec_weight_source(&R->cfg)));
     json_object_set_new(o, "act", json_string(R->o->act_bf16 ? "bf16" : "f32"));
     json_object_set_new(o, "checkpoint_fingerprint", json_string(R->ck.fingerprint));
     json_object_set_new(o, "counts", counts);
@@ -676,13 +672,6 @@ static int log_failure(struct run *R, const struct sample *s, const struct plena
     return rc;
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Samples in output order; failures logged; stops at the first unless
  * --keep-going. */
 static int run_all(struct run *R, struct plena_err *err)
@@ -700,7 +689,7 @@ static int run_all(struct run *R, struct plena_err *err)
             R->sum->samples_already_complete++;
             continue;
         }
-        double t0 = now_seconds();
+        double t0 = plena_proc_now();
         struct plena_err e = {0};
         int rc = s->n_ids ? run_sample(R, s, &e) : 0;
         if (!s->n_ids) {
@@ -717,7 +706,7 @@ static int run_all(struct run *R, struct plena_err *err)
             R->sum->samples_failed++;
             if (!failed) *err = e;
             failed = 1;
-            if (log_failure(R, s, &e, now_seconds() - t0, err)) return err->code;
+            if (log_failure(R, s, &e, plena_proc_now() - t0, err)) return err->code;
             if (!R->o->keep_going) {
                 err->code = PLENA_E_FAILED; /* a failed sample exits 1, whatever its cause */
                 return PLENA_E_FAILED;
@@ -828,7 +817,7 @@ static int prepare(struct run *R, struct inputs *in, struct plena_err *err)
 int plena_route_run(const struct plena_route_opts *o, struct plena_route_summary *sum,
                     struct plena_err *err)
 {
-    double t0 = now_seconds();
+    double t0 = plena_proc_now();
     memset(sum, 0, sizeof *sum);
     if (o->shard_n && o->shard_i >= o->shard_n)
         return PLENA_FAIL(err, PLENA_E_USAGE, "--shard", "shard %u of %u: expected i < N",
@@ -841,7 +830,7 @@ int plena_route_run(const struct plena_route_opts *o, struct plena_route_summary
     if (!rc) rc = run_all(&R, err);
     if ((!rc || rc == PLENA_E_FAILED) && o->summary_out && !o->check_only) {
         struct plena_err e2 = {0};
-        int src = write_summary(&R, now_seconds() - t0, &e2);
+        int src = write_summary(&R, plena_proc_now() - t0, &e2);
         if (src && !rc) {
             *err = e2;
             rc = src;

@@ -50,13 +50,12 @@ static int read_file(const struct plena_rows_build_opts *o, const char *path, st
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     int rc = 0;
-    size_t line = 0;
-    for (char *p = text; *p && !rc;) {
-        char *nl = strchr(p, '\n');
-        size_t m = nl ? (size_t)(nl - p) : strlen(p);
-        line++;
+    struct plena_lines lines = {text, 0};
+    const char *p;
+    size_t m;
+    while (!rc && plena_lines_next(&lines, &p, &m)) {
         char where[600];
-        snprintf(where, sizeof where, "%s:%zu", path, line);
+        snprintf(where, sizeof where, "%s:%zu", path, lines.line);
         if (m) {
             json_error_t je;
             json_t *r = json_loadb(p, m, JSON_REJECT_DUPLICATES, &je);
@@ -76,7 +75,7 @@ static int read_file(const struct plena_rows_build_opts *o, const char *path, st
                     struct row *w = &(*v)[(*n)++];
                     w->o = json_incref(r);
                     w->file = base;
-                    w->line = line;
+                    w->line = lines.line;
                     snprintf(w->key, sizeof w->key, "%s\x1f%s\x1f%lld\x1f%lld", sid, phase,
                              (long long)json_integer_value(layer),
                              (long long)json_integer_value(json_object_get(r, "decode_step")));
@@ -84,7 +83,6 @@ static int read_file(const struct plena_rows_build_opts *o, const char *path, st
             }
             json_decref(r);
         }
-        p = nl ? nl + 1 : p + m;
     }
     plena_free(text);
     return rc;

@@ -20,28 +20,16 @@
 #include "ckpt/decoder.h"
 #include "ckpt/route.h"
 #include "common/alloc.h"
+#include "common/fileio.h"
 #include "common/test_support.h"
 #include "model/model.h"
 #include "trace/build.h"
-
-static char root[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    return plena_test_mkdtemp(root, sizeof root, "route");
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return plena_test_rmtree(root);
-}
+#include "trace/trace.h"
 
 static void tiny(const char *name, enum plena_dec_arch arch, plena_tiny_edit_fn edit, char *dir,
                  size_t n)
 {
-    plena_test_path(dir, n, root, name);
+    plena_test_path(dir, n, plena_test_tmp, name);
     struct plena_err err = {0};
     if (plena_tiny_checkpoint_write(dir, arch, 1, edit, NULL, &err))
         fail_msg("tiny checkpoint: %s: %s", err.where, err.msg);
@@ -306,8 +294,203 @@ static void hand_computed(enum plena_dec_arch arch)
 static void test_hand_computed(void **state)
 {
     (void)state;
-    for (int a = 0; a < PLENA_DEC_ARCH_COUNT; a++)
+    for (int a = 0; a <= PLENA_DEC_OLMOE; a++) /* the GQA architectures */
         hand_computed((enum plena_dec_arch)a);
+}
+
+/* ---- the hand-computed MLA case (DeepSeek-V2/V3): the two tokens of
+ * tiny-1 through all three layers in float64, from the published modelling
+ * code: q (direct or through q_a, its norm, q_b), the compressed kv and its
+ * norm, kv_b into per-head k_nope and v, interleaved RoPE on q_pe and the
+ * shared k_pe, scale 1/sqrt(nope + rope); then the group-limited routers
+ * and ungated shared experts. Two tokens, so q and RoPE matter. ---- */
+
+enum { NOPE = 16, ROPE = 8, QH = NOPE + ROPE, VD = 16, CL = 32, QL = 32 };
+
+/* Interleaved pairs (2i, 2i+1) rotated by pos x theta^(-2i/ROPE). */
+static void rope64(double *x, int pos)
+{
+    for (int i = 0; i < ROPE / 2; i++) {
+        const double f = pow(10000.0, -2.0 * i / ROPE), cs = cos(pos * f), sn = sin(pos * f);
+        const double a = x[2 * i], b = x[2 * i + 1];
+        x[2 * i] = a * cs - b * sn;
+        x[2 * i + 1] = b * cs + a * sn;
+    }
+}
+
+static void mla64(const struct plena_ckpt *c, int l, int T, double h[][H])
+{
+    double *win = t64(c, "model.layers.%d.input_layernorm.weight", l),
+           *wq = t64(c, "model.layers.%d.self_attn.q_proj.weight", l),
+           *wqa = t64(c, "model.layers.%d.self_attn.q_a_proj.weight", l),
+           *wqan = t64(c, "model.layers.%d.self_attn.q_a_layernorm.weight", l),
+           *wqb = t64(c, "model.layers.%d.self_attn.q_b_proj.weight", l),
+           *wkva = t64(c, "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", l),
+           *wkvn = t64(c, "model.layers.%d.self_attn.kv_a_layernorm.weight", l),
+           *wkvb = t64(c, "model.layers.%d.self_attn.kv_b_proj.weight", l),
+           *wo = t64(c, "model.layers.%d.self_attn.o_proj.weight", l);
+    double q[2][NH * QH], kpe[2][ROPE], kv[2][NH * (NOPE + VD)];
+    for (int t = 0; t < T; t++) {
+        double x[H], a[QL], kva[CL + ROPE], cn[CL];
+        rms64(h[t], win, H, x);
+        if (wqa) {
+            mv64(wqa, x, QL, H, a);
+            rms64(a, wqan, QL, a);
+            mv64(wqb, a, NH * QH, QL, q[t]);
+        } else {
+            mv64(wq, x, NH * QH, H, q[t]);
+        }
+        mv64(wkva, x, CL + ROPE, H, kva);
+        rms64(kva, wkvn, CL, cn);
+        mv64(wkvb, cn, NH * (NOPE + VD), CL, kv[t]);
+        memcpy(kpe[t], kva + CL, sizeof kpe[t]);
+        rope64(kpe[t], t);
+        for (int hh = 0; hh < NH; hh++)
+            rope64(q[t] + hh * QH + NOPE, t);
+    }
+    for (int t = 0; t < T; t++) {
+        double out[NH * VD] = {0}, o[H];
+        for (int hh = 0; hh < NH; hh++) {
+            double sc[2], m = -INFINITY, z = 0;
+            for (int j = 0; j <= t; j++) {
+                double d = 0;
+                for (int i = 0; i < NOPE; i++)
+                    d += q[t][hh * QH + i] * kv[j][hh * (NOPE + VD) + i];
+                for (int i = 0; i < ROPE; i++)
+                    d += q[t][hh * QH + NOPE + i] * kpe[j][i];
+                sc[j] = d / sqrt((double)QH);
+                if (sc[j] > m) m = sc[j];
+            }
+            for (int j = 0; j <= t; j++)
+                z += (sc[j] = exp(sc[j] - m));
+            for (int j = 0; j <= t; j++)
+                for (int i = 0; i < VD; i++)
+                    out[hh * VD + i] += sc[j] / z * kv[j][hh * (NOPE + VD) + NOPE + i];
+        }
+        mv64(wo, out, H, NH * VD, o);
+        for (int i = 0; i < H; i++)
+            h[t][i] += o[i];
+    }
+    free(win), free(wq), free(wqa), free(wqan), free(wqb), free(wkva), free(wkvn), free(wkvb);
+    free(wo);
+}
+
+/* The DeepSeek router of 4 groups of 2 experts, top-2 groups, top-2
+ * experts: V2 softmax, group score its max, weights x 2; V3 sigmoid, the
+ * correction bias for choosing, group score the sum of its (two) biased
+ * scores, weights normalised x 2.5. Then the experts and the shared ones. */
+static void moe64_ds(const struct plena_ckpt *c, int l, int v3, double *h, int ids[K], double w[K])
+{
+    double x[H], lg[E], sc[E], sel[E], gs[4], y[H] = {0};
+    double *wpost = t64(c, "model.layers.%d.post_attention_layernorm.weight", l),
+           *wg = t64(c, "model.layers.%d.mlp.gate.weight", l),
+           *bias = t64(c, "model.layers.%d.mlp.gate.e_score_correction_bias", l);
+    assert_true(!bias == !v3);
+    rms64(h, wpost, H, x);
+    mv64(wg, x, E, H, lg);
+    double z = 0;
+    for (int e = 0; e < E; e++)
+        z += exp(lg[e]);
+    for (int e = 0; e < E; e++) {
+        sc[e] = v3 ? 1.0 / (1.0 + exp(-lg[e])) : exp(lg[e]) / z;
+        sel[e] = sc[e] + (v3 ? bias[e] : 0.0);
+    }
+    for (int g = 0; g < 4; g++)
+        gs[g] = v3 ? sel[2 * g] + sel[2 * g + 1] : fmax(sel[2 * g], sel[2 * g + 1]);
+    int g0 = 0, g1 = -1;
+    for (int g = 1; g < 4; g++)
+        if (gs[g] > gs[g0]) g0 = g;
+    for (int g = 0; g < 4; g++)
+        if (g != g0 && (g1 < 0 || gs[g] > gs[g1])) g1 = g;
+    ids[0] = ids[1] = -1;
+    for (int e = 0; e < E; e++)
+        if ((e / 2 == g0 || e / 2 == g1) && (ids[0] < 0 || sel[e] > sel[ids[0]])) ids[0] = e;
+    for (int e = 0; e < E; e++)
+        if ((e / 2 == g0 || e / 2 == g1) && e != ids[0] && (ids[1] < 0 || sel[e] > sel[ids[1]]))
+            ids[1] = e;
+    for (int k = 0; k < K; k++)
+        w[k] = v3 ? sc[ids[k]] / (sc[ids[0]] + sc[ids[1]]) * 2.5 : sc[ids[k]] * 2.0;
+    const char *sn[3] = {"gate_proj", "up_proj", "down_proj"};
+    for (int k = 0; k < K; k++) {
+        double *m[3];
+        for (int j = 0; j < 3; j++)
+            m[j] = t64(c, "model.layers.%d.mlp.experts.%d.%s.weight", l, ids[k], sn[j]);
+        mlp64(m[0], m[1], m[2], 32, x, (double)(float)w[k], y);
+        free(m[0]), free(m[1]), free(m[2]);
+    }
+    double *m[3];
+    for (int j = 0; j < 3; j++)
+        m[j] = t64(c, "model.layers.%d.mlp.shared_experts.%s.weight", l, sn[j]);
+    mlp64(m[0], m[1], m[2], v3 ? 32 : 64, x, 1.0, y);
+    free(m[0]), free(m[1]), free(m[2]);
+    for (int i = 0; i < H; i++)
+        h[i] += y[i];
+    free(wpost), free(wg), free(bias);
+}
+
+static void hand_computed_mla(enum plena_dec_arch arch)
+{
+    const int v3 = arch == PLENA_DEC_DEEPSEEK_V3;
+    struct paths P;
+    struct plena_route_opts o;
+    case_init(&P, plena_dec_arch_tiny_variant(arch), arch, NULL, &o);
+    const char *only[] = {"tiny-1"};
+    o.sample_ids = only;
+    o.n_sample_ids = 1;
+    const int64_t layers[2] = {v3 ? 1 : 0, 2};
+    o.layers = layers;
+    o.n_layers = 2;
+    struct plena_err err;
+    assert_int_equal(route(&o, &err), 0);
+    char *inputs = slurp(P.in, NULL), *second = strchr(inputs, '\n') + 1;
+    json_t *line = json_loadb(second, strcspn(second, "\n"), 0, NULL),
+           *tok = json_object_get(line, "input_ids");
+    assert_int_equal(json_array_size(tok), 2);
+    struct plena_ckpt c;
+    assert_int_equal(plena_ckpt_open(P.dir, &c, &err), 0);
+    double *embed = t64(&c, "model.embed_tokens.weight"), h[2][H], w[3][2][K];
+    int ids[3][2][K];
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < H; i++)
+            h[t][i] = embed[json_integer_value(json_array_get(tok, t)) * H + i];
+    for (int l = 0; l < 3; l++) {
+        mla64(&c, l, 2, h);
+        for (int t = 0; t < 2; t++)
+            if (l == 0 && v3)
+                dense64(&c, l, h[t]);
+            else
+                moe64_ds(&c, l, v3, h[t], ids[l][t], w[l][t]);
+    }
+    for (int r = 0; r < 2; r++) {
+        json_t *row = row_at(P.out, (size_t)r);
+        const int l = (int)layers[r];
+        for (int t = 0; t < 2; t++) {
+            json_t *rt = json_array_get(json_object_get(row, "routes"), t),
+                   *wt = json_array_get(json_object_get(row, "route_weights"), t);
+            for (int k = 0; k < K; k++) {
+                assert_int_equal(json_integer_value(json_array_get(rt, k)), ids[l][t][k]);
+                const double got = json_real_value(json_array_get(wt, k));
+                if (fabs(got - w[l][t][k]) > (l < 2 ? 2e-5 : 1e-4))
+                    fail_msg("%s layer %d token %d weight %d: %.9g, expected %.9g",
+                             plena_dec_arch_tiny_variant(arch), l, t, k, got, w[l][t][k]);
+            }
+        }
+        assert_string_equal(json_string_value(json_object_get(row, "weight_source")),
+                            v3 ? "true_router_sigmoid_weights"
+                               : "true_router_scaled_softmax_weights");
+        json_decref(row);
+    }
+    json_decref(line);
+    plena_free(inputs);
+    free(embed);
+    plena_ckpt_close(&c);
+}
+
+static void test_hand_computed_mla(void **state)
+{
+    (void)state;
+    hand_computed_mla(PLENA_DEC_DEEPSEEK_V2);
+    hand_computed_mla(PLENA_DEC_DEEPSEEK_V3);
 }
 
 /* ---- ties go to the lower id ---- */
@@ -320,12 +503,14 @@ static void equal_router_rows(const char *name, float *v, uint64_t n, void *ctx)
         v[i] = v[i % 64]; /* every expert's row = row 0 */
 }
 
-static void test_tie(void **state)
+/* Equal logits: experts 0 and 1 with weight w each (Qwen3: the softmax of
+ * two equal logits; DeepSeek-V2: every group's maximum ties, so groups 0 and
+ * 1, then their experts 0 and 1, each 1/8 x routed_scaling_factor 2). */
+static void tie_case(const char *name, enum plena_dec_arch arch, double w_want)
 {
-    (void)state;
     struct paths P;
     struct plena_route_opts o;
-    case_init(&P, "tie", PLENA_DEC_QWEN3_MOE, equal_router_rows, &o);
+    case_init(&P, name, arch, equal_router_rows, &o);
     const char *out = P.out;
     struct plena_err err;
     assert_int_equal(route(&o, &err), 0);
@@ -337,16 +522,26 @@ static void test_tie(void **state)
                    *w = json_array_get(json_object_get(row, "route_weights"), t);
             assert_int_equal(json_integer_value(json_array_get(r, 0)), 0);
             assert_int_equal(json_integer_value(json_array_get(r, 1)), 1);
-            assert_true(json_real_value(json_array_get(w, 0)) == 0.5);
+            assert_true(json_real_value(json_array_get(w, 0)) == w_want);
+            assert_true(json_real_value(json_array_get(w, 1)) == w_want);
         }
         json_decref(row);
     }
+}
+
+static void test_tie(void **state)
+{
+    (void)state;
+    tie_case("tie", PLENA_DEC_QWEN3_MOE, 0.5);
+    tie_case("tie-ds2", PLENA_DEC_DEEPSEEK_V2, 0.25);
 }
 
 /* ---- decode through the KV cache equals recomputing the longer prompt ---- */
 
 static void check_decode_act(enum plena_dec_arch arch, const char *name, int bf16)
 {
+    struct plena_dec_config cfg;
+    plena_tiny_config(arch, &cfg);
     struct paths P;
     struct plena_route_opts o;
     case_init(&P, name, arch, NULL, &o);
@@ -358,7 +553,7 @@ static void check_decode_act(enum plena_dec_arch arch, const char *name, int bf1
     o.phases = PLENA_ROUTE_BOTH;
     o.decode_steps = 2;
     o.act_bf16 = bf16;
-    const int64_t layers[2] = {0, -1};
+    const int64_t layers[2] = {cfg.dense[0], -1}; /* the first MoE layer and the last */
     o.layers = layers;
     o.n_layers = 2;
     struct plena_err err;
@@ -424,10 +619,19 @@ static void test_decode_mixtral_olmoe(void **state)
     check_decode(PLENA_DEC_OLMOE, "deco");
 }
 
+/* MLA: the cached K/V rows of the prefill serve the decode steps */
+static void test_decode_deepseek(void **state)
+{
+    (void)state;
+    check_decode(PLENA_DEC_DEEPSEEK_V2, "decd2");
+    check_decode(PLENA_DEC_DEEPSEEK_V3, "decd3");
+}
+
 /* ---- resume, overwrite, shards ---- */
 
+/* Layers first and 2, prefill and two decode steps. */
 static void full_run_threads(const char *dir, const char *out, uint32_t shard_i, uint32_t shard_n,
-                             uint32_t threads)
+                             uint32_t threads, int64_t first)
 {
     char in[600];
     plena_test_path(in, sizeof in, dir, "inputs.jsonl");
@@ -435,7 +639,7 @@ static void full_run_threads(const char *dir, const char *out, uint32_t shard_i,
     opts_init(&o, dir, in, out);
     o.phases = PLENA_ROUTE_BOTH;
     o.decode_steps = 2;
-    const int64_t layers[2] = {0, 2};
+    const int64_t layers[2] = {first, 2};
     o.layers = layers;
     o.n_layers = 2;
     o.shard_i = shard_i, o.shard_n = shard_n;
@@ -446,7 +650,7 @@ static void full_run_threads(const char *dir, const char *out, uint32_t shard_i,
 
 static void full_run(const char *dir, const char *out, uint32_t shard_i, uint32_t shard_n)
 {
-    full_run_threads(dir, out, shard_i, shard_n, 1);
+    full_run_threads(dir, out, shard_i, shard_n, 1, 0);
 }
 
 /* ---- identical rows for every thread count ---- */
@@ -461,8 +665,11 @@ static void test_threads(void **state)
         case_init(&P, name, (enum plena_dec_arch)a, NULL, NULL);
         char t4[600];
         plena_test_path(t4, sizeof t4, P.dir, "t4.jsonl");
-        full_run_threads(P.dir, P.out, 0, 0, 1);
-        full_run_threads(P.dir, t4, 0, 0, 4);
+        struct plena_dec_config c;
+        plena_tiny_config((enum plena_dec_arch)a, &c);
+        const int64_t first = c.dense[0]; /* DeepSeek-V3: layer 0 is dense */
+        full_run_threads(P.dir, P.out, 0, 0, 1, first);
+        full_run_threads(P.dir, t4, 0, 0, 4, first);
         size_t n1, n4;
         char *b1 = slurp(P.out, &n1), *b4 = slurp(t4, &n4);
         assert_int_equal(n1, n4);
@@ -575,6 +782,29 @@ static size_t sorted_lines(const char *const *paths, size_t n_paths, char **line
     return n;
 }
 
+/* DIR/s0.jsonl and DIR/s1.jsonl (buffers of 600): shards 0/2 and 1/2 of
+ * full_run_threads with layers first and 2. */
+static void shard_runs(const char *dir, char *s0, char *s1, int64_t first)
+{
+    plena_test_path(s0, 600, dir, "s0.jsonl");
+    plena_test_path(s1, 600, dir, "s1.jsonl");
+    full_run_threads(dir, s0, 0, 2, 1, first);
+    full_run_threads(dir, s1, 1, 2, 1, first);
+}
+
+/* The 30 lines of `all` are those of shards s0 and s1 together. */
+static void expect_merged(const char *all, const char *s0, const char *s1)
+{
+    char *a[64], *b[64], *ta[1], *tb[2];
+    const char *pa[1] = {all}, *pb[2] = {s0, s1};
+    size_t na = sorted_lines(pa, 1, a, 64, ta), nb = sorted_lines(pb, 2, b, 64, tb);
+    assert_int_equal(na, 30);
+    assert_int_equal(nb, na);
+    for (size_t i = 0; i < na; i++)
+        assert_string_equal(a[i], b[i]);
+    plena_free(ta[0]), plena_free(tb[0]), plena_free(tb[1]);
+}
+
 static void test_shards(void **state)
 {
     (void)state;
@@ -590,14 +820,41 @@ static void test_shards(void **state)
     json_t *r = row_at(s0, 0);
     assert_string_equal(json_string_value(json_object_get(r, "sample_id")), "tiny-0");
     json_decref(r);
-    char *a[64], *b[64], *ta[1], *tb[2];
-    const char *pa[1] = {all}, *pb[2] = {s0, s1};
-    size_t na = sorted_lines(pa, 1, a, 64, ta), nb = sorted_lines(pb, 2, b, 64, tb);
-    assert_int_equal(na, 30);
-    assert_int_equal(nb, na);
-    for (size_t i = 0; i < na; i++)
-        assert_string_equal(a[i], b[i]);
-    plena_free(ta[0]), plena_free(tb[0]), plena_free(tb[1]);
+    expect_merged(all, s0, s1);
+}
+
+/* DeepSeek-V3 (MLA, its router, layer 0 dense): killed mid-row then resumed
+ * gives the same bytes, and two shards hold the unsharded run's rows. */
+static void test_resume_shards_deepseek(void **state)
+{
+    (void)state;
+    struct paths P;
+    case_init(&P, "resume-ds", PLENA_DEC_DEEPSEEK_V3, NULL, NULL);
+    full_run_threads(P.dir, P.out, 0, 0, 1, 1);
+    size_t len;
+    char *want = slurp(P.out, &len), torn[600], s0[600], s1[600];
+    const char *p = want;
+    for (int i = 0; i < 13; i++)
+        p = strchr(p, '\n') + 1;
+    plena_test_write_file(P.dir, "torn.jsonl", want, (size_t)(p - want) + 100);
+    plena_test_path(torn, sizeof torn, P.dir, "torn.jsonl");
+    struct plena_route_opts o;
+    opts_init(&o, P.dir, P.in, torn);
+    o.phases = PLENA_ROUTE_BOTH;
+    o.decode_steps = 2;
+    const int64_t layers[2] = {1, 2};
+    o.layers = layers;
+    o.n_layers = 2;
+    o.resume = 1;
+    struct plena_err err;
+    assert_int_equal(route(&o, &err), 0);
+    size_t got_len;
+    char *got = slurp(torn, &got_len);
+    assert_int_equal(got_len, len);
+    assert_memory_equal(got, want, len);
+    plena_free(got), plena_free(want);
+    shard_runs(P.dir, s0, s1, 1);
+    expect_merged(P.out, s0, s1);
 }
 
 /* ---- interruption and the coverage check ---- */
@@ -785,11 +1042,8 @@ static void test_build(void **state)
     struct paths P;
     case_init(&P, "build", PLENA_DEC_QWEN2_MOE, NULL, NULL);
     char s0[600], s1[600], cfg[600];
-    plena_test_path(s0, sizeof s0, P.dir, "s0.jsonl");
-    plena_test_path(s1, sizeof s1, P.dir, "s1.jsonl");
     plena_test_path(cfg, sizeof cfg, P.dir, "config.json");
-    full_run(P.dir, s0, 0, 2);
-    full_run(P.dir, s1, 1, 2);
+    shard_runs(P.dir, s0, s1, 0);
     struct plena_moe_model m;
     struct plena_err err = {0};
     assert_int_equal(plena_model_resolve(cfg, &m, &err), 0);
@@ -836,7 +1090,54 @@ static void test_build(void **state)
     plena_trace_docs_free(&docs);
 }
 
-/* Keys refused only by some architectures */
+/* DeepSeek rows -> traces with the config's router: every trace validates
+ * in strict mode (its weight_source names and model.router's sum rule), and
+ * two of them replay when the CLI is at hand. */
+static void test_build_deepseek(void **state)
+{
+    (void)state;
+    for (int a = PLENA_DEC_DEEPSEEK_V2; a <= PLENA_DEC_DEEPSEEK_V3; a++) {
+        const int v3 = a == PLENA_DEC_DEEPSEEK_V3;
+        struct paths P;
+        char cfg[600], name[32];
+        snprintf(name, sizeof name, "bds%d", a);
+        case_init(&P, name, (enum plena_dec_arch)a, NULL, NULL);
+        plena_test_path(cfg, sizeof cfg, P.dir, "config.json");
+        full_run_threads(P.dir, P.out, 0, 0, 1, v3);
+        struct plena_moe_model m;
+        struct plena_err err = {0};
+        assert_int_equal(plena_model_resolve(cfg, &m, &err), 0);
+        const char *files[1] = {P.out};
+        struct plena_rows_build_opts o = {
+            .rows = files, .n_rows = 1, .mlen = 64, .blen = 4, .created_by = "test"};
+        struct plena_trace_docs docs = {0};
+        if (plena_rows_build(&o, &m, &docs, &err)) fail_msg("%s: %s", err.where, err.msg);
+        assert_int_equal(docs.n, 30);
+        struct plena_buf set;
+        plena_buf_init(&set);
+        assert_int_equal(plena_trace_docs_write_set(&docs, &set), 0);
+        struct plena_trace_validate_options vo = {.strict = 1};
+        struct plena_trace_set_report rep = {0};
+        assert_int_equal(plena_trace_validate_set_bytes(set.data, set.len, &vo, &rep), 0);
+        assert_true(rep.valid);
+        assert_non_null(strstr(set.data, v3 ? "\"weight_source\":\"true_router_sigmoid_weights\""
+                                            : "\"weight_source\":"
+                                              "\"true_router_scaled_softmax_weights\""));
+        plena_trace_set_report_free(&rep);
+        /* the first two traces (a prefill of one token, one of two) replay */
+        const char *two = strchr(strchr(set.data, '\n') + 1, '\n') + 1;
+        plena_test_write_file(P.dir, "set.jsonl", set.data, (size_t)(two - set.data));
+        plena_buf_free(&set);
+        plena_trace_docs_free(&docs);
+        const char *bin = plena_test_bin();
+        if (bin)
+            assert_int_equal(plena_test_sh("'%s' replay '%s/set.jsonl' --out '%s/rep' >/dev/null",
+                                           bin, P.dir, P.dir),
+                             0);
+    }
+}
+
+/* Keys refused only by some architectures (msg NULL: the edit is accepted) */
 static void refuse_in(enum plena_dec_arch arch, const char *from, const char *to, const char *msg)
 {
     struct plena_dec_config want;
@@ -859,9 +1160,10 @@ static void refuse_in(enum plena_dec_arch arch, const char *from, const char *to
     assert_non_null(p);
     char buf[4096];
     snprintf(buf, sizeof buf, "%.*s%s%s", (int)(p - text), text, to, p + strlen(from));
-    assert_int_equal(plena_dec_config_parse(buf, strlen(buf), "config.json", &c, &err),
-                     PLENA_E_INPUT);
-    if (!strstr(err.msg, msg)) fail_msg("'%s' does not contain '%s'", err.msg, msg);
+    const int rc = plena_dec_config_parse(buf, strlen(buf), "config.json", &c, &err);
+    if (!msg && rc) fail_msg("'%s' refused: %s", to, err.msg);
+    if (msg && rc != PLENA_E_INPUT) fail_msg("'%s' accepted", to);
+    if (msg && !strstr(err.msg, msg)) fail_msg("'%s' does not contain '%s'", err.msg, msg);
     plena_free(text);
 }
 
@@ -875,6 +1177,26 @@ static void test_arch_refusals(void **state)
     refuse_in(PLENA_DEC_OLMOE, "\"clip_qkv\": null", "\"clip_qkv\": 8", "'clip_qkv' is set");
     refuse_in(PLENA_DEC_QWEN2_MOE, "\"torch_dtype\"", "\"attention_bias\": true, \"torch_dtype\"",
               "'attention_bias' is not part of qwen2_moe");
+    const enum plena_dec_arch v2 = PLENA_DEC_DEEPSEEK_V2, v3 = PLENA_DEC_DEEPSEEK_V3;
+    refuse_in(v3, "\"moe_layer_freq\": 1", "\"moe_layer_freq\": 2", "'moe_layer_freq' must be 1");
+    refuse_in(v3, "\"rope_scaling\": null", "\"rope_scaling\": {\"type\": \"yarn\"}",
+              "'rope_scaling' is set");
+    refuse_in(v2, "\"attention_bias\": false", "\"attention_bias\": true",
+              "'attention_bias' must be false");
+    refuse_in(v3, "\"torch_dtype\"", "\"quantization_config\": {}, \"torch_dtype\"",
+              "'quantization_config' is not modelled by plena's forward pass for deepseek_v3");
+    refuse_in(v3, "\"topk_method\": \"noaux_tc\"", "\"topk_method\": \"greedy\"", "noaux_tc");
+    refuse_in(v2, "\"n_group\": 4", "\"n_group\": 3", "n_group 3 does not divide");
+    /* present but inert: the MTP layers, the expert-parallel size, the
+     * remote-code map, no q_lora (V2-Lite) */
+    refuse_in(v3, "\"torch_dtype\"",
+              "\"num_nextn_predict_layers\": 1, \"ep_size\": 1, \"auto_map\": {}, "
+              "\"rope_interleave\": true, \"qk_head_dim\": 24, \"head_dim\": 8, \"torch_dtype\"",
+              NULL);
+    refuse_in(v3, "\"torch_dtype\"", "\"qk_head_dim\": 16, \"torch_dtype\"",
+              "'qk_head_dim' (16) must equal");
+    refuse_in(v2, "\"torch_dtype\"", "\"rope_interleave\": false, \"torch_dtype\"",
+              "'rope_interleave' must be true");
 }
 
 /* ---- the CLI: each bad input of the spec, its message and exit code ---- */
@@ -951,25 +1273,31 @@ static void test_layer_list(void **state)
         if (!plena_route_parse_layers(bad[i], &v, &n)) fail_msg("'%s' accepted", bad[i]);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_hand_computed),
+    cmocka_unit_test(test_hand_computed_mla),
+    cmocka_unit_test(test_tie),
+    cmocka_unit_test(test_decode_qwen3),
+    cmocka_unit_test(test_decode_qwen2),
+    cmocka_unit_test(test_resume),
+    cmocka_unit_test(test_shards),
+    cmocka_unit_test(test_resume_shards_deepseek),
+    cmocka_unit_test(test_failures),
+    cmocka_unit_test(test_config_refusals),
+    cmocka_unit_test(test_layer_list),
+    cmocka_unit_test(test_cli_exit_codes),
+    cmocka_unit_test(test_build),
+    cmocka_unit_test(test_build_deepseek),
+    cmocka_unit_test(test_threads),
+    cmocka_unit_test(test_decode_mixtral_olmoe),
+    cmocka_unit_test(test_decode_deepseek),
+    cmocka_unit_test(test_arch_refusals),
+    cmocka_unit_test(test_interrupt_and_check),
+    cmocka_unit_test(test_campaign_route),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hand_computed),
-        cmocka_unit_test(test_tie),
-        cmocka_unit_test(test_decode_qwen3),
-        cmocka_unit_test(test_decode_qwen2),
-        cmocka_unit_test(test_resume),
-        cmocka_unit_test(test_shards),
-        cmocka_unit_test(test_failures),
-        cmocka_unit_test(test_config_refusals),
-        cmocka_unit_test(test_layer_list),
-        cmocka_unit_test(test_cli_exit_codes),
-        cmocka_unit_test(test_build),
-        cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_decode_mixtral_olmoe),
-        cmocka_unit_test(test_arch_refusals),
-        cmocka_unit_test(test_interrupt_and_check),
-        cmocka_unit_test(test_campaign_route),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), plena_test_tmp_setup,
+                           plena_test_tmp_teardown);
 }

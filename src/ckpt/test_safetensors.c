@@ -262,13 +262,14 @@ static void test_directory(void **state)
     plena_test_rmtree(dir);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_values),
+    cmocka_unit_test(test_bad_headers),
+    cmocka_unit_test(test_bad_length),
+    cmocka_unit_test(test_directory),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_values),
-        cmocka_unit_test(test_bad_headers),
-        cmocka_unit_test(test_bad_length),
-        cmocka_unit_test(test_directory),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

@@ -30,6 +30,30 @@ void plena_tiny_config(enum plena_dec_arch arch, struct plena_dec_config *c)
     if (arch == PLENA_DEC_QWEN2_MOE) {
         /* as the published Qwen2-MoE: q/k/v biases, no q/k norms */
         c->shared_inter = 64, c->norm_topk = 0, c->attn_bias = 1, c->qk_norm = 0;
+        c->shared_gated = 1;
+    }
+    if (arch == PLENA_DEC_DEEPSEEK_V2 || arch == PLENA_DEC_DEEPSEEK_V3) {
+        /* MLA with nope 16, rope 8, v 16, kv_lora 32 (V3 also q_lora 32);
+         * 4 groups of 2 experts, top-2 of 2 groups; ungated shared experts.
+         * V2: softmax, group_limited_greedy, not renormalised, x 2 (weights
+         * sum to at most 2), 2 shared experts, every layer sparse. V3:
+         * sigmoid + correction bias, noaux_tc, renormalised x 2.5, one
+         * shared expert, layer 0 dense (first_k_dense_replace 1). */
+        const int v3 = arch == PLENA_DEC_DEEPSEEK_V3;
+        c->kv_heads = c->heads, c->qk_norm = 0, c->dense[1] = 0, c->dense[0] = v3;
+        c->mla = 1, c->q_lora = v3 ? 32 : 0, c->kv_lora = 32, c->nope = 16, c->head_dim = 8;
+        c->v_dim = 16, c->shared_inter = (v3 ? 1 : 2) * c->moe_inter, c->norm_topk = v3;
+        c->ext_router = 1;
+        struct plena_router *r = &c->router;
+        memset(r, 0, sizeof *r);
+        r->score = v3 ? PLENA_SCORE_SIGMOID : PLENA_SCORE_SOFTMAX;
+        r->select_bias = v3 ? PLENA_SELECT_BIAS_SELECTION : PLENA_SELECT_BIAS_NONE;
+        r->n_group = 4, r->topk_group = 2;
+        r->group_score = v3 ? PLENA_GROUP_TOP2_SUM : PLENA_GROUP_MAX;
+        r->norm = v3 ? PLENA_NORM_SUM : PLENA_NORM_NONE;
+        r->norm_eps = v3 ? 1e-20f : 0.0f;
+        r->scaling = v3 ? 2.5f : 2.0f;
+        r->f32_logits = 1;
     }
     if (arch == PLENA_DEC_MIXTRAL || arch == PLENA_DEC_OLMOE) {
         /* every layer sparse; intermediate_size is the expert width */
@@ -37,6 +61,37 @@ void plena_tiny_config(enum plena_dec_arch arch, struct plena_dec_config *c)
         c->qk_norm = arch == PLENA_DEC_OLMOE ? 2 : 0;
         c->norm_topk = arch == PLENA_DEC_MIXTRAL;
     }
+}
+
+/* The DeepSeek keys (as the published configs spell them). */
+static void deepseek_json(json_t *o, const struct plena_dec_config *c)
+{
+    const struct plena_router *r = &c->router;
+    uint32_t first_dense = 0;
+    while (first_dense < c->n_layers && c->dense[first_dense])
+        first_dense++;
+    json_object_del(o, "head_dim");
+    json_object_set_new(o, "q_lora_rank", c->q_lora ? json_integer(c->q_lora) : json_null());
+    json_object_set_new(o, "kv_lora_rank", json_integer(c->kv_lora));
+    json_object_set_new(o, "qk_nope_head_dim", json_integer(c->nope));
+    json_object_set_new(o, "qk_rope_head_dim", json_integer(c->head_dim));
+    json_object_set_new(o, "v_head_dim", json_integer(c->v_dim));
+    json_object_set_new(o, "first_k_dense_replace", json_integer(first_dense));
+    json_object_set_new(o, "moe_layer_freq", json_integer(1));
+    json_object_set_new(o, "n_shared_experts",
+                        json_integer(c->moe_inter ? c->shared_inter / c->moe_inter : 0));
+    json_object_set_new(o, "scoring_func",
+                        json_string(r->score == PLENA_SCORE_SIGMOID ? "sigmoid" : "softmax"));
+    json_object_set_new(o, "topk_method",
+                        json_string(r->select_bias != PLENA_SELECT_BIAS_NONE ? "noaux_tc"
+                                    : r->n_group > 1 ? "group_limited_greedy"
+                                                     : "greedy"));
+    json_object_set_new(o, "n_group", json_integer(r->n_group));
+    json_object_set_new(o, "topk_group", json_integer(r->topk_group));
+    json_object_set_new(o, "routed_scaling_factor", json_real(r->scaling));
+    json_object_set_new(o, "attention_bias", json_false());
+    json_object_set_new(o, "aux_loss_alpha", json_real(0.001));
+    json_object_set_new(o, "seq_aux", json_true());
 }
 
 /* config.json of a tiny variant: the keys its architecture's published
@@ -78,8 +133,9 @@ static json_t *config_json(const struct plena_dec_config *c)
         json_object_set_new(o, "decoder_sparse_step", json_integer(c->sparse_step));
         json_object_set_new(o, "use_sliding_window", json_false());
     }
-    if (c->shared_inter)
+    if (c->shared_inter && c->shared_gated)
         json_object_set_new(o, "shared_expert_intermediate_size", json_integer(c->shared_inter));
+    if (c->mla) deepseek_json(o, c);
     return o;
 }
 

@@ -49,6 +49,10 @@ static void walk_moe(struct walk *W, const struct plena_dec_config *c, uint32_t 
     const struct plena_dec_arch_info *a = plena_dec_arch_info(c->arch);
     visit(W, SLOT(y, router), PLENA_DEC_T_MATRIX, E, H, "model.layers.%u.%s.gate.weight", l,
           a->block);
+    if (c->ext_router && c->router.select_bias != PLENA_SELECT_BIAS_NONE)
+        /* drawn as a bias of fan-in H */
+        visit(W, SLOT(y, e_bias), PLENA_DEC_T_BIAS, E, H,
+              "model.layers.%u.%s.gate.e_score_correction_bias", l, a->block);
     struct plena_mat *eg = slot_array(W, y ? &y->eg : NULL, E, y != NULL),
                      *eu = slot_array(W, y ? &y->eu : NULL, E, y != NULL),
                      *ed = slot_array(W, y ? &y->ed : NULL, E, y != NULL);
@@ -61,16 +65,41 @@ static void walk_moe(struct walk *W, const struct plena_dec_config *c, uint32_t 
               l, a->block, e, a->down);
     }
     if (c->shared_inter) {
+        /* Qwen2-MoE: shared_expert and its gate; DeepSeek: shared_experts
+         * (n_shared fused to one MLP), no gate */
         const uint32_t S = c->shared_inter;
-        visit(W, SLOT(y, sg), PLENA_DEC_T_MATRIX, S, H,
-              "model.layers.%u.mlp.shared_expert.gate_proj.weight", l);
-        visit(W, SLOT(y, su), PLENA_DEC_T_MATRIX, S, H,
-              "model.layers.%u.mlp.shared_expert.up_proj.weight", l);
-        visit(W, SLOT(y, sd), PLENA_DEC_T_MATRIX, H, S,
-              "model.layers.%u.mlp.shared_expert.down_proj.weight", l);
-        visit(W, SLOT(y, shared_gate), PLENA_DEC_T_VECTOR, 1, H,
-              "model.layers.%u.mlp.shared_expert_gate.weight", l);
+        const char *sh = c->shared_gated ? "shared_expert" : "shared_experts";
+        visit(W, SLOT(y, sg), PLENA_DEC_T_MATRIX, S, H, "model.layers.%u.mlp.%s.gate_proj.weight",
+              l, sh);
+        visit(W, SLOT(y, su), PLENA_DEC_T_MATRIX, S, H, "model.layers.%u.mlp.%s.up_proj.weight", l,
+              sh);
+        visit(W, SLOT(y, sd), PLENA_DEC_T_MATRIX, H, S, "model.layers.%u.mlp.%s.down_proj.weight",
+              l, sh);
+        if (c->shared_gated)
+            visit(W, SLOT(y, shared_gate), PLENA_DEC_T_VECTOR, 1, H,
+                  "model.layers.%u.mlp.shared_expert_gate.weight", l);
     }
+}
+
+/* MLA projections (mla.c) */
+static void walk_mla(struct walk *W, const struct plena_dec_config *c, uint32_t l,
+                     struct plena_dec_layer *y)
+{
+    const uint32_t H = c->hidden, QD = plena_dec_qdim(c), R = c->head_dim, CL = c->kv_lora;
+    const enum plena_dec_tensor_kind M = PLENA_DEC_T_MATRIX, N = PLENA_DEC_T_NORM;
+    if (c->q_lora) {
+        visit(W, SLOT(y, q_a), M, c->q_lora, H, "model.layers.%u.self_attn.q_a_proj.weight", l);
+        visit(W, SLOT(y, q_a_norm), N, c->q_lora, 0,
+              "model.layers.%u.self_attn.q_a_layernorm.weight", l);
+        visit(W, SLOT(y, q_b), M, QD, c->q_lora, "model.layers.%u.self_attn.q_b_proj.weight", l);
+    } else {
+        visit(W, SLOT(y, q), M, QD, H, "model.layers.%u.self_attn.q_proj.weight", l);
+    }
+    visit(W, SLOT(y, kv_a), M, CL + R, H, "model.layers.%u.self_attn.kv_a_proj_with_mqa.weight", l);
+    visit(W, SLOT(y, kv_a_norm), N, CL, 0, "model.layers.%u.self_attn.kv_a_layernorm.weight", l);
+    visit(W, SLOT(y, kv_b), M, (uint64_t)c->heads * (c->nope + c->v_dim), CL,
+          "model.layers.%u.self_attn.kv_b_proj.weight", l);
+    visit(W, SLOT(y, o), M, H, plena_dec_attdim(c), "model.layers.%u.self_attn.o_proj.weight", l);
 }
 
 static void walk_layer(struct walk *W, const struct plena_dec_config *c, uint32_t l,
@@ -80,6 +109,10 @@ static void walk_layer(struct walk *W, const struct plena_dec_config *c, uint32_
     const enum plena_dec_tensor_kind M = PLENA_DEC_T_MATRIX, N = PLENA_DEC_T_NORM,
                                      B = PLENA_DEC_T_BIAS;
     visit(W, SLOT(y, in_norm), N, H, 0, "model.layers.%u.input_layernorm.weight", l);
+    if (c->mla) {
+        walk_mla(W, c, l, y);
+        goto mlp;
+    }
     visit(W, SLOT(y, q), M, QD, H, "model.layers.%u.self_attn.q_proj.weight", l);
     visit(W, SLOT(y, k), M, KD, H, "model.layers.%u.self_attn.k_proj.weight", l);
     visit(W, SLOT(y, v), M, KD, H, "model.layers.%u.self_attn.v_proj.weight", l);
@@ -96,6 +129,7 @@ static void walk_layer(struct walk *W, const struct plena_dec_config *c, uint32_
         visit(W, SLOT(y, q_norm), N, qn, 0, "model.layers.%u.self_attn.q_norm.weight", l);
         visit(W, SLOT(y, k_norm), N, kn, 0, "model.layers.%u.self_attn.k_norm.weight", l);
     }
+mlp:
     visit(W, SLOT(y, post_norm), N, H, 0, "model.layers.%u.post_attention_layernorm.weight", l);
     if (c->dense[l]) {
         visit(W, SLOT(y, dg), M, c->inter, H, "model.layers.%u.mlp.gate_proj.weight", l);
@@ -201,12 +235,13 @@ void plena_dec_weights_free(struct plena_dec_weights *w)
     if (!w) return;
     for (uint32_t l = 0; w->layers && l < w->n_loaded; l++) {
         struct plena_dec_layer *y = &w->layers[l];
-        float *one[] = {y->in_norm, y->post_norm, y->bq,     y->bk,
-                        y->bv,      y->q_norm,    y->k_norm, y->shared_gate};
+        float *one[] = {y->in_norm, y->post_norm,   y->bq,       y->bk,        y->bv,    y->q_norm,
+                        y->k_norm,  y->shared_gate, y->q_a_norm, y->kv_a_norm, y->e_bias};
         for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
             plena_free(one[i]);
-        struct plena_mat *mats[] = {&y->q,  &y->k,  &y->v,  &y->o,  &y->router, &y->dg,
-                                    &y->du, &y->dd, &y->sg, &y->su, &y->sd};
+        struct plena_mat *mats[] = {&y->q,  &y->k,   &y->v,   &y->o,    &y->router,
+                                    &y->dg, &y->du,  &y->dd,  &y->sg,   &y->su,
+                                    &y->sd, &y->q_a, &y->q_b, &y->kv_a, &y->kv_b};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
             plena_mat_free(mats[i]);
         free_experts(y->eg, w->cfg.n_experts);

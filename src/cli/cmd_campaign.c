@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "campaign/campaign.h"
@@ -19,6 +18,7 @@
 #include "common/alloc.h"
 #include "cli/route_cli.h"
 #include "common/fileio.h"
+#include "common/proc.h"
 #include "replay/jsonw.h"
 
 #define MAX_TARGETFS 32
@@ -297,9 +297,7 @@ static void print_progress(void *ctx, const struct plena_campaign_progress *p)
     if (c->none) return;
     char line[400];
     plena_campaign_progress_line(p, line, sizeof line);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double now = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    double now = plena_proc_now();
     if (c->tty) {
         if (!p->final && now - c->last_print < 0.25) return; /* at most 4 per second */
         fprintf(stderr, "\r%s\033[K%s", line, p->final ? "\n" : "");

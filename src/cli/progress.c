@@ -3,25 +3,19 @@
 #include "cli/progress.h"
 
 #include <stdio.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "common/proc.h"
 
 const struct plena_opt_enum plena_cli_progress_modes = {
     .names = (const char *const[]){"auto", "none", "always", NULL}};
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 void plena_cli_progress_init(struct plena_cli_progress *p, const char *cmd, int mode)
 {
     p->cmd = cmd;
     p->on = mode == PLENA_CLI_PROGRESS_ALWAYS || (mode == PLENA_CLI_PROGRESS_AUTO && isatty(2));
     p->immediate = mode == PLENA_CLI_PROGRESS_ALWAYS;
-    p->t0 = now_s();
+    p->t0 = plena_proc_now();
     p->last = 0;
     p->shown = 0;
 }
@@ -36,7 +30,7 @@ void plena_cli_progress_update(struct plena_cli_progress *p, const char *phase, 
                                uint64_t total, const char *unit)
 {
     if (!p || !p->on) return;
-    double t = now_s(), el = t - p->t0;
+    double t = plena_proc_now(), el = t - p->t0;
     if (!p->immediate && el < 1.0) return;      /* short work shows nothing */
     if (p->shown && t - p->last < 0.25) return; /* at most 4 lines a second */
     p->last = t;

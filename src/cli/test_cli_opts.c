@@ -16,6 +16,7 @@
 #include "cli/opts.h"
 #include "common/alloc.h"
 #include "model/model.h"
+#include "common/test_support.h"
 
 PLENA_OPT_ENUM_OF(weights_mode);
 
@@ -423,16 +424,17 @@ static int teardown(void **state)
     return 0;
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_teardown(test_defaults_land, teardown),
+    cmocka_unit_test_teardown(test_values_and_forms, teardown),
+    cmocka_unit_test_teardown(test_lists_greedy_forward, teardown),
+    cmocka_unit_test_teardown(test_each_error_one_message, teardown),
+    cmocka_unit_test_teardown(test_help_flag, teardown),
+    cmocka_unit_test_teardown(test_help_text, teardown),
+    cmocka_unit_test_teardown(test_check_spec, teardown),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_defaults_land, teardown),
-        cmocka_unit_test_teardown(test_values_and_forms, teardown),
-        cmocka_unit_test_teardown(test_lists_greedy_forward, teardown),
-        cmocka_unit_test_teardown(test_each_error_one_message, teardown),
-        cmocka_unit_test_teardown(test_help_flag, teardown),
-        cmocka_unit_test_teardown(test_help_text, teardown),
-        cmocka_unit_test_teardown(test_check_spec, teardown),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

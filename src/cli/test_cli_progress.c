@@ -11,25 +11,24 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/alloc.h"
+#include "common/proc.h"
 #include "common/test_support.h"
-
-static char tmp[256];
 
 static const char *MOE = "moe --model deepseek-v2-lite-mini --tokens %s --out %s/b";
 
 static int moe(const char *tokens, const char *extra, const char *redirect)
 {
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, MOE, tokens, tmp);
-    return plena_test_sh("cd '%s' && '%s' %s %s %s", tmp, plena_test_bin(), cmd, extra, redirect);
+    snprintf(cmd, sizeof cmd, MOE, tokens, plena_test_tmp);
+    return plena_test_sh("cd '%s' && '%s' %s %s %s", plena_test_tmp, plena_test_bin(), cmd, extra,
+                         redirect);
 }
 
 static char *slurp(const char *name)
 {
-    char *t = plena_test_read_file(tmp, name, NULL);
+    char *t = plena_test_read_file(plena_test_tmp, name, NULL);
     assert_non_null(t);
     return t;
 }
@@ -67,13 +66,6 @@ static void test_always_into_a_file(void **state)
     plena_free(o);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* On a pseudo-terminal: none is quiet; auto shows the line when the work
  * took long enough (beyond 2 s it must have). */
 static void test_terminal(void **state)
@@ -81,31 +73,32 @@ static void test_terminal(void **state)
     (void)state;
     if (!plena_test_bin() || plena_test_sh("command -v script >/dev/null") != 0) skip();
     char cmd[1024], inner[1200];
-    snprintf(cmd, sizeof cmd, MOE, "16", tmp);
+    snprintf(cmd, sizeof cmd, MOE, "16", plena_test_tmp);
     snprintf(inner, sizeof inner, "'%s' %s --progress none", plena_test_bin(), cmd);
-    assert_int_equal(plena_test_sh("cd '%s' && script -qec \"%s\" /dev/null >n.pty", tmp, inner),
-                     0);
+    assert_int_equal(
+        plena_test_sh("cd '%s' && script -qec \"%s\" /dev/null >n.pty", plena_test_tmp, inner), 0);
     char *t = slurp("n.pty");
     assert_null(strstr(t, "plena moe: run"));
     plena_free(t);
     snprintf(inner, sizeof inner, "'%s' %s", plena_test_bin(), cmd);
-    double t0 = now_s();
-    assert_int_equal(plena_test_sh("cd '%s' && script -qec \"%s\" /dev/null >y.pty", tmp, inner),
-                     0);
-    double took = now_s() - t0;
+    double t0 = plena_proc_now();
+    assert_int_equal(
+        plena_test_sh("cd '%s' && script -qec \"%s\" /dev/null >y.pty", plena_test_tmp, inner), 0);
+    double took = plena_proc_now() - t0;
     t = slurp("y.pty");
     if (took > 2.0) assert_non_null(strstr(t, "\rplena moe: run "));
     if (took < 0.9) assert_null(strstr(t, "plena moe: run"));
     plena_free(t);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_quiet_when_not_a_terminal),
+    cmocka_unit_test(test_always_into_a_file),
+    cmocka_unit_test(test_terminal),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_quiet_when_not_a_terminal),
-                                       cmocka_unit_test(test_always_into_a_file),
-                                       cmocka_unit_test(test_terminal)};
-    if (plena_test_mkdtemp(tmp, sizeof tmp, "test_cli_progress")) return 1;
-    int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    plena_test_rmtree(tmp);
-    return failed;
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), plena_test_tmp_setup,
+                           plena_test_tmp_teardown);
 }

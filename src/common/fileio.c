@@ -341,6 +341,30 @@ int plena_buf_printf(struct plena_buf *b, const char *fmt, ...)
     return 0;
 }
 
+int plena_lines_next(struct plena_lines *it, const char **s, size_t *n)
+{
+    if (!*it->p) return 0;
+    const char *nl = strchr(it->p, '\n');
+    *s = it->p;
+    *n = nl ? (size_t)(nl - it->p) : strlen(it->p);
+    it->p = nl ? nl + 1 : it->p + *n;
+    it->line++;
+    return 1;
+}
+
+size_t plena_u64_digits(char *out, uint64_t v)
+{
+    char t[PLENA_U64_DIGITS];
+    size_t n = 0;
+    do {
+        t[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        out[i] = t[n - 1 - i];
+    return n;
+}
+
 int plena_buf_put_md_cell(struct plena_buf *b, const char *s)
 {
     for (; *s; s++) {

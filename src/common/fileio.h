@@ -93,6 +93,23 @@ int plena_buf_printf(struct plena_buf *b, const char *fmt, ...)
  * (the one character that would end the cell; the generated docs rely on it). */
 int plena_buf_put_md_cell(struct plena_buf *b, const char *s);
 
+/* Reads a NUL-terminated text line by line: {text, 0}, then
+ * plena_lines_next until it returns 0. */
+struct plena_lines {
+    const char *p; /* the rest of the text */
+    size_t line;   /* the 1-based number of the line last returned */
+};
+/* The next line into *s and *n (its length, without the '\n'); 0 at the end
+ * of the text. A final '\n' ends the last line, it starts no empty one. */
+int plena_lines_next(struct plena_lines *it, const char **s, size_t *n);
+
+/* The most decimal digits a uint64_t has. */
+#define PLENA_U64_DIGITS 20
+/* The decimal digits of v, most significant first, without sign or NUL,
+ * into out (room for PLENA_U64_DIGITS); returns how many. The fast integer
+ * formatting of the assembly writer and the timeline (no printf). */
+size_t plena_u64_digits(char *out, uint64_t v);
+
 /* mkdir -p; PLENA_E_OUTPUT on failure. */
 int plena_mkdir_p(const char *path, struct plena_err *err);
 

@@ -255,6 +255,54 @@ static void test_buf_printf_long(void **state)
     plena_buf_free(&b);
 }
 
+/* Lines of a text: empty lines kept, a final '\n' starts no empty line, a
+ * last line without one is a line. */
+static void test_lines(void **state)
+{
+    (void)state;
+    static const char *const want[] = {"a", "", "b c", "d"};
+    const char *s;
+    size_t n, k = 0;
+    struct plena_lines it = {"a\n\nb c\nd", 0};
+    while (plena_lines_next(&it, &s, &n)) {
+        assert_true(k < PLENA_TEST_COUNT(want));
+        assert_int_equal(n, strlen(want[k]));
+        assert_memory_equal(s, want[k], n);
+        assert_int_equal(it.line, ++k);
+    }
+    assert_int_equal(k, 4);
+    it = (struct plena_lines){"x\n", 0};
+    assert_int_equal(plena_lines_next(&it, &s, &n), 1);
+    assert_int_equal(n, 1);
+    assert_int_equal(plena_lines_next(&it, &s, &n), 0);
+    it = (struct plena_lines){"", 0};
+    assert_int_equal(plena_lines_next(&it, &s, &n), 0);
+    assert_int_equal(it.line, 0);
+}
+
+/* Decimal digits, the expected texts written by hand; nothing past them. */
+static void test_u64_digits(void **state)
+{
+    (void)state;
+    static const struct {
+        uint64_t v;
+        const char *text;
+    } cases[] = {{0, "0"},
+                 {7, "7"},
+                 {10, "10"},
+                 {1000000, "1000000"},
+                 {4294967295u, "4294967295"},
+                 {18446744073709551615u, "18446744073709551615"}};
+    for (size_t i = 0; i < PLENA_TEST_COUNT(cases); i++) {
+        char out[PLENA_U64_DIGITS + 1];
+        memset(out, '#', sizeof out);
+        size_t n = plena_u64_digits(out, cases[i].v);
+        assert_int_equal(n, strlen(cases[i].text));
+        assert_memory_equal(out, cases[i].text, n);
+        assert_int_equal(out[n], '#');
+    }
+}
+
 /* The exit codes of docs/cli.md, written here by hand: 0 success, 1 failed,
  * 2 usage, 3 input, 4 output, 5 interrupted, 6 out of memory; the worst of two
  * statuses is the higher exit code; the help text has one line per code. */
@@ -291,19 +339,22 @@ static void test_status_table(void **state)
     assert_int_equal(strlen(small), 15);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_first_error_wins),
+    cmocka_unit_test(test_alloc_fail_hook),
+    cmocka_unit_test(test_atomic_write_and_read),
+    cmocka_unit_test(test_unlink_pending_on_signal),
+    cmocka_unit_test(test_buf_printf_long),
+    cmocka_unit_test(test_u64_digits),
+    cmocka_unit_test(test_lines),
+    cmocka_unit_test(test_status_table),
+    cmocka_unit_test(test_qsort_empty),
+    cmocka_unit_test(test_outputs_regular_and_all_or_none),
+    cmocka_unit_test(test_read_bounded),
+    cmocka_unit_test(test_clean_stale_tmp),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_first_error_wins),
-        cmocka_unit_test(test_alloc_fail_hook),
-        cmocka_unit_test(test_atomic_write_and_read),
-        cmocka_unit_test(test_unlink_pending_on_signal),
-        cmocka_unit_test(test_buf_printf_long),
-        cmocka_unit_test(test_status_table),
-        cmocka_unit_test(test_qsort_empty),
-        cmocka_unit_test(test_outputs_regular_and_all_or_none),
-        cmocka_unit_test(test_read_bounded),
-        cmocka_unit_test(test_clean_stale_tmp),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

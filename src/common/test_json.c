@@ -15,6 +15,7 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "common/json.h"
+#include "common/test_support.h"
 
 static void expect_double(double v, const char *want)
 {
@@ -275,13 +276,20 @@ static void test_out_of_memory(void **state)
     json_decref(v);
 }
 
+static const struct CMUnitTest tests[] = {
+    /* number formatting */
+    cmocka_unit_test(test_fmt_double),
+    cmocka_unit_test(test_fmt_float),
+    /* the writer */
+    cmocka_unit_test(test_pretty_and_canonical),
+    cmocka_unit_test(test_escapes_and_numbers),
+    cmocka_unit_test(test_route_weights_f32),
+    cmocka_unit_test(test_shallow_limit),
+    cmocka_unit_test(test_out_of_memory),
+    cmocka_unit_test(test_profile_form),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fmt_double),           cmocka_unit_test(test_fmt_float),
-        cmocka_unit_test(test_pretty_and_canonical), cmocka_unit_test(test_escapes_and_numbers),
-        cmocka_unit_test(test_route_weights_f32),    cmocka_unit_test(test_shallow_limit),
-        cmocka_unit_test(test_out_of_memory),        cmocka_unit_test(test_profile_form),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "common/proc.h"
+#include "common/test_support.h"
 
 #define N 6
 
@@ -187,15 +188,16 @@ static void test_jobs_die_with_parent(void **state)
 }
 #endif
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_all_jobs_once),
+    cmocka_unit_test(test_prepare_error_stops),
+    cmocka_unit_test(test_stop_forwards_sigterm),
+#ifdef __linux__
+    cmocka_unit_test(test_jobs_die_with_parent),
+#endif
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_all_jobs_once),
-        cmocka_unit_test(test_prepare_error_stops),
-        cmocka_unit_test(test_stop_forwards_sigterm),
-#ifdef __linux__
-        cmocka_unit_test(test_jobs_die_with_parent),
-#endif
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/sha256.h"
+#include "common/test_support.h"
 
 static void check(const char *msg, const char *want)
 {
@@ -69,12 +70,13 @@ static void test_incremental_splits(void **state)
     check(m56, "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a");
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_vectors),
+    cmocka_unit_test(test_million_a),
+    cmocka_unit_test(test_incremental_splits),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vectors),
-        cmocka_unit_test(test_million_a),
-        cmocka_unit_test(test_incremental_splits),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

@@ -20,6 +20,28 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 
+int plena_test_main(const struct CMUnitTest *tests, size_t n, int (*setup)(void **),
+                    int (*teardown)(void **))
+{
+    const char *filter = getenv("PLENA_TEST_FILTER");
+    if (filter) cmocka_set_test_filter(filter);
+    return _cmocka_run_group_tests("tests", tests, n, setup, teardown);
+}
+
+char plena_test_tmp[64];
+
+int plena_test_tmp_setup(void **state)
+{
+    (void)state;
+    return plena_test_mkdtemp(plena_test_tmp, sizeof plena_test_tmp, "test");
+}
+
+int plena_test_tmp_teardown(void **state)
+{
+    (void)state;
+    return plena_test_rmtree(plena_test_tmp);
+}
+
 int plena_test_mkdtemp(char *dir, size_t n, const char *tag)
 {
     int w = snprintf(dir, n, "/tmp/plena_%s_XXXXXX", tag);

@@ -1,14 +1,38 @@
-/* Helpers shared by the cmocka tests of every module: a fresh mkdtemp
- * directory, whole-file writes and reads inside it, removing it again,
- * running the `plena` CLI ($PLENA_BIN) through the shell for its exit code,
- * or as a process of its own that the test can signal.
+/* Helpers shared by the cmocka tests of every module: a test file's main and
+ * temporary-directory fixtures, a fresh mkdtemp directory, whole-file writes
+ * and reads inside it, removing it again, running the `plena` CLI
+ * ($PLENA_BIN) through the shell for its exit code, or as a process of its
+ * own that the test can signal.
  * Built as the static library plena_test_support (tests only, never part of
- * libplena); the write helpers fail the calling test through cmocka. */
+ * libplena; plena_test() links it into every test); the write helpers fail
+ * the calling test through cmocka. */
 #ifndef PLENA_COMMON_TEST_SUPPORT_H
 #define PLENA_COMMON_TEST_SUPPORT_H
 
 #include <stddef.h>
 #include <sys/types.h>
+
+struct CMUnitTest;
+
+/* The number of entries of an array in scope (a test file's tests[]). */
+#define PLENA_TEST_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A test file's main: runs tests[n] as one cmocka group with the group
+ * fixtures setup and teardown (NULL for none), as cmocka_run_group_tests
+ * does; with $PLENA_TEST_FILTER set, only the tests whose names match it
+ * (cmocka_set_test_filter). Returns the number of tests that failed. */
+int plena_test_main(const struct CMUnitTest *tests, size_t n, int (*setup)(void **),
+                    int (*teardown)(void **));
+
+/* The directory of the fixtures below: "/tmp/plena_test_XXXXXX". */
+extern char plena_test_tmp[64];
+/* cmocka fixtures, per group or per test: setup makes a fresh plena_test_tmp
+ * (plena_test_mkdtemp), teardown removes it. 0, or -1 on failure. */
+int plena_test_tmp_setup(void **state);
+int plena_test_tmp_teardown(void **state);
+/* A tests[] entry: test f in a fresh plena_test_tmp of its own. */
+#define PLENA_TEST_IN_TMP(f)                                                                       \
+    cmocka_unit_test_setup_teardown(f, plena_test_tmp_setup, plena_test_tmp_teardown)
 
 /* Creates a fresh directory "/tmp/plena_<tag>_XXXXXX" (mkdtemp) into dir
  * (capacity n). Returns 0, or -1 when it does not fit or mkdtemp fails. */

@@ -685,7 +685,10 @@ static void load_rows(struct plena_emu *e, uint64_t row0, uint64_t n, uint64_t s
 static void mm_flush(struct plena_emu *e)
 {
 #ifdef EMU_X86
-    mm44_flush_avx512(e);
+    /* pending M_MMs exist only on an AVX-512F host (e->mm_deferred); an empty
+     * flush must not enter the AVX-512 function, whose unoptimised code uses
+     * AVX-512 registers before it looks at the count (SIGILL elsewhere) */
+    if (e->n_mm_pend) mm44_flush_avx512(e);
 #endif
     e->n_mm_pend = 0;
 }

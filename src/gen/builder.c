@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/fileio.h"
 
 void plena_gen_machine_default(struct plena_gen_machine *m)
 {
@@ -266,19 +267,6 @@ static unsigned rfield_value(const struct plena_insn *in, unsigned f)
     }
 }
 
-static char *put_u32(char *o, uint32_t v)
-{
-    char t[10];
-    unsigned n = 0;
-    do {
-        t[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        *o++ = t[--n];
-    return o;
-}
-
 /* Renders one instruction from its operand form. */
 static int render_insn(struct plena_buf *b, struct rform *forms, const struct plena_insn *in)
 {
@@ -298,7 +286,7 @@ static int render_insn(struct plena_buf *b, struct rform *forms, const struct pl
         *o++ = ' ';
         for (const char *q = r->ops[i].prefix; *q; q++)
             *o++ = *q;
-        o = put_u32(o, v[i]);
+        o += plena_u64_digits(o, v[i]);
     }
     *o++ = '\n';
     return plena_buf_append(b, line, (size_t)(o - line));

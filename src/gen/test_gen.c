@@ -16,6 +16,7 @@
 #include "gen/build.h"
 #include "gen/moe.h"
 #include "num/num.h"
+#include "common/test_support.h"
 
 static struct plena_gen_machine machine(uint32_t blen)
 {
@@ -884,28 +885,29 @@ static void test_capacity_check(void **state)
     assert_int_equal(plena_gen_capacity_check(ds, &m, 8, &cap, NULL), 0);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_render_markers),
+    cmocka_unit_test(test_comment_rules),
+    cmocka_unit_test(test_legalisation),
+    cmocka_unit_test(test_regs_take),
+    cmocka_unit_test(test_vram_allocator),
+    cmocka_unit_test(test_hbm_window),
+    cmocka_unit_test(test_polymorphic_stage_masks),
+    cmocka_unit_test(test_every_preset_emits),
+    cmocka_unit_test(test_topk_encodings),
+    cmocka_unit_test(test_fault_topk_shift),
+    cmocka_unit_test(test_static_sizes_constant_in_T),
+    cmocka_unit_test(test_memory_abi),
+    cmocka_unit_test(test_c1_cost_counts),
+    cmocka_unit_test(test_faults_attribution),
+    cmocka_unit_test(test_rejections),
+    cmocka_unit_test(test_token_blocks),
+    cmocka_unit_test(test_windowed_presets),
+    cmocka_unit_test(test_f2_mx_straddle),
+    cmocka_unit_test(test_capacity_check),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_render_markers),
-        cmocka_unit_test(test_comment_rules),
-        cmocka_unit_test(test_legalisation),
-        cmocka_unit_test(test_regs_take),
-        cmocka_unit_test(test_vram_allocator),
-        cmocka_unit_test(test_hbm_window),
-        cmocka_unit_test(test_polymorphic_stage_masks),
-        cmocka_unit_test(test_every_preset_emits),
-        cmocka_unit_test(test_topk_encodings),
-        cmocka_unit_test(test_fault_topk_shift),
-        cmocka_unit_test(test_static_sizes_constant_in_T),
-        cmocka_unit_test(test_memory_abi),
-        cmocka_unit_test(test_c1_cost_counts),
-        cmocka_unit_test(test_faults_attribution),
-        cmocka_unit_test(test_rejections),
-        cmocka_unit_test(test_token_blocks),
-        cmocka_unit_test(test_windowed_presets),
-        cmocka_unit_test(test_f2_mx_straddle),
-        cmocka_unit_test(test_capacity_check),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

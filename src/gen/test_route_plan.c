@@ -11,6 +11,7 @@
 
 #include "common/alloc.h"
 #include "gen/route_plan.h"
+#include "common/test_support.h"
 
 static uint32_t get32(const uint8_t *p)
 {
@@ -161,13 +162,14 @@ static void test_count_table(void **state)
     plena_free(t);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_count_table),
+    cmocka_unit_test(test_sort_and_tables),
+    cmocka_unit_test(test_splits_and_blocks),
+    cmocka_unit_test(test_bad_ids),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_count_table),
-        cmocka_unit_test(test_sort_and_tables),
-        cmocka_unit_test(test_splits_and_blocks),
-        cmocka_unit_test(test_bad_ids),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

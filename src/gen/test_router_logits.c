@@ -15,6 +15,7 @@
 #include "gen/router_logits.h"
 #include "model/model.h"
 #include "num/num.h"
+#include "common/test_support.h"
 
 static struct plena_moe_cfg cfg_of(const char *preset, uint32_t E, uint32_t k)
 {
@@ -112,13 +113,14 @@ static void test_refusals(void **state)
     assert_non_null(strstr(e.msg, "no device form"));
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_softmax_family),
+    cmocka_unit_test(test_sigmoid_normalised),
+    cmocka_unit_test(test_sigmoid_selected),
+    cmocka_unit_test(test_refusals),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_softmax_family),
-        cmocka_unit_test(test_sigmoid_normalised),
-        cmocka_unit_test(test_sigmoid_selected),
-        cmocka_unit_test(test_refusals),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

@@ -598,21 +598,22 @@ static void test_cli(void **state)
     assert_int_equal(plena_test_rmtree(dir), 0);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_worked_encodings),
+    cmocka_unit_test(test_upstream_warns_where_layouts_differ),
+    cmocka_unit_test(test_upstream_operand_forms),
+    cmocka_unit_test(test_every_opcode_roundtrip),
+    cmocka_unit_test(test_random_words_stable),
+    cmocka_unit_test(test_error_fixtures),
+    cmocka_unit_test(test_lenient_warnings),
+    cmocka_unit_test(test_empty_and_comments),
+    cmocka_unit_test(test_mem_reader),
+    cmocka_unit_test(test_mem_writer_and_load),
+    cmocka_unit_test(test_alloc_failure),
+    cmocka_unit_test(test_cli),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_worked_encodings),
-        cmocka_unit_test(test_upstream_warns_where_layouts_differ),
-        cmocka_unit_test(test_upstream_operand_forms),
-        cmocka_unit_test(test_every_opcode_roundtrip),
-        cmocka_unit_test(test_random_words_stable),
-        cmocka_unit_test(test_error_fixtures),
-        cmocka_unit_test(test_lenient_warnings),
-        cmocka_unit_test(test_empty_and_comments),
-        cmocka_unit_test(test_mem_reader),
-        cmocka_unit_test(test_mem_writer_and_load),
-        cmocka_unit_test(test_alloc_failure),
-        cmocka_unit_test(test_cli),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

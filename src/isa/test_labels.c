@@ -16,6 +16,7 @@
 
 #include "isa/program.h"
 #include "isa/stages.h"
+#include "common/test_support.h"
 
 /* "No pair" in expectations: outside the u32 range of pair ids. */
 #define NONE      (UINT64_C(1) << 32)
@@ -309,18 +310,19 @@ static void test_lowering_spellings(void **state)
     assert_string_equal(plena_lowering_marker((enum plena_lowering)7), "none");
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_lowering_spellings),
+    cmocka_unit_test(test_markers_mode_ignores_comments),
+    cmocka_unit_test(test_marker_syntax_and_pairs),
+    cmocka_unit_test(test_unresolved_marker),
+    cmocka_unit_test(test_many_unresolved_markers),
+    cmocka_unit_test(test_legacy_rules),
+    cmocka_unit_test(test_legacy_pairs),
+    cmocka_unit_test(test_pair_id_u32_max),
+    cmocka_unit_test(test_lowering_and_presence),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lowering_spellings),
-        cmocka_unit_test(test_markers_mode_ignores_comments),
-        cmocka_unit_test(test_marker_syntax_and_pairs),
-        cmocka_unit_test(test_unresolved_marker),
-        cmocka_unit_test(test_many_unresolved_markers),
-        cmocka_unit_test(test_legacy_rules),
-        cmocka_unit_test(test_legacy_pairs),
-        cmocka_unit_test(test_pair_id_u32_max),
-        cmocka_unit_test(test_lowering_and_presence),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

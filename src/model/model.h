@@ -149,6 +149,12 @@ void plena_router_default(struct plena_router *r);
 int plena_router_validate(const struct plena_router *r, uint32_t E, uint32_t k, const char *where,
                           struct plena_err *err);
 
+/* The n largest of v[m] into idx[n] in rank order; on equal values the
+ * lower index ranks first (a value displaces the best so far only when
+ * strictly greater). The selection rule of every router here and of the
+ * checkpoint decoder (ckpt/forward.c); v holds no NaN. */
+void plena_top_n_f32(const float *v, uint32_t m, uint32_t n, uint32_t *idx);
+
 /* The router of one token in float64, as the published model defines it:
  * scores, the selection bias (bias[E] or NULL), group-limited selection, the
  * top k (ties to the lower index) into ids[k] in rank order, and the weights
@@ -156,6 +162,13 @@ int plena_router_validate(const struct plena_router *r, uint32_t E, uint32_t k, 
 int plena_router_select_f64(const struct plena_router *r, uint32_t E, uint32_t k,
                             const double *logits, const double *bias, uint32_t *ids, double *w,
                             struct plena_err *err);
+/* The same with the exponential ex (plena_router_select_f64 passes libm's
+ * exp): `plena trace route` passes det_exp, so its rows are byte-identical on
+ * every IEEE-754 machine. */
+typedef double (*plena_router_exp_fn)(double);
+int plena_router_select_exp(const struct plena_router *r, plena_router_exp_fn ex, uint32_t E,
+                            uint32_t k, const double *logits, const double *bias, uint32_t *ids,
+                            double *w, struct plena_err *err);
 /* The weights of given ids (rank order) as plena_router_select_f64 weights
  * its own: the float64 check of a device that selected them. */
 int plena_router_weights_f64(const struct plena_router *r, uint32_t E, uint32_t k,
@@ -262,6 +275,9 @@ int plena_model_resolve(const char *name_or_path, struct plena_moe_model *out,
  * model_type / architectures, the shape and every router key; an unmodelled
  * value is PLENA_E_INPUT naming file:$.key and the value. */
 int plena_model_read_config(const char *path, struct plena_moe_model *out, struct plena_err *err);
+/* The same for config text already in memory; path names it in messages. */
+int plena_model_parse_config(const char *text, size_t len, const char *path,
+                             struct plena_moe_model *out, struct plena_err *err);
 /* The largest hidden / intermediate / shared width a model may have: the
  * generator pads widths to MLEN in 32-bit arithmetic, and 2^24 is far above
  * every published model (the 4 GiB expert window binds much earlier). */

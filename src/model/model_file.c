@@ -441,6 +441,9 @@ static int read_config(struct cfg *c, struct plena_moe_model *m)
     return 0;
 }
 
+static int from_root(json_t *root, const char *path, struct plena_moe_model *m,
+                     struct plena_err *err);
+
 int plena_model_read_config(const char *path, struct plena_moe_model *m, struct plena_err *err)
 {
     json_error_t je;
@@ -451,6 +454,26 @@ int plena_model_read_config(const char *path, struct plena_moe_model *m, struct 
         return PLENA_FAIL(err, PLENA_E_INPUT, w,
                           "not a preset name and not a readable model config JSON: %s", je.text);
     }
+    return from_root(root, path, m, err);
+}
+
+int plena_model_parse_config(const char *text, size_t len, const char *path,
+                             struct plena_moe_model *m, struct plena_err *err)
+{
+    json_error_t je;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        char w[300];
+        snprintf(w, sizeof w, "%s:%d:%d", path, je.line, je.column);
+        return PLENA_FAIL(err, PLENA_E_INPUT, w, "not a readable model config JSON: %s", je.text);
+    }
+    return from_root(root, path, m, err);
+}
+
+/* Takes root. */
+static int from_root(json_t *root, const char *path, struct plena_moe_model *m,
+                     struct plena_err *err)
+{
     memset(m, 0, sizeof *m);
     /* The model's name is the file's base name without a `.json` suffix
      * ("configs/ds.json" -> "ds"): the same text whether the trace was

@@ -9,8 +9,20 @@
 #include "common/alloc.h"
 #include "model/model.h"
 
-/* The top n of v[m] by value, ties to the lower index, into idx (rank order). */
-static void top_n(const double *v, uint32_t m, uint32_t n, uint32_t *idx)
+static int greater_f64(const void *v, uint32_t a, uint32_t b)
+{
+    return ((const double *)v)[a] > ((const double *)v)[b];
+}
+
+static int greater_f32(const void *v, uint32_t a, uint32_t b)
+{
+    return ((const float *)v)[a] > ((const float *)v)[b];
+}
+
+/* The top n of m values by greater(v, a, b), ties to the lower index, into
+ * idx (rank order): plena_top_n_f32 and top_n (float64). */
+static void top_n_by(const void *v, int (*greater)(const void *, uint32_t, uint32_t), uint32_t m,
+                     uint32_t n, uint32_t *idx)
 {
     for (uint32_t j = 0; j < n; j++) {
         uint32_t best = UINT32_MAX;
@@ -19,21 +31,36 @@ static void top_n(const double *v, uint32_t m, uint32_t n, uint32_t *idx)
             for (uint32_t q = 0; q < j && !taken; q++)
                 taken = idx[q] == e;
             if (taken) continue;
-            if (best == UINT32_MAX || v[e] > v[best]) best = e;
+            if (best == UINT32_MAX || greater(v, e, best)) best = e;
         }
         idx[j] = best;
     }
 }
 
-static double sigmoid(double x)
+static void top_n(const double *v, uint32_t m, uint32_t n, uint32_t *idx)
 {
-    return 1.0 / (1.0 + exp(-x));
+    top_n_by(v, greater_f64, m, n, idx);
+}
+
+void plena_top_n_f32(const float *v, uint32_t m, uint32_t n, uint32_t *idx)
+{
+    top_n_by(v, greater_f32, m, n, idx);
+}
+
+static double libm_exp(double x)
+{
+    return exp(x);
+}
+
+static double sigmoid(plena_router_exp_fn ex, double x)
+{
+    return 1.0 / (1.0 + ex(-x));
 }
 
 /* score[e]: the softmax over all E, the sigmoid, or (scores of the
  * selected kinds) the logit itself, which the selection ranks. */
-static void router_scores(const struct plena_router *r, uint32_t E, const double *logits,
-                          double *score)
+static void router_scores(const struct plena_router *r, plena_router_exp_fn ex, uint32_t E,
+                          const double *logits, double *score)
 {
     double mx = logits[0];
     for (uint32_t e = 1; e < E; e++)
@@ -42,10 +69,10 @@ static void router_scores(const struct plena_router *r, uint32_t E, const double
     for (uint32_t e = 0; e < E; e++) {
         switch (r->score) {
         case PLENA_SCORE_SOFTMAX:
-            score[e] = exp(logits[e] - mx);
+            score[e] = ex(logits[e] - mx);
             z += score[e];
             break;
-        case PLENA_SCORE_SIGMOID: score[e] = sigmoid(logits[e]); break;
+        case PLENA_SCORE_SIGMOID: score[e] = sigmoid(ex, logits[e]); break;
         case PLENA_SCORE_SOFTMAX_SELECTED:
         case PLENA_SCORE_SIGMOID_SELECTED: score[e] = logits[e]; break; /* select on logits */
         }
@@ -58,8 +85,9 @@ static void router_scores(const struct plena_router *r, uint32_t E, const double
 /* The weights of the selected ids (rank order): the score (+ the bias
  * where it is part of it), the softmax over the selected, or the sigmoid of
  * the selected logit; normalised; scaled. */
-static void router_weights(const struct plena_router *r, uint32_t k, const double *logits,
-                           const double *score, const double *bias, const uint32_t *ids, double *w)
+static void router_weights(const struct plena_router *r, plena_router_exp_fn ex, uint32_t k,
+                           const double *logits, const double *score, const double *bias,
+                           const uint32_t *ids, double *w)
 {
     double sum = 0, l1 = 0;
     for (uint32_t j = 0; j < k; j++) {
@@ -69,8 +97,8 @@ static void router_weights(const struct plena_router *r, uint32_t k, const doubl
         case PLENA_SCORE_SIGMOID:
             w[j] = score[e] + (bias && r->select_bias == PLENA_SELECT_BIAS_SCORE ? bias[e] : 0.0);
             break;
-        case PLENA_SCORE_SOFTMAX_SELECTED: w[j] = exp(logits[e] - logits[ids[0]]); break;
-        case PLENA_SCORE_SIGMOID_SELECTED: w[j] = sigmoid(logits[e]); break;
+        case PLENA_SCORE_SOFTMAX_SELECTED: w[j] = ex(logits[e] - logits[ids[0]]); break;
+        case PLENA_SCORE_SIGMOID_SELECTED: w[j] = sigmoid(ex, logits[e]); break;
         }
         sum += w[j];
         l1 += fabs(w[j]);
@@ -112,6 +140,13 @@ int plena_router_select_f64(const struct plena_router *r, uint32_t E, uint32_t k
                             const double *logits, const double *bias, uint32_t *ids, double *w,
                             struct plena_err *err)
 {
+    return plena_router_select_exp(r, libm_exp, E, k, logits, bias, ids, w, err);
+}
+
+int plena_router_select_exp(const struct plena_router *r, plena_router_exp_fn ex, uint32_t E,
+                            uint32_t k, const double *logits, const double *bias, uint32_t *ids,
+                            double *w, struct plena_err *err)
+{
     if (!E || !k || k > E)
         return PLENA_FAIL(err, PLENA_E_INPUT, "router", "top_k %u of %u experts", k, E);
     double *score = plena_malloc(E * sizeof *score), *sel = plena_malloc(E * sizeof *sel);
@@ -120,7 +155,7 @@ int plena_router_select_f64(const struct plena_router *r, uint32_t E, uint32_t k
         plena_free(sel);
         return PLENA_FAIL(err, PLENA_E_NOMEM, "router", "out of memory");
     }
-    router_scores(r, E, logits, score);
+    router_scores(r, ex, E, logits, score);
     for (uint32_t e = 0; e < E; e++)
         sel[e] = score[e] + (bias && r->select_bias != PLENA_SELECT_BIAS_NONE ? bias[e] : 0.0);
     /* group-limited: experts outside the chosen groups cannot be selected
@@ -148,7 +183,7 @@ int plena_router_select_f64(const struct plena_router *r, uint32_t E, uint32_t k
         }
     }
     top_n(sel, E, k, ids);
-    router_weights(r, k, logits, score, bias, ids, w);
+    router_weights(r, ex, k, logits, score, bias, ids, w);
     plena_free(score);
     plena_free(sel);
     return 0;
@@ -166,8 +201,8 @@ int plena_router_weights_f64(const struct plena_router *r, uint32_t E, uint32_t 
                               E);
     double *score = plena_malloc(E * sizeof *score);
     if (!score) return PLENA_FAIL(err, PLENA_E_NOMEM, "router", "out of memory");
-    router_scores(r, E, logits, score);
-    router_weights(r, k, logits, score, bias, ids, w);
+    router_scores(r, libm_exp, E, logits, score);
+    router_weights(r, libm_exp, k, logits, score, bias, ids, w);
     plena_free(score);
     return 0;
 }
@@ -198,7 +233,7 @@ int plena_router_agree_f64(const struct plena_router *r, uint32_t E, uint32_t k,
         if (!found) res = PLENA_ROUTE_NEAR_TIE; /* to be confirmed below */
     }
     if (res == PLENA_ROUTE_SAME) goto done;
-    router_scores(r, E, logits, score);
+    router_scores(r, libm_exp, E, logits, score);
     double scale = 0;
     for (uint32_t e = 0; e < E; e++) {
         sel[e] = score[e] + (bias && r->select_bias != PLENA_SELECT_BIAS_NONE ? bias[e] : 0.0);

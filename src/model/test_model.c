@@ -599,13 +599,20 @@ static void test_trace_object(void **state)
     json_decref(u);
 }
 
+static const struct CMUnitTest tests[] = {
+    /* presets, model files, spellings and the trace object */
+    cmocka_unit_test(test_presets_validate),
+    cmocka_unit_test(test_model_file),
+    cmocka_unit_test(test_preset_fields),
+    cmocka_unit_test(test_spellings),
+    cmocka_unit_test(test_topk_limits),
+    cmocka_unit_test(test_trace_object),
+    /* Hugging Face config.json */
+    cmocka_unit_test(test_family_configs),
+    cmocka_unit_test(test_config_errors),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_presets_validate), cmocka_unit_test(test_model_file),
-        cmocka_unit_test(test_preset_fields),    cmocka_unit_test(test_spellings),
-        cmocka_unit_test(test_topk_limits),      cmocka_unit_test(test_trace_object),
-        cmocka_unit_test(test_family_configs),   cmocka_unit_test(test_config_errors),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

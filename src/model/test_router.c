@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "model/model.h"
+#include "common/test_support.h"
 
 #define L3 1.0986122886681098 /* ln 3 */
 #define L2 0.6931471805599453 /* ln 2 */
@@ -44,6 +45,21 @@ static struct plena_router base(enum plena_router_score s, enum plena_router_nor
 
 /* p = [1, 3, 1, 1, 2, 1, 1, 1] / 11: top-2 experts 1 and 4 */
 static const double softmax_l[8] = {0, L3, 0, 0, L2, 0, 0, 0};
+
+/* Rank order, ties to the lower index (expected ids written by hand). */
+static void test_top_n_f32(void **state)
+{
+    (void)state;
+    const float v[] = {1, 3, 3, -2, 3, 2};
+    uint32_t idx[6];
+    plena_top_n_f32(v, 6, 3, idx);
+    assert_int_equal(idx[0], 1);
+    assert_int_equal(idx[1], 2);
+    assert_int_equal(idx[2], 4);
+    plena_top_n_f32(v, 6, 6, idx);
+    const uint32_t all[] = {1, 2, 4, 5, 0, 3};
+    assert_memory_equal(idx, all, sizeof all);
+}
 
 static void test_softmax_family(void **state)
 {
@@ -211,12 +227,19 @@ static void test_synth(void **state)
     assert_true(hw[0] == 1.0f && hw[1] == 0.0f && hw[2] == 1.0f);
 }
 
+static const struct CMUnitTest tests[] = {
+    /* the selection rule of every router (and of ckpt/forward.c) */
+    cmocka_unit_test(test_top_n_f32),
+    /* the float64 routers, the device check, plans and synthetic routing */
+    cmocka_unit_test(test_softmax_family),
+    cmocka_unit_test(test_sigmoid_family),
+    cmocka_unit_test(test_group_limited),
+    cmocka_unit_test(test_agreement),
+    cmocka_unit_test(test_plan),
+    cmocka_unit_test(test_synth),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_softmax_family), cmocka_unit_test(test_sigmoid_family),
-        cmocka_unit_test(test_group_limited),  cmocka_unit_test(test_agreement),
-        cmocka_unit_test(test_plan),           cmocka_unit_test(test_synth),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

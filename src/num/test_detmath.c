@@ -13,6 +13,7 @@
 
 #include "num/detmath.h"
 #include "num/prng.h"
+#include "common/test_support.h"
 
 #define MAX_ULP 4
 
@@ -184,13 +185,14 @@ static void test_report(void **state)
                   (unsigned long long)worst_sin, (unsigned long long)worst_cos);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_exp),
+    cmocka_unit_test(test_log),
+    cmocka_unit_test(test_sincos),
+    cmocka_unit_test(test_report),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_exp),
-        cmocka_unit_test(test_log),
-        cmocka_unit_test(test_sincos),
-        cmocka_unit_test(test_report),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

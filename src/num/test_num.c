@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "num/num.h"
+#include "common/test_support.h"
 
 static uint32_t bits(float x)
 {
@@ -758,19 +759,34 @@ static void test_mx_lut_all_pairs(void **state)
     }
 }
 
+static const struct CMUnitTest tests[] = {
+    /* bf16 and fp16 */
+    cmocka_unit_test(test_bf16_all_patterns),
+    cmocka_unit_test(test_bf16_from_f32_sweep),
+    cmocka_unit_test(test_bf16_worked_values),
+    cmocka_unit_test(test_bf16_rows),
+    cmocka_unit_test(test_fp16_all_patterns),
+    cmocka_unit_test(test_fp16_encode),
+    /* MX element and scale codes */
+    cmocka_unit_test(test_floor_log2_and_exp),
+    cmocka_unit_test(test_e4m3_all_codes),
+    cmocka_unit_test(test_e8m0_all_codes),
+    cmocka_unit_test(test_ocp_e4m3fn_all_codes),
+    cmocka_unit_test(test_mx_decode_rules),
+    /* the MX quantizer and worked blocks */
+    cmocka_unit_test(test_quantizer_model_sweep),
+    cmocka_unit_test(test_quantizer_edges),
+    cmocka_unit_test(test_worked_blocks_plena),
+    cmocka_unit_test(test_block_scale_edges),
+    cmocka_unit_test(test_zero_block_row),
+    cmocka_unit_test(test_worked_blocks_ocp),
+    /* the format tables */
+    cmocka_unit_test(test_format_traits),
+    cmocka_unit_test(test_mx_mode_table),
+    cmocka_unit_test(test_mx_lut_all_pairs),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bf16_all_patterns),  cmocka_unit_test(test_bf16_from_f32_sweep),
-        cmocka_unit_test(test_bf16_worked_values), cmocka_unit_test(test_bf16_rows),
-        cmocka_unit_test(test_fp16_all_patterns),  cmocka_unit_test(test_fp16_encode),
-        cmocka_unit_test(test_floor_log2_and_exp), cmocka_unit_test(test_e4m3_all_codes),
-        cmocka_unit_test(test_e8m0_all_codes),     cmocka_unit_test(test_ocp_e4m3fn_all_codes),
-        cmocka_unit_test(test_mx_decode_rules),    cmocka_unit_test(test_quantizer_model_sweep),
-        cmocka_unit_test(test_quantizer_edges),    cmocka_unit_test(test_worked_blocks_plena),
-        cmocka_unit_test(test_block_scale_edges),  cmocka_unit_test(test_zero_block_row),
-        cmocka_unit_test(test_worked_blocks_ocp),  cmocka_unit_test(test_format_traits),
-        cmocka_unit_test(test_mx_mode_table),      cmocka_unit_test(test_mx_lut_all_pairs),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

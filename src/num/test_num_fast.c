@@ -17,6 +17,7 @@
 
 #include "num/num.h"
 #include "num/prng.h"
+#include "common/test_support.h"
 
 static float fbits(uint32_t b)
 {
@@ -207,13 +208,14 @@ static void test_pattern_sweep(void **state)
     if (mm.n) fail_msg("%u mismatching blocks; first: %s", mm.n, mm.first);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_random_blocks),
+    cmocka_unit_test(test_random_rows),
+    cmocka_unit_test(test_special_blocks),
+    cmocka_unit_test(test_pattern_sweep),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_random_blocks),
-        cmocka_unit_test(test_random_rows),
-        cmocka_unit_test(test_special_blocks),
-        cmocka_unit_test(test_pattern_sweep),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

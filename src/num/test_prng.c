@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "num/prng.h"
+#include "common/test_support.h"
 
 static void test_raw_state(void **state)
 {
@@ -135,15 +136,16 @@ static void test_uniform_and_bounded(void **state)
     assert_memory_equal(&g, &k, sizeof g); /* same number of draws */
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_raw_state),
+    cmocka_unit_test(test_derive),
+    cmocka_unit_test(test_shuffle),
+    cmocka_unit_test(test_fnv),
+    cmocka_unit_test(test_uniform_and_bounded),
+    cmocka_unit_test(test_bounded_limit),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_raw_state),
-        cmocka_unit_test(test_derive),
-        cmocka_unit_test(test_shuffle),
-        cmocka_unit_test(test_fnv),
-        cmocka_unit_test(test_uniform_and_bounded),
-        cmocka_unit_test(test_bounded_limit),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

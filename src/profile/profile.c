@@ -333,8 +333,9 @@ static json_t *classification(struct jb *b, const struct plena_profile *p)
     return o;
 }
 
-int plena_profile_render(const struct plena_profile *p, const struct plena_profile_run *run,
-                         char **text, size_t *len, struct plena_err *err)
+/* The profile JSON object of p and run into *out (the caller decrefs). */
+static int profile_json(const struct plena_profile *p, const struct plena_profile_run *run,
+                        json_t **out, struct plena_err *err)
 {
     struct jb b = {0};
     uint64_t period = p->clock_period_ps;
@@ -393,7 +394,17 @@ int plena_profile_render(const struct plena_profile *p, const struct plena_profi
         json_decref(o);
         return PLENA_FAIL(err, PLENA_E_NOMEM, "profile", "out of memory building the profile JSON");
     }
-    int rc = plena_json_render(o, PLENA_JSON_PROFILE_FORM, text, len, err);
+    *out = o;
+    return 0;
+}
+
+int plena_profile_render(const struct plena_profile *p, const struct plena_profile_run *run,
+                         char **text, size_t *len, struct plena_err *err)
+{
+    json_t *o = NULL;
+    int rc = profile_json(p, run, &o, err);
+    if (rc) return rc;
+    rc = plena_json_render(o, PLENA_JSON_PROFILE_FORM, text, len, err);
     json_decref(o);
     return rc;
 }
@@ -401,11 +412,10 @@ int plena_profile_render(const struct plena_profile *p, const struct plena_profi
 int plena_profile_write(const struct plena_profile *p, const struct plena_profile_run *run,
                         const char *path, struct plena_err *err)
 {
-    char *text = NULL;
-    size_t len = 0;
-    int rc = plena_profile_render(p, run, &text, &len, err);
+    json_t *o = NULL;
+    int rc = profile_json(p, run, &o, err);
     if (rc) return rc;
-    rc = plena_file_write_atomic(path, text, len, err);
-    plena_free(text);
+    rc = plena_json_write_file(o, PLENA_JSON_PROFILE_FORM, path, err);
+    json_decref(o);
     return rc;
 }

@@ -17,6 +17,7 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "profile/profile.h"
+#include "common/test_support.h"
 
 /* Spec text of docs/profile.md "Constant texts", copied from the spec (not from the library). */
 static const char *SPEC_L =
@@ -554,17 +555,18 @@ static void test_alloc_failure(void **state)
     }
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_keys_order_and_sums),
+    cmocka_unit_test(test_constants_byte_equal),
+    cmocka_unit_test(test_stage_names_equal_stages_def),
+    cmocka_unit_test(test_legacy_drift_and_trap),
+    cmocka_unit_test(test_overlap_object),
+    cmocka_unit_test(test_split),
+    cmocka_unit_test(test_resource_classes),
+    cmocka_unit_test(test_alloc_failure),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_keys_order_and_sums),
-        cmocka_unit_test(test_constants_byte_equal),
-        cmocka_unit_test(test_stage_names_equal_stages_def),
-        cmocka_unit_test(test_legacy_drift_and_trap),
-        cmocka_unit_test(test_overlap_object),
-        cmocka_unit_test(test_split),
-        cmocka_unit_test(test_resource_classes),
-        cmocka_unit_test(test_alloc_failure),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

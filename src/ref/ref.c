@@ -5,6 +5,7 @@
  * widths (I_p, Is_p, E_p) are computed explicitly with zero weights, exactly
  * as the machine sees them. */
 #include "ref/ref.h"
+#include "ref/tile.h"
 
 #include <math.h>
 #include <string.h>
@@ -54,40 +55,39 @@ static float row_sum(const float *q, uint32_t n)
     return s;
 }
 
-/* One M_MM contribution for one output element: dot over the MLEN K indices of
- * tile kt, products rounded to f32, summed in increasing index
- * (docs/numerics.md "Matrix accumulation order"). */
-static float tile_dot(const float *x, const float *w, uint32_t ldw, uint32_t col, uint32_t kt,
-                      uint32_t mlen)
+/* Scratch of the projections: per block of PLENA_REF_TILE_ROWS rows one
+ * tile's contributions (td) and the chunk accumulators (acc), [R][np] each. */
+static size_t proj_scratch_floats(uint32_t np)
 {
-    uint32_t k0 = kt * mlen;
-    float s = x[k0] * w[(size_t)k0 * ldw + col];
-    for (uint32_t r = 1; r < mlen; r++) {
-        float p = x[k0 + r] * w[(size_t)(k0 + r) * ldw + col];
-        s = s + p;
-    }
-    return s;
+    return (size_t)2 * PLENA_REF_TILE_ROWS * np;
 }
 
 /* plena_emit_projection, KSPLIT_BF16: chunks of C tiles; per chunk an
  * f32 accumulator over its M_MMs (acc = fl32(acc + s)), bf16 at M_MM_WO;
- * Y = bf16(P_0), then Y = bf16(Y + bf16(P_q)) (V_ADD_VV block add). */
+ * Y = bf16(P_0), then Y = bf16(Y + bf16(P_q)) (V_ADD_VV block add). Each
+ * M_MM contribution s is one tile's chain (plena_ref_tile_rows); rows are
+ * independent, taken four at a time so they share the weight loads. */
 static void proj_ksplit(const float *x, uint32_t rows, uint32_t kp, const float *w, uint32_t np,
-                        uint32_t mlen, uint32_t chunk, float *y)
+                        uint32_t mlen, uint32_t chunk, float *y, float *scratch)
 {
-    uint32_t ktiles = kp / mlen;
-    for (uint32_t r = 0; r < rows; r++) {
-        const float *xr = x + (size_t)r * kp;
-        for (uint32_t n = 0; n < np; n++) {
-            float yv = 0.0f;
-            for (uint32_t q = 0; q * chunk < ktiles; q++) {
-                float acc = 0.0f;
-                for (uint32_t kt = q * chunk; kt < ktiles && kt < (q + 1) * chunk; kt++)
-                    acc = acc + tile_dot(xr, w, np, n, kt, mlen);
-                float p = bf(acc);
-                yv = (q == 0) ? p : bf(yv + p);
+    const uint32_t ktiles = kp / mlen;
+    float *td = scratch, *acc = scratch + (size_t)PLENA_REF_TILE_ROWS * np;
+    for (uint32_t r0 = 0; r0 < rows; r0 += PLENA_REF_TILE_ROWS) {
+        const uint32_t R = rows - r0 < PLENA_REF_TILE_ROWS ? rows - r0 : PLENA_REF_TILE_ROWS;
+        const size_t m = (size_t)R * np;
+        float *yr = y + (size_t)r0 * np;
+        for (uint32_t q = 0; q * chunk < ktiles; q++) {
+            for (size_t i = 0; i < m; i++)
+                acc[i] = 0.0f;
+            for (uint32_t kt = q * chunk; kt < ktiles && kt < (q + 1) * chunk; kt++) {
+                plena_ref_tile_rows(x + (size_t)r0 * kp, kp, R, w, np, kt * mlen, mlen, td);
+                for (size_t i = 0; i < m; i++)
+                    acc[i] = acc[i] + td[i];
             }
-            y[(size_t)r * np + n] = yv;
+            for (size_t i = 0; i < m; i++) {
+                float p = bf(acc[i]);
+                yr[i] = (q == 0) ? p : bf(yr[i] + p);
+            }
         }
     }
 }
@@ -95,16 +95,23 @@ static void proj_ksplit(const float *x, uint32_t rows, uint32_t kp, const float 
 /* STREAM_F32 (router GEMM): one f32 accumulator over all K tiles in
  * increasing tile order, one bf16 at M_MM_WO. */
 static void proj_stream(const float *x, uint32_t rows, uint32_t kp, const float *w, uint32_t np,
-                        uint32_t mlen, float *y)
+                        uint32_t mlen, float *y, float *scratch)
 {
-    uint32_t ktiles = kp / mlen;
-    for (uint32_t r = 0; r < rows; r++)
-        for (uint32_t n = 0; n < np; n++) {
-            float acc = 0.0f;
-            for (uint32_t kt = 0; kt < ktiles; kt++)
-                acc = acc + tile_dot(x + (size_t)r * kp, w, np, n, kt, mlen);
-            y[(size_t)r * np + n] = bf(acc);
+    const uint32_t ktiles = kp / mlen;
+    float *td = scratch, *acc = scratch + (size_t)PLENA_REF_TILE_ROWS * np;
+    for (uint32_t r0 = 0; r0 < rows; r0 += PLENA_REF_TILE_ROWS) {
+        const uint32_t R = rows - r0 < PLENA_REF_TILE_ROWS ? rows - r0 : PLENA_REF_TILE_ROWS;
+        const size_t m = (size_t)R * np;
+        for (size_t i = 0; i < m; i++)
+            acc[i] = 0.0f;
+        for (uint32_t kt = 0; kt < ktiles; kt++) {
+            plena_ref_tile_rows(x + (size_t)r0 * kp, kp, R, w, np, kt * mlen, mlen, td);
+            for (size_t i = 0; i < m; i++)
+                acc[i] = acc[i] + td[i];
         }
+        for (size_t i = 0; i < m; i++)
+            y[(size_t)r0 * np + i] = bf(acc[i]);
+    }
 }
 
 /* plena_emit_rmsnorm_rows + plena_emit_mul_rows_by_row, one row. */
@@ -388,7 +395,10 @@ struct ref_scratch {
     float *x, *res, *acc, *logits, *q;
     float *slot, *yg, *yu, *yd;
     float *sg, *su, *ss;
-    float *wpad; /* padded weight scratch */
+    float *wpad;   /* padded weight scratch */
+    float *tile;   /* projection scratch (proj_scratch_floats) */
+    uint32_t *ids; /* the routing when the caller asks for no ids/weights */
+    float *wts;
 };
 
 /* Copies w[K][N] into a zero-padded [Kp][Np] array. */
@@ -423,6 +433,189 @@ static int route_all(const struct plena_moe_ref_cfg *cfg, const struct plena_moe
     return 0;
 }
 
+int plena_moe_ref_expert_get(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                             uint32_t e, size_t p, struct plena_moe_ref_expert *x,
+                             struct plena_err *err)
+{
+    memset(x, 0, sizeof *x);
+    if (e < cfg->E && in->expert) return in->expert(in->expert_ctx, e, x, err);
+    if (e >= cfg->E || !in->w_gate[e] || !in->w_up[e] || !in->w_down[e])
+        return PLENA_FAIL(err, PLENA_E_INPUT, "ref", "expert %u of pair %zu has no weights", e, p);
+    x->w_gate = in->w_gate[e];
+    x->w_up = in->w_up[e];
+    x->w_down = in->w_down[e];
+    if (cfg->expert_bias) {
+        x->b_gate = in->b_gate[e];
+        x->b_up = in->b_up[e];
+        x->b_down = in->b_down[e];
+    }
+    return 0;
+}
+
+size_t plena_moe_ref_pairs_by_expert(const uint32_t *ids, size_t np, uint32_t E, size_t *order,
+                                     size_t *start)
+{
+    memset(start, 0, ((size_t)E + 1) * sizeof *start);
+    for (size_t p = 0; p < np; p++) {
+        if (ids[p] >= E) return p;
+        start[ids[p] + 1]++;
+    }
+    for (uint32_t e = 0; e < E; e++)
+        start[e + 1] += start[e];
+    for (size_t p = 0; p < np; p++)
+        order[start[ids[p]]++] = p;
+    /* the fill advanced start[e] to the end of group e: shift back */
+    for (uint32_t e = E; e > 0; e--)
+        start[e] = start[e - 1];
+    start[0] = 0;
+    return np;
+}
+
+/* Pairs of one expert evaluated together, at most this many rows at a time. */
+#define REF_PAIR_BATCH 64
+
+/* The one-expert buffers of routed_pairs: padded weights and REF_PAIR_BATCH
+ * rows of every intermediate. */
+struct expert_bufs {
+    float *wg, *wu, *wd; /* [H][Ip], [H][Ip], [Ip][H] */
+    float *slot, *yd;    /* [B][H] */
+    float *yg, *yu, *ag; /* [B][Ip] */
+    float *tile;         /* projection scratch */
+};
+
+/* Steps a-h (docs/lowering.md "Layer steps") for m pairs of one expert:
+ * token rows xrow[i] of x, route weights w[i]; expert outputs into b->yd. */
+static void expert_rows(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_consts *c,
+                        const struct plena_moe_ref_expert *x, const float *const *xrow,
+                        const float *w, uint32_t m, uint32_t Ip, struct expert_bufs *b)
+{
+    const uint32_t H = cfg->H, M = cfg->mlen;
+    for (uint32_t r = 0; r < m; r++) {
+        float *slot = b->slot + (size_t)r * H;
+        /* a: gather, exact copy x*1.0 */
+        for (uint32_t i = 0; i < H; i++)
+            slot[i] = bf(xrow[r][i] * c->one);
+        /* c: INPUT placement: bf16(x * w) */
+        if (cfg->placement == PLENA_ROUTE_INPUT)
+            for (uint32_t i = 0; i < H; i++)
+                slot[i] = bf(slot[i] * w[r]);
+    }
+    /* d: gate and up projections */
+    proj_ksplit(b->slot, m, H, b->wg, Ip, M, cfg->chunk_tiles, b->yg, b->tile);
+    proj_ksplit(b->slot, m, H, b->wu, Ip, M, cfg->chunk_tiles, b->yu, b->tile);
+    for (uint32_t r = 0; r < m; r++) {
+        float *yg = b->yg + (size_t)r * Ip, *yu = b->yu + (size_t)r * Ip;
+        float *ag = b->ag + (size_t)r * Ip;
+        /* e: biases, bf16(y + b) */
+        if (cfg->expert_bias) {
+            for (uint32_t i = 0; i < cfg->I; i++) {
+                yg[i] = bf(yg[i] + x->b_gate[i]);
+                yu[i] = bf(yu[i] + x->b_up[i]);
+            }
+            for (uint32_t i = cfg->I; i < Ip; i++) {
+                yg[i] = bf(yg[i] + 0.0f);
+                yu[i] = bf(yu[i] + 0.0f);
+            }
+        }
+        /* f: activation, result in up */
+        memcpy(ag, yg, sizeof(float) * Ip);
+        activation_row(ag, yu, Ip, cfg->activation, c->neg_alpha_routed, c);
+    }
+    /* g: down projection and bias */
+    proj_ksplit(b->yu, m, Ip, b->wd, H, M, cfg->chunk_tiles, b->yd, b->tile);
+    for (uint32_t r = 0; r < m; r++) {
+        float *yd = b->yd + (size_t)r * H;
+        if (cfg->expert_bias)
+            for (uint32_t i = 0; i < H; i++)
+                yd[i] = bf(yd[i] + x->b_down[i]);
+        /* h: OUTPUT placement, bf16(o * w) */
+        if (cfg->placement == PLENA_ROUTE_OUTPUT)
+            for (uint32_t i = 0; i < H; i++)
+                yd[i] = bf(yd[i] * w[r]);
+    }
+}
+
+static void expert_bufs_free(struct expert_bufs *b)
+{
+    plena_free(b->wg), plena_free(b->wu), plena_free(b->wd), plena_free(b->slot);
+    plena_free(b->yd), plena_free(b->yg), plena_free(b->yu), plena_free(b->ag);
+    plena_free(b->tile);
+}
+
+static int expert_bufs_alloc(struct expert_bufs *b, uint32_t H, uint32_t Ip)
+{
+    const size_t B = REF_PAIR_BATCH;
+    b->wg = plena_calloc((size_t)H * Ip, sizeof(float));
+    b->wu = plena_calloc((size_t)H * Ip, sizeof(float));
+    b->wd = plena_calloc((size_t)Ip * H, sizeof(float));
+    b->slot = plena_malloc(B * H * sizeof(float));
+    b->yd = plena_malloc(B * H * sizeof(float));
+    b->yg = plena_malloc(B * Ip * sizeof(float));
+    b->yu = plena_malloc(B * Ip * sizeof(float));
+    b->ag = plena_malloc(B * Ip * sizeof(float));
+    b->tile = plena_malloc(proj_scratch_floats(H > Ip ? H : Ip) * sizeof(float));
+    return b->wg && b->wu && b->wd && b->slot && b->yd && b->yg && b->yu && b->ag && b->tile;
+}
+
+/* Step 10 for every pair: expert by expert (each expert's weights fetched and
+ * padded once, so a streaming provider holds one expert at a time; its pairs
+ * go through the projections together), each pair's output kept, then
+ * scattered in pair order p = t*k + j -- the only order-dependent step
+ * (bf16(acc + o)), so the result is the pair-order one. */
+static int routed_pairs(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                        const uint32_t *ids, const float *wts, uint32_t Ip, struct ref_scratch *s,
+                        struct plena_err *err)
+{
+    const uint32_t H = cfg->H, E = cfg->E, k = cfg->k;
+    const size_t np = (size_t)cfg->T * k;
+    struct expert_bufs eb = {0};
+    float *po = plena_malloc(np * H * sizeof(float));
+    size_t *order = plena_malloc(np * sizeof *order);
+    size_t *start = plena_malloc(((size_t)E + 1) * sizeof *start);
+    int rc = 0;
+    if (!expert_bufs_alloc(&eb, H, Ip) || !po || !order || !start) {
+        rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref", "out of memory");
+        goto done;
+    }
+    size_t bad = plena_moe_ref_pairs_by_expert(ids, np, E, order, start);
+    if (bad < np) {
+        rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref", "expert %u of pair %zu has no weights", ids[bad],
+                        bad);
+        goto done;
+    }
+    for (uint32_t e = 0; e < E && !rc; e++) {
+        if (start[e] == start[e + 1]) continue;
+        struct plena_moe_ref_expert x;
+        if ((rc = plena_moe_ref_expert_get(cfg, in, e, order[start[e]], &x, err))) break;
+        pad_matrix(x.w_gate, H, cfg->I, H, Ip, eb.wg);
+        pad_matrix(x.w_up, H, cfg->I, H, Ip, eb.wu);
+        pad_matrix(x.w_down, cfg->I, H, Ip, H, eb.wd);
+        for (size_t i0 = start[e]; i0 < start[e + 1]; i0 += REF_PAIR_BATCH) {
+            const uint32_t m =
+                (uint32_t)(start[e + 1] - i0 < REF_PAIR_BATCH ? start[e + 1] - i0 : REF_PAIR_BATCH);
+            const float *xrow[REF_PAIR_BATCH];
+            float w[REF_PAIR_BATCH];
+            for (uint32_t r = 0; r < m; r++) {
+                xrow[r] = s->x + (order[i0 + r] / k) * H;
+                w[r] = wts[order[i0 + r]];
+            }
+            expert_rows(cfg, &in->c, &x, xrow, w, m, Ip, &eb);
+            for (uint32_t r = 0; r < m; r++)
+                memcpy(po + order[i0 + r] * H, eb.yd + (size_t)r * H, H * sizeof(float));
+        }
+    }
+    /* i: scatter-add in pair order, bf16(acc + o) */
+    for (size_t p = 0; p < np && !rc; p++) {
+        float *acc = s->acc + (p / k) * H;
+        for (uint32_t i = 0; i < H; i++)
+            acc[i] = bf(acc[i] + po[p * H + i]);
+    }
+done:
+    expert_bufs_free(&eb);
+    plena_free(po), plena_free(order), plena_free(start);
+    return rc;
+}
+
 int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
                         struct plena_moe_ref_out *out, struct plena_err *err)
 {
@@ -454,9 +647,12 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
     s.su = plena_calloc((size_t)T * (Isp ? Isp : 1), sizeof(float));
     s.ss = plena_calloc(th, sizeof(float));
     s.wpad = plena_calloc(maxw, sizeof(float));
+    uint32_t npmax = H > Ep ? H : Ep;
+    if (Isp > npmax) npmax = Isp;
+    s.tile = plena_malloc(proj_scratch_floats(npmax) * sizeof(float));
     int rc = 0;
     if (!s.x || !s.res || !s.acc || !s.logits || !s.q || !s.slot || !s.yg || !s.yu || !s.yd ||
-        !s.sg || !s.su || !s.ss || !s.wpad) {
+        !s.sg || !s.su || !s.ss || !s.wpad || !s.tile) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref", "out of memory");
         goto done;
     }
@@ -477,20 +673,17 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
         const uint32_t E = cfg->E, k = cfg->k;
         uint32_t *ids = out->ids;
         float *wts = out->weights;
-        uint32_t ids_local[4096];
-        float w_local[4096];
         if (!ids || !wts) {
             if (out->route_only) {
                 rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref", "route_only needs ids and weights");
                 goto done;
             }
-            if ((size_t)T * k > 4096) {
-                rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref",
-                                "ids/weights outputs required for T*k > 4096");
+            ids = s.ids = plena_malloc(((size_t)T * k + 1) * sizeof *ids);
+            wts = s.wts = plena_malloc(((size_t)T * k + 1) * sizeof *wts);
+            if (!ids || !wts) {
+                rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref", "out of memory");
                 goto done;
             }
-            ids = ids_local;
-            wts = w_local;
         }
         if (cfg->routing == PLENA_ROUTING_DEVICE) {
             /* Step 5: router logits (preloaded: as staged, 0 beyond E). */
@@ -500,7 +693,7 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
                            E * sizeof(float));
             } else if (cfg->router_form == PLENA_ROUTER_GEMM) {
                 pad_matrix(in->router_w, H, E, H, Ep, s.wpad);
-                proj_stream(s.x, T, H, s.wpad, Ep, M, s.logits);
+                proj_stream(s.x, T, H, s.wpad, Ep, M, s.logits, s.tile);
             } else {
                 for (uint32_t t = 0; t < T; t++)
                     for (uint32_t e = 0; e < E; e++) {
@@ -530,79 +723,20 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
         /* Step 9: accumulator init (true zero). */
         memset(s.acc, 0, th * sizeof(float));
         /* Step 10: pairs in order p = t*k + j. */
-        float *wg = plena_calloc((size_t)H * Ip, sizeof(float));
-        float *wu = plena_calloc((size_t)H * Ip, sizeof(float));
-        float *wd = plena_calloc((size_t)Ip * H, sizeof(float));
-        float *ag = plena_calloc(Ip, sizeof(float));
-        if (!wg || !wu || !wd || !ag) {
-            plena_free(wg), plena_free(wu), plena_free(wd), plena_free(ag);
-            rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref", "out of memory");
-            goto done;
-        }
-        for (uint32_t t = 0; t < T && !rc; t++)
-            for (uint32_t j = 0; j < k; j++) {
-                uint32_t e = ids[(size_t)t * k + j];
-                float w = wts[(size_t)t * k + j];
-                if (e >= E || !in->w_gate[e] || !in->w_up[e] || !in->w_down[e]) {
-                    rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref",
-                                    "expert %u of pair %u has no weights", e, t * k + j);
-                    break;
-                }
-                /* a: gather, exact copy x*1.0 */
-                for (uint32_t i = 0; i < H; i++)
-                    s.slot[i] = bf(s.x[(size_t)t * H + i] * c->one);
-                /* c: INPUT placement: bf16(x * w) */
-                if (cfg->placement == PLENA_ROUTE_INPUT)
-                    for (uint32_t i = 0; i < H; i++)
-                        s.slot[i] = bf(s.slot[i] * w);
-                /* d: gate and up projections */
-                pad_matrix(in->w_gate[e], H, cfg->I, H, Ip, wg);
-                pad_matrix(in->w_up[e], H, cfg->I, H, Ip, wu);
-                proj_ksplit(s.slot, 1, H, wg, Ip, M, cfg->chunk_tiles, s.yg);
-                proj_ksplit(s.slot, 1, H, wu, Ip, M, cfg->chunk_tiles, s.yu);
-                /* e: biases, bf16(y + b) */
-                if (cfg->expert_bias) {
-                    for (uint32_t i = 0; i < cfg->I; i++) {
-                        s.yg[i] = bf(s.yg[i] + in->b_gate[e][i]);
-                        s.yu[i] = bf(s.yu[i] + in->b_up[e][i]);
-                    }
-                    for (uint32_t i = cfg->I; i < Ip; i++) {
-                        s.yg[i] = bf(s.yg[i] + 0.0f);
-                        s.yu[i] = bf(s.yu[i] + 0.0f);
-                    }
-                }
-                /* f: activation, result in up */
-                memcpy(ag, s.yg, sizeof(float) * Ip);
-                activation_row(ag, s.yu, Ip, cfg->activation, c->neg_alpha_routed, c);
-                /* g: down projection and bias */
-                pad_matrix(in->w_down[e], cfg->I, H, Ip, H, wd);
-                proj_ksplit(s.yu, 1, Ip, wd, H, M, cfg->chunk_tiles, s.yd);
-                if (cfg->expert_bias)
-                    for (uint32_t i = 0; i < H; i++)
-                        s.yd[i] = bf(s.yd[i] + in->b_down[e][i]);
-                /* h: OUTPUT placement, bf16(o * w) */
-                if (cfg->placement == PLENA_ROUTE_OUTPUT)
-                    for (uint32_t i = 0; i < H; i++)
-                        s.yd[i] = bf(s.yd[i] * w);
-                /* i: scatter-add, bf16(acc + o) */
-                for (uint32_t i = 0; i < H; i++)
-                    s.acc[(size_t)t * H + i] = bf(s.acc[(size_t)t * H + i] + s.yd[i]);
-            }
-        plena_free(wg), plena_free(wu), plena_free(wd), plena_free(ag);
-        if (rc) goto done;
+        if ((rc = routed_pairs(cfg, in, ids, wts, Ip, &s, err))) goto done;
     }
 
     if (shared) {
         /* Step 11: batched shared SwiGLU over all rows. */
         pad_matrix(in->ws_gate, H, cfg->Is, H, Isp, s.wpad);
-        proj_ksplit(s.x, T, H, s.wpad, Isp, M, cfg->chunk_tiles, s.sg);
+        proj_ksplit(s.x, T, H, s.wpad, Isp, M, cfg->chunk_tiles, s.sg, s.tile);
         pad_matrix(in->ws_up, H, cfg->Is, H, Isp, s.wpad);
-        proj_ksplit(s.x, T, H, s.wpad, Isp, M, cfg->chunk_tiles, s.su);
+        proj_ksplit(s.x, T, H, s.wpad, Isp, M, cfg->chunk_tiles, s.su, s.tile);
         for (uint32_t t = 0; t < T; t++)
             activation_row(s.sg + (size_t)t * Isp, s.su + (size_t)t * Isp, Isp,
                            PLENA_ACT_STANDARD_SWIGLU, c->neg_alpha_shared, c);
         pad_matrix(in->ws_down, cfg->Is, H, Isp, H, s.wpad);
-        proj_ksplit(s.su, T, Isp, s.wpad, H, M, cfg->chunk_tiles, s.ss);
+        proj_ksplit(s.su, T, Isp, s.wpad, H, M, cfg->chunk_tiles, s.ss, s.tile);
         /* Step 12: sigmoid gate in scalar FP, then the broadcast multiply. */
         if (cfg->shared_gate == PLENA_SHARED_GATE_SIGMOID)
             for (uint32_t t = 0; t < T; t++) {
@@ -640,5 +774,6 @@ done:
     plena_free(s.x), plena_free(s.res), plena_free(s.acc), plena_free(s.logits);
     plena_free(s.q), plena_free(s.slot), plena_free(s.yg), plena_free(s.yu), plena_free(s.yd);
     plena_free(s.sg), plena_free(s.su), plena_free(s.ss), plena_free(s.wpad);
+    plena_free(s.ids), plena_free(s.wts), plena_free(s.tile);
     return rc;
 }

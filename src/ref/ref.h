@@ -56,28 +56,45 @@ struct plena_moe_ref_consts {
     float minus_one, neg_inf, rsf, reps;
 };
 
+/* One routed expert's weights: logical [in][out] floats; biases NULL without
+ * expert_bias. */
+struct plena_moe_ref_expert {
+    const float *w_gate, *w_up, *w_down; /* [H][I], [H][I], [I][H] */
+    const float *b_gate, *b_up, *b_down; /* [I], [I], [H] */
+};
+
+/* Routed expert weights on demand (the streaming check): fills *x with
+ * expert e's tensors, valid until the next call. The references ask for each
+ * expert they need at most once per call, in increasing e, so a provider that
+ * decodes into one reused buffer bounds the working set to one expert,
+ * whatever the number of experts. Returns 0, or a status with err set. */
+typedef int (*plena_moe_ref_expert_fn)(void *ctx, uint32_t e, struct plena_moe_ref_expert *x,
+                                       struct plena_err *err);
+
 /* Logical tensors, row-major, float values (BF16-exact where the machine holds
  * BF16, exact MX decodes for HBM weights). Weight matrices are [in][out]. */
 struct plena_moe_ref_in {
-    const float *h;               /* [T][H] layer input (residual stream) */
-    const float *gamma;           /* [H] RMSNorm weight as staged (PRE_NORM only) */
-    const float *router_w;        /* GEMM: [H][E] decoded; DOT: [E][H] BF16 */
-    const float *router_b;        /* [E] (router_bias only) */
-    const float *router_sel_bias; /* [E] the router's selection bias (router.select_bias) */
-    const float *logits;          /* [T][E] preloaded router logits (BF16), or NULL: the
-                                   * router GEMM/dot and bias are replaced by them */
-    const float *const *w_gate;   /* [E] -> [H][I] (NULL for experts never reached) */
-    const float *const *w_up;     /* [E] -> [H][I] */
-    const float *const *w_down;   /* [E] -> [I][H] */
-    const float *const *b_gate;   /* [E] -> [I] (expert_bias only) */
-    const float *const *b_up;     /* [E] -> [I] */
-    const float *const *b_down;   /* [E] -> [H] */
-    const float *ws_gate;         /* [H][Is] */
-    const float *ws_up;           /* [H][Is] */
-    const float *ws_down;         /* [Is][H] */
-    const float *w_sg;            /* [H] shared gate vector (BF16) */
-    const uint32_t *fixed_ids;    /* [T*k] FIXED routing */
-    const float *fixed_w;         /* [T*k] FIXED routing, effective BF16 */
+    const float *h;                 /* [T][H] layer input (residual stream) */
+    const float *gamma;             /* [H] RMSNorm weight as staged (PRE_NORM only) */
+    const float *router_w;          /* GEMM: [H][E] decoded; DOT: [E][H] BF16 */
+    const float *router_b;          /* [E] (router_bias only) */
+    const float *router_sel_bias;   /* [E] the router's selection bias (router.select_bias) */
+    const float *logits;            /* [T][E] preloaded router logits (BF16), or NULL: the
+                                     * router GEMM/dot and bias are replaced by them */
+    const float *const *w_gate;     /* [E] -> [H][I] (NULL for experts never reached) */
+    const float *const *w_up;       /* [E] -> [H][I] */
+    const float *const *w_down;     /* [E] -> [I][H] */
+    const float *const *b_gate;     /* [E] -> [I] (expert_bias only) */
+    const float *const *b_up;       /* [E] -> [I] */
+    const float *const *b_down;     /* [E] -> [H] */
+    plena_moe_ref_expert_fn expert; /* non-NULL: routed weights from it (the arrays above unused) */
+    void *expert_ctx;
+    const float *ws_gate;      /* [H][Is] */
+    const float *ws_up;        /* [H][Is] */
+    const float *ws_down;      /* [Is][H] */
+    const float *w_sg;         /* [H] shared gate vector (BF16) */
+    const uint32_t *fixed_ids; /* [T*k] FIXED routing */
+    const float *fixed_w;      /* [T*k] FIXED routing, effective BF16 */
     struct plena_moe_ref_consts c;
 };
 
@@ -93,6 +110,18 @@ struct plena_moe_ref_out {
     int route_only; /* stop once ids and weights (both required) are known: the
                      * routing of a build without its experts (out may be NULL) */
 };
+
+/* Expert e's weights from in->expert, or from the arrays: an expert without
+ * weights (e >= E, a NULL array entry) is an input error naming pair p. */
+int plena_moe_ref_expert_get(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                             uint32_t e, size_t p, struct plena_moe_ref_expert *x,
+                             struct plena_err *err);
+
+/* The pairs of ids[np] grouped by expert, each group in pair order (a stable
+ * counting sort): order[start[e] .. start[e+1]) are expert e's pairs; start has
+ * E + 1 entries. Returns the first pair whose id is >= E, or np when none is. */
+size_t plena_moe_ref_pairs_by_expert(const uint32_t *ids, size_t np, uint32_t E, size_t *order,
+                                     size_t *start);
 
 int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
                         struct plena_moe_ref_out *out, struct plena_err *err);

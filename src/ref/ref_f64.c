@@ -33,6 +33,39 @@ static void matvec(const double *x, uint32_t K, const float *w, uint32_t N, doub
     }
 }
 
+/* matvec for m rows of x (stride ldx) into y (stride ldy), each output the
+ * same sum in the same order as matvec; the rows share each weight row load. */
+static void matvec_rows(const double *x, size_t ldx, uint32_t m, uint32_t K, const float *w,
+                        uint32_t N, double *y, size_t ldy)
+{
+    for (uint32_t i = 0; i < m; i++)
+        for (uint32_t n = 0; n < N; n++)
+            y[i * ldy + n] = 0.0;
+    for (uint32_t kk = 0; kk < K; kk++) {
+        const float *row = w + (size_t)kk * N;
+        for (uint32_t i = 0; i < m; i++) {
+            double xv = x[i * ldx + kk];
+            double *yi = y + i * ldy;
+            for (uint32_t n = 0; n < N; n++)
+                yi[n] += xv * (double)row[n];
+        }
+    }
+}
+
+/* The FFN gate-up nonlinearity of one element (expert_ffn's). */
+static double ffn_act(const struct plena_moe_ref_in *in, enum plena_act_policy pol, double g,
+                      double u)
+{
+    if (pol == PLENA_ACT_GPT_OSS_CLAMP_GATED) {
+        double alpha = -(double)in->c.neg_alpha_routed;
+        double lim = in->c.limit_pos;
+        double gv = g < lim ? g : lim;
+        double uv = u < -lim ? -lim : (u > lim ? lim : u);
+        return (uv + 1.0) * gv * sigmoid(alpha * gv);
+    }
+    return silu(g) * u;
+}
+
 /* One expert FFN on input xin: out = act(xin.Wg + bg, xin.Wu + bu) . Wd + bd */
 static void expert_ffn(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
                        const float *wg, const float *wu, const float *wd, const float *bg,
@@ -44,20 +77,36 @@ static void expert_ffn(const struct plena_moe_ref_cfg *cfg, const struct plena_m
     for (uint32_t i = 0; i < width; i++) {
         if (bg) g[i] += bg[i];
         if (bu) u[i] += bu[i];
-        if (pol == PLENA_ACT_GPT_OSS_CLAMP_GATED) {
-            double alpha = -(double)in->c.neg_alpha_routed;
-            double lim = in->c.limit_pos;
-            double gv = g[i] < lim ? g[i] : lim;
-            double uv = u[i] < -lim ? -lim : (u[i] > lim ? lim : u[i]);
-            u[i] = (uv + 1.0) * gv * sigmoid(alpha * gv);
-        } else {
-            u[i] = silu(g[i]) * u[i];
-        }
+        u[i] = ffn_act(in, pol, g[i], u[i]);
     }
     matvec(u, width, wd, cfg->H, out);
     if (bd)
         for (uint32_t i = 0; i < cfg->H; i++)
             out[i] += bd[i];
+}
+
+/* expert_ffn for m <= F64_ROWS input rows xin[m][H] at once: g, u [m][width],
+ * out [m][H]; every figure the one-row function's. */
+#define F64_ROWS 4
+static void expert_ffn_rows(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                            const struct plena_moe_ref_expert *x, uint32_t m, const double *xin,
+                            double *g, double *u, double *out)
+{
+    const uint32_t H = cfg->H, width = cfg->I;
+    matvec_rows(xin, H, m, H, x->w_gate, width, g, width);
+    matvec_rows(xin, H, m, H, x->w_up, width, u, width);
+    for (uint32_t r = 0; r < m; r++)
+        for (uint32_t i = 0; i < width; i++) {
+            double gv = g[(size_t)r * width + i], uv = u[(size_t)r * width + i];
+            if (x->b_gate) gv += x->b_gate[i];
+            if (x->b_up) uv += x->b_up[i];
+            u[(size_t)r * width + i] = ffn_act(in, cfg->activation, gv, uv);
+        }
+    matvec_rows(u, width, m, width, x->w_down, H, out, H);
+    if (x->b_down)
+        for (uint32_t r = 0; r < m; r++)
+            for (uint32_t i = 0; i < H; i++)
+                out[(size_t)r * H + i] += x->b_down[i];
 }
 
 /* Token t's MoE input: x_norm's row, or RMSNorm(h) x gamma (PRE_NORM), or h. */
@@ -179,6 +228,82 @@ int plena_moe_rmsnorm_f64(const struct plena_moe_ref_cfg *cfg, const struct plen
     return 0;
 }
 
+/* The routed pairs' float64 outputs, scale_out x FFN(scale_in x x), into
+ * po[p][H]: expert by expert, so a streaming weight provider holds one expert
+ * at a time; the sums over a token's pairs happen afterwards in pair order,
+ * so the figures equal those of a pair-order loop. */
+static int routed_pairs_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                            const double *xs, const uint32_t *sel, const double *wsel, double *po,
+                            struct plena_err *err)
+{
+    const uint32_t H = cfg->H, E = cfg->E, k = cfg->k;
+    const size_t np = (size_t)cfg->T * k;
+    size_t *order = plena_malloc((np + 1) * sizeof *order);
+    size_t *start = plena_malloc(((size_t)E + 1) * sizeof *start);
+    const size_t R = F64_ROWS, I = cfg->I;
+    double *g = plena_malloc((R * I + 1) * sizeof *g), *u = plena_malloc((R * I + 1) * sizeof *u);
+    double *o = plena_malloc(R * H * sizeof *o), *xin = plena_malloc(R * H * sizeof *xin);
+    int rc = 0;
+    if (!order || !start || !g || !u || !o || !xin) {
+        rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
+        goto done;
+    }
+    size_t bad = plena_moe_ref_pairs_by_expert(sel, np, E, order, start);
+    if (bad < np) {
+        rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref_f64", "expert %u has no weights", sel[bad]);
+        goto done;
+    }
+    for (uint32_t e = 0; e < E && !rc; e++) {
+        if (start[e] == start[e + 1]) continue;
+        struct plena_moe_ref_expert x;
+        if ((rc = plena_moe_ref_expert_get(cfg, in, e, order[start[e]], &x, err))) break;
+        for (size_t i0 = start[e]; i0 < start[e + 1]; i0 += R) {
+            const uint32_t m = (uint32_t)(start[e + 1] - i0 < R ? start[e + 1] - i0 : R);
+            for (uint32_t r = 0; r < m; r++) {
+                const size_t p = order[i0 + r];
+                const double *xt = xs + (p / k) * H;
+                double scale_in = cfg->placement == PLENA_ROUTE_INPUT ? wsel[p] : 1.0;
+                for (uint32_t c = 0; c < H; c++)
+                    xin[(size_t)r * H + c] = xt[c] * scale_in;
+            }
+            expert_ffn_rows(cfg, in, &x, m, xin, g, u, o);
+            for (uint32_t r = 0; r < m; r++) {
+                const size_t p = order[i0 + r];
+                double scale_out = cfg->placement == PLENA_ROUTE_OUTPUT ? wsel[p] : 1.0;
+                for (uint32_t c = 0; c < H; c++)
+                    po[p * H + c] = scale_out * o[(size_t)r * H + c];
+            }
+        }
+    }
+done:
+    plena_free(order);
+    plena_free(start);
+    plena_free(g), plena_free(u), plena_free(o), plena_free(xin);
+    return rc;
+}
+
+/* Token t's routing: the model's router on its float64 logits (the given
+ * ids' weights when ids is non-NULL), or the fixed routing. */
+static int route_token_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                           const struct plena_router *router, const uint32_t *ids, uint32_t t,
+                           const double *x, const double *sbias, double *lg, uint32_t *sel,
+                           double *w, struct plena_err *err)
+{
+    const uint32_t E = cfg->E, k = cfg->k;
+    if (cfg->routing != PLENA_ROUTING_DEVICE) {
+        for (uint32_t j = 0; j < k; j++) {
+            sel[j] = in->fixed_ids[(size_t)t * k + j];
+            w[j] = in->fixed_w[(size_t)t * k + j];
+        }
+        return 0;
+    }
+    token_logits(cfg, in, t, x, lg);
+    /* the router as the model defines it (model/router.c) */
+    if (ids) memcpy(sel, ids + (size_t)t * k, k * sizeof *sel);
+    return ids ? plena_router_weights_f64(router, E, k, lg, sbias, sel, w, err)
+               : plena_router_select_f64(router, E, k, lg, sbias, sel, w, err);
+}
+
 int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
                               const struct plena_moe_ref_in *in, const float *x_norm,
                               const uint32_t *ids, double *out, uint32_t *ids_out,
@@ -187,72 +312,52 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
     const uint32_t T = cfg->T, H = cfg->H;
     int routed = cfg->routing != PLENA_ROUTING_NONE && cfg->E > 0;
     int shared = cfg->Is > 0;
+    const uint32_t k = routed ? cfg->k : 0;
+    const size_t np = (size_t)T * k;
     uint32_t wmax = cfg->I > cfg->Is ? cfg->I : cfg->Is;
     if (cfg->E > wmax) wmax = cfg->E;
-    double *x = plena_calloc(H, sizeof(double));
+    double *xs = plena_calloc((size_t)T * H, sizeof(double));
     double *g = plena_calloc(wmax + 1, sizeof(double));
     double *u = plena_calloc(wmax + 1, sizeof(double));
     double *o = plena_calloc(H, sizeof(double));
     double *xin = plena_calloc(H, sizeof(double));
     double *lg = plena_calloc(cfg->E + 1, sizeof(double));
     double *sbias = plena_calloc(cfg->E + 1, sizeof(double));
+    uint32_t *sel = plena_malloc((np + 1) * sizeof *sel);
+    double *wsel = plena_malloc((np + 1) * sizeof *wsel);
+    double *po = out && routed ? plena_malloc((np * H + 1) * sizeof *po) : NULL;
     int rc = 0;
     struct plena_router router;
     layer_router(cfg, &router);
     if (sbias && in->router_sel_bias)
         for (uint32_t e = 0; e < cfg->E; e++)
             sbias[e] = in->router_sel_bias[e];
-    if (!x || !g || !u || !o || !xin || !lg || !sbias) {
+    if (!xs || !g || !u || !o || !xin || !lg || !sbias || !sel || !wsel || (out && routed && !po)) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
         goto done;
     }
+    /* every token's input and routing */
+    for (uint32_t t = 0; t < T; t++) {
+        double *x = xs + (size_t)t * H;
+        token_input(cfg, in, x_norm, t, x);
+        if (routed && (rc = route_token_f64(cfg, in, &router, ids, t, x, sbias, lg,
+                                            sel + (size_t)t * k, wsel + (size_t)t * k, err)))
+            goto done;
+    }
+    if (ids_out && routed) memcpy(ids_out, sel, np * sizeof *sel);
+    if (!out) goto done; /* routing only: no expert weight is read */
+    if (routed && (rc = routed_pairs_f64(cfg, in, xs, sel, wsel, po, err))) goto done;
     for (uint32_t t = 0; t < T; t++) {
         const float *h = in->h + (size_t)t * H;
-        double *y = out ? out + (size_t)t * H : NULL;
-        token_input(cfg, in, x_norm, t, x);
-        for (uint32_t i = 0; y && i < H; i++)
+        const double *x = xs + (size_t)t * H;
+        double *y = out + (size_t)t * H;
+        for (uint32_t i = 0; i < H; i++)
             y[i] = 0.0;
-        if (routed) {
-            const uint32_t E = cfg->E, k = cfg->k;
-            uint32_t sel[256];
-            double w[256];
-            if (cfg->routing == PLENA_ROUTING_DEVICE) {
-                token_logits(cfg, in, t, x, lg);
-                /* the router as the model defines it (model/router.c) */
-                if (ids) memcpy(sel, ids + (size_t)t * k, k * sizeof *sel);
-                rc = ids ? plena_router_weights_f64(&router, E, k, lg, sbias, sel, w, err)
-                         : plena_router_select_f64(&router, E, k, lg, sbias, sel, w, err);
-                if (rc) goto done;
-            } else {
-                for (uint32_t j = 0; j < k; j++) {
-                    sel[j] = in->fixed_ids[(size_t)t * k + j];
-                    w[j] = in->fixed_w[(size_t)t * k + j];
-                }
-            }
-            if (!y) { /* routing only */
-                if (ids_out) memcpy(ids_out + (size_t)t * k, sel, k * sizeof *sel);
-                continue;
-            }
-            for (uint32_t j = 0; j < k; j++) {
-                uint32_t e = sel[j];
-                if (ids_out) ids_out[(size_t)t * k + j] = e;
-                if (e >= E || !in->w_gate[e]) {
-                    rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref_f64", "expert %u has no weights", e);
-                    goto done;
-                }
-                double scale_in = cfg->placement == PLENA_ROUTE_INPUT ? w[j] : 1.0;
-                for (uint32_t i = 0; i < H; i++)
-                    xin[i] = x[i] * scale_in;
-                expert_ffn(
-                    cfg, in, in->w_gate[e], in->w_up[e], in->w_down[e],
-                    cfg->expert_bias ? in->b_gate[e] : NULL, cfg->expert_bias ? in->b_up[e] : NULL,
-                    cfg->expert_bias ? in->b_down[e] : NULL, cfg->I, cfg->activation, xin, g, u, o);
-                double scale_out = cfg->placement == PLENA_ROUTE_OUTPUT ? w[j] : 1.0;
-                for (uint32_t i = 0; i < H; i++)
-                    y[i] += scale_out * o[i];
-            }
+        for (uint32_t j = 0; j < k; j++) {
+            const double *pj = po + ((size_t)t * k + j) * H;
+            for (uint32_t i = 0; i < H; i++)
+                y[i] += pj[i];
         }
-        if (!y) continue;
         if (shared) {
             expert_ffn(cfg, in, in->ws_gate, in->ws_up, in->ws_down, NULL, NULL, NULL, cfg->Is,
                        PLENA_ACT_STANDARD_SWIGLU, x, g, u, o);
@@ -271,8 +376,8 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
                 y[i] += h[i];
     }
 done:
-    plena_free(x), plena_free(g), plena_free(u), plena_free(o), plena_free(xin), plena_free(lg);
-    plena_free(sbias);
+    plena_free(xs), plena_free(g), plena_free(u), plena_free(o), plena_free(xin), plena_free(lg);
+    plena_free(sbias), plena_free(sel), plena_free(wsel), plena_free(po);
     return rc;
 }
 

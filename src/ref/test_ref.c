@@ -14,6 +14,8 @@
 
 #include "num/num.h"
 #include "ref/ref.h"
+#include "ref/tile.h"
+#include "common/test_support.h"
 
 static const struct plena_moe_ref_consts consts = {
     1.0f, -1.0f, -1.0f, 7.0f, -7.0f, 9.98377800e-07f, 0.015625f, -1.0f, -INFINITY, 1.0f, 0.0f};
@@ -274,14 +276,169 @@ static void test_matches_f64_ksplit_gpt_oss(void **state)
     check_against_f64(320, 96, 0, 8, 2, 3, PLENA_ACT_GPT_OSS_CLAMP_GATED, PLENA_SHARED_GATE_NONE);
 }
 
+/* A streaming provider over arrays: copies expert e into one reused buffer
+ * (poisoning the previous copy, so a stale pointer shows) and records the
+ * order of the requests. */
+struct stream_ctx {
+    const float *const *w[3];
+    float *buf[3];
+    size_t n[3];
+    uint32_t calls, last;
+};
+
+static int stream_expert(void *ctx, uint32_t e, struct plena_moe_ref_expert *x,
+                         struct plena_err *err)
+{
+    (void)err;
+    struct stream_ctx *c = ctx;
+    if (c->calls) assert_true(e > c->last); /* each expert once, in increasing order */
+    c->calls++;
+    c->last = e;
+    for (int q = 0; q < 3; q++) {
+        for (size_t i = 0; i < c->n[q]; i++)
+            c->buf[q][i] = NAN;
+        memcpy(c->buf[q], c->w[q][e], c->n[q] * sizeof(float));
+    }
+    x->w_gate = c->buf[0];
+    x->w_up = c->buf[1];
+    x->w_down = c->buf[2];
+    return 0;
+}
+
+/* The streaming check's contract: weights from a provider (one expert at a
+ * time) give the same bits as the arrays, for both references, each used
+ * expert is asked for once; and T*k > 4096 pairs need no ids/weights output
+ * (it used to be refused). The pairs of a token are in descending expert
+ * order, so expert-major evaluation must scatter back in pair order. */
+static void test_streaming_provider(void **state)
+{
+    (void)state;
+    enum { H = 64, I = 64, E = 8, K = 2, T = 2100 };
+    struct plena_moe_ref_cfg cfg = {.T = T,
+                                    .H = H,
+                                    .I = I,
+                                    .E = E,
+                                    .k = K,
+                                    .mlen = 64,
+                                    .chunk_tiles = 4,
+                                    .routing = PLENA_ROUTING_FIXED};
+    float *h = fill((size_t)T * H, 0.5f);
+    const float *pg[E], *pu[E], *pd[E];
+    fill_experts(pg, pu, pd, E, H, I, 0.125f);
+    static uint32_t ids[T * K];
+    static float fw[T * K];
+    for (uint32_t t = 0; t < T; t++) {
+        ids[t * K] = 6 - t % 6 + (t % 7 == 0); /* 1..7; the second 0..6, below it */
+        ids[t * K + 1] = ids[t * K] - 1 - t % 2 * (ids[t * K] > 1);
+        fw[t * K] = 0.75f;
+        fw[t * K + 1] = 0.25f;
+    }
+    uint32_t used = 0;
+    for (uint32_t e = 0; e < E; e++)
+        for (uint32_t p = 0; p < T * K; p++)
+            if (ids[p] == e) {
+                used++;
+                break;
+            }
+    assert_true(used >= 6);
+    struct plena_moe_ref_in in = {.h = h,
+                                  .w_gate = pg,
+                                  .w_up = pu,
+                                  .w_down = pd,
+                                  .fixed_ids = ids,
+                                  .fixed_w = fw,
+                                  .c = consts_for(H)};
+    float *out_a = calloc((size_t)T * H, sizeof(float)), *out_s = calloc((size_t)T * H, 4);
+    struct plena_moe_ref_out oa = {.out = out_a};
+    struct plena_err err;
+    plena_err_clear(&err);
+    assert_int_equal(plena_moe_reference(&cfg, &in, &oa, &err), 0);
+    double *f_a = calloc((size_t)T * H, sizeof(double)), *f_s = calloc((size_t)T * H, 8);
+    assert_int_equal(plena_moe_reference_f64(&cfg, &in, NULL, f_a, NULL, &err), 0);
+
+    struct stream_ctx sc = {.w = {pg, pu, pd}, .n = {H * I, H * I, I * H}};
+    for (int q = 0; q < 3; q++)
+        sc.buf[q] = malloc(sc.n[q] * sizeof(float));
+    struct plena_moe_ref_in ins = in;
+    ins.w_gate = ins.w_up = ins.w_down = NULL;
+    ins.expert = stream_expert;
+    ins.expert_ctx = &sc;
+    static uint32_t oid[T * K];
+    static float ow[T * K];
+    struct plena_moe_ref_out os = {.out = out_s, .ids = oid, .weights = ow};
+    assert_int_equal(plena_moe_reference(&cfg, &ins, &os, &err), 0);
+    assert_int_equal(sc.calls, used);
+    assert_memory_equal(out_a, out_s, (size_t)T * H * sizeof(float));
+    sc.calls = 0;
+    assert_int_equal(plena_moe_reference_f64(&cfg, &ins, NULL, f_s, NULL, &err), 0);
+    assert_int_equal(sc.calls, used);
+    assert_memory_equal(f_a, f_s, (size_t)T * H * sizeof(double));
+    /* an unknown expert is an input error, not a crash */
+    ids[5] = E;
+    assert_int_equal(plena_moe_reference(&cfg, &in, &oa, &err), PLENA_E_INPUT);
+    assert_int_not_equal(plena_moe_reference_f64(&cfg, &in, NULL, f_a, NULL, &err), 0);
+    for (int q = 0; q < 3; q++)
+        free(sc.buf[q]);
+    for (uint32_t e = 0; e < E; e++)
+        free((void *)pg[e]), free((void *)pu[e]), free((void *)pd[e]);
+    free(h), free(out_a), free(out_s), free(f_a), free(f_s);
+}
+
+/* The tile kernel against the plain chain (written here): every R, widths
+ * with and without a 16-column tail, K offsets, and data with -0, infinities,
+ * NaN, subnormals and overflow; bit patterns must be equal (NaN: both NaN). */
+static void test_tile_kernel_exact(void **state)
+{
+    (void)state;
+    static const uint32_t nps[] = {16, 7, 33, 64, 80};
+    static const uint32_t mlens[] = {1, 8, 64};
+    enum { KMAX = 128, NMAX = 80 };
+    static float x[4 * KMAX], w[KMAX * NMAX], td[4 * NMAX];
+    static const float special[] = {-0.0f, INFINITY, -INFINITY, NAN, 1e-40f, 3e38f, -3e38f};
+    /* data 0: moderate values (long exact chains); 1: one special in ~40 */
+    for (int data = 0; data < 2; data++) {
+        for (uint32_t i = 0; i < 4 * KMAX; i++)
+            x[i] =
+                data && i % 37 == 0 ? special[i / 37 % 7] : rep(2.0f) + 0.0078125f * (float)(i % 5);
+        for (uint32_t i = 0; i < KMAX * NMAX; i++)
+            w[i] = data && i % 41 == 0 ? special[i / 41 % 7] : rep(0.5f) * 1.0009765625f;
+        for (size_t a = 0; a < sizeof nps / sizeof nps[0]; a++)
+            for (size_t b = 0; b < sizeof mlens / sizeof mlens[0]; b++)
+                for (uint32_t R = 1; R <= 4; R++)
+                    for (uint32_t k0 = 0; k0 + mlens[b] <= KMAX; k0 += 64) {
+                        const uint32_t np = nps[a], mlen = mlens[b];
+                        plena_ref_tile_rows(x, KMAX, R, w, np, k0, mlen, td);
+                        for (uint32_t i = 0; i < R; i++)
+                            for (uint32_t n = 0; n < np; n++) {
+                                float e = x[i * KMAX + k0] * w[(size_t)k0 * np + n];
+                                for (uint32_t r = 1; r < mlen; r++) {
+                                    float p = x[i * KMAX + k0 + r] * w[(size_t)(k0 + r) * np + n];
+                                    e = e + p;
+                                }
+                                uint32_t ge, gt;
+                                memcpy(&ge, &e, 4);
+                                memcpy(&gt, &td[i * np + n], 4);
+                                /* NaN: any NaN (the payload a compiler's operand order picks
+                                 * is not specified; a NaN output fails every check anyway) */
+                                if (ge != gt && !(isnan(e) && isnan(td[i * np + n])))
+                                    fail_msg("np %u mlen %u R %u k0 %u row %u col %u: %08x vs %08x",
+                                             np, mlen, R, k0, i, n, gt, ge);
+                            }
+                    }
+    }
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_single_lane_by_hand),
+    cmocka_unit_test(test_topk_worked_example),
+    cmocka_unit_test(test_streaming_provider),
+    cmocka_unit_test(test_tile_kernel_exact),
+    cmocka_unit_test(test_matches_f64_routed_shared),
+    cmocka_unit_test(test_matches_f64_ksplit_gpt_oss),
+    cmocka_unit_test(test_bound_with_large_residual),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_single_lane_by_hand),
-        cmocka_unit_test(test_topk_worked_example),
-        cmocka_unit_test(test_matches_f64_routed_shared),
-        cmocka_unit_test(test_matches_f64_ksplit_gpt_oss),
-        cmocka_unit_test(test_bound_with_large_residual),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

@@ -24,34 +24,26 @@
 #include "settings/settings.h"
 #include "replay/result.h"
 
-static char g_tmp[64];
 static const char *g_bin;
 static char g_example[512];
 static char g_settings[128];
 
 static int setup(void **state)
 {
-    (void)state;
     g_bin = getenv("PLENA_BIN");
     if (!g_bin) g_bin = PLENA_BINARY_DIR "/plena";
     snprintf(g_example, sizeof g_example, "%s/src/trace/testdata/example_v2.json",
              PLENA_SOURCE_DIR);
-    if (plena_test_mkdtemp(g_tmp, sizeof g_tmp, "replay_cli")) return -1;
-    snprintf(g_settings, sizeof g_settings, "%s/small.toml", g_tmp);
+    if (plena_test_tmp_setup(state)) return -1;
+    snprintf(g_settings, sizeof g_settings, "%s/small.toml", plena_test_tmp);
     replay_test_write_small_settings(g_settings);
     return 0;
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    return plena_test_rmtree(g_tmp);
-}
-
-/* runs plena with args (NULL-terminated), stdout/stderr to files in g_tmp */
+/* runs plena with args (NULL-terminated), stdout/stderr to files in plena_test_tmp */
 static int run(const char *const *args)
 {
-    return replay_test_run(g_bin, g_tmp, args);
+    return replay_test_run(g_bin, plena_test_tmp, args);
 }
 
 static int exists(const char *path)
@@ -64,7 +56,7 @@ static void test_usage_and_input_errors(void **state)
 {
     (void)state;
     char out[256], bad[256];
-    snprintf(out, sizeof out, "%s/out", g_tmp);
+    snprintf(out, sizeof out, "%s/out", plena_test_tmp);
     assert_int_equal(run((const char *[]){"replay", "--help", NULL}), 0);
     assert_int_equal(run((const char *[]){"replay", "--bogus", g_example, "--out", out, NULL}), 2);
     assert_int_equal(run((const char *[]){"replay", g_example, NULL}), 2); /* no --out */
@@ -77,12 +69,12 @@ static void test_usage_and_input_errors(void **state)
     assert_false(exists(out));
 
     /* missing file: 3 */
-    snprintf(bad, sizeof bad, "%s/nope.json", g_tmp);
+    snprintf(bad, sizeof bad, "%s/nope.json", plena_test_tmp);
     assert_int_equal(run((const char *[]){"replay", bad, "--out", out, NULL}), 3);
     assert_false(exists(out));
 
     /* invalid JSON and an invalid trace: 1, nothing written */
-    snprintf(bad, sizeof bad, "%s/bad.json", g_tmp);
+    snprintf(bad, sizeof bad, "%s/bad.json", plena_test_tmp);
     assert_int_equal(plena_file_write_atomic(bad, "{\"a\":", 5, NULL), 0);
     assert_int_equal(run((const char *[]){"replay", bad, "--out", out, NULL}), 1);
     assert_false(exists(out));
@@ -98,14 +90,14 @@ static void test_usage_and_input_errors(void **state)
     assert_false(exists(out));
     char *err;
     char ep[256];
-    snprintf(ep, sizeof ep, "%s/stderr.txt", g_tmp);
+    snprintf(ep, sizeof ep, "%s/stderr.txt", plena_test_tmp);
     assert_int_equal(plena_file_read_all(ep, &err, &len, NULL), 0);
     assert_non_null(strstr(err, "V014"));
     plena_free(err);
 
     /* unwritable output: a directory below a regular file */
     char file_out[256];
-    snprintf(file_out, sizeof file_out, "%s/bad.json/sub", g_tmp);
+    snprintf(file_out, sizeof file_out, "%s/bad.json/sub", plena_test_tmp);
     assert_int_equal(run((const char *[]){"replay", g_example, "--out", file_out, NULL}), 4);
 }
 
@@ -113,7 +105,7 @@ static void test_decided_result_and_rerun(void **state)
 {
     (void)state;
     char out[256], res[300], sum[300];
-    snprintf(out, sizeof out, "%s/out", g_tmp);
+    snprintf(out, sizeof out, "%s/out", plena_test_tmp);
     snprintf(res, sizeof res, "%s/example_e8k2_t4_l0/results.json", out);
     snprintf(sum, sizeof sum, "%s/summary.csv", out);
     int rc =
@@ -144,7 +136,7 @@ static void test_decided_result_and_rerun(void **state)
     char *so;
     size_t len;
     char sp[256];
-    snprintf(sp, sizeof sp, "%s/stdout.txt", g_tmp);
+    snprintf(sp, sizeof sp, "%s/stdout.txt", plena_test_tmp);
     assert_int_equal(plena_file_read_all(sp, &so, &len, NULL), 0);
     assert_int_equal(strstr(so, "SKIP replay example_e8k2_t4_l0") != NULL, passed);
     plena_free(so);
@@ -213,9 +205,9 @@ static void test_killed_replay_resumes(void **state)
     (void)state;
     enum { N = 6 };
     char set[256], a[256], b[256];
-    snprintf(set, sizeof set, "%s/set.jsonl", g_tmp);
-    snprintf(a, sizeof a, "%s/uninterrupted", g_tmp);
-    snprintf(b, sizeof b, "%s/killed", g_tmp);
+    snprintf(set, sizeof set, "%s/set.jsonl", plena_test_tmp);
+    snprintf(a, sizeof a, "%s/uninterrupted", plena_test_tmp);
+    snprintf(b, sizeof b, "%s/killed", plena_test_tmp);
     write_set(set, N);
     run((const char *[]){"replay", set, "--out", a, "--jobs", "2", "--settings", g_settings, NULL});
 
@@ -280,13 +272,13 @@ static void test_replay_equals_moe(void **state)
 {
     (void)state;
     plena_test_write_text(
-        g_tmp, "tiny-e8k2-shared.json",
+        plena_test_tmp, "tiny-e8k2-shared.json",
         "{\"hidden_size\": 64, \"num_experts\": 8, \"num_experts_per_tok\": 2, "
         "\"moe_intermediate_size\": 64, \"shared_expert_intermediate_size\": 128}");
     char cfg[256], moe[256], rp[256];
-    plena_test_path(cfg, sizeof cfg, g_tmp, "tiny-e8k2-shared.json");
-    plena_test_path(moe, sizeof moe, g_tmp, "moe");
-    plena_test_path(rp, sizeof rp, g_tmp, "rp");
+    plena_test_path(cfg, sizeof cfg, plena_test_tmp, "tiny-e8k2-shared.json");
+    plena_test_path(moe, sizeof moe, plena_test_tmp, "moe");
+    plena_test_path(rp, sizeof rp, plena_test_tmp, "rp");
     assert_int_equal(run((const char *[]){"moe", "--model", cfg, "--tokens", "4", "--routing",
                                           g_example, "--seed", "42", "--out", moe, "--profile",
                                           "--settings", g_settings, NULL}),
@@ -305,13 +297,14 @@ static void test_replay_equals_moe(void **state)
     }
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_usage_and_input_errors, setup, plena_test_tmp_teardown),
+    cmocka_unit_test_setup_teardown(test_decided_result_and_rerun, setup, plena_test_tmp_teardown),
+    cmocka_unit_test_setup_teardown(test_killed_replay_resumes, setup, plena_test_tmp_teardown),
+    cmocka_unit_test_setup_teardown(test_replay_equals_moe, setup, plena_test_tmp_teardown),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_usage_and_input_errors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_decided_result_and_rerun, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_killed_replay_resumes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_replay_equals_moe, setup, teardown),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

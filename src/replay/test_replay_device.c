@@ -24,22 +24,14 @@
 #include "replay/replay.h"
 #include "replay/test_replay_util.h"
 
-static char g_tmp[64];
 static char g_settings[128];
 
 static int setup(void **state)
 {
-    (void)state;
-    if (plena_test_mkdtemp(g_tmp, sizeof g_tmp, "replay_device")) return -1;
-    snprintf(g_settings, sizeof g_settings, "%s/small.toml", g_tmp);
+    if (plena_test_tmp_setup(state)) return -1;
+    snprintf(g_settings, sizeof g_settings, "%s/small.toml", plena_test_tmp);
     replay_test_write_small_settings(g_settings);
     return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return plena_test_rmtree(g_tmp);
 }
 
 /* The example trace as model `name` (NULL: its own name, softmax-top-k). */
@@ -125,7 +117,7 @@ static void family(const char *name, const char *lowering)
     size_t len;
     char *bytes = example_as(name, &len);
     char root[256];
-    snprintf(root, sizeof root, "%s/%s_%s", g_tmp, name ? name : "default", lowering);
+    snprintf(root, sizeof root, "%s/%s_%s", plena_test_tmp, name ? name : "default", lowering);
     int cf, cd;
     json_t *f = replay(bytes, len, root, 0, lowering, NULL, NULL, &cf);
     json_t *d = replay(bytes, len, root, 1, lowering, NULL, NULL, &cd);
@@ -201,7 +193,8 @@ static void routes_elsewhere(const char *name, const char *lowering,
     size_t len;
     char *bytes = example_as(name, &len);
     char root[256];
-    snprintf(root, sizeof root, "%s/elsewhere_%s_%s", g_tmp, name ? name : "default", lowering);
+    snprintf(root, sizeof root, "%s/elsewhere_%s_%s", plena_test_tmp, name ? name : "default",
+             lowering);
     int code;
     json_t *r = replay(bytes, len, root, 1, lowering, hook, after_run, &code);
     free(bytes);
@@ -229,12 +222,13 @@ static void test_device_routing_elsewhere_fails_integrity(void **state)
                      "intsram_dump.bin: token 3: the device selected expert 4294967295");
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_every_router_family, setup, plena_test_tmp_teardown),
+    cmocka_unit_test_setup_teardown(test_device_routing_elsewhere_fails_integrity, setup,
+                                    plena_test_tmp_teardown),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_every_router_family, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_device_routing_elsewhere_fails_integrity, setup,
-                                        teardown),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

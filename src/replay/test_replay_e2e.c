@@ -26,29 +26,16 @@
 #include "replay/replay.h"
 #include "replay/result.h"
 
-static char g_tmp[64];
 static char g_settings[128];
 
-static int setup(void **state)
-{
-    (void)state;
-    return plena_test_mkdtemp(g_tmp, sizeof g_tmp, "replay_e2e");
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return plena_test_rmtree(g_tmp);
-}
-
-/* The default options of a replay of the example into g_tmp with the small
+/* The default options of a replay of the example into plena_test_tmp with the small
  * settings (written here); a test changes the option it is about. */
 static struct plena_replay_opts example_opts(void)
 {
     struct plena_replay_opts o;
     plena_replay_opts_default(&o);
-    o.out_dir = g_tmp;
-    snprintf(g_settings, sizeof g_settings, "%s/small.toml", g_tmp);
+    o.out_dir = plena_test_tmp;
+    snprintf(g_settings, sizeof g_settings, "%s/small.toml", plena_test_tmp);
     replay_test_write_small_settings(g_settings);
     o.settings_path = g_settings;
     return o;
@@ -79,7 +66,7 @@ static json_t *replay_example(const struct plena_replay_opts *o, struct plena_re
     if (rc) fprintf(stderr, "replay: %s: %s\n", err.where, err.msg);
     assert_int_equal(rc, 0);
     char res[300];
-    snprintf(res, sizeof res, "%s/%s/results.json", g_tmp, it.dir_name);
+    snprintf(res, sizeof res, "%s/%s/results.json", plena_test_tmp, it.dir_name);
     plena_replay_item_free(&it);
     json_t *r;
     assert_int_equal(plena_replay_json_read_file(res, &r, NULL), 0);
@@ -135,7 +122,7 @@ static void test_example_passes_numerical_gate(void **state)
 
     /* split and tax add up exactly from the stage profile (defect 18) */
     char pp[300];
-    snprintf(pp, sizeof pp, "%s/example_e8k2_t4_l0/stage_profile.json", g_tmp);
+    snprintf(pp, sizeof pp, "%s/example_e8k2_t4_l0/stage_profile.json", plena_test_tmp);
     json_t *prof;
     assert_int_equal(plena_replay_json_read_file(pp, &prof, NULL), 0);
     json_int_t total = json_integer_value(json_object_get(prof, "total_profiled_picos"));
@@ -155,7 +142,7 @@ static void test_example_passes_numerical_gate(void **state)
     json_decref(prof);
     /* dumps are gone without --keep-dumps; the decided result stays */
     char vd[300];
-    snprintf(vd, sizeof vd, "%s/example_e8k2_t4_l0/vram_dump.bin", g_tmp);
+    snprintf(vd, sizeof vd, "%s/example_e8k2_t4_l0/vram_dump.bin", plena_test_tmp);
     assert_int_not_equal(access(vd, F_OK), 0);
     json_decref(r);
 }
@@ -356,23 +343,25 @@ static void test_repeat_gate(void **state)
                      2);
     for (int i = 1; i <= 2; i++) {
         char p[300];
-        snprintf(p, sizeof p, "%s/example_e8k2_t4_l0/repeat/%02d/run_stats.json", g_tmp, i);
+        snprintf(p, sizeof p, "%s/example_e8k2_t4_l0/repeat/%02d/run_stats.json", plena_test_tmp,
+                 i);
         assert_int_equal(access(p, F_OK), 0);
     }
     json_decref(r);
 }
 
+static const struct CMUnitTest tests[] = {
+    PLENA_TEST_IN_TMP(test_example_passes_numerical_gate),
+    PLENA_TEST_IN_TMP(test_zero_weights_are_smoke),
+    PLENA_TEST_IN_TMP(test_flipped_output_element_fails),
+    PLENA_TEST_IN_TMP(test_altered_id_fails_routing_integrity),
+    PLENA_TEST_IN_TMP(test_overlap_issue_model),
+    cmocka_unit_test(test_shared_only_split_and_rounding),
+    PLENA_TEST_IN_TMP(test_missing_dump_fails),
+    PLENA_TEST_IN_TMP(test_repeat_gate),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_example_passes_numerical_gate, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_zero_weights_are_smoke, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_flipped_output_element_fails, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_altered_id_fails_routing_integrity, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_overlap_issue_model, setup, teardown),
-        cmocka_unit_test(test_shared_only_split_and_rounding),
-        cmocka_unit_test_setup_teardown(test_missing_dump_fails, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_repeat_gate, setup, teardown),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

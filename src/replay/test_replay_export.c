@@ -22,23 +22,9 @@
 #include "replay/jsonw.h"
 #include "replay/result.h"
 
-static char g_root[64];
-
-static int setup(void **state)
-{
-    (void)state;
-    return plena_test_mkdtemp(g_root, sizeof g_root, "export");
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return plena_test_rmtree(g_root);
-}
-
 static char *slurp(const char *name)
 {
-    return plena_test_read_file(g_root, name, NULL);
+    return plena_test_read_file(plena_test_tmp, name, NULL);
 }
 
 /* a minimal complete result: every summary column present */
@@ -73,7 +59,7 @@ static json_t *make_result(const char *id, const char *bench, int sample_index, 
 static void put_result(const char *dir, json_t *r)
 {
     char p[256];
-    snprintf(p, sizeof p, "%s/%s", g_root, dir);
+    snprintf(p, sizeof p, "%s/%s", plena_test_tmp, dir);
     mkdir(p, 0755);
     assert_int_equal(plena_replay_result_publish(p, r, NULL), 0);
     json_decref(r);
@@ -83,7 +69,7 @@ static void test_zero_rows_have_headers(void **state)
 {
     (void)state;
     struct plena_replay_export_counts c;
-    assert_int_equal(plena_replay_export(g_root, 0, &c, NULL), 0);
+    assert_int_equal(plena_replay_export(plena_test_tmp, 0, &c, NULL), 0);
     char *s = slurp("summary.csv");
     assert_non_null(s);
     assert_true(!strncmp(s, "trace_id,benchmark,model,sample_id,", 35));
@@ -103,7 +89,7 @@ static void test_zero_rows_have_headers(void **state)
     plena_free(s);
     json_t *j;
     char p[256];
-    snprintf(p, sizeof p, "%s/replay_summary.json", g_root);
+    snprintf(p, sizeof p, "%s/replay_summary.json", plena_test_tmp);
     assert_int_equal(plena_replay_json_read_file(p, &j, NULL), 0);
     assert_int_equal(json_array_size(json_object_get(j, "runs")), 0);
     json_decref(j);
@@ -117,10 +103,10 @@ static void test_sorted_skipped_and_filtered(void **state)
     put_result("c_dir", make_result("t_c", "bench", 2, 1, 1, "zero_input_smoke"));
     put_result("d_dir", make_result("t_d", "alpha", 99, 0, 1, "numerical"));
     char p[256];
-    snprintf(p, sizeof p, "%s/empty_dir", g_root);
+    snprintf(p, sizeof p, "%s/empty_dir", plena_test_tmp);
     mkdir(p, 0755);
     struct plena_replay_export_counts c;
-    assert_int_equal(plena_replay_export(g_root, 0, &c, NULL), 0);
+    assert_int_equal(plena_replay_export(plena_test_tmp, 0, &c, NULL), 0);
     assert_int_equal(c.passed_numerical, 2);
     assert_int_equal(c.passed_smoke, 1);
     assert_int_equal(c.failed, 1);
@@ -140,7 +126,7 @@ static void test_sorted_skipped_and_filtered(void **state)
     assert_non_null(strstr(s, "\"build_dir\": \"empty_dir\""));
     plena_free(s);
 
-    assert_int_equal(plena_replay_export(g_root, 1, &c, NULL), 0);
+    assert_int_equal(plena_replay_export(plena_test_tmp, 1, &c, NULL), 0);
     assert_int_equal(c.exported, 3);
     s = slurp("summary.csv");
     assert_null(strstr(s, "\nt_a,"));
@@ -179,7 +165,7 @@ static void test_device_minus_fixed(void **state)
     (void)state;
     put_result("t_r", routed_result("fixed", 1000, 500, 64, "1"));
     put_result("t_r.device", routed_result("device", 1234, 400, 96, "1"));
-    assert_int_equal(plena_replay_export(g_root, 0, NULL, NULL), 0);
+    assert_int_equal(plena_replay_export(plena_test_tmp, 0, NULL, NULL), 0);
     file_has("routing_tax.csv", "\nt_r,stage_derived,1500,2,0.25,,,\n"
                                 "t_r,stage_derived,1500,2,0.25,,,\n"
                                 "t_r,device_minus_fixed,,,,234,-100,32\n");
@@ -187,14 +173,14 @@ static void test_device_minus_fixed(void **state)
 
     /* the fixed run with another weight seed is not the pair: null, no crash */
     put_result("t_r", routed_result("fixed", 1000, 500, 64, "2"));
-    assert_int_equal(plena_replay_export(g_root, 0, NULL, NULL), 0);
+    assert_int_equal(plena_replay_export(plena_test_tmp, 0, NULL, NULL), 0);
     file_has("routing_tax.csv", "\nt_r,device_minus_fixed,,,,,,\n");
 
     /* only the device run: null deltas */
     char p[256];
-    snprintf(p, sizeof p, "%s/t_r", g_root);
+    snprintf(p, sizeof p, "%s/t_r", plena_test_tmp);
     assert_int_equal(plena_test_rmtree(p), 0);
-    assert_int_equal(plena_replay_export(g_root, 0, NULL, NULL), 0);
+    assert_int_equal(plena_replay_export(plena_test_tmp, 0, NULL, NULL), 0);
     file_has("routing_tax.csv", "\nt_r,device_minus_fixed,,,,,,\n");
     file_has("replay_summary.json", "\"fixed_result\": null");
 }
@@ -207,7 +193,7 @@ static void test_missing_field_names_file(void **state)
     put_result("x_dir", r);
     struct plena_err e;
     plena_err_clear(&e);
-    assert_int_equal(plena_replay_export(g_root, 0, NULL, &e), PLENA_E_INPUT);
+    assert_int_equal(plena_replay_export(plena_test_tmp, 0, NULL, &e), PLENA_E_INPUT);
     assert_non_null(strstr(e.where, "x_dir/results.json"));
     assert_non_null(strstr(e.msg, "summary.sim_latency_cycles"));
 
@@ -216,17 +202,18 @@ static void test_missing_field_names_file(void **state)
     json_object_set_new(r, "schema_version", json_integer(7));
     put_result("x_dir", r);
     plena_err_clear(&e);
-    assert_int_equal(plena_replay_export(g_root, 0, NULL, &e), PLENA_E_INPUT);
+    assert_int_equal(plena_replay_export(plena_test_tmp, 0, NULL, &e), PLENA_E_INPUT);
     assert_non_null(strstr(e.msg, "schema_version"));
 }
 
+static const struct CMUnitTest tests[] = {
+    PLENA_TEST_IN_TMP(test_zero_rows_have_headers),
+    PLENA_TEST_IN_TMP(test_sorted_skipped_and_filtered),
+    PLENA_TEST_IN_TMP(test_missing_field_names_file),
+    PLENA_TEST_IN_TMP(test_device_minus_fixed),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_zero_rows_have_headers, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sorted_skipped_and_filtered, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_missing_field_names_file, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_device_minus_fixed, setup, teardown),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "replay/functional.h"
+#include "common/test_support.h"
 
 #define NT 2
 #define NH 3
@@ -229,16 +230,17 @@ static void test_weight_chain(void **state)
     assert_true(plena_replay_route_weight_max_error(ws, 1) == 0.0);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_exact_passes_and_one_flip_fails),
+    cmocka_unit_test(test_no_match_rate_threshold),
+    cmocka_unit_test(test_signed_zero_nan_and_hash),
+    cmocka_unit_test(test_zero_data_is_smoke_never_numerical),
+    cmocka_unit_test(test_gate_saturation_and_bound),
+    cmocka_unit_test(test_routing_integrity),
+    cmocka_unit_test(test_weight_chain),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_exact_passes_and_one_flip_fails),
-        cmocka_unit_test(test_no_match_rate_threshold),
-        cmocka_unit_test(test_signed_zero_nan_and_hash),
-        cmocka_unit_test(test_zero_data_is_smoke_never_numerical),
-        cmocka_unit_test(test_gate_saturation_and_bound),
-        cmocka_unit_test(test_routing_integrity),
-        cmocka_unit_test(test_weight_chain),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

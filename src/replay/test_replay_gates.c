@@ -22,6 +22,7 @@
 #include "replay/jsonw.h"
 #include "replay/test_replay_util.h"
 #include "settings/settings.h"
+#include "common/test_support.h"
 
 static char g_tmp[64];
 static const char *g_bin;
@@ -309,17 +310,18 @@ static void test_missing_inputs_and_usage(void **state)
     assert_int_equal(run((const char *[]){"gates", "bogus", NULL}), 2);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_repeat_decision),
+    cmocka_unit_test(test_repeat_passes),
+    cmocka_unit_test(test_repeat_stopped),
+    cmocka_unit_test(test_repeat_nondeterminism_fails),
+    cmocka_unit_test(test_functional_passes),
+    cmocka_unit_test(test_functional_flipped_byte_fails),
+    cmocka_unit_test(test_functional_without_dump_fails),
+    cmocka_unit_test(test_missing_inputs_and_usage),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_repeat_decision),
-        cmocka_unit_test(test_repeat_passes),
-        cmocka_unit_test(test_repeat_stopped),
-        cmocka_unit_test(test_repeat_nondeterminism_fails),
-        cmocka_unit_test(test_functional_passes),
-        cmocka_unit_test(test_functional_flipped_byte_fails),
-        cmocka_unit_test(test_functional_without_dump_fails),
-        cmocka_unit_test(test_missing_inputs_and_usage),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), setup, teardown);
 }

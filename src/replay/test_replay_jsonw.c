@@ -21,6 +21,7 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "replay/jsonw.h"
+#include "common/test_support.h"
 
 /* Canonical text through the replay name (the writer itself is tested in
  * common/test_json.c). */
@@ -216,14 +217,15 @@ static void test_jsonl_short_append(void **state)
     rmdir(dir);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_canonical_sha256),
+    cmocka_unit_test(test_volatile_keys),
+    cmocka_unit_test(test_csv),
+    cmocka_unit_test(test_jsonl_torn_tail),
+    cmocka_unit_test(test_jsonl_short_append),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_canonical_sha256),
-        cmocka_unit_test(test_volatile_keys),
-        cmocka_unit_test(test_csv),
-        cmocka_unit_test(test_jsonl_torn_tail),
-        cmocka_unit_test(test_jsonl_short_append),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

@@ -15,6 +15,7 @@
 #include "common/fileio.h"
 #include "replay/jsonw.h"
 #include "replay/result.h"
+#include "common/test_support.h"
 
 static char g_dir[64];
 static char g_path[256];
@@ -169,12 +170,13 @@ static void test_publish_needs_decision(void **state)
     json_decref(r);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(test_skip_existing_cases, setup, teardown),
+    cmocka_unit_test(test_gate_decision),
+    cmocka_unit_test_setup_teardown(test_publish_needs_decision, setup, teardown),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_skip_existing_cases, setup, teardown),
-        cmocka_unit_test(test_gate_decision),
-        cmocka_unit_test_setup_teardown(test_publish_needs_decision, setup, teardown),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

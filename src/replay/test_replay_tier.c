@@ -21,6 +21,7 @@
 #include "trace/build.h"
 #include "trace/gen.h"
 #include "trace/trace.h"
+#include "common/test_support.h"
 
 static char *example;
 static size_t example_len;
@@ -201,12 +202,13 @@ static int teardown(void **state)
     return 0;
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_replay_tier),
+    cmocka_unit_test(test_example_sram_boundaries),
+    cmocka_unit_test(test_huge_top_k),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_replay_tier),
-        cmocka_unit_test(test_example_sram_boundaries),
-        cmocka_unit_test(test_huge_top_k),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), setup, teardown);
 }

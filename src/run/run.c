@@ -17,6 +17,7 @@
 
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "common/proc.h"
 #include "isa/asm.h"
 #include "isa/stages.h"
 #include "profile/profile.h"
@@ -401,13 +402,6 @@ static int write_stats(struct session *ss, struct plena_err *err)
 
 /* ---- the session ---- */
 
-static double mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* PC -> 1-based line of each instruction line of an assembly text, using
  * the assembler's own line scanner (so it agrees with the label pass). */
 static int pc_lines_from_asm(const char *text, size_t len, size_t n_pc, uint32_t **out,
@@ -480,7 +474,7 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
     ss.out = out;
     ss.profile_requested = o->profile_path != NULL;
     iso_now(ss.started, sizeof ss.started);
-    double t0 = mono_now();
+    double t0 = plena_proc_now();
 
     struct plena_program owned_prog;
     memset(&owned_prog, 0, sizeof owned_prog);
@@ -654,6 +648,8 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
         out->code = PLENA_OK;
     }
 
+    if (o->on_finish) o->on_finish(o->on_finish_ctx, emu, &res, ss.prog);
+
     /* outputs: each is attempted; the first failure is reported (exit 4).
      * With --threads >= 2 the dumps are written on a second thread while the
      * profile is rendered and written here: the same bytes, and the dumps'
@@ -707,7 +703,7 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
         *err = perr;
     }
     if (out_rc) out->code = (enum plena_status)out_rc;
-    out->host_wall_seconds = mono_now() - t0;
+    out->host_wall_seconds = plena_proc_now() - t0;
     ss.wall = out->host_wall_seconds;
     iso_now(ss.ended, sizeof ss.ended);
     if (o->stats_path) {
@@ -724,7 +720,7 @@ fail:
     out->status = PLENA_RUN_OUT_ERROR;
     out->code = (enum plena_status)rc;
     if (err && !plena_err_is_set(err)) *err = *e;
-    out->host_wall_seconds = mono_now() - t0;
+    out->host_wall_seconds = plena_proc_now() - t0;
     ss.wall = out->host_wall_seconds;
     iso_now(ss.ended, sizeof ss.ended);
     if (o->stats_path) write_stats(&ss, NULL); /* best effort: the input error stays primary */

@@ -79,6 +79,13 @@ struct plena_run_opts {
      * CLI's progress line). May be NULL: the run then does no counting. */
     void (*on_progress)(void *ctx, uint64_t executed);
     void *on_progress_ctx;
+    /* Called once the program has run (completed or trapped), before any
+     * output is written, with the machine in its final state (the MoE check
+     * reads it back instead of running the program a second time). May be
+     * NULL. Errors are the callback's to record in its ctx. */
+    void (*on_finish)(void *ctx, const struct plena_emu *emu, const struct plena_emu_result *res,
+                      const struct plena_program *prog);
+    void *on_finish_ctx;
 };
 
 enum plena_run_outcome_status {

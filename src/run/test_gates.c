@@ -18,8 +18,6 @@
 #include "common/test_support.h"
 #include "run/gates.h"
 
-static char tmpdir[256];
-
 /* A passing case set with the reference figures (docs/timing.md "Timing gates"). */
 static void baseline(struct plena_gate_case c[PLENA_GATE_CASE_COUNT],
                      struct plena_gate_repeat rp[4])
@@ -230,7 +228,7 @@ static void test_run_stopped(void **state)
 {
     (void)state;
     char out[512], sum[600];
-    snprintf(out, sizeof out, "%s/stopped", tmpdir);
+    snprintf(out, sizeof out, "%s/stopped", plena_test_tmp);
     volatile sig_atomic_t stop = 1;
     struct plena_gates_opts o = {out, NULL, 0, 1, &stop};
     static struct plena_gates_report r;
@@ -245,7 +243,7 @@ static void test_run_defaults_pass(void **state)
 {
     (void)state;
     char out[512];
-    snprintf(out, sizeof out, "%s/defaults", tmpdir);
+    snprintf(out, sizeof out, "%s/defaults", plena_test_tmp);
     struct plena_gates_opts o = {out, NULL, 0, 1, NULL};
     static struct plena_gates_report r;
     assert_int_equal(plena_gates_timing_run(&o, &r, NULL), 0);
@@ -283,7 +281,7 @@ static void test_run_defaults_pass(void **state)
 static void perturb(const char *set, const char *gate)
 {
     char out[512], args[256];
-    snprintf(out, sizeof out, "%s/%s", tmpdir, gate);
+    snprintf(out, sizeof out, "%s/%s", plena_test_tmp, gate);
     snprintf(args, sizeof args, "--set %s", set);
     assert_int_equal(run_cli(args, out), 1);
     json_t *j = summary(out);
@@ -311,8 +309,8 @@ static void test_threads_identical(void **state)
 {
     (void)state;
     char out1[512], out3[512];
-    snprintf(out1, sizeof out1, "%s/threads1", tmpdir);
-    snprintf(out3, sizeof out3, "%s/threads3", tmpdir);
+    snprintf(out1, sizeof out1, "%s/threads1", plena_test_tmp);
+    snprintf(out3, sizeof out3, "%s/threads3", plena_test_tmp);
     struct plena_gates_opts o1 = {out1, NULL, 0, 1, NULL}, o3 = {out3, NULL, 0, 3, NULL};
     static struct plena_gates_report r1, r3;
     assert_int_equal(plena_gates_timing_run(&o1, &r1, NULL), 0);
@@ -370,43 +368,32 @@ static void test_usage_errors(void **state)
 {
     (void)state;
     char out[512];
-    snprintf(out, sizeof out, "%s/usage", tmpdir);
+    snprintf(out, sizeof out, "%s/usage", plena_test_tmp);
     assert_int_equal(run_cli("--set NOPE.X=1", out), 2);
     assert_int_equal(run_cli("--frobnicate", out), 2);
     assert_int_equal(run_cli("--threads 0", out), 2);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    return plena_test_mkdtemp(tmpdir, sizeof tmpdir, "test_gates");
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return plena_test_rmtree(tmpdir);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_eval_baseline_passes),
+    cmocka_unit_test(test_eval_unequal_bytes),
+    cmocka_unit_test(test_eval_serial_hidden_one),
+    cmocka_unit_test(test_eval_overlay_hidden_zero),
+    cmocka_unit_test(test_eval_profile_off_by_one_cycle),
+    cmocka_unit_test(test_eval_profile_bytes_off_by_64),
+    cmocka_unit_test(test_eval_repeat_and_missing),
+    cmocka_unit_test(test_run_defaults_pass),
+    cmocka_unit_test(test_run_stopped),
+    cmocka_unit_test(test_threads_identical),
+    cmocka_unit_test(test_perturb_g5),
+    cmocka_unit_test(test_perturb_g2_ncl),
+    cmocka_unit_test(test_perturb_g1),
+    cmocka_unit_test(test_perturb_g2_ideal),
+    cmocka_unit_test(test_usage_errors),
+};
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_eval_baseline_passes),
-        cmocka_unit_test(test_eval_unequal_bytes),
-        cmocka_unit_test(test_eval_serial_hidden_one),
-        cmocka_unit_test(test_eval_overlay_hidden_zero),
-        cmocka_unit_test(test_eval_profile_off_by_one_cycle),
-        cmocka_unit_test(test_eval_profile_bytes_off_by_64),
-        cmocka_unit_test(test_eval_repeat_and_missing),
-        cmocka_unit_test(test_run_defaults_pass),
-        cmocka_unit_test(test_run_stopped),
-        cmocka_unit_test(test_threads_identical),
-        cmocka_unit_test(test_perturb_g5),
-        cmocka_unit_test(test_perturb_g2_ncl),
-        cmocka_unit_test(test_perturb_g1),
-        cmocka_unit_test(test_perturb_g2_ideal),
-        cmocka_unit_test(test_usage_errors),
-    };
-    if (getenv("PLENA_TEST_FILTER")) cmocka_set_test_filter(getenv("PLENA_TEST_FILTER"));
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), plena_test_tmp_setup,
+                           plena_test_tmp_teardown);
 }

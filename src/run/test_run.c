@@ -639,17 +639,25 @@ static int teardown(void **state)
     return plena_test_rmtree(tmp);
 }
 
+static const struct CMUnitTest tests[] = {
+    /* runs through the library and the CLI */
+    cmocka_unit_test(test_parse_helpers),
+    cmocka_unit_test(test_g2_end_to_end),
+    cmocka_unit_test(test_single_mv_mm_64),
+    cmocka_unit_test(test_input_errors_exit_3),
+    cmocka_unit_test(test_traps_exit_1),
+    cmocka_unit_test(test_trap_profile_identities),
+    cmocka_unit_test(test_determinism),
+    cmocka_unit_test(test_legacy_and_markers),
+    cmocka_unit_test(test_cli_usage),
+    /* the upstream emulator's logs, dumps and flags */
+    cmocka_unit_test(test_upstream_log_filter),
+    cmocka_unit_test(test_upstream_hbm_dump),
+    cmocka_unit_test(test_upstream_prefetch_clamp),
+    cmocka_unit_test(test_upstream_flags),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_helpers),     cmocka_unit_test(test_g2_end_to_end),
-        cmocka_unit_test(test_single_mv_mm_64),   cmocka_unit_test(test_input_errors_exit_3),
-        cmocka_unit_test(test_traps_exit_1),      cmocka_unit_test(test_trap_profile_identities),
-        cmocka_unit_test(test_determinism),       cmocka_unit_test(test_legacy_and_markers),
-        cmocka_unit_test(test_cli_usage),         cmocka_unit_test(test_upstream_log_filter),
-        cmocka_unit_test(test_upstream_hbm_dump), cmocka_unit_test(test_upstream_prefetch_clamp),
-        cmocka_unit_test(test_upstream_flags),
-    };
-    if (getenv("PLENA_TEST_FILTER")) cmocka_set_test_filter(getenv("PLENA_TEST_FILTER"));
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), setup, teardown);
 }

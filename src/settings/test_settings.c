@@ -21,6 +21,7 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "settings/settings.h"
+#include "common/test_support.h"
 
 #define NAME "plena_settings.toml"
 
@@ -915,23 +916,24 @@ static void test_alloc_failures(void **state)
     plena_free(ref);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_reference_file),
+    cmocka_unit_test(test_spec_example_messages),
+    cmocka_unit_test(test_worked_fragment),
+    cmocka_unit_test(test_missing_key_order),
+    cmocka_unit_test(test_config_constraints),
+    cmocka_unit_test(test_precision_rules),
+    cmocka_unit_test(test_hbm_table),
+    cmocka_unit_test(test_unknown_key_warnings),
+    cmocka_unit_test(test_dc_en_zero),
+    cmocka_unit_test(test_prefetch_m_clamped_as_upstream),
+    cmocka_unit_test(test_overrides),
+    cmocka_unit_test(test_to_toml_roundtrip),
+    cmocka_unit_test(test_lookup_order),
+    cmocka_unit_test(test_alloc_failures),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reference_file),
-        cmocka_unit_test(test_spec_example_messages),
-        cmocka_unit_test(test_worked_fragment),
-        cmocka_unit_test(test_missing_key_order),
-        cmocka_unit_test(test_config_constraints),
-        cmocka_unit_test(test_precision_rules),
-        cmocka_unit_test(test_hbm_table),
-        cmocka_unit_test(test_unknown_key_warnings),
-        cmocka_unit_test(test_dc_en_zero),
-        cmocka_unit_test(test_prefetch_m_clamped_as_upstream),
-        cmocka_unit_test(test_overrides),
-        cmocka_unit_test(test_to_toml_roundtrip),
-        cmocka_unit_test(test_lookup_order),
-        cmocka_unit_test(test_alloc_failures),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

@@ -12,6 +12,7 @@
 
 #include "common/alloc.h"
 #include "settings/toml.h"
+#include "common/test_support.h"
 
 static struct plena_toml_doc parse_ok(const char *text)
 {
@@ -313,20 +314,21 @@ static void test_alloc_failures(void **state)
     assert_true(ok);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_tables_and_positions),
+    cmocka_unit_test(test_array_of_tables),
+    cmocka_unit_test(test_dotted_keys),
+    cmocka_unit_test(test_strings),
+    cmocka_unit_test(test_integers),
+    cmocka_unit_test(test_floats_and_booleans),
+    cmocka_unit_test(test_arrays),
+    cmocka_unit_test(test_inline_tables),
+    cmocka_unit_test(test_rejections),
+    cmocka_unit_test(test_crlf_and_value_api),
+    cmocka_unit_test(test_alloc_failures),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tables_and_positions),
-        cmocka_unit_test(test_array_of_tables),
-        cmocka_unit_test(test_dotted_keys),
-        cmocka_unit_test(test_strings),
-        cmocka_unit_test(test_integers),
-        cmocka_unit_test(test_floats_and_booleans),
-        cmocka_unit_test(test_arrays),
-        cmocka_unit_test(test_inline_tables),
-        cmocka_unit_test(test_rejections),
-        cmocka_unit_test(test_crlf_and_value_api),
-        cmocka_unit_test(test_alloc_failures),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/fileio.h"
 #include "common/json.h"
 #include "isa/isa.h"
 #include "isa/stages.h"
@@ -493,14 +494,10 @@ static void ln_str(struct line *l, const char *s)
 
 static void ln_u64(struct line *l, uint64_t v)
 {
-    char d[24];
-    size_t k = 0;
-    do {
-        d[k++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (k && l->n < sizeof l->s - 1)
-        l->s[l->n++] = d[--k];
+    char d[PLENA_U64_DIGITS];
+    size_t k = plena_u64_digits(d, v);
+    for (size_t i = 0; i < k && l->n < sizeof l->s - 1; i++)
+        l->s[l->n++] = d[i];
 }
 
 static void ln_us(struct line *l, uint64_t ps)

@@ -123,8 +123,9 @@ static void test_cli(void **state)
     assert_int_equal(plena_test_rmtree(dir), 0);
 }
 
+static const struct CMUnitTest tests[] = {cmocka_unit_test(test_cli)};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_cli)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

@@ -15,6 +15,7 @@
 
 #include "trace/gen.h"
 #include "trace/trace.h"
+#include "common/test_support.h"
 
 static struct plena_moe_model model_of(uint32_t E, uint32_t K)
 {
@@ -310,17 +311,18 @@ static void test_router_description(void **state)
     json_decref(t);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_determinism),
+    cmocka_unit_test(test_balanced_counts),
+    cmocka_unit_test(test_edges),
+    cmocka_unit_test(test_family_deepseek_v3),
+    cmocka_unit_test(test_family_unnormalised),
+    cmocka_unit_test(test_family_llama4),
+    cmocka_unit_test(test_family_capacity),
+    cmocka_unit_test(test_router_description),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_determinism),
-        cmocka_unit_test(test_balanced_counts),
-        cmocka_unit_test(test_edges),
-        cmocka_unit_test(test_family_deepseek_v3),
-        cmocka_unit_test(test_family_unnormalised),
-        cmocka_unit_test(test_family_llama4),
-        cmocka_unit_test(test_family_capacity),
-        cmocka_unit_test(test_router_description),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "trace/import.h"
+#include "common/test_support.h"
 
 static struct plena_moe_model model_e8k2(void)
 {
@@ -470,18 +471,19 @@ static void test_keep_going(void **state)
     done(&c);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_vllm),
+    cmocka_unit_test(test_vllm_raw),
+    cmocka_unit_test(test_vllm_layer_limit),
+    cmocka_unit_test(test_megatron),
+    cmocka_unit_test(test_csv),
+    cmocka_unit_test(test_rows),
+    cmocka_unit_test(test_errors),
+    cmocka_unit_test(test_empty_inputs),
+    cmocka_unit_test(test_keep_going),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vllm),
-        cmocka_unit_test(test_vllm_raw),
-        cmocka_unit_test(test_vllm_layer_limit),
-        cmocka_unit_test(test_megatron),
-        cmocka_unit_test(test_csv),
-        cmocka_unit_test(test_rows),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_empty_inputs),
-        cmocka_unit_test(test_keep_going),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

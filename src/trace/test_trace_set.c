@@ -322,16 +322,17 @@ static void test_cli_import(void **state)
     assert_int_equal(plena_test_rmtree(dir), 0);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_route_weights_written_as_binary32),
+    cmocka_unit_test(test_set_lines),
+    cmocka_unit_test(test_canonical_order),
+    cmocka_unit_test(test_golden),
+    cmocka_unit_test(test_chi_square),
+    cmocka_unit_test(test_cli_split_pack),
+    cmocka_unit_test(test_cli_import),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_route_weights_written_as_binary32),
-        cmocka_unit_test(test_set_lines),
-        cmocka_unit_test(test_canonical_order),
-        cmocka_unit_test(test_golden),
-        cmocka_unit_test(test_chi_square),
-        cmocka_unit_test(test_cli_split_pack),
-        cmocka_unit_test(test_cli_import),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

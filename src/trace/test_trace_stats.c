@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "trace/trace.h"
+#include "common/test_support.h"
 
 static void test_example_stats(void **state)
 {
@@ -73,11 +74,12 @@ static void test_edges(void **state)
     assert_memory_equal(out, want, sizeof want);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_example_stats),
+    cmocka_unit_test(test_edges),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_example_stats),
-        cmocka_unit_test(test_edges),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), NULL, NULL);
 }

@@ -20,6 +20,7 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "trace/trace.h"
+#include "common/test_support.h"
 
 static char *example_text;
 static size_t example_len;
@@ -409,6 +410,39 @@ static void test_rule_cases(void **state)
         run_case(&cases[i]);
 }
 
+/* The DeepSeek weight sources: scaled softmax weights keep the order rule
+ * but no sum of 1; sigmoid weights (ranked by the bias-corrected scores)
+ * have neither rule. */
+static void test_deepseek_weight_sources(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *ws, *row;
+        int valid;
+    } c[] = {
+        {"\"true_router_scaled_softmax_weights\"", "[1.5, 0.5]", 1},
+        {"\"true_router_scaled_softmax_weights\"", "[0.5, 1.5]", 0},
+        {"\"true_router_sigmoid_weights\"", "[0.5, 1.5]", 1},
+        {"\"true_router_topk_softmax_weights\"", "[1.5, 0.5]", 0},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        struct edit e[] = {{"routing.weight_source", c[i].ws},
+                           {"routing.topk_weights[0]", c[i].row}};
+        char *doc = mutate(e, 2);
+        struct plena_trace_report r;
+        plena_trace_report_init(&r);
+        struct plena_trace_validate_options opt = {.strict = 1};
+        const int rc = plena_trace_validate_bytes(doc, strlen(doc), &opt, &r);
+        if ((rc == 0) != c[i].valid) {
+            fprintf(stderr, "case %zu: %s %s\n", i, c[i].ws, c[i].row);
+            print_report(&r);
+        }
+        assert_int_equal(rc == 0, c[i].valid);
+        plena_trace_report_free(&r);
+        free(doc);
+    }
+}
+
 /* Message texts, word for word */
 static void test_messages(void **state)
 {
@@ -671,18 +705,20 @@ static void test_set(void **state)
     free(line2);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_example_valid),
+    cmocka_unit_test(test_rule_cases),
+    cmocka_unit_test(test_deepseek_weight_sources),
+    cmocka_unit_test(test_messages),
+    cmocka_unit_test(test_parser_robustness),
+    cmocka_unit_test(test_truncated_and_flipped),
+    cmocka_unit_test(test_no_cascade_missing_objects),
+    cmocka_unit_test(test_max_errors),
+    cmocka_unit_test(test_v1_trace),
+    cmocka_unit_test(test_set),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_example_valid),
-        cmocka_unit_test(test_rule_cases),
-        cmocka_unit_test(test_messages),
-        cmocka_unit_test(test_parser_robustness),
-        cmocka_unit_test(test_truncated_and_flipped),
-        cmocka_unit_test(test_no_cascade_missing_objects),
-        cmocka_unit_test(test_max_errors),
-        cmocka_unit_test(test_v1_trace),
-        cmocka_unit_test(test_set),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), setup, teardown);
 }

@@ -535,7 +535,7 @@ static void check_workload(struct ctx *c)
              json_string_value(c->val[PLENA_TF_WORKLOAD_PHASE]));
 }
 
-enum wmode { W_ENFORCE, W_UNNORM, W_WARN };
+enum wmode { W_ENFORCE, W_UNNORM, W_WARN, W_NONE };
 
 struct routing_dims {
     int64_t T, K, E; /* -1 when unknown */
@@ -695,6 +695,10 @@ static void walk_weights(struct ctx *c, const struct routing_dims *dm)
     enum wmode sum_mode = W_ENFORCE, order_mode = W_ENFORCE;
     if (!strcmp(ws, "true_router_softmax_unnormalized_weights")) sum_mode = W_UNNORM;
     if (!strcmp(ws, "imported") || !strcmp(ws, "unspecified")) sum_mode = order_mode = W_WARN;
+    /* DeepSeek: scaled weights (model.router bounds the sum, V091); sigmoid
+     * weights ranked by the bias-corrected scores, so not in weight order */
+    if (!strcmp(ws, "true_router_scaled_softmax_weights")) sum_mode = W_NONE;
+    if (!strcmp(ws, "true_router_sigmoid_weights")) sum_mode = order_mode = W_NONE;
     /* a router description replaces the weight source's sum rule (V091),
      * except for weights declared uniform for timing only */
     const int rt = c->has_router == 1 && strcmp(ws, "uniform_weights_timing_only") != 0;
@@ -769,7 +773,7 @@ static void walk_weights(struct ctx *c, const struct routing_dims *dm)
                  a, ws);
         else if (!rt && sum_mode == W_WARN && !(fabs(sum - 1.0) <= 4e-3))
             warn(c, "W030", p, "weights sum to %s, not 1 within 4e-3 (weight_source %s)", a, ws);
-        if (order_bad < m) {
+        if (order_bad < m && order_mode != W_NONE) {
             snprintf(p, sizeof p, "routing.topk_weights[%zu][%zu]", t, order_bad);
             plena_json_fmt_double(a, sizeof a, json_number_value(json_array_get(row, order_bad)));
             plena_json_fmt_double(b, sizeof b,

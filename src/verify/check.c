@@ -23,16 +23,30 @@ static int nomem(struct plena_err *err)
     return PLENA_FAIL(err, PLENA_E_NOMEM, "moe check", "out of memory");
 }
 
-/* Logical [K][N] from the staged MXFP8 [K_p, N_p] at base. */
+/* Logical [K][N] into out from the staged MXFP8 [K_p, N_p] at base, one
+ * padded row at a time through row[N_p]. */
+static int decode_mx_into(const struct plena_moe_build *b, uint64_t base, uint32_t K, uint32_t N,
+                          uint32_t K_p, uint32_t N_p, float *out, float *row, struct plena_err *err)
+{
+    const struct plena_hbm_region *r = plena_moe_build_region(b, base);
+    if (!r)
+        return PLENA_FAIL(err, PLENA_E_INTERNAL, "moe check", "no staged HBM tensor at byte %llu",
+                          (unsigned long long)base);
+    const uint64_t ne = (uint64_t)K_p * N_p;
+    struct plena_mx_lut lut;
+    plena_num_mx_lut_init(&lut, b->mx_mode);
+    for (uint32_t k = 0; k < K; k++) {
+        plena_num_mx_decode_row_lut(&lut, r->bytes + (uint64_t)k * N_p,
+                                    r->bytes + ne + (uint64_t)k * (N_p / 8), N_p, 8, row);
+        memcpy(out + (size_t)k * N, row, (size_t)N * sizeof *row);
+    }
+    return 0;
+}
+
+/* Logical [K][N] from the staged MXFP8 [K_p, N_p] at base (a new array). */
 static float *decode_mx(const struct plena_moe_build *b, uint64_t base, uint32_t K, uint32_t N,
                         uint32_t K_p, uint32_t N_p, struct plena_err *err)
 {
-    const struct plena_hbm_region *r = plena_moe_build_region(b, base);
-    if (!r) {
-        PLENA_FAIL(err, PLENA_E_INTERNAL, "moe check", "no staged HBM tensor at byte %llu",
-                   (unsigned long long)base);
-        return NULL;
-    }
     float *out = plena_malloc(((size_t)K * N + 1) * sizeof *out);
     float *row = plena_malloc((size_t)N_p * sizeof *row);
     if (!out || !row) {
@@ -41,13 +55,9 @@ static float *decode_mx(const struct plena_moe_build *b, uint64_t base, uint32_t
         nomem(err);
         return NULL;
     }
-    const uint64_t ne = (uint64_t)K_p * N_p;
-    struct plena_mx_lut lut;
-    plena_num_mx_lut_init(&lut, b->mx_mode);
-    for (uint32_t k = 0; k < K; k++) {
-        plena_num_mx_decode_row_lut(&lut, r->bytes + (uint64_t)k * N_p,
-                                    r->bytes + ne + (uint64_t)k * (N_p / 8), N_p, 8, row);
-        memcpy(out + (size_t)k * N, row, (size_t)N * sizeof *row);
+    if (decode_mx_into(b, base, K, N, K_p, N_p, out, row, err)) {
+        plena_free(out);
+        out = NULL;
     }
     plena_free(row);
     return out;
@@ -81,6 +91,43 @@ static float fp_entry(const struct plena_moe_build *b, uint32_t i)
 {
     float f = i < b->n_fp ? plena_num_fp16_to_f32(b->fp16[i]) : 0.0f;
     return plena_num_round_bf16(f);
+}
+
+/* plena_moe_ref_expert_fn over a build: expert e's three matrices (and
+ * biases) decoded from the staged bytes into the refdata's one-expert
+ * buffers. An expert the build did not materialise has no weights. */
+static int expert_from_build(void *ctx, uint32_t e, struct plena_moe_ref_expert *x,
+                             struct plena_err *err)
+{
+    struct plena_verify_refdata *rd = ctx;
+    const struct plena_moe_build *b = rd->build;
+    const struct plena_moe_cfg *cfg = &b->cfg;
+    const struct plena_moe_map *mp = &b->info.map;
+    const uint32_t H = cfg->H, I = cfg->I, V = cfg->m.vlen;
+    if (e >= cfg->E || !b->present || !b->present[e])
+        return PLENA_FAIL(err, PLENA_E_INPUT, "ref", "expert %u has no weights (not staged)", e);
+    static const char *bn[3] = {"b_gate", "b_up", "b_down"};
+    for (int q = 0; q < 3; q++) {
+        uint32_t K = q < 2 ? H : I, N = q < 2 ? I : H;
+        uint32_t Kp = q < 2 ? mp->H_p : mp->I_p, Np = q < 2 ? mp->I_p : mp->H_p;
+        int rc = decode_mx_into(b, plena_moe_expert_base(mp, q, e), K, N, Kp, Np, rd->ew[q],
+                                rd->erow, err);
+        if (rc) return rc;
+        if (cfg->expert_bias) {
+            const struct plena_tensor *t = plena_moe_abi_find(&b->info, bn[q]);
+            if (!t)
+                return PLENA_FAIL(err, PLENA_E_INTERNAL, "moe check", "no ABI tensor %s", bn[q]);
+            for (uint32_t i = 0; i < N; i++)
+                rd->eb[q][i] = plena_num_bf16_to_f32(b->vram[vaddr(t, e, i, V)]);
+        }
+    }
+    x->w_gate = rd->ew[0];
+    x->w_up = rd->ew[1];
+    x->w_down = rd->ew[2];
+    x->b_gate = rd->eb[0];
+    x->b_up = rd->eb[1];
+    x->b_down = rd->eb[2];
+    return 0;
 }
 
 static int refdata_from_build(const struct plena_moe_build *b, struct plena_verify_refdata *rd,
@@ -165,36 +212,20 @@ static int refdata_from_build(const struct plena_moe_build *b, struct plena_veri
     }
     if (routing_only) return 0;
     if (routed) {
+        /* the streaming check: routed weights decoded one expert at a time,
+         * when the reference asks for them (expert_from_build) */
+        const size_t wn = (size_t)H * I;
+        const uint32_t rowmax = mp->I_p > mp->H_p ? mp->I_p : mp->H_p;
+        rd->build = b;
         for (int q = 0; q < 3; q++) {
-            rd->w[q] = plena_calloc(E, sizeof(float *));
-            if (cfg->expert_bias) rd->bias[q] = plena_calloc(E, sizeof(float *));
-            if (!rd->w[q] || (cfg->expert_bias && !rd->bias[q])) return nomem(err);
+            rd->ew[q] = plena_malloc((wn + 1) * sizeof(float));
+            rd->eb[q] =
+                cfg->expert_bias ? plena_malloc(((q < 2 ? I : H) + 1) * sizeof(float)) : NULL;
+            if (!rd->ew[q] || (cfg->expert_bias && !rd->eb[q])) return nomem(err);
         }
-        static const char *bn[3] = {"b_gate", "b_up", "b_down"};
-        for (uint32_t e = 0; e < E; e++) {
-            if (!b->present || !b->present[e]) continue;
-            for (int q = 0; q < 3; q++) {
-                uint32_t K = q < 2 ? H : I, N = q < 2 ? I : H;
-                uint32_t Kp = q < 2 ? mp->H_p : mp->I_p, Np = q < 2 ? mp->I_p : mp->H_p;
-                rd->w[q][e] = decode_mx(b, plena_moe_expert_base(mp, q, e), K, N, Kp, Np, err);
-                if (!rd->w[q][e]) return PLENA_E_INTERNAL;
-                if (cfg->expert_bias) {
-                    const struct plena_tensor *t = plena_moe_abi_find(&b->info, bn[q]);
-                    rd->bias[q][e] = plena_malloc((size_t)N * sizeof(float));
-                    if (!t || !rd->bias[q][e]) return nomem(err);
-                    for (uint32_t i = 0; i < N; i++)
-                        rd->bias[q][e][i] = plena_num_bf16_to_f32(b->vram[vaddr(t, e, i, V)]);
-                }
-            }
-        }
-        in->w_gate = (const float *const *)rd->w[0];
-        in->w_up = (const float *const *)rd->w[1];
-        in->w_down = (const float *const *)rd->w[2];
-        if (cfg->expert_bias) {
-            in->b_gate = (const float *const *)rd->bias[0];
-            in->b_up = (const float *const *)rd->bias[1];
-            in->b_down = (const float *const *)rd->bias[2];
-        }
+        if (!(rd->erow = plena_malloc((rowmax + 1) * sizeof(float)))) return nomem(err);
+        in->expert = expert_from_build;
+        in->expert_ctx = rd;
     }
     if (cfg->Is) {
         const uint32_t Is = cfg->Is;
@@ -300,15 +331,10 @@ void plena_verify_refdata_free(struct plena_verify_refdata *rd)
     plena_free(rd->logits);
     for (int q = 0; q < 3; q++) {
         plena_free(rd->ws[q]);
-        if (rd->w[q])
-            for (uint32_t e = 0; e < rd->cfg.E; e++)
-                plena_free(rd->w[q][e]);
-        if (rd->bias[q])
-            for (uint32_t e = 0; e < rd->cfg.E; e++)
-                plena_free(rd->bias[q][e]);
-        plena_free(rd->w[q]);
-        plena_free(rd->bias[q]);
+        plena_free(rd->ew[q]);
+        plena_free(rd->eb[q]);
     }
+    plena_free(rd->erow);
     plena_free(rd->w_sg);
     plena_free(rd->fixed_w);
     plena_free(rd->fixed_ids);
@@ -374,8 +400,6 @@ int plena_verify_emulate_stop(const struct plena_moe_build *b, const struct plen
 {
     memset(d, 0, sizeof *d);
     const struct plena_moe_cfg *cfg = &b->cfg;
-    const struct plena_moe_map *mp = &b->info.map;
-    const uint32_t T = b->T, H = cfg->H, V = cfg->m.vlen;
     if (s->mlen != cfg->m.mlen || s->vlen != cfg->m.vlen || s->blen != cfg->m.blen)
         return PLENA_FAIL(err, PLENA_E_INPUT, "moe check",
                           "settings geometry (MLEN %u, VLEN %u, BLEN %u) differs from the build's "
@@ -403,15 +427,23 @@ int plena_verify_emulate_stop(const struct plena_moe_build *b, const struct plen
     }
     struct counter cnt = {d->pc_count, d->op_count, b->n_words};
     rc = plena_emu_run(emu, &prog, count_obs, &cnt, &res, err);
-    if (rc) {
-        plena_emu_free(emu);
-        return rc;
-    }
-    d->executed = res.instructions_executed;
-    if (res.status == PLENA_RUN_TRAPPED) {
+    if (!rc) rc = plena_verify_device_read(b, emu, &res, &prog, d, err);
+    plena_emu_free(emu);
+    return rc;
+}
+
+int plena_verify_device_read(const struct plena_moe_build *b, const struct plena_emu *emu,
+                             const struct plena_emu_result *res, const struct plena_program *prog,
+                             struct plena_verify_device *d, struct plena_err *err)
+{
+    const struct plena_moe_cfg *cfg = &b->cfg;
+    const struct plena_moe_map *mp = &b->info.map;
+    const uint32_t T = b->T, H = cfg->H, V = cfg->m.vlen;
+    d->executed = res->instructions_executed;
+    if (res->status == PLENA_RUN_TRAPPED) {
         d->trapped = 1;
-        d->interrupted = res.trap.kind == PLENA_TRAP_INTERRUPTED;
-        plena_emu_format_trap(&res.trap, &prog, d->trap, sizeof d->trap);
+        d->interrupted = res->trap.kind == PLENA_TRAP_INTERRUPTED;
+        plena_emu_format_trap(&res->trap, prog, d->trap, sizeof d->trap);
     }
     const struct plena_tensor *ot =
         plena_moe_abi_find(&b->info, cfg->routing != PLENA_ROUTING_NONE ? "acc" : "S");
@@ -433,10 +465,7 @@ int plena_verify_emulate_stop(const struct plena_moe_build *b, const struct plen
     d->ids = plena_malloc((d->n_pairs + 1) * sizeof *d->ids);
     d->w = plena_malloc((d->n_pairs + 1) * sizeof *d->w);
     d->gate = plena_malloc((d->n_gate + 1) * sizeof *d->gate);
-    if (!ot || !d->out || !d->ids || !d->w || !d->gate) {
-        plena_emu_free(emu);
-        return nomem(err);
-    }
+    if (!ot || !d->out || !d->ids || !d->w || !d->gate) return nomem(err);
     for (uint32_t t = 0; t < T; t++)
         for (uint32_t c = 0; c < H; c++)
             d->out[(size_t)t * H + c] = plena_emu_vram_get(emu, vaddr(ot, t, c, V));
@@ -446,7 +475,6 @@ int plena_verify_emulate_stop(const struct plena_moe_build *b, const struct plen
     }
     for (uint32_t i = 0; i < d->n_gate; i++)
         d->gate[i] = plena_emu_fpsram_get(emu, mp->fp_base + mp->gate_off + i);
-    plena_emu_free(emu);
     return 0;
 }
 

@@ -68,10 +68,29 @@ static int read_profile(const char *file, struct plena_verify_moe_report *r)
     return 0;
 }
 
+/* The timed run's final machine state, read back for the check, so that a
+ * `moe --check` runs the program once (the functional state does not depend
+ * on the timing model). */
+struct readback {
+    const struct plena_moe_build *b;
+    struct plena_verify_device d;
+    int done, rc;
+    struct plena_err err;
+};
+
+static void read_back(void *ctx, const struct plena_emu *emu, const struct plena_emu_result *res,
+                      const struct plena_program *prog)
+{
+    struct readback *rb = ctx;
+    plena_err_clear(&rb->err);
+    rb->rc = plena_verify_device_read(rb->b, emu, res, prog, &rb->d, &rb->err);
+    rb->done = 1;
+}
+
 /* The timed run: profile into dir (kept, or a hidden temporary removed after
- * its rows are read). */
+ * its rows are read); rb (may be NULL) receives the final state. */
 static int timed_run(const struct plena_moe_build *b, const struct plena_verify_moe_opts *o,
-                     struct plena_verify_moe_report *r, struct plena_err *err)
+                     struct plena_verify_moe_report *r, struct readback *rb, struct plena_err *err)
 {
     struct plena_verify_paths paths;
     struct plena_run_opts ro;
@@ -94,6 +113,10 @@ static int timed_run(const struct plena_moe_build *b, const struct plena_verify_
     ro.stop = o->stop;
     ro.argc = o->argc;
     ro.argv = o->argv;
+    if (rb) {
+        ro.on_finish = read_back;
+        ro.on_finish_ctx = rb;
+    }
     if ((rc = plena_run_execute(&ro, &r->run, err))) return rc;
     r->ran = 1;
     r->have_stages = read_profile(prof, r) == 0;
@@ -101,11 +124,21 @@ static int timed_run(const struct plena_moe_build *b, const struct plena_verify_
     return 0;
 }
 
+/* The check on the timed run's read-back (rb done), else on a run of its own. */
 static int functional_check(const struct plena_moe_build *b, const struct plena_verify_moe_opts *o,
-                            struct plena_verify_moe_report *r, struct plena_err *err)
+                            struct plena_verify_moe_report *r, struct readback *rb,
+                            struct plena_err *err)
 {
     struct plena_verify_device d;
-    int rc = plena_verify_emulate_stop(b, o->settings, o->dir, o->stop, &d, err);
+    int rc;
+    if (rb && rb->done) {
+        d = rb->d;
+        memset(&rb->d, 0, sizeof rb->d);
+        r->check_reused_run = 1;
+        if ((rc = rb->rc) && err) *err = rb->err;
+    } else {
+        rc = plena_verify_emulate_stop(b, o->settings, o->dir, o->stop, &d, err);
+    }
     if (!rc && d.interrupted) {
         r->status = PLENA_E_INTERRUPTED; /* no verdict: nothing compared */
     } else if (!rc && d.trapped) {
@@ -128,16 +161,20 @@ int plena_verify_moe(const struct plena_moe_build *b, const struct plena_verify_
     /* the routing statistics go into the profile and the report */
     int rc = plena_verify_routing_stats(b, &r->routing, err);
     if (rc) return rc;
+    struct readback rb = {.b = b};
     if (o->run) {
-        if ((rc = timed_run(b, o, r, err))) return rc;
-        if (r->run.status != PLENA_RUN_OUT_COMPLETED) {
+        rc = timed_run(b, o, r, o->check ? &rb : NULL, err);
+        if (!rc && r->run.status != PLENA_RUN_OUT_COMPLETED) {
             /* a stopped run is interrupted (exit 5), any other trap a failure */
             r->status = r->run.code == PLENA_E_INTERRUPTED ? PLENA_E_INTERRUPTED : PLENA_E_FAILED;
-            return 0;
+        }
+        if (rc || r->run.status != PLENA_RUN_OUT_COMPLETED) {
+            plena_verify_device_free(&rb.d);
+            return rc;
         }
     }
     if (o->check) {
-        if ((rc = functional_check(b, o, r, err))) return rc;
+        if ((rc = functional_check(b, o, r, &rb, err))) return rc;
         if (r->status == PLENA_E_INTERRUPTED) return 0;
         if (r->check_trapped || !r->check.passed) r->status = PLENA_E_FAILED;
     }

@@ -362,6 +362,17 @@ static void counters_match(const char *preset, uint32_t T, int device, const cha
     assert_int_equal(sp.weight_bytes_fetched, (uint64_t)T * k * b.info.map.expert_weight_bytes);
     assert_int_equal(sp.weight_bytes_ideal, st->weight_bytes_ideal);
     plena_moe_build_free(&pm);
+    /* run + check: the check compares the timed run's final state (one run);
+     * the check alone runs the program itself; both pass bit for bit */
+    for (int run = 1; run >= 0; run--) {
+        vo.run = run;
+        vo.check = 1;
+        assert_int_equal(plena_verify_moe(&b, &vo, &rep, &err), 0);
+        assert_true(rep.checked);
+        assert_int_equal(rep.check_reused_run, run);
+        assert_true(rep.check.bit_exact);
+        assert_int_equal(rep.status, PLENA_OK);
+    }
     plena_free(rid);
     plena_free(ids);
     plena_free(w);
@@ -453,16 +464,17 @@ static void test_utilisation_target(void **state)
     plena_free(w);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_bit_identity),
+    cmocka_unit_test(test_skew),
+    cmocka_unit_test(test_device),
+    cmocka_unit_test(test_static_size),
+    cmocka_unit_test(test_counters),
+    cmocka_unit_test(test_stop),
+    cmocka_unit_test(test_utilisation_target),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bit_identity),
-        cmocka_unit_test(test_skew),
-        cmocka_unit_test(test_device),
-        cmocka_unit_test(test_static_size),
-        cmocka_unit_test(test_counters),
-        cmocka_unit_test(test_stop),
-        cmocka_unit_test(test_utilisation_target),
-    };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), setup, NULL);
 }

@@ -212,11 +212,12 @@ static void test_moe_layers(void **state)
     moe_layer("tiny-ksplit", 5);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_programs),
+    cmocka_unit_test(test_moe_layers),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_programs),
-        cmocka_unit_test(test_moe_layers),
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), setup, teardown);
 }

@@ -18,6 +18,7 @@
 #include "common/alloc.h"
 #include "gen/build.h"
 #include "verify/verify.h"
+#include "common/test_support.h"
 
 static struct plena_settings g_set;
 static struct plena_gen_machine g_m;
@@ -318,16 +319,19 @@ static void test_capacity_router_refused(void **state)
     plena_moe_build_free(&b);
 }
 
+static const struct CMUnitTest tests[] = {
+    /* device routers against the float64 reference */
+    cmocka_unit_test(test_every_preset_router),
+    cmocka_unit_test(test_router_combinations),
+    cmocka_unit_test(test_v3_selects_expert_255),
+    cmocka_unit_test(test_ties_to_lower_id),
+    /* refusals and fixed routing */
+    cmocka_unit_test(test_capacity_router_refused),
+    cmocka_unit_test(test_router_wider_than_mram),
+    cmocka_unit_test(test_synthetic_fixed_routing),
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_preset_router),
-        cmocka_unit_test(test_router_combinations),
-        cmocka_unit_test(test_v3_selects_expert_255),
-        cmocka_unit_test(test_ties_to_lower_id),
-        cmocka_unit_test(test_capacity_router_refused),
-        cmocka_unit_test(test_router_wider_than_mram),
-        cmocka_unit_test(test_synthetic_fixed_routing),
-    };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), setup, NULL);
 }

@@ -23,6 +23,7 @@
 #include "isa/encoding.h"
 #include "isa/isa.h"
 #include "num/num.h"
+#include "common/test_support.h"
 
 static struct plena_settings g_set;
 static struct plena_gen_machine g_m;
@@ -1016,27 +1017,28 @@ static void test_f1_fusion_identity(void **state)
     plena_moe_build_free(&sb[1]);
 }
 
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_s1),
+    cmocka_unit_test(test_s2),
+    cmocka_unit_test(test_f1_fusion_identity),
+    cmocka_unit_test(test_s3),
+    cmocka_unit_test(test_r1),
+    cmocka_unit_test(test_r2),
+    cmocka_unit_test(test_r3_r5),
+    cmocka_unit_test(test_r6),
+    cmocka_unit_test(test_r8),
+    cmocka_unit_test(test_k1),
+    cmocka_unit_test(test_l1),
+    cmocka_unit_test(test_a6_union),
+    cmocka_unit_test(test_build_dir),
+    cmocka_unit_test(test_c1),
+    cmocka_unit_test(test_cli),
+#ifdef PLENA_TESTING
+    cmocka_unit_test(test_faults),
+#endif
+};
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_s1),
-        cmocka_unit_test(test_s2),
-        cmocka_unit_test(test_f1_fusion_identity),
-        cmocka_unit_test(test_s3),
-        cmocka_unit_test(test_r1),
-        cmocka_unit_test(test_r2),
-        cmocka_unit_test(test_r3_r5),
-        cmocka_unit_test(test_r6),
-        cmocka_unit_test(test_r8),
-        cmocka_unit_test(test_k1),
-        cmocka_unit_test(test_l1),
-        cmocka_unit_test(test_a6_union),
-        cmocka_unit_test(test_build_dir),
-        cmocka_unit_test(test_c1),
-        cmocka_unit_test(test_cli),
-#ifdef PLENA_TESTING
-        cmocka_unit_test(test_faults),
-#endif
-    };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return plena_test_main(tests, PLENA_TEST_COUNT(tests), setup, teardown);
 }

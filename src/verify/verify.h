@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "../emu/emu.h"
 #include "../gen/build.h"
 #include "../isa/stages.h"
 #include "../ref/ref.h"
@@ -26,8 +27,11 @@ struct plena_verify_refdata {
     /* owned storage behind `in` */
     float *h, *gamma, *router_w, *router_b, *router_sel_bias, *ws[3], *w_sg, *fixed_w;
     float *logits; /* preloaded router logits [T][E] */
-    float **w[3], **bias[3];
     uint32_t *fixed_ids;
+    /* behind in.expert (the streaming check): the build, and one expert's
+     * decoded matrices, biases and a padded-row scratch, reused per expert */
+    const struct plena_moe_build *build;
+    float *ew[3], *eb[3], *erow;
 };
 int plena_verify_refdata_from_build(const struct plena_moe_build *b,
                                     struct plena_verify_refdata *rd, struct plena_err *err);
@@ -76,6 +80,13 @@ int plena_verify_emulate(const struct plena_moe_build *b, const struct plena_set
 int plena_verify_emulate_stop(const struct plena_moe_build *b, const struct plena_settings *s,
                               const char *dir, const volatile sig_atomic_t *stop,
                               struct plena_verify_device *d, struct plena_err *err);
+/* The read-back of plena_verify_emulate from a machine that has run build
+ * b's program (res its result): output rows, the last block's ids, weights
+ * and gate values, the trap. d must be zeroed; pc_count stays NULL. Lets a
+ * timed run hand its final state to the check instead of a second run. */
+int plena_verify_device_read(const struct plena_moe_build *b, const struct plena_emu *emu,
+                             const struct plena_emu_result *res, const struct plena_program *prog,
+                             struct plena_verify_device *d, struct plena_err *err);
 void plena_verify_device_free(struct plena_verify_device *d);
 
 /* Executed counts per (stage, opcode) from per-pc counts and the builder's
@@ -184,6 +195,7 @@ struct plena_verify_moe_report {
     int check_trapped; /* its emulator run trapped: check_trap says where */
     char check_trap[640];
     struct plena_verify_result check;
+    int check_reused_run; /* the check read the timed run's final state (no second run) */
     /* the layer's routing statistics (valid = 0 without routed experts) */
     struct plena_routing_stats routing;
     /* PLENA_OK, or PLENA_E_FAILED when the run trapped or the check failed */
