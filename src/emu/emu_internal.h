@@ -18,7 +18,7 @@
 #define HBM_PAGE_SHIFT 16
 #define HBM_L2_BITS    16 /* pages per second-level HBM table: 2^16 (4 GiB) */
 
-/* Deferred M_MMs (AVX-512F, BLEN 4, MLEN a multiple of 16): an M_MM is
+/* Deferred M_MMs (AVX2 or AVX-512F, BLEN 4, MLEN a multiple of 16): an M_MM is
  * validated when it issues but computed in groups of up to EMU_MM_BATCH, so
  * the kernel runs several independent 63-add chains at once instead of
  * waiting on one chain's latency. The operands stay valid because every
@@ -135,7 +135,7 @@ struct plena_emu {
     uint32_t xq_mru;         /* the entry found last (checked first) */
     int mm_deferred;         /* M_MM takes op_mm_deferred (set per run) */
     uint64_t xq_lo, xq_span; /* rows [xq_lo, xq_lo + xq_span) hold every valid entry */
-    uint64_t mm_wide_groups; /* groups flushed by mm44_wide (tests check it was taken) */
+    uint64_t mm_wide_groups; /* groups flushed by mm44_wide / mm42_wide (tests check it) */
 
     struct plena_trap trap; /* detail of the trap being raised */
 };

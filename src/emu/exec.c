@@ -6,8 +6,9 @@
  * Timing is not computed here: an event record goes to the observer.
  * Speed: BF16 rows convert inline, matrix kernels keep each output's chain in
  * a register lane (generic GCC vectors, AVX2 or AVX-512F chosen at run time),
- * BLEN 4 M_MMs on AVX-512F hosts are computed in deferred groups from a cache
- * of decoded X blocks (op_mm_deferred, mm_flush, xq_get), and every fast path
+ * BLEN 4 M_MMs on AVX2 and AVX-512F hosts are computed in deferred groups
+ * from a cache of decoded X blocks (op_mm_deferred, mm_flush, xq_get; mm44_*
+ * AVX-512F kernels, mm42_* AVX2 twins), and every fast path
  * has a scalar reference twin selected by e->ref_paths, which
  * test_emu_perfpaths compares bit for bit. */
 #include "emu/emu_internal.h"
@@ -492,6 +493,24 @@ __attribute__((target("avx512f"))) static void mm44_fill_quads(const uint16_t *c
  * in-lane broadcast, cheaper than a cross-lane permute). */
 #define MM44_PROD(k, s) _mm512_mul_ps(_mm512_permute_ps(q[k], (s)*0x55), t4_bcast(t[k] + (s)*ts))
 
+/* The step schedule of mm44_group and mm42_group (step 0 done by the
+ * caller): steps 1..3 of the first quad, then per further quad r = 4, 8, ...
+ * next4(r) moves the operands on and steps 0..3 follow. */
+#define MM_GROUP_STEPS(step, next4)                                                                \
+    do {                                                                                           \
+        step(1);                                                                                   \
+        step(2);                                                                                   \
+        step(3);                                                                                   \
+        _Pragma("GCC unroll 1") for (size_t r = 4; r < n; r += 4)                                  \
+        {                                                                                          \
+            next4(r);                                                                              \
+            step(0);                                                                               \
+            step(1);                                                                               \
+            step(2);                                                                               \
+            step(3);                                                                               \
+        }                                                                                          \
+    } while (0)
+
 /* The K pending M_MMs of p computed together: K independent sets of 16
  * chains, interleaved step by step so the core overlaps their add latencies
  * (one M_MM alone waits on 63 dependent adds). Per chain the arithmetic is
@@ -513,21 +532,14 @@ static AVX512 void mm44_group(const struct emu_mm_pending *p, const int K, size_
         _Pragma("GCC unroll 4") for (int k = 0; k < K; k++) acc[k] =                               \
             _mm512_add_ps(acc[k], MM44_PROD(k, s));                                                \
     } while (0)
-    MM44_STEP(1);
-    MM44_STEP(2);
-    MM44_STEP(3);
-#pragma GCC unroll 1
-    for (size_t r = 4; r < n; r += 4) {
-#pragma GCC unroll 4
-        for (int k = 0; k < K; k++) {
-            t[k] += 4 * ts;
-            q[k] = _mm512_load_ps(p[k].q + r * 4);
-        }
-        MM44_STEP(0);
-        MM44_STEP(1);
-        MM44_STEP(2);
-        MM44_STEP(3);
+#define MM44_NEXT4(r)                                                                              \
+    _Pragma("GCC unroll 4") for (int k = 0; k < K; k++)                                            \
+    {                                                                                              \
+        t[k] += 4 * ts;                                                                            \
+        q[k] = _mm512_load_ps(p[k].q + (r)*4);                                                     \
     }
+    MM_GROUP_STEPS(MM44_STEP, MM44_NEXT4);
+#undef MM44_NEXT4
 #undef MM44_STEP
 }
 
@@ -581,33 +593,37 @@ static AVX512 void mm44_wide(const float *q, const float *t, size_t n, size_t ts
     x4_transpose128(a, acc);
 }
 
+/* The body of mm44_flush_avx512 and mm44_flush_avx2 (`acc` declared by the
+ * caller): the shared-X group as one wide tile, else the per-member kernel,
+ * K a literal in each case, so each group unrolls into registers. */
+#define MM_FLUSH_CASE(group, apply, K)                                                             \
+    case K:                                                                                        \
+        group(p, K, n, n, acc);                                                                    \
+        apply(e->m_acc, K, acc);                                                                   \
+        break
+#define MM_FLUSH_BODY(wide, group, apply)                                                          \
+    const struct emu_mm_pending *p = e->mm_pend;                                                   \
+    size_t n = e->mlen;                                                                            \
+    if (mm44_shared_x(p, e->n_mm_pend)) {                                                          \
+        wide(p[0].q, p[0].t, n, n, acc);                                                           \
+        apply(e->m_acc, 4, acc);                                                                   \
+        e->mm_wide_groups++;                                                                       \
+        return;                                                                                    \
+    }                                                                                              \
+    switch (e->n_mm_pend) {                                                                        \
+        MM_FLUSH_CASE(group, apply, 1);                                                            \
+        MM_FLUSH_CASE(group, apply, 2);                                                            \
+        MM_FLUSH_CASE(group, apply, 3);                                                            \
+        MM_FLUSH_CASE(group, apply, 4);                                                            \
+    default: break;                                                                                \
+    }
+
 __attribute__((target("avx512f"))) static void mm44_flush_avx512(struct plena_emu *e)
 {
     __m512 acc[EMU_MM_BATCH];
-    const struct emu_mm_pending *p = e->mm_pend;
-    size_t n = e->mlen;
-    if (mm44_shared_x(p, e->n_mm_pend)) {
-        mm44_wide(p[0].q, p[0].t, n, n, acc);
-        mm44_apply(e->m_acc, 4, acc);
-        e->mm_wide_groups++;
-        return;
-    }
-    /* K a literal in each case, so each group unrolls into registers */
-#define MM44_CASE(K)                                                                               \
-    case K:                                                                                        \
-        mm44_group(p, K, n, n, acc);                                                               \
-        mm44_apply(e->m_acc, K, acc);                                                              \
-        break
-    switch (e->n_mm_pend) {
-        MM44_CASE(1);
-        MM44_CASE(2);
-        MM44_CASE(3);
-        MM44_CASE(4);
-    default: break;
-    }
-#undef MM44_CASE
+    MM_FLUSH_BODY(mm44_wide, mm44_group, mm44_apply)
 }
-_Static_assert(EMU_MM_BATCH == 4, "mm44_flush_avx512 has one case per group size");
+_Static_assert(EMU_MM_BATCH == 4, "MM_FLUSH_BODY has one case per group size");
 /* M_MM at BLEN 4: the block straight into m_acc (acc = acc + s per lane, the
  * same single rounding as the scalar accumulate loop in op_mm). */
 __attribute__((target("avx512f"))) static void
@@ -615,6 +631,134 @@ mm44_acc_avx512(const float *x, size_t n, const float *t, size_t ts, float *m_ac
 {
     __m512 s = avx512_block44(x, n, t, ts);
     _mm512_storeu_ps(m_acc, _mm512_add_ps(_mm512_loadu_ps(m_acc), s));
+}
+
+/* ------------------------------- deferred M_MM groups on AVX2 (no AVX-512F) */
+
+/* AVX2 twin of mm44_fill_quads: the same quads (lane 4i+s = x_i[r+s], BF16
+ * bits << 16), written 128 bits at a time. n is a multiple of 16. */
+__attribute__((target("avx2"))) static void mm42_fill_quads(const uint16_t *const x[4], size_t n,
+                                                            float *q)
+{
+    for (size_t r0 = 0; r0 < n; r0 += 8)
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            __m256 a = _mm256_castsi256_ps(_mm256_slli_epi32(
+                _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x[i] + r0))), 16));
+            _mm_store_ps(q + r0 * 4 + 4 * (size_t)i, _mm256_castps256_ps128(a));
+            _mm_store_ps(q + (r0 + 4) * 4 + 4 * (size_t)i, _mm256_extractf128_ps(a, 1));
+        }
+}
+
+/* Product of step r + s for group member k, half h (rows 2h and 2h+1): lane
+ * 4i'+j = x_{2h+i'}[r+s] * t[r+s][j]. The x factor is an in-lane broadcast of
+ * element s of the quad's 128-bit lanes (vpermilps, straight from the cache
+ * entry), the t factor T row r+s's four columns in both 128-bit lanes. */
+#define MM42_PROD(k, h, s)                                                                         \
+    _mm256_mul_ps(_mm256_permute_ps(_mm256_load_ps(qr[k] + 8 * (h)), (s)*0x55), tb)
+
+/* mm44_group on 256-bit registers: member k's 16 chains are acc[k][0]
+ * (outputs 0..7, rows 0 and 1) and acc[k][1] (outputs 8..15), interleaved
+ * with the other members' step by step. Per chain: product rounded, added in
+ * increasing r, step 0 the bare product; exactly _ref's. n a multiple of 4. */
+/* An empty asm that takes both accumulators of a member as operands and
+ * clobbers memory: the adds before it complete first and no later load moves
+ * above it. Without it GCC hoists a whole step's loads and permutes of all
+ * members to the top of the loop body and spills the accumulators (16 ymm
+ * registers); the out-of-order core does the overlapping instead. Emits no
+ * instruction. */
+#define MM42_PIN(a) __asm__ volatile("" : "+x"((a)[0]), "+x"((a)[1])::"memory")
+
+static AVX2 void mm42_group(const struct emu_mm_pending *p, const int K, size_t n, size_t ts,
+                            __m256 acc[EMU_MM_BATCH][2])
+{
+    const float *t[EMU_MM_BATCH], *qr[EMU_MM_BATCH];
+#pragma GCC unroll 4
+    for (int k = 0; k < K; k++) {
+        t[k] = p[k].t;
+        qr[k] = p[k].q;
+        __m256 tb = _mm256_broadcast_ps((const __m128 *)t[k]);
+        acc[k][0] = MM42_PROD(k, 0, 0); /* step 0: the bare product */
+        acc[k][1] = MM42_PROD(k, 1, 0);
+    }
+#define MM42_STEP(s)                                                                               \
+    do {                                                                                           \
+        _Pragma("GCC unroll 4") for (int k = 0; k < K; k++)                                        \
+        {                                                                                          \
+            __m256 tb = _mm256_broadcast_ps((const __m128 *)(t[k] + (s)*ts));                      \
+            acc[k][0] = _mm256_add_ps(acc[k][0], MM42_PROD(k, 0, s));                              \
+            acc[k][1] = _mm256_add_ps(acc[k][1], MM42_PROD(k, 1, s));                              \
+            MM42_PIN(acc[k]);                                                                      \
+        }                                                                                          \
+    } while (0)
+#define MM42_NEXT4(r)                                                                              \
+    _Pragma("GCC unroll 4") for (int k = 0; k < K; k++)                                            \
+    {                                                                                              \
+        t[k] += 4 * ts;                                                                            \
+        qr[k] += 16;                                                                               \
+    }
+    MM_GROUP_STEPS(MM42_STEP, MM42_NEXT4);
+#undef MM42_NEXT4
+#undef MM42_STEP
+}
+#undef MM42_PROD
+
+/* mm44_apply on 256-bit registers: m_acc += s_k in issue order. */
+static AVX2 void mm42_apply(float *m_acc, const int K, const __m256 acc[EMU_MM_BATCH][2])
+{
+    __m256 m0 = _mm256_loadu_ps(m_acc), m1 = _mm256_loadu_ps(m_acc + 8);
+#pragma GCC unroll 4
+    for (int k = 0; k < K; k++) {
+        m0 = _mm256_add_ps(m0, acc[k][0]);
+        m1 = _mm256_add_ps(m1, acc[k][1]);
+    }
+    _mm256_storeu_ps(m_acc, m0);
+    _mm256_storeu_ps(m_acc + 8, m1);
+}
+
+/* mm44_wide on 256-bit registers: the shared-X group as one 4 x 16 tile in
+ * eight accumulators, a[i][h] lane m = output (i, c + 8h + m). Per step r:
+ * T row r's 16 columns (two loads) and four scalar broadcasts x_i[r] from the
+ * quads (quad r/4, lane 4i + r%4); 8 multiplies and 8 adds, no permute. Per
+ * lane _ref's arithmetic: product rounded, added in increasing r, step 0 the
+ * bare product. The 128-bit lane moves at the end only move floats: member
+ * k (columns 4k..4k+3) is lane k%2 of a[i][k/2], so acc[k][0] = {a[0] | a[1]}
+ * and acc[k][1] = {a[2] | a[3]} at that lane, mm42_group's layout. */
+static AVX2 void mm42_wide(const float *q, const float *t, size_t n, size_t ts,
+                           __m256 acc[EMU_MM_BATCH][2])
+{
+    __m256 a[4][2];
+    __m256 t0 = _mm256_loadu_ps(t), t1 = _mm256_loadu_ps(t + 8);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        __m256 x = _mm256_broadcast_ss(q + 4 * i);
+        a[i][0] = _mm256_mul_ps(x, t0); /* step 0: the bare product */
+        a[i][1] = _mm256_mul_ps(x, t1);
+    }
+#pragma GCC unroll 1
+    for (size_t r = 1; r < n; r++) {
+        const float *tr = t + r * ts, *qr = q + (r & ~(size_t)3) * 4 + (r & 3);
+        t0 = _mm256_loadu_ps(tr);
+        t1 = _mm256_loadu_ps(tr + 8);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            __m256 x = _mm256_broadcast_ss(qr + 4 * i);
+            a[i][0] = _mm256_add_ps(a[i][0], _mm256_mul_ps(x, t0));
+            a[i][1] = _mm256_add_ps(a[i][1], _mm256_mul_ps(x, t1));
+        }
+    }
+    for (int h = 0; h < 2; h++) {
+        acc[2 * h][0] = _mm256_permute2f128_ps(a[0][h], a[1][h], 0x20);
+        acc[2 * h + 1][0] = _mm256_permute2f128_ps(a[0][h], a[1][h], 0x31);
+        acc[2 * h][1] = _mm256_permute2f128_ps(a[2][h], a[3][h], 0x20);
+        acc[2 * h + 1][1] = _mm256_permute2f128_ps(a[2][h], a[3][h], 0x31);
+    }
+}
+
+__attribute__((target("avx2"))) static void mm44_flush_avx2(struct plena_emu *e)
+{
+    __m256 acc[EMU_MM_BATCH][2];
+    MM_FLUSH_BODY(mm42_wide, mm42_group, mm42_apply)
 }
 #endif
 
@@ -685,10 +829,13 @@ static void load_rows(struct plena_emu *e, uint64_t row0, uint64_t n, uint64_t s
 static void mm_flush(struct plena_emu *e)
 {
 #ifdef EMU_X86
-    /* pending M_MMs exist only on an AVX-512F host (e->mm_deferred); an empty
-     * flush must not enter the AVX-512 function, whose unoptimised code uses
-     * AVX-512 registers before it looks at the count (SIGILL elsewhere) */
-    if (e->n_mm_pend) mm44_flush_avx512(e);
+    /* pending M_MMs exist only on the hosts mm_deferred allows; an empty
+     * flush must not enter a target function, whose unoptimised code uses
+     * its registers before it looks at the count (SIGILL elsewhere) */
+    if (e->n_mm_pend && e->kernel_isa == EMU_ISA_AVX512)
+        mm44_flush_avx512(e);
+    else if (e->n_mm_pend)
+        mm44_flush_avx2(e);
 #endif
     e->n_mm_pend = 0;
 }
@@ -740,7 +887,10 @@ static const float *xq_get(struct plena_emu *e, uint64_t row0)
     const uint16_t *rows[4];
     for (int i = 0; i < 4; i++)
         rows[i] = emu_vram_row_ro(e, row0 + (uint64_t)i);
-    mm44_fill_quads(rows, e->mlen, x->q);
+    if (e->kernel_isa == EMU_ISA_AVX512)
+        mm44_fill_quads(rows, e->mlen, x->q);
+    else
+        mm42_fill_quads(rows, e->mlen, x->q);
     x->row0 = row0;
     x->valid = 1;
     /* widen the covered range (it only shrinks when the cache empties) */
@@ -822,7 +972,7 @@ static int op_mm(struct plena_emu *e, const struct plena_insn *in, int transpose
     return 0;
 }
 
-/* M_MM on the deferred path (e->mm_deferred: BLEN 4, AVX-512F, VLEN == MLEN
+/* M_MM on the deferred path (e->mm_deferred: BLEN 4, AVX2 or AVX-512F, VLEN == MLEN
  * a power of two and a multiple of 16). The checks of op_mm written
  * with shifts and masks; any operand they reject goes to op_mm, which raises
  * the trap with its message, so both paths trap alike. */
@@ -1814,7 +1964,7 @@ int plena_emu_run(struct plena_emu *e, const struct plena_program *prog, plena_e
         e->n_loops = 0;  /* a run starts with an empty loop stack */
         emu_xq_reset(e); /* VRAM may have been loaded since the last run */
         /* tests switch ref_paths / kernel_isa after plena_emu_new */
-        e->mm_deferred = e->blen == 4 && e->kernel_isa == EMU_ISA_AVX512 && !e->ref_paths &&
+        e->mm_deferred = e->blen == 4 && e->kernel_isa >= EMU_ISA_AVX2 && !e->ref_paths &&
                          e->mlen % 16 == 0 && e->vlen == e->mlen && e->mlen_shift >= 0 &&
                          e->mlen2_shift >= 0 && e->vlen_shift >= 0;
         e->loop_limit = UINT64_MAX;
