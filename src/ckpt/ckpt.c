@@ -282,11 +282,11 @@ static void shape_text(char *buf, size_t n, uint32_t ndim, const uint64_t *shape
     if (at < n) snprintf(buf + at, n - at, "]");
 }
 
-int plena_ckpt_load(const struct plena_ckpt *c, const char *name, uint32_t ndim,
-                    const uint64_t *shape, float **out, struct plena_err *err)
+int plena_ckpt_tensor(const struct plena_ckpt *c, const char *name, uint32_t ndim,
+                      const uint64_t *shape, const struct plena_st_tensor **out,
+                      struct plena_err *err)
 {
-    *out = NULL;
-    const struct plena_st_tensor *t = plena_ckpt_find(c, name);
+    const struct plena_st_tensor *t = *out = plena_ckpt_find(c, name);
     if (!t) return PLENA_FAIL(err, PLENA_E_INPUT, c->dir, "tensor '%s' is missing", name);
     int same = t->ndim == ndim;
     for (uint32_t d = 0; same && d < ndim; d++)
@@ -298,6 +298,16 @@ int plena_ckpt_load(const struct plena_ckpt *c, const char *name, uint32_t ndim,
         return PLENA_FAIL(err, PLENA_E_INPUT, c->files[t->file].name,
                           "tensor '%s' has shape %s, config.json implies %s", name, got, want);
     }
+    return 0;
+}
+
+int plena_ckpt_load(const struct plena_ckpt *c, const char *name, uint32_t ndim,
+                    const uint64_t *shape, float **out, struct plena_err *err)
+{
+    *out = NULL;
+    const struct plena_st_tensor *t;
+    int rc = plena_ckpt_tensor(c, name, ndim, shape, &t, err);
+    if (rc) return rc;
     *out = plena_calloc(t->count ? t->count : 1, sizeof **out);
     if (!*out) return PLENA_FAIL(err, PLENA_E_NOMEM, name, "out of memory");
     plena_st_to_f32(t, *out);

@@ -87,6 +87,11 @@ int plena_ckpt_open(const char *dir, struct plena_ckpt *c, struct plena_err *err
 void plena_ckpt_close(struct plena_ckpt *c);
 /* The tensor of that name, or NULL. */
 const struct plena_st_tensor *plena_ckpt_find(const struct plena_ckpt *c, const char *name);
+/* *t = the tensor `name`, which must have exactly this shape. Missing or
+ * wrong shape: PLENA_E_INPUT naming tensor, file and both shapes. */
+int plena_ckpt_tensor(const struct plena_ckpt *c, const char *name, uint32_t ndim,
+                      const uint64_t *shape, const struct plena_st_tensor **t,
+                      struct plena_err *err);
 /* The tensor `name` with exactly this shape, converted to f32 into a new
  * array (plena_free). Missing or wrong shape: PLENA_E_INPUT naming tensor,
  * file and both shapes. */

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/matmul.h"
 #include "common/err.h"
 #include "model/model.h"
 
@@ -98,22 +99,29 @@ const char *plena_dec_weight_source(const struct plena_dec_config *c);
 int plena_dec_config_parse(const char *text, size_t len, const char *where,
                            struct plena_dec_config *cfg, struct plena_err *err);
 
+/* Matrices are views of the checkpoint's mmap (BF16 or F32 as stored; an
+ * F16 tensor is widened into an owned F32 copy); norms and biases are small
+ * f32 arrays. */
 struct plena_dec_layer {
-    float *in_norm, *post_norm, *q, *k, *v, *o, *bq, *bk, *bv, *q_norm, *k_norm;
-    float *router;                     /* [E][H] */
-    float **eg, **eu, **ed;            /* per expert: gate [I][H], up [I][H], down [H][I] */
-    float *dg, *du, *dd;               /* dense MLP */
-    float *sg, *su, *sd, *shared_gate; /* shared expert, its gate [1][H] (NULL: ungated) */
+    float *in_norm, *post_norm, *bq, *bk, *bv, *q_norm, *k_norm;
+    struct plena_mat q, k, v, o;
+    struct plena_mat router;        /* [E][H] */
+    struct plena_mat *eg, *eu, *ed; /* per expert: gate [I][H], up [I][H], down [H][I] */
+    struct plena_mat dg, du, dd;    /* dense MLP */
+    struct plena_mat sg, su, sd;    /* shared expert */
+    float *shared_gate;             /* its gate [1][H] (NULL: ungated) */
     /* MLA (q is q_proj without q_lora): q_a [q_lora][H], q_b [heads (nope +
      * rope)][q_lora], kv_a [kv_lora + rope][H], kv_b [heads (nope + v)][kv_lora] */
-    float *q_a, *q_a_norm, *q_b, *kv_a, *kv_a_norm, *kv_b;
+    struct plena_mat q_a, q_b, kv_a, kv_b;
+    float *q_a_norm, *kv_a_norm;
     float *e_bias; /* e_score_correction_bias [E] (DeepSeek-V3) */
 };
 
 struct plena_dec_weights {
     struct plena_dec_config cfg;
-    float *embed, *final_norm, *lm_head; /* lm_head aliases embed when tied */
-    uint32_t n_loaded;                   /* layers 0..n_loaded-1 have weights */
+    struct plena_mat embed, lm_head; /* lm_head aliases embed when tied */
+    float *final_norm;
+    uint32_t n_loaded; /* layers 0..n_loaded-1 have weights */
     struct plena_dec_layer *layers;
     float *inv_freq; /* [head_dim / 2] */
 };
@@ -121,10 +129,17 @@ struct plena_dec_weights {
 /* The tensors of a configuration, in file order of the loader: name, kind,
  * shape [d0, d1] (d1 0 for a norm; for a bias d1 is the fan-in of its
  * projection, the tensor is 1-D [d0]) and the weights' slot (NULL without
- * weights). A non-zero return stops the walk and is returned. */
-enum plena_dec_tensor_kind { PLENA_DEC_T_MATRIX, PLENA_DEC_T_NORM, PLENA_DEC_T_BIAS };
+ * weights): a struct plena_mat * for PLENA_DEC_T_MATRIX, a float ** for the
+ * others (PLENA_DEC_T_VECTOR: a 1 x d1 matrix held as f32, such as the
+ * shared-expert gate). A non-zero return stops the walk and is returned. */
+enum plena_dec_tensor_kind {
+    PLENA_DEC_T_MATRIX,
+    PLENA_DEC_T_NORM,
+    PLENA_DEC_T_BIAS,
+    PLENA_DEC_T_VECTOR
+};
 typedef int (*plena_dec_tensor_fn)(void *ctx, const char *name, enum plena_dec_tensor_kind kind,
-                                   uint64_t d0, uint64_t d1, float **slot);
+                                   uint64_t d0, uint64_t d1, void *slot);
 int plena_dec_walk(const struct plena_dec_config *c, uint32_t n_layers, int need_head,
                    struct plena_dec_weights *w, plena_dec_tensor_fn fn, void *ctx);
 /* Loads layers 0..n_layers-1 (every shape checked against cfg) and, with
@@ -144,6 +159,8 @@ struct plena_dec_state {
     float *kcache, *vcache;  /* [layer][pos][plena_dec_kdim / plena_dec_vdim] */
     float *mla;              /* MLA scratch of a block of tokens (mla.c) */
     float *h, *x, *q, *att, *scores, *tmp, *gate, *up, *act, *y, *logits, *vocab_logits;
+    float *scr; /* attention scores, per thread (grown on first use) */
+    size_t scr_n;
     /* the router choice of the last token per layer: ids/weights [n_run][top_k] */
     uint32_t *ids;
     float *rw;
@@ -174,9 +191,10 @@ int plena_dec_route(const struct plena_dec_config *cfg, const float *logits, con
 /* ---- what mla.c shares with forward.c ---- */
 
 /* Y[t][o] = sum_i W[o][i] X[t][i] (+ b[o]) for T tokens over the state's
- * threads, each output the same sequential sum as for one token. */
-void plena_dec_mm(const struct plena_dec_state *s, const float *W, const float *X, size_t ldx,
-                  const float *b, uint32_t n_out, uint32_t n_in, uint32_t T, float *Y, size_t ldy);
+ * threads (ckpt/matmul.h), each output the same sequential sum as for one
+ * token. */
+void plena_dec_mm(const struct plena_dec_state *s, const struct plena_mat *W, const float *X,
+                  size_t ldx, const float *b, uint32_t T, float *Y, size_t ldy);
 /* --act bf16 rounding of stored activations (nothing in f32). */
 void plena_dec_store(const struct plena_dec_state *s, float *v, size_t n);
 void plena_dec_rmsnorm(const float *x, const float *w, uint32_t n, float eps, float *out);

@@ -5,12 +5,12 @@
  * IEEE-754 machine. Prefill and decode run the same step function, so the KV
  * cache cannot differ from recomputation. */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "ckpt/decoder.h"
 #include "ckpt/pool.h"
 #include "common/alloc.h"
-#include "model/model.h"
 #include "num/detmath.h"
 #include "num/num.h"
 
@@ -35,7 +35,7 @@ static float sigmoid(float z)
     return 1.0f / (1.0f + exp_f(-z));
 }
 
-#define PB 32 /* prefill tokens per block: bounds the scratch (PB x K expert outputs) */
+#define PB 512 /* prefill tokens per block: each expert's weights are read once per block */
 
 /* With --act bf16 every stored activation is rounded to BF16 (RNE). */
 static void store(const struct plena_dec_state *s, float *v, size_t n)
@@ -45,110 +45,19 @@ static void store(const struct plena_dec_state *s, float *v, size_t n)
             v[i] = plena_num_round_bf16(v[i]);
 }
 
-/* y[o] = sum_i W[o][i] x[i] (+ b[o]), i increasing. Eight outputs share each
- * pass over x (eight independent add chains hide the add latency); each
- * output's own sum keeps its order, so the result is that of the plain
- * loop. */
-static void matvec(const float *W, const float *x, const float *b, uint32_t n_out, uint32_t n_in,
-                   float *y)
+/* Y[t][o] = sum_i W[o][i] X[t][i] (+ b[o]) for T tokens, i increasing
+ * (ckpt/matmul.c: register-blocked, exact order, split over the threads). */
+static void mm(const struct plena_dec_state *s, const struct plena_mat *W, const float *X,
+               size_t ldx, const float *b, uint32_t T, float *Y, size_t ldy)
 {
-    uint32_t o = 0;
-    for (; o + 8 <= n_out; o += 8) {
-        const float *w = W + (size_t)o * n_in;
-        float a[8] = {0};
-        for (uint32_t i = 0; i < n_in; i++) {
-            const float xi = x[i];
-            for (int r = 0; r < 8; r++)
-                a[r] += w[(size_t)r * n_in + i] * xi;
-        }
-        for (int r = 0; r < 8; r++)
-            y[o + r] = a[r];
-    }
-    for (; o < n_out; o++) {
-        const float *w = W + (size_t)o * n_in;
-        float s = 0;
-        for (uint32_t i = 0; i < n_in; i++)
-            s += w[i] * x[i];
-        y[o] = s;
-    }
-    if (b)
-        for (o = 0; o < n_out; o++)
-            y[o] += b[o];
+    plena_ckpt_matmul(s->pool, W, X, ldx, b, T, Y, ldy);
 }
 
-/* Y[t][o] = sum_i W[o][i] X[t][i] (+ b[o]) for T tokens (row strides ldx,
- * ldy): four outputs by four tokens share each pass over i, and each output's
- * sum is the same sequence of operations as matvec's, so a batched prefill
- * gives the values of the token-by-token one. */
-static void matmul(const float *W, const float *X, size_t ldx, const float *b, uint32_t n_out,
-                   uint32_t n_in, uint32_t T, float *Y, size_t ldy)
+/* One token's matrix-vector product. */
+static void mv(const struct plena_dec_state *s, const struct plena_mat *W, const float *x,
+               const float *b, float *y)
 {
-    uint32_t t = 0;
-    for (; t + 4 <= T; t += 4) {
-        const float *x0 = X + t * ldx, *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;
-        uint32_t o = 0;
-        for (; o + 4 <= n_out; o += 4) {
-            const float *w = W + (size_t)o * n_in;
-            float a[4][4] = {{0}};
-            for (uint32_t i = 0; i < n_in; i++) {
-                const float xv[4] = {x0[i], x1[i], x2[i], x3[i]};
-                for (int r = 0; r < 4; r++) {
-                    const float wv = w[(size_t)r * n_in + i];
-                    for (int j = 0; j < 4; j++)
-                        a[r][j] += wv * xv[j];
-                }
-            }
-            for (int r = 0; r < 4; r++)
-                for (int j = 0; j < 4; j++)
-                    Y[(t + j) * ldy + o + r] = a[r][j];
-        }
-        for (; o < n_out; o++)
-            for (int j = 0; j < 4; j++)
-                matvec(W + (size_t)o * n_in, X + (t + j) * ldx, NULL, 1, n_in,
-                       Y + (t + j) * ldy + o);
-    }
-    for (; t < T; t++)
-        matvec(W, X + t * ldx, NULL, n_out, n_in, Y + t * ldy);
-    if (b)
-        for (t = 0; t < T; t++)
-            for (uint32_t o = 0; o < n_out; o++)
-                Y[t * ldy + o] += b[o];
-}
-
-struct mm_job {
-    const float *W, *X, *b;
-    size_t ldx, ldy;
-    uint32_t n_out, n_in, T;
-    float *Y;
-};
-
-static void mm_part(void *ctx, uint32_t part, uint32_t parts)
-{
-    const struct mm_job *j = ctx;
-    const uint32_t blocks = (j->n_out + 3) / 4, per = (blocks + parts - 1) / parts;
-    uint32_t lo = part * per * 4, hi = lo + per * 4;
-    if (hi > j->n_out) hi = j->n_out;
-    if (lo >= hi) return;
-    matmul(j->W + (size_t)lo * j->n_in, j->X, j->ldx, j->b ? j->b + lo : NULL, hi - lo, j->n_in,
-           j->T, j->Y + lo, j->ldy);
-}
-
-/* matmul split by output rows over the state's threads. */
-static void mm(const struct plena_dec_state *s, const float *W, const float *X, size_t ldx,
-               const float *b, uint32_t n_out, uint32_t n_in, uint32_t T, float *Y, size_t ldy)
-{
-    struct mm_job j = {W, X, b, ldx, ldy, n_out, n_in, T, Y};
-    if (plena_pool_size(s->pool) > 1 && (uint64_t)n_out * n_in * T >= 4096 && n_out >= 8)
-        plena_pool_run(s->pool, mm_part, &j);
-    else
-        matmul(W, X, ldx, b, n_out, n_in, T, Y, ldy);
-}
-
-/* One token's matrix-vector product (matmul of one row: matvec). */
-static void mv(const struct plena_dec_state *s, const float *W, const float *x, const float *b,
-               uint32_t n_out, uint32_t n_in, float *y)
-{
-    mm(s, W, x, n_in, b, n_out, n_in, 1, y, n_out);
+    mm(s, W, x, W->cols, b, 1, y, W->rows);
 }
 
 /* out = x / sqrt(mean(x^2) + eps) * w (sqrt is IEEE). */
@@ -172,10 +81,10 @@ static void rope(float *x, uint32_t D, const float *cs, const float *sn)
     }
 }
 
-void plena_dec_mm(const struct plena_dec_state *s, const float *W, const float *X, size_t ldx,
-                  const float *b, uint32_t n_out, uint32_t n_in, uint32_t T, float *Y, size_t ldy)
+void plena_dec_mm(const struct plena_dec_state *s, const struct plena_mat *W, const float *X,
+                  size_t ldx, const float *b, uint32_t T, float *Y, size_t ldy)
 {
-    mm(s, W, X, ldx, b, n_out, n_in, T, Y, ldy);
+    mm(s, W, X, ldx, b, T, Y, ldy);
 }
 
 void plena_dec_store(const struct plena_dec_state *s, float *v, size_t n)
@@ -201,12 +110,10 @@ void plena_dec_softmax_mix(float *scores, uint32_t n, const float *v, size_t ldv
         if (scores[j] > m) m = scores[j];
     for (uint32_t j = 0; j < n; j++)
         sum += (scores[j] = exp_f(scores[j] - m));
+    for (uint32_t j = 0; j < n; j++)
+        scores[j] = scores[j] / sum; /* p_j */
     memset(out, 0, V * sizeof *out);
-    for (uint32_t j = 0; j < n; j++) {
-        const float p = scores[j] / sum, *vj = v + (size_t)j * ldv;
-        for (uint32_t i = 0; i < V; i++)
-            out[i] += p * vj[i];
-    }
+    plena_ckpt_axpy_rows(out, scores, v, ldv, n, V); /* out[i] += p_j v[j][i], j increasing */
 }
 
 /* det_exp in double for model/router.c (its domain ends at +-700). */
@@ -245,7 +152,17 @@ int plena_dec_route(const struct plena_dec_config *cfg, const float *logits, con
         if (!isfinite(logits[e]))
             return PLENA_FAIL(err, PLENA_E_FAILED, "router", "logit of expert %u is not finite", e);
     if (cfg->ext_router) return route_ext(cfg, logits, bias, ids, w, err);
-    plena_top_n_f32(logits, E, K, ids); /* on equal logits the lower id first */
+    for (uint32_t j = 0; j < K; j++) {
+        uint32_t best = E;
+        for (uint32_t e = 0; e < E; e++) {
+            int taken = 0;
+            for (uint32_t i = 0; i < j && !taken; i++)
+                taken = ids[i] == e;
+            /* strictly greater: on equal logits the lower id stays */
+            if (!taken && (best == E || logits[e] > logits[best])) best = e;
+        }
+        ids[j] = best;
+    }
     float m = logits[ids[0]], sum = 0;
     if (cfg->norm_topk) {
         for (uint32_t j = 0; j < K; j++)
@@ -262,19 +179,18 @@ int plena_dec_route(const struct plena_dec_config *cfg, const float *logits, con
 }
 
 /* y = down(silu(gate x) * up x) of one MLP of width I. */
-static void mlp(struct plena_dec_state *s, const float *g, const float *u, const float *d,
-                uint32_t I, const float *x, float *y)
+static void mlp(struct plena_dec_state *s, const struct plena_mat *g, const struct plena_mat *u,
+                const struct plena_mat *d, uint32_t I, const float *x, float *y)
 {
-    const uint32_t H = s->w->cfg.hidden;
-    mv(s, g, x, NULL, I, H, s->gate);
-    mv(s, u, x, NULL, I, H, s->up);
+    mv(s, g, x, NULL, s->gate);
+    mv(s, u, x, NULL, s->up);
     store(s, s->gate, I);
     store(s, s->up, I);
     for (uint32_t i = 0; i < I; i++)
         s->act[i] = silu(s->gate[i]) * s->up[i];
     store(s, s->act, I);
-    mv(s, d, s->act, NULL, H, I, y);
-    store(s, y, H);
+    mv(s, d, s->act, NULL, y);
+    store(s, y, d->rows);
 }
 
 static int moe(struct plena_dec_state *s, uint32_t l, struct plena_err *err)
@@ -286,23 +202,22 @@ static int moe(struct plena_dec_state *s, uint32_t l, struct plena_err *err)
     float *rw = s->rw + (size_t)l * K;
     memset(s->y, 0, H * sizeof *s->y);
     if (c->dense[l]) {
-        mlp(s, y->dg, y->du, y->dd, c->inter, s->x, s->y);
+        mlp(s, &y->dg, &y->du, &y->dd, c->inter, s->x, s->y);
         return 0;
     }
-    mv(s, y->router, s->x, NULL, c->n_experts, H, s->logits);
+    mv(s, &y->router, s->x, NULL, s->logits);
     store(s, s->logits, c->n_experts);
     if (plena_dec_route(c, s->logits, y->e_bias, ids, rw, err)) return err->code;
     for (uint32_t j = 0; j < K; j++) {
-        mlp(s, y->eg[ids[j]], y->eu[ids[j]], y->ed[ids[j]], c->moe_inter, s->x, s->tmp);
-        for (uint32_t i = 0; i < H; i++)
-            s->y[i] += rw[j] * s->tmp[i];
+        mlp(s, &y->eg[ids[j]], &y->eu[ids[j]], &y->ed[ids[j]], c->moe_inter, s->x, s->tmp);
+        plena_ckpt_axpy(s->y, rw[j], s->tmp, H);
     }
     if (c->shared_inter) {
         float z = 0, gate = 1.0f; /* DeepSeek's shared experts have no gate */
         for (uint32_t i = 0; y->shared_gate && i < H; i++)
             z += s->x[i] * y->shared_gate[i];
         if (y->shared_gate) gate = sigmoid(z);
-        mlp(s, y->sg, y->su, y->sd, c->shared_inter, s->x, s->tmp);
+        mlp(s, &y->sg, &y->su, &y->sd, c->shared_inter, s->x, s->tmp);
         for (uint32_t i = 0; i < H; i++)
             s->y[i] += gate * s->tmp[i];
     }
@@ -310,28 +225,89 @@ static int moe(struct plena_dec_state *s, uint32_t l, struct plena_err *err)
     return 0;
 }
 
-/* Attention of the current position over 0..pos (GQA), into s->att. */
-static void attend_at(const struct plena_dec_state *s, uint32_t l, uint32_t pos, const float *qv,
-                      float *att, float *scores)
+/* Attention of the query heads of kv group g at position pos over 0..pos
+ * (GQA), into att. The group's scores are one exact-order product (the
+ * cached keys as the matrix, the group's query heads as its tokens: each
+ * score is q.k summed over i increasing); sc holds group x (pos + 1). */
+static void attend_group(const struct plena_dec_state *s, uint32_t l, uint32_t pos, const float *qv,
+                         float *att, uint32_t g, float *sc)
 {
     const struct plena_dec_config *c = &s->w->cfg;
     const uint32_t D = c->head_dim, KD = c->kv_heads * D, group = c->heads / c->kv_heads;
+    const uint32_t n = pos + 1;
     const float scale = 1.0f / sqrtf((float)D);
     const float *kc = s->kcache + (size_t)l * s->max_pos * KD,
                 *vc = s->vcache + (size_t)l * s->max_pos * KD;
-    for (uint32_t h = 0; h < c->heads; h++) {
-        const float *q = qv + (size_t)h * D;
-        const uint32_t g = h / group;
-        for (uint32_t j = 0; j <= pos; j++) {
-            const float *k = kc + (size_t)j * KD + (size_t)g * D;
-            float d = 0;
-            for (uint32_t i = 0; i < D; i++)
-                d += q[i] * k[i];
-            scores[j] = d * scale;
+    const struct plena_mat keys = plena_mat_f32(kc + (size_t)g * D, n, D, KD);
+    plena_ckpt_matmul_rows(&keys, 0, n, qv + (size_t)g * group * D, D, NULL, group, sc, n);
+    for (uint32_t h = g * group; h < (g + 1) * group; h++) {
+        float *scores = sc + (size_t)(h - g * group) * n;
+        float m = -INFINITY;
+        for (uint32_t j = 0; j < n; j++) {
+            scores[j] = scores[j] * scale;
+            if (scores[j] > m) m = scores[j];
         }
-        plena_dec_softmax_mix(scores, pos + 1, vc + (size_t)g * D, KD, D, att + (size_t)h * D);
+        float sum = 0;
+        for (uint32_t j = 0; j < n; j++)
+            sum += (scores[j] = exp_f(scores[j] - m));
+        for (uint32_t j = 0; j < n; j++)
+            scores[j] = scores[j] / sum;
+        float *out = att + (size_t)h * D;
+        memset(out, 0, D * sizeof *out);
+        plena_ckpt_axpy_rows(out, scores, vc + (size_t)g * D, KD, n, D);
     }
-    store(s, att, (size_t)c->heads * D);
+}
+
+struct att_job {
+    const struct plena_dec_state *s;
+    uint32_t l, pos0, nb, stride; /* token t at position pos0 + t; q/att rows of stride */
+    const float *q;
+    float *att, *scr; /* scr: per part group x max_pos */
+    atomic_uint next; /* the next (token, group) pair to take */
+};
+
+/* (token, kv group) pairs, taken one at a time by whichever thread is free;
+ * later tokens first (they attend over more positions). */
+static void att_part(void *ctx, uint32_t part, uint32_t parts)
+{
+    (void)parts;
+    struct att_job *j = ctx;
+    const struct plena_dec_config *c = &j->s->w->cfg;
+    const size_t per = (size_t)(c->heads / c->kv_heads) * j->s->max_pos;
+    const uint32_t n = j->nb * c->kv_heads;
+    for (uint32_t k; (k = atomic_fetch_add(&j->next, 1)) < n;) {
+        const uint32_t i = n - 1 - k;
+        const uint32_t t = i / c->kv_heads, g = i % c->kv_heads;
+        attend_group(j->s, j->l, j->pos0 + t, j->q + (size_t)t * j->stride,
+                     j->att + (size_t)t * j->stride, g, j->scr + part * per);
+    }
+}
+
+/* Attention of nb tokens at positions pos0.. over the cache, split by
+ * (token, group) over the threads; every value is computed by the same
+ * code whatever the split. */
+static int attend(struct plena_dec_state *s, uint32_t l, uint32_t pos0, uint32_t nb, const float *q,
+                  float *att, struct plena_err *err)
+{
+    const struct plena_dec_config *c = &s->w->cfg;
+    const uint32_t parts = plena_pool_size(s->pool);
+    const size_t need = (size_t)parts * (c->heads / c->kv_heads) * s->max_pos;
+    if (need > s->scr_n) {
+        plena_free(s->scr);
+        if (!(s->scr = plena_calloc(need, sizeof *s->scr))) {
+            s->scr_n = 0;
+            return PLENA_FAIL(err, PLENA_E_NOMEM, "forward", "out of memory");
+        }
+        s->scr_n = need;
+    }
+    struct att_job j = {s, l, pos0, nb, c->heads * c->head_dim, q, att, s->scr, 0};
+    atomic_init(&j.next, 0);
+    if (parts > 1)
+        plena_pool_run(s->pool, att_part, &j);
+    else
+        att_part(&j, 0, 1);
+    store(s, att, (size_t)nb * c->heads * c->head_dim);
+    return 0;
 }
 
 /* q/k norms (per head, or over the whole projection) and RoPE of one
@@ -356,7 +332,8 @@ static void qk_norm_rope(const struct plena_dec_state *s, uint32_t l, float *q, 
     }
 }
 
-static void attention(struct plena_dec_state *s, uint32_t l, const float *cs, const float *sn)
+static int attention(struct plena_dec_state *s, uint32_t l, const float *cs, const float *sn,
+                     struct plena_err *err)
 {
     const struct plena_dec_config *c = &s->w->cfg;
     const struct plena_dec_layer *y = &s->w->layers[l];
@@ -365,27 +342,28 @@ static void attention(struct plena_dec_state *s, uint32_t l, const float *cs, co
     store(s, s->x, H);
     if (c->mla) {
         plena_mla_attention(s, l, 1, s->x, s->att, cs, sn);
-        mv(s, y->o, s->att, NULL, H, plena_dec_attdim(c), s->tmp);
+        mv(s, &y->o, s->att, NULL, s->tmp);
         goto residual;
     }
     float *k = s->kcache + ((size_t)l * s->max_pos + s->pos) * KD;
     float *v = s->vcache + ((size_t)l * s->max_pos + s->pos) * KD;
-    mv(s, y->q, s->x, y->bq, QD, H, s->q);
-    mv(s, y->k, s->x, y->bk, KD, H, k);
-    mv(s, y->v, s->x, y->bv, KD, H, v);
+    mv(s, &y->q, s->x, y->bq, s->q);
+    mv(s, &y->k, s->x, y->bk, k);
+    mv(s, &y->v, s->x, y->bv, v);
     store(s, s->q, QD);
     store(s, k, KD);
     store(s, v, KD);
     qk_norm_rope(s, l, s->q, k, cs, sn);
     store(s, s->q, QD);
     store(s, k, KD);
-    attend_at(s, l, s->pos, s->q, s->att, s->scores);
-    mv(s, y->o, s->att, NULL, H, QD, s->tmp);
+    if (attend(s, l, s->pos, 1, s->q, s->att, err)) return err->code;
+    mv(s, &y->o, s->att, NULL, s->tmp);
 residual:
     store(s, s->tmp, H);
     for (uint32_t i = 0; i < H; i++)
         s->h[i] += s->tmp[i];
     store(s, s->h, H);
+    return 0;
 }
 
 static int finite_row(const float *v, uint32_t n)
@@ -415,7 +393,7 @@ static int lm_head(struct plena_dec_state *s, uint32_t *next, struct plena_err *
     const uint32_t H = c->hidden;
     rmsnorm(s->h, s->w->final_norm, H, c->eps, s->x);
     store(s, s->x, H);
-    mv(s, s->w->lm_head, s->x, NULL, c->vocab, H, s->vocab_logits);
+    mv(s, &s->w->lm_head, s->x, NULL, s->vocab_logits);
     uint32_t best = 0;
     for (uint32_t t = 1; t < c->vocab; t++)
         if (s->vocab_logits[t] > s->vocab_logits[best]) best = t;
@@ -438,10 +416,10 @@ int plena_dec_step(struct plena_dec_state *s, uint32_t token, int want_next, uin
                           s->pos);
     float cs[2048], sn[2048];
     if (rope_angles(s, s->pos, cs, sn, err)) return err->code;
-    memcpy(s->h, s->w->embed + (size_t)token * H, H * sizeof *s->h);
+    plena_mat_row(&s->w->embed, token, s->h);
     store(s, s->h, H);
     for (uint32_t l = 0; l < s->n_run; l++) {
-        attention(s, l, cs, sn);
+        if (attention(s, l, cs, sn, err)) return err->code;
         rmsnorm(s->h, s->w->layers[l].post_norm, H, c->eps, s->x);
         store(s, s->x, H);
         if (moe(s, l, err)) return err->code;
@@ -475,7 +453,9 @@ int plena_dec_state_init(struct plena_dec_state *s, const struct plena_dec_weigh
     const size_t cache = (size_t)(n_run ? n_run : 1) * s->max_pos * KD;
     s->kcache = plena_calloc(cache, sizeof(float));
     s->vcache = plena_calloc((size_t)(n_run ? n_run : 1) * s->max_pos * VD, sizeof(float));
-    if (c->mla && !(s->mla = plena_calloc(plena_mla_scratch(c, PB), sizeof(float)))) {
+    /* MLA scratch for a prefill block (no longer than the sample) */
+    const uint32_t block = s->max_pos < PB ? s->max_pos : PB;
+    if (c->mla && !(s->mla = plena_calloc(plena_mla_scratch(c, block), sizeof(float)))) {
         plena_dec_state_free(s);
         return PLENA_FAIL(err, PLENA_E_NOMEM, "forward", "out of memory");
     }
@@ -512,91 +492,145 @@ void plena_dec_state_free(struct plena_dec_state *s)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         plena_free(all[i]);
     plena_free(s->ids);
+    plena_free(s->scr);
     memset(s, 0, sizeof *s);
 }
 
 /* ---- batched prefill: layer by layer over blocks of tokens ---- */
 
+/* One thread's expert scratch: the gathered tokens, gate, up, output. */
+struct pf_ws {
+    float *xg, *g, *u, *eo;
+};
+
 struct pf {
-    float *h, *x, *q, *att, *tmp, *y, *logits, *cs, *sn, *xg, *g, *u, *eo, *out;
-    uint32_t *slot; /* per expert: the (token, rank) slots, token order */
+    float *h, *x, *q, *att, *tmp, *y, *logits, *cs, *sn, *out;
+    uint32_t parts;
+    struct pf_ws *ws; /* [parts] */
 };
 
 static void pf_free(struct pf *b)
 {
-    float *all[] = {b->h,  b->x,  b->q,  b->att, b->tmp, b->y,  b->logits,
-                    b->cs, b->sn, b->xg, b->g,   b->u,   b->eo, b->out};
+    float *all[] = {b->h, b->x, b->q, b->att, b->tmp, b->y, b->logits, b->cs, b->sn, b->out};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         plena_free(all[i]);
-    plena_free(b->slot);
+    for (uint32_t p = 0; b->ws && p < b->parts; p++) {
+        plena_free(b->ws[p].xg), plena_free(b->ws[p].g);
+        plena_free(b->ws[p].u), plena_free(b->ws[p].eo);
+    }
+    plena_free(b->ws);
 }
 
-static int pf_alloc(struct pf *b, const struct plena_dec_config *c)
+/* Scratch for blocks of up to cap tokens and `parts` threads. */
+static int pf_alloc(struct pf *b, const struct plena_dec_config *c, size_t cap, uint32_t parts)
 {
     const size_t H = c->hidden, K = c->top_k;
     const size_t QD =
         plena_dec_qdim(c) > plena_dec_attdim(c) ? plena_dec_qdim(c) : plena_dec_attdim(c);
     size_t I = c->inter > c->moe_inter ? c->inter : c->moe_inter;
+    if (c->shared_inter > I) I = c->shared_inter;
     memset(b, 0, sizeof *b);
-    b->h = plena_calloc(PB * H, sizeof(float));
-    b->x = plena_calloc(PB * H, sizeof(float));
-    b->q = plena_calloc(PB * QD, sizeof(float));
-    b->att = plena_calloc(PB * QD, sizeof(float));
-    b->tmp = plena_calloc(PB * H, sizeof(float));
-    b->y = plena_calloc(PB * H, sizeof(float));
-    b->logits = plena_calloc(PB * (size_t)c->n_experts, sizeof(float));
-    b->cs = plena_calloc(PB * (size_t)c->head_dim / 2, sizeof(float));
-    b->sn = plena_calloc(PB * (size_t)c->head_dim / 2, sizeof(float));
-    b->xg = plena_calloc(PB * H, sizeof(float));
-    b->g = plena_calloc(PB * I, sizeof(float));
-    b->u = plena_calloc(PB * I, sizeof(float));
-    b->eo = plena_calloc(PB * H, sizeof(float));
-    b->out = plena_calloc(PB * K * H, sizeof(float));
-    b->slot = plena_calloc(PB, sizeof *b->slot);
-    return b->h && b->x && b->q && b->att && b->tmp && b->y && b->logits && b->cs && b->sn &&
-                   b->xg && b->g && b->u && b->eo && b->out && b->slot
-               ? 0
-               : -1;
+    b->h = plena_calloc(cap * H, sizeof(float));
+    b->x = plena_calloc(cap * H, sizeof(float));
+    b->q = plena_calloc(cap * QD, sizeof(float));
+    b->att = plena_calloc(cap * QD, sizeof(float));
+    b->tmp = plena_calloc(cap * H, sizeof(float));
+    b->y = plena_calloc(cap * H, sizeof(float));
+    b->logits = plena_calloc(cap * (size_t)c->n_experts, sizeof(float));
+    b->cs = plena_calloc(cap * (size_t)c->head_dim / 2, sizeof(float));
+    b->sn = plena_calloc(cap * (size_t)c->head_dim / 2, sizeof(float));
+    b->out = plena_calloc(cap * K * H, sizeof(float));
+    b->ws = plena_calloc(parts, sizeof *b->ws);
+    int ok = b->h && b->x && b->q && b->att && b->tmp && b->y && b->logits && b->cs && b->sn &&
+             b->out && b->ws;
+    if (b->ws) b->parts = parts;
+    for (uint32_t p = 0; ok && p < parts; p++) {
+        struct pf_ws *w = &b->ws[p];
+        w->xg = plena_calloc(cap * H, sizeof(float));
+        w->g = plena_calloc(cap * I, sizeof(float));
+        w->u = plena_calloc(cap * I, sizeof(float));
+        w->eo = plena_calloc(cap * H, sizeof(float));
+        ok = w->xg && w->g && w->u && w->eo;
+    }
+    return ok ? 0 : -1;
 }
 
-/* The routed experts of layer l for nb tokens: each expert's tokens in one
- * batch, outputs into their (token, rank) slot, then summed in rank order. */
+/* Y[m][H] = down(silu(gate X) * up X) for m tokens X[m][H] (G, U: [m][I]
+ * scratch), every product split over `pool` (NULL: this thread), the
+ * stores of the token-by-token mlp(). */
+static void mlp_rows(const struct plena_dec_state *s, struct plena_pool *pool,
+                     const struct plena_mat *g, const struct plena_mat *u,
+                     const struct plena_mat *d, const float *X, uint32_t m, float *G, float *U,
+                     float *Y)
+{
+    const uint32_t H = d->rows, I = g->rows;
+    plena_ckpt_matmul(pool, g, X, H, NULL, m, G, I);
+    plena_ckpt_matmul(pool, u, X, H, NULL, m, U, I);
+    store(s, G, (size_t)m * I);
+    store(s, U, (size_t)m * I);
+    for (size_t i = 0; i < (size_t)m * I; i++)
+        G[i] = silu(G[i]) * U[i];
+    store(s, G, (size_t)m * I);
+    plena_ckpt_matmul(pool, d, G, I, NULL, m, Y, H);
+    store(s, Y, (size_t)m * H);
+}
+
+struct ex_job {
+    const struct plena_dec_state *s;
+    struct pf *b;
+    uint32_t l, nb;
+    const uint32_t *ids;
+    atomic_uint next; /* the next expert to take */
+};
+
+/* Whole experts, taken one at a time by whichever thread is free: each
+ * expert's tokens in one batch (this thread's scratch), outputs into their
+ * (token, rank) slots of b->out. */
+static void ex_part(void *ctx, uint32_t part, uint32_t parts)
+{
+    (void)parts;
+    struct ex_job *j = ctx;
+    const struct plena_dec_config *c = &j->s->w->cfg;
+    const struct plena_dec_layer *y = &j->s->w->layers[j->l];
+    const uint32_t H = c->hidden, K = c->top_k;
+    struct pf_ws *w = &j->b->ws[part];
+    for (uint32_t e; (e = atomic_fetch_add(&j->next, 1)) < c->n_experts;) {
+        uint32_t m = 0;
+        for (uint32_t i = 0; i < j->nb * K; i++)
+            if (j->ids[i] == e)
+                memcpy(w->xg + (size_t)m++ * H, j->b->x + (size_t)(i / K) * H, H * sizeof(float));
+        if (!m) continue;
+        mlp_rows(j->s, NULL, &y->eg[e], &y->eu[e], &y->ed[e], w->xg, m, w->g, w->u, w->eo);
+        /* the expert is done for this block: its pages leave the resident set
+         * (the page cache keeps them), so peak RSS stays near the attention
+         * weights plus the experts in flight, not the whole checkpoint */
+        plena_mat_release(&y->eg[e]);
+        plena_mat_release(&y->eu[e]);
+        plena_mat_release(&y->ed[e]);
+        m = 0;
+        for (uint32_t i = 0; i < j->nb * K; i++)
+            if (j->ids[i] == e)
+                memcpy(j->b->out + (size_t)i * H, w->eo + (size_t)m++ * H, H * sizeof(float));
+    }
+}
+
+/* The routed experts of layer l for nb tokens, then each token's sum in
+ * rank order. */
 static void pf_experts(struct plena_dec_state *s, struct pf *b, uint32_t l, uint32_t nb,
                        const uint32_t *ids, const float *rw)
 {
     const struct plena_dec_config *c = &s->w->cfg;
-    const struct plena_dec_layer *y = &s->w->layers[l];
-    const uint32_t H = c->hidden, K = c->top_k, I = c->moe_inter;
-    for (uint32_t e = 0; e < c->n_experts; e++) {
-        uint32_t m = 0;
-        for (uint32_t t = 0; t < nb; t++)
-            for (uint32_t k = 0; k < K; k++)
-                if (ids[t * K + k] == e) {
-                    b->slot[m] = t * K + k;
-                    memcpy(b->xg + (size_t)m * H, b->x + (size_t)t * H, H * sizeof(float));
-                    m++;
-                }
-        if (!m) continue;
-        mm(s, y->eg[e], b->xg, H, NULL, I, H, m, b->g, I);
-        mm(s, y->eu[e], b->xg, H, NULL, I, H, m, b->u, I);
-        store(s, b->g, (size_t)m * I);
-        store(s, b->u, (size_t)m * I);
-        for (size_t i = 0; i < (size_t)m * I; i++)
-            b->g[i] = silu(b->g[i]) * b->u[i];
-        store(s, b->g, (size_t)m * I);
-        mm(s, y->ed[e], b->g, I, NULL, H, I, m, b->eo, H);
-        store(s, b->eo, (size_t)m * H);
-        for (uint32_t j = 0; j < m; j++)
-            memcpy(b->out + (size_t)b->slot[j] * H, b->eo + (size_t)j * H, H * sizeof(float));
-    }
+    const uint32_t H = c->hidden, K = c->top_k;
+    struct ex_job j = {.s = s, .b = b, .l = l, .nb = nb, .ids = ids};
+    atomic_init(&j.next, 0);
+    if (b->parts > 1)
+        plena_pool_run(s->pool, ex_part, &j);
+    else
+        ex_part(&j, 0, 1);
     for (uint32_t t = 0; t < nb; t++) {
         float *yt = b->y + (size_t)t * H;
         memset(yt, 0, H * sizeof *yt);
-        for (uint32_t k = 0; k < K; k++) {
-            const float *o = b->out + ((size_t)t * K + k) * H;
-            for (uint32_t i = 0; i < H; i++)
-                yt[i] += rw[t * K + k] * o[i];
-        }
+        plena_ckpt_axpy_rows(yt, rw + t * K, b->out + (size_t)t * K * H, H, K, H);
     }
 }
 
@@ -606,26 +640,27 @@ static int pf_moe(struct plena_dec_state *s, struct pf *b, uint32_t l, uint32_t 
     const struct plena_dec_config *c = &s->w->cfg;
     const struct plena_dec_layer *y = &s->w->layers[l];
     const uint32_t H = c->hidden, E = c->n_experts, K = c->top_k;
+    struct pf_ws *w = &b->ws[0];
     if (c->dense[l]) {
-        for (uint32_t t = 0; t < nb; t++)
-            mlp(s, y->dg, y->du, y->dd, c->inter, b->x + (size_t)t * H, b->y + (size_t)t * H);
+        mlp_rows(s, s->pool, &y->dg, &y->du, &y->dd, b->x, nb, w->g, w->u, b->y);
         return 0;
     }
-    mm(s, y->router, b->x, H, NULL, E, H, nb, b->logits, E);
+    mm(s, &y->router, b->x, H, NULL, nb, b->logits, E);
     store(s, b->logits, (size_t)nb * E);
     for (uint32_t t = 0; t < nb; t++)
         if (plena_dec_route(c, b->logits + (size_t)t * E, y->e_bias, ids + t * K, rw + t * K, err))
             return err->code;
     pf_experts(s, b, l, nb, ids, rw);
-    for (uint32_t t = 0; c->shared_inter && t < nb; t++) {
-        const float *x = b->x + (size_t)t * H;
-        float z = 0, gate = 1.0f, *yt = b->y + (size_t)t * H;
-        for (uint32_t i = 0; y->shared_gate && i < H; i++)
-            z += x[i] * y->shared_gate[i];
-        if (y->shared_gate) gate = sigmoid(z);
-        mlp(s, y->sg, y->su, y->sd, c->shared_inter, x, s->tmp);
-        for (uint32_t i = 0; i < H; i++)
-            yt[i] += gate * s->tmp[i];
+    if (c->shared_inter) {
+        mlp_rows(s, s->pool, &y->sg, &y->su, &y->sd, b->x, nb, w->g, w->u, w->eo);
+        for (uint32_t t = 0; t < nb; t++) {
+            const float *x = b->x + (size_t)t * H;
+            float z = 0, gate = 1.0f; /* DeepSeek's shared experts have no gate */
+            for (uint32_t i = 0; y->shared_gate && i < H; i++)
+                z += x[i] * y->shared_gate[i];
+            if (y->shared_gate) gate = sigmoid(z);
+            plena_ckpt_axpy(b->y + (size_t)t * H, gate, w->eo + (size_t)t * H, H);
+        }
     }
     store(s, b->y, (size_t)nb * H);
     return 0;
@@ -643,14 +678,14 @@ static int pf_layer(struct plena_dec_state *s, struct pf *b, uint32_t l, uint32_
     store(s, b->x, (size_t)nb * H);
     if (c->mla) {
         plena_mla_attention(s, l, nb, b->x, b->att, b->cs, b->sn);
-        mm(s, y->o, b->att, plena_dec_attdim(c), NULL, H, plena_dec_attdim(c), nb, b->tmp, H);
+        mm(s, &y->o, b->att, plena_dec_attdim(c), NULL, nb, b->tmp, H);
         goto residual;
     }
     float *k = s->kcache + ((size_t)l * s->max_pos + s->pos) * KD;
     float *v = s->vcache + ((size_t)l * s->max_pos + s->pos) * KD;
-    mm(s, y->q, b->x, H, y->bq, QD, H, nb, b->q, QD);
-    mm(s, y->k, b->x, H, y->bk, KD, H, nb, k, KD);
-    mm(s, y->v, b->x, H, y->bv, KD, H, nb, v, KD);
+    mm(s, &y->q, b->x, H, y->bq, nb, b->q, QD);
+    mm(s, &y->k, b->x, H, y->bk, nb, k, KD);
+    mm(s, &y->v, b->x, H, y->bv, nb, v, KD);
     store(s, b->q, (size_t)nb * QD);
     store(s, k, (size_t)nb * KD);
     store(s, v, (size_t)nb * KD);
@@ -659,9 +694,8 @@ static int pf_layer(struct plena_dec_state *s, struct pf *b, uint32_t l, uint32_
                      b->sn + (size_t)t * D / 2);
     store(s, b->q, (size_t)nb * QD);
     store(s, k, (size_t)nb * KD);
-    for (uint32_t t = 0; t < nb; t++)
-        attend_at(s, l, s->pos + t, b->q + (size_t)t * QD, b->att + (size_t)t * QD, s->scores);
-    mm(s, y->o, b->att, QD, NULL, H, QD, nb, b->tmp, H);
+    if (attend(s, l, s->pos, nb, b->q, b->att, err)) return err->code;
+    mm(s, &y->o, b->att, QD, NULL, nb, b->tmp, H);
 residual:
     store(s, b->tmp, (size_t)nb * H);
     for (size_t i = 0; i < (size_t)nb * H; i++)
@@ -693,7 +727,7 @@ static int pf_block(struct plena_dec_state *s, struct pf *b, const uint32_t *tok
                               tokens[t], c->vocab);
         if (rope_angles(s, s->pos + t, b->cs + (size_t)t * D / 2, b->sn + (size_t)t * D / 2, err))
             return err->code;
-        memcpy(b->h + (size_t)t * H, s->w->embed + (size_t)tokens[t] * H, H * sizeof(float));
+        plena_mat_row(&s->w->embed, tokens[t], b->h + (size_t)t * H);
     }
     store(s, b->h, (size_t)nb * H);
     for (uint32_t l = 0; l < s->n_run; l++)
@@ -712,7 +746,7 @@ int plena_dec_prefill(struct plena_dec_state *s, const uint32_t *tokens, uint32_
         return PLENA_FAIL(err, PLENA_E_INTERNAL, "forward", "%u positions past the KV cache",
                           s->pos + n);
     struct pf b;
-    if (pf_alloc(&b, c)) {
+    if (pf_alloc(&b, c, n < PB ? (n ? n : 1) : PB, plena_pool_size(s->pool))) {
         pf_free(&b);
         return PLENA_FAIL(err, PLENA_E_NOMEM, "forward", "out of memory");
     }

@@ -70,17 +70,17 @@ static void attend(const struct plena_dec_state *s, uint32_t l, uint32_t pos, co
 /* A low-rank projection of nb tokens: A = Wa X (rows of na), Nm = RMSNorm of
  * each row's first n with w (may be A itself when n = na), Y = Wb Nm (rows
  * of ny); each stored. */
-static void lora(const struct plena_dec_state *s, uint32_t nb, const float *X, const float *Wa,
-                 uint32_t na, const float *w, uint32_t n, float *A, float *Nm, const float *Wb,
-                 uint32_t ny, float *Y)
+static void lora(const struct plena_dec_state *s, uint32_t nb, const float *X,
+                 const struct plena_mat *Wa, uint32_t na, const float *w, uint32_t n, float *A,
+                 float *Nm, const struct plena_mat *Wb, uint32_t ny, float *Y)
 {
     const uint32_t H = s->w->cfg.hidden;
-    plena_dec_mm(s, Wa, X, H, NULL, na, H, nb, A, na);
+    plena_dec_mm(s, Wa, X, H, NULL, nb, A, na);
     plena_dec_store(s, A, (size_t)nb * na);
     for (uint32_t t = 0; t < nb; t++)
         plena_dec_rmsnorm(A + (size_t)t * na, w, n, MLA_NORM_EPS, Nm + (size_t)t * n);
     plena_dec_store(s, Nm, (size_t)nb * n);
-    plena_dec_mm(s, Wb, Nm, n, NULL, ny, n, nb, Y, ny);
+    plena_dec_mm(s, Wb, Nm, n, NULL, nb, Y, ny);
     plena_dec_store(s, Y, (size_t)nb * ny);
 }
 
@@ -95,11 +95,11 @@ void plena_mla_attention(struct plena_dec_state *s, uint32_t l, uint32_t nb, con
     float *qa = s->mla, *kva = qa + (size_t)nb * QL, *ckv = kva + (size_t)nb * KA,
           *kv = ckv + (size_t)nb * CL, *q = kv + (size_t)nb * KV;
     if (QL)
-        lora(s, nb, X, y->q_a, QL, y->q_a_norm, QL, qa, qa, y->q_b, QD, q);
+        lora(s, nb, X, &y->q_a, QL, y->q_a_norm, QL, qa, qa, &y->q_b, QD, q);
     else
-        plena_dec_mm(s, y->q, X, H, NULL, QD, H, nb, q, QD);
+        plena_dec_mm(s, &y->q, X, H, NULL, nb, q, QD);
     plena_dec_store(s, q, (size_t)nb * QD);
-    lora(s, nb, X, y->kv_a, KA, y->kv_a_norm, CL, kva, ckv, y->kv_b, KV, kv);
+    lora(s, nb, X, &y->kv_a, KA, y->kv_a_norm, CL, kva, ckv, &y->kv_b, KV, kv);
     for (uint32_t t = 0; t < nb; t++) {
         const size_t at = (size_t)l * s->max_pos + s->pos + t;
         float *k = s->kcache + at * KD, *v = s->vcache + at * VD, *qt = q + (size_t)t * QD;

@@ -1,8 +1,10 @@
-/* The forward pass's worker threads (docs/traces.md "--threads"): one
- * matrix-vector product at a time is split into disjoint ranges of output
- * rows, four-aligned, so every output element is computed by exactly the
- * same instructions whatever the thread count: rows are byte-identical for
- * every N. */
+/* The forward pass's worker threads (docs/traces.md "--threads"): one job
+ * at a time, whose pieces (panels of outputs, experts, attention heads) the
+ * threads take dynamically; every output element is computed by exactly
+ * the same instructions whatever thread takes it, so rows are
+ * byte-identical for every N. A worker that has not started by the time
+ * the caller finished the whole job skips it (on a busy machine the caller
+ * never waits for a thread the scheduler has not run yet). */
 #include <pthread.h>
 #include <string.h>
 
@@ -14,8 +16,9 @@ struct plena_pool {
     pthread_t *tid;
     pthread_mutex_t mu;
     pthread_cond_t go, done;
-    uint64_t gen; /* job generation */
-    uint32_t pending;
+    uint64_t gen;    /* job generation */
+    uint32_t active; /* workers inside the current job */
+    int closed;      /* the caller is done: workers not yet in skip it */
     int quit;
     plena_pool_fn fn;
     void *ctx;
@@ -38,13 +41,15 @@ static void *worker_main(void *arg)
             pthread_cond_wait(&p->go, &p->mu);
         if (p->quit) break;
         seen = p->gen;
+        if (p->closed) continue;
         plena_pool_fn fn = p->fn;
         void *ctx = p->ctx;
         uint32_t parts = p->parts;
+        p->active++;
         pthread_mutex_unlock(&p->mu);
         fn(ctx, w->index + 1, parts);
         pthread_mutex_lock(&p->mu);
-        if (--p->pending == 0) pthread_cond_signal(&p->done);
+        if (--p->active == 0) pthread_cond_signal(&p->done);
     }
     pthread_mutex_unlock(&p->mu);
     plena_free(w);
@@ -90,13 +95,14 @@ void plena_pool_run(struct plena_pool *p, plena_pool_fn fn, void *ctx)
     }
     pthread_mutex_lock(&p->mu);
     p->fn = fn, p->ctx = ctx, p->parts = p->n + 1;
-    p->pending = p->n;
+    p->closed = 0;
     p->gen++;
     pthread_cond_broadcast(&p->go);
     pthread_mutex_unlock(&p->mu);
     fn(ctx, 0, p->n + 1);
     pthread_mutex_lock(&p->mu);
-    while (p->pending)
+    p->closed = 1;
+    while (p->active)
         pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }

@@ -5,14 +5,19 @@
 #include <stdint.h>
 
 struct plena_pool;
-/* fn(ctx, part, parts): the part-th of `parts` disjoint pieces of a job. */
+/* fn(ctx, part, parts), part < parts: one thread's share of a job. A part
+ * may run late or not at all (a worker that starts after the caller's own
+ * part has finished skips the job), so fn takes its work dynamically (an
+ * atomic counter in ctx) until none is left; part only selects per-thread
+ * scratch. */
 typedef void (*plena_pool_fn)(void *ctx, uint32_t part, uint32_t parts);
 /* threads - 1 workers plus the caller; NULL when out of memory. Fewer
  * workers than asked when threads cannot be created (the results do not
  * depend on the count). */
 struct plena_pool *plena_pool_new(uint32_t threads);
 uint32_t plena_pool_size(const struct plena_pool *p);
-/* Runs every part (part 0 on the caller) and returns when all are done. */
+/* Runs part 0 on the caller and the others on the workers that start in
+ * time; returns when every part that started has returned. */
 void plena_pool_run(struct plena_pool *p, plena_pool_fn fn, void *ctx);
 void plena_pool_free(struct plena_pool *p);
 

@@ -157,13 +157,14 @@ struct tiny {
 /* Draws one tensor: uniform in [-a, a], a = 1/sqrt(fan_in), or 1 +
  * uniform in [-0.1, 0.1] for norms; the edit hook; BF16 (RNE). */
 static int draw(void *ctx, const char *name, enum plena_dec_tensor_kind kind, uint64_t d0,
-                uint64_t d1, float **slot)
+                uint64_t d1, void *slot)
 {
     (void)slot;
     struct tiny *T = ctx;
     if (plena_grow((void **)&T->t, &T->cap, T->n + 1, sizeof *T->t)) return PLENA_E_NOMEM;
     struct tensor *t = &T->t[T->n];
-    const uint64_t count = kind == PLENA_DEC_T_MATRIX ? d0 * d1 : d0;
+    const int two_d = kind == PLENA_DEC_T_MATRIX || kind == PLENA_DEC_T_VECTOR;
+    const uint64_t count = two_d ? d0 * d1 : d0;
     float *v = plena_calloc(count, sizeof *v);
     t->name = plena_strdup(name);
     t->bf16 = plena_calloc(count, sizeof *t->bf16);
@@ -172,7 +173,7 @@ static int draw(void *ctx, const char *name, enum plena_dec_tensor_kind kind, ui
         return PLENA_E_NOMEM;
     }
     T->n++;
-    t->d0 = d0, t->d1 = d1, t->two_d = kind == PLENA_DEC_T_MATRIX;
+    t->d0 = d0, t->d1 = d1, t->two_d = two_d;
     const uint64_t words[2] = {PLENA_PRNG_TAG_TINY_CHECKPOINT, plena_fnv1a64(name, strlen(name))};
     struct plena_prng g;
     plena_prng_derive(&g, T->seed, words, 2);
@@ -222,12 +223,17 @@ static int render_safetensors(struct tiny *T, struct plena_buf *b)
         plena_buf_append(b, " ", 1);
     free(text);
     for (size_t i = 0; i < T->n; i++) {
-        const struct tensor *t = &T->t[i];
+        struct tensor *t = &T->t[i];
         uint64_t count = t->two_d ? t->d0 * t->d1 : t->d0;
+        /* little-endian in place (a no-op on x86), appended whole */
+        uint8_t *le = (uint8_t *)t->bf16;
         for (uint64_t j = 0; j < count; j++) {
-            uint8_t le[2] = {(uint8_t)t->bf16[j], (uint8_t)(t->bf16[j] >> 8)};
-            plena_buf_append(b, le, 2);
+            const uint16_t v = t->bf16[j];
+            le[2 * j] = (uint8_t)v, le[2 * j + 1] = (uint8_t)(v >> 8);
         }
+        plena_buf_append(b, le, 2 * count);
+        plena_free(t->bf16); /* bounds the peak at about one copy of the weights */
+        t->bf16 = NULL;
     }
     return b->failed ? PLENA_E_NOMEM : 0;
 }

@@ -1,5 +1,7 @@
 /* The weights of a decoder from a checkpoint: every tensor named and shaped
- * as config.json implies (docs/traces.md "Tensors"), converted to f32. */
+ * as config.json implies (docs/traces.md "Tensors"). Matrices stay in the
+ * checkpoint's mmap (BF16 and F32 read in place by ckpt/matmul.c, F16
+ * widened into an owned F32 copy); norms and biases are converted to f32. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,9 +18,9 @@ struct walk {
     int rc;
 };
 
-static void visit(struct walk *W, float **slot, enum plena_dec_tensor_kind kind, uint64_t d0,
+static void visit(struct walk *W, void *slot, enum plena_dec_tensor_kind kind, uint64_t d0,
                   uint64_t d1, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static void visit(struct walk *W, float **slot, enum plena_dec_tensor_kind kind, uint64_t d0,
+static void visit(struct walk *W, void *slot, enum plena_dec_tensor_kind kind, uint64_t d0,
                   uint64_t d1, const char *fmt, ...)
 {
     if (W->rc) return;
@@ -30,7 +32,7 @@ static void visit(struct walk *W, float **slot, enum plena_dec_tensor_kind kind,
     W->rc = W->fn(W->ctx, name, kind, d0, d1, slot);
 }
 
-static float **slot_array(struct walk *W, float ***p, uint32_t n, int have)
+static struct plena_mat *slot_array(struct walk *W, struct plena_mat **p, uint32_t n, int have)
 {
     if (!have || W->rc) return NULL;
     if (!*p && !(*p = plena_calloc(n, sizeof **p))) W->rc = PLENA_E_NOMEM;
@@ -51,9 +53,9 @@ static void walk_moe(struct walk *W, const struct plena_dec_config *c, uint32_t 
         /* drawn as a bias of fan-in H */
         visit(W, SLOT(y, e_bias), PLENA_DEC_T_BIAS, E, H,
               "model.layers.%u.%s.gate.e_score_correction_bias", l, a->block);
-    float **eg = slot_array(W, y ? &y->eg : NULL, E, y != NULL),
-          **eu = slot_array(W, y ? &y->eu : NULL, E, y != NULL),
-          **ed = slot_array(W, y ? &y->ed : NULL, E, y != NULL);
+    struct plena_mat *eg = slot_array(W, y ? &y->eg : NULL, E, y != NULL),
+                     *eu = slot_array(W, y ? &y->eu : NULL, E, y != NULL),
+                     *ed = slot_array(W, y ? &y->ed : NULL, E, y != NULL);
     for (uint32_t e = 0; e < E && !W->rc; e++) {
         visit(W, SLOTI(eg, e), PLENA_DEC_T_MATRIX, I, H, "model.layers.%u.%s.experts.%u.%s.weight",
               l, a->block, e, a->gate);
@@ -74,7 +76,7 @@ static void walk_moe(struct walk *W, const struct plena_dec_config *c, uint32_t 
         visit(W, SLOT(y, sd), PLENA_DEC_T_MATRIX, H, S, "model.layers.%u.mlp.%s.down_proj.weight",
               l, sh);
         if (c->shared_gated)
-            visit(W, SLOT(y, shared_gate), PLENA_DEC_T_MATRIX, 1, H,
+            visit(W, SLOT(y, shared_gate), PLENA_DEC_T_VECTOR, 1, H,
                   "model.layers.%u.mlp.shared_expert_gate.weight", l);
     }
 }
@@ -163,12 +165,27 @@ struct loader {
 };
 
 static int load_one(void *ctx, const char *name, enum plena_dec_tensor_kind kind, uint64_t d0,
-                    uint64_t d1, float **slot)
+                    uint64_t d1, void *slot)
 {
     struct loader *L = ctx;
     const uint64_t shape[2] = {d0, d1};
-    /* biases and norms are 1-D; d1 of a bias is only its fan-in */
-    return plena_ckpt_load(L->c, name, kind == PLENA_DEC_T_MATRIX ? 2 : 1, shape, slot, L->err);
+    if (kind != PLENA_DEC_T_MATRIX) /* biases and norms are 1-D; d1 of a bias is its fan-in */
+        return plena_ckpt_load(L->c, name, kind == PLENA_DEC_T_VECTOR ? 2 : 1, shape, slot, L->err);
+    const struct plena_st_tensor *t;
+    int rc = plena_ckpt_tensor(L->c, name, 2, shape, &t, L->err);
+    if (rc) return rc;
+    struct plena_mat *m = slot;
+    if (t->dtype == PLENA_ST_F16) { /* no in-register F16 decode: an exact F32 copy */
+        float *f;
+        if ((rc = plena_ckpt_load(L->c, name, 2, shape, &f, L->err))) return rc;
+        *m = plena_mat_f32(f, (uint32_t)d0, (uint32_t)d1, (size_t)d1);
+        m->owned = f;
+        return 0;
+    }
+    m->data = t->data, m->rows = (uint32_t)d0, m->cols = (uint32_t)d1, m->ld = (size_t)d1;
+    m->type = t->dtype == PLENA_ST_BF16 ? PLENA_MAT_BF16 : PLENA_MAT_F32;
+    m->owned = NULL, m->mapped = 1;
+    return 0;
 }
 
 /* inv_freq_i = (float)det_exp(-(2i/D) det_log(theta)), in double, rounded once. */
@@ -206,10 +223,10 @@ int plena_dec_weights_load(const struct plena_ckpt *c, const struct plena_dec_co
     return rc;
 }
 
-static void free_experts(float **p, uint32_t n)
+static void free_experts(struct plena_mat *p, uint32_t n)
 {
     for (uint32_t e = 0; p && e < n; e++)
-        plena_free(p[e]);
+        plena_mat_free(&p[e]);
     plena_free(p);
 }
 
@@ -218,20 +235,22 @@ void plena_dec_weights_free(struct plena_dec_weights *w)
     if (!w) return;
     for (uint32_t l = 0; w->layers && l < w->n_loaded; l++) {
         struct plena_dec_layer *y = &w->layers[l];
-        float *one[] = {
-            y->in_norm, y->post_norm, y->q,         y->k,      y->v,           y->o,   y->bq,
-            y->bk,      y->bv,        y->q_norm,    y->k_norm, y->router,      y->dg,  y->du,
-            y->dd,      y->sg,        y->su,        y->sd,     y->shared_gate, y->q_a, y->q_a_norm,
-            y->q_b,     y->kv_a,      y->kv_a_norm, y->kv_b,   y->e_bias};
+        float *one[] = {y->in_norm, y->post_norm,   y->bq,       y->bk,        y->bv,    y->q_norm,
+                        y->k_norm,  y->shared_gate, y->q_a_norm, y->kv_a_norm, y->e_bias};
         for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
             plena_free(one[i]);
+        struct plena_mat *mats[] = {&y->q,  &y->k,   &y->v,   &y->o,    &y->router,
+                                    &y->dg, &y->du,  &y->dd,  &y->sg,   &y->su,
+                                    &y->sd, &y->q_a, &y->q_b, &y->kv_a, &y->kv_b};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            plena_mat_free(mats[i]);
         free_experts(y->eg, w->cfg.n_experts);
         free_experts(y->eu, w->cfg.n_experts);
         free_experts(y->ed, w->cfg.n_experts);
     }
     plena_free(w->layers);
-    if (w->lm_head != w->embed) plena_free(w->lm_head);
-    plena_free(w->embed);
+    if (w->lm_head.data != w->embed.data) plena_mat_free(&w->lm_head);
+    plena_mat_free(&w->embed);
     plena_free(w->final_norm);
     plena_free(w->inv_freq);
     memset(w, 0, sizeof *w);
