@@ -35,21 +35,65 @@ static void matvec(const double *x, uint32_t K, const float *w, uint32_t N, doub
 
 /* matvec for m rows of x (stride ldx) into y (stride ldy), each output the
  * same sum in the same order as matvec; the rows share each weight row load. */
-static void matvec_rows(const double *x, size_t ldx, uint32_t m, uint32_t K, const float *w,
-                        uint32_t N, double *y, size_t ldy)
+static void matvec_rows_generic(const double *x, size_t ldx, uint32_t m, uint32_t K, const float *w,
+                                uint32_t N, double *y, size_t ldy, uint32_t n0)
 {
     for (uint32_t i = 0; i < m; i++)
-        for (uint32_t n = 0; n < N; n++)
+        for (uint32_t n = n0; n < N; n++)
             y[i * ldy + n] = 0.0;
     for (uint32_t kk = 0; kk < K; kk++) {
         const float *row = w + (size_t)kk * N;
         for (uint32_t i = 0; i < m; i++) {
             double xv = x[i * ldx + kk];
             double *yi = y + i * ldy;
-            for (uint32_t n = 0; n < N; n++)
+            for (uint32_t n = n0; n < N; n++)
                 yi[n] += xv * (double)row[n];
         }
     }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+/* Columns [0, N & ~7) of matvec_rows for exactly four rows: per block of 8
+ * columns, 4 x 2 accumulators over all K (lanes are different outputs, each
+ * 0.0 then += x * w in increasing k: matvec's sum). Returns the columns done. */
+__attribute__((target("avx2"))) static uint32_t matvec4_avx2(const double *x, size_t ldx,
+                                                             uint32_t K, const float *w, uint32_t N,
+                                                             double *y, size_t ldy)
+{
+    uint32_t n = 0;
+    for (; n + 8 <= N; n += 8) {
+        __m256d a[4][2];
+        for (int i = 0; i < 4; i++)
+            a[i][0] = a[i][1] = _mm256_setzero_pd();
+        for (uint32_t kk = 0; kk < K; kk++) {
+            const float *wr = w + (size_t)kk * N + n;
+            const __m256d w0 = _mm256_cvtps_pd(_mm_loadu_ps(wr));
+            const __m256d w1 = _mm256_cvtps_pd(_mm_loadu_ps(wr + 4));
+            for (int i = 0; i < 4; i++) {
+                const __m256d xv = _mm256_set1_pd(x[i * ldx + kk]);
+                a[i][0] = _mm256_add_pd(a[i][0], _mm256_mul_pd(xv, w0));
+                a[i][1] = _mm256_add_pd(a[i][1], _mm256_mul_pd(xv, w1));
+            }
+        }
+        for (int i = 0; i < 4; i++) {
+            _mm256_storeu_pd(y + i * ldy + n, a[i][0]);
+            _mm256_storeu_pd(y + i * ldy + n + 4, a[i][1]);
+        }
+    }
+    return n;
+}
+#define F64_HAVE_AVX2 1
+#endif
+
+static void matvec_rows(const double *x, size_t ldx, uint32_t m, uint32_t K, const float *w,
+                        uint32_t N, double *y, size_t ldy)
+{
+    uint32_t n0 = 0;
+#ifdef F64_HAVE_AVX2
+    if (m == 4 && __builtin_cpu_supports("avx2")) n0 = matvec4_avx2(x, ldx, K, w, N, y, ldy);
+#endif
+    if (n0 < N) matvec_rows_generic(x, ldx, m, K, w, N, y, ldy, n0);
 }
 
 /* The FFN gate-up nonlinearity of one element (expert_ffn's). */

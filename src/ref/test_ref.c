@@ -384,6 +384,57 @@ static void test_streaming_provider(void **state)
     free(h), free(out_a), free(out_s), free(f_a), free(f_s);
 }
 
+/* The float64 reference evaluates four pairs of one expert at a time (a
+ * vector path on AVX2 hosts, 8-column blocks plus a tail at I = 84); one
+ * token alone takes the one-row path. Both must give the same doubles. */
+static void test_f64_batched_equals_single(void **state)
+{
+    (void)state;
+    enum { H = 64, I = 84, E = 2, K = 2, T = 9 };
+    struct plena_moe_ref_cfg cfg = {.T = T,
+                                    .H = H,
+                                    .I = I,
+                                    .E = E,
+                                    .k = K,
+                                    .mlen = 64,
+                                    .chunk_tiles = 4,
+                                    .routing = PLENA_ROUTING_FIXED,
+                                    .placement = PLENA_ROUTE_OUTPUT};
+    float *h = fill((size_t)T * H, 0.5f);
+    const float *pg[E], *pu[E], *pd[E];
+    fill_experts(pg, pu, pd, E, H, I, 0.125f);
+    uint32_t ids[T * K];
+    float fw[T * K];
+    for (uint32_t t = 0; t < T; t++) {
+        ids[t * K] = t % 2;
+        ids[t * K + 1] = 1 - t % 2;
+        fw[t * K] = 0.625f;
+        fw[t * K + 1] = 0.375f;
+    }
+    struct plena_moe_ref_in in = {.h = h,
+                                  .w_gate = pg,
+                                  .w_up = pu,
+                                  .w_down = pd,
+                                  .fixed_ids = ids,
+                                  .fixed_w = fw,
+                                  .c = consts_for(H)};
+    static double all[T * H], one[H];
+    assert_int_equal(plena_moe_reference_f64(&cfg, &in, NULL, all, NULL, NULL), 0);
+    for (uint32_t t = 0; t < T; t++) {
+        struct plena_moe_ref_cfg c1 = cfg;
+        c1.T = 1;
+        struct plena_moe_ref_in i1 = in;
+        i1.h = h + (size_t)t * H;
+        i1.fixed_ids = ids + t * K;
+        i1.fixed_w = fw + t * K;
+        assert_int_equal(plena_moe_reference_f64(&c1, &i1, NULL, one, NULL, NULL), 0);
+        assert_memory_equal(one, all + (size_t)t * H, sizeof one);
+    }
+    for (uint32_t e = 0; e < E; e++)
+        free((void *)pg[e]), free((void *)pu[e]), free((void *)pd[e]);
+    free(h);
+}
+
 /* The tile kernel against the plain chain (written here): every R, widths
  * with and without a 16-column tail, K offsets, and data with -0, infinities,
  * NaN, subnormals and overflow; bit patterns must be equal (NaN: both NaN). */
@@ -433,6 +484,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_topk_worked_example),
     cmocka_unit_test(test_streaming_provider),
     cmocka_unit_test(test_tile_kernel_exact),
+    cmocka_unit_test(test_f64_batched_equals_single),
     cmocka_unit_test(test_matches_f64_routed_shared),
     cmocka_unit_test(test_matches_f64_ksplit_gpt_oss),
     cmocka_unit_test(test_bound_with_large_residual),
