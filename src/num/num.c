@@ -571,6 +571,89 @@ static size_t encode_row8_avx512(const float *x, size_t n, uint8_t *codes, uint8
         encode_pair8(x + i, codes + i, scales + i / 8, zero_special);
     return i;
 }
+
+/* ---- the same on AVX2 hosts: one block of 8 per register ---- */
+#define AVX2 __attribute__((target("avx2")))
+
+/* quantize16's steps on 8 lanes (AVX2 has no mask registers: compares give
+ * all-ones lanes, blends pick) */
+static AVX2 inline __m256i quantize8(__m256 y)
+{
+    const __m256i yb = _mm256_castps_si256(y);
+    const __m256i ab = _mm256_and_si256(yb, _mm256_set1_epi32(0x7FFFFFFF));
+    const __m256 a = _mm256_castsi256_ps(ab);
+    const __m256i sgn = _mm256_and_si256(_mm256_srli_epi32(yb, 24), _mm256_set1_epi32(0x80));
+    const __m256 t = _mm256_add_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32((int)EPS_BITS)));
+    const __m256i raw =
+        _mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(t), 23), _mm256_set1_epi32(127));
+    const __m256i ovf = _mm256_cmpgt_epi32(raw, _mm256_set1_epi32(7));
+    const __m256i e =
+        _mm256_min_epi32(_mm256_max_epi32(raw, _mm256_set1_epi32(-7)), _mm256_set1_epi32(7));
+    const __m256 p2 =
+        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(127), e), 23));
+    const __m256 mant = _mm256_mul_ps(a, p2);
+    const __m256 sub = _mm256_castsi256_ps(_mm256_cmpeq_epi32(e, _mm256_set1_epi32(-7)));
+    const __m256 m1 = _mm256_blendv_ps(_mm256_sub_ps(mant, _mm256_set1_ps(1.0f)), mant, sub);
+    const __m256 u = _mm256_mul_ps(m1, _mm256_set1_ps(8.0f));
+    const __m256i k = _mm256_cvttps_epi32(_mm256_mul_ps(u, _mm256_set1_ps(4.0f)));
+    const __m256i one = _mm256_set1_epi32(1);
+    __m256i q = _mm256_srai_epi32(k, 2);
+    const __m256i r = _mm256_and_si256(k, _mm256_set1_epi32(3));
+    q = _mm256_add_epi32(
+        q, _mm256_and_si256(_mm256_srli_epi32(r, 1), _mm256_and_si256(_mm256_or_si256(r, q), one)));
+    q = _mm256_min_epi32(q, _mm256_set1_epi32(7));
+    const __m256i neg = _mm256_castps_si256(_mm256_cmp_ps(u, _mm256_setzero_ps(), _CMP_LT_OQ));
+    q = _mm256_andnot_si256(neg, q);
+    const __m256i big = _mm256_or_si256(
+        _mm256_castps_si256(_mm256_cmp_ps(u, _mm256_set1_ps(8.0f), _CMP_GE_OQ)), ovf);
+    q = _mm256_blendv_epi8(q, _mm256_set1_epi32(7), big);
+    __m256i code = _mm256_or_si256(
+        sgn, _mm256_or_si256(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(7)), 3), q));
+    const __m256i nan = _mm256_cmpgt_epi32(ab, _mm256_set1_epi32(0x7F800000));
+    code = _mm256_blendv_epi8(code, _mm256_set1_epi32(0x7F), nan);
+    return _mm256_andnot_si256(_mm256_cmpeq_epi32(ab, _mm256_setzero_si256()), code);
+}
+
+/* encode_pair8 for one block of 8: amax (NaNs excluded) by integer compare,
+ * the scale from amax + EPS, y = x * 2^-e, quantize8; blocks the reference
+ * takes (all zero / NaN, or an Inf) go to plena_encode_block_fast. */
+static AVX2 void encode_block8_avx2(const float *x, uint8_t *codes, uint8_t *scale,
+                                    int zero_special)
+{
+    const __m256i v = _mm256_loadu_si256((const __m256i *)x);
+    __m256i a = _mm256_and_si256(v, _mm256_set1_epi32(0x7FFFFFFF));
+    a = _mm256_andnot_si256(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7F800000)), a);
+    __m256i m = _mm256_max_epi32(a, _mm256_permute2x128_si256(a, a, 1));
+    m = _mm256_max_epi32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+    m = _mm256_max_epi32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+    const uint32_t am = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(m));
+    if (am == 0 || am == 0x7F800000u) {
+        plena_encode_block_fast(x, 8, codes, scale, zero_special);
+        return;
+    }
+    const __m256 t = _mm256_add_ps(_mm256_castsi256_ps(m),
+                                   _mm256_castsi256_ps(_mm256_set1_epi32((int)EPS_BITS)));
+    const __m256i sb = _mm256_srli_epi32(_mm256_castps_si256(t), 23);
+    __m256i inv = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), sb), 23);
+    inv = _mm256_blendv_epi8(inv, _mm256_set1_epi32(0x00400000),
+                             _mm256_cmpeq_epi32(sb, _mm256_set1_epi32(254)));
+    const __m256 y = _mm256_mul_ps(_mm256_castsi256_ps(v), _mm256_castsi256_ps(inv));
+    /* the eight codes (low bytes of the lanes) packed into 8 bytes */
+    const __m256i c = quantize8(y);
+    const __m128i c16 = _mm_packus_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+    _mm_storel_epi64((__m128i *)codes, _mm_packus_epi16(c16, c16));
+    *scale = (uint8_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(sb));
+}
+
+static size_t encode_row8_avx2(const float *x, size_t n, uint8_t *codes, uint8_t *scales,
+                               int zero_special)
+{
+    if (!__builtin_cpu_supports("avx2")) return 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        encode_block8_avx2(x + i, codes + i, scales + i / 8, zero_special);
+    return i;
+}
 #endif
 
 void plena_num_mx_encode_row(enum plena_mx_mode mode, enum plena_mx_encoder enc, const float *x,
@@ -581,6 +664,8 @@ void plena_num_mx_encode_row(enum plena_mx_mode mode, enum plena_mx_encoder enc,
 #ifdef NUM_X86
     if (mode == PLENA_MX_PLENA && block == 8)
         done = encode_row8_avx512(x, n, codes, scales, zero_special);
+    if (mode == PLENA_MX_PLENA && block == 8 && !done)
+        done = encode_row8_avx2(x, n, codes, scales, zero_special);
 #endif
     for (size_t b = done / block; b * block < n; b++) {
         size_t len = n - b * block < block ? n - b * block : block;
