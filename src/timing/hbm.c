@@ -422,7 +422,7 @@ static inline void emit(struct plena_hbm *h, uint64_t t, const char *cmd, const 
 /* The bank's cached representatives and its pseudo channel's aggregates are stale. */
 static void bank_changed(struct plena_hbm *h, uint32_t b)
 {
-    struct pch *pc = &h->pcs[b / h->banks_per_pc];
+    struct pch *pc = &h->pcs[b >> (h->g_bits + h->k_bits)];
     h->banks[b].reps_dirty = 1;
     pc->col_dirty = 1;
     pc->row_dirty = 1;
@@ -431,7 +431,7 @@ static void bank_changed(struct plena_hbm *h, uint32_t b)
 static void close_bank(struct plena_hbm *h, uint32_t b)
 {
     struct bank *bk = &h->banks[b];
-    struct chan *c = &h->chans[b / h->banks_per_channel];
+    struct chan *c = &h->chans[b >> (h->p_bits + h->g_bits + h->k_bits)];
     uint32_t last = c->open[--c->n_open];
     c->open[bk->open_pos] = last;
     h->banks[last].open_pos = bk->open_pos;
@@ -729,7 +729,7 @@ static uint32_t scan_row(struct plena_hbm *h, struct pch *pc, uint64_t t, int ok
         if (bk->n_pend == bk->n_hits) continue; /* no non-hit */
         if (bk->reps_dirty) update_reps(h, bk);
         if (!bk->open) {
-            uint64_t x = max64(bk->next_act, bg_term(h, b / h->p.banks_per_group));
+            uint64_t x = max64(bk->next_act, bg_term(h, b >> h->k_bits));
             m_act = min64(m_act, x);
             if (ok_act && x <= t) best = take(best, bk->rep_nh);
         } else if (bk->n_hits == 0) {
@@ -1175,59 +1175,55 @@ static void memo_free(struct memo *m)
     plena_free(m);
 }
 
-/* The batch's key (after steps 1 and 2 of its first tick t0) into m->key;
- * returns its length in words, 0 when the batch cannot be memoised. Fills
- * the touched-entity lists tb/tg/tp/tc (in order of first use) and each
- * touched bank's distinct rows. */
-static size_t memo_key(struct plena_hbm *h, struct memo *m, uint64_t t0)
+/* Request i's key word (flat bank b, row, direction): labels in order of
+ * first use (the touched-entity lists tb/tg/tp/tc) and its row's class
+ * among its bank's distinct rows; 0 when the bank has too many rows to key. */
+static int memo_label(const struct plena_hbm *h, struct memo *m, uint32_t b, uint64_t row,
+                      uint32_t is_write, size_t i)
+{
+    uint32_t lb = m->lab_bank[b];
+    if (lb == 0xFF) {
+        /* the flat indices nest: parents by shifts */
+        uint32_t bgi = b >> h->k_bits, pc = bgi >> h->g_bits, ch = pc >> h->p_bits;
+        if (m->lab_ch[ch] == 0xFF) {
+            m->lab_ch[ch] = (uint8_t)m->nc;
+            m->tc[m->nc++] = ch;
+        }
+        if (m->lab_pc[pc] == 0xFF) {
+            m->lab_pc[pc] = (uint8_t)m->np;
+            m->tp[m->np++] = pc;
+        }
+        if (m->lab_bg[bgi] == 0xFF) {
+            m->lab_bg[bgi] = (uint8_t)m->ng;
+            m->tg[m->ng++] = bgi;
+        }
+        lb = m->nb++;
+        m->lab_bank[b] = (uint8_t)lb;
+        m->tb[lb] = b;
+        m->nrows[lb] = 0;
+    }
+    uint32_t rc = 0;
+    while (rc < m->nrows[lb] && m->rows[lb][rc] != row)
+        rc++;
+    if (rc == m->nrows[lb]) {
+        if (rc == MEMO_MAXROWS) return 0;
+        m->rows[lb][rc] = row;
+        m->nrows[lb]++;
+    }
+    m->key[3 + i] = lb | rc << 8 | is_write << 16;
+    return 1;
+}
+
+/* The rest of the batch's key (after steps 1 and 2 of its first tick t0):
+ * the touched entities' state; returns the key's length in words, 0 when
+ * the batch cannot be memoised (ok = 0 from labelling). Clears the labels. */
+static size_t memo_key(struct plena_hbm *h, struct memo *m, uint64_t t0, int ok)
 {
     size_t n = h->n_reqs;
-    size_t need = 3 + n * (1 + 5 + 2 + 9 + 3);
-    if (need > m->cap_key && plena_grow((void **)&m->key, &m->cap_key, need, sizeof *m->key) != 0)
-        return 0;
     uint32_t *k = m->key;
-    size_t w = 3;
-    int ok = 1;
-    uint32_t nb = 0, ng = 0, np = 0, nc = 0;
-    for (size_t i = 0; i < n; i++) {
-        const struct req *r = &h->reqs[i];
-        uint32_t lb = m->lab_bank[r->bank];
-        if (lb == 0xFF) {
-            if (m->lab_ch[r->ch] == 0xFF) {
-                m->lab_ch[r->ch] = (uint8_t)nc;
-                m->tc[nc++] = r->ch;
-            }
-            if (m->lab_pc[r->pc] == 0xFF) {
-                m->lab_pc[r->pc] = (uint8_t)np;
-                m->tp[np++] = r->pc;
-            }
-            if (m->lab_bg[r->bgi] == 0xFF) {
-                m->lab_bg[r->bgi] = (uint8_t)ng;
-                m->tg[ng++] = r->bgi;
-            }
-            lb = nb;
-            m->lab_bank[r->bank] = (uint8_t)nb;
-            m->tb[nb] = r->bank;
-            m->nrows[nb++] = 0;
-        }
-        uint32_t rc = 0;
-        while (rc < m->nrows[lb] && m->rows[lb][rc] != r->row)
-            rc++;
-        if (rc == m->nrows[lb]) {
-            if (rc == MEMO_MAXROWS) {
-                ok = 0;
-                break;
-            }
-            m->rows[lb][rc] = r->row;
-            m->nrows[lb]++;
-        }
-        k[w++] = lb | rc << 8 | (uint32_t)r->is_write << 16;
-    }
-    m->nb = nb;
-    m->ng = ng;
-    m->np = np;
-    m->nc = nc;
-    uint32_t G = h->p.bank_groups, K = h->p.banks_per_group, P = h->p.pseudo_channels;
+    size_t w = 3 + n;
+    uint32_t nb = m->nb, ng = m->ng, np = m->np, nc = m->nc;
+    /* the geometry is powers of two: parents by shifts (the flat indices nest) */
     for (uint32_t i = 0; ok && i < nb; i++) {
         const struct bank *bk = &h->banks[m->tb[i]];
         uint32_t st = MEMO_CLOSED;
@@ -1247,12 +1243,12 @@ static size_t memo_key(struct plena_hbm *h, struct memo *m, uint64_t t0)
          * no hit (a closed bank's ACT, a hit's RD overwrite it first) */
         if (bk->open && bk->n_hits == 0 && h->idle_ps > 0)
             mask |= key_time(k, &w, bk->last_use + h->idle_ps, t0, &ok) << 3;
-        k[w0] = m->lab_bg[m->tb[i] / K] | st << 8 | mask << 16;
+        k[w0] = m->lab_bg[m->tb[i] >> h->k_bits] | st << 8 | mask << 16;
     }
     for (uint32_t i = 0; ok && i < ng; i++) {
         size_t w0 = w++;
         uint32_t mask = key_time(k, &w, bg_term(h, m->tg[i]), t0, &ok);
-        k[w0] = m->lab_pc[m->tg[i] / G] | mask << 8;
+        k[w0] = m->lab_pc[m->tg[i] >> h->g_bits] | mask << 8;
     }
     for (uint32_t i = 0; ok && i < np; i++) {
         const struct pch *pc = &h->pcs[m->tp[i]];
@@ -1266,7 +1262,7 @@ static size_t memo_key(struct plena_hbm *h, struct memo *m, uint64_t t0)
             uint64_t x = pc->faw[(pc->faw_head - pc->n_faw + j) & 3] + h->faw_ps;
             mask |= key_time(k, &w, x, t0, &ok) << (4 + j);
         }
-        k[w0] = m->lab_ch[m->tp[i] / P] | pc->n_faw << 8 | mask << 16;
+        k[w0] = m->lab_ch[m->tp[i] >> h->p_bits] | pc->n_faw << 8 | mask << 16;
     }
     for (uint32_t i = 0; ok && i < nc; i++) {
         const struct chan *c = &h->chans[m->tc[i]];
@@ -1275,9 +1271,11 @@ static size_t memo_key(struct plena_hbm *h, struct memo *m, uint64_t t0)
         mask |= key_time(k, &w, c->col_bus_free, t0, &ok) << 1;
         k[w0] = mask;
     }
-    k[0] = (uint32_t)n;
-    k[1] = nb | ng << 8 | np << 16 | nc << 24;
-    k[2] = enc_key(h->blocked_until, t0, &ok);
+    if (ok) {
+        k[0] = (uint32_t)n;
+        k[1] = nb | ng << 8 | np << 16 | nc << 24;
+        k[2] = enc_key(h->blocked_until, t0, &ok);
+    }
     /* the labels are only needed while keying */
     for (uint32_t i = 0; i < nb; i++)
         m->lab_bank[m->tb[i]] = 0xFF;
@@ -1437,11 +1435,10 @@ static void memo_store(struct memo *m, uint64_t hash, size_t klen, size_t rlen)
 static uint64_t memo_apply(struct plena_hbm *h, struct memo *m, const uint32_t *o, uint64_t t0)
 {
     size_t w = 2;
-    uint32_t K = (uint32_t)h->banks_per_channel;
     for (uint32_t i = 0; i < m->nb; i++) {
         uint32_t b = m->tb[i];
         struct bank *bk = &h->banks[b];
-        struct chan *c = &h->chans[b / K];
+        struct chan *c = &h->chans[b >> (h->p_bits + h->g_bits + h->k_bits)];
         uint32_t st = o[w++];
         if (st == MEMO_CLOSED) {
             if (bk->open) close_bank(h, b);
@@ -1519,18 +1516,37 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
     }
     h->n_reqs = n;
     h->n_busy = 0;
+    size_t need = 3 + n * (1 + 5 + 2 + 9 + 3); /* the longest key */
+    int ok =
+        need <= m->cap_key || plena_grow((void **)&m->key, &m->cap_key, need, sizeof *m->key) == 0;
+    m->nb = m->ng = m->np = m->nc = 0;
+    /* the requests themselves (fill_req) are only needed on a miss */
+    const unsigned kb = h->k_bits, gb = h->g_bits, pb = h->p_bits;
     for (size_t i = 0; i < n; i++) {
-        fill_req(h, &h->reqs[i], &txn[i]);
-        count_hit(&h->banks[h->reqs[i].bank], &h->reqs[i]);
+        struct plena_hbm_loc loc;
+        map_addr(h, txn[i].addr, &loc);
+        uint32_t b =
+            ((((uint32_t)loc.channel << pb | loc.pseudo_channel) << gb | loc.bank_group) << kb) |
+            loc.bank;
+        struct bank *bk = &h->banks[b];
+        uint32_t wr = txn[i].is_write != 0;
+        /* count_hit without a branch: the bank loads of successive
+         * requests overlap (the bank array is rarely in cache here) */
+        uint32_t hit = bk->open & (bk->row == loc.row);
+        bk->n_hits += hit;
+        bk->n_whits += hit & wr;
+        if (ok) ok = memo_label(h, m, b, loc.row, wr, i);
     }
     h->n_pending = n;
+    const uint64_t seq0 = h->seq;
+    h->seq += n;
     /* steps 1 and 2 of the first tick (tick() finds nothing more to do
      * for them); they see the hit counts, not the lists */
     uint64_t t0 = max64(h->cur, ceil_tick(t_start, h->T));
     h->cur = t0;
     if (h->p.nREFI > 0 && t0 >= h->next_ref) refresh_step(h, t0);
     if (h->p.row_idle_close > 0 && h->idle_min_all <= t0) idle_step(h, t0);
-    size_t klen = memo_key(h, m, t0);
+    size_t klen = memo_key(h, m, t0, ok);
     uint64_t hash = 0;
     if (klen) {
         hash = memo_hash(m->key, klen);
@@ -1545,8 +1561,11 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
         memo_save(h, m);
     }
     m->misses++;
-    for (size_t i = 0; i < n; i++)
+    h->seq = seq0;
+    for (size_t i = 0; i < n; i++) {
+        fill_req(h, &h->reqs[i], &txn[i]);
         link_req(h, (uint32_t)i);
+    }
     uint64_t ref0 = h->next_ref;
     uint64_t latest = run_ticks(h, t_start);
     if (klen && h->next_ref == ref0) {
