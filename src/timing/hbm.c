@@ -36,6 +36,8 @@ struct bank {
     uint32_t n_pend;
     uint32_t act_pos; /* position in its pseudo channel's active list while n_pend > 0 */
     uint32_t rep_rd, rep_wr, rep_nh;
+    /* the memo's record: time of the last idle close and next_act before it */
+    uint64_t idle_tc, act_before_close;
 };
 
 struct pch {
@@ -82,6 +84,7 @@ struct chan {
     uint64_t idle_min;
     uint32_t *open; /* this channel's open banks (a slice of open_all), any order */
     size_t n_open;
+    uint64_t last_col, max_done; /* the memo's record: last RD/WR and latest done */
 };
 
 struct req {
@@ -95,24 +98,28 @@ struct req {
     uint8_t l_pc, l_bg, l_bank; /* local indices, for the trace hook */
 };
 
-/* ---- batch memo (docs/design.md "HBM batch memo") ----
+/* ---- channel memo (docs/timing.md "Channel memo") ----
  *
- * A batch's outcome depends only on its requests and on the state of the
- * entities they touch, up to a relabelling and a shift in time. The
- * scheduler compares times only with ticks t >= t0 (the batch's first tick)
- * through legality terms of the form "t >= x" (x a state time plus a
- * non-negative constant) and through max(), and every time it writes is
- * >= t0. Two batches whose requests have the same equality structure (which
- * share a channel, pseudo channel, bank group, bank, row; read or write)
- * and whose touched state gives the same term values relative to t0
- * (exactly when >= t0, one class "before t0" otherwise) therefore run the
- * same commands at the same relative ticks. The fast path keys each batch
- * that way after step 1 and 2 of its first tick; on a hit it writes the
- * recorded final state (relative times, or "unchanged" for a field still
- * before t0) instead of scheduling. Conditions: no refresh window at or
- * before the batch's last tick, untraced, read-to-write turnaround >= 0
- * (every write then is >= t0). Banks the batch does not touch only see their
- * idle closes, which are applied as step 2 of the last tick would. */
+ * Step 4 of a tick looks at one channel's state only, so a batch is the
+ * union of independent channel parts, and a part's outcome depends only on
+ * its requests and on the state of the entities they touch, up to a
+ * relabelling and a shift in time. The scheduler compares times only with
+ * ticks t >= t0 (the batch's first tick) through legality terms of the
+ * form "t >= x" (x a state time plus a non-negative constant) and through
+ * max(), and every time it writes is >= t0. Two channel parts whose
+ * requests have the same equality structure (which share a pseudo channel,
+ * bank group, bank, row; read or write) and whose touched state gives the
+ * same term values relative to t0 (exactly when >= t0, one class "before
+ * t0" otherwise) therefore run the same commands at the same relative
+ * ticks. The fast path keys each part that way after steps 1 and 2 of the
+ * first tick; on a hit it writes the recorded state (relative times, or
+ * "unchanged" for a field still before t0) as of the part's last column
+ * command L instead of scheduling it; the parts that miss go through the
+ * tick loop together. Conditions: no refresh window at or before L,
+ * untraced, read-to-write turnaround >= 0 (every write then is >= t0).
+ * Idle closes are independent per bank and fixed by the bank's own state;
+ * those due after a part's L (and the untouched banks') are applied by
+ * step 2 of the batch's last tick. */
 #define MEMO_BELOW     UINT32_MAX /* key: before t0; record: unchanged */
 #define MEMO_MAXREQ    255        /* requests per memoised batch (8-bit labels) */
 #define MEMO_MAXROWS   16         /* distinct rows per bank */
@@ -128,13 +135,29 @@ struct memo_slot {
     uint32_t klen;
 };
 
+/* One channel's part of the batch being served. */
+struct memo_seg {
+    uint32_t ch;
+    uint32_t q0, nq;                 /* its requests: ord[q0 .. q0 + nq) */
+    uint32_t b0, nb, g0, ng, p0, np; /* its entities: tb[b0 ..), tg[g0 ..), tp[p0 ..) */
+    size_t k0, klen;                 /* its key: key[k0 .. k0 + klen), klen 0 = not keyed */
+    uint64_t hash;
+    int miss;
+};
+
 struct memo {
     struct memo_slot *slot;
     size_t n_slots, n_used, bytes;
-    /* labels of the batch being keyed (NIL / 0xFF = not touched) */
+    /* labels while keying (0xFF = not touched): channel -> segment, and
+     * bank, bank group, pseudo channel -> label within its channel */
     uint8_t *lab_bank, *lab_bg, *lab_pc, *lab_ch;
-    uint32_t tb[MEMO_MAXREQ], tg[MEMO_MAXREQ], tp[MEMO_MAXREQ], tc[MEMO_MAXREQ];
-    uint32_t nb, ng, np, nc;
+    /* the batch's requests: flat bank, row, direction, segment */
+    uint32_t qb[MEMO_MAXREQ];
+    uint64_t qr[MEMO_MAXREQ];
+    uint8_t qw[MEMO_MAXREQ], qs[MEMO_MAXREQ];
+    uint32_t ord[MEMO_MAXREQ];
+    struct memo_seg seg[MEMO_MAXREQ];
+    uint32_t tb[MEMO_MAXREQ], tg[MEMO_MAXREQ], tp[MEMO_MAXREQ];
     uint8_t nrows[MEMO_MAXREQ];
     uint64_t rows[MEMO_MAXREQ][MEMO_MAXROWS];
     /* state of the touched entities before the batch (miss path) */
@@ -535,6 +558,8 @@ static void issue_col(struct plena_hbm *h, uint64_t t, struct req *r)
     pc->col_term[1] = pc_col_term(h, pc, 1);
     c->col_bus_free = t + h->T;
     c->dirty = 1;
+    c->last_col = t;
+    c->max_done = max64(c->max_done, r->done);
     bk->last_use = t;
     bk->n_hits--;
     bk->n_whits -= r->is_write;
@@ -874,6 +899,8 @@ static void idle_step(struct plena_hbm *h, uint64_t t)
             if (bk->n_hits == 0) {
                 uint64_t tc = max64(bk->last_use + h->idle_ps, bk->next_pre);
                 if (tc <= t) {
+                    bk->idle_tc = tc;
+                    bk->act_before_close = bk->next_act;
                     close_bank(h, b); /* moves another open bank into slot i */
                     bk->next_act = max64(bk->next_act, tc + h->rp_ps);
                     continue;
@@ -1096,7 +1123,7 @@ static uint64_t run_ticks(struct plena_hbm *h, uint64_t t_start)
     return latest;
 }
 
-/* ---- batch memo: key, record, replay ---- */
+/* ---- channel memo: key, record, replay ---- */
 
 /* A time in the key: its offset from t0, or "before t0". */
 static uint32_t enc_key(uint64_t x, uint64_t t0, int *ok)
@@ -1175,62 +1202,61 @@ static void memo_free(struct memo *m)
     plena_free(m);
 }
 
-/* Request i's key word (flat bank b, row, direction): labels in order of
- * first use (the touched-entity lists tb/tg/tp/tc) and its row's class
- * among its bank's distinct rows; 0 when the bank has too many rows to key. */
-static int memo_label(const struct plena_hbm *h, struct memo *m, uint32_t b, uint64_t row,
-                      uint32_t is_write, size_t i)
+/* Request q's key word in its channel's key: bank, bank group and pseudo
+ * channel labelled in order of first use within the channel (appended to
+ * the touched-entity lists tb/tg/tp) and its row's class among its bank's
+ * distinct rows; 0 when the bank has too many rows to key. */
+static int memo_label(const struct plena_hbm *h, struct memo *m, struct memo_seg *sg, uint32_t q,
+                      uint32_t *word)
 {
+    uint32_t b = m->qb[q];
     uint32_t lb = m->lab_bank[b];
     if (lb == 0xFF) {
         /* the flat indices nest: parents by shifts */
-        uint32_t bgi = b >> h->k_bits, pc = bgi >> h->g_bits, ch = pc >> h->p_bits;
-        if (m->lab_ch[ch] == 0xFF) {
-            m->lab_ch[ch] = (uint8_t)m->nc;
-            m->tc[m->nc++] = ch;
-        }
+        uint32_t bgi = b >> h->k_bits, pc = bgi >> h->g_bits;
         if (m->lab_pc[pc] == 0xFF) {
-            m->lab_pc[pc] = (uint8_t)m->np;
-            m->tp[m->np++] = pc;
+            m->lab_pc[pc] = (uint8_t)sg->np;
+            m->tp[sg->p0 + sg->np++] = pc;
         }
         if (m->lab_bg[bgi] == 0xFF) {
-            m->lab_bg[bgi] = (uint8_t)m->ng;
-            m->tg[m->ng++] = bgi;
+            m->lab_bg[bgi] = (uint8_t)sg->ng;
+            m->tg[sg->g0 + sg->ng++] = bgi;
         }
-        lb = m->nb++;
+        lb = sg->nb++;
         m->lab_bank[b] = (uint8_t)lb;
-        m->tb[lb] = b;
-        m->nrows[lb] = 0;
+        m->tb[sg->b0 + lb] = b;
+        m->nrows[sg->b0 + lb] = 0;
     }
-    uint32_t rc = 0;
-    while (rc < m->nrows[lb] && m->rows[lb][rc] != row)
+    uint32_t gb = sg->b0 + lb, rc = 0;
+    while (rc < m->nrows[gb] && m->rows[gb][rc] != m->qr[q])
         rc++;
-    if (rc == m->nrows[lb]) {
+    if (rc == m->nrows[gb]) {
         if (rc == MEMO_MAXROWS) return 0;
-        m->rows[lb][rc] = row;
-        m->nrows[lb]++;
+        m->rows[gb][rc] = m->qr[q];
+        m->nrows[gb]++;
     }
-    m->key[3 + i] = lb | rc << 8 | is_write << 16;
+    *word = lb | rc << 8 | (uint32_t)m->qw[q] << 16;
     return 1;
 }
 
-/* The rest of the batch's key (after steps 1 and 2 of its first tick t0):
- * the touched entities' state; returns the key's length in words, 0 when
- * the batch cannot be memoised (ok = 0 from labelling). Clears the labels. */
-static size_t memo_key(struct plena_hbm *h, struct memo *m, uint64_t t0, int ok)
+/* Channel segment sg's key (after steps 1 and 2 of the batch's first tick
+ * t0) at m->key + sg->k0: its requests, then the state of the entities they
+ * touch; sets sg->klen (0 when it cannot be memoised). Clears the labels. */
+static void memo_key(struct plena_hbm *h, struct memo *m, struct memo_seg *sg, uint64_t t0)
 {
-    size_t n = h->n_reqs;
-    uint32_t *k = m->key;
-    size_t w = 3 + n;
-    uint32_t nb = m->nb, ng = m->ng, np = m->np, nc = m->nc;
-    /* the geometry is powers of two: parents by shifts (the flat indices nest) */
-    for (uint32_t i = 0; ok && i < nb; i++) {
-        const struct bank *bk = &h->banks[m->tb[i]];
+    uint32_t *k = m->key + sg->k0;
+    size_t w = 3;
+    int ok = 1;
+    for (uint32_t j = 0; ok && j < sg->nq; j++)
+        ok = memo_label(h, m, sg, m->ord[sg->q0 + j], &k[w++]);
+    for (uint32_t i = 0; ok && i < sg->nb; i++) {
+        uint32_t gi = sg->b0 + i;
+        const struct bank *bk = &h->banks[m->tb[gi]];
         uint32_t st = MEMO_CLOSED;
         if (bk->open) {
             st = MEMO_OTHER;
-            for (uint32_t rc = 0; rc < m->nrows[i]; rc++)
-                if (m->rows[i][rc] == bk->row) st = rc;
+            for (uint32_t rc = 0; rc < m->nrows[gi]; rc++)
+                if (m->rows[gi][rc] == bk->row) st = rc;
         }
         /* a state word with a mask of the times that are >= t0, then those
          * (most are before t0 after a compute gap: short keys) */
@@ -1243,15 +1269,16 @@ static size_t memo_key(struct plena_hbm *h, struct memo *m, uint64_t t0, int ok)
          * no hit (a closed bank's ACT, a hit's RD overwrite it first) */
         if (bk->open && bk->n_hits == 0 && h->idle_ps > 0)
             mask |= key_time(k, &w, bk->last_use + h->idle_ps, t0, &ok) << 3;
-        k[w0] = m->lab_bg[m->tb[i] >> h->k_bits] | st << 8 | mask << 16;
+        k[w0] = m->lab_bg[m->tb[gi] >> h->k_bits] | st << 8 | mask << 16;
     }
-    for (uint32_t i = 0; ok && i < ng; i++) {
+    for (uint32_t i = 0; ok && i < sg->ng; i++) {
+        uint32_t g = m->tg[sg->g0 + i];
         size_t w0 = w++;
-        uint32_t mask = key_time(k, &w, bg_term(h, m->tg[i]), t0, &ok);
-        k[w0] = m->lab_pc[m->tg[i] >> h->g_bits] | mask << 8;
+        uint32_t mask = key_time(k, &w, bg_term(h, g), t0, &ok);
+        k[w0] = m->lab_pc[g >> h->g_bits] | mask << 8;
     }
-    for (uint32_t i = 0; ok && i < np; i++) {
-        const struct pch *pc = &h->pcs[m->tp[i]];
+    for (uint32_t i = 0; ok && i < sg->np; i++) {
+        const struct pch *pc = &h->pcs[m->tp[sg->p0 + i]];
         size_t w0 = w++;
         uint32_t mask = 0;
         mask |= key_time(k, &w, pc->bus_free, t0, &ok) << 0;
@@ -1262,30 +1289,26 @@ static size_t memo_key(struct plena_hbm *h, struct memo *m, uint64_t t0, int ok)
             uint64_t x = pc->faw[(pc->faw_head - pc->n_faw + j) & 3] + h->faw_ps;
             mask |= key_time(k, &w, x, t0, &ok) << (4 + j);
         }
-        k[w0] = m->lab_ch[m->tp[i] >> h->p_bits] | pc->n_faw << 8 | mask << 16;
+        k[w0] = pc->n_faw | mask << 8;
     }
-    for (uint32_t i = 0; ok && i < nc; i++) {
-        const struct chan *c = &h->chans[m->tc[i]];
+    if (ok) {
+        const struct chan *c = &h->chans[sg->ch];
         size_t w0 = w++;
         uint32_t mask = key_time(k, &w, c->row_bus_free, t0, &ok);
         mask |= key_time(k, &w, c->col_bus_free, t0, &ok) << 1;
         k[w0] = mask;
-    }
-    if (ok) {
-        k[0] = (uint32_t)n;
-        k[1] = nb | ng << 8 | np << 16 | nc << 24;
+        k[0] = sg->nq;
+        k[1] = sg->nb | sg->ng << 8 | sg->np << 16;
         k[2] = enc_key(h->blocked_until, t0, &ok);
     }
     /* the labels are only needed while keying */
-    for (uint32_t i = 0; i < nb; i++)
-        m->lab_bank[m->tb[i]] = 0xFF;
-    for (uint32_t i = 0; i < ng; i++)
-        m->lab_bg[m->tg[i]] = 0xFF;
-    for (uint32_t i = 0; i < np; i++)
-        m->lab_pc[m->tp[i]] = 0xFF;
-    for (uint32_t i = 0; i < nc; i++)
-        m->lab_ch[m->tc[i]] = 0xFF;
-    return ok ? w : 0;
+    for (uint32_t i = 0; i < sg->nb; i++)
+        m->lab_bank[m->tb[sg->b0 + i]] = 0xFF;
+    for (uint32_t i = 0; i < sg->ng; i++)
+        m->lab_bg[m->tg[sg->g0 + i]] = 0xFF;
+    for (uint32_t i = 0; i < sg->np; i++)
+        m->lab_pc[m->tp[sg->p0 + i]] = 0xFF;
+    sg->klen = ok ? w : 0;
 }
 
 /* Word pairs times odd constants, summed (independent products), then
@@ -1309,50 +1332,56 @@ static uint64_t memo_hash(const uint32_t *k, size_t n)
     return x;
 }
 
-static struct memo_slot *memo_find(struct memo *m, uint64_t hash, size_t klen)
+static struct memo_slot *memo_find(struct memo *m, uint64_t hash, const uint32_t *key, size_t klen)
 {
     size_t mask = m->n_slots - 1;
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
         struct memo_slot *s = &m->slot[i];
         if (!s->data) return s;
-        if (s->hash == hash && s->klen == klen && !memcmp(s->data, m->key, klen * sizeof *m->key))
+        if (s->hash == hash && s->klen == klen && !memcmp(s->data, key, klen * sizeof *key))
             return s;
     }
 }
 
-/* Snapshot of the touched entities before the tick loop (miss path). */
-static void memo_save(struct plena_hbm *h, struct memo *m)
+/* Snapshot of a segment's entities before the tick loop (miss path). */
+static void memo_save(struct plena_hbm *h, struct memo *m, const struct memo_seg *sg, uint32_t s)
 {
-    for (uint32_t i = 0; i < m->nb; i++)
+    for (uint32_t i = sg->b0; i < sg->b0 + sg->nb; i++)
         m->b0[i] = h->banks[m->tb[i]];
-    for (uint32_t i = 0; i < m->ng; i++) {
+    for (uint32_t i = sg->g0; i < sg->g0 + sg->ng; i++) {
         m->g0[i] = h->bg_last[m->tg[i]];
         m->g0_has[i] = h->bg_has[m->tg[i]];
     }
-    for (uint32_t i = 0; i < m->np; i++)
+    for (uint32_t i = sg->p0; i < sg->p0 + sg->np; i++)
         m->p0[i] = h->pcs[m->tp[i]];
-    for (uint32_t i = 0; i < m->nc; i++) {
-        m->c0[i][0] = h->chans[m->tc[i]].row_bus_free;
-        m->c0[i][1] = h->chans[m->tc[i]].col_bus_free;
-    }
+    m->c0[s][0] = h->chans[sg->ch].row_bus_free;
+    m->c0[s][1] = h->chans[sg->ch].col_bus_free;
 }
 
-/* The record of a finished batch: latest done and end of the tick loop,
- * then every touched entity's final state; 0 if it cannot be recorded. */
-static size_t memo_record(struct plena_hbm *h, struct memo *m, uint64_t t0, uint64_t latest)
+/* The record of a channel segment after the tick loop: its latest done
+ * and last column command L, then its entities' state as of tick L (a bank
+ * the idle timer closed after L is recorded open, with its next_act from
+ * before the close: that close belongs to the batch's last tick, applied
+ * on replay); 0 if it cannot be recorded. */
+static size_t memo_record(struct plena_hbm *h, struct memo *m, const struct memo_seg *sg,
+                          uint32_t s, uint64_t t0)
 {
-    size_t need = 2 + 5 * m->nb + m->ng + 9 * m->np + 2 * m->nc;
+    size_t need = 2 + 5 * sg->nb + sg->ng + 9 * sg->np + 2;
     if (need > m->cap_rec && plena_grow((void **)&m->rec, &m->cap_rec, need, sizeof *m->rec) != 0)
         return 0;
+    const struct chan *c = &h->chans[sg->ch];
+    const uint64_t L = c->last_col;
     uint32_t *o = m->rec;
     size_t w = 0;
     int ok = 1;
-    o[w++] = enc_key(latest, t0, &ok);
-    o[w++] = enc_key(h->cur, t0, &ok);
-    for (uint32_t i = 0; i < m->nb; i++) {
+    o[w++] = enc_key(c->max_done, t0, &ok);
+    o[w++] = enc_key(L, t0, &ok);
+    for (uint32_t i = sg->b0; i < sg->b0 + sg->nb; i++) {
         const struct bank *bk = &h->banks[m->tb[i]], *b0 = &m->b0[i];
+        int open = bk->open, late = !open && bk->idle_tc > L && bk->idle_tc != NONE;
+        uint64_t next_act = late ? bk->act_before_close : bk->next_act;
         uint32_t st = MEMO_CLOSED;
-        if (bk->open) {
+        if (open || late) {
             st = MEMO_OTHER;
             for (uint32_t rc = 0; rc < m->nrows[i]; rc++)
                 if (m->rows[i][rc] == bk->row) st = rc;
@@ -1360,19 +1389,19 @@ static size_t memo_record(struct plena_hbm *h, struct memo *m, uint64_t t0, uint
             if (st == MEMO_OTHER && !(b0->open && b0->row == bk->row)) ok = 0;
         }
         o[w++] = st;
-        o[w++] = enc_rec(bk->next_act, b0->next_act, t0, &ok);
+        o[w++] = enc_rec(next_act, b0->next_act, t0, &ok);
         o[w++] = enc_rec(bk->next_pre, b0->next_pre, t0, &ok);
         o[w++] = enc_rec(bk->next_col, b0->next_col, t0, &ok);
         o[w++] = enc_rec(bk->last_use, b0->last_use, t0, &ok);
     }
     /* the last ACT of a bank group / pseudo channel: "unchanged" unless the
      * batch issued one (a first ACT at 0 equals the initial time) */
-    for (uint32_t i = 0; i < m->ng; i++) {
+    for (uint32_t i = sg->g0; i < sg->g0 + sg->ng; i++) {
         uint32_t g = m->tg[i];
         int acted = h->bg_has[g] && (!m->g0_has[i] || h->bg_last[g] != m->g0[i]);
         o[w++] = acted ? enc_key(h->bg_last[g], t0, &ok) : MEMO_BELOW;
     }
-    for (uint32_t i = 0; i < m->np; i++) {
+    for (uint32_t i = sg->p0; i < sg->p0 + sg->np; i++) {
         const struct pch *pc = &h->pcs[m->tp[i]], *p0 = &m->p0[i];
         o[w++] = enc_rec(pc->bus_free, p0->bus_free, t0, &ok);
         o[w++] = enc_rec(pc->next_rd, p0->next_rd, t0, &ok);
@@ -1388,16 +1417,13 @@ static size_t memo_record(struct plena_hbm *h, struct memo *m, uint64_t t0, uint
         for (uint32_t j = 0; j < 4; j++)
             o[w++] = j < n_new ? enc_key(pc->faw[(pc->faw_head - n_new + j) & 3], t0, &ok) : 0;
     }
-    for (uint32_t i = 0; i < m->nc; i++) {
-        const struct chan *c = &h->chans[m->tc[i]];
-        o[w++] = enc_rec(c->row_bus_free, m->c0[i][0], t0, &ok);
-        o[w++] = enc_rec(c->col_bus_free, m->c0[i][1], t0, &ok);
-    }
+    o[w++] = enc_rec(c->row_bus_free, m->c0[s][0], t0, &ok);
+    o[w++] = enc_rec(c->col_bus_free, m->c0[s][1], t0, &ok);
     return ok ? w : 0;
 }
 
 /* Stores key + record; silently does nothing once the memo is full. */
-static void memo_store(struct memo *m, uint64_t hash, size_t klen, size_t rlen)
+static void memo_store(struct memo *m, uint64_t hash, const uint32_t *key, size_t klen, size_t rlen)
 {
     size_t bytes = (klen + rlen) * sizeof(uint32_t);
     if (m->bytes + bytes > MEMO_MAX_BYTES) return;
@@ -1417,11 +1443,11 @@ static void memo_store(struct memo *m, uint64_t hash, size_t klen, size_t rlen)
         m->slot = ns;
         m->n_slots *= 2;
     }
-    struct memo_slot *s = memo_find(m, hash, klen);
+    struct memo_slot *s = memo_find(m, hash, key, klen);
     if (s->data) return;
     s->data = plena_malloc(bytes);
     if (!s->data) return;
-    memcpy(s->data, m->key, klen * sizeof(uint32_t));
+    memcpy(s->data, key, klen * sizeof(uint32_t));
     memcpy(s->data + klen, m->rec, rlen * sizeof(uint32_t));
     s->hash = hash;
     s->klen = (uint32_t)klen;
@@ -1429,16 +1455,16 @@ static void memo_store(struct memo *m, uint64_t hash, size_t klen, size_t rlen)
     m->bytes += bytes;
 }
 
-/* A hit: the touched entities take the recorded final state; the banks the
- * batch did not touch get the idle closes due by its last tick. Returns
- * the latest done time. */
-static uint64_t memo_apply(struct plena_hbm *h, struct memo *m, const uint32_t *o, uint64_t t0)
+/* A hit: the segment's entities take the recorded state (as of its last
+ * column command). */
+static void memo_apply(struct plena_hbm *h, struct memo *m, const struct memo_seg *sg,
+                       const uint32_t *o, uint64_t t0)
 {
     size_t w = 2;
-    for (uint32_t i = 0; i < m->nb; i++) {
+    struct chan *c = &h->chans[sg->ch];
+    for (uint32_t i = sg->b0; i < sg->b0 + sg->nb; i++) {
         uint32_t b = m->tb[i];
         struct bank *bk = &h->banks[b];
-        struct chan *c = &h->chans[b >> (h->p_bits + h->g_bits + h->k_bits)];
         uint32_t st = o[w++];
         if (st == MEMO_CLOSED) {
             if (bk->open) close_bank(h, b);
@@ -1456,21 +1482,20 @@ static uint64_t memo_apply(struct plena_hbm *h, struct memo *m, const uint32_t *
         bk->last_use = dec_rec(o[w++], bk->last_use, t0);
         bk->n_hits = 0;
         bk->n_whits = 0;
-        bank_changed(h, b);
-        c->dirty = 1;
+        bk->reps_dirty = 1;
         if (bk->open && h->idle_ps > 0) {
             uint64_t tc = max64(bk->last_use + h->idle_ps, bk->next_pre);
             c->idle_min = min64(c->idle_min, tc);
             h->idle_min_all = min64(h->idle_min_all, tc);
         }
     }
-    for (uint32_t i = 0; i < m->ng; i++) {
+    for (uint32_t i = sg->g0; i < sg->g0 + sg->ng; i++) {
         uint32_t v = o[w++];
         if (v == MEMO_BELOW) continue;
         h->bg_last[m->tg[i]] = t0 + v;
         h->bg_has[m->tg[i]] = 1;
     }
-    for (uint32_t i = 0; i < m->np; i++) {
+    for (uint32_t i = sg->p0; i < sg->p0 + sg->np; i++) {
         struct pch *pc = &h->pcs[m->tp[i]];
         pc->bus_free = dec_rec(o[w++], pc->bus_free, t0);
         pc->next_rd = dec_rec(o[w++], pc->next_rd, t0);
@@ -1490,21 +1515,16 @@ static uint64_t memo_apply(struct plena_hbm *h, struct memo *m, const uint32_t *
         pc->col_term[0] = pc_col_term(h, pc, 0);
         pc->col_term[1] = pc_col_term(h, pc, 1);
         pc->act_term = pc_act_term(h, pc);
+        pc->col_dirty = pc->row_dirty = 1;
     }
-    for (uint32_t i = 0; i < m->nc; i++) {
-        struct chan *c = &h->chans[m->tc[i]];
-        c->row_bus_free = dec_rec(o[w++], c->row_bus_free, t0);
-        c->col_bus_free = dec_rec(o[w++], c->col_bus_free, t0);
-    }
-    h->n_pending = 0;
-    h->n_busy = 0;
-    h->cur = t0 + o[1];
-    uint64_t last = h->cur - h->T;
-    if (h->p.row_idle_close > 0 && h->idle_min_all <= last) idle_step(h, last);
-    return t0 + o[0];
+    c->row_bus_free = dec_rec(o[w++], c->row_bus_free, t0);
+    c->col_bus_free = dec_rec(o[w++], c->col_bus_free, t0);
+    c->dirty = 1;
 }
 
-/* serve() on the fast path with the batch memo. */
+/* serve() on the fast path with the channel memo: each channel's part of
+ * the batch is replayed when its key is known, the rest scheduled by the
+ * tick loop (channels do not interact in step 4). */
 static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct plena_hbm_txn *txn,
                            size_t n)
 {
@@ -1514,14 +1534,13 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
         drop_queue(h);
         return t_start;
     }
-    h->n_reqs = n;
     h->n_busy = 0;
-    size_t need = 3 + n * (1 + 5 + 2 + 9 + 3); /* the longest key */
-    int ok =
+    size_t need = n * (3 + 1 + 5 + 2 + 9 + 3); /* the longest keys */
+    int can_key =
         need <= m->cap_key || plena_grow((void **)&m->key, &m->cap_key, need, sizeof *m->key) == 0;
-    m->nb = m->ng = m->np = m->nc = 0;
     /* the requests themselves (fill_req) are only needed on a miss */
     const unsigned kb = h->k_bits, gb = h->g_bits, pb = h->p_bits;
+    uint32_t nseg = 0;
     for (size_t i = 0; i < n; i++) {
         struct plena_hbm_loc loc;
         map_addr(h, txn[i].addr, &loc);
@@ -1535,7 +1554,29 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
         uint32_t hit = bk->open & (bk->row == loc.row);
         bk->n_hits += hit;
         bk->n_whits += hit & wr;
-        if (ok) ok = memo_label(h, m, b, loc.row, wr, i);
+        m->qb[i] = b;
+        m->qr[i] = loc.row;
+        m->qw[i] = (uint8_t)wr;
+        uint32_t s = m->lab_ch[loc.channel];
+        if (s == 0xFF) {
+            s = nseg++;
+            m->lab_ch[loc.channel] = (uint8_t)s;
+            memset(&m->seg[s], 0, sizeof m->seg[s]);
+            m->seg[s].ch = loc.channel;
+        }
+        m->qs[i] = (uint8_t)s;
+        m->seg[s].nq++;
+    }
+    /* requests grouped by channel, in order within each */
+    for (uint32_t s = 0, q0 = 0; s < nseg; s++) {
+        m->seg[s].q0 = q0;
+        q0 += m->seg[s].nq;
+        m->seg[s].nq = 0;
+        m->lab_ch[m->seg[s].ch] = 0xFF;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct memo_seg *sg = &m->seg[m->qs[i]];
+        m->ord[sg->q0 + sg->nq++] = (uint32_t)i;
     }
     h->n_pending = n;
     const uint64_t seq0 = h->seq;
@@ -1546,32 +1587,70 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
     h->cur = t0;
     if (h->p.nREFI > 0 && t0 >= h->next_ref) refresh_step(h, t0);
     if (h->p.row_idle_close > 0 && h->idle_min_all <= t0) idle_step(h, t0);
-    size_t klen = memo_key(h, m, t0, ok);
-    uint64_t hash = 0;
-    if (klen) {
-        hash = memo_hash(m->key, klen);
-        struct memo_slot *s = memo_find(m, hash, klen);
-        if (s->data) {
-            const uint32_t *o = s->data + klen;
-            if (h->p.nREFI == 0 || h->next_ref > t0 + o[1] - h->T) {
+    uint64_t latest = t_start, end = t0;
+    uint32_t nb = 0, ng = 0, np = 0;
+    size_t kw = 0;
+    int any_miss = 0;
+    for (uint32_t s = 0; s < nseg; s++) {
+        struct memo_seg *sg = &m->seg[s];
+        sg->b0 = nb;
+        sg->g0 = ng;
+        sg->p0 = np;
+        sg->k0 = kw;
+        if (can_key) memo_key(h, m, sg, t0);
+        nb += sg->nb;
+        ng += sg->ng;
+        np += sg->np;
+        kw += sg->klen;
+        if (sg->klen) {
+            const uint32_t *key = m->key + sg->k0;
+            sg->hash = memo_hash(key, sg->klen);
+            struct memo_slot *sl = memo_find(m, sg->hash, key, sg->klen);
+            const uint32_t *o = sl->data ? sl->data + sg->klen : NULL;
+            if (o && (h->p.nREFI == 0 || h->next_ref > t0 + o[1])) {
                 m->hits++;
-                return memo_apply(h, m, o, t0);
+                memo_apply(h, m, sg, o, t0);
+                latest = max64(latest, t0 + o[0]);
+                end = max64(end, t0 + o[1] + h->T);
+                continue;
             }
+            memo_save(h, m, sg, s);
         }
-        memo_save(h, m);
+        m->misses++;
+        sg->miss = 1;
+        any_miss = 1;
+        h->chans[sg->ch].last_col = 0;
+        h->chans[sg->ch].max_done = 0;
     }
-    m->misses++;
-    h->seq = seq0;
-    for (size_t i = 0; i < n; i++) {
-        fill_req(h, &h->reqs[i], &txn[i]);
-        link_req(h, (uint32_t)i);
+    if (any_miss) {
+        /* the other channels' requests, in sequence order */
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!m->seg[m->qs[i]].miss) continue;
+            struct req *r = &h->reqs[k];
+            fill_req(h, r, &txn[i]);
+            r->seq = seq0 + i;
+            link_req(h, (uint32_t)k++);
+        }
+        h->seq = seq0 + n;
+        h->n_reqs = k;
+        h->n_pending = k;
+        uint64_t ref0 = h->next_ref;
+        latest = max64(latest, run_ticks(h, t_start));
+        for (uint32_t s = 0; s < nseg && h->next_ref == ref0; s++) {
+            const struct memo_seg *sg = &m->seg[s];
+            if (!sg->miss || !sg->klen) continue;
+            size_t rlen = memo_record(h, m, sg, s, t0);
+            if (rlen) memo_store(m, sg->hash, m->key + sg->k0, sg->klen, rlen);
+        }
     }
-    uint64_t ref0 = h->next_ref;
-    uint64_t latest = run_ticks(h, t_start);
-    if (klen && h->next_ref == ref0) {
-        size_t rlen = memo_record(h, m, t0, latest);
-        if (rlen) memo_store(m, hash, klen, rlen);
-    }
+    h->n_pending = 0;
+    h->n_busy = 0;
+    /* the batch's last tick is the latest of every channel's; the idle
+     * closes due by then (no refresh window comes first: checked) */
+    h->cur = max64(h->cur, end);
+    uint64_t last = h->cur - h->T;
+    if (h->p.row_idle_close > 0 && h->idle_min_all <= last) idle_step(h, last);
     return latest;
 }
 

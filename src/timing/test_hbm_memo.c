@@ -1,4 +1,4 @@
-/* The skip-ahead path's batch memo (docs/timing.md "Batch memo") against the
+/* The skip-ahead path's channel memo (docs/timing.md "Channel memo") against the
  * literal tick-by-tick definition: long random sequences of batches built
  * from a few request templates shifted to other banks and rows (so that
  * keys repeat under relabelling), at random gaps (back to back, inside the
@@ -146,10 +146,10 @@ static void test_memo_equals_ticks(void **state)
                          (unsigned long long)d[2 * N_OPS + i]);
         }
     }
-    print_message("%llu of %llu batches replayed from the memo\n", (unsigned long long)hits,
-                  (unsigned long long)batches);
+    print_message("%llu channel parts of %llu batches replayed from the memo\n",
+                  (unsigned long long)hits, (unsigned long long)batches);
     /* the memo really was used, on a good share of the batches */
-    assert_true(hits * 4 > batches);
+    assert_true(hits > batches);
     free(ops);
     free(tpl);
     free(d);

@@ -1,5 +1,5 @@
 /* Whole programs through the HBM model paths (docs/timing.md "HBM model"):
- * the default skip-ahead controller with its batch memo, the same without
+ * the default skip-ahead controller with its channel memo, the same without
  * the memo, and the literal tick-by-tick definition
  * (plena_run_opts.hbm_exhaustive) must give the same run totals, HBM bytes
  * and per-stage figures on sequential (H_STORE_V), strided (H_PREFETCH_M)
@@ -113,10 +113,11 @@ static void same_figures(const char *dir, const char *prog, uint64_t *cycles, ui
     free(ja);
     assert_int_equal(o[0].hbm_memo_hits, 0);
     assert_int_equal(o[1].hbm_memo_hits, 0);
-    print_message("%s/%s: %llu cycles, %llu B read, %llu B written, %llu batches from the memo\n",
-                  strrchr(dir, '/') + 1, prog, (unsigned long long)a->reported_cycles,
-                  (unsigned long long)a->bytes_read, (unsigned long long)a->bytes_written,
-                  (unsigned long long)o[2].hbm_memo_hits);
+    print_message(
+        "%s/%s: %llu cycles, %llu B read, %llu B written, %llu channel parts from the memo\n",
+        strrchr(dir, '/') + 1, prog, (unsigned long long)a->reported_cycles,
+        (unsigned long long)a->bytes_read, (unsigned long long)a->bytes_written,
+        (unsigned long long)o[2].hbm_memo_hits);
     *cycles = a->reported_cycles;
     *bytes = a->bytes_read + a->bytes_written;
     *memo_hits = o[2].hbm_memo_hits;
