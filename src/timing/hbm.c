@@ -38,7 +38,11 @@ struct bank {
     uint32_t rep_rd, rep_wr, rep_nh;
     /* the memo's record: time of the last idle close and next_act before it */
     uint64_t idle_tc, act_before_close;
+    /* 128 bytes, on a 64-byte boundary: the fields up to tail (what the
+     * memo reads and writes per bank) share one cache line */
+    uint8_t pad_[24];
 };
+_Static_assert(sizeof(struct bank) == 128, "struct bank: two cache lines");
 
 struct pch {
     uint64_t bus_free, next_rd, next_wr;
@@ -180,7 +184,8 @@ struct plena_hbm {
     /* address mapping constants of plena_hbm_map, precomputed */
     unsigned n_sel;
     uint64_t sel_mask, p_mask, h_mask, g_mask;
-    struct bank *banks;
+    struct bank *banks; /* in banks_mem, 64-byte aligned */
+    void *banks_mem;
     size_t n_banks;
     struct pch *pcs;
     uint64_t *bg_last;
@@ -309,7 +314,8 @@ int plena_hbm_new(const struct plena_hbm_params *p, struct plena_hbm **out, stru
     h->g_mask = ((uint64_t)1 << h->g_bits) - 1;
     size_t n_pc = (size_t)p->channels * p->pseudo_channels;
     h->n_banks = n_pc * p->bank_groups * p->banks_per_group;
-    h->banks = plena_calloc(h->n_banks, sizeof *h->banks);
+    h->banks_mem = plena_calloc(h->n_banks + 1, sizeof *h->banks);
+    if (h->banks_mem) h->banks = (struct bank *)(((uintptr_t)h->banks_mem + 63) & ~(uintptr_t)63);
     h->pcs = plena_calloc(n_pc, sizeof *h->pcs);
     h->bg_last = plena_calloc(n_pc * p->bank_groups, sizeof *h->bg_last);
     h->bg_has = plena_calloc(n_pc * p->bank_groups, sizeof *h->bg_has);
@@ -362,7 +368,7 @@ void plena_hbm_free(struct plena_hbm *h)
     if (h->chans)
         for (uint32_t c = 0; c < h->p.channels; c++)
             plena_free(h->chans[c].pend);
-    plena_free(h->banks);
+    plena_free(h->banks_mem);
     plena_free(h->pcs);
     plena_free(h->bg_last);
     plena_free(h->bg_has);
@@ -1591,6 +1597,8 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
     uint32_t nb = 0, ng = 0, np = 0;
     size_t kw = 0;
     int any_miss = 0;
+    /* every part's key first (each reads only its own channel's state),
+     * their slots fetched while the next is keyed */
     for (uint32_t s = 0; s < nseg; s++) {
         struct memo_seg *sg = &m->seg[s];
         sg->b0 = nb;
@@ -1603,8 +1611,14 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
         np += sg->np;
         kw += sg->klen;
         if (sg->klen) {
+            sg->hash = memo_hash(m->key + sg->k0, sg->klen);
+            __builtin_prefetch(&m->slot[sg->hash & (m->n_slots - 1)]);
+        }
+    }
+    for (uint32_t s = 0; s < nseg; s++) {
+        struct memo_seg *sg = &m->seg[s];
+        if (sg->klen) {
             const uint32_t *key = m->key + sg->k0;
-            sg->hash = memo_hash(key, sg->klen);
             struct memo_slot *sl = memo_find(m, sg->hash, key, sg->klen);
             const uint32_t *o = sl->data ? sl->data + sg->klen : NULL;
             if (o && (h->p.nREFI == 0 || h->next_ref > t0 + o[1])) {
