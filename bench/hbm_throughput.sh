@@ -8,8 +8,11 @@
 # cost per transaction is (CPU(hbm2) - CPU(ideal)) / transactions. Runs
 # alternate (binary by binary, ideal and hbm2 interleaved) RUNS times and the
 # medians are used, so the ratios of one invocation compare the same stretch
-# of a shared machine. With two binaries (before, after) it also checks that
-# both print the same summary lines (cycles and bytes).
+# of a shared machine. Each binary also runs "full" (hbm2 with the stage
+# profile, --asm for the labels): full / ideal is issue 14's acceptance
+# ratio "timing + profile over the functional run". With two binaries
+# (before, after) it also checks that both print the same summary lines
+# (cycles and bytes).
 # usage: bench/hbm_throughput.sh PLENA_BIN [OTHER_PLENA_BIN]
 # env: MODEL (qwen3-30b-a3b), TOKENS (16), RUNS (5), KEEP=1 keeps the scratch.
 set -eu
@@ -28,11 +31,14 @@ TMP=$(mktemp -d /tmp/plena_hbm_bench.XXXXXX)
     --out "$TMP/b" >/dev/null
 cd "$TMP/b"
 
-# cpu BIN MODEL: CPU seconds (user + sys) of one run; the summary goes to out_<tag>.
+# cpu BIN MODEL [ARGS]: CPU seconds (user + sys) of one run; the summary goes to $TMP/out.
 cpu() {
-    /usr/bin/time -f "%U %S" -o "$TMP/t" "$1" run --program program.mem --hbm hbm.bin \
+    b=$1
+    m=$2
+    shift 2
+    /usr/bin/time -f "%U %S" -o "$TMP/t" "$b" run --program program.mem --hbm hbm.bin \
         --fpsram fp_sram.bin --intsram int_sram.bin --vram vram_preload.bin --dump none \
-        --hbm-model "$2" >"$TMP/out" 2>&1
+        --hbm-model "$m" "$@" >"$TMP/out" 2>&1
     awk '{ print $1 + $2 }' "$TMP/t"
 }
 
@@ -45,6 +51,7 @@ while [ "$i" -lt "$RUNS" ]; do
         cpu "$b" ideal >>"$TMP/ideal_$k"
         cpu "$b" hbm2 >>"$TMP/hbm2_$k"
         grep -v '^Topology' "$TMP/out" >"$TMP/summary_$k"
+        cpu "$b" hbm2 --asm program.asm --profile "$TMP/profile.json" >>"$TMP/full_$k"
         k=$((k + 1))
     done
     i=$((i + 1))
@@ -58,9 +65,11 @@ k=0
 for b in $bins; do
     mi=$(median "$TMP/ideal_$k")
     mh=$(median "$TMP/hbm2_$k")
-    awk -v b="$b" -v i="$mi" -v h="$mh" -v n="$txn" 'BEGIN {
+    mf=$(median "$TMP/full_$k")
+    awk -v b="$b" -v i="$mi" -v h="$mh" -v f="$mf" -v n="$txn" 'BEGIN {
         printf "%s\n  ideal %.2f s  hbm2 %.2f s  hbm2/ideal %.2fx  HBM model %.1f ns per transaction\n",
-               b, i, h, h / i, 1e9 * (h - i) / n }'
+               b, i, h, h / i, 1e9 * (h - i) / n
+        printf "  hbm2 + profile %.2f s  timing + profile / functional %.2fx\n", f, f / i }'
     echo "$mh $mi" >"$TMP/med_$k"
     k=$((k + 1))
 done

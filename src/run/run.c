@@ -591,6 +591,7 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
     /* observers */
     if ((rc = plena_timing_new(&out->settings, &timing, e)) != 0) goto fail;
     if (o->hbm_exhaustive) plena_hbm_set_exhaustive(plena_timing_hbm(timing), 1);
+    if (o->hbm_memo_off) plena_hbm_set_memo(plena_timing_hbm(timing), 0);
     if (o->overlap && (rc = plena_overlap_new(&out->settings, &overlap, e)) != 0) goto fail;
     if (o->profile_path) {
         if ((rc = plena_profile_init(&profile, labels, ss.prog->n, out->settings.clock_period_ps,
@@ -726,6 +727,7 @@ fail:
     if (o->stats_path) write_stats(&ss, NULL); /* best effort: the input error stays primary */
 
 done:
+    if (timing) out->hbm_memo_hits = plena_hbm_memo_hits(plena_timing_hbm(timing));
     if (have_profile) plena_profile_free(&profile);
     plena_timeline_free(timeline);
     plena_overlap_free(overlap);

@@ -46,6 +46,7 @@ struct plena_run_opts {
     int hbm_exhaustive; /* the HBM model steps every tick, the literal definition of
                          * docs/timing.md "Scheduler" (reference path of the
                          * equivalence tests; same results, much slower) */
+    int hbm_memo_off;   /* the skip-ahead HBM path without its channel memo (tests) */
     /* outputs (NULL = not written) */
     const char *dump_dir;
     unsigned dump_mask; /* enum plena_dump_mask bits; 0 = no dumps */
@@ -118,6 +119,8 @@ struct plena_run_outcome {
     uint64_t timeline_bytes;
     uint64_t stage_wall_picos[32]; /* per stage (PLENA_STAGE_COUNT used); 0 without profile */
     double host_wall_seconds;
+    uint64_t hbm_memo_hits; /* channel parts of HBM batches replayed from the memo
+                             * (docs/timing.md "Channel memo") */
 };
 
 /* Runs one session. Returns 0 when the program ran (completed or trapped:

@@ -36,7 +36,13 @@ struct bank {
     uint32_t n_pend;
     uint32_t act_pos; /* position in its pseudo channel's active list while n_pend > 0 */
     uint32_t rep_rd, rep_wr, rep_nh;
+    /* the memo's record: time of the last idle close and next_act before it */
+    uint64_t idle_tc, act_before_close;
+    /* 128 bytes, on a 64-byte boundary: the fields up to tail (what the
+     * memo reads and writes per bank) share one cache line */
+    uint8_t pad_[24];
 };
+_Static_assert(sizeof(struct bank) == 128, "struct bank: two cache lines");
 
 struct pch {
     uint64_t bus_free, next_rd, next_wr;
@@ -82,6 +88,7 @@ struct chan {
     uint64_t idle_min;
     uint32_t *open; /* this channel's open banks (a slice of open_all), any order */
     size_t n_open;
+    uint64_t last_col, max_done; /* the memo's record: last RD/WR and latest done */
 };
 
 struct req {
@@ -95,6 +102,81 @@ struct req {
     uint8_t l_pc, l_bg, l_bank; /* local indices, for the trace hook */
 };
 
+/* ---- channel memo (docs/timing.md "Channel memo") ----
+ *
+ * Step 4 of a tick looks at one channel's state only, so a batch is the
+ * union of independent channel parts, and a part's outcome depends only on
+ * its requests and on the state of the entities they touch, up to a
+ * relabelling and a shift in time. The scheduler compares times only with
+ * ticks t >= t0 (the batch's first tick) through legality terms of the
+ * form "t >= x" (x a state time plus a non-negative constant) and through
+ * max(), and every time it writes is >= t0. Two channel parts whose
+ * requests have the same equality structure (which share a pseudo channel,
+ * bank group, bank, row; read or write) and whose touched state gives the
+ * same term values relative to t0 (exactly when >= t0, one class "before
+ * t0" otherwise) therefore run the same commands at the same relative
+ * ticks. The fast path keys each part that way after steps 1 and 2 of the
+ * first tick; on a hit it writes the recorded state (relative times, or
+ * "unchanged" for a field still before t0) as of the part's last column
+ * command L instead of scheduling it; the parts that miss go through the
+ * tick loop together. Conditions: no refresh window at or before L,
+ * untraced, read-to-write turnaround >= 0 (every write then is >= t0).
+ * Idle closes are independent per bank and fixed by the bank's own state;
+ * those due after a part's L (and the untouched banks') are applied by
+ * step 2 of the batch's last tick. */
+#define MEMO_BELOW     UINT32_MAX /* key: before t0; record: unchanged */
+#define MEMO_MAXREQ    255        /* requests per memoised batch (8-bit labels) */
+#define MEMO_MAXROWS   16         /* distinct rows per bank */
+#define MEMO_CLOSED    0xFEu
+#define MEMO_OTHER     0xFFu /* open on a row no request of the batch targets */
+#define MEMO_SLOTS0    4096
+#define MEMO_MAX_SLOTS ((size_t)1 << 20)
+#define MEMO_MAX_BYTES ((size_t)64 << 20)
+
+struct memo_slot {
+    uint64_t hash;
+    uint32_t *data; /* klen key words, then the record */
+    uint32_t klen;
+};
+
+/* One channel's part of the batch being served. */
+struct memo_seg {
+    uint32_t ch;
+    uint32_t q0, nq;                 /* its requests: ord[q0 .. q0 + nq) */
+    uint32_t b0, nb, g0, ng, p0, np; /* its entities: tb[b0 ..), tg[g0 ..), tp[p0 ..) */
+    size_t k0, klen;                 /* its key: key[k0 .. k0 + klen), klen 0 = not keyed */
+    uint64_t hash;
+    int miss;
+};
+
+struct memo {
+    struct memo_slot *slot;
+    size_t n_slots, n_used, bytes;
+    /* labels while keying (0xFF = not touched): channel -> segment, and
+     * bank, bank group, pseudo channel -> label within its channel */
+    uint8_t *lab_bank, *lab_bg, *lab_pc, *lab_ch;
+    /* the batch's requests: flat bank, row, direction, segment */
+    uint32_t qb[MEMO_MAXREQ];
+    uint64_t qr[MEMO_MAXREQ];
+    uint8_t qw[MEMO_MAXREQ], qs[MEMO_MAXREQ];
+    uint32_t ord[MEMO_MAXREQ];
+    struct memo_seg seg[MEMO_MAXREQ];
+    uint32_t tb[MEMO_MAXREQ], tg[MEMO_MAXREQ], tp[MEMO_MAXREQ];
+    uint8_t nrows[MEMO_MAXREQ];
+    uint64_t rows[MEMO_MAXREQ][MEMO_MAXROWS];
+    /* state of the touched entities before the batch (miss path) */
+    struct bank b0[MEMO_MAXREQ];
+    struct pch p0[MEMO_MAXREQ];
+    uint64_t g0[MEMO_MAXREQ];
+    uint8_t g0_has[MEMO_MAXREQ];
+    uint64_t c0[MEMO_MAXREQ][2];
+    uint32_t *key, *rec;
+    size_t cap_key, cap_rec;
+    uint64_t hits, misses;
+};
+
+static void memo_free(struct memo *m);
+
 struct plena_hbm {
     struct plena_hbm_params p;
     uint64_t T;
@@ -102,7 +184,8 @@ struct plena_hbm {
     /* address mapping constants of plena_hbm_map, precomputed */
     unsigned n_sel;
     uint64_t sel_mask, p_mask, h_mask, g_mask;
-    struct bank *banks;
+    struct bank *banks; /* in banks_mem, 64-byte aligned */
+    void *banks_mem;
     size_t n_banks;
     struct pch *pcs;
     uint64_t *bg_last;
@@ -130,6 +213,8 @@ struct plena_hbm {
     size_t n_reqs, cap_reqs;
     size_t n_pending;
     int exhaustive;
+    int memo_on;       /* fast path: replay memoised batches (default on) */
+    struct memo *memo; /* allocated on first use */
     int oom;
     plena_hbm_trace_fn trace;
     void *trace_ctx;
@@ -229,7 +314,8 @@ int plena_hbm_new(const struct plena_hbm_params *p, struct plena_hbm **out, stru
     h->g_mask = ((uint64_t)1 << h->g_bits) - 1;
     size_t n_pc = (size_t)p->channels * p->pseudo_channels;
     h->n_banks = n_pc * p->bank_groups * p->banks_per_group;
-    h->banks = plena_calloc(h->n_banks, sizeof *h->banks);
+    h->banks_mem = plena_calloc(h->n_banks + 1, sizeof *h->banks);
+    if (h->banks_mem) h->banks = (struct bank *)(((uintptr_t)h->banks_mem + 63) & ~(uintptr_t)63);
     h->pcs = plena_calloc(n_pc, sizeof *h->pcs);
     h->bg_last = plena_calloc(n_pc * p->bank_groups, sizeof *h->bg_last);
     h->bg_has = plena_calloc(n_pc * p->bank_groups, sizeof *h->bg_has);
@@ -271,6 +357,7 @@ int plena_hbm_new(const struct plena_hbm_params *p, struct plena_hbm **out, stru
     h->rd_to_wr = (int64_t)p->nCL + p->nBL + 2 - (int64_t)p->nCWL;
     h->idle_min_all = NONE;
     h->next_ref = (uint64_t)p->nREFI * h->T;
+    h->memo_on = 1;
     *out = h;
     return 0;
 }
@@ -281,7 +368,7 @@ void plena_hbm_free(struct plena_hbm *h)
     if (h->chans)
         for (uint32_t c = 0; c < h->p.channels; c++)
             plena_free(h->chans[c].pend);
-    plena_free(h->banks);
+    plena_free(h->banks_mem);
     plena_free(h->pcs);
     plena_free(h->bg_last);
     plena_free(h->bg_has);
@@ -290,6 +377,7 @@ void plena_hbm_free(struct plena_hbm *h)
     plena_free(h->active_all);
     plena_free(h->busy);
     plena_free(h->reqs);
+    memo_free(h->memo);
     plena_free(h);
 }
 
@@ -302,6 +390,16 @@ void plena_hbm_set_trace(struct plena_hbm *h, plena_hbm_trace_fn fn, void *ctx)
 void plena_hbm_set_exhaustive(struct plena_hbm *h, int on)
 {
     h->exhaustive = on != 0;
+}
+
+void plena_hbm_set_memo(struct plena_hbm *h, int on)
+{
+    h->memo_on = on != 0;
+}
+
+uint64_t plena_hbm_memo_hits(const struct plena_hbm *h)
+{
+    return h->memo ? h->memo->hits : 0;
 }
 
 int plena_hbm_out_of_memory(const struct plena_hbm *h)
@@ -353,7 +451,7 @@ static inline void emit(struct plena_hbm *h, uint64_t t, const char *cmd, const 
 /* The bank's cached representatives and its pseudo channel's aggregates are stale. */
 static void bank_changed(struct plena_hbm *h, uint32_t b)
 {
-    struct pch *pc = &h->pcs[b / h->banks_per_pc];
+    struct pch *pc = &h->pcs[b >> (h->g_bits + h->k_bits)];
     h->banks[b].reps_dirty = 1;
     pc->col_dirty = 1;
     pc->row_dirty = 1;
@@ -362,7 +460,7 @@ static void bank_changed(struct plena_hbm *h, uint32_t b)
 static void close_bank(struct plena_hbm *h, uint32_t b)
 {
     struct bank *bk = &h->banks[b];
-    struct chan *c = &h->chans[b / h->banks_per_channel];
+    struct chan *c = &h->chans[b >> (h->p_bits + h->g_bits + h->k_bits)];
     uint32_t last = c->open[--c->n_open];
     c->open[bk->open_pos] = last;
     h->banks[last].open_pos = bk->open_pos;
@@ -466,6 +564,8 @@ static void issue_col(struct plena_hbm *h, uint64_t t, struct req *r)
     pc->col_term[1] = pc_col_term(h, pc, 1);
     c->col_bus_free = t + h->T;
     c->dirty = 1;
+    c->last_col = t;
+    c->max_done = max64(c->max_done, r->done);
     bk->last_use = t;
     bk->n_hits--;
     bk->n_whits -= r->is_write;
@@ -660,7 +760,7 @@ static uint32_t scan_row(struct plena_hbm *h, struct pch *pc, uint64_t t, int ok
         if (bk->n_pend == bk->n_hits) continue; /* no non-hit */
         if (bk->reps_dirty) update_reps(h, bk);
         if (!bk->open) {
-            uint64_t x = max64(bk->next_act, bg_term(h, b / h->p.banks_per_group));
+            uint64_t x = max64(bk->next_act, bg_term(h, b >> h->k_bits));
             m_act = min64(m_act, x);
             if (ok_act && x <= t) best = take(best, bk->rep_nh);
         } else if (bk->n_hits == 0) {
@@ -805,6 +905,8 @@ static void idle_step(struct plena_hbm *h, uint64_t t)
             if (bk->n_hits == 0) {
                 uint64_t tc = max64(bk->last_use + h->idle_ps, bk->next_pre);
                 if (tc <= t) {
+                    bk->idle_tc = tc;
+                    bk->act_before_close = bk->next_act;
                     close_bank(h, b); /* moves another open bank into slot i */
                     bk->next_act = max64(bk->next_act, tc + h->rp_ps);
                     continue;
@@ -925,6 +1027,39 @@ static void count_hit(struct bank *bk, const struct req *r)
     }
 }
 
+/* Fast path: appends request i to its bank's pending list and the bank to
+ * its pseudo channel's active list, the channel to the busy list. */
+static void link_req(struct plena_hbm *h, uint32_t i)
+{
+    struct req *r = &h->reqs[i];
+    struct chan *c = &h->chans[r->ch];
+    struct bank *bk = &h->banks[r->bank];
+    /* sequence numbers grow with i: appending keeps the list in order */
+    r->prev = bk->tail;
+    r->next = NIL;
+    if (bk->tail != NIL)
+        h->reqs[bk->tail].next = i;
+    else
+        bk->head = i;
+    bk->tail = i;
+    if (bk->n_pend++ == 0) {
+        struct pch *pc = &h->pcs[r->pc];
+        bk->act_pos = (uint32_t)pc->n_active;
+        pc->active[pc->n_active++] = r->bank;
+    }
+    bank_changed(h, r->bank);
+    c->dirty = 1;
+    if (c->n_req++ == 0) {
+        /* insert into the ascending busy list (a handful of channels) */
+        size_t k = h->n_busy++;
+        while (k > 0 && h->busy[k - 1] > r->ch) {
+            h->busy[k] = h->busy[k - 1];
+            k--;
+        }
+        h->busy[k] = r->ch;
+    }
+}
+
 static int enqueue(struct plena_hbm *h, const struct plena_hbm_txn *txn, size_t n)
 {
     if (n > h->cap_reqs && plena_grow((void **)&h->reqs, &h->cap_reqs, n, sizeof *h->reqs) != 0)
@@ -949,30 +1084,7 @@ static int enqueue(struct plena_hbm *h, const struct plena_hbm_txn *txn, size_t 
                 return -1;
             c->pend[c->n_pend++] = (uint32_t)i;
         } else {
-            /* sequence numbers grow with i: appending keeps the list in order */
-            r->prev = bk->tail;
-            r->next = NIL;
-            if (bk->tail != NIL)
-                h->reqs[bk->tail].next = (uint32_t)i;
-            else
-                bk->head = (uint32_t)i;
-            bk->tail = (uint32_t)i;
-            if (bk->n_pend++ == 0) {
-                struct pch *pc = &h->pcs[r->pc];
-                bk->act_pos = (uint32_t)pc->n_active;
-                pc->active[pc->n_active++] = r->bank;
-            }
-            bank_changed(h, r->bank);
-            c->dirty = 1;
-            if (c->n_req++ == 0) {
-                /* insert into the ascending busy list (a handful of channels) */
-                size_t k = h->n_busy++;
-                while (k > 0 && h->busy[k - 1] > r->ch) {
-                    h->busy[k] = h->busy[k - 1];
-                    k--;
-                }
-                h->busy[k] = r->ch;
-            }
+            link_req(h, (uint32_t)i);
         }
         count_hit(bk, r);
     }
@@ -999,6 +1111,563 @@ static void enqueue_one(struct plena_hbm *h, const struct plena_hbm_txn *txn)
     h->n_pending = 1;
 }
 
+/* The tick loop of serve() from h->cur until every queued request has
+ * issued; returns the latest done time (at least t_start). */
+static uint64_t run_ticks(struct plena_hbm *h, uint64_t t_start)
+{
+    while (h->n_pending > 0) {
+        tick(h, h->cur);
+        if (h->n_pending == 0) {
+            h->cur += h->T;
+            break;
+        }
+        h->cur = h->exhaustive ? h->cur + h->T : next_tick(h, h->cur);
+    }
+    uint64_t latest = t_start;
+    for (size_t i = 0; i < h->n_reqs; i++)
+        latest = max64(latest, h->reqs[i].done);
+    return latest;
+}
+
+/* ---- channel memo: key, record, replay ---- */
+
+/* A time in the key: its offset from t0, or "before t0". */
+static uint32_t enc_key(uint64_t x, uint64_t t0, int *ok)
+{
+    if (x < t0) return MEMO_BELOW;
+    if (x - t0 >= MEMO_BELOW) {
+        *ok = 0;
+        return 0;
+    }
+    return (uint32_t)(x - t0);
+}
+
+/* A time in the record: its offset from t0, or "unchanged" for a field the
+ * batch left before t0 (every write is >= t0, so it was not written). */
+static uint32_t enc_rec(uint64_t after, uint64_t before, uint64_t t0, int *ok)
+{
+    if (after < t0) {
+        if (after != before) *ok = 0;
+        return MEMO_BELOW;
+    }
+    return enc_key(after, t0, ok);
+}
+
+/* Appends time x to a key unless it is before t0; returns whether it did. */
+static uint32_t key_time(uint32_t *k, size_t *w, uint64_t x, uint64_t t0, int *ok)
+{
+    uint32_t v = enc_key(x, t0, ok);
+    if (v == MEMO_BELOW) return 0;
+    k[(*w)++] = v;
+    return 1;
+}
+
+static uint64_t dec_rec(uint32_t w, uint64_t cur, uint64_t t0)
+{
+    return w == MEMO_BELOW ? cur : t0 + w;
+}
+
+static struct memo *memo_get(struct plena_hbm *h)
+{
+    if (h->memo) return h->memo;
+    struct memo *m = plena_calloc(1, sizeof *m);
+    if (!m) return NULL;
+    size_t n_pc = (size_t)h->p.channels * h->p.pseudo_channels;
+    m->lab_bank = plena_calloc(h->n_banks, 1);
+    m->lab_bg = plena_calloc(n_pc * h->p.bank_groups, 1);
+    m->lab_pc = plena_calloc(n_pc, 1);
+    m->lab_ch = plena_calloc(h->p.channels, 1);
+    m->n_slots = MEMO_SLOTS0;
+    m->slot = plena_calloc(m->n_slots, sizeof *m->slot);
+    if (!m->lab_bank || !m->lab_bg || !m->lab_pc || !m->lab_ch || !m->slot) {
+        memo_free(m);
+        h->memo_on = 0; /* serve without it */
+        return NULL;
+    }
+    memset(m->lab_bank, 0xFF, h->n_banks);
+    memset(m->lab_bg, 0xFF, n_pc * h->p.bank_groups);
+    memset(m->lab_pc, 0xFF, n_pc);
+    memset(m->lab_ch, 0xFF, h->p.channels);
+    h->memo = m;
+    return m;
+}
+
+static void memo_free(struct memo *m)
+{
+    if (!m) return;
+    if (m->slot)
+        for (size_t i = 0; i < m->n_slots; i++)
+            plena_free(m->slot[i].data);
+    plena_free(m->slot);
+    plena_free(m->lab_bank);
+    plena_free(m->lab_bg);
+    plena_free(m->lab_pc);
+    plena_free(m->lab_ch);
+    plena_free(m->key);
+    plena_free(m->rec);
+    plena_free(m);
+}
+
+/* Request q's key word in its channel's key: bank, bank group and pseudo
+ * channel labelled in order of first use within the channel (appended to
+ * the touched-entity lists tb/tg/tp) and its row's class among its bank's
+ * distinct rows; 0 when the bank has too many rows to key. */
+static int memo_label(const struct plena_hbm *h, struct memo *m, struct memo_seg *sg, uint32_t q,
+                      uint32_t *word)
+{
+    uint32_t b = m->qb[q];
+    uint32_t lb = m->lab_bank[b];
+    if (lb == 0xFF) {
+        /* the flat indices nest: parents by shifts */
+        uint32_t bgi = b >> h->k_bits, pc = bgi >> h->g_bits;
+        if (m->lab_pc[pc] == 0xFF) {
+            m->lab_pc[pc] = (uint8_t)sg->np;
+            m->tp[sg->p0 + sg->np++] = pc;
+        }
+        if (m->lab_bg[bgi] == 0xFF) {
+            m->lab_bg[bgi] = (uint8_t)sg->ng;
+            m->tg[sg->g0 + sg->ng++] = bgi;
+        }
+        lb = sg->nb++;
+        m->lab_bank[b] = (uint8_t)lb;
+        m->tb[sg->b0 + lb] = b;
+        m->nrows[sg->b0 + lb] = 0;
+    }
+    uint32_t gb = sg->b0 + lb, rc = 0;
+    while (rc < m->nrows[gb] && m->rows[gb][rc] != m->qr[q])
+        rc++;
+    if (rc == m->nrows[gb]) {
+        if (rc == MEMO_MAXROWS) return 0;
+        m->rows[gb][rc] = m->qr[q];
+        m->nrows[gb]++;
+    }
+    *word = lb | rc << 8 | (uint32_t)m->qw[q] << 16;
+    return 1;
+}
+
+/* Channel segment sg's key (after steps 1 and 2 of the batch's first tick
+ * t0) at m->key + sg->k0: its requests, then the state of the entities they
+ * touch; sets sg->klen (0 when it cannot be memoised). Clears the labels. */
+static void memo_key(struct plena_hbm *h, struct memo *m, struct memo_seg *sg, uint64_t t0)
+{
+    uint32_t *k = m->key + sg->k0;
+    size_t w = 3;
+    int ok = 1;
+    for (uint32_t j = 0; ok && j < sg->nq; j++)
+        ok = memo_label(h, m, sg, m->ord[sg->q0 + j], &k[w++]);
+    for (uint32_t i = 0; ok && i < sg->nb; i++) {
+        uint32_t gi = sg->b0 + i;
+        const struct bank *bk = &h->banks[m->tb[gi]];
+        uint32_t st = MEMO_CLOSED;
+        if (bk->open) {
+            st = MEMO_OTHER;
+            for (uint32_t rc = 0; rc < m->nrows[gi]; rc++)
+                if (m->rows[gi][rc] == bk->row) st = rc;
+        }
+        /* a state word with a mask of the times that are >= t0, then those
+         * (most are before t0 after a compute gap: short keys) */
+        size_t w0 = w++;
+        uint32_t mask = 0;
+        mask |= key_time(k, &w, bk->next_act, t0, &ok) << 0;
+        mask |= key_time(k, &w, bk->next_pre, t0, &ok) << 1;
+        mask |= key_time(k, &w, bk->next_col, t0, &ok) << 2;
+        /* last_use matters only to an open bank's idle close while it has
+         * no hit (a closed bank's ACT, a hit's RD overwrite it first) */
+        if (bk->open && bk->n_hits == 0 && h->idle_ps > 0)
+            mask |= key_time(k, &w, bk->last_use + h->idle_ps, t0, &ok) << 3;
+        k[w0] = m->lab_bg[m->tb[gi] >> h->k_bits] | st << 8 | mask << 16;
+    }
+    for (uint32_t i = 0; ok && i < sg->ng; i++) {
+        uint32_t g = m->tg[sg->g0 + i];
+        size_t w0 = w++;
+        uint32_t mask = key_time(k, &w, bg_term(h, g), t0, &ok);
+        k[w0] = m->lab_pc[g >> h->g_bits] | mask << 8;
+    }
+    for (uint32_t i = 0; ok && i < sg->np; i++) {
+        const struct pch *pc = &h->pcs[m->tp[sg->p0 + i]];
+        size_t w0 = w++;
+        uint32_t mask = 0;
+        mask |= key_time(k, &w, pc->bus_free, t0, &ok) << 0;
+        mask |= key_time(k, &w, pc->next_rd, t0, &ok) << 1;
+        mask |= key_time(k, &w, pc->next_wr, t0, &ok) << 2;
+        mask |= key_time(k, &w, pc->has_act ? pc->last_act + h->rrds_ps : 0, t0, &ok) << 3;
+        for (uint32_t j = 0; j < pc->n_faw; j++) {
+            uint64_t x = pc->faw[(pc->faw_head - pc->n_faw + j) & 3] + h->faw_ps;
+            mask |= key_time(k, &w, x, t0, &ok) << (4 + j);
+        }
+        k[w0] = pc->n_faw | mask << 8;
+    }
+    if (ok) {
+        const struct chan *c = &h->chans[sg->ch];
+        size_t w0 = w++;
+        uint32_t mask = key_time(k, &w, c->row_bus_free, t0, &ok);
+        mask |= key_time(k, &w, c->col_bus_free, t0, &ok) << 1;
+        k[w0] = mask;
+        k[0] = sg->nq;
+        k[1] = sg->nb | sg->ng << 8 | sg->np << 16;
+        k[2] = enc_key(h->blocked_until, t0, &ok);
+    }
+    /* the labels are only needed while keying */
+    for (uint32_t i = 0; i < sg->nb; i++)
+        m->lab_bank[m->tb[sg->b0 + i]] = 0xFF;
+    for (uint32_t i = 0; i < sg->ng; i++)
+        m->lab_bg[m->tg[sg->g0 + i]] = 0xFF;
+    for (uint32_t i = 0; i < sg->np; i++)
+        m->lab_pc[m->tp[sg->p0 + i]] = 0xFF;
+    sg->klen = ok ? w : 0;
+}
+
+/* Word pairs times odd constants, summed (independent products), then
+ * mixed; equal keys are confirmed by comparison. */
+static uint64_t memo_hash(const uint32_t *k, size_t n)
+{
+    uint64_t a = n, b = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        a += ((uint64_t)k[i] << 32 | k[i + 1]) * 0x9E3779B97F4A7C15ull + i;
+        b += ((uint64_t)k[i + 2] << 32 | k[i + 3]) * 0xC2B2AE3D27D4EB4Full;
+        a = a << 7 | a >> 57;
+        b = b << 11 | b >> 53;
+    }
+    for (; i < n; i++)
+        a += (k[i] + (uint64_t)i) * 0xFF51AFD7ED558CCDull;
+    uint64_t x = a ^ (b * 0x165667B19E3779F9ull);
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDull;
+    x ^= x >> 33;
+    return x;
+}
+
+static struct memo_slot *memo_find(struct memo *m, uint64_t hash, const uint32_t *key, size_t klen)
+{
+    size_t mask = m->n_slots - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+        struct memo_slot *s = &m->slot[i];
+        if (!s->data) return s;
+        if (s->hash == hash && s->klen == klen && !memcmp(s->data, key, klen * sizeof *key))
+            return s;
+    }
+}
+
+/* Snapshot of a segment's entities before the tick loop (miss path). */
+static void memo_save(struct plena_hbm *h, struct memo *m, const struct memo_seg *sg, uint32_t s)
+{
+    for (uint32_t i = sg->b0; i < sg->b0 + sg->nb; i++)
+        m->b0[i] = h->banks[m->tb[i]];
+    for (uint32_t i = sg->g0; i < sg->g0 + sg->ng; i++) {
+        m->g0[i] = h->bg_last[m->tg[i]];
+        m->g0_has[i] = h->bg_has[m->tg[i]];
+    }
+    for (uint32_t i = sg->p0; i < sg->p0 + sg->np; i++)
+        m->p0[i] = h->pcs[m->tp[i]];
+    m->c0[s][0] = h->chans[sg->ch].row_bus_free;
+    m->c0[s][1] = h->chans[sg->ch].col_bus_free;
+}
+
+/* The record of a channel segment after the tick loop: its latest done
+ * and last column command L, then its entities' state as of tick L (a bank
+ * the idle timer closed after L is recorded open, with its next_act from
+ * before the close: that close belongs to the batch's last tick, applied
+ * on replay); 0 if it cannot be recorded. */
+static size_t memo_record(struct plena_hbm *h, struct memo *m, const struct memo_seg *sg,
+                          uint32_t s, uint64_t t0)
+{
+    size_t need = 2 + 5 * sg->nb + sg->ng + 9 * sg->np + 2;
+    if (need > m->cap_rec && plena_grow((void **)&m->rec, &m->cap_rec, need, sizeof *m->rec) != 0)
+        return 0;
+    const struct chan *c = &h->chans[sg->ch];
+    const uint64_t L = c->last_col;
+    uint32_t *o = m->rec;
+    size_t w = 0;
+    int ok = 1;
+    o[w++] = enc_key(c->max_done, t0, &ok);
+    o[w++] = enc_key(L, t0, &ok);
+    for (uint32_t i = sg->b0; i < sg->b0 + sg->nb; i++) {
+        const struct bank *bk = &h->banks[m->tb[i]], *b0 = &m->b0[i];
+        int open = bk->open, late = !open && bk->idle_tc > L && bk->idle_tc != NONE;
+        uint64_t next_act = late ? bk->act_before_close : bk->next_act;
+        uint32_t st = MEMO_CLOSED;
+        if (open || late) {
+            st = MEMO_OTHER;
+            for (uint32_t rc = 0; rc < m->nrows[i]; rc++)
+                if (m->rows[i][rc] == bk->row) st = rc;
+            /* open on a row no request targets: it was never re-opened */
+            if (st == MEMO_OTHER && !(b0->open && b0->row == bk->row)) ok = 0;
+        }
+        o[w++] = st;
+        o[w++] = enc_rec(next_act, b0->next_act, t0, &ok);
+        o[w++] = enc_rec(bk->next_pre, b0->next_pre, t0, &ok);
+        o[w++] = enc_rec(bk->next_col, b0->next_col, t0, &ok);
+        o[w++] = enc_rec(bk->last_use, b0->last_use, t0, &ok);
+    }
+    /* the last ACT of a bank group / pseudo channel: "unchanged" unless the
+     * batch issued one (a first ACT at 0 equals the initial time) */
+    for (uint32_t i = sg->g0; i < sg->g0 + sg->ng; i++) {
+        uint32_t g = m->tg[i];
+        int acted = h->bg_has[g] && (!m->g0_has[i] || h->bg_last[g] != m->g0[i]);
+        o[w++] = acted ? enc_key(h->bg_last[g], t0, &ok) : MEMO_BELOW;
+    }
+    for (uint32_t i = sg->p0; i < sg->p0 + sg->np; i++) {
+        const struct pch *pc = &h->pcs[m->tp[i]], *p0 = &m->p0[i];
+        o[w++] = enc_rec(pc->bus_free, p0->bus_free, t0, &ok);
+        o[w++] = enc_rec(pc->next_rd, p0->next_rd, t0, &ok);
+        o[w++] = enc_rec(pc->next_wr, p0->next_wr, t0, &ok);
+        int acted = pc->has_act && (!p0->has_act || pc->last_act != p0->last_act);
+        o[w++] = acted ? enc_key(pc->last_act, t0, &ok) : MEMO_BELOW;
+        /* the ACTs of this batch are the ring's entries >= t0 (earlier
+         * ones happened before t0), the most recent ones */
+        uint32_t n_new = 0;
+        for (uint32_t j = 0; j < pc->n_faw; j++)
+            n_new += pc->faw[(pc->faw_head - pc->n_faw + j) & 3] >= t0;
+        o[w++] = n_new;
+        for (uint32_t j = 0; j < 4; j++)
+            o[w++] = j < n_new ? enc_key(pc->faw[(pc->faw_head - n_new + j) & 3], t0, &ok) : 0;
+    }
+    o[w++] = enc_rec(c->row_bus_free, m->c0[s][0], t0, &ok);
+    o[w++] = enc_rec(c->col_bus_free, m->c0[s][1], t0, &ok);
+    return ok ? w : 0;
+}
+
+/* Stores key + record; silently does nothing once the memo is full. */
+static void memo_store(struct memo *m, uint64_t hash, const uint32_t *key, size_t klen, size_t rlen)
+{
+    size_t bytes = (klen + rlen) * sizeof(uint32_t);
+    if (m->bytes + bytes > MEMO_MAX_BYTES) return;
+    if (2 * (m->n_used + 1) > m->n_slots) {
+        if (m->n_slots >= MEMO_MAX_SLOTS) return;
+        struct memo_slot *ns = plena_calloc(2 * m->n_slots, sizeof *ns);
+        if (!ns) return;
+        size_t mask = 2 * m->n_slots - 1;
+        for (size_t i = 0; i < m->n_slots; i++) {
+            if (!m->slot[i].data) continue;
+            size_t j = m->slot[i].hash & mask;
+            while (ns[j].data)
+                j = (j + 1) & mask;
+            ns[j] = m->slot[i];
+        }
+        plena_free(m->slot);
+        m->slot = ns;
+        m->n_slots *= 2;
+    }
+    struct memo_slot *s = memo_find(m, hash, key, klen);
+    if (s->data) return;
+    s->data = plena_malloc(bytes);
+    if (!s->data) return;
+    memcpy(s->data, key, klen * sizeof(uint32_t));
+    memcpy(s->data + klen, m->rec, rlen * sizeof(uint32_t));
+    s->hash = hash;
+    s->klen = (uint32_t)klen;
+    m->n_used++;
+    m->bytes += bytes;
+}
+
+/* A hit: the segment's entities take the recorded state (as of its last
+ * column command). */
+static void memo_apply(struct plena_hbm *h, struct memo *m, const struct memo_seg *sg,
+                       const uint32_t *o, uint64_t t0)
+{
+    size_t w = 2;
+    struct chan *c = &h->chans[sg->ch];
+    for (uint32_t i = sg->b0; i < sg->b0 + sg->nb; i++) {
+        uint32_t b = m->tb[i];
+        struct bank *bk = &h->banks[b];
+        uint32_t st = o[w++];
+        if (st == MEMO_CLOSED) {
+            if (bk->open) close_bank(h, b);
+        } else {
+            if (!bk->open) {
+                bk->open = 1;
+                bk->open_pos = (uint32_t)c->n_open;
+                c->open[c->n_open++] = b;
+            }
+            if (st != MEMO_OTHER) bk->row = m->rows[i][st];
+        }
+        bk->next_act = dec_rec(o[w++], bk->next_act, t0);
+        bk->next_pre = dec_rec(o[w++], bk->next_pre, t0);
+        bk->next_col = dec_rec(o[w++], bk->next_col, t0);
+        bk->last_use = dec_rec(o[w++], bk->last_use, t0);
+        bk->n_hits = 0;
+        bk->n_whits = 0;
+        bk->reps_dirty = 1;
+        if (bk->open && h->idle_ps > 0) {
+            uint64_t tc = max64(bk->last_use + h->idle_ps, bk->next_pre);
+            c->idle_min = min64(c->idle_min, tc);
+            h->idle_min_all = min64(h->idle_min_all, tc);
+        }
+    }
+    for (uint32_t i = sg->g0; i < sg->g0 + sg->ng; i++) {
+        uint32_t v = o[w++];
+        if (v == MEMO_BELOW) continue;
+        h->bg_last[m->tg[i]] = t0 + v;
+        h->bg_has[m->tg[i]] = 1;
+    }
+    for (uint32_t i = sg->p0; i < sg->p0 + sg->np; i++) {
+        struct pch *pc = &h->pcs[m->tp[i]];
+        pc->bus_free = dec_rec(o[w++], pc->bus_free, t0);
+        pc->next_rd = dec_rec(o[w++], pc->next_rd, t0);
+        pc->next_wr = dec_rec(o[w++], pc->next_wr, t0);
+        uint32_t la = o[w++];
+        if (la != MEMO_BELOW) {
+            pc->last_act = t0 + la;
+            pc->has_act = 1;
+        }
+        uint32_t n_new = o[w++];
+        for (uint32_t j = 0; j < n_new; j++) {
+            pc->faw[pc->faw_head] = t0 + o[w + j];
+            pc->faw_head = (pc->faw_head + 1) & 3;
+            if (pc->n_faw < 4) pc->n_faw++;
+        }
+        w += 4;
+        pc->col_term[0] = pc_col_term(h, pc, 0);
+        pc->col_term[1] = pc_col_term(h, pc, 1);
+        pc->act_term = pc_act_term(h, pc);
+        pc->col_dirty = pc->row_dirty = 1;
+    }
+    c->row_bus_free = dec_rec(o[w++], c->row_bus_free, t0);
+    c->col_bus_free = dec_rec(o[w++], c->col_bus_free, t0);
+    c->dirty = 1;
+}
+
+/* serve() on the fast path with the channel memo: each channel's part of
+ * the batch is replayed when its key is known, the rest scheduled by the
+ * tick loop (channels do not interact in step 4). */
+static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct plena_hbm_txn *txn,
+                           size_t n)
+{
+    struct memo *m = h->memo;
+    if (n > h->cap_reqs && plena_grow((void **)&h->reqs, &h->cap_reqs, n, sizeof *h->reqs) != 0) {
+        h->oom = 1;
+        drop_queue(h);
+        return t_start;
+    }
+    h->n_busy = 0;
+    size_t need = n * (3 + 1 + 5 + 2 + 9 + 3); /* the longest keys */
+    int can_key =
+        need <= m->cap_key || plena_grow((void **)&m->key, &m->cap_key, need, sizeof *m->key) == 0;
+    /* the requests themselves (fill_req) are only needed on a miss */
+    const unsigned kb = h->k_bits, gb = h->g_bits, pb = h->p_bits;
+    uint32_t nseg = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct plena_hbm_loc loc;
+        map_addr(h, txn[i].addr, &loc);
+        uint32_t b =
+            ((((uint32_t)loc.channel << pb | loc.pseudo_channel) << gb | loc.bank_group) << kb) |
+            loc.bank;
+        struct bank *bk = &h->banks[b];
+        uint32_t wr = txn[i].is_write != 0;
+        /* count_hit without a branch: the bank loads of successive
+         * requests overlap (the bank array is rarely in cache here) */
+        uint32_t hit = bk->open & (bk->row == loc.row);
+        bk->n_hits += hit;
+        bk->n_whits += hit & wr;
+        m->qb[i] = b;
+        m->qr[i] = loc.row;
+        m->qw[i] = (uint8_t)wr;
+        uint32_t s = m->lab_ch[loc.channel];
+        if (s == 0xFF) {
+            s = nseg++;
+            m->lab_ch[loc.channel] = (uint8_t)s;
+            memset(&m->seg[s], 0, sizeof m->seg[s]);
+            m->seg[s].ch = loc.channel;
+        }
+        m->qs[i] = (uint8_t)s;
+        m->seg[s].nq++;
+    }
+    /* requests grouped by channel, in order within each */
+    for (uint32_t s = 0, q0 = 0; s < nseg; s++) {
+        m->seg[s].q0 = q0;
+        q0 += m->seg[s].nq;
+        m->seg[s].nq = 0;
+        m->lab_ch[m->seg[s].ch] = 0xFF;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct memo_seg *sg = &m->seg[m->qs[i]];
+        m->ord[sg->q0 + sg->nq++] = (uint32_t)i;
+    }
+    h->n_pending = n;
+    const uint64_t seq0 = h->seq;
+    h->seq += n;
+    /* steps 1 and 2 of the first tick (tick() finds nothing more to do
+     * for them); they see the hit counts, not the lists */
+    uint64_t t0 = max64(h->cur, ceil_tick(t_start, h->T));
+    h->cur = t0;
+    if (h->p.nREFI > 0 && t0 >= h->next_ref) refresh_step(h, t0);
+    if (h->p.row_idle_close > 0 && h->idle_min_all <= t0) idle_step(h, t0);
+    uint64_t latest = t_start, end = t0;
+    uint32_t nb = 0, ng = 0, np = 0;
+    size_t kw = 0;
+    int any_miss = 0;
+    /* every part's key first (each reads only its own channel's state),
+     * their slots fetched while the next is keyed */
+    for (uint32_t s = 0; s < nseg; s++) {
+        struct memo_seg *sg = &m->seg[s];
+        sg->b0 = nb;
+        sg->g0 = ng;
+        sg->p0 = np;
+        sg->k0 = kw;
+        if (can_key) memo_key(h, m, sg, t0);
+        nb += sg->nb;
+        ng += sg->ng;
+        np += sg->np;
+        kw += sg->klen;
+        if (sg->klen) {
+            sg->hash = memo_hash(m->key + sg->k0, sg->klen);
+            __builtin_prefetch(&m->slot[sg->hash & (m->n_slots - 1)]);
+        }
+    }
+    for (uint32_t s = 0; s < nseg; s++) {
+        struct memo_seg *sg = &m->seg[s];
+        if (sg->klen) {
+            const uint32_t *key = m->key + sg->k0;
+            struct memo_slot *sl = memo_find(m, sg->hash, key, sg->klen);
+            const uint32_t *o = sl->data ? sl->data + sg->klen : NULL;
+            if (o && (h->p.nREFI == 0 || h->next_ref > t0 + o[1])) {
+                m->hits++;
+                memo_apply(h, m, sg, o, t0);
+                latest = max64(latest, t0 + o[0]);
+                end = max64(end, t0 + o[1] + h->T);
+                continue;
+            }
+            memo_save(h, m, sg, s);
+        }
+        m->misses++;
+        sg->miss = 1;
+        any_miss = 1;
+        h->chans[sg->ch].last_col = 0;
+        h->chans[sg->ch].max_done = 0;
+    }
+    if (any_miss) {
+        /* the other channels' requests, in sequence order */
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!m->seg[m->qs[i]].miss) continue;
+            struct req *r = &h->reqs[k];
+            fill_req(h, r, &txn[i]);
+            r->seq = seq0 + i;
+            link_req(h, (uint32_t)k++);
+        }
+        h->seq = seq0 + n;
+        h->n_reqs = k;
+        h->n_pending = k;
+        uint64_t ref0 = h->next_ref;
+        latest = max64(latest, run_ticks(h, t_start));
+        for (uint32_t s = 0; s < nseg && h->next_ref == ref0; s++) {
+            const struct memo_seg *sg = &m->seg[s];
+            if (!sg->miss || !sg->klen) continue;
+            size_t rlen = memo_record(h, m, sg, s, t0);
+            if (rlen) memo_store(m, sg->hash, m->key + sg->k0, sg->klen, rlen);
+        }
+    }
+    h->n_pending = 0;
+    h->n_busy = 0;
+    /* the batch's last tick is the latest of every channel's; the idle
+     * closes due by then (no refresh window comes first: checked) */
+    h->cur = max64(h->cur, end);
+    uint64_t last = h->cur - h->T;
+    if (h->p.row_idle_close > 0 && h->idle_min_all <= last) idle_step(h, last);
+    return latest;
+}
+
 /* All of txn[0..n) enter at t_start; returns the latest done time. */
 static uint64_t serve(struct plena_hbm *h, uint64_t t_start, const struct plena_hbm_txn *txn,
                       size_t n)
@@ -1012,6 +1681,9 @@ static uint64_t serve(struct plena_hbm *h, uint64_t t_start, const struct plena_
      * idle ticks with an empty queue instead gives 2003 rather than 1950
      * cycles for the random-order case. */
     uint64_t t0 = ceil_tick(t_start, h->T);
+    if (!h->exhaustive && h->memo_on && !h->trace && n <= MEMO_MAXREQ && h->rd_to_wr >= 0 &&
+        memo_get(h))
+        return serve_memo(h, t_start, txn, n);
     if (n >= NIL || enqueue(h, txn, n) != 0) {
         /* Out of memory: drop the request (no state change beyond the
          * sequence numbers) and report it through plena_hbm_out_of_memory. */
@@ -1020,18 +1692,7 @@ static uint64_t serve(struct plena_hbm *h, uint64_t t_start, const struct plena_
         return t_start;
     }
     h->cur = max64(h->cur, t0);
-    while (h->n_pending > 0) {
-        tick(h, h->cur);
-        if (h->n_pending == 0) {
-            h->cur += h->T;
-            break;
-        }
-        h->cur = h->exhaustive ? h->cur + h->T : next_tick(h, h->cur);
-    }
-    uint64_t latest = t_start;
-    for (size_t i = 0; i < n; i++)
-        latest = max64(latest, h->reqs[i].done);
-    return latest;
+    return run_ticks(h, t_start);
 }
 
 /* Sequential issue, fast path: the one pending request r of serve()

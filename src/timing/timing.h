@@ -57,6 +57,12 @@ void plena_hbm_map(const struct plena_hbm *h, uint64_t addr, struct plena_hbm_lo
  * 0 = skip ticks where nothing can happen (default; results are identical by
  * construction). */
 void plena_hbm_set_exhaustive(struct plena_hbm *h, int on);
+/* Test aid: 0 turns off the skip-ahead path's channel memo (docs/timing.md
+ * "Channel memo"; on by default, results identical by construction). */
+void plena_hbm_set_memo(struct plena_hbm *h, int on);
+/* Channel parts of batches replayed from the memo so far (0 in exhaustive
+ * mode or traced). */
+uint64_t plena_hbm_memo_hits(const struct plena_hbm *h);
 /* Non-zero once a request could not be queued for lack of memory (its
  * instruction was then charged as if it had no transactions). */
 int plena_hbm_out_of_memory(const struct plena_hbm *h);

@@ -1,5 +1,6 @@
-/* Whole programs through both HBM model paths (docs/timing.md "HBM model"):
- * the default skip-ahead controller and the literal tick-by-tick definition
+/* Whole programs through the HBM model paths (docs/timing.md "HBM model"):
+ * the default skip-ahead controller with its channel memo, the same without
+ * the memo, and the literal tick-by-tick definition
  * (plena_run_opts.hbm_exhaustive) must give the same run totals, HBM bytes
  * and per-stage figures on sequential (H_STORE_V), strided (H_PREFETCH_M)
  * and random-offset (H_PREFETCH_V) programs and on the MoE layers of three
@@ -40,7 +41,8 @@ static int teardown(void **state)
 
 /* One timed, profiled run of dir/name (with dir/<name>.asm labels for a
  * .mem program); the profile goes to dir/<tag>.json. */
-static void run_once(const char *dir, const char *prog, int exhaustive, const char *tag,
+/* mode 0: literal, 1: skip-ahead without memo, 2: the default */
+static void run_once(const char *dir, const char *prog, int mode, const char *tag,
                      struct plena_run_outcome *out)
 {
     char p_prog[512], p_asm[512], p_prof[512], p_hbm[512], p_fp[512], p_int[512], p_vram[512];
@@ -53,7 +55,8 @@ static void run_once(const char *dir, const char *prog, int exhaustive, const ch
     o.hbm_model = -1;
     o.threads = 1;
     o.profile_path = p_prof;
-    o.hbm_exhaustive = exhaustive;
+    o.hbm_exhaustive = mode == 0;
+    o.hbm_memo_off = mode == 1;
     size_t n = strlen(prog);
     if (n > 4 && !strcmp(prog + n - 4, ".mem")) {
         snprintf(p_asm, sizeof p_asm, "%s/program.asm", dir);
@@ -76,35 +79,49 @@ static void run_once(const char *dir, const char *prog, int exhaustive, const ch
     assert_true(out->profile_written);
 }
 
-/* Runs prog both ways and requires every figure equal; returns the totals. */
-static void same_figures(const char *dir, const char *prog, uint64_t *cycles, uint64_t *bytes)
+/* Runs prog the three ways and requires every figure equal; returns the
+ * totals and the default run's memo hits. */
+static void same_figures(const char *dir, const char *prog, uint64_t *cycles, uint64_t *bytes,
+                         uint64_t *memo_hits)
 {
-    struct plena_run_outcome *a = plena_calloc(2, sizeof *a), *b = a + 1;
-    assert_non_null(a);
-    run_once(dir, prog, 1, "literal", a);
-    run_once(dir, prog, 0, "fast", b);
-    assert_int_equal(a->instructions_executed, b->instructions_executed);
-    assert_int_equal(a->serial_picos, b->serial_picos);
-    assert_int_equal(a->reported_cycles, b->reported_cycles);
-    assert_int_equal(a->bytes_read, b->bytes_read);
-    assert_int_equal(a->bytes_written, b->bytes_written);
-    assert_memory_equal(a->stage_wall_picos, b->stage_wall_picos, sizeof a->stage_wall_picos);
-    /* the profile holds the per-stage picoseconds, cycles and bytes */
-    size_t la, lb;
-    char pa[512], pb[512];
-    snprintf(pa, sizeof pa, "literal.json");
-    snprintf(pb, sizeof pb, "fast.json");
-    char *ja = plena_test_read_file(dir, pa, &la), *jb = plena_test_read_file(dir, pb, &lb);
-    assert_int_equal(la, lb);
-    assert_memory_equal(ja, jb, la);
+    static const char *const tags[3] = {"literal", "nomemo", "fast"};
+    struct plena_run_outcome *o = plena_calloc(3, sizeof *o), *a = o;
+    assert_non_null(o);
+    for (int mode = 0; mode < 3; mode++)
+        run_once(dir, prog, mode, tags[mode], &o[mode]);
+    size_t la;
+    char pa[512];
+    snprintf(pa, sizeof pa, "%s.json", tags[0]);
+    char *ja = plena_test_read_file(dir, pa, &la);
+    for (int mode = 1; mode < 3; mode++) {
+        const struct plena_run_outcome *b = &o[mode];
+        assert_int_equal(a->instructions_executed, b->instructions_executed);
+        assert_int_equal(a->serial_picos, b->serial_picos);
+        assert_int_equal(a->reported_cycles, b->reported_cycles);
+        assert_int_equal(a->bytes_read, b->bytes_read);
+        assert_int_equal(a->bytes_written, b->bytes_written);
+        assert_memory_equal(a->stage_wall_picos, b->stage_wall_picos, sizeof a->stage_wall_picos);
+        /* the profile holds the per-stage picoseconds, cycles and bytes */
+        size_t lb;
+        char pb[512];
+        snprintf(pb, sizeof pb, "%s.json", tags[mode]);
+        char *jb = plena_test_read_file(dir, pb, &lb);
+        assert_int_equal(la, lb);
+        assert_memory_equal(ja, jb, la);
+        free(jb);
+    }
     free(ja);
-    free(jb);
-    print_message("%s/%s: %llu cycles, %llu B read, %llu B written\n", strrchr(dir, '/') + 1, prog,
-                  (unsigned long long)a->reported_cycles, (unsigned long long)a->bytes_read,
-                  (unsigned long long)a->bytes_written);
+    assert_int_equal(o[0].hbm_memo_hits, 0);
+    assert_int_equal(o[1].hbm_memo_hits, 0);
+    print_message(
+        "%s/%s: %llu cycles, %llu B read, %llu B written, %llu channel parts from the memo\n",
+        strrchr(dir, '/') + 1, prog, (unsigned long long)a->reported_cycles,
+        (unsigned long long)a->bytes_read, (unsigned long long)a->bytes_written,
+        (unsigned long long)o[2].hbm_memo_hits);
     *cycles = a->reported_cycles;
     *bytes = a->bytes_read + a->bytes_written;
-    plena_free(a);
+    *memo_hits = o[2].hbm_memo_hits;
+    plena_free(o);
 }
 
 static uint64_t g_rng = 99;
@@ -173,11 +190,13 @@ static void test_programs(void **state)
     static const char *const names[] = {"sequential.asm", "strided.asm", "random.asm"};
     for (int pat = 0; pat < 3; pat++) {
         write_program(pat, names[pat]);
-        uint64_t cycles, bytes;
-        same_figures(g_tmp, names[pat], &cycles, &bytes);
+        uint64_t cycles, bytes, hits;
+        same_figures(g_tmp, names[pat], &cycles, &bytes, &hits);
         /* 120 instructions of 4 + 4 (+ 4 + 4 written) or 64 + 64 transactions */
         assert_int_equal(bytes, pat == 1 ? 120u * 128 * 64 : 120u * 512 * (pat == 0 ? 2 : 1));
         assert_true(cycles > 1000);
+        /* the strided program repeats its 32 column blocks: replayed */
+        if (pat == 1) assert_true(hits > 0);
     }
 }
 
@@ -198,9 +217,10 @@ static void moe_layer(const char *preset, uint32_t T)
     int rc = plena_moe_build_run(&o, &b, &err);
     if (rc) fprintf(stderr, "build %s: %s\n", preset, err.msg);
     assert_int_equal(rc, 0);
-    uint64_t cycles, bytes;
-    same_figures(dir, "program.mem", &cycles, &bytes);
+    uint64_t cycles, bytes, hits;
+    same_figures(dir, "program.mem", &cycles, &bytes, &hits);
     assert_true(bytes > 0);
+    assert_true(hits > 0); /* the expert weight tiles repeat their shape */
     plena_moe_build_free(&b);
 }
 

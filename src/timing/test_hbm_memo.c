@@ -1,0 +1,164 @@
+/* The skip-ahead path's channel memo (docs/timing.md "Channel memo") against the
+ * literal tick-by-tick definition: long random sequences of batches built
+ * from a few request templates shifted to other banks and rows (so that
+ * keys repeat under relabelling), at random gaps (back to back, inside the
+ * idle-close window, across refresh windows), on random geometries and
+ * timings. Every instruction's duration must equal the definition's; a
+ * wrong replayed state shows up in the later durations. The memo must
+ * really have replayed batches, and turning it off must change nothing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "timing/test_hbm_util.h"
+#include "timing/test_refsettings.h"
+#include "timing/timing.h"
+
+static uint64_t rng_state;
+static uint32_t rnd(void)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng_state >> 33);
+}
+
+enum { N_TPL = 5, MAX_TXN = 64, N_OPS = 400 };
+
+struct op {
+    int sequential;
+    uint64_t gap_ps;
+    size_t n;
+    struct plena_hbm_txn txn[MAX_TXN];
+};
+
+/* mode 0: literal; 1: skip-ahead without memo; 2: skip-ahead with memo;
+ * 3: skip-ahead with memo, traced (which turns the memo off) */
+static uint64_t run_ops(const struct plena_hbm_params *p, const struct op *ops, int mode,
+                        uint64_t *d)
+{
+    struct plena_hbm *h = new_hbm_mode(p, mode == 0);
+    plena_hbm_set_memo(h, mode >= 2);
+    struct recorder rc = {0};
+    if (mode == 3) plena_hbm_set_trace(h, record, &rc);
+    uint64_t now = 0;
+    for (size_t i = 0; i < N_OPS; i++) {
+        now += ops[i].gap_ps;
+        d[i] = ops[i].sequential ? plena_hbm_sequential(h, now, ops[i].txn, ops[i].n)
+                                 : plena_hbm_batch(h, now, ops[i].txn, ops[i].n);
+        now += d[i];
+    }
+    assert_false(plena_hbm_out_of_memory(h));
+    uint64_t hits = plena_hbm_memo_hits(h);
+    plena_hbm_free(h);
+    free(rc.r);
+    return hits;
+}
+
+static void test_memo_equals_ticks(void **state)
+{
+    (void)state;
+    rng_state = 777;
+    struct op *ops = calloc(N_OPS, sizeof *ops);
+    struct plena_hbm_txn(*tpl)[MAX_TXN] = calloc(N_TPL, sizeof *tpl);
+    size_t tpl_n[N_TPL];
+    uint64_t *d = calloc(3 * N_OPS, sizeof *d);
+    assert_non_null(ops);
+    assert_non_null(tpl);
+    assert_non_null(d);
+    uint64_t hits = 0, batches = 0;
+    for (int trial = 0; trial < 40; trial++) {
+        struct plena_hbm_params p;
+        ref_hbm_params(&p);
+        if (trial % 4) {
+            /* small geometries and short timings: conflicts, FAW, refresh */
+            p.channels = 1u << (rnd() % 4);
+            p.pseudo_channels = 1u << (rnd() % 2);
+            p.bank_groups = 1u << (rnd() % 3);
+            p.banks_per_group = 1u << (rnd() % 3);
+            p.row_bytes = 64u << (rnd() % 5);
+            p.address_hash_bit = (rnd() % 2) ? 0 : 6 + rnd() % 14;
+            p.row_idle_close = (rnd() % 4 == 0) ? 0 : 1 + rnd() % 80;
+            p.nREFI = (rnd() % 3 == 0) ? 0 : 200 + rnd() % 2000;
+            p.nRFC = rnd() % 60;
+            p.nRP = rnd() % 20;
+            p.nRAS = rnd() % 30;
+            p.nFAW = rnd() % 80; /* long windows: the ring outlives a batch */
+            /* ACT spacing longer than a read: a batch's ACT history
+             * still binds the next one */
+            p.nRRDS = rnd() % 12;
+            p.nRRDL = rnd() % 40;
+            p.nRCD = rnd() % 8;
+            p.nCL = rnd() % 8;
+            p.nRC = rnd() % 60;
+            p.nWR = rnd() % 10;
+            p.nWTR = rnd() % 6;
+            p.tck_ps = (rnd() % 2) ? 1000 : 750;
+        }
+        for (int t = 0; t < N_TPL; t++) {
+            tpl_n[t] = 1 + rnd() % MAX_TXN;
+            int kind = rnd() % 3, wr = rnd() % 4 == 0;
+            uint64_t stride = 64u << (rnd() % 6);
+            for (size_t j = 0; j < tpl_n[t]; j++) {
+                /* strided element rows interleaved with repeated scale blocks
+                 * (the H_PREFETCH_M shape), or random blocks */
+                uint64_t a = kind == 0   ? (j % 2 ? 65536 + 64 * (j / 16) : stride * (j / 2))
+                             : kind == 1 ? stride * j
+                                         : 64 * (uint64_t)(rnd() % 4096);
+                tpl[t][j].addr = a;
+                tpl[t][j].is_write = (uint8_t)(wr && rnd() % 2);
+            }
+        }
+        for (int i = 0; i < N_OPS; i++) {
+            struct op *o = &ops[i];
+            int t = rnd() % N_TPL;
+            /* shifts that keep the structure: whole rows, hash granules */
+            uint64_t shift = (uint64_t)(rnd() % 8) << (16 + rnd() % 6);
+            o->sequential = rnd() % 10 == 0;
+            uint32_t g = rnd() % 6;
+            o->gap_ps = g < 2   ? 0
+                        : g < 4 ? (uint64_t)(rnd() % 40) * 1000
+                                : (rnd() % 9000) * 1000ull;
+            o->n = o->sequential ? 1 + tpl_n[t] % 8 : tpl_n[t];
+            for (size_t j = 0; j < o->n; j++) {
+                o->txn[j] = tpl[t][j];
+                o->txn[j].addr += shift;
+            }
+            batches += !o->sequential;
+        }
+        run_ops(&p, ops, 0, d);
+        run_ops(&p, ops, 1, d + N_OPS);
+        hits += run_ops(&p, ops, 2, d + 2 * N_OPS);
+        if (trial == 0) {
+            uint64_t *dt = calloc(N_OPS, sizeof *dt);
+            assert_non_null(dt);
+            assert_int_equal(run_ops(&p, ops, 3, dt), 0);
+            assert_memory_equal(dt, d, N_OPS * sizeof *dt);
+            free(dt);
+        }
+        for (int i = 0; i < N_OPS; i++) {
+            if (d[i] != d[N_OPS + i] || d[i] != d[2 * N_OPS + i])
+                fail_msg("trial %d op %d: literal %llu, skip-ahead %llu, memo %llu ps", trial, i,
+                         (unsigned long long)d[i], (unsigned long long)d[N_OPS + i],
+                         (unsigned long long)d[2 * N_OPS + i]);
+        }
+    }
+    print_message("%llu channel parts of %llu batches replayed from the memo\n",
+                  (unsigned long long)hits, (unsigned long long)batches);
+    /* the memo really was used, on a good share of the batches */
+    assert_true(hits > batches);
+    free(ops);
+    free(tpl);
+    free(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_memo_equals_ticks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
