@@ -13,7 +13,9 @@
  *     is drawn in the screenshot as a run of its colour whose length is its
  *     share of the bar (within 2 pixels).
  * The screenshot is kept as $PLENA_BINARY_DIR/report_render.png (the README's
- * picture, docs/img/report.png, is a copy of it). */
+ * picture, docs/img/report.png, is a copy of it). A second test: the report
+ * of a 40-trace campaign is one file under 5 MB that renders the same way
+ * (no console message, not blank, 40 sections, every link resolving). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -174,6 +176,78 @@ static const char *chart(const char *dom, const char *kind)
     return strstr(dom, pat);
 }
 
+/* Renders tmp/page (relative) in headless Chromium into tmp/TAG.png and the
+ * parsed DOM (returned; plena_free); fails on a non-zero exit, any console
+ * message (an uncaught JavaScript error is one) or a <script> in the DOM.
+ * A fresh profile directory and HOME: works where chromium never ran; every
+ * host name unresolvable: the page must not need the network. */
+static char *render(const char *page, const char *tag)
+{
+    if (plena_test_sh("command -v chromium >/dev/null") != 0)
+        fail_msg("chromium not found: scripts/setup.sh installs it (run it as root)");
+    int rc = plena_test_sh(
+        "cd '%s' && mkdir -p home && HOME='%s/home' XDG_CONFIG_HOME='%s/home' "
+        "XDG_CACHE_HOME='%s/home' timeout -k 5 60 chromium --headless --no-sandbox "
+        "--disable-gpu --user-data-dir='%s/profile-%s' --no-first-run --hide-scrollbars "
+        "--force-device-scale-factor=1 --host-resolver-rules='MAP * ~NOTFOUND' "
+        "--enable-logging=stderr --v=0 --window-size=%d,%d --screenshot='%s/%s.png' "
+        "--dump-dom 'file://%s/%s' >%s.dom 2>%s.err",
+        tmp, tmp, tmp, tmp, tmp, tag, WIN_W, WIN_H, tmp, tag, tmp, page, tag, tag);
+    char name[64];
+    snprintf(name, sizeof name, "%s.err", tag);
+    char *err = plena_test_read_file(tmp, name, NULL);
+    assert_non_null(err);
+    if (rc) {
+        fprintf(stderr, "%s", err);
+        fail_msg("chromium exited with %d", rc);
+    }
+    if (strstr(err, ":CONSOLE") || strstr(err, "Uncaught")) {
+        fprintf(stderr, "%s", err);
+        fail_msg("%s: the page wrote to the JavaScript console", page);
+    }
+    plena_free(err);
+    snprintf(name, sizeof name, "%s.dom", tag);
+    char *dom = plena_test_read_file(tmp, name, NULL);
+    assert_non_null(dom);
+    assert_null(strstr(dom, "<script"));
+    assert_non_null(strstr(dom, "</html>"));
+    return dom;
+}
+
+/* Decodes tmp/TAG.png into im (free im->px) and fails unless it has the
+ * window's size and is not blank: many colours, and ink on more than 2 % of
+ * the page. Returns the number of colours. */
+static size_t shot(const char *tag, struct img *im)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s.png", tag);
+    size_t pn = 0;
+    unsigned char *png = (unsigned char *)plena_test_read_file(tmp, name, &pn);
+    assert_non_null(png);
+    const char *why = "";
+    if (png_decode(png, pn, im, &why)) fail_msg("%s: %s", name, why);
+    plena_free(png);
+    assert_int_equal(im->w, WIN_W);
+    assert_int_equal(im->h, WIN_H);
+    unsigned char *seen = plena_calloc((size_t)1 << 21, 1);
+    assert_non_null(seen);
+    size_t colours = 0, ink = 0;
+    const unsigned char *bg = pixel(im, 0, 0);
+    for (uint32_t y = 0; y < im->h; y++)
+        for (uint32_t x = 0; x < im->w; x++) {
+            const unsigned char *q = pixel(im, x, y);
+            uint32_t c = (uint32_t)q[0] << 16 | (uint32_t)q[1] << 8 | q[2];
+            if (!(seen[c >> 3] & (1u << (c & 7))))
+                seen[c >> 3] |= (unsigned char)(1u << (c & 7)), colours++;
+            ink += q[0] != bg[0] || q[1] != bg[1] || q[2] != bg[2];
+        }
+    plena_free(seen);
+    if (colours < 32 || ink * 50 < (size_t)im->w * im->h)
+        fail_msg("%s: blank page: %zu colours, %zu of %u pixels differ from the background", name,
+                 colours, ink, im->w * im->h);
+    return colours;
+}
+
 /* Every stage bar segment of the chart at svg: its stage is in the profile
  * with data-value == want(stage), each stage with a non-zero value has
  * exactly one segment; returns the number of segments. */
@@ -231,32 +305,7 @@ static void test_render(void **state)
                       "--profile --out demo >moe.out 2>&1 && '%s' report demo >rep.out 2>&1",
                       tmp, bin, bin),
         0);
-    /* a fresh profile directory and HOME: works on a machine where chromium never ran;
-     * every host name unresolvable: the page must not need the network */
-    int rc = plena_test_sh(
-        "cd '%s' && mkdir -p home && HOME='%s/home' XDG_CONFIG_HOME='%s/home' "
-        "XDG_CACHE_HOME='%s/home' timeout -k 5 60 chromium --headless --no-sandbox "
-        "--disable-gpu --user-data-dir='%s/profile' --no-first-run --hide-scrollbars "
-        "--force-device-scale-factor=1 --host-resolver-rules='MAP * ~NOTFOUND' "
-        "--enable-logging=stderr --v=0 --window-size=%d,%d --screenshot='%s/shot.png' "
-        "--dump-dom 'file://%s/demo/report.html' >dom.html 2>chromium.err",
-        tmp, tmp, tmp, tmp, tmp, WIN_W, WIN_H, tmp, tmp);
-    if (rc) {
-        plena_test_sh("cat '%s/chromium.err' >&2", tmp);
-        fail_msg("chromium exited with %d", rc);
-    }
-    /* no JavaScript error, no console message at all, no script */
-    char *err = plena_test_read_file(tmp, "chromium.err", NULL);
-    assert_non_null(err);
-    if (strstr(err, ":CONSOLE") || strstr(err, "Uncaught")) {
-        fprintf(stderr, "%s", err);
-        fail_msg("the page wrote to the JavaScript console");
-    }
-    plena_free(err);
-    char *dom = plena_test_read_file(tmp, "dom.html", NULL);
-    assert_non_null(dom);
-    assert_null(strstr(dom, "<script"));
-    assert_non_null(strstr(dom, "</html>"));
+    char *dom = render("demo/report.html", "demo");
 
     /* the numbers the browser parsed are the profile's */
     char p[512];
@@ -309,32 +358,8 @@ static void test_render(void **state)
     int rgb[3];
     hsl_rgb(h, s / 100, l / 100, rgb);
 
-    size_t pn = 0;
-    unsigned char *png = (unsigned char *)plena_test_read_file(tmp, "shot.png", &pn);
-    assert_non_null(png);
     struct img im;
-    const char *why = "";
-    if (png_decode(png, pn, &im, &why)) fail_msg("screenshot: %s", why);
-    plena_free(png);
-    assert_int_equal(im.w, WIN_W);
-    assert_int_equal(im.h, WIN_H);
-    /* not blank: many colours, and ink on more than 2 % of the page */
-    unsigned char *seen = plena_calloc((size_t)1 << 21, 1);
-    assert_non_null(seen);
-    size_t colours = 0, ink = 0;
-    const unsigned char *bg = pixel(&im, 0, 0);
-    for (uint32_t y = 0; y < im.h; y++)
-        for (uint32_t x = 0; x < im.w; x++) {
-            const unsigned char *q = pixel(&im, x, y);
-            uint32_t c = (uint32_t)q[0] << 16 | (uint32_t)q[1] << 8 | q[2];
-            if (!(seen[c >> 3] & (1u << (c & 7))))
-                seen[c >> 3] |= (unsigned char)(1u << (c & 7)), colours++;
-            ink += q[0] != bg[0] || q[1] != bg[1] || q[2] != bg[2];
-        }
-    plena_free(seen);
-    if (colours < 32 || ink * 50 < (size_t)im.w * im.h)
-        fail_msg("blank page: %zu colours, %zu of %u pixels differ from the background", colours,
-                 ink, im.w * im.h);
+    size_t colours = shot("demo", &im);
     double want = bar * (double)top / (double)total;
     uint32_t run = longest_run(&im, rgb);
     if (getenv("PLENA_TEST_VERBOSE"))
@@ -347,12 +372,53 @@ static void test_render(void **state)
     plena_free(dom);
     json_decref(prof);
     /* keep the picture (the README's docs/img/report.png is a copy) */
-    plena_test_sh("cp '%s/shot.png' '%s/report_render.png'", tmp, PLENA_BINARY_DIR);
+    plena_test_sh("cp '%s/demo.png' '%s/report_render.png'", tmp, PLENA_BINARY_DIR);
+}
+
+/* A campaign of 40 traces (tiny-route-32x4, T = 4..11, no determinism gate:
+ * the gate is not what is measured) gives one report file under 5 MB that
+ * opens offline: no console message, not blank, a section per trace, every
+ * in-page link resolving in the parsed DOM. */
+static void test_campaign(void **state)
+{
+    (void)state;
+    const char *bin = plena_test_bin();
+    if (!bin) skip();
+    assert_int_equal(
+        plena_test_sh("cd '%s' && mkdir -p ct && for s in $(seq 1 40); do '%s' trace gen "
+                      "--model tiny-route-32x4 --tokens $((4 + s %% 8)) --dist zipf:1.2 --seed $s "
+                      ">ct/t$s.json || exit 1; done && '%s' campaign run --traces ct --out camp "
+                      "--jobs 2 --no-determinism-gate >camp.out 2>&1 && '%s' campaign report "
+                      "--traces ct --out camp >>camp.out 2>&1 && '%s' report camp >>camp.out 2>&1",
+                      tmp, bin, bin, bin, bin),
+        0);
+    size_t n = 0;
+    char *html = plena_test_read_file(tmp, "camp/report.html", &n);
+    assert_non_null(html);
+    plena_free(html);
+    if (n >= 5000000) fail_msg("campaign report of 40 traces: %zu bytes (limit 5000000)", n);
+    if (getenv("PLENA_TEST_VERBOSE")) fprintf(stderr, "campaign report: %zu bytes\n", n);
+    char *dom = render("camp/report.html", "camp");
+    size_t sections = 0, links = 0;
+    for (const char *q = strstr(dom, "<section id=\"t-"); q; q = strstr(q + 1, "<section id=\"t-"))
+        sections++;
+    assert_int_equal(sections, 40);
+    for (const char *q = strstr(dom, "href=\"#"); q; q = strstr(q + 1, "href=\"#"), links++) {
+        char id[300];
+        snprintf(id, sizeof id, " id=\"%.*s\"", (int)strcspn(q + 7, "\""), q + 7);
+        if (!strstr(dom, id)) fail_msg("link %.60s has no target", q);
+    }
+    assert_true(links >= 40);
+    plena_free(dom);
+    struct img im;
+    shot("camp", &im);
+    plena_free(im.px);
 }
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_render)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_render),
+                                       cmocka_unit_test(test_campaign)};
     if (plena_test_mkdtemp(tmp, sizeof tmp, "test_report_render")) return 1;
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     plena_test_rmtree(tmp);
