@@ -2,7 +2,7 @@
 # Installs the Debian packages plena needs (when run as root and something is
 # missing). Used by `make demo` and `make test`; safe to run repeatedly.
 set -eu
-PKGS="cmake ninja-build gcc clang libjansson-dev libcmocka-dev pkg-config libopenmpi-dev openmpi-bin libopenblas-dev libclang-rt-14-dev bc make time"
+PKGS="cmake ninja-build gcc clang libjansson-dev libcmocka-dev pkg-config libopenmpi-dev openmpi-bin libopenblas-dev libclang-rt-14-dev bc make time zlib1g-dev chromium fonts-dejavu-core"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -164,6 +164,10 @@ struct plena_dec_state {
     /* the router choice of the last token per layer: ids/weights [n_run][top_k] */
     uint32_t *ids;
     float *rw;
+    /* called (may be NULL; set by the caller) after each block of prefill
+     * tokens with the block's size: progress reporting */
+    void (*on_tokens)(void *ctx, uint32_t n);
+    void *on_tokens_ctx;
 };
 
 int plena_dec_state_init(struct plena_dec_state *s, const struct plena_dec_weights *w,

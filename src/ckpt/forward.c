@@ -756,6 +756,7 @@ int plena_dec_prefill(struct plena_dec_state *s, const uint32_t *tokens, uint32_
         const uint32_t nb = n - t0 < PB ? n - t0 : PB;
         rc = pf_block(s, &b, tokens + t0, nb, n, t0, ids, rw, err);
         if (!rc) s->pos += nb, last = nb - 1;
+        if (!rc && s->on_tokens) s->on_tokens(s->on_tokens_ctx, nb);
     }
     if (!rc && n) memcpy(s->h, b.h + (size_t)last * H, H * sizeof *s->h);
     pf_free(&b);

@@ -230,6 +230,7 @@ struct run {
     int out_fd, fail_fd;
     struct plena_pool *pool;
     struct plena_route_summary *sum;
+    uint64_t tokens_done, tokens_total; /* progress */
 };
 
 static int select_samples(struct run *R, struct inputs *in, struct plena_err *err)
@@ -598,6 +599,13 @@ static int emit(struct run *R, json_t *row, const char *key, struct plena_err *e
     return rc;
 }
 
+static void progress_tokens(void *ctx, uint32_t n)
+{
+    struct run *R = ctx;
+    R->tokens_done += n;
+    R->o->on_progress(R->o->on_progress_ctx, R->tokens_done, R->tokens_total);
+}
+
 /* The forward pass of one sample and its rows in §4.4 order. */
 static int run_sample(struct run *R, const struct sample *s, struct plena_err *err)
 {
@@ -609,6 +617,7 @@ static int run_sample(struct run *R, const struct sample *s, struct plena_err *e
     if (plena_dec_state_init(&st, &R->w, R->w.n_loaded, (uint32_t)(S + steps), R->o->act_bf16, err))
         return err->code;
     st.pool = R->pool;
+    if (R->o->on_progress) st.on_tokens = progress_tokens, st.on_tokens_ctx = R;
     /* [model layer][token][K] for the prefill, [step][layer][K] for decode */
     const size_t L = R->w.n_loaded;
     uint32_t *pids = plena_calloc((L * S + 1) * K, sizeof *pids);
@@ -630,6 +639,7 @@ static int run_sample(struct run *R, const struct sample *s, struct plena_err *e
         }
         dtok[d] = next;
         rc = plena_dec_step(&st, next, 1, &next, err);
+        if (!rc && st.on_tokens) st.on_tokens(R, 1);
         for (size_t i = 0; i < R->n_layers && !rc; i++) {
             memcpy(dids + (d * R->n_layers + i) * K, st.ids + (size_t)R->layers[i] * K,
                    K * sizeof *dids);
@@ -677,6 +687,13 @@ static int log_failure(struct run *R, const struct sample *s, const struct plena
 static int run_all(struct run *R, struct plena_err *err)
 {
     int failed = 0;
+    const uint64_t steps = (R->o->phases & PLENA_ROUTE_DECODE) ? R->decode_steps : 0;
+    if (R->o->on_progress && !R->o->check_only) {
+        for (size_t i = 0; i < R->n_sel; i++)
+            if (R->sel[i]->n_ids && !expected_present(R, R->sel[i]))
+                R->tokens_total += R->sel[i]->n_ids + steps;
+        R->o->on_progress(R->o->on_progress_ctx, 0, R->tokens_total);
+    }
     for (size_t i = 0; i < R->n_sel; i++) {
         const struct sample *s = R->sel[i];
         if (R->o->check_only) {

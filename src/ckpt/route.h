@@ -36,6 +36,12 @@ struct plena_route_opts {
     /* only check: no forward pass, nothing written; the summary's missing_*
      * fields list the expected keys absent from --resume-from files */
     int check_only;
+    /* progress (may be NULL), on the calling thread: the tokens run so far
+     * and in all (the prompt tokens plus decode steps of the samples still to
+     * run; complete ones under --resume are not counted), after each block of
+     * prefill tokens and each decode step */
+    void (*on_progress)(void *ctx, uint64_t done, uint64_t total);
+    void *on_progress_ctx;
 };
 
 struct plena_route_summary {

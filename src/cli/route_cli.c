@@ -8,6 +8,7 @@
 #include "ckpt/decoder.h"
 #include "ckpt/route.h"
 #include "cli/cli.h"
+#include "cli/progress.h"
 #include "cli/route_cli.h"
 #include "common/alloc.h"
 
@@ -20,6 +21,7 @@ struct route_cli {
     int act;
     struct plena_opt_list sample_ids, resume_from;
     char *shard_text;
+    int progress; /* enum plena_cli_progress_mode (trace route only) */
 };
 
 static int parse_layers(const struct plena_opt *row, const char *v, void *base, char *msg, size_t n)
@@ -119,6 +121,7 @@ static const struct plena_opt route_file_rows[] = {
     PLENA_OPT_PATH_ROW("--failure-log", "FILE", R, o.failure_log,
                        "append {sample_id, sample_index, code, message, seconds} per failure"),
     PLENA_OPT_PATH_ROW("--summary-out", "FILE", R, o.summary_out, "write the run summary JSON"),
+    PLENA_CLI_PROGRESS_ROW(R, progress),
 };
 #undef R
 
@@ -158,6 +161,12 @@ static void route_opts_finish(struct route_cli *c)
     c->o.n_resume_from = c->resume_from.n;
 }
 
+/* the progress line: prompt tokens and decode steps run, of those to run */
+static void route_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    plena_cli_progress_update(ctx, "route", done, total, "tokens");
+}
+
 int plena_cli_trace_route(void *opts, const struct plena_cli_args *a)
 {
     (void)a;
@@ -165,9 +174,14 @@ int plena_cli_trace_route(void *opts, const struct plena_cli_args *a)
     plena_cli_catch_stop_signals();
     c->o.stop = &plena_cli_stop;
     route_opts_finish(c);
+    struct plena_cli_progress pg;
+    plena_cli_progress_init(&pg, "trace route", c->progress);
+    c->o.on_progress = route_progress;
+    c->o.on_progress_ctx = &pg;
     struct plena_route_summary s;
     struct plena_err err = {0};
     int rc = plena_route_run(&c->o, &s, &err);
+    plena_cli_progress_end(&pg);
     if (rc) return plena_cli_report("trace route", &err);
     fprintf(stderr,
             "plena trace route: %llu samples selected, %llu already complete, %llu processed, "

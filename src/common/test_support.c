@@ -108,6 +108,21 @@ int plena_test_file_contains(const char *dir, const char *name, const char *need
     return r;
 }
 
+const char *plena_test_attr(const char *tag, const char *name, char *out, size_t n)
+{
+    const char *end = strchr(tag, '>');
+    char pat[64];
+    snprintf(pat, sizeof pat, " %s=\"", name);
+    const char *p = strstr(tag, pat);
+    if (!p || !end || p > end || !n) return NULL;
+    p += strlen(pat);
+    size_t len = strcspn(p, "\"");
+    if (len >= n) len = n - 1;
+    memcpy(out, p, len);
+    out[len] = 0;
+    return out;
+}
+
 const char *plena_test_bin(void)
 {
     const char *bin = getenv("PLENA_BIN");

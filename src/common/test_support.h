@@ -56,6 +56,10 @@ void plena_test_write_replaced(const char *dir, const char *name, const char *te
 char *plena_test_read_file(const char *dir, const char *name, size_t *len);
 /* 1 when dir/name contains needle, else 0 (also when unreadable). */
 int plena_test_file_contains(const char *dir, const char *name, const char *needle);
+/* The value of attribute name="..." inside the HTML/SVG tag that starts at
+ * tag (up to its '>'), copied into out (capacity n, truncated); NULL when
+ * the tag has no such attribute. */
+const char *plena_test_attr(const char *tag, const char *name, char *out, size_t n);
 
 /* $PLENA_BIN when it is set and executable, else NULL (callers skip). */
 const char *plena_test_bin(void);

@@ -393,8 +393,10 @@ static void chart_roofline(struct ctx *c, const char *name, const struct layer *
         peak, bw, X0, Y1, X1 - X0, Y0 - Y1);
     /* decade grid labels */
     for (double d = xlo; d <= xhi * 1.0001; d *= 10)
-        plena_buf_printf(&b, "<text x=\"%.1f\" y=\"%g\" font-size=\"9\">%g</text>",
-                         logpos(d, xlo, xhi, X0, X1) - 6, Y0 + 12, d);
+        plena_buf_printf(&b,
+                         "<text x=\"%.1f\" y=\"%g\" font-size=\"9\" "
+                         "text-anchor=\"middle\">%g</text>",
+                         logpos(d, xlo, xhi, X0, X1), Y0 + 12, d);
     for (double d = ylo; d <= yhi * 1.0001; d *= 10)
         plena_buf_printf(&b, "<text x=\"4\" y=\"%.1f\" font-size=\"9\">%g</text>",
                          logpos(d, ylo, yhi, Y0, Y1) + 3, d);

@@ -22,22 +22,6 @@
 static char tmp[256];
 static struct plena_settings g_settings;
 
-/* The value of attribute `name` inside the tag that starts at `tag`, or NULL. */
-static const char *attr(const char *tag, const char *name, char *out, size_t n)
-{
-    const char *end = strchr(tag, '>');
-    char pat[64];
-    snprintf(pat, sizeof pat, " %s=\"", name);
-    const char *p = strstr(tag, pat);
-    if (!p || !end || p > end) return NULL;
-    p += strlen(pat);
-    size_t len = strcspn(p, "\"");
-    if (len >= n) len = n - 1;
-    memcpy(out, p, len);
-    out[len] = 0;
-    return out;
-}
-
 /* The first <svg> with data-chart=kind at or after `from`; NULL if none. */
 static const char *find_chart(const char *from, const char *kind)
 {
@@ -57,8 +41,9 @@ static unsigned long long sum_in_svg(const char *svg, const char *elem, const ch
     char pat[32], v[64], st[64];
     snprintf(pat, sizeof pat, "<%s class=", elem);
     for (const char *p = strstr(svg, pat); p && p < end; p = strstr(p + 1, pat)) {
-        if (stage && (!attr(p, "data-stage", st, sizeof st) || strcmp(st, stage))) continue;
-        if (attr(p, key, v, sizeof v)) s += strtoull(v, NULL, 10);
+        if (stage && (!plena_test_attr(p, "data-stage", st, sizeof st) || strcmp(st, stage)))
+            continue;
+        if (plena_test_attr(p, key, v, sizeof v)) s += strtoull(v, NULL, 10);
     }
     return s;
 }
@@ -138,7 +123,7 @@ static void test_build_dir(void **state)
     char v[64];
     json_int_t total = json_integer_value(json_object_get(prof, "total_profiled_picos"));
     assert_true(total > 0);
-    assert_int_equal(strtoull(attr(svg, "data-total", v, sizeof v), NULL, 10), total);
+    assert_int_equal(strtoull(plena_test_attr(svg, "data-total", v, sizeof v), NULL, 10), total);
     assert_int_equal(sum_in_svg(svg, "rect", "data-value", NULL), total);
     const char *k;
     json_t *st;
@@ -205,7 +190,7 @@ static void test_replay_dir(void **state)
     char v[64];
     for (const char *p = strstr(t, "<tr data-cycles="); p && rows < 3;
          p = strstr(p + 1, "<tr data-cycles="), rows++) {
-        unsigned long long c = strtoull(attr(p, "data-cycles", v, sizeof v), NULL, 10);
+        unsigned long long c = strtoull(plena_test_attr(p, "data-cycles", v, sizeof v), NULL, 10);
         assert_true(c > 0 && c <= prev);
         prev = c;
     }
@@ -229,7 +214,7 @@ static void test_replay_dir(void **state)
     unsigned long long got = 0;
     for (const char *p = strstr(h, "<rect class=\"bar\""); p && p < end;
          p = strstr(p + 1, "<rect class=\"bar\""))
-        got += strtoull(attr(p, "data-tokens", v, sizeof v), NULL, 10);
+        got += strtoull(plena_test_attr(p, "data-tokens", v, sizeof v), NULL, 10);
     assert_int_equal(got, want);
     assert_true(want > 0);
     json_decref(tr);
