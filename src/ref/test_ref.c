@@ -133,6 +133,36 @@ static struct plena_moe_ref_consts consts_for(uint32_t H)
     return c;
 }
 
+/* A fixed-routing layer of T tokens (MLEN 64, chunks of 4 tiles). */
+static struct plena_moe_ref_cfg fixed_cfg(uint32_t T, uint32_t H, uint32_t I, uint32_t E,
+                                          uint32_t k)
+{
+    struct plena_moe_ref_cfg c = {.T = T,
+                                  .H = H,
+                                  .I = I,
+                                  .E = E,
+                                  .k = k,
+                                  .mlen = 64,
+                                  .chunk_tiles = 4,
+                                  .routing = PLENA_ROUTING_FIXED};
+    return c;
+}
+
+/* The inputs of a fixed-routing layer with per-expert weight arrays. */
+static struct plena_moe_ref_in fixed_in(const float *h, const float *const *pg,
+                                        const float *const *pu, const float *const *pd,
+                                        const uint32_t *ids, const float *fw, uint32_t H)
+{
+    struct plena_moe_ref_in in = {.h = h,
+                                  .w_gate = pg,
+                                  .w_up = pu,
+                                  .w_down = pd,
+                                  .fixed_ids = ids,
+                                  .fixed_w = fw,
+                                  .c = consts_for(H)};
+    return in;
+}
+
 /* Bit-exact vs float64: relative RMS within the documented bound, for a
  * routed + gated-shared PRE_NORM layer with device (GEMM) routing. */
 static void check_against_f64(uint32_t H, uint32_t I, uint32_t Is, uint32_t E, uint32_t k,
@@ -205,15 +235,8 @@ static void test_bound_with_large_residual(void **state)
 {
     (void)state;
     enum { T = 4, H = 128, I = 64, E = 8, K = 2 };
-    struct plena_moe_ref_cfg cfg = {.T = T,
-                                    .H = H,
-                                    .I = I,
-                                    .E = E,
-                                    .k = K,
-                                    .mlen = 64,
-                                    .chunk_tiles = 4,
-                                    .routing = PLENA_ROUTING_FIXED,
-                                    .residual = PLENA_RESIDUAL_PRE_NORM};
+    struct plena_moe_ref_cfg cfg = fixed_cfg(T, H, I, E, K);
+    cfg.residual = PLENA_RESIDUAL_PRE_NORM;
     float *h = fill((size_t)T * H, 1.0f);
     float gamma[H];
     for (int i = 0; i < H; i++)
@@ -314,14 +337,7 @@ static void test_streaming_provider(void **state)
 {
     (void)state;
     enum { H = 64, I = 64, E = 8, K = 2, T = 2100 };
-    struct plena_moe_ref_cfg cfg = {.T = T,
-                                    .H = H,
-                                    .I = I,
-                                    .E = E,
-                                    .k = K,
-                                    .mlen = 64,
-                                    .chunk_tiles = 4,
-                                    .routing = PLENA_ROUTING_FIXED};
+    struct plena_moe_ref_cfg cfg = fixed_cfg(T, H, I, E, K);
     float *h = fill((size_t)T * H, 0.5f);
     const float *pg[E], *pu[E], *pd[E];
     fill_experts(pg, pu, pd, E, H, I, 0.125f);
@@ -341,13 +357,7 @@ static void test_streaming_provider(void **state)
                 break;
             }
     assert_true(used >= 6);
-    struct plena_moe_ref_in in = {.h = h,
-                                  .w_gate = pg,
-                                  .w_up = pu,
-                                  .w_down = pd,
-                                  .fixed_ids = ids,
-                                  .fixed_w = fw,
-                                  .c = consts_for(H)};
+    struct plena_moe_ref_in in = fixed_in(h, pg, pu, pd, ids, fw, H);
     float *out_a = calloc((size_t)T * H, sizeof(float)), *out_s = calloc((size_t)T * H, 4);
     struct plena_moe_ref_out oa = {.out = out_a};
     struct plena_err err;
@@ -391,15 +401,8 @@ static void test_f64_batched_equals_single(void **state)
 {
     (void)state;
     enum { H = 64, I = 84, E = 2, K = 2, T = 9 };
-    struct plena_moe_ref_cfg cfg = {.T = T,
-                                    .H = H,
-                                    .I = I,
-                                    .E = E,
-                                    .k = K,
-                                    .mlen = 64,
-                                    .chunk_tiles = 4,
-                                    .routing = PLENA_ROUTING_FIXED,
-                                    .placement = PLENA_ROUTE_OUTPUT};
+    struct plena_moe_ref_cfg cfg = fixed_cfg(T, H, I, E, K);
+    cfg.placement = PLENA_ROUTE_OUTPUT;
     float *h = fill((size_t)T * H, 0.5f);
     const float *pg[E], *pu[E], *pd[E];
     fill_experts(pg, pu, pd, E, H, I, 0.125f);
@@ -411,13 +414,7 @@ static void test_f64_batched_equals_single(void **state)
         fw[t * K] = 0.625f;
         fw[t * K + 1] = 0.375f;
     }
-    struct plena_moe_ref_in in = {.h = h,
-                                  .w_gate = pg,
-                                  .w_up = pu,
-                                  .w_down = pd,
-                                  .fixed_ids = ids,
-                                  .fixed_w = fw,
-                                  .c = consts_for(H)};
+    struct plena_moe_ref_in in = fixed_in(h, pg, pu, pd, ids, fw, H);
     static double all[T * H], one[H];
     assert_int_equal(plena_moe_reference_f64(&cfg, &in, NULL, all, NULL, NULL), 0);
     for (uint32_t t = 0; t < T; t++) {
