@@ -393,7 +393,6 @@ static void route_token(const struct plena_moe_ref_cfg *cfg, const struct plena_
 
 struct ref_scratch {
     float *x, *res, *acc, *logits, *q;
-    float *slot, *yg, *yu, *yd;
     float *sg, *su, *ss;
     float *wpad;   /* padded weight scratch */
     float *tile;   /* projection scratch (proj_scratch_floats) */
@@ -639,10 +638,6 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
     s.acc = plena_calloc(th, sizeof(float));
     s.logits = plena_calloc((size_t)T * Ep, sizeof(float));
     s.q = plena_calloc(M, sizeof(float));
-    s.slot = plena_calloc(H, sizeof(float));
-    s.yg = plena_calloc(Ip, sizeof(float));
-    s.yu = plena_calloc(Ip, sizeof(float));
-    s.yd = plena_calloc(H, sizeof(float));
     s.sg = plena_calloc((size_t)T * (Isp ? Isp : 1), sizeof(float));
     s.su = plena_calloc((size_t)T * (Isp ? Isp : 1), sizeof(float));
     s.ss = plena_calloc(th, sizeof(float));
@@ -651,8 +646,8 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
     if (Isp > npmax) npmax = Isp;
     s.tile = plena_malloc(proj_scratch_floats(npmax) * sizeof(float));
     int rc = 0;
-    if (!s.x || !s.res || !s.acc || !s.logits || !s.q || !s.slot || !s.yg || !s.yu || !s.yd ||
-        !s.sg || !s.su || !s.ss || !s.wpad || !s.tile) {
+    if (!s.x || !s.res || !s.acc || !s.logits || !s.q || !s.sg || !s.su || !s.ss || !s.wpad ||
+        !s.tile) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref", "out of memory");
         goto done;
     }
@@ -772,7 +767,7 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
 
 done:
     plena_free(s.x), plena_free(s.res), plena_free(s.acc), plena_free(s.logits);
-    plena_free(s.q), plena_free(s.slot), plena_free(s.yg), plena_free(s.yu), plena_free(s.yd);
+    plena_free(s.q);
     plena_free(s.sg), plena_free(s.su), plena_free(s.ss), plena_free(s.wpad);
     plena_free(s.ids), plena_free(s.wts), plena_free(s.tile);
     return rc;

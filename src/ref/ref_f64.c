@@ -364,7 +364,6 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
     double *g = plena_calloc(wmax + 1, sizeof(double));
     double *u = plena_calloc(wmax + 1, sizeof(double));
     double *o = plena_calloc(H, sizeof(double));
-    double *xin = plena_calloc(H, sizeof(double));
     double *lg = plena_calloc(cfg->E + 1, sizeof(double));
     double *sbias = plena_calloc(cfg->E + 1, sizeof(double));
     uint32_t *sel = plena_malloc((np + 1) * sizeof *sel);
@@ -376,7 +375,7 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
     if (sbias && in->router_sel_bias)
         for (uint32_t e = 0; e < cfg->E; e++)
             sbias[e] = in->router_sel_bias[e];
-    if (!xs || !g || !u || !o || !xin || !lg || !sbias || !sel || !wsel || (out && routed && !po)) {
+    if (!xs || !g || !u || !o || !lg || !sbias || !sel || !wsel || (out && routed && !po)) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
         goto done;
     }
@@ -420,7 +419,7 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
                 y[i] += h[i];
     }
 done:
-    plena_free(xs), plena_free(g), plena_free(u), plena_free(o), plena_free(xin), plena_free(lg);
+    plena_free(xs), plena_free(g), plena_free(u), plena_free(o), plena_free(lg);
     plena_free(sbias), plena_free(sel), plena_free(wsel), plena_free(po);
     return rc;
 }
