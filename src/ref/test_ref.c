@@ -249,15 +249,8 @@ static void test_bound_with_large_residual(void **state)
         ids[i] = (uint32_t)((i * 3) % E);
         fw[i] = 0.5f;
     }
-    struct plena_moe_ref_consts c = consts_for(H);
-    struct plena_moe_ref_in in = {.h = h,
-                                  .gamma = gamma,
-                                  .w_gate = pg,
-                                  .w_up = pu,
-                                  .w_down = pd,
-                                  .fixed_ids = ids,
-                                  .fixed_w = fw,
-                                  .c = c};
+    struct plena_moe_ref_in in = fixed_in(h, pg, pu, pd, ids, fw, H);
+    in.gamma = gamma;
     float out[T * H], moe[T * H], xn[T * H];
     double o64[T * H], o64x[T * H], x64[T * H];
     struct plena_moe_ref_out o = {.out = out, .moe_out = moe, .x_norm = xn};
