@@ -16,6 +16,7 @@
 #include "ckpt/matmul.h"
 #include "ckpt/pool.h"
 #include "common/alloc.h"
+#include "common/cpu.h"
 #include "num/num.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -338,7 +339,7 @@ static int force_scalar;
 static int use_avx2(void)
 {
 #ifdef PLENA_MM_X86
-    return !force_scalar && __builtin_cpu_supports("avx2");
+    return !force_scalar && plena_cpu_has_avx2();
 #else
     return 0;
 #endif

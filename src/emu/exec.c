@@ -14,6 +14,7 @@
 #include "emu/emu_internal.h"
 
 #include "common/alloc.h"
+#include "common/cpu.h"
 #include "num/num.h"
 
 #include <math.h>
@@ -765,9 +766,8 @@ __attribute__((target("avx2"))) static void mm44_flush_avx2(struct plena_emu *e)
 int emu_host_isa(void)
 {
 #ifdef EMU_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2")) return EMU_ISA_AVX512;
-    if (__builtin_cpu_supports("avx2")) return EMU_ISA_AVX2;
+    if (plena_cpu_has_avx512f() && plena_cpu_has_avx2()) return EMU_ISA_AVX512;
+    if (plena_cpu_has_avx2()) return EMU_ISA_AVX2;
 #endif
     return EMU_ISA_GENERIC;
 }

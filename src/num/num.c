@@ -10,6 +10,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/cpu.h"
+
 /* EPS of the element quantizer (docs/numerics.md "Element quantizer"):
  * fl32(1e-9) = 0x3089705F. Written as bits so no decimal-to-binary conversion
  * can disagree. */
@@ -467,8 +469,7 @@ static void plena_encode_block_fast(const float *x, size_t n, uint8_t *codes, ui
 
 static int has_avx512f(void)
 {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f");
+    return plena_cpu_has_avx512f();
 }
 
 /* Each 32-bit lane of v replaced by the maximum over its aligned group of 8
@@ -648,7 +649,7 @@ static AVX2 void encode_block8_avx2(const float *x, uint8_t *codes, uint8_t *sca
 static size_t encode_row8_avx2(const float *x, size_t n, uint8_t *codes, uint8_t *scales,
                                int zero_special)
 {
-    if (!__builtin_cpu_supports("avx2")) return 0;
+    if (!plena_cpu_has_avx2()) return 0;
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
         encode_block8_avx2(x + i, codes + i, scales + i / 8, zero_special);
@@ -767,7 +768,7 @@ void plena_num_mx_decode_row_lut(const struct plena_mx_lut *lut, const uint8_t *
 #ifdef NUM_X86
     if (block == 8 && n >= 16 && has_avx512f())
         done = decode_row8_avx512(lut, codes, scales, n, out);
-    else if (block == 8 && n >= 8 && __builtin_cpu_supports("avx2"))
+    else if (block == 8 && n >= 8 && plena_cpu_has_avx2())
         done = decode_row8_avx2(lut, codes, scales, n, out);
 #endif
     for (size_t b0 = done, s = done / block; b0 < n; b0 += block, s++) {

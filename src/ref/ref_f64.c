@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/cpu.h"
 
 static double silu(double z)
 {
@@ -91,7 +92,7 @@ static void matvec_rows(const double *x, size_t ldx, uint32_t m, uint32_t K, con
 {
     uint32_t n0 = 0;
 #ifdef F64_HAVE_AVX2
-    if (m == 4 && __builtin_cpu_supports("avx2")) n0 = matvec4_avx2(x, ldx, K, w, N, y, ldy);
+    if (m == 4 && plena_cpu_has_avx2()) n0 = matvec4_avx2(x, ldx, K, w, N, y, ldy);
 #endif
     if (n0 < N) matvec_rows_generic(x, ldx, m, K, w, N, y, ldy, n0);
 }

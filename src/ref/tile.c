@@ -9,6 +9,8 @@
 
 #include <string.h>
 
+#include "common/cpu.h"
+
 typedef float ref_v8 __attribute__((vector_size(32)));
 
 /* Unaligned vector moves as macros: a function taking or returning a 32-byte
@@ -80,7 +82,7 @@ void plena_ref_tile_rows(const float *x, size_t ldx, uint32_t R, const float *w,
 {
     if (R > PLENA_REF_TILE_ROWS) R = PLENA_REF_TILE_ROWS;
 #ifdef REF_TILE_X86
-    if (__builtin_cpu_supports("avx2")) {
+    if (plena_cpu_has_avx2()) {
         if (R == 4) {
             tile4_avx2(x, ldx, w, np, k0, mlen, td);
             return;
