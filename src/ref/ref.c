@@ -437,17 +437,24 @@ int plena_moe_ref_expert_get(const struct plena_moe_ref_cfg *cfg, const struct p
                              struct plena_err *err)
 {
     memset(x, 0, sizeof *x);
-    if (e < cfg->E && in->expert) return in->expert(in->expert_ctx, e, x, err);
-    if (e >= cfg->E || !in->w_gate[e] || !in->w_up[e] || !in->w_down[e])
-        return PLENA_FAIL(err, PLENA_E_INPUT, "ref", "expert %u of pair %zu has no weights", e, p);
-    x->w_gate = in->w_gate[e];
-    x->w_up = in->w_up[e];
-    x->w_down = in->w_down[e];
-    if (cfg->expert_bias) {
-        x->b_gate = in->b_gate[e];
-        x->b_up = in->b_up[e];
-        x->b_down = in->b_down[e];
+    if (e < cfg->E && in->expert) {
+        int rc = in->expert(in->expert_ctx, e, x, err);
+        if (rc) return rc;
+    } else if (e < cfg->E && in->w_gate && in->w_up && in->w_down) {
+        x->w_gate = in->w_gate[e];
+        x->w_up = in->w_up[e];
+        x->w_down = in->w_down[e];
+        if (cfg->expert_bias && in->b_gate && in->b_up && in->b_down) {
+            x->b_gate = in->b_gate[e];
+            x->b_up = in->b_up[e];
+            x->b_down = in->b_down[e];
+        }
     }
+    /* whichever source: every tensor the layer uses is there, or one message */
+    if (!x->w_gate || !x->w_up || !x->w_down)
+        return PLENA_FAIL(err, PLENA_E_INPUT, "ref", "expert %u of pair %zu has no weights", e, p);
+    if (cfg->expert_bias && (!x->b_gate || !x->b_up || !x->b_down))
+        return PLENA_FAIL(err, PLENA_E_INPUT, "ref", "expert %u of pair %zu has no biases", e, p);
     return 0;
 }
 

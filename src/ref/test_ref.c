@@ -313,11 +313,11 @@ static int stream_expert(void *ctx, uint32_t e, struct plena_moe_ref_expert *x,
     for (int q = 0; q < 3; q++) {
         for (size_t i = 0; i < c->n[q]; i++)
             c->buf[q][i] = NAN;
-        memcpy(c->buf[q], c->w[q][e], c->n[q] * sizeof(float));
+        if (c->w[q]) memcpy(c->buf[q], c->w[q][e], c->n[q] * sizeof(float));
     }
     x->w_gate = c->buf[0];
     x->w_up = c->buf[1];
-    x->w_down = c->buf[2];
+    x->w_down = c->w[2] ? c->buf[2] : NULL;
     return 0;
 }
 
@@ -380,6 +380,19 @@ static void test_streaming_provider(void **state)
     ids[5] = E;
     assert_int_equal(plena_moe_reference(&cfg, &in, &oa, &err), PLENA_E_INPUT);
     assert_int_not_equal(plena_moe_reference_f64(&cfg, &in, NULL, f_a, NULL, &err), 0);
+    ids[5] = 1;
+    /* missing tensors are input errors too: no arrays at all, biases asked
+     * for but not given, a provider that leaves a matrix out */
+    struct plena_moe_ref_in none = in;
+    none.w_gate = none.w_up = none.w_down = NULL;
+    assert_int_equal(plena_moe_reference(&cfg, &none, &oa, &err), PLENA_E_INPUT);
+    struct plena_moe_ref_cfg biased = cfg;
+    biased.expert_bias = 1;
+    assert_int_equal(plena_moe_reference(&biased, &in, &oa, &err), PLENA_E_INPUT);
+    assert_int_equal(plena_moe_reference_f64(&biased, &in, NULL, f_a, NULL, &err), PLENA_E_INPUT);
+    sc.w[2] = NULL; /* stream_expert then hands out no down matrix */
+    sc.calls = 0;
+    assert_int_equal(plena_moe_reference(&cfg, &ins, &oa, &err), PLENA_E_INPUT);
     for (int q = 0; q < 3; q++)
         free(sc.buf[q]);
     for (uint32_t e = 0; e < E; e++)
