@@ -173,6 +173,7 @@ struct memo {
     uint32_t *key, *rec;
     size_t cap_key, cap_rec;
     uint64_t hits, misses;
+    int full; /* a cap was reached: no more snapshots or records (nothing is stored) */
 };
 
 static void memo_free(struct memo *m);
@@ -1432,9 +1433,15 @@ static size_t memo_record(struct plena_hbm *h, struct memo *m, const struct memo
 static void memo_store(struct memo *m, uint64_t hash, const uint32_t *key, size_t klen, size_t rlen)
 {
     size_t bytes = (klen + rlen) * sizeof(uint32_t);
-    if (m->bytes + bytes > MEMO_MAX_BYTES) return;
+    if (m->bytes + bytes > MEMO_MAX_BYTES) {
+        m->full = 1;
+        return;
+    }
     if (2 * (m->n_used + 1) > m->n_slots) {
-        if (m->n_slots >= MEMO_MAX_SLOTS) return;
+        if (m->n_slots >= MEMO_MAX_SLOTS) {
+            m->full = 1;
+            return;
+        }
         struct memo_slot *ns = plena_calloc(2 * m->n_slots, sizeof *ns);
         if (!ns) return;
         size_t mask = 2 * m->n_slots - 1;
@@ -1628,7 +1635,7 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
                 end = max64(end, t0 + o[1] + h->T);
                 continue;
             }
-            memo_save(h, m, sg, s);
+            if (!m->full) memo_save(h, m, sg, s);
         }
         m->misses++;
         sg->miss = 1;
@@ -1651,7 +1658,7 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
         h->n_pending = k;
         uint64_t ref0 = h->next_ref;
         latest = max64(latest, run_ticks(h, t_start));
-        for (uint32_t s = 0; s < nseg && h->next_ref == ref0; s++) {
+        for (uint32_t s = 0; s < nseg && h->next_ref == ref0 && !m->full; s++) {
             const struct memo_seg *sg = &m->seg[s];
             if (!sg->miss || !sg->klen) continue;
             size_t rlen = memo_record(h, m, sg, s, t0);

@@ -129,8 +129,8 @@ static void test_memo_equals_ticks(void **state)
             }
             batches += !o->sequential;
         }
-        run_ops(&p, ops, 0, d);
-        run_ops(&p, ops, 1, d + N_OPS);
+        assert_int_equal(run_ops(&p, ops, 0, d), 0);         /* literal: no memo */
+        assert_int_equal(run_ops(&p, ops, 1, d + N_OPS), 0); /* memo off */
         hits += run_ops(&p, ops, 2, d + 2 * N_OPS);
         if (trial == 0) {
             uint64_t *dt = calloc(N_OPS, sizeof *dt);
