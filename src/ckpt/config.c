@@ -347,7 +347,7 @@ static int parse_deepseek(const json_t *root, struct plena_dec_config *c, const 
         get_uint(root, "v_head_dim", 1, 0, 1, 4096, &c->v_dim, where, err) ||
         get_uint(root, "first_k_dense_replace", 0, 0, 0, PLENA_DEC_MAX_LAYERS, &first_dense, where,
                  err) ||
-        get_uint(root, "n_shared_experts", 0, 0, 0, 4096, &n_shared, where, err))
+        get_uint(root, "n_shared_experts", 1, 0, 0, 4096, &n_shared, where, err))
         return err->code;
     if (c->head_dim % 2)
         return PLENA_FAIL(err, PLENA_E_INPUT, where,

@@ -152,17 +152,7 @@ int plena_dec_route(const struct plena_dec_config *cfg, const float *logits, con
         if (!isfinite(logits[e]))
             return PLENA_FAIL(err, PLENA_E_FAILED, "router", "logit of expert %u is not finite", e);
     if (cfg->ext_router) return route_ext(cfg, logits, bias, ids, w, err);
-    for (uint32_t j = 0; j < K; j++) {
-        uint32_t best = E;
-        for (uint32_t e = 0; e < E; e++) {
-            int taken = 0;
-            for (uint32_t i = 0; i < j && !taken; i++)
-                taken = ids[i] == e;
-            /* strictly greater: on equal logits the lower id stays */
-            if (!taken && (best == E || logits[e] > logits[best])) best = e;
-        }
-        ids[j] = best;
-    }
+    plena_top_n_f32(logits, E, K, ids); /* on equal logits the lower id first */
     float m = logits[ids[0]], sum = 0;
     if (cfg->norm_topk) {
         for (uint32_t j = 0; j < K; j++)

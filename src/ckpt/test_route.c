@@ -1179,6 +1179,8 @@ static void test_arch_refusals(void **state)
               "'attention_bias' is not part of qwen2_moe");
     const enum plena_dec_arch v2 = PLENA_DEC_DEEPSEEK_V2, v3 = PLENA_DEC_DEEPSEEK_V3;
     refuse_in(v3, "\"moe_layer_freq\": 1", "\"moe_layer_freq\": 2", "'moe_layer_freq' must be 1");
+    /* no silent 0 shared experts: the key is required (the tensors would go unused) */
+    refuse_in(v3, "\"n_shared_experts\": 1", "\"ep_size\": 1", "'n_shared_experts'");
     refuse_in(v3, "\"rope_scaling\": null", "\"rope_scaling\": {\"type\": \"yarn\"}",
               "'rope_scaling' is set");
     refuse_in(v2, "\"attention_bias\": false", "\"attention_bias\": true",

@@ -83,9 +83,10 @@ static void deepseek_json(json_t *o, const struct plena_dec_config *c)
     json_object_set_new(o, "scoring_func",
                         json_string(r->score == PLENA_SCORE_SIGMOID ? "sigmoid" : "softmax"));
     json_object_set_new(o, "topk_method",
-                        json_string(r->select_bias != PLENA_SELECT_BIAS_NONE ? "noaux_tc"
-                                    : r->n_group > 1 ? "group_limited_greedy"
-                                                     : "greedy"));
+                        json_string(plena_topk_method_name(
+                            r->select_bias != PLENA_SELECT_BIAS_NONE ? PLENA_TOPK_NOAUX_TC
+                            : r->n_group > 1 ? PLENA_TOPK_GROUP_LIMITED_GREEDY
+                                             : PLENA_TOPK_GREEDY)));
     json_object_set_new(o, "n_group", json_integer(r->n_group));
     json_object_set_new(o, "topk_group", json_integer(r->topk_group));
     json_object_set_new(o, "routed_scaling_factor", json_real(r->scaling));
