@@ -126,23 +126,48 @@ struct observer {
     void (*progress)(void *ctx, uint64_t executed);
     void *progress_ctx;
     uint64_t executed;
+    /* the timeline's steps without the overlay, handed over in batches
+     * (plena_timeline_add_steps); 12 KiB: in the first-level cache */
+    int steps_on; /* a timeline without the overlay */
+    size_t n_steps;
+    struct plena_timeline_step steps[512];
 };
+#define STEP_BATCH (sizeof((struct observer *)0)->steps / sizeof(struct plena_timeline_step))
+
+static void timeline_flush(struct observer *o)
+{
+    if (o->timeline && o->n_steps) plena_timeline_add_steps(o->timeline, o->steps, o->n_steps);
+    o->n_steps = 0;
+}
 
 static void observe(void *ctx, const struct plena_emu_event *ev)
 {
     struct observer *o = ctx;
-    uint64_t d = plena_timing_account(o->timing, ev);
-    if (o->overlap) plena_overlap_observe(o->overlap, ev, d);
-    if (o->profile) {
-        /* the timing model already split this instruction's transactions */
-        uint64_t rd = 0, wr = 0;
-        if (ev->n_txn) plena_timing_last_bytes(o->timing, &rd, &wr);
-        plena_profile_add(o->profile, ev->pc, ev->op, d, rd / 64, wr / 64);
+    uint64_t d;
+    /* the timing model splits the instruction's transactions: read here
+     * only for the profile and the timeline */
+    uint64_t rd = 0, wr = 0;
+    if (o->steps_on) {
+        /* the serial timeline: a few stores here, its work in batches */
+        struct plena_timeline_step *s = &o->steps[o->n_steps];
+        d = plena_timing_account_txn(o->timing, ev, &s->rd_txn, &s->wr_txn);
+        s->dur_ps = d;
+        s->pc = ev->pc;
+        s->op = ev->op;
+        rd = s->rd_txn;
+        wr = s->wr_txn;
+        if (++o->n_steps == STEP_BATCH) timeline_flush(o);
+    } else if (o->profile || o->timeline) {
+        d = plena_timing_account_txn(o->timing, ev, &rd, &wr);
+    } else {
+        d = plena_timing_account(o->timing, ev);
     }
-    if (o->timeline) {
+    if (o->overlap) plena_overlap_observe(o->overlap, ev, d);
+    if (o->profile) plena_profile_add(o->profile, ev->pc, ev->op, d, rd, wr);
+    if (o->timeline && o->overlap) {
         struct plena_timing_record r;
         plena_timing_record_last(o->timing, ev, d, &r);
-        if (o->overlap) plena_overlap_last(o->overlap, &r.hidden_ps, &r.pending_prefetches);
+        plena_overlap_last(o->overlap, &r.hidden_ps, &r.pending_prefetches);
         plena_timeline_add(o->timeline, &r);
     }
     if (o->progress && (++o->executed & 0xffff) == 0) o->progress(o->progress_ctx, o->executed);
@@ -600,19 +625,25 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
         have_profile = 1;
     }
     if (o->timeline_path) {
-        struct plena_timeline_opts to = {o->timeline_detail, 0, o->overlap != 0,
-                                         out->settings.clock_period_ps, o->label};
+        struct plena_timeline_opts to = {
+            o->timeline_detail, 0, o->overlap != 0, out->settings.clock_period_ps, o->label, 0};
         if ((rc = plena_timeline_new(&to, labels, ss.prog->n, &timeline, e)) != 0) goto fail;
     }
     if (o->on_start) o->on_start(o->on_start_ctx, &out->settings);
 
     /* execute */
-    struct observer obs = {timing,   overlap,        have_profile ? &profile : NULL,
-                           timeline, o->on_progress, o->on_progress_ctx,
-                           0};
+    struct observer obs = {.timing = timing,
+                           .overlap = overlap,
+                           .profile = have_profile ? &profile : NULL,
+                           .timeline = timeline,
+                           .progress = o->on_progress,
+                           .progress_ctx = o->on_progress_ctx,
+                           .steps_on = timeline && !overlap};
     struct plena_emu_result res;
     memset(&res, 0, sizeof res);
-    if ((rc = plena_emu_run(emu, ss.prog, observe, &obs, &res, e)) != 0) goto fail;
+    rc = plena_emu_run(emu, ss.prog, observe, &obs, &res, e);
+    timeline_flush(&obs); /* the last steps, also of a trapped run */
+    if (rc != 0) goto fail;
     if ((rc = plena_timing_status(timing, e)) != 0) goto fail;
 
     uint64_t period = out->settings.clock_period_ps;

@@ -293,7 +293,7 @@ static void test_merging_bound(void **state)
     memset(&labels, 0, sizeof labels);
     labels.n = n_pc;
     labels.v = lv;
-    struct plena_timeline_opts to = {PLENA_TIMELINE_GROUP, 64, 0, 1000, NULL};
+    struct plena_timeline_opts to = {PLENA_TIMELINE_GROUP, 64, 0, 1000, NULL, 0};
     struct plena_timeline *tl = NULL;
     assert_int_equal(plena_timeline_new(&to, &labels, n_pc, &tl, NULL), 0);
     uint64_t now = 0, stage_ps[PLENA_STAGE_COUNT] = {0};
@@ -335,6 +335,115 @@ static void test_merging_bound(void **state)
     plena_timeline_free(tl);
 }
 
+/* Renders a synthetic stream (ops, durations, zero-cost instructions, stage
+ * changes, HBM bytes and, with `gaps`, idle gaps, from a fixed LCG) through a
+ * timeline with the given options: as records (plena_timeline_add), or with
+ * `steps` as steps handed over in batches of varying size
+ * (plena_timeline_add_steps; steps have no gaps). */
+static void render_stream(const struct plena_timeline_opts *to, const struct plena_labels *labels,
+                          size_t n_pc, uint32_t n, int gaps, int steps, struct plena_buf *b)
+{
+    struct plena_timeline *tl = NULL;
+    assert_int_equal(plena_timeline_new(to, labels, n_pc, &tl, NULL), 0);
+    const unsigned ops[] = {PLENA_OP_M_MM,         PLENA_OP_V_ADD_VV,  PLENA_OP_S_ADDI_INT,
+                            PLENA_OP_H_PREFETCH_V, PLENA_OP_H_STORE_V, PLENA_OP_V_MUL_VV};
+    struct plena_timeline_step batch[97];
+    size_t n_batch = 0, batch_max = 1;
+    uint64_t now = 0, x = 12345;
+    for (uint32_t i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        unsigned k = (unsigned)(x >> 33);
+        struct plena_timing_record r;
+        memset(&r, 0, sizeof r);
+        r.pc = (uint32_t)((i / 5 + (k & 1)) % n_pc);
+        /* runs of one opcode (groups) and alternation */
+        r.op = (uint8_t)ops[(k >> 3) % 8 < 6 ? (k >> 3) % 8 : i % 6];
+        r.dur_ps = (k >> 7) % 9 == 0 ? 0 : 1000 * (1 + (k >> 11) % 7);
+        if (gaps && (k >> 14) % 97 == 0) now += 500; /* the group cannot extend */
+        r.start_ps = now;
+        if (r.op == PLENA_OP_H_PREFETCH_V) r.bytes_read = 64 * (1 + (k >> 17) % 4);
+        if (r.op == PLENA_OP_H_STORE_V) r.bytes_written = 64;
+        now += r.dur_ps;
+        if (!steps) {
+            plena_timeline_add(tl, &r);
+            continue;
+        }
+        struct plena_timeline_step st = {r.dur_ps, r.bytes_read / 64, r.bytes_written / 64, r.pc,
+                                         r.op};
+        batch[n_batch++] = st;
+        if (n_batch == batch_max) {
+            plena_timeline_add_steps(tl, batch, n_batch);
+            n_batch = 0;
+            batch_max = batch_max % 97 + 1 + (k >> 20) % 13;
+            if (batch_max > 97) batch_max = 97;
+        }
+    }
+    if (n_batch) plena_timeline_add_steps(tl, batch, n_batch);
+    struct plena_timeline_run run = {"completed", now, now, 0, 0, n};
+    plena_buf_init(b);
+    assert_int_equal(plena_timeline_render(tl, &run, b, NULL), 0);
+    assert_int_equal(plena_buf_append(b, "", 1), 0); /* a C string for strstr */
+    plena_timeline_free(tl);
+}
+
+static void assert_same_buf(const struct plena_buf *a, const struct plena_buf *b)
+{
+    assert_int_equal(a->len, b->len);
+    assert_memory_equal(a->data, b->data, a->len);
+}
+
+/* The group detail's direct path (the default) and a run's batched steps
+ * write the general path's file byte for byte: without merging, through the
+ * automatic merging, and when the merging crosses stage regions. */
+static void test_direct_path_identical(void **state)
+{
+    (void)state;
+    const size_t n_pc = 64;
+    struct plena_label lv[64];
+    struct plena_labels labels;
+    memset(&labels, 0, sizeof labels);
+    labels.n = n_pc;
+    labels.v = lv;
+    /* four stages in runs of 8 pcs (about 40 instructions per region: with
+     * a bound the merging crosses regions), and one stage (the merging
+     * stays within the region, windows end slices) */
+    const size_t bounds[] = {0, 64, 1000, 1000};
+    const uint32_t counts[] = {3000, 50000, 50000, 50000};
+    for (unsigned c = 0; c < 4; c++) {
+        for (size_t i = 0; i < n_pc; i++) {
+            lv[i].stage = (uint8_t)(c == 3 || i / 8 % 4 == 0 ? PLENA_STAGE_EXPERT_PROJECTION
+                                    : i / 8 % 4 == 1         ? PLENA_STAGE_SCATTER_COMBINE
+                                    : i / 8 % 4 == 2         ? PLENA_STAGE_ROUTER_TOPK
+                                                             : PLENA_STAGE_OTHER);
+            lv[i].has_pair = 0;
+            lv[i].pair = 0;
+        }
+        struct plena_timeline_opts direct = {PLENA_TIMELINE_GROUP, bounds[c], 0, 1000, NULL, 0};
+        struct plena_timeline_opts general = direct;
+        general.general_path = 1;
+        for (int gaps = 0; gaps < 2; gaps++) {
+            struct plena_buf a, g;
+            render_stream(&direct, &labels, n_pc, counts[c], gaps, 0, &a);
+            render_stream(&general, &labels, n_pc, counts[c], gaps, 0, &g);
+            assert_same_buf(&a, &g);
+            /* the merging did happen: slices of two vector opcodes joined */
+            if (c > 0) assert_non_null(strstr(a.data, "\"name\":\"merged\""));
+            if (c == 0) assert_null(strstr(a.data, "\"name\":\"merged\""));
+            if (!gaps) {
+                struct plena_buf st, stg;
+                render_stream(&direct, &labels, n_pc, counts[c], 0, 1, &st);
+                render_stream(&general, &labels, n_pc, counts[c], 0, 1, &stg);
+                assert_same_buf(&st, &g);
+                assert_same_buf(&stg, &g);
+                plena_buf_free(&st);
+                plena_buf_free(&stg);
+            }
+            plena_buf_free(&a);
+            plena_buf_free(&g);
+        }
+    }
+}
+
 static void test_detail_names(void **state)
 {
     (void)state;
@@ -367,7 +476,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_detail_names), cmocka_unit_test(test_run_timeline_sums),
-        cmocka_unit_test(test_merging_bound), cmocka_unit_test(test_trapped_run)};
+        cmocka_unit_test(test_merging_bound), cmocka_unit_test(test_direct_path_identical),
+        cmocka_unit_test(test_trapped_run)};
     if (make_inputs()) return 1;
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     plena_test_rmtree(tmp);

@@ -109,14 +109,22 @@ struct plena_timeline {
     size_t last_on[PLENA_TL_TRACK_COUNT];
     struct slice grp, hid; /* the open group and hidden-prefetch slice */
     int grp_open, hid_open, prev_hid;
+    int direct;        /* group detail without the overlay: add_direct */
+    size_t into;       /* direct path: the slice the open group merged into, or NO_SLICE */
     uint64_t merge_ps; /* 0 until the first automatic merge */
     int cross;         /* merging ignores stage regions (only when regions alone do not fit) */
     uint64_t bucket_ps;
-    uint64_t rd[PLENA_TIMELINE_MAX_BUCKETS], wr[PLENA_TIMELINE_MAX_BUCKETS];
-    uint64_t pend[PLENA_TIMELINE_MAX_BUCKETS];
     size_t n_buckets;
     uint64_t now_ps;
     int nomem;
+    /* the current bucket's figures, added to rd/wr/pend[cur_bucket] when
+     * the bucket changes: per instruction only these (next to the other hot
+     * fields) are touched, not three arrays 64 KiB apart, whose entries
+     * alias at 4 KiB and stall the loads behind the stores */
+    uint64_t acc_rd, acc_wr, acc_pend;
+    uint64_t step_clock; /* plena_timeline_add_steps: the end of the last step */
+    uint64_t rd[PLENA_TIMELINE_MAX_BUCKETS], wr[PLENA_TIMELINE_MAX_BUCKETS];
+    uint64_t pend[PLENA_TIMELINE_MAX_BUCKETS];
 };
 
 int plena_timeline_new(const struct plena_timeline_opts *o, const struct plena_labels *labels,
@@ -153,6 +161,8 @@ int plena_timeline_new(const struct plena_timeline_opts *o, const struct plena_l
     tl->bucket_end_ps = tl->bucket_ps;
     tl->n_buckets = 1;
     tl->cur_stage = -1;
+    tl->into = NO_SLICE;
+    tl->direct = o->detail == PLENA_TIMELINE_GROUP && !o->overlap && !o->general_path;
     *out = tl;
     return 0;
 }
@@ -339,8 +349,20 @@ static int close_region(struct plena_timeline *tl)
 
 /* ---- counters ---- */
 
-static size_t bucket_of(struct plena_timeline *tl, uint64_t ps)
+/* The current bucket's accumulated figures into its entry. */
+static void flush_bucket(struct plena_timeline *tl)
 {
+    size_t c = tl->cur_bucket;
+    tl->rd[c] += tl->acc_rd;
+    tl->wr[c] += tl->acc_wr;
+    if (tl->acc_pend > tl->pend[c]) tl->pend[c] = tl->acc_pend;
+    tl->acc_rd = tl->acc_wr = tl->acc_pend = 0;
+}
+
+/* Moves to the bucket of time ps (halving the buckets as needed). */
+static __attribute__((noinline)) void bucket_of(struct plena_timeline *tl, uint64_t ps)
+{
+    flush_bucket(tl);
     uint64_t i = ps / tl->bucket_ps;
     while (i >= PLENA_TIMELINE_MAX_BUCKETS) {
         /* halve: neighbours merge, the width doubles */
@@ -364,7 +386,6 @@ static size_t bucket_of(struct plena_timeline *tl, uint64_t ps)
     if (i >= tl->n_buckets) tl->n_buckets = (size_t)i + 1;
     tl->cur_bucket = (size_t)i;
     tl->bucket_end_ps = (i + 1) * tl->bucket_ps;
-    return (size_t)i;
 }
 
 /* ---- feeding ---- */
@@ -384,35 +405,25 @@ static void open_slice(struct slice *s, const struct plena_timing_record *r, uin
     s->op = r->op;
 }
 
-void plena_timeline_add(struct plena_timeline *tl, const struct plena_timing_record *r)
+/* A new stage region starts at r; -1 when out of memory (remembered). */
+static int open_region(struct plena_timeline *tl, const struct plena_timing_record *r,
+                       unsigned stage)
 {
-    unsigned stage = r->pc < tl->n_pc ? tl->pc_stage[r->pc] : PLENA_STAGE_OTHER;
-    if (tl->cur_stage != (int)stage) {
-        if (tl->cur_stage >= 0 && close_region(tl)) return;
-        tl->cur.start = r->start_ps;
-        tl->cur.dur = tl->cur.count = 0;
-        tl->cur.stage = (uint8_t)stage;
-        tl->cur_stage = (int)stage;
-        tl->region_seq++;
-    }
-    tl->cur.dur += r->dur_ps;
-    tl->cur.count++;
-    tl->now_ps = r->start_ps + r->dur_ps;
+    if (tl->cur_stage >= 0 && close_region(tl)) return -1;
+    tl->cur.start = r->start_ps;
+    tl->cur.dur = tl->cur.count = 0;
+    tl->cur.stage = (uint8_t)stage;
+    tl->cur_stage = (int)stage;
+    tl->region_seq++;
+    return 0;
+}
+
+/* The general group path: any detail, the overlay's hidden track. An open
+ * group (and hidden slice) is pushed when the next one opens. */
+static void add_general(struct plena_timeline *tl, const struct plena_timing_record *r,
+                        unsigned stage, unsigned track)
+{
     uint32_t region = tl->region_seq;
-    unsigned track = tl->track_of[r->op & 63];
-
-    /* time only grows: the bucket changes rarely, so no division per instruction */
-    size_t b = r->start_ps < tl->bucket_end_ps ? tl->cur_bucket : bucket_of(tl, r->start_ps);
-    if (r->bytes_read | r->bytes_written) {
-        tl->rd[b] += r->bytes_read;
-        tl->wr[b] += r->bytes_written;
-    }
-    /* serial model without the overlay: the prefetch in flight is the only one */
-    uint64_t pend =
-        tl->o.overlap ? r->pending_prefetches : (track == PLENA_TL_TRACK_HBM_READ && r->dur_ps > 0);
-    if (pend > tl->pend[b]) tl->pend[b] = pend;
-
-    if (tl->o.detail == PLENA_TIMELINE_STAGE) return;
     /* zero-cost instructions (f0 skips) take no time: no slice, and they do
      * not split a group */
     if (r->dur_ps > 0) {
@@ -447,11 +458,222 @@ void plena_timeline_add(struct plena_timeline *tl, const struct plena_timing_rec
     }
 }
 
+/* Opens a group for r on the direct path: when it would merge into the last
+ * slice of its track at its close, it merges now (tl->into) and later
+ * instructions of the group go straight there. Deciding at the open is
+ * deciding at the close: on this path nothing else is pushed in between, so
+ * that slice, the window and the group's start are the same then. */
+static __attribute__((noinline)) void open_direct(struct plena_timeline *tl,
+                                                  const struct plena_timing_record *r,
+                                                  unsigned stage, unsigned track)
+{
+    if (tl->grp_open && tl->into == NO_SLICE) append_slice(tl, &tl->grp);
+    open_slice(&tl->grp, r, r->start_ps, r->dur_ps, tl->region_seq, stage, track);
+    tl->grp_open = 1;
+    size_t j = tl->last_on[track];
+    if (j != NO_SLICE && mergeable(tl, &tl->sl[j], &tl->grp)) {
+        merge_into(&tl->sl[j], &tl->grp);
+        tl->into = j;
+    } else {
+        tl->into = NO_SLICE;
+    }
+}
+
+/* The direct path of the default (group detail, no overlay). Once merging
+ * has begun, nearly every instruction lands in the last slice of its track,
+ * whether it continues the open group or opens a new one (opcodes alternate:
+ * most groups are one instruction long): that is decided by one
+ * well-predicted test, without asking which of the two it is. Everything
+ * else goes through the group logic. The output is the general path's, byte
+ * for byte (test_timeline test_direct_path_identical). */
+static inline void add_direct(struct plena_timeline *tl, const struct plena_timing_record *r,
+                              unsigned stage, unsigned track)
+{
+    if (r->dur_ps == 0) return;
+    uint64_t end = r->start_ps + r->dur_ps, bytes = r->bytes_read + r->bytes_written;
+    size_t j = tl->last_on[track];
+    /* the open group is already in place (so nothing is appended before the
+     * new one's fate is decided) and this instruction, as a group of its
+     * own, would merge into that slice: it goes there either way, since a
+     * continued group merged there too (last_on has not moved since) */
+    if (tl->into != NO_SLICE && j != NO_SLICE) {
+        struct slice *a = &tl->sl[j];
+        if ((a->region == tl->region_seq || tl->cross) && r->start_ps < a->win_end) {
+            a->end = end;
+            a->busy += r->dur_ps;
+            a->bytes += bytes;
+            a->count++;
+            a->mixed |= a->op != r->op;
+            tl->grp.op = r->op;
+            tl->grp.region = tl->region_seq;
+            tl->grp.end = end;
+            tl->into = j;
+            return;
+        }
+    }
+    if (tl->grp_open && tl->grp.op == r->op && tl->grp.region == tl->region_seq &&
+        tl->grp.end == r->start_ps) {
+        /* the open group continues */
+        tl->grp.end = end;
+        struct slice *a = tl->into != NO_SLICE ? &tl->sl[tl->into] : &tl->grp;
+        a->end = end;
+        a->busy += r->dur_ps;
+        a->bytes += bytes;
+        a->count++;
+        return;
+    }
+    open_direct(tl, r, stage, track);
+}
+
+static inline void add_one(struct plena_timeline *tl, const struct plena_timing_record *r)
+{
+    unsigned stage = r->pc < tl->n_pc ? tl->pc_stage[r->pc] : PLENA_STAGE_OTHER;
+    if (tl->cur_stage != (int)stage && open_region(tl, r, stage)) return;
+    tl->cur.dur += r->dur_ps;
+    tl->cur.count++;
+    tl->now_ps = r->start_ps + r->dur_ps;
+    unsigned track = tl->track_of[r->op & 63];
+
+    /* time only grows: the bucket changes rarely, so no division per
+     * instruction; and no branch on the opcode's kind below (the opcodes
+     * alternate in patterns a branch predictor misses) */
+    if (r->start_ps >= tl->bucket_end_ps) bucket_of(tl, r->start_ps);
+    tl->acc_rd += r->bytes_read;
+    tl->acc_wr += r->bytes_written;
+    if (tl->o.overlap) {
+        if (r->pending_prefetches > tl->acc_pend) tl->acc_pend = r->pending_prefetches;
+    } else {
+        /* serial model without the overlay: the prefetch in flight is the
+         * only one, so the maximum of 0s and 1s is their or */
+        tl->acc_pend |= (uint64_t)((track == PLENA_TL_TRACK_HBM_READ) & (r->dur_ps > 0));
+    }
+
+    if (tl->direct)
+        add_direct(tl, r, stage, track);
+    else if (tl->o.detail != PLENA_TIMELINE_STAGE)
+        add_general(tl, r, stage, track);
+}
+
+void plena_timeline_add(struct plena_timeline *tl, const struct plena_timing_record *r)
+{
+    add_one(tl, r);
+}
+
+/* One step through the exact path (add_one), on the timing model's clock:
+ * the same saturating sum of the same durations. */
+static void add_step_exact(struct plena_timeline *tl, const struct plena_timeline_step *s)
+{
+    struct plena_timing_record r = {
+        s->pc, s->op, tl->step_clock, s->dur_ps, 64 * s->rd_txn, 64 * s->wr_txn, 0, 0};
+    if (__builtin_add_overflow(tl->step_clock, s->dur_ps, &tl->step_clock)) {
+        tl->step_clock = UINT64_MAX;
+        r.start_ps = UINT64_MAX - s->dur_ps;
+    }
+    add_one(tl, &r);
+}
+
+/* What a segment of steps adds to the last slice of each track. */
+struct segment {
+    uint64_t busy[PLENA_TL_TRACK_COUNT], bytes[PLENA_TL_TRACK_COUNT];
+    uint64_t count[PLENA_TL_TRACK_COUNT], end[PLENA_TL_TRACK_COUNT];
+    uint64_t win_end[PLENA_TL_TRACK_COUNT]; /* 0: the track's instructions stop the segment */
+    uint8_t op[PLENA_TL_TRACK_COUNT], mixed[PLENA_TL_TRACK_COUNT];
+};
+
+/* The steady state of the direct path, a segment at a time: while the stage
+ * region, the counter bucket and every track's merge window stay the same,
+ * add_direct's first branch takes every instruction (into the last slice of
+ * its track), so the segment's sums go there at its end, and the
+ * per-instruction work is a few adds on locals. Returns the steps consumed
+ * (0: the next one needs the exact path). */
+static size_t add_segment(struct plena_timeline *tl, const struct plena_timeline_step *s, size_t n)
+{
+    if (tl->cur_stage < 0 || tl->into == NO_SLICE) return 0;
+    struct segment g;
+    memset(&g, 0, sizeof g);
+    for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++) {
+        size_t j = tl->last_on[t];
+        if (j == NO_SLICE) continue;
+        const struct slice *a = &tl->sl[j];
+        if (a->region != tl->region_seq && !tl->cross) continue;
+        g.win_end[t] = a->win_end;
+        g.op[t] = a->op;
+    }
+    const unsigned stage = (unsigned)tl->cur_stage;
+    uint64_t clock = tl->step_clock, sum_d = 0, sum_rd = 0, sum_wr = 0, pend = 0;
+    uint64_t last_end = 0;
+    unsigned last_track = PLENA_TL_TRACK_COUNT;
+    uint8_t last_op = 0;
+    size_t k = 0;
+    for (; k < n; k++) {
+        const struct plena_timeline_step *st = &s[k];
+        unsigned sg = st->pc < tl->n_pc ? tl->pc_stage[st->pc] : PLENA_STAGE_OTHER;
+        uint64_t end;
+        if (sg != stage || clock >= tl->bucket_end_ps ||
+            __builtin_add_overflow(clock, st->dur_ps, &end))
+            break;
+        unsigned t = tl->track_of[st->op & 63];
+        if (st->dur_ps) {
+            if (clock >= g.win_end[t]) break;
+            g.busy[t] += st->dur_ps;
+            g.bytes[t] += 64 * (st->rd_txn + st->wr_txn);
+            g.count[t]++;
+            g.end[t] = end;
+            g.mixed[t] |= st->op != g.op[t];
+            last_end = end;
+            last_track = t;
+            last_op = st->op;
+        }
+        sum_d += st->dur_ps;
+        sum_rd += st->rd_txn;
+        sum_wr += st->wr_txn;
+        pend |= (uint64_t)((t == PLENA_TL_TRACK_HBM_READ) & (st->dur_ps > 0));
+        clock = end;
+    }
+    if (k == 0) return 0;
+    tl->cur.dur += sum_d;
+    tl->cur.count += k;
+    tl->now_ps = clock;
+    tl->step_clock = clock;
+    tl->acc_rd += 64 * sum_rd;
+    tl->acc_wr += 64 * sum_wr;
+    tl->acc_pend |= pend;
+    for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++) {
+        if (!g.count[t]) continue;
+        struct slice *a = &tl->sl[tl->last_on[t]];
+        a->end = g.end[t];
+        a->busy += g.busy[t];
+        a->bytes += g.bytes[t];
+        a->count += g.count[t];
+        a->mixed |= g.mixed[t];
+    }
+    if (last_track < PLENA_TL_TRACK_COUNT) {
+        tl->grp.op = last_op;
+        tl->grp.region = tl->region_seq;
+        tl->grp.end = last_end;
+        tl->into = tl->last_on[last_track];
+    }
+    return k;
+}
+
+void plena_timeline_add_steps(struct plena_timeline *tl, const struct plena_timeline_step *s,
+                              size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        if (tl->direct) i += add_segment(tl, s + i, n - i);
+        if (i < n) add_step_exact(tl, &s[i++]);
+    }
+}
+
 static void close_open(struct plena_timeline *tl)
 {
-    if (tl->grp_open) push_slice(tl, &tl->grp);
+    flush_bucket(tl);
+    /* on the direct path a group that merged at its open is already in place */
+    if (tl->grp_open && !(tl->direct && tl->into != NO_SLICE)) push_slice(tl, &tl->grp);
     if (tl->hid_open) push_slice(tl, &tl->hid);
     tl->grp_open = tl->hid_open = 0;
+    tl->into = NO_SLICE;
     if (tl->cur_stage >= 0) (void)close_region(tl);
     tl->cur_stage = -1;
 }

@@ -61,6 +61,8 @@ struct plena_timeline_opts {
     int overlap;       /* the hidden-prefetch track is present */
     uint64_t clock_period_ps;
     const char *label; /* the process name; NULL = "plena" */
+    int general_path;  /* tests: the group detail through the general path, not
+                        * the direct one (the output is the same, byte for byte) */
 };
 
 struct plena_timeline;
@@ -74,6 +76,22 @@ void plena_timeline_free(struct plena_timeline *tl);
  * (r->start_ps never decreases). Out of memory is remembered and reported by
  * render. */
 void plena_timeline_add(struct plena_timeline *tl, const struct plena_timing_record *r);
+/* One instruction of a serial run without the overlap overlay, as a run
+ * buffers it: the start is implied (the previous record's end, the first
+ * one's at 0), bytes are 64 x the transaction counts. */
+struct plena_timeline_step {
+    uint64_t dur_ps;
+    uint64_t rd_txn, wr_txn;
+    uint32_t pc;
+    uint8_t op;
+};
+/* Adds n steps in order, as plena_timeline_add would the records they stand
+ * for (byte for byte the same file); not to be mixed with plena_timeline_add
+ * in one timeline. A run hands its steps over in batches, so this loop runs
+ * away from the emulator's branches: the per-instruction cost of a timeline
+ * is then a few stores in the run and this loop (docs/timeline.md "Cost"). */
+void plena_timeline_add_steps(struct plena_timeline *tl, const struct plena_timeline_step *s,
+                              size_t n);
 
 /* What the metadata states about the run beyond the records. */
 struct plena_timeline_run {

@@ -14,9 +14,11 @@ struct plena_timing {
     uint8_t kind[64];
     uint64_t topk_ps_per_expert; /* VECTOR_MAX_CYCLES x CLOCK_PERIOD_PS */
     uint64_t now_ps;
-    int time_overflow;         /* the total passed 2^64-1 ps: now_ps saturated */
-    uint64_t n_rd, n_wr;       /* transaction totals */
-    uint64_t last_rd, last_wr; /* transactions of the last instruction */
+    int time_overflow;   /* the total passed 2^64-1 ps: now_ps saturated */
+    uint64_t n_rd, n_wr; /* transaction totals */
+    struct {
+        uint64_t rd, wr;
+    } last; /* transactions of the last instruction */
     struct plena_hbm *hbm;
 };
 
@@ -91,19 +93,19 @@ static uint64_t account_hbm(struct plena_timing *t, const struct plena_emu_event
     uint64_t nw = 0;
     for (size_t i = 0; i < ev->n_txn; i++)
         nw += ev->txn[i].is_write != 0;
-    t->last_rd = ev->n_txn - nw;
-    t->last_wr = nw;
-    t->n_rd += t->last_rd;
+    t->last.rd = ev->n_txn - nw;
+    t->last.wr = nw;
+    t->n_rd += t->last.rd;
     t->n_wr += nw;
     return seq ? plena_hbm_sequential(t->hbm, t->now_ps, ev->txn, ev->n_txn)
                : plena_hbm_batch(t->hbm, t->now_ps, ev->txn, ev->n_txn);
 }
 
-uint64_t plena_timing_account(struct plena_timing *t, const struct plena_emu_event *ev)
+static inline uint64_t account(struct plena_timing *t, const struct plena_emu_event *ev)
 {
     unsigned op = ev->op & 63;
     uint64_t d;
-    t->last_rd = t->last_wr = 0;
+    t->last.rd = t->last.wr = 0;
     switch ((enum kind)t->kind[op]) {
     case K_FIXED: d = ev->f0_skip ? 0 : t->cost_ps[op]; break;
     case K_TOPK:
@@ -120,6 +122,22 @@ uint64_t plena_timing_account(struct plena_timing *t, const struct plena_emu_eve
         t->now_ps = UINT64_MAX;
         t->time_overflow = 1;
     }
+    return d;
+}
+
+uint64_t plena_timing_account(struct plena_timing *t, const struct plena_emu_event *ev)
+{
+    return account(t, ev);
+}
+
+uint64_t plena_timing_account_txn(struct plena_timing *t, const struct plena_emu_event *ev,
+                                  uint64_t *rd_txn, uint64_t *wr_txn)
+{
+    uint64_t d = account(t, ev);
+    /* from the registers account() just stored them from: a caller reading
+     * them back from *t right after the call waits on the stores */
+    *rd_txn = t->last.rd;
+    *wr_txn = t->last.wr;
     return d;
 }
 
@@ -141,8 +159,8 @@ uint64_t plena_timing_bytes_written(const struct plena_timing *t)
 void plena_timing_last_bytes(const struct plena_timing *t, uint64_t *bytes_read,
                              uint64_t *bytes_written)
 {
-    if (bytes_read) *bytes_read = 64 * t->last_rd;
-    if (bytes_written) *bytes_written = 64 * t->last_wr;
+    if (bytes_read) *bytes_read = 64 * t->last.rd;
+    if (bytes_written) *bytes_written = 64 * t->last.wr;
 }
 
 struct plena_hbm *plena_timing_hbm(struct plena_timing *t)
@@ -169,8 +187,8 @@ void plena_timing_record_last(const struct plena_timing *t, const struct plena_e
     r->op = ev->op;
     r->start_ps = t->now_ps - dur_ps;
     r->dur_ps = dur_ps;
-    r->bytes_read = 64 * t->last_rd;
-    r->bytes_written = 64 * t->last_wr;
+    r->bytes_read = 64 * t->last.rd;
+    r->bytes_written = 64 * t->last.wr;
     r->hidden_ps = 0;
     r->pending_prefetches = 0;
 }
