@@ -574,7 +574,7 @@ static void add_step_exact(struct plena_timeline *tl, const struct plena_timelin
 
 /* What a segment of steps adds to the last slice of each track. */
 struct segment {
-    uint64_t busy[PLENA_TL_TRACK_COUNT], bytes[PLENA_TL_TRACK_COUNT];
+    uint64_t busy[PLENA_TL_TRACK_COUNT], txn[PLENA_TL_TRACK_COUNT]; /* txn: read + write */
     uint64_t count[PLENA_TL_TRACK_COUNT], end[PLENA_TL_TRACK_COUNT];
     uint64_t win_end[PLENA_TL_TRACK_COUNT]; /* 0: the track's instructions stop the segment */
     uint8_t op[PLENA_TL_TRACK_COUNT], mixed[PLENA_TL_TRACK_COUNT];
@@ -590,8 +590,11 @@ static size_t add_segment(struct plena_timeline *tl, const struct plena_timeline
 {
     if (tl->cur_stage < 0 || tl->into == NO_SLICE) return 0;
     struct segment g;
-    memset(&g, 0, sizeof g);
+    /* field by field: a segment is often short, and memset's string store
+     * costs more than these few vector stores */
     for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++) {
+        g.busy[t] = g.txn[t] = g.count[t] = g.end[t] = g.win_end[t] = 0;
+        g.op[t] = g.mixed[t] = 0;
         size_t j = tl->last_on[t];
         if (j == NO_SLICE) continue;
         const struct slice *a = &tl->sl[j];
@@ -616,7 +619,7 @@ static size_t add_segment(struct plena_timeline *tl, const struct plena_timeline
         if (st->dur_ps) {
             if (clock >= g.win_end[t]) break;
             g.busy[t] += st->dur_ps;
-            g.bytes[t] += 64 * (st->rd_txn + st->wr_txn);
+            g.txn[t] += st->rd_txn + st->wr_txn;
             g.count[t]++;
             g.end[t] = end;
             g.mixed[t] |= st->op != g.op[t];
@@ -643,7 +646,7 @@ static size_t add_segment(struct plena_timeline *tl, const struct plena_timeline
         struct slice *a = &tl->sl[tl->last_on[t]];
         a->end = g.end[t];
         a->busy += g.busy[t];
-        a->bytes += g.bytes[t];
+        a->bytes += 64 * g.txn[t];
         a->count += g.count[t];
         a->mixed |= g.mixed[t];
     }
