@@ -108,6 +108,18 @@ int plena_test_file_contains(const char *dir, const char *name, const char *need
     return r;
 }
 
+void plena_test_assert_same_files(const char *a, const char *b)
+{
+    char *da = NULL, *db = NULL;
+    size_t na = 0, nb = 0;
+    assert_int_equal(plena_file_read_all(a, &da, &na, NULL), 0);
+    assert_int_equal(plena_file_read_all(b, &db, &nb, NULL), 0);
+    assert_int_equal(na, nb);
+    assert_memory_equal(da, db, na);
+    plena_free(da);
+    plena_free(db);
+}
+
 const char *plena_test_attr(const char *tag, const char *name, char *out, size_t n)
 {
     const char *end = strchr(tag, '>');

@@ -56,6 +56,9 @@ void plena_test_write_replaced(const char *dir, const char *name, const char *te
 char *plena_test_read_file(const char *dir, const char *name, size_t *len);
 /* 1 when dir/name contains needle, else 0 (also when unreadable). */
 int plena_test_file_contains(const char *dir, const char *name, const char *needle);
+/* Fails the calling test unless the files at paths a and b both read and
+ * hold the same bytes. */
+void plena_test_assert_same_files(const char *a, const char *b);
 /* The value of attribute name="..." inside the HTML/SVG tag that starts at
  * tag (up to its '>'), copied into out (capacity n, truncated); NULL when
  * the tag has no such attribute. */

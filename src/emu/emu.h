@@ -76,6 +76,16 @@ void plena_emu_free(struct plena_emu *emu);
  * sizes are PLENA_E_INPUT naming the file and its size. The HBM image is mapped, not
  * copied. */
 int plena_emu_load_hbm_file(struct plena_emu *emu, const char *path, struct plena_err *err);
+/* A mapped image of at least PLENA_EMU_IMAGE_DROP_MIN bytes is not kept
+ * resident as a whole: every PLENA_EMU_IMAGE_DROP_EVERY bytes of DMA reads
+ * its pages are released (read again from the page cache when used), so a
+ * run's resident memory stays near its working set (docs/machine.md "HBM").
+ * No result depends on it. plena_emu_set_image_drop overrides the interval
+ * (0: never; tests); plena_emu_image_drops counts the releases. */
+#define PLENA_EMU_IMAGE_DROP_MIN   ((uint64_t)2 << 30)
+#define PLENA_EMU_IMAGE_DROP_EVERY ((uint64_t)1 << 30)
+void plena_emu_set_image_drop(struct plena_emu *emu, uint64_t every_bytes);
+uint64_t plena_emu_image_drops(const struct plena_emu *emu);
 int plena_emu_load_fpsram_file(struct plena_emu *emu, const char *path, struct plena_err *err);
 int plena_emu_load_intsram_file(struct plena_emu *emu, const char *path, struct plena_err *err);
 int plena_emu_load_vram_file(struct plena_emu *emu, const char *path, struct plena_err *err);

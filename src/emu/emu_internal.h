@@ -102,7 +102,12 @@ struct plena_emu {
     uint64_t n_hbm_l1;
     const uint8_t *image; /* mmap'ed hbm image or NULL */
     uint64_t image_len;
-    uint64_t hbm_hi; /* end of the highest 64-byte block written or preloaded */
+    /* the image's resident pages are dropped (MADV_DONTNEED: a read-only
+     * private file mapping, so they are read again from the page cache)
+     * every image_drop_every bytes of DMA reads; 0: never */
+    uint64_t image_drop_every, image_read, image_drops;
+    int image_drop_set; /* plena_emu_set_image_drop was called: no default on load */
+    uint64_t hbm_hi;    /* end of the highest 64-byte block written or preloaded */
 
     /* loop stack (docs/machine.md "Hardware loops") */
     struct emu_loop loops[EMU_LOOP_MAX];
@@ -228,6 +233,8 @@ static inline void emu_bf16_row_from_f32(const float *restrict x, uint16_t *rest
     }
 }
 void emu_hbm_read(const struct plena_emu *e, uint64_t addr, uint8_t *dst, size_t n);
+/* n bytes of DMA reads happened: bounds the resident part of a large image. */
+void emu_hbm_image_tick(struct plena_emu *e, uint64_t n);
 /* Cache hint for the bytes emu_hbm_read(e, addr, ., n) would copy (no effect on state). */
 void emu_hbm_prefetch(const struct plena_emu *e, uint64_t addr, size_t n);
 int emu_hbm_write(struct plena_emu *e, uint64_t addr, const uint8_t *src, size_t n); /* -1 OOM */

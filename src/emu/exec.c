@@ -1577,6 +1577,7 @@ static int op_dma(struct plena_emu *e, const struct plena_insn *in, enum plena_o
         }
     }
     if (sbuf != sc) plena_free(sbuf);
+    if (!is_store) emu_hbm_image_tick(e, n * (row_bytes + (mx ? sbytes : 0)));
     return 0;
 oom:
     if (sbuf != sc) plena_free(sbuf);

@@ -108,6 +108,28 @@ void emu_hbm_prefetch(const struct plena_emu *e, uint64_t addr, size_t n)
         __builtin_prefetch(p + k);
 }
 
+void emu_hbm_image_tick(struct plena_emu *e, uint64_t n)
+{
+    if (!e->image_drop_every || !e->image_len) return;
+    e->image_read += n;
+    if (e->image_read < e->image_drop_every) return;
+    e->image_read = 0;
+    /* a hint: on failure the pages simply stay; no result depends on it */
+    if (madvise((void *)e->image, (size_t)e->image_len, MADV_DONTNEED) == 0) e->image_drops++;
+}
+
+void plena_emu_set_image_drop(struct plena_emu *e, uint64_t every_bytes)
+{
+    e->image_drop_set = 1;
+    e->image_drop_every = every_bytes;
+    e->image_read = 0;
+}
+
+uint64_t plena_emu_image_drops(const struct plena_emu *e)
+{
+    return e->image_drops;
+}
+
 static uint8_t *hbm_page_rw(struct plena_emu *e, uint64_t page)
 {
     uint64_t l1 = page >> HBM_L2_BITS;
@@ -503,6 +525,10 @@ int plena_emu_load_hbm_file(struct plena_emu *e, const char *path, struct plena_
     hbm_unmap(e);
     e->image = map;
     e->image_len = size;
+    /* a large image is not kept resident as a whole (docs/machine.md "HBM") */
+    e->image_read = 0;
+    if (!e->image_drop_set)
+        e->image_drop_every = size >= PLENA_EMU_IMAGE_DROP_MIN ? PLENA_EMU_IMAGE_DROP_EVERY : 0;
     e->hbm_hi = (size + 63) & ~(uint64_t)63;
     return 0;
 }

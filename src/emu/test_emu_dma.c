@@ -322,6 +322,63 @@ static void test_image_copy_on_write(void **state)
     plena_emu_free(e);
 }
 
+/* Runs the image-drop program on a fresh machine over the image at path with
+ * drop interval `every` (0: never); returns the machine. */
+static struct plena_emu *run_image_drop(const char *path, uint64_t every)
+{
+    struct plena_emu *e = tu_default();
+    plena_emu_set_image_drop(e, every);
+    assert_int_equal(plena_emu_load_hbm_file(e, path, NULL), 0);
+    /* a store into the image: its page is a copy the drops must not lose */
+    uint8_t x = 0x5A;
+    assert_int_equal(plena_emu_hbm_write(e, 4096 + 3, &x, 1, NULL), 0);
+    struct tu_prog p = {.n = 0};
+    for (unsigned rep = 0; rep < 4; rep++) {
+        dma_regs(&p, 0, 4096 * (rep % 2), 64, 64);
+        LI(&p, 1, 64 * 8 * rep);
+        LI(&p, 2, 0);
+        RM(&p, H_PREFETCH_V, 1, 2, 0, 1);
+        LI(&p, 1, 0);
+        RM(&p, H_PREFETCH_M, 1, 2, 0, 1);
+    }
+    tu_ok(e, &p);
+    return e;
+}
+
+/* A large mapped image's pages are released during the run (here after every
+ * DMA read): the machine's state is the same as without releases, and the
+ * image reads back as the file and the store. */
+static void test_image_drop(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), path[512];
+    static uint8_t img[16384];
+    for (size_t i = 0; i < sizeof img; i++)
+        img[i] = (uint8_t)(i * 37 + (i >> 8));
+    tu_write(dir, "hbm.bin", img, sizeof img, path);
+    struct plena_emu *a = run_image_drop(path, 1), *b = run_image_drop(path, 0);
+    assert_true(plena_emu_image_drops(a) >= 8);
+    assert_int_equal(plena_emu_image_drops(b), 0);
+    for (uint64_t i = 0; i < 4 * 64 * 8; i++)
+        assert_int_equal(plena_emu_vram_get(a, i), plena_emu_vram_get(b, i));
+    for (uint64_t i = 0; i < 4096; i++) { /* bits: the image decodes to NaNs too */
+        float fa = plena_emu_mram_get(a, i), fb = plena_emu_mram_get(b, i);
+        assert_memory_equal(&fa, &fb, sizeof fa);
+    }
+    uint8_t r[sizeof img];
+    plena_emu_hbm_read(a, 0, r, sizeof r);
+    img[4096 + 3] = 0x5A;
+    assert_memory_equal(r, img, sizeof img);
+    /* the default: a small image is never released */
+    struct plena_emu *c = tu_default();
+    assert_int_equal(plena_emu_load_hbm_file(c, path, NULL), 0);
+    plena_emu_free(c);
+    plena_emu_free(a);
+    plena_emu_free(b);
+    tu_rmrf(dir);
+    free(dir);
+}
+
 static void test_store_types(void **state)
 {
     (void)state;
@@ -957,6 +1014,7 @@ int main(void)
         cmocka_unit_test(test_image_prefetch),
         cmocka_unit_test(test_fifo_images_and_dumps),
         cmocka_unit_test(test_image_copy_on_write),
+        cmocka_unit_test(test_image_drop),
         cmocka_unit_test(test_store_types),
         cmocka_unit_test(test_hbm_limits),
         cmocka_unit_test(test_loaders),

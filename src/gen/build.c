@@ -171,19 +171,19 @@ struct gen_ctx {
 };
 
 /* Logical tensor [K][N] (row-major) of role/expert; a = 1/sqrt(fan_in). */
-static void gen_values(const struct plena_moe_build_opts *o, unsigned role, uint32_t expert,
-                       uint32_t K, uint32_t N, uint32_t fan_in, float *out)
+static void gen_values_of(enum plena_weights_mode weights, uint64_t seed, unsigned role,
+                          uint32_t expert, uint32_t K, uint32_t N, uint32_t fan_in, float *out)
 {
     const size_t n = (size_t)K * N;
-    if (o->weights == PLENA_WEIGHTS_ZERO) {
+    if (weights == PLENA_WEIGHTS_ZERO) {
         memset(out, 0, n * sizeof *out);
         return;
     }
     struct plena_prng g;
     const uint64_t words[3] = {PLENA_PRNG_TAG_WEIGHTS, role, expert};
-    plena_prng_derive(&g, o->weight_seed, words, 3);
+    plena_prng_derive(&g, seed, words, 3);
     const double a = 1.0 / sqrt((double)(fan_in ? fan_in : 1));
-    if (o->weights == PLENA_WEIGHTS_REPRESENTABLE) {
+    if (weights == PLENA_WEIGHTS_REPRESENTABLE) {
         /* docs/lowering.md "Checking a build": {-1,-0.5,-0.25,0,0.25,0.5,1} x 2^round(log2 a):
          * exact in MX and BF16 */
         static const float set[7] = {-1.0f, -0.5f, -0.25f, 0.0f, 0.25f, 0.5f, 1.0f};
@@ -196,45 +196,125 @@ static void gen_values(const struct plena_moe_build_opts *o, unsigned role, uint
         out[i] = (float)((2.0 * plena_prng_uniform(&g) - 1.0) * a);
 }
 
+static void gen_values(const struct plena_moe_build_opts *o, unsigned role, uint32_t expert,
+                       uint32_t K, uint32_t N, uint32_t fan_in, float *out)
+{
+    gen_values_of(o->weights, o->weight_seed, role, expert, K, N, fan_in, out);
+}
+
 /* ---- staging ---- */
 
-static int add_region(struct plena_moe_build *b, uint64_t base, uint64_t n, uint8_t **bytes)
+/* A new region entry (bytes NULL); NULL when out of memory. */
+static struct plena_hbm_region *new_region(struct plena_moe_build *b, uint64_t base, uint64_t n)
 {
     if (b->n_hbm == b->cap_hbm) {
         size_t nc = b->cap_hbm ? 2 * b->cap_hbm : 16;
         struct plena_hbm_region *r = plena_realloc(b->hbm, nc * sizeof *r);
-        if (!r) return PLENA_E_NOMEM;
+        if (!r) return NULL;
         b->hbm = r;
         b->cap_hbm = nc;
     }
+    struct plena_hbm_region *r = &b->hbm[b->n_hbm++];
+    memset(r, 0, sizeof *r);
+    r->base = base;
+    r->n = n;
+    return r;
+}
+
+static int add_region(struct plena_moe_build *b, uint64_t base, uint64_t n, uint8_t **bytes)
+{
     uint8_t *p = plena_calloc(n ? n : 1, 1);
     if (!p) return PLENA_E_NOMEM;
-    b->hbm[b->n_hbm].base = base;
-    b->hbm[b->n_hbm].n = n;
-    b->hbm[b->n_hbm].bytes = p;
-    b->n_hbm++;
+    struct plena_hbm_region *r = new_region(b, base, n);
+    if (!r) {
+        plena_free(p);
+        return PLENA_E_NOMEM;
+    }
+    r->bytes = p;
     *bytes = p;
     return 0;
 }
 
-/* MXFP8 [K_p, N_p] from logical [K][N] (zero padded), host encoder, block 8. */
-static int stage_mx(struct plena_moe_build *b, uint64_t base, const float *v, uint32_t K,
-                    uint32_t N, uint32_t K_p, uint32_t N_p)
+static uint64_t mx_bytes(uint32_t K_p, uint32_t N_p)
 {
-    uint8_t *bytes;
     const uint64_t ne = (uint64_t)K_p * N_p;
-    if (add_region(b, base, ne + ne / PLENA_MOE_MX_BLOCK, &bytes)) return PLENA_E_NOMEM;
+    return ne + ne / PLENA_MOE_MX_BLOCK;
+}
+
+/* MXFP8 [K_p, N_p] into bytes (mx_bytes of them) from logical [K][N] (zero
+ * padded), host encoder, block 8. */
+static int encode_mx(enum plena_mx_mode mode, const float *v, uint32_t K, uint32_t N, uint32_t K_p,
+                     uint32_t N_p, uint8_t *bytes)
+{
+    const uint64_t ne = (uint64_t)K_p * N_p;
     float *row = plena_calloc(N_p, sizeof *row);
     if (!row) return PLENA_E_NOMEM;
     for (uint32_t r = 0; r < K_p; r++) {
         memset(row, 0, (size_t)N_p * sizeof *row);
         if (r < K) memcpy(row, v + (size_t)r * N, (size_t)N * sizeof *row);
-        plena_num_mx_encode_row(b->mx_mode, PLENA_MX_HOST, row, N_p, PLENA_MOE_MX_BLOCK,
+        plena_num_mx_encode_row(mode, PLENA_MX_HOST, row, N_p, PLENA_MOE_MX_BLOCK,
                                 bytes + (uint64_t)r * N_p,
                                 bytes + ne + (uint64_t)r * (N_p / PLENA_MOE_MX_BLOCK));
     }
     plena_free(row);
     return 0;
+}
+
+static int stage_mx(struct plena_moe_build *b, uint64_t base, const float *v, uint32_t K,
+                    uint32_t N, uint32_t K_p, uint32_t N_p)
+{
+    uint8_t *bytes;
+    if (add_region(b, base, mx_bytes(K_p, N_p), &bytes)) return PLENA_E_NOMEM;
+    return encode_mx(b->mx_mode, v, K, N, K_p, N_p, bytes);
+}
+
+/* ---- lazy routed expert matrices (docs/design.md "Lazy routed expert weights") ---- */
+
+static const unsigned expert_roles[3] = {PLENA_ROLE_GATE, PLENA_ROLE_UP, PLENA_ROLE_DOWN};
+
+/* Matrix q's logical and padded shape: gate/up [H][I], down [I][H]. */
+static void expert_shape(const struct plena_moe_build *b, unsigned q, uint32_t *K, uint32_t *N,
+                         uint32_t *K_p, uint32_t *N_p)
+{
+    const struct plena_moe_map *mp = &b->info.map;
+    *K = q < 2 ? b->cfg.H : b->cfg.I;
+    *N = q < 2 ? b->cfg.I : b->cfg.H;
+    *K_p = q < 2 ? mp->H_p : mp->I_p;
+    *N_p = q < 2 ? mp->I_p : mp->H_p;
+}
+
+static int grow(void **p, uint64_t *cap, uint64_t need)
+{
+    if (*cap >= need) return 0;
+    void *n = plena_malloc((size_t)need);
+    if (!n) return -1;
+    plena_free(*p);
+    *p = n;
+    *cap = need;
+    return 0;
+}
+
+void plena_moe_scratch_free(struct plena_moe_scratch *s)
+{
+    plena_free(s->bytes);
+    plena_free(s->vals);
+    memset(s, 0, sizeof *s);
+}
+
+const uint8_t *plena_moe_build_region_bytes(const struct plena_moe_build *b,
+                                            const struct plena_hbm_region *r,
+                                            struct plena_moe_scratch *s)
+{
+    if (r->bytes) return r->bytes;
+    uint32_t K, N, K_p, N_p;
+    expert_shape(b, r->matrix, &K, &N, &K_p, &N_p);
+    if (grow((void **)&s->bytes, &s->cap_bytes, r->n) ||
+        grow((void **)&s->vals, &s->cap_vals, ((uint64_t)K * N + 1) * sizeof(float)))
+        return NULL;
+    /* the values and encoding stage_experts would have staged */
+    gen_values_of(b->weights, b->weight_seed, expert_roles[r->matrix], r->expert, K, N, K, s->vals);
+    if (encode_mx(b->mx_mode, s->vals, K, N, K_p, N_p, s->bytes)) return NULL;
+    return s->bytes;
 }
 
 /* VRAM element address of logical (r, col) of tensor t (docs/lowering.md "Memory ABI"). */
@@ -523,15 +603,29 @@ static int stage_experts(const struct plena_moe_build_opts *o, struct plena_moe_
     const struct plena_moe_map *mp = &b->info.map;
     const struct plena_moe_emit_info *info = &b->info;
     const uint32_t V = cfg->m.vlen, H = cfg->H, I = cfg->I, E = cfg->E;
-    static const unsigned roles[3] = {PLENA_ROLE_GATE, PLENA_ROLE_UP, PLENA_ROLE_DOWN};
+    uint64_t routed = 0;
+    for (uint32_t e = 0; e < E; e++)
+        for (unsigned q = 0; q < 3 && b->present[e]; q++) {
+            uint32_t K, N, K_p, N_p;
+            expert_shape(b, q, &K, &N, &K_p, &N_p);
+            routed += mx_bytes(K_p, N_p);
+        }
+    b->lazy_experts = o->lazy_experts || routed > PLENA_MOE_LAZY_EXPERT_BYTES;
     for (uint32_t e = 0; e < E; e++) {
         if (!b->present[e]) continue;
-        for (int q = 0; q < 3; q++) {
-            uint32_t K = q < 2 ? H : I, N = q < 2 ? I : H;
-            uint32_t Kp = q < 2 ? mp->H_p : mp->I_p, Np = q < 2 ? mp->I_p : mp->H_p;
-            gen_values(o, roles[q], e, K, N, K, tmp);
-            uint64_t base = plena_moe_expert_base(mp, q, e);
-            if (stage_mx(b, base, tmp, K, N, Kp, Np)) return PLENA_E_NOMEM;
+        for (unsigned q = 0; q < 3; q++) {
+            uint32_t K, N, K_p, N_p;
+            expert_shape(b, q, &K, &N, &K_p, &N_p);
+            uint64_t base = plena_moe_expert_base(mp, (int)q, e);
+            if (b->lazy_experts) {
+                struct plena_hbm_region *r = new_region(b, base, mx_bytes(K_p, N_p));
+                if (!r) return PLENA_E_NOMEM;
+                r->expert = e;
+                r->matrix = (uint8_t)q;
+                continue;
+            }
+            gen_values(o, expert_roles[q], e, K, N, K, tmp);
+            if (stage_mx(b, base, tmp, K, N, K_p, N_p)) return PLENA_E_NOMEM;
         }
     }
     if (cfg->expert_bias) {
@@ -913,27 +1007,57 @@ static int all_zero(const uint8_t *p, size_t n)
     return 1;
 }
 
-/* The bytes hbm.bin materialises: its non-zero 4 KiB chunks (the chunks
- * write_hbm writes; the rest of the apparent size is a hole that reads 0). */
-static uint64_t hbm_materialised(const struct plena_moe_build *b)
+/* Non-zero 4 KiB chunks of n bytes at p (the chunks write_hbm writes). */
+static uint64_t nonzero_chunk_bytes(const uint8_t *p, uint64_t n)
 {
     uint64_t sum = 0;
-    for (size_t i = 0; i < b->n_hbm; i++)
-        for (uint64_t o = 0; o < b->hbm[i].n; o += 4096) {
-            size_t n = b->hbm[i].n - o < 4096 ? (size_t)(b->hbm[i].n - o) : 4096;
-            if (!all_zero(b->hbm[i].bytes + o, n)) sum += n;
-        }
+    for (uint64_t o = 0; o < n; o += 4096) {
+        size_t c = n - o < 4096 ? (size_t)(n - o) : 4096;
+        if (!all_zero(p + o, c)) sum += c;
+    }
     return sum;
+}
+
+/* The bytes hbm.bin materialises: its non-zero 4 KiB chunks (the rest of
+ * the apparent size is a hole that reads 0); a lazy region counts in full
+ * unless `exact` (then it is generated to be counted): *bound says whether
+ * the sum is an upper bound. -1 when out of memory. */
+static int hbm_materialised(const struct plena_moe_build *b, int exact, uint64_t *sum, int *bound)
+{
+    struct plena_moe_scratch sc = {0};
+    *sum = 0;
+    *bound = 0;
+    for (size_t i = 0; i < b->n_hbm; i++) {
+        const struct plena_hbm_region *r = &b->hbm[i];
+        if (!r->bytes && !exact) {
+            *sum += r->n;
+            *bound = 1;
+            continue;
+        }
+        const uint8_t *p = plena_moe_build_region_bytes(b, r, &sc);
+        if (!p) {
+            plena_moe_scratch_free(&sc);
+            return -1;
+        }
+        *sum += nonzero_chunk_bytes(p, r->n);
+    }
+    plena_moe_scratch_free(&sc);
+    return 0;
 }
 
 /* An image whose data cannot fit in HBM_SIZE at all is refused before
  * anything is written. A sparse image whose apparent size (the map's end)
  * exceeds HBM_SIZE while its data fit is kept (moe-lowering 2.3: the caller
  * warns; the checks enlarge HBM to the image): docs/design.md "HBM images
- * larger than HBM_SIZE". */
+ * larger than HBM_SIZE". Lazy regions count in full first; only when that
+ * bound does not fit are they generated to be counted exactly. */
 static int check_hbm_fits(const struct plena_moe_build *b, struct plena_err *err)
 {
-    const uint64_t used = hbm_materialised(b), cap = b->cfg.m.hbm_size;
+    uint64_t used;
+    int bound;
+    const uint64_t cap = b->cfg.m.hbm_size;
+    if (hbm_materialised(b, 0, &used, &bound)) return fail_nomem(err);
+    if (used > cap && bound && hbm_materialised(b, 1, &used, &bound)) return fail_nomem(err);
     if (used <= cap) return 0;
     return PLENA_FAIL(err, PLENA_E_INPUT, "HBM_SIZE",
                       "model %s needs %llu bytes of HBM data (image of %llu bytes), more than "
@@ -971,20 +1095,26 @@ static int write_hbm(struct plena_moe_build *b, const struct plena_moe_build_opt
     if (fchmod(fd, 0644) != 0) rc = 1;
     if (!rc && ftruncate(fd, (off_t)b->hbm_size) != 0) rc = 1;
     b->hbm_bytes_written = 0;
+    struct plena_moe_scratch sc = {0}; /* a lazy region's bytes, one at a time */
     for (size_t i = 0; i < b->n_hbm && !rc; i++) {
         if (stopped(opt)) {
             rc = 3;
             break;
         }
         const struct plena_hbm_region *r = &b->hbm[i];
+        const uint8_t *bytes = plena_moe_build_region_bytes(b, r, &sc);
+        if (!bytes) {
+            rc = 4;
+            break;
+        }
         for (uint64_t o = 0; o < r->n && !rc; o += 4096) {
             size_t n = r->n - o < 4096 ? (size_t)(r->n - o) : 4096;
-            if (all_zero(r->bytes + o, n)) continue;
+            if (all_zero(bytes + o, n)) continue;
             if (r->base + o + n > b->hbm_size) {
                 rc = 2;
                 break;
             }
-            ssize_t w = pwrite(fd, r->bytes + o, n, (off_t)(r->base + o));
+            ssize_t w = pwrite(fd, bytes + o, n, (off_t)(r->base + o));
             if (w != (ssize_t)n) {
                 if (w >= 0) errno = ENOSPC; /* a short write sets no errno */
                 rc = 1;
@@ -992,12 +1122,14 @@ static int write_hbm(struct plena_moe_build *b, const struct plena_moe_build_opt
             b->hbm_bytes_written += n;
         }
     }
+    plena_moe_scratch_free(&sc);
     if (!rc && fsync(fd) != 0) rc = 1;
     if (close(fd) != 0 && !rc) rc = 1;
     if (!rc && rename(tmpp, path) != 0) rc = 1;
     if (rc) {
         unlink(tmpp);
         if (rc == 2) return PLENA_FAIL(err, PLENA_E_INTERNAL, path, "region beyond image end");
+        if (rc == 4) return fail_nomem(err);
         if (rc == 3) return fail_stopped(err);
         return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot write: %s", strerror(errno));
     }
@@ -1066,6 +1198,7 @@ int plena_moe_build_run(const struct plena_moe_build_opts *o, struct plena_moe_b
     b->T = o->T;
     b->mx_mode = o->mx_mode;
     b->weights = o->weights;
+    b->weight_seed = o->weight_seed;
     b->input = o->input;
     b->gate_shift = -1;
     const struct plena_moe_cfg *cfg = &b->cfg;

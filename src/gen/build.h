@@ -64,6 +64,8 @@ struct plena_moe_build_opts {
     enum plena_mx_mode mx_mode;
     const char *out_dir; /* NULL: staged in memory only */
     int program_only;    /* write program.asm, program.mem, layout.json only */
+    int lazy_experts;    /* tests: routed expert weights lazy at any size (else above
+                          * PLENA_MOE_LAZY_EXPERT_BYTES) */
     /* set by a signal handler (may be NULL): polled between the phases and
      * while hbm.bin is written; a set flag ends the build with
      * PLENA_E_INTERRUPTED, files already renamed kept, hbm.bin's temporary removed */
@@ -103,8 +105,26 @@ int plena_build_file_path(const char *dir, enum plena_build_file f, char *buf, s
 
 struct plena_hbm_region {
     uint64_t base, n;
-    uint8_t *bytes;
+    uint8_t *bytes;  /* NULL: a lazy routed-expert matrix, generated on demand
+                      * (plena_moe_build_region_bytes) */
+    uint32_t expert; /* lazy: the routed expert and its matrix (0 gate, 1 up, 2 down) */
+    uint8_t matrix;
 };
+
+/* Routed expert weights above this many bytes of MX are not held by the
+ * build: each matrix is generated again when its bytes are needed (written
+ * to hbm.bin, decoded by the check), so a deepseek-v3 layer at T = 256
+ * (12.7 GB of expert weights) never holds them all (docs/design.md "Lazy
+ * routed expert weights"). */
+#define PLENA_MOE_LAZY_EXPERT_BYTES ((uint64_t)4 << 30)
+
+/* Scratch for plena_moe_build_region_bytes (zero-initialise; plena_moe_scratch_free). */
+struct plena_moe_scratch {
+    uint8_t *bytes;
+    float *vals;
+    uint64_t cap_bytes, cap_vals;
+};
+void plena_moe_scratch_free(struct plena_moe_scratch *s);
 
 struct plena_moe_build {
     struct plena_moe_cfg cfg;
@@ -131,6 +151,8 @@ struct plena_moe_build {
     int gate_shift;   /* m of the 2^-m shared gate scaling (-1: no gate) */
     enum plena_mx_mode mx_mode;
     enum plena_weights_mode weights;
+    uint64_t weight_seed; /* what lazy regions are generated from */
+    int lazy_experts;     /* the routed experts' regions are lazy */
     enum plena_input_mode input;
 };
 
@@ -193,6 +215,12 @@ int plena_moe_build_routing(struct plena_moe_build_opts *o, const struct plena_m
 /* The staged region starting exactly at base, or NULL. */
 const struct plena_hbm_region *plena_moe_build_region(const struct plena_moe_build *b,
                                                       uint64_t base);
+/* Region r's bytes (r->n of them): r->bytes, or for a lazy region the
+ * matrix generated and encoded into s (valid until s is used again or
+ * freed); NULL when out of memory. Thread-safe for distinct scratches. */
+const uint8_t *plena_moe_build_region_bytes(const struct plena_moe_build *b,
+                                            const struct plena_hbm_region *r,
+                                            struct plena_moe_scratch *s);
 
 /* HBM element/scale addresses of an MXFP8 [K_p, N_p] tensor at base (docs/lowering.md "Memory
  * ABI"). */

@@ -100,7 +100,13 @@ int plena_replay_build_load_images(struct plena_moe_build *b, const char *dir,
                           (unsigned long long)b->hbm_size);
     }
     for (size_t i = 0; i < b->n_hbm && !rc; i++) {
-        const struct plena_hbm_region *r = &b->hbm[i];
+        struct plena_hbm_region *r = &b->hbm[i];
+        /* a lazy region is read like the others: the file is what the
+         * reopened build holds */
+        if (!r->bytes && !(r->bytes = plena_malloc(r->n ? (size_t)r->n : 1))) {
+            rc = PLENA_FAIL(err, PLENA_E_NOMEM, p, "out of memory");
+            break;
+        }
         if (fseeko(f, (off_t)r->base, SEEK_SET) || fread(r->bytes, 1, r->n, f) != r->n)
             rc = PLENA_FAIL(err, PLENA_E_INPUT, p, "cannot read the region at byte %llu",
                             (unsigned long long)r->base);

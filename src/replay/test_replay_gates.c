@@ -18,6 +18,8 @@
 
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "gen/build.h"
+#include "model/model.h"
 #include "replay/gates.h"
 #include "replay/jsonw.h"
 #include "replay/test_replay_util.h"
@@ -287,6 +289,46 @@ static void test_functional_without_dump_fails(void **state)
     json_decref(j);
 }
 
+/* A reopened build reads its regions back from hbm.bin, lazy routed
+ * expert matrices too (they are then held like the others). */
+static void test_load_images_lazy(void **state)
+{
+    (void)state;
+    struct plena_settings set;
+    plena_settings_reference(&set);
+    struct plena_gen_machine m;
+    plena_gen_machine_from_settings(&set, &m);
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/lazy_build", g_tmp);
+    struct plena_moe_build_opts o;
+    plena_moe_build_opts_init(&o, plena_model_preset_find("tiny-route-128x8"), &m, 4);
+    o.out_dir = dir;
+    o.lazy_experts = 1;
+    struct plena_moe_build b;
+    struct plena_err err;
+    plena_err_clear(&err);
+    assert_int_equal(plena_moe_build_run(&o, &b, &err), 0);
+    size_t lazy = 0;
+    uint8_t **want = plena_calloc(b.n_hbm, sizeof *want);
+    struct plena_moe_scratch sc = {0};
+    for (size_t i = 0; i < b.n_hbm; i++) {
+        lazy += !b.hbm[i].bytes;
+        const uint8_t *p = plena_moe_build_region_bytes(&b, &b.hbm[i], &sc);
+        want[i] = plena_malloc((size_t)b.hbm[i].n);
+        memcpy(want[i], p, (size_t)b.hbm[i].n);
+    }
+    plena_moe_scratch_free(&sc);
+    assert_true(lazy > 0);
+    assert_int_equal(plena_replay_build_load_images(&b, dir, &err), 0);
+    for (size_t i = 0; i < b.n_hbm; i++) {
+        assert_non_null(b.hbm[i].bytes);
+        assert_memory_equal(b.hbm[i].bytes, want[i], (size_t)b.hbm[i].n);
+        plena_free(want[i]);
+    }
+    plena_free(want);
+    plena_moe_build_free(&b);
+}
+
 static void test_missing_inputs_and_usage(void **state)
 {
     (void)state;
@@ -319,6 +361,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_functional_flipped_byte_fails),
     cmocka_unit_test(test_functional_without_dump_fails),
     cmocka_unit_test(test_missing_inputs_and_usage),
+    cmocka_unit_test(test_load_images_lazy),
 };
 
 int main(void)

@@ -325,14 +325,7 @@ static void test_threads_identical(void **state)
         char p1[700], p3[700];
         snprintf(p1, sizeof p1, "%s/cases/%s/stage_profile.json", out1, r1.cases[i].name);
         snprintf(p3, sizeof p3, "%s/cases/%s/stage_profile.json", out3, r3.cases[i].name);
-        char *a = NULL, *b = NULL;
-        size_t na = 0, nb = 0;
-        assert_int_equal(plena_file_read_all(p1, &a, &na, NULL), 0);
-        assert_int_equal(plena_file_read_all(p3, &b, &nb, NULL), 0);
-        assert_int_equal(na, nb);
-        assert_memory_equal(a, b, na);
-        plena_free(a);
-        plena_free(b);
+        plena_test_assert_same_files(p1, p3);
     }
     for (size_t k = 0; k < r1.n_reps; k++) {
         assert_string_equal(r3.reps[k].name, r1.reps[k].name);

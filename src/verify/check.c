@@ -32,14 +32,19 @@ static int decode_mx_into(const struct plena_moe_build *b, uint64_t base, uint32
     if (!r)
         return PLENA_FAIL(err, PLENA_E_INTERNAL, "moe check", "no staged HBM tensor at byte %llu",
                           (unsigned long long)base);
+    /* a lazy routed-expert matrix is generated here, one at a time */
+    struct plena_moe_scratch sc = {0};
+    const uint8_t *bytes = plena_moe_build_region_bytes(b, r, &sc);
+    if (!bytes) return nomem(err);
     const uint64_t ne = (uint64_t)K_p * N_p;
     struct plena_mx_lut lut;
     plena_num_mx_lut_init(&lut, b->mx_mode);
     for (uint32_t k = 0; k < K; k++) {
-        plena_num_mx_decode_row_lut(&lut, r->bytes + (uint64_t)k * N_p,
-                                    r->bytes + ne + (uint64_t)k * (N_p / 8), N_p, 8, row);
+        plena_num_mx_decode_row_lut(&lut, bytes + (uint64_t)k * N_p,
+                                    bytes + ne + (uint64_t)k * (N_p / 8), N_p, 8, row);
         memcpy(out + (size_t)k * N, row, (size_t)N * sizeof *row);
     }
+    plena_moe_scratch_free(&sc);
     return 0;
 }
 
@@ -346,9 +351,19 @@ void plena_verify_refdata_free(struct plena_verify_refdata *rd)
 static int load_memory(struct plena_emu *emu, const struct plena_moe_build *b,
                        struct plena_err *err)
 {
-    for (size_t i = 0; i < b->n_hbm; i++)
-        if (plena_emu_hbm_write(emu, b->hbm[i].base, b->hbm[i].bytes, (size_t)b->hbm[i].n, err))
+    struct plena_moe_scratch sc = {0};
+    for (size_t i = 0; i < b->n_hbm; i++) {
+        const uint8_t *bytes = plena_moe_build_region_bytes(b, &b->hbm[i], &sc);
+        if (!bytes) {
+            plena_moe_scratch_free(&sc);
+            return nomem(err);
+        }
+        if (plena_emu_hbm_write(emu, b->hbm[i].base, bytes, (size_t)b->hbm[i].n, err)) {
+            plena_moe_scratch_free(&sc);
             return PLENA_E_INPUT;
+        }
+    }
+    plena_moe_scratch_free(&sc);
     for (uint64_t a = 0; a < b->n_vram; a++)
         if (b->vram[a]) plena_emu_vram_set(emu, a, b->vram[a]);
     for (uint32_t i = 0; i < b->n_fp; i++)

@@ -412,6 +412,71 @@ static void test_stop(void **state)
     assert_int_equal(plena_test_rmtree(dir), 0);
 }
 
+/* Routed expert weights as lazy regions (generated when needed, as the
+ * build does above PLENA_MOE_LAZY_EXPERT_BYTES): the same hbm.bin byte for
+ * byte, the same region bytes on demand, and the check (reusing the timed
+ * run, and alone, which stages the regions into the machine) passes with the
+ * same figures. */
+static void test_lazy_experts(void **state)
+{
+    (void)state;
+    char dir[256], de[300], dl[300];
+    assert_int_equal(plena_test_mkdtemp(dir, sizeof dir, "em_lazy"), 0);
+    snprintf(de, sizeof de, "%s/eager", dir);
+    snprintf(dl, sizeof dl, "%s/lazy", dir);
+    struct plena_moe_build_opts o;
+    plena_moe_build_opts_init(&o, plena_model_preset_find("tiny-route-128x8"), &g_m, 16);
+    struct plena_moe_build be, bl;
+    struct plena_err err;
+    plena_err_clear(&err);
+    o.out_dir = de;
+    assert_int_equal(plena_moe_build_run(&o, &be, &err), 0);
+    o.out_dir = dl;
+    o.lazy_experts = 1;
+    assert_int_equal(plena_moe_build_run(&o, &bl, &err), 0);
+    assert_false(be.lazy_experts);
+    assert_true(bl.lazy_experts);
+    assert_int_equal(be.n_hbm, bl.n_hbm);
+    assert_int_equal(be.hbm_bytes_written, bl.hbm_bytes_written);
+    size_t lazy = 0;
+    struct plena_moe_scratch sc = {0};
+    for (size_t i = 0; i < bl.n_hbm; i++) {
+        assert_int_equal(be.hbm[i].base, bl.hbm[i].base);
+        assert_int_equal(be.hbm[i].n, bl.hbm[i].n);
+        assert_non_null(be.hbm[i].bytes);
+        lazy += bl.hbm[i].bytes == NULL;
+        const uint8_t *p = plena_moe_build_region_bytes(&bl, &bl.hbm[i], &sc);
+        assert_non_null(p);
+        assert_memory_equal(p, be.hbm[i].bytes, (size_t)be.hbm[i].n);
+    }
+    plena_moe_scratch_free(&sc);
+    assert_true(lazy >= 3); /* at least one expert's three matrices */
+    char pe[400], pl[400];
+    snprintf(pe, sizeof pe, "%s/hbm.bin", de);
+    snprintf(pl, sizeof pl, "%s/hbm.bin", dl);
+    plena_test_assert_same_files(pe, pl);
+    struct plena_verify_moe_opts vo = {&g_set, de,   1,   0, 1, 0, NULL, NULL, PLENA_TIMELINE_STAGE,
+                                       NULL,   NULL, NULL};
+    /* with the timed run, the check alone from the directory's files, and
+     * from the build's memory (no directory: the regions are staged into
+     * the machine) */
+    for (int pass = 0; pass < 3; pass++) {
+        struct plena_verify_moe_report re, rl;
+        vo.run = pass == 0;
+        vo.dir = pass < 2 ? de : NULL;
+        assert_int_equal(plena_verify_moe(&be, &vo, &re, &err), 0);
+        vo.dir = pass < 2 ? dl : NULL;
+        assert_int_equal(plena_verify_moe(&bl, &vo, &rl, &err), 0);
+        assert_true(re.checked && rl.checked);
+        assert_true(rl.check.bit_exact && rl.check.passed);
+        assert_true(rl.check.rel_rms == re.check.rel_rms);
+        assert_true(rl.check.rel_rms_full == re.check.rel_rms_full);
+    }
+    plena_moe_build_free(&be);
+    plena_moe_build_free(&bl);
+    assert_int_equal(plena_test_rmtree(dir), 0);
+}
+
 static void test_counters(void **state)
 {
     (void)state;
@@ -465,13 +530,10 @@ static void test_utilisation_target(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_bit_identity),
-    cmocka_unit_test(test_skew),
-    cmocka_unit_test(test_device),
-    cmocka_unit_test(test_static_size),
-    cmocka_unit_test(test_counters),
-    cmocka_unit_test(test_stop),
-    cmocka_unit_test(test_utilisation_target),
+    cmocka_unit_test(test_bit_identity), cmocka_unit_test(test_skew),
+    cmocka_unit_test(test_device),       cmocka_unit_test(test_static_size),
+    cmocka_unit_test(test_counters),     cmocka_unit_test(test_lazy_experts),
+    cmocka_unit_test(test_stop),         cmocka_unit_test(test_utilisation_target),
 };
 
 int main(void)
