@@ -38,9 +38,13 @@ struct bank {
     uint32_t rep_rd, rep_wr, rep_nh;
     /* the memo's record: time of the last idle close and next_act before it */
     uint64_t idle_tc, act_before_close;
+    /* the memo's record: the first close in the batch being recorded (NONE:
+     * none yet) and whether the idle timer (not a PRE) made it */
+    uint64_t first_close;
+    uint8_t first_idle;
     /* 128 bytes, on a 64-byte boundary: the fields up to tail (what the
      * memo reads and writes per bank) share one cache line */
-    uint8_t pad_[24];
+    uint8_t pad_[15];
 };
 _Static_assert(sizeof(struct bank) == 128, "struct bank: two cache lines");
 
@@ -145,6 +149,7 @@ struct memo_seg {
     uint32_t q0, nq;                 /* its requests: ord[q0 .. q0 + nq) */
     uint32_t b0, nb, g0, ng, p0, np; /* its entities: tb[b0 ..), tg[g0 ..), tp[p0 ..) */
     size_t k0, klen;                 /* its key: key[k0 .. k0 + klen), klen 0 = not keyed */
+    uint32_t c0, nc;                 /* its idle conditions: cond[c0 .. c0 + nc) */
     uint64_t hash;
     int miss;
 };
@@ -163,6 +168,8 @@ struct memo {
     struct memo_seg seg[MEMO_MAXREQ];
     uint32_t tb[MEMO_MAXREQ], tg[MEMO_MAXREQ], tp[MEMO_MAXREQ];
     uint8_t nrows[MEMO_MAXREQ];
+    uint8_t bcond[MEMO_MAXREQ]; /* the touched bank has an idle condition */
+    uint32_t cond[MEMO_MAXREQ]; /* idle close times (relative to t0) checked, not hashed */
     uint64_t rows[MEMO_MAXREQ][MEMO_MAXROWS];
     /* state of the touched entities before the batch (miss path) */
     struct bank b0[MEMO_MAXREQ];
@@ -636,6 +643,10 @@ static void issue_act(struct plena_hbm *h, uint64_t t, struct req *r)
 static void issue_pre(struct plena_hbm *h, uint64_t t, struct req *r)
 {
     struct bank *bk = &h->banks[r->bank];
+    if (bk->first_close == NONE) {
+        bk->first_close = t;
+        bk->first_idle = 0;
+    }
     close_bank(h, r->bank);
     bk->next_act = max64(bk->next_act, t + h->rp_ps);
     h->chans[r->ch].row_bus_free = t + h->T;
@@ -907,6 +918,10 @@ static void idle_step(struct plena_hbm *h, uint64_t t)
                 uint64_t tc = max64(bk->last_use + h->idle_ps, bk->next_pre);
                 if (tc <= t) {
                     bk->idle_tc = tc;
+                    if (bk->first_close == NONE) {
+                        bk->first_close = tc;
+                        bk->first_idle = 1;
+                    }
                     bk->act_before_close = bk->next_act;
                     close_bank(h, b); /* moves another open bank into slot i */
                     bk->next_act = max64(bk->next_act, tc + h->rp_ps);
@@ -1273,9 +1288,18 @@ static void memo_key(struct plena_hbm *h, struct memo *m, struct memo_seg *sg, u
         mask |= key_time(k, &w, bk->next_pre, t0, &ok) << 1;
         mask |= key_time(k, &w, bk->next_col, t0, &ok) << 2;
         /* last_use matters only to an open bank's idle close while it has
-         * no hit (a closed bank's ACT, a hit's RD overwrite it first) */
-        if (bk->open && bk->n_hits == 0 && h->idle_ps > 0)
-            mask |= key_time(k, &w, bk->last_use + h->idle_ps, t0, &ok) << 3;
+         * no hit (a closed bank's ACT, a hit's RD overwrite it first). Such
+         * a bank's close time tc (> t0: step 2 of t0 ran) is not part of
+         * the hashed key but a condition checked against the record (see
+         * memo_record): the key only says that the bank has one. */
+        m->bcond[gi] = 0;
+        if (bk->open && bk->n_hits == 0 && h->idle_ps > 0) {
+            uint64_t tc = max64(bk->last_use + h->idle_ps, bk->next_pre);
+            if (tc <= t0 || tc - t0 >= MEMO_BELOW) ok = 0;
+            m->cond[sg->c0 + sg->nc++] = (uint32_t)(tc - t0);
+            m->bcond[gi] = 1;
+            mask |= 1u << 3;
+        }
         k[w0] = m->lab_bg[m->tb[gi] >> h->k_bits] | st << 8 | mask << 16;
     }
     for (uint32_t i = 0; ok && i < sg->ng; i++) {
@@ -1339,13 +1363,30 @@ static uint64_t memo_hash(const uint32_t *k, size_t n)
     return x;
 }
 
-static struct memo_slot *memo_find(struct memo *m, uint64_t hash, const uint32_t *key, size_t klen)
+/* Whether a record's idle conditions (after its first two words) hold for
+ * the close times cond[0 .. nc): "tc > v" (the bank was closed by a PRE at
+ * t0 + v, before its idle timer: any later tc gives the same schedule) or
+ * "tc == v" (the idle timer closed it). */
+static int memo_conds_hold(const uint32_t *o, const uint32_t *cond, uint32_t nc)
+{
+    for (uint32_t j = 0; j < nc; j++) {
+        uint32_t kind = o[2 + 2 * j], v = o[3 + 2 * j];
+        if (kind ? cond[j] != v : cond[j] <= v) return 0;
+    }
+    return 1;
+}
+
+/* The slot whose key equals key and whose record's conditions hold, or the
+ * empty slot ending the probe (one key may have several records). */
+static struct memo_slot *memo_find(struct memo *m, uint64_t hash, const uint32_t *key, size_t klen,
+                                   const uint32_t *cond, uint32_t nc)
 {
     size_t mask = m->n_slots - 1;
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
         struct memo_slot *s = &m->slot[i];
         if (!s->data) return s;
-        if (s->hash == hash && s->klen == klen && !memcmp(s->data, key, klen * sizeof *key))
+        if (s->hash == hash && s->klen == klen && !memcmp(s->data, key, klen * sizeof *key) &&
+            memo_conds_hold(s->data + klen, cond, nc))
             return s;
     }
 }
@@ -1353,8 +1394,10 @@ static struct memo_slot *memo_find(struct memo *m, uint64_t hash, const uint32_t
 /* Snapshot of a segment's entities before the tick loop (miss path). */
 static void memo_save(struct plena_hbm *h, struct memo *m, const struct memo_seg *sg, uint32_t s)
 {
-    for (uint32_t i = sg->b0; i < sg->b0 + sg->nb; i++)
+    for (uint32_t i = sg->b0; i < sg->b0 + sg->nb; i++) {
         m->b0[i] = h->banks[m->tb[i]];
+        h->banks[m->tb[i]].first_close = NONE;
+    }
     for (uint32_t i = sg->g0; i < sg->g0 + sg->ng; i++) {
         m->g0[i] = h->bg_last[m->tg[i]];
         m->g0_has[i] = h->bg_has[m->tg[i]];
@@ -1373,7 +1416,7 @@ static void memo_save(struct plena_hbm *h, struct memo *m, const struct memo_seg
 static size_t memo_record(struct plena_hbm *h, struct memo *m, const struct memo_seg *sg,
                           uint32_t s, uint64_t t0)
 {
-    size_t need = 2 + 5 * sg->nb + sg->ng + 9 * sg->np + 2;
+    size_t need = 2 + 2 * sg->nc + 5 * sg->nb + sg->ng + 9 * sg->np + 2;
     if (need > m->cap_rec && plena_grow((void **)&m->rec, &m->cap_rec, need, sizeof *m->rec) != 0)
         return 0;
     const struct chan *c = &h->chans[sg->ch];
@@ -1383,6 +1426,20 @@ static size_t memo_record(struct plena_hbm *h, struct memo *m, const struct memo
     int ok = 1;
     o[w++] = enc_key(c->max_done, t0, &ok);
     o[w++] = enc_key(L, t0, &ok);
+    /* the idle conditions: a bank open on another row without a hit is
+     * closed once, by a PRE at tp or by its idle timer at tc, whichever is
+     * first (nothing else changes it before: step 2 closes it at the
+     * first tick >= tc, step 4 only by that PRE). With tc > tp (tp a
+     * tick) the PRE came first and tc was never looked at, so every
+     * tc' > tp gives the same run; an idle close at tc needs tc itself. */
+    for (uint32_t i = sg->b0, j = sg->c0; i < sg->b0 + sg->nb; i++) {
+        if (!m->bcond[i]) continue;
+        const struct bank *bk = &h->banks[m->tb[i]];
+        if (bk->first_close == NONE || bk->first_close < t0) ok = 0;
+        o[w++] = bk->first_idle;
+        o[w++] = bk->first_idle ? m->cond[j] : enc_key(bk->first_close, t0, &ok);
+        j++;
+    }
     for (uint32_t i = sg->b0; i < sg->b0 + sg->nb; i++) {
         const struct bank *bk = &h->banks[m->tb[i]], *b0 = &m->b0[i];
         int open = bk->open, late = !open && bk->idle_tc > L && bk->idle_tc != NONE;
@@ -1430,7 +1487,8 @@ static size_t memo_record(struct plena_hbm *h, struct memo *m, const struct memo
 }
 
 /* Stores key + record; silently does nothing once the memo is full. */
-static void memo_store(struct memo *m, uint64_t hash, const uint32_t *key, size_t klen, size_t rlen)
+static void memo_store(struct memo *m, uint64_t hash, const uint32_t *key, size_t klen,
+                       const uint32_t *cond, uint32_t nc, size_t rlen)
 {
     size_t bytes = (klen + rlen) * sizeof(uint32_t);
     if (m->bytes + bytes > MEMO_MAX_BYTES) {
@@ -1456,7 +1514,7 @@ static void memo_store(struct memo *m, uint64_t hash, const uint32_t *key, size_
         m->slot = ns;
         m->n_slots *= 2;
     }
-    struct memo_slot *s = memo_find(m, hash, key, klen);
+    struct memo_slot *s = memo_find(m, hash, key, klen, cond, nc);
     if (s->data) return;
     s->data = plena_malloc(bytes);
     if (!s->data) return;
@@ -1473,7 +1531,7 @@ static void memo_store(struct memo *m, uint64_t hash, const uint32_t *key, size_
 static void memo_apply(struct plena_hbm *h, struct memo *m, const struct memo_seg *sg,
                        const uint32_t *o, uint64_t t0)
 {
-    size_t w = 2;
+    size_t w = 2 + 2 * (size_t)sg->nc;
     struct chan *c = &h->chans[sg->ch];
     for (uint32_t i = sg->b0; i < sg->b0 + sg->nb; i++) {
         uint32_t b = m->tb[i];
@@ -1601,7 +1659,7 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
     if (h->p.nREFI > 0 && t0 >= h->next_ref) refresh_step(h, t0);
     if (h->p.row_idle_close > 0 && h->idle_min_all <= t0) idle_step(h, t0);
     uint64_t latest = t_start, end = t0;
-    uint32_t nb = 0, ng = 0, np = 0;
+    uint32_t nb = 0, ng = 0, np = 0, nc = 0;
     size_t kw = 0;
     int any_miss = 0;
     /* every part's key first (each reads only its own channel's state),
@@ -1612,7 +1670,9 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
         sg->g0 = ng;
         sg->p0 = np;
         sg->k0 = kw;
+        sg->c0 = nc;
         if (can_key) memo_key(h, m, sg, t0);
+        nc += sg->nc;
         nb += sg->nb;
         ng += sg->ng;
         np += sg->np;
@@ -1626,7 +1686,7 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
         struct memo_seg *sg = &m->seg[s];
         if (sg->klen) {
             const uint32_t *key = m->key + sg->k0;
-            struct memo_slot *sl = memo_find(m, sg->hash, key, sg->klen);
+            struct memo_slot *sl = memo_find(m, sg->hash, key, sg->klen, m->cond + sg->c0, sg->nc);
             const uint32_t *o = sl->data ? sl->data + sg->klen : NULL;
             if (o && (h->p.nREFI == 0 || h->next_ref > t0 + o[1])) {
                 m->hits++;
@@ -1662,7 +1722,8 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
             const struct memo_seg *sg = &m->seg[s];
             if (!sg->miss || !sg->klen) continue;
             size_t rlen = memo_record(h, m, sg, s, t0);
-            if (rlen) memo_store(m, sg->hash, m->key + sg->k0, sg->klen, rlen);
+            if (rlen)
+                memo_store(m, sg->hash, m->key + sg->k0, sg->klen, m->cond + sg->c0, sg->nc, rlen);
         }
     }
     h->n_pending = 0;
