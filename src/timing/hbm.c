@@ -1682,6 +1682,18 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
             __builtin_prefetch(&m->slot[sg->hash & (m->n_slots - 1)]);
         }
     }
+    /* then the records of the slots the keys hash to (a large memo is
+     * mostly out of cache: the segments' misses overlap) */
+    for (uint32_t s = 0; s < nseg; s++) {
+        const struct memo_seg *sg = &m->seg[s];
+        if (!sg->klen) continue;
+        const struct memo_slot *sl = &m->slot[sg->hash & (m->n_slots - 1)];
+        if (!sl->data || sl->hash != sg->hash) continue;
+        const char *d = (const char *)sl->data;
+        for (size_t off = 0; off < 4 * (sg->klen + 2 + 2 * (size_t)sg->nc + 5 * (size_t)sg->nb);
+             off += 64)
+            __builtin_prefetch(d + off);
+    }
     for (uint32_t s = 0; s < nseg; s++) {
         struct memo_seg *sg = &m->seg[s];
         if (sg->klen) {
