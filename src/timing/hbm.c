@@ -18,31 +18,43 @@
 #include "common/alloc.h"
 #include "timing/timing.h"
 
-#define NONE UINT64_MAX
-#define NIL  UINT32_MAX /* no request / no bank */
+#define NONE           UINT64_MAX
+#define SEL_TABLE_BITS 12
+#define NIL            UINT32_MAX /* no request / no bank */
 
+/* A bank's state in two parts: what the memo's key, replay and the idle
+ * scan read (one cache line, struct bank), the rest (struct bank_x, a
+ * parallel array). */
 struct bank {
     uint64_t row;
     uint64_t next_act, next_pre, next_col, last_use;
-    uint32_t n_hits;  /* pending requests targeting the open row */
-    uint32_t n_whits; /* how many of them are writes (fast path: ends update_reps early) */
+    uint32_t n_hits;   /* pending requests targeting the open row */
+    uint32_t n_whits;  /* how many of them are writes (fast path: ends update_reps early) */
+    uint32_t open_pos; /* position in its channel's open list while open */
+    /* Fast path only: the head of this bank's pending requests, ascending
+     * sequence number (a doubly linked list through struct req), and their
+     * count. */
+    uint32_t head;
+    uint32_t n_pend;
     uint8_t open;
     uint8_t reps_dirty; /* rep_* must be recomputed (list or open row changed) */
-    uint32_t open_pos;  /* position in its channel's open list while open */
-    /* Fast path only: this bank's pending requests, ascending sequence number
-     * (a doubly linked list through struct req), their count, and the cached
-     * oldest pending read hit, write hit and non-hit. */
-    uint32_t head, tail;
-    uint32_t n_pend;
+    uint8_t pad_[2];
+};
+_Static_assert(sizeof(struct bank) == 64, "struct bank: one cache line");
+
+struct bank_x {
+    /* Fast path only: the tail of the pending list, and the cached oldest
+     * pending read hit, write hit and non-hit. */
+    uint32_t tail;
     uint32_t act_pos; /* position in its pseudo channel's active list while n_pend > 0 */
     uint32_t rep_rd, rep_wr, rep_nh;
     /* the memo's record: time of the last idle close and next_act before it */
     uint64_t idle_tc, act_before_close;
-    /* 128 bytes, on a 64-byte boundary: the fields up to tail (what the
-     * memo reads and writes per bank) share one cache line */
-    uint8_t pad_[24];
+    /* the memo's record: the first close in the batch being recorded (NONE:
+     * none yet) and whether the idle timer (not a PRE) made it */
+    uint64_t first_close;
+    uint8_t first_idle;
 };
-_Static_assert(sizeof(struct bank) == 128, "struct bank: two cache lines");
 
 struct pch {
     uint64_t bus_free, next_rd, next_wr;
@@ -142,9 +154,11 @@ struct memo_slot {
 /* One channel's part of the batch being served. */
 struct memo_seg {
     uint32_t ch;
-    uint32_t q0, nq;                 /* its requests: ord[q0 .. q0 + nq) */
+    uint32_t q0, nq;                 /* its requests (nq of them), q0 = the count before it */
     uint32_t b0, nb, g0, ng, p0, np; /* its entities: tb[b0 ..), tg[g0 ..), tp[p0 ..) */
     size_t k0, klen;                 /* its key: key[k0 .. k0 + klen), klen 0 = not keyed */
+    int bad;                         /* a bank with too many rows to key */
+    uint32_t c0, nc;                 /* its idle conditions: cond[c0 .. c0 + nc) */
     uint64_t hash;
     int miss;
 };
@@ -159,10 +173,11 @@ struct memo {
     uint32_t qb[MEMO_MAXREQ];
     uint64_t qr[MEMO_MAXREQ];
     uint8_t qw[MEMO_MAXREQ], qs[MEMO_MAXREQ];
-    uint32_t ord[MEMO_MAXREQ];
     struct memo_seg seg[MEMO_MAXREQ];
     uint32_t tb[MEMO_MAXREQ], tg[MEMO_MAXREQ], tp[MEMO_MAXREQ];
     uint8_t nrows[MEMO_MAXREQ];
+    uint8_t bcond[MEMO_MAXREQ]; /* the touched bank has an idle condition */
+    uint32_t cond[MEMO_MAXREQ]; /* idle close times (relative to t0) checked, not hashed */
     uint64_t rows[MEMO_MAXREQ][MEMO_MAXROWS];
     /* state of the touched entities before the batch (miss path) */
     struct bank b0[MEMO_MAXREQ];
@@ -185,8 +200,12 @@ struct plena_hbm {
     /* address mapping constants of plena_hbm_map, precomputed */
     unsigned n_sel;
     uint64_t sel_mask, p_mask, h_mask, g_mask;
+    /* sel (map_addr's selection field, hashed) -> flat bank index, for
+     * n_sel <= SEL_TABLE_BITS (else NULL) */
+    uint32_t *sel_flat;
     struct bank *banks; /* in banks_mem, 64-byte aligned */
     void *banks_mem;
+    struct bank_x *bankx; /* bankx[b] goes with banks[b] */
     size_t n_banks;
     struct pch *pcs;
     uint64_t *bg_last;
@@ -317,6 +336,7 @@ int plena_hbm_new(const struct plena_hbm_params *p, struct plena_hbm **out, stru
     h->n_banks = n_pc * p->bank_groups * p->banks_per_group;
     h->banks_mem = plena_calloc(h->n_banks + 1, sizeof *h->banks);
     if (h->banks_mem) h->banks = (struct bank *)(((uintptr_t)h->banks_mem + 63) & ~(uintptr_t)63);
+    h->bankx = plena_calloc(h->n_banks, sizeof *h->bankx);
     h->pcs = plena_calloc(n_pc, sizeof *h->pcs);
     h->bg_last = plena_calloc(n_pc * p->bank_groups, sizeof *h->bg_last);
     h->bg_has = plena_calloc(n_pc * p->bank_groups, sizeof *h->bg_has);
@@ -325,8 +345,21 @@ int plena_hbm_new(const struct plena_hbm_params *p, struct plena_hbm **out, stru
     h->open_all = plena_calloc(h->n_banks, sizeof *h->open_all);
     h->active_all = plena_calloc(h->n_banks, sizeof *h->active_all);
     h->busy = plena_calloc(p->channels, sizeof *h->busy);
-    if (!h->banks || !h->pcs || !h->bg_last || !h->bg_has || !h->chans || !h->open_all ||
-        !h->active_all || !h->busy) {
+    if (h->n_sel <= SEL_TABLE_BITS) {
+        h->sel_flat = plena_calloc((size_t)1 << h->n_sel, sizeof *h->sel_flat);
+        if (h->sel_flat)
+            for (uint64_t sel = 0; sel < ((uint64_t)1 << h->n_sel); sel++) {
+                /* sel holds pc, channel, bank group, bank, low bits first;
+                 * the flat index channel, pc, bank group, bank, high first */
+                uint64_t pc = sel & h->p_mask, ch = (sel >> h->p_bits) & h->h_mask;
+                uint64_t bg = (sel >> (h->p_bits + h->h_bits)) & h->g_mask;
+                uint64_t bank = sel >> (h->p_bits + h->h_bits + h->g_bits);
+                h->sel_flat[sel] =
+                    (uint32_t)((((ch << h->p_bits | pc) << h->g_bits | bg) << h->k_bits) | bank);
+            }
+    }
+    if ((h->n_sel <= SEL_TABLE_BITS && !h->sel_flat) || !h->banks || !h->bankx || !h->pcs ||
+        !h->bg_last || !h->bg_has || !h->chans || !h->open_all || !h->active_all || !h->busy) {
         size_t n_banks = h->n_banks;
         plena_hbm_free(h);
         return PLENA_FAIL(err, PLENA_E_NOMEM, "hbm", "out of memory (%zu banks)", n_banks);
@@ -339,7 +372,7 @@ int plena_hbm_new(const struct plena_hbm_params *p, struct plena_hbm **out, stru
     for (size_t i = 0; i < n_pc; i++)
         h->pcs[i].active = h->active_all + i * h->banks_per_pc;
     for (size_t b = 0; b < h->n_banks; b++)
-        h->banks[b].head = h->banks[b].tail = NIL;
+        h->banks[b].head = h->bankx[b].tail = NIL;
     h->rrds_ps = (uint64_t)p->nRRDS * h->T;
     h->rrdl_ps = (uint64_t)p->nRRDL * h->T;
     h->faw_ps = (uint64_t)p->nFAW * h->T;
@@ -370,6 +403,7 @@ void plena_hbm_free(struct plena_hbm *h)
         for (uint32_t c = 0; c < h->p.channels; c++)
             plena_free(h->chans[c].pend);
     plena_free(h->banks_mem);
+    plena_free(h->bankx);
     plena_free(h->pcs);
     plena_free(h->bg_last);
     plena_free(h->bg_has);
@@ -377,6 +411,7 @@ void plena_hbm_free(struct plena_hbm *h)
     plena_free(h->open_all);
     plena_free(h->active_all);
     plena_free(h->busy);
+    plena_free(h->sel_flat);
     plena_free(h->reqs);
     memo_free(h->memo);
     plena_free(h);
@@ -533,13 +568,13 @@ static void unlink_req(struct plena_hbm *h, struct req *r)
     if (r->next != NIL)
         h->reqs[r->next].prev = r->prev;
     else
-        bk->tail = r->prev;
+        h->bankx[r->bank].tail = r->prev;
     bk->n_pend--;
     if (bk->n_pend == 0) {
         struct pch *pc = &h->pcs[r->pc];
         uint32_t last = pc->active[--pc->n_active];
-        pc->active[bk->act_pos] = last;
-        h->banks[last].act_pos = bk->act_pos;
+        pc->active[h->bankx[r->bank].act_pos] = last;
+        h->bankx[last].act_pos = h->bankx[r->bank].act_pos;
     }
 }
 
@@ -636,6 +671,11 @@ static void issue_act(struct plena_hbm *h, uint64_t t, struct req *r)
 static void issue_pre(struct plena_hbm *h, uint64_t t, struct req *r)
 {
     struct bank *bk = &h->banks[r->bank];
+    struct bank_x *bx = &h->bankx[r->bank];
+    if (bx->first_close == NONE) {
+        bx->first_close = t;
+        bx->first_idle = 0;
+    }
     close_bank(h, r->bank);
     bk->next_act = max64(bk->next_act, t + h->rp_ps);
     h->chans[r->ch].row_bus_free = t + h->T;
@@ -699,9 +739,10 @@ static void update_reps(struct plena_hbm *h, struct bank *bk)
         }
         if (!need_nh && (rd != NIL || !need_rd) && (wr != NIL || !need_wr)) break;
     }
-    bk->rep_rd = rd;
-    bk->rep_wr = wr;
-    bk->rep_nh = nh;
+    struct bank_x *bx = &h->bankx[bk - h->banks];
+    bx->rep_rd = rd;
+    bx->rep_wr = wr;
+    bx->rep_nh = nh;
     bk->reps_dirty = 0;
 }
 
@@ -721,21 +762,22 @@ static uint32_t scan_col(struct plena_hbm *h, struct pch *pc, uint64_t t, int ok
     uint32_t best = NIL;
     for (size_t k = 0; k < pc->n_active; k++) {
         struct bank *bk = &h->banks[pc->active[k]];
+        struct bank_x *bx = &h->bankx[pc->active[k]];
         if (bk->n_hits == 0) continue;
         if (bk->reps_dirty) {
             if (bk->n_pend == bk->n_hits && (bk->n_whits == 0 || bk->n_whits == bk->n_hits)) {
                 /* the frequent case of update_reps: every pending request
                  * is a hit of one direction, the oldest is the head */
-                bk->rep_rd = bk->n_whits == 0 ? bk->head : NIL;
-                bk->rep_wr = bk->n_whits == 0 ? NIL : bk->head;
-                bk->rep_nh = NIL;
+                bx->rep_rd = bk->n_whits == 0 ? bk->head : NIL;
+                bx->rep_wr = bk->n_whits == 0 ? NIL : bk->head;
+                bx->rep_nh = NIL;
                 bk->reps_dirty = 0;
             } else {
                 update_reps(h, bk);
             }
         }
         uint64_t nc = bk->next_col;
-        uint32_t rd = bk->rep_rd, wr = bk->rep_wr;
+        uint32_t rd = bx->rep_rd, wr = bx->rep_wr;
         if (rd != NIL && nc < m_rd) m_rd = nc;
         if (wr != NIL && nc < m_wr) m_wr = nc;
         if (nc <= t) {
@@ -763,10 +805,10 @@ static uint32_t scan_row(struct plena_hbm *h, struct pch *pc, uint64_t t, int ok
         if (!bk->open) {
             uint64_t x = max64(bk->next_act, bg_term(h, b >> h->k_bits));
             m_act = min64(m_act, x);
-            if (ok_act && x <= t) best = take(best, bk->rep_nh);
+            if (ok_act && x <= t) best = take(best, h->bankx[b].rep_nh);
         } else if (bk->n_hits == 0) {
             m_pre = min64(m_pre, bk->next_pre);
-            if (bk->next_pre <= t) best = take(best, bk->rep_nh);
+            if (bk->next_pre <= t) best = take(best, h->bankx[b].rep_nh);
         }
     }
     pc->act_min = m_act;
@@ -906,8 +948,13 @@ static void idle_step(struct plena_hbm *h, uint64_t t)
             if (bk->n_hits == 0) {
                 uint64_t tc = max64(bk->last_use + h->idle_ps, bk->next_pre);
                 if (tc <= t) {
-                    bk->idle_tc = tc;
-                    bk->act_before_close = bk->next_act;
+                    struct bank_x *bx = &h->bankx[b];
+                    bx->idle_tc = tc;
+                    if (bx->first_close == NONE) {
+                        bx->first_close = tc;
+                        bx->first_idle = 1;
+                    }
+                    bx->act_before_close = bk->next_act;
                     close_bank(h, b); /* moves another open bank into slot i */
                     bk->next_act = max64(bk->next_act, tc + h->rp_ps);
                     continue;
@@ -976,7 +1023,7 @@ static void drop_queue(struct plena_hbm *h)
         struct pch *pc = &h->pcs[i];
         for (size_t k = 0; k < pc->n_active; k++) {
             struct bank *bk = &h->banks[pc->active[k]];
-            bk->head = bk->tail = NIL;
+            bk->head = h->bankx[pc->active[k]].tail = NIL;
             bk->n_pend = 0;
         }
         pc->n_active = 0;
@@ -1036,16 +1083,17 @@ static void link_req(struct plena_hbm *h, uint32_t i)
     struct chan *c = &h->chans[r->ch];
     struct bank *bk = &h->banks[r->bank];
     /* sequence numbers grow with i: appending keeps the list in order */
-    r->prev = bk->tail;
+    struct bank_x *bx = &h->bankx[r->bank];
+    r->prev = bx->tail;
     r->next = NIL;
-    if (bk->tail != NIL)
-        h->reqs[bk->tail].next = i;
+    if (bx->tail != NIL)
+        h->reqs[bx->tail].next = i;
     else
         bk->head = i;
-    bk->tail = i;
+    bx->tail = i;
     if (bk->n_pend++ == 0) {
         struct pch *pc = &h->pcs[r->pc];
-        bk->act_pos = (uint32_t)pc->n_active;
+        bx->act_pos = (uint32_t)pc->n_active;
         pc->active[pc->n_active++] = r->bank;
     }
     bank_changed(h, r->bank);
@@ -1246,16 +1294,19 @@ static int memo_label(const struct plena_hbm *h, struct memo *m, struct memo_seg
     return 1;
 }
 
+/* The most words a key of a segment of nq requests can take (memo_key):
+ * 3 + nq + 4 nb + 2 ng + 9 np + 3 with nb, ng, np <= nq. */
+#define MEMO_KEY_WORDS(nq) (3 + 16 * (size_t)(nq) + 3)
+
 /* Channel segment sg's key (after steps 1 and 2 of the batch's first tick
- * t0) at m->key + sg->k0: its requests, then the state of the entities they
+ * t0) at m->key + sg->k0: its requests (words 3 .. 3 + nq, written by
+ * serve_memo through memo_label), then the state of the entities they
  * touch; sets sg->klen (0 when it cannot be memoised). Clears the labels. */
 static void memo_key(struct plena_hbm *h, struct memo *m, struct memo_seg *sg, uint64_t t0)
 {
     uint32_t *k = m->key + sg->k0;
-    size_t w = 3;
-    int ok = 1;
-    for (uint32_t j = 0; ok && j < sg->nq; j++)
-        ok = memo_label(h, m, sg, m->ord[sg->q0 + j], &k[w++]);
+    size_t w = 3 + (size_t)sg->nq;
+    int ok = !sg->bad;
     for (uint32_t i = 0; ok && i < sg->nb; i++) {
         uint32_t gi = sg->b0 + i;
         const struct bank *bk = &h->banks[m->tb[gi]];
@@ -1273,9 +1324,18 @@ static void memo_key(struct plena_hbm *h, struct memo *m, struct memo_seg *sg, u
         mask |= key_time(k, &w, bk->next_pre, t0, &ok) << 1;
         mask |= key_time(k, &w, bk->next_col, t0, &ok) << 2;
         /* last_use matters only to an open bank's idle close while it has
-         * no hit (a closed bank's ACT, a hit's RD overwrite it first) */
-        if (bk->open && bk->n_hits == 0 && h->idle_ps > 0)
-            mask |= key_time(k, &w, bk->last_use + h->idle_ps, t0, &ok) << 3;
+         * no hit (a closed bank's ACT, a hit's RD overwrite it first). Such
+         * a bank's close time tc (> t0: step 2 of t0 ran) is not part of
+         * the hashed key but a condition checked against the record (see
+         * memo_record): the key only says that the bank has one. */
+        m->bcond[gi] = 0;
+        if (bk->open && bk->n_hits == 0 && h->idle_ps > 0) {
+            uint64_t tc = max64(bk->last_use + h->idle_ps, bk->next_pre);
+            if (tc <= t0 || tc - t0 >= MEMO_BELOW) ok = 0;
+            m->cond[sg->c0 + sg->nc++] = (uint32_t)(tc - t0);
+            m->bcond[gi] = 1;
+            mask |= 1u << 3;
+        }
         k[w0] = m->lab_bg[m->tb[gi] >> h->k_bits] | st << 8 | mask << 16;
     }
     for (uint32_t i = 0; ok && i < sg->ng; i++) {
@@ -1339,13 +1399,30 @@ static uint64_t memo_hash(const uint32_t *k, size_t n)
     return x;
 }
 
-static struct memo_slot *memo_find(struct memo *m, uint64_t hash, const uint32_t *key, size_t klen)
+/* Whether a record's idle conditions (after its first two words) hold for
+ * the close times cond[0 .. nc): "tc > v" (the bank was closed by a PRE at
+ * t0 + v, before its idle timer: any later tc gives the same schedule) or
+ * "tc == v" (the idle timer closed it). */
+static int memo_conds_hold(const uint32_t *o, const uint32_t *cond, uint32_t nc)
+{
+    for (uint32_t j = 0; j < nc; j++) {
+        uint32_t kind = o[2 + 2 * j], v = o[3 + 2 * j];
+        if (kind ? cond[j] != v : cond[j] <= v) return 0;
+    }
+    return 1;
+}
+
+/* The slot whose key equals key and whose record's conditions hold, or the
+ * empty slot ending the probe (one key may have several records). */
+static struct memo_slot *memo_find(struct memo *m, uint64_t hash, const uint32_t *key, size_t klen,
+                                   const uint32_t *cond, uint32_t nc)
 {
     size_t mask = m->n_slots - 1;
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
         struct memo_slot *s = &m->slot[i];
         if (!s->data) return s;
-        if (s->hash == hash && s->klen == klen && !memcmp(s->data, key, klen * sizeof *key))
+        if (s->hash == hash && s->klen == klen && !memcmp(s->data, key, klen * sizeof *key) &&
+            memo_conds_hold(s->data + klen, cond, nc))
             return s;
     }
 }
@@ -1353,8 +1430,10 @@ static struct memo_slot *memo_find(struct memo *m, uint64_t hash, const uint32_t
 /* Snapshot of a segment's entities before the tick loop (miss path). */
 static void memo_save(struct plena_hbm *h, struct memo *m, const struct memo_seg *sg, uint32_t s)
 {
-    for (uint32_t i = sg->b0; i < sg->b0 + sg->nb; i++)
+    for (uint32_t i = sg->b0; i < sg->b0 + sg->nb; i++) {
         m->b0[i] = h->banks[m->tb[i]];
+        h->bankx[m->tb[i]].first_close = NONE;
+    }
     for (uint32_t i = sg->g0; i < sg->g0 + sg->ng; i++) {
         m->g0[i] = h->bg_last[m->tg[i]];
         m->g0_has[i] = h->bg_has[m->tg[i]];
@@ -1373,7 +1452,7 @@ static void memo_save(struct plena_hbm *h, struct memo *m, const struct memo_seg
 static size_t memo_record(struct plena_hbm *h, struct memo *m, const struct memo_seg *sg,
                           uint32_t s, uint64_t t0)
 {
-    size_t need = 2 + 5 * sg->nb + sg->ng + 9 * sg->np + 2;
+    size_t need = 2 + 2 * sg->nc + 5 * sg->nb + sg->ng + 9 * sg->np + 2;
     if (need > m->cap_rec && plena_grow((void **)&m->rec, &m->cap_rec, need, sizeof *m->rec) != 0)
         return 0;
     const struct chan *c = &h->chans[sg->ch];
@@ -1383,10 +1462,25 @@ static size_t memo_record(struct plena_hbm *h, struct memo *m, const struct memo
     int ok = 1;
     o[w++] = enc_key(c->max_done, t0, &ok);
     o[w++] = enc_key(L, t0, &ok);
+    /* the idle conditions: a bank open on another row without a hit is
+     * closed once, by a PRE at tp or by its idle timer at tc, whichever is
+     * first (nothing else changes it before: step 2 closes it at the
+     * first tick >= tc, step 4 only by that PRE). With tc > tp (tp a
+     * tick) the PRE came first and tc was never looked at, so every
+     * tc' > tp gives the same run; an idle close at tc needs tc itself. */
+    for (uint32_t i = sg->b0, j = sg->c0; i < sg->b0 + sg->nb; i++) {
+        if (!m->bcond[i]) continue;
+        const struct bank_x *bx = &h->bankx[m->tb[i]];
+        if (bx->first_close == NONE || bx->first_close < t0) ok = 0;
+        o[w++] = bx->first_idle;
+        o[w++] = bx->first_idle ? m->cond[j] : enc_key(bx->first_close, t0, &ok);
+        j++;
+    }
     for (uint32_t i = sg->b0; i < sg->b0 + sg->nb; i++) {
         const struct bank *bk = &h->banks[m->tb[i]], *b0 = &m->b0[i];
-        int open = bk->open, late = !open && bk->idle_tc > L && bk->idle_tc != NONE;
-        uint64_t next_act = late ? bk->act_before_close : bk->next_act;
+        const struct bank_x *bx = &h->bankx[m->tb[i]];
+        int open = bk->open, late = !open && bx->idle_tc > L && bx->idle_tc != NONE;
+        uint64_t next_act = late ? bx->act_before_close : bk->next_act;
         uint32_t st = MEMO_CLOSED;
         if (open || late) {
             st = MEMO_OTHER;
@@ -1430,7 +1524,8 @@ static size_t memo_record(struct plena_hbm *h, struct memo *m, const struct memo
 }
 
 /* Stores key + record; silently does nothing once the memo is full. */
-static void memo_store(struct memo *m, uint64_t hash, const uint32_t *key, size_t klen, size_t rlen)
+static void memo_store(struct memo *m, uint64_t hash, const uint32_t *key, size_t klen,
+                       const uint32_t *cond, uint32_t nc, size_t rlen)
 {
     size_t bytes = (klen + rlen) * sizeof(uint32_t);
     if (m->bytes + bytes > MEMO_MAX_BYTES) {
@@ -1456,7 +1551,7 @@ static void memo_store(struct memo *m, uint64_t hash, const uint32_t *key, size_
         m->slot = ns;
         m->n_slots *= 2;
     }
-    struct memo_slot *s = memo_find(m, hash, key, klen);
+    struct memo_slot *s = memo_find(m, hash, key, klen, cond, nc);
     if (s->data) return;
     s->data = plena_malloc(bytes);
     if (!s->data) return;
@@ -1473,7 +1568,7 @@ static void memo_store(struct memo *m, uint64_t hash, const uint32_t *key, size_
 static void memo_apply(struct plena_hbm *h, struct memo *m, const struct memo_seg *sg,
                        const uint32_t *o, uint64_t t0)
 {
-    size_t w = 2;
+    size_t w = 2 + 2 * (size_t)sg->nc;
     struct chan *c = &h->chans[sg->ch];
     for (uint32_t i = sg->b0; i < sg->b0 + sg->nb; i++) {
         uint32_t b = m->tb[i];
@@ -1548,49 +1643,76 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
         return t_start;
     }
     h->n_busy = 0;
-    size_t need = n * (3 + 1 + 5 + 2 + 9 + 3); /* the longest keys */
+    size_t need = n * MEMO_KEY_WORDS(1); /* the longest keys (nseg <= n) */
     int can_key =
         need <= m->cap_key || plena_grow((void **)&m->key, &m->cap_key, need, sizeof *m->key) == 0;
     /* the requests themselves (fill_req) are only needed on a miss */
     const unsigned kb = h->k_bits, gb = h->g_bits, pb = h->p_bits;
+    const unsigned col_shift = 6 + h->c_bits, hash_bit = h->p.address_hash_bit, n_sel = h->n_sel;
+    const unsigned ch_shift = pb + gb + kb;
+    const uint64_t sel_mask = h->sel_mask;
+    const uint32_t *sel_flat = h->sel_flat;
     uint32_t nseg = 0;
     for (size_t i = 0; i < n; i++) {
-        struct plena_hbm_loc loc;
-        map_addr(h, txn[i].addr, &loc);
-        uint32_t b =
-            ((((uint32_t)loc.channel << pb | loc.pseudo_channel) << gb | loc.bank_group) << kb) |
-            loc.bank;
+        uint32_t b;
+        uint64_t row;
+        if (sel_flat) {
+            /* map_addr through the table */
+            uint64_t a = txn[i].addr, above = a >> col_shift, sel = above & sel_mask;
+            if (hash_bit > 0) sel ^= (a >> hash_bit) & sel_mask;
+            b = sel_flat[sel];
+            row = above >> n_sel;
+        } else {
+            struct plena_hbm_loc loc;
+            map_addr(h, txn[i].addr, &loc);
+            b = ((((uint32_t)loc.channel << pb | loc.pseudo_channel) << gb | loc.bank_group)
+                 << kb) |
+                loc.bank;
+            row = loc.row;
+        }
+        uint32_t ch = b >> ch_shift;
         struct bank *bk = &h->banks[b];
         uint32_t wr = txn[i].is_write != 0;
         /* count_hit without a branch: the bank loads of successive
          * requests overlap (the bank array is rarely in cache here) */
-        uint32_t hit = bk->open & (bk->row == loc.row);
+        uint32_t hit = bk->open & (bk->row == row);
         bk->n_hits += hit;
         bk->n_whits += hit & wr;
         m->qb[i] = b;
-        m->qr[i] = loc.row;
+        m->qr[i] = row;
         m->qw[i] = (uint8_t)wr;
-        uint32_t s = m->lab_ch[loc.channel];
+        uint32_t s = m->lab_ch[ch];
         if (s == 0xFF) {
             s = nseg++;
-            m->lab_ch[loc.channel] = (uint8_t)s;
+            m->lab_ch[ch] = (uint8_t)s;
             memset(&m->seg[s], 0, sizeof m->seg[s]);
-            m->seg[s].ch = loc.channel;
+            m->seg[s].ch = ch;
         }
         m->qs[i] = (uint8_t)s;
         m->seg[s].nq++;
     }
-    /* requests grouped by channel, in order within each */
+    /* each segment's key and entity lists at the offsets their bounds
+     * give (a segment touches at most nq banks, bank groups, pseudo
+     * channels and idle conditions) */
     for (uint32_t s = 0, q0 = 0; s < nseg; s++) {
-        m->seg[s].q0 = q0;
-        q0 += m->seg[s].nq;
-        m->seg[s].nq = 0;
-        m->lab_ch[m->seg[s].ch] = 0xFF;
+        struct memo_seg *sg = &m->seg[s];
+        sg->q0 = sg->b0 = sg->g0 = sg->p0 = sg->c0 = q0;
+        sg->k0 = (size_t)q0 * MEMO_KEY_WORDS(1) - 6 * (size_t)q0 + 6 * (size_t)s;
+        q0 += sg->nq;
+        sg->nq = 0;
+        m->lab_ch[sg->ch] = 0xFF;
     }
-    for (size_t i = 0; i < n; i++) {
-        struct memo_seg *sg = &m->seg[m->qs[i]];
-        m->ord[sg->q0 + sg->nq++] = (uint32_t)i;
-    }
+    /* the request words of the keys, in sequence order (labels in order
+     * of first use within each channel) */
+    if (can_key)
+        for (size_t i = 0; i < n; i++) {
+            struct memo_seg *sg = &m->seg[m->qs[i]];
+            if (!memo_label(h, m, sg, (uint32_t)i, &m->key[sg->k0 + 3 + sg->nq])) sg->bad = 1;
+            sg->nq++;
+        }
+    else
+        for (size_t i = 0; i < n; i++)
+            m->seg[m->qs[i]].nq++;
     h->n_pending = n;
     const uint64_t seq0 = h->seq;
     h->seq += n;
@@ -1601,32 +1723,34 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
     if (h->p.nREFI > 0 && t0 >= h->next_ref) refresh_step(h, t0);
     if (h->p.row_idle_close > 0 && h->idle_min_all <= t0) idle_step(h, t0);
     uint64_t latest = t_start, end = t0;
-    uint32_t nb = 0, ng = 0, np = 0;
-    size_t kw = 0;
     int any_miss = 0;
     /* every part's key first (each reads only its own channel's state),
      * their slots fetched while the next is keyed */
     for (uint32_t s = 0; s < nseg; s++) {
         struct memo_seg *sg = &m->seg[s];
-        sg->b0 = nb;
-        sg->g0 = ng;
-        sg->p0 = np;
-        sg->k0 = kw;
         if (can_key) memo_key(h, m, sg, t0);
-        nb += sg->nb;
-        ng += sg->ng;
-        np += sg->np;
-        kw += sg->klen;
         if (sg->klen) {
             sg->hash = memo_hash(m->key + sg->k0, sg->klen);
             __builtin_prefetch(&m->slot[sg->hash & (m->n_slots - 1)]);
         }
     }
+    /* then the records of the slots the keys hash to (a large memo is
+     * mostly out of cache: the segments' misses overlap) */
+    for (uint32_t s = 0; s < nseg; s++) {
+        const struct memo_seg *sg = &m->seg[s];
+        if (!sg->klen) continue;
+        const struct memo_slot *sl = &m->slot[sg->hash & (m->n_slots - 1)];
+        if (!sl->data || sl->hash != sg->hash) continue;
+        const char *d = (const char *)sl->data;
+        for (size_t off = 0; off < 4 * (sg->klen + 2 + 2 * (size_t)sg->nc + 5 * (size_t)sg->nb);
+             off += 64)
+            __builtin_prefetch(d + off);
+    }
     for (uint32_t s = 0; s < nseg; s++) {
         struct memo_seg *sg = &m->seg[s];
         if (sg->klen) {
             const uint32_t *key = m->key + sg->k0;
-            struct memo_slot *sl = memo_find(m, sg->hash, key, sg->klen);
+            struct memo_slot *sl = memo_find(m, sg->hash, key, sg->klen, m->cond + sg->c0, sg->nc);
             const uint32_t *o = sl->data ? sl->data + sg->klen : NULL;
             if (o && (h->p.nREFI == 0 || h->next_ref > t0 + o[1])) {
                 m->hits++;
@@ -1662,7 +1786,8 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
             const struct memo_seg *sg = &m->seg[s];
             if (!sg->miss || !sg->klen) continue;
             size_t rlen = memo_record(h, m, sg, s, t0);
-            if (rlen) memo_store(m, sg->hash, m->key + sg->k0, sg->klen, rlen);
+            if (rlen)
+                memo_store(m, sg->hash, m->key + sg->k0, sg->klen, m->cond + sg->c0, sg->nc, rlen);
         }
     }
     h->n_pending = 0;
