@@ -10,6 +10,7 @@
 
 #include "common/alloc.h"
 #include "common/cpu.h"
+#include "ref/experts.h"
 
 static double silu(double z)
 {
@@ -34,70 +35,102 @@ static void matvec(const double *x, uint32_t K, const float *w, uint32_t N, doub
     }
 }
 
-/* matvec for m rows of x (stride ldx) into y (stride ldy), each output the
- * same sum in the same order as matvec; the rows share each weight row load. */
-static void matvec_rows_generic(const double *x, size_t ldx, uint32_t m, uint32_t K, const float *w,
-                                uint32_t N, double *y, size_t ldy, uint32_t n0)
-{
-    for (uint32_t i = 0; i < m; i++)
-        for (uint32_t n = n0; n < N; n++)
-            y[i * ldy + n] = 0.0;
-    for (uint32_t kk = 0; kk < K; kk++) {
-        const float *row = w + (size_t)kk * N;
-        for (uint32_t i = 0; i < m; i++) {
-            double xv = x[i * ldx + kk];
-            double *yi = y + i * ldy;
-            for (uint32_t n = n0; n < N; n++)
-                yi[n] += xv * (double)row[n];
-        }
-    }
-}
+/* y[i][n] = matvec of row i (x stride ldx, y stride ldy) for RR rows and
+ * the columns [n0, n0 + 8 * NV): every output its own chain, 0.0 then += x * w
+ * in increasing k (matvec's sum); lanes are different outputs, the rows share
+ * each weight load. */
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-/* Columns [0, N & ~7) of matvec_rows for exactly four rows: per block of 8
- * columns, 4 x 2 accumulators over all K (lanes are different outputs, each
- * 0.0 then += x * w in increasing k: matvec's sum). Returns the columns done. */
-__attribute__((target("avx2"))) static uint32_t matvec4_avx2(const double *x, size_t ldx,
-                                                             uint32_t K, const float *w, uint32_t N,
-                                                             double *y, size_t ldy)
-{
-    uint32_t n = 0;
-    for (; n + 8 <= N; n += 8) {
-        __m256d a[4][2];
-        for (int i = 0; i < 4; i++)
-            a[i][0] = a[i][1] = _mm256_setzero_pd();
-        for (uint32_t kk = 0; kk < K; kk++) {
-            const float *wr = w + (size_t)kk * N + n;
-            const __m256d w0 = _mm256_cvtps_pd(_mm_loadu_ps(wr));
-            const __m256d w1 = _mm256_cvtps_pd(_mm_loadu_ps(wr + 4));
-            for (int i = 0; i < 4; i++) {
-                const __m256d xv = _mm256_set1_pd(x[i * ldx + kk]);
-                a[i][0] = _mm256_add_pd(a[i][0], _mm256_mul_pd(xv, w0));
-                a[i][1] = _mm256_add_pd(a[i][1], _mm256_mul_pd(xv, w1));
-            }
-        }
-        for (int i = 0; i < 4; i++) {
-            _mm256_storeu_pd(y + i * ldy + n, a[i][0]);
-            _mm256_storeu_pd(y + i * ldy + n + 4, a[i][1]);
-        }
+#define PFD 64
+typedef double f64_v4 __attribute__((vector_size(32)));
+typedef float f32_v4 __attribute__((vector_size(16)));
+#define F64_BLOCK(RR, NV)                                                                          \
+    do {                                                                                           \
+        f64_v4 a[RR][2 * NV];                                                                      \
+        _Pragma("GCC unroll 4") for (uint32_t i = 0; i < RR; i++)                                  \
+            _Pragma("GCC unroll 8") for (uint32_t v = 0; v < 2 * NV; v++) a[i][v] =                \
+                (f64_v4){0.0, 0.0, 0.0, 0.0};                                                      \
+        for (uint32_t kk = 0; kk < K; kk++) {                                                      \
+            const float *wr = w + (size_t)kk * ldw + n0;                                           \
+            __builtin_prefetch(wr + PFD * ldw);                                                    \
+            __builtin_prefetch(wr + PFD * ldw + 16);                                               \
+            f64_v4 wv[2 * NV];                                                                     \
+            _Pragma("GCC unroll 8") for (uint32_t v = 0; v < 2 * NV; v++)                          \
+            {                                                                                      \
+                f32_v4 t;                                                                          \
+                memcpy(&t, wr + 4 * v, sizeof t);                                                  \
+                wv[v] = __builtin_convertvector(t, f64_v4);                                        \
+            }                                                                                      \
+            _Pragma("GCC unroll 4") for (uint32_t i = 0; i < RR; i++)                              \
+            {                                                                                      \
+                const double xv = x[i * ldx + kk];                                                 \
+                _Pragma("GCC unroll 8") for (uint32_t v = 0; v < 2 * NV; v++) a[i][v] =            \
+                    a[i][v] + xv * wv[v];                                                          \
+            }                                                                                      \
+        }                                                                                          \
+        _Pragma("GCC unroll 4") for (uint32_t i = 0; i < RR; i++)                                  \
+            _Pragma("GCC unroll 8") for (uint32_t v = 0; v < 2 * NV; v++)                          \
+                memcpy(y + i * ldy + n0 + 4 * v, &a[i][v], sizeof a[i][v]);                        \
+    } while (0)
+
+/* RR rows of x into y: blocks of 8 columns (16 for one or two rows, which
+ * have fewer chains to hide the add latency), then scalar columns. */
+#define F64_FN(NAME, RR, NV, ATTR)                                                                 \
+    ATTR static void NAME(const double *x, size_t ldx, uint32_t K, const float *w, size_t ldw,     \
+                          uint32_t N, double *y, size_t ldy)                                       \
+    {                                                                                              \
+        uint32_t n0 = 0;                                                                           \
+        for (; n0 + 8 * NV <= N; n0 += 8 * NV)                                                     \
+            F64_BLOCK(RR, NV);                                                                     \
+        for (; n0 + 8 <= N; n0 += 8)                                                               \
+            F64_BLOCK(RR, 1);                                                                      \
+        for (uint32_t i = 0; i < RR; i++)                                                          \
+            for (uint32_t n = n0; n < N; n++) {                                                    \
+                double acc = 0.0;                                                                  \
+                for (uint32_t kk = 0; kk < K; kk++)                                                \
+                    acc += x[i * ldx + kk] * (double)w[(size_t)kk * ldw + n];                      \
+                y[i * ldy + n] = acc;                                                              \
+            }                                                                                      \
     }
-    return n;
-}
+
+typedef void (*f64_fn)(const double *x, size_t ldx, uint32_t K, const float *w, size_t ldw,
+                       uint32_t N, double *y, size_t ldy);
+#define F64_SET(SUFFIX, ATTR)                                                                      \
+    F64_FN(mv1_##SUFFIX, 1, 2, ATTR)                                                               \
+    F64_FN(mv2_##SUFFIX, 2, 2, ATTR)                                                               \
+    F64_FN(mv3_##SUFFIX, 3, 1, ATTR)                                                               \
+    F64_FN(mv4_##SUFFIX, 4, 1, ATTR)                                                               \
+    static const f64_fn mv_##SUFFIX[4] = {mv1_##SUFFIX, mv2_##SUFFIX, mv3_##SUFFIX, mv4_##SUFFIX};
+F64_SET(generic, )
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define F64_HAVE_AVX2 1
+F64_SET(avx2, __attribute__((target("avx2"))))
 #endif
 
+/* Rows taken together by one kernel call, and the columns of one strip: all
+ * row blocks run over a strip of the weights (K x 32 floats) while it is in
+ * cache. */
+#define F64_ROWS  4
+#define F64_STRIP 32
+
+/* matvec for m rows of x (stride ldx) into y (stride ldy), each output the
+ * same sum in the same order as matvec. */
 static void matvec_rows(const double *x, size_t ldx, uint32_t m, uint32_t K, const float *w,
                         uint32_t N, double *y, size_t ldy)
 {
-    uint32_t n0 = 0;
+    const f64_fn *f = mv_generic;
 #ifdef F64_HAVE_AVX2
-    if (m == 4 && plena_cpu_has_avx2()) n0 = matvec4_avx2(x, ldx, K, w, N, y, ldy);
+    if (plena_cpu_has_avx2()) f = mv_avx2;
 #endif
-    if (n0 < N) matvec_rows_generic(x, ldx, m, K, w, N, y, ldy, n0);
+    for (uint32_t c0 = 0; c0 < N; c0 += F64_STRIP) {
+        const uint32_t nc = N - c0 < F64_STRIP ? N - c0 : F64_STRIP;
+        for (uint32_t i0 = 0; i0 < m; i0 += F64_ROWS) {
+            const uint32_t R = m - i0 < F64_ROWS ? m - i0 : F64_ROWS;
+            f[R - 1](x + i0 * ldx, ldx, K, w + c0, N, nc, y + i0 * ldy + c0, ldy);
+        }
+    }
 }
 
-/* The FFN gate-up nonlinearity of one element (expert_ffn's). */
+/* The FFN gate-up nonlinearity of one element. */
 static double ffn_act(const struct plena_moe_ref_in *in, enum plena_act_policy pol, double g,
                       double u)
 {
@@ -111,33 +144,15 @@ static double ffn_act(const struct plena_moe_ref_in *in, enum plena_act_policy p
     return silu(g) * u;
 }
 
-/* One expert FFN on input xin: out = act(xin.Wg + bg, xin.Wu + bu) . Wd + bd */
-static void expert_ffn(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
-                       const float *wg, const float *wu, const float *wd, const float *bg,
-                       const float *bu, const float *bd, uint32_t width, enum plena_act_policy pol,
-                       const double *xin, double *g, double *u, double *out)
-{
-    matvec(xin, cfg->H, wg, width, g);
-    matvec(xin, cfg->H, wu, width, u);
-    for (uint32_t i = 0; i < width; i++) {
-        if (bg) g[i] += bg[i];
-        if (bu) u[i] += bu[i];
-        u[i] = ffn_act(in, pol, g[i], u[i]);
-    }
-    matvec(u, width, wd, cfg->H, out);
-    if (bd)
-        for (uint32_t i = 0; i < cfg->H; i++)
-            out[i] += bd[i];
-}
-
-/* expert_ffn for m <= F64_ROWS input rows xin[m][H] at once: g, u [m][width],
- * out [m][H]; every figure the one-row function's. */
-#define F64_ROWS 4
+/* One FFN for m input rows xin[m][H] at once, out = act(xin.Wg + bg, xin.Wu +
+ * bu) . Wd + bd (weights and biases of x, biases may be NULL): g, u
+ * [m][width], out [m][H]; each row's figures do not depend on m. */
 static void expert_ffn_rows(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
-                            const struct plena_moe_ref_expert *x, uint32_t m, const double *xin,
-                            double *g, double *u, double *out)
+                            const struct plena_moe_ref_expert *x, uint32_t width,
+                            enum plena_act_policy pol, uint32_t m, const double *xin, double *g,
+                            double *u, double *out)
 {
-    const uint32_t H = cfg->H, width = cfg->I;
+    const uint32_t H = cfg->H;
     matvec_rows(xin, H, m, H, x->w_gate, width, g, width);
     matvec_rows(xin, H, m, H, x->w_up, width, u, width);
     for (uint32_t r = 0; r < m; r++)
@@ -145,7 +160,7 @@ static void expert_ffn_rows(const struct plena_moe_ref_cfg *cfg, const struct pl
             double gv = g[(size_t)r * width + i], uv = u[(size_t)r * width + i];
             if (x->b_gate) gv += x->b_gate[i];
             if (x->b_up) uv += x->b_up[i];
-            u[(size_t)r * width + i] = ffn_act(in, cfg->activation, gv, uv);
+            u[(size_t)r * width + i] = ffn_act(in, pol, gv, uv);
         }
     matvec_rows(u, width, m, width, x->w_down, H, out, H);
     if (x->b_down)
@@ -273,57 +288,145 @@ int plena_moe_rmsnorm_f64(const struct plena_moe_ref_cfg *cfg, const struct plen
     return 0;
 }
 
-/* The routed pairs' float64 outputs, scale_out x FFN(scale_in x x), into
- * po[p][H]: expert by expert, so a streaming weight provider holds one expert
- * at a time; the sums over a token's pairs happen afterwards in pair order,
- * so the figures equal those of a pair-order loop. */
-static int routed_pairs_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
-                            const double *xs, const uint32_t *sel, const double *wsel, double *po,
-                            struct plena_err *err)
+/* Rows of one expert (or of the shared expert) evaluated together. */
+#define F64_BATCH 16
+
+/* One part's buffers of the float64 FFNs: F64_BATCH rows. */
+struct f64_bufs {
+    double *g, *u, *o, *xin;
+};
+
+static int f64_bufs_get(struct f64_bufs *b, uint32_t H, uint32_t width)
 {
-    const uint32_t H = cfg->H, E = cfg->E, k = cfg->k;
-    const size_t np = (size_t)cfg->T * k;
-    size_t *order = plena_malloc((np + 1) * sizeof *order);
+    if (b->g) return 1;
+    const size_t B = F64_BATCH;
+    b->g = plena_malloc((B * width + 1) * sizeof *b->g);
+    b->u = plena_malloc((B * width + 1) * sizeof *b->u);
+    b->o = plena_malloc(B * H * sizeof *b->o);
+    b->xin = plena_malloc(B * H * sizeof *b->xin);
+    return b->g && b->u && b->o && b->xin;
+}
+
+static void f64_bufs_free(struct f64_bufs *b, uint32_t parts)
+{
+    for (uint32_t q = 0; b && q < parts; q++)
+        plena_free(b[q].g), plena_free(b[q].u), plena_free(b[q].o), plena_free(b[q].xin);
+    plena_free(b);
+}
+
+/* routed_pairs_f64's job: pair c of the list (input c / np, token c / k of
+ * the stacked inputs xs) */
+struct pairs_f64_job {
+    const struct plena_moe_ref_cfg *cfg;
+    const struct plena_moe_ref_in *in;
+    const double *xs, *wsel;
+    const size_t *order, *start;
+    double *po;
+    struct f64_bufs *bufs; /* [parts] */
+};
+
+static int pairs_f64_expert(void *ctx, uint32_t e, uint32_t part, struct plena_err *err)
+{
+    struct pairs_f64_job *j = ctx;
+    const struct plena_moe_ref_cfg *cfg = j->cfg;
+    const uint32_t H = cfg->H, k = cfg->k;
+    const size_t *order = j->order, *start = j->start;
+    struct f64_bufs *b = &j->bufs[part];
+    if (!f64_bufs_get(b, H, cfg->I))
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
+    struct plena_moe_ref_expert x;
+    int rc = plena_moe_ref_expert_get(cfg, j->in, e, part, order[start[e]], &x, err);
+    if (rc) return rc;
+    for (size_t i0 = start[e]; i0 < start[e + 1]; i0 += F64_BATCH) {
+        const uint32_t m =
+            (uint32_t)(start[e + 1] - i0 < F64_BATCH ? start[e + 1] - i0 : F64_BATCH);
+        for (uint32_t r = 0; r < m; r++) {
+            const size_t c = order[i0 + r];
+            const double *xt = j->xs + (c / k) * H;
+            double scale_in = cfg->placement == PLENA_ROUTE_INPUT ? j->wsel[c] : 1.0;
+            for (uint32_t q = 0; q < H; q++)
+                b->xin[(size_t)r * H + q] = xt[q] * scale_in;
+        }
+        expert_ffn_rows(cfg, j->in, &x, cfg->I, cfg->activation, m, b->xin, b->g, b->u, b->o);
+        for (uint32_t r = 0; r < m; r++) {
+            const size_t c = order[i0 + r];
+            double scale_out = cfg->placement == PLENA_ROUTE_OUTPUT ? j->wsel[c] : 1.0;
+            for (uint32_t q = 0; q < H; q++)
+                j->po[c * H + q] = scale_out * b->o[(size_t)r * H + q];
+        }
+    }
+    return 0;
+}
+
+/* The routed pairs' float64 outputs, scale_out x FFN(scale_in x x), into
+ * po[c][H] for the nc pairs c of the list sel (inputs stacked: pair c is
+ * token c / k of xs): expert by expert, so a streaming weight provider holds
+ * one expert per thread at a time; the sums over a token's pairs happen
+ * afterwards in pair order, so the figures equal those of a pair-order loop,
+ * whatever the number of threads or inputs. */
+static int routed_pairs_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                            const double *xs, const uint32_t *sel, const double *wsel, size_t nc,
+                            double *po, struct plena_err *err)
+{
+    const uint32_t E = cfg->E, parts = plena_pool_size(in->pool);
+    size_t *order = plena_malloc((nc + 1) * sizeof *order);
     size_t *start = plena_malloc(((size_t)E + 1) * sizeof *start);
-    const size_t R = F64_ROWS, I = cfg->I;
-    double *g = plena_malloc((R * I + 1) * sizeof *g), *u = plena_malloc((R * I + 1) * sizeof *u);
-    double *o = plena_malloc(R * H * sizeof *o), *xin = plena_malloc(R * H * sizeof *xin);
+    struct f64_bufs *bufs = plena_calloc(parts, sizeof *bufs);
     int rc = 0;
-    if (!order || !start || !g || !u || !o || !xin) {
+    if (!order || !start || !bufs) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
         goto done;
     }
-    size_t bad = plena_moe_ref_pairs_by_expert(sel, np, E, order, start);
-    if (bad < np) {
+    size_t bad = plena_moe_ref_pairs_by_expert(sel, nc, E, order, start);
+    if (bad < nc) {
         rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref_f64", "expert %u has no weights", sel[bad]);
         goto done;
     }
-    for (uint32_t e = 0; e < E && !rc; e++) {
-        if (start[e] == start[e + 1]) continue;
-        struct plena_moe_ref_expert x;
-        if ((rc = plena_moe_ref_expert_get(cfg, in, e, order[start[e]], &x, err))) break;
-        for (size_t i0 = start[e]; i0 < start[e + 1]; i0 += R) {
-            const uint32_t m = (uint32_t)(start[e + 1] - i0 < R ? start[e + 1] - i0 : R);
-            for (uint32_t r = 0; r < m; r++) {
-                const size_t p = order[i0 + r];
-                const double *xt = xs + (p / k) * H;
-                double scale_in = cfg->placement == PLENA_ROUTE_INPUT ? wsel[p] : 1.0;
-                for (uint32_t c = 0; c < H; c++)
-                    xin[(size_t)r * H + c] = xt[c] * scale_in;
-            }
-            expert_ffn_rows(cfg, in, &x, m, xin, g, u, o);
-            for (uint32_t r = 0; r < m; r++) {
-                const size_t p = order[i0 + r];
-                double scale_out = cfg->placement == PLENA_ROUTE_OUTPUT ? wsel[p] : 1.0;
-                for (uint32_t c = 0; c < H; c++)
-                    po[p * H + c] = scale_out * o[(size_t)r * H + c];
-            }
-        }
-    }
+    struct pairs_f64_job j = {cfg, in, xs, wsel, order, start, po, bufs};
+    rc = plena_ref_experts_run(in->pool, start, E, pairs_f64_expert, &j, err);
 done:
     plena_free(order);
     plena_free(start);
-    plena_free(g), plena_free(u), plena_free(o), plena_free(xin);
+    f64_bufs_free(bufs, parts);
+    return rc;
+}
+
+/* The shared expert's float64 output of every row of xs[n][H] into so[n][H],
+ * F64_BATCH rows per piece of the pool's job. */
+struct shared_f64_job {
+    const struct plena_moe_ref_cfg *cfg;
+    const struct plena_moe_ref_in *in;
+    const double *xs;
+    uint32_t n;
+    double *so;
+    struct f64_bufs *bufs;
+};
+
+static int shared_f64_rows(void *ctx, uint32_t grp, uint32_t part, struct plena_err *err)
+{
+    struct shared_f64_job *j = ctx;
+    const uint32_t H = j->cfg->H, r0 = grp * F64_BATCH;
+    const uint32_t m = j->n - r0 < F64_BATCH ? j->n - r0 : F64_BATCH;
+    struct f64_bufs *b = &j->bufs[part];
+    if (!f64_bufs_get(b, H, j->cfg->Is))
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
+    const struct plena_moe_ref_expert x = {j->in->ws_gate, j->in->ws_up, j->in->ws_down,
+                                           NULL,           NULL,         NULL};
+    expert_ffn_rows(j->cfg, j->in, &x, j->cfg->Is, PLENA_ACT_STANDARD_SWIGLU, m,
+                    j->xs + (size_t)r0 * H, b->g, b->u, j->so + (size_t)r0 * H);
+    return 0;
+}
+
+static int shared_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                      const double *xs, uint32_t n, double *so, struct plena_err *err)
+{
+    const uint32_t parts = plena_pool_size(in->pool);
+    struct f64_bufs *bufs = plena_calloc(parts, sizeof *bufs);
+    if (!bufs) return PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
+    struct shared_f64_job j = {cfg, in, xs, n, so, bufs};
+    int rc = plena_ref_experts_run(in->pool, NULL, (n + F64_BATCH - 1) / F64_BATCH, shared_f64_rows,
+                                   &j, err);
+    f64_bufs_free(bufs, parts);
     return rc;
 }
 
@@ -349,80 +452,103 @@ static int route_token_f64(const struct plena_moe_ref_cfg *cfg, const struct ple
                : plena_router_select_f64(router, E, k, lg, sbias, sel, w, err);
 }
 
-int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
-                              const struct plena_moe_ref_in *in, const float *x_norm,
-                              const uint32_t *ids, double *out, uint32_t *ids_out,
-                              struct plena_err *err)
+/* The float64 layer for nin inputs at once (x_norm[q], NULL: from h), one
+ * pass over the weights: out[q] (NULL for the routing alone) and ids_out
+ * (input 0's routing) the figures of nin separate calls. */
+static int reference_f64_n(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                           uint32_t nin, const float *const *x_norm, const uint32_t *ids,
+                           double *const *out, uint32_t *ids_out, struct plena_err *err)
 {
     const uint32_t T = cfg->T, H = cfg->H;
     int routed = cfg->routing != PLENA_ROUTING_NONE && cfg->E > 0;
     int shared = cfg->Is > 0;
     const uint32_t k = routed ? cfg->k : 0;
-    const size_t np = (size_t)T * k;
-    uint32_t wmax = cfg->I > cfg->Is ? cfg->I : cfg->Is;
-    if (cfg->E > wmax) wmax = cfg->E;
-    double *xs = plena_calloc((size_t)T * H, sizeof(double));
-    double *g = plena_calloc(wmax + 1, sizeof(double));
-    double *u = plena_calloc(wmax + 1, sizeof(double));
-    double *o = plena_calloc(H, sizeof(double));
+    const size_t np = (size_t)T * k, th = (size_t)T * H;
+    const int want = out[0] != NULL;
+    double *xs = plena_calloc(nin * th, sizeof(double));
     double *lg = plena_calloc(cfg->E + 1, sizeof(double));
     double *sbias = plena_calloc(cfg->E + 1, sizeof(double));
-    uint32_t *sel = plena_malloc((np + 1) * sizeof *sel);
-    double *wsel = plena_malloc((np + 1) * sizeof *wsel);
-    double *po = out && routed ? plena_malloc((np * H + 1) * sizeof *po) : NULL;
+    uint32_t *sel = plena_malloc((nin * np + 1) * sizeof *sel);
+    double *wsel = plena_malloc((nin * np + 1) * sizeof *wsel);
+    double *po = want && routed ? plena_malloc((nin * np * H + 1) * sizeof *po) : NULL;
+    double *so = want && shared ? plena_malloc((nin * th + 1) * sizeof *so) : NULL;
     int rc = 0;
     struct plena_router router;
     layer_router(cfg, &router);
     if (sbias && in->router_sel_bias)
         for (uint32_t e = 0; e < cfg->E; e++)
             sbias[e] = in->router_sel_bias[e];
-    if (!xs || !g || !u || !o || !lg || !sbias || !sel || !wsel || (out && routed && !po)) {
+    if (!xs || !lg || !sbias || !sel || !wsel || (want && routed && !po) ||
+        (want && shared && !so)) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
         goto done;
     }
-    /* every token's input and routing */
-    for (uint32_t t = 0; t < T; t++) {
-        double *x = xs + (size_t)t * H;
-        token_input(cfg, in, x_norm, t, x);
-        if (routed && (rc = route_token_f64(cfg, in, &router, ids, t, x, sbias, lg,
-                                            sel + (size_t)t * k, wsel + (size_t)t * k, err)))
-            goto done;
-    }
+    /* every token's input and routing, input by input */
+    for (uint32_t q = 0; q < nin; q++)
+        for (uint32_t t = 0; t < T; t++) {
+            double *x = xs + q * th + (size_t)t * H;
+            token_input(cfg, in, x_norm[q], t, x);
+            const size_t c = q * np + (size_t)t * k;
+            if (routed && (rc = route_token_f64(cfg, in, &router, ids, t, x, sbias, lg, sel + c,
+                                                wsel + c, err)))
+                goto done;
+        }
     if (ids_out && routed) memcpy(ids_out, sel, np * sizeof *sel);
-    if (!out) goto done; /* routing only: no expert weight is read */
-    if (routed && (rc = routed_pairs_f64(cfg, in, xs, sel, wsel, po, err))) goto done;
-    for (uint32_t t = 0; t < T; t++) {
-        const float *h = in->h + (size_t)t * H;
-        const double *x = xs + (size_t)t * H;
-        double *y = out + (size_t)t * H;
-        for (uint32_t i = 0; i < H; i++)
-            y[i] = 0.0;
-        for (uint32_t j = 0; j < k; j++) {
-            const double *pj = po + ((size_t)t * k + j) * H;
+    if (!want) goto done; /* routing only: no expert weight is read */
+    if (routed && (rc = routed_pairs_f64(cfg, in, xs, sel, wsel, nin * np, po, err))) goto done;
+    if (shared && (rc = shared_f64(cfg, in, xs, nin * T, so, err))) goto done;
+    for (uint32_t q = 0; q < nin; q++)
+        for (uint32_t t = 0; t < T; t++) {
+            const float *h = in->h + (size_t)t * H;
+            const double *x = xs + q * th + (size_t)t * H;
+            double *y = out[q] + (size_t)t * H;
             for (uint32_t i = 0; i < H; i++)
-                y[i] += pj[i];
-        }
-        if (shared) {
-            expert_ffn(cfg, in, in->ws_gate, in->ws_up, in->ws_down, NULL, NULL, NULL, cfg->Is,
-                       PLENA_ACT_STANDARD_SWIGLU, x, g, u, o);
-            double gate = 1.0;
-            if (cfg->shared_gate == PLENA_SHARED_GATE_SIGMOID) {
-                double z = 0.0;
+                y[i] = 0.0;
+            for (uint32_t j = 0; j < k; j++) {
+                const double *pj = po + (q * np + (size_t)t * k + j) * H;
                 for (uint32_t i = 0; i < H; i++)
-                    z += x[i] * in->w_sg[i];
-                gate = sigmoid(z);
+                    y[i] += pj[i];
             }
-            for (uint32_t i = 0; i < H; i++)
-                y[i] += gate * o[i];
+            if (shared) {
+                const double *o = so + q * th + (size_t)t * H;
+                double gate = 1.0;
+                if (cfg->shared_gate == PLENA_SHARED_GATE_SIGMOID) {
+                    double z = 0.0;
+                    for (uint32_t i = 0; i < H; i++)
+                        z += x[i] * in->w_sg[i];
+                    gate = sigmoid(z);
+                }
+                for (uint32_t i = 0; i < H; i++)
+                    y[i] += gate * o[i];
+            }
+            if (cfg->residual == PLENA_RESIDUAL_PRE_NORM)
+                for (uint32_t i = 0; i < H; i++)
+                    y[i] += h[i];
         }
-        if (cfg->residual == PLENA_RESIDUAL_PRE_NORM)
-            for (uint32_t i = 0; i < H; i++)
-                y[i] += h[i];
-    }
 done:
-    plena_free(xs), plena_free(g), plena_free(u), plena_free(o), plena_free(lg);
-    plena_free(sbias), plena_free(sel), plena_free(wsel), plena_free(po);
+    plena_free(xs), plena_free(lg), plena_free(sbias), plena_free(sel), plena_free(wsel);
+    plena_free(po), plena_free(so);
     return rc;
+}
+
+int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
+                              const struct plena_moe_ref_in *in, const float *x_norm,
+                              const uint32_t *ids, double *out, uint32_t *ids_out,
+                              struct plena_err *err)
+{
+    const float *xn[1] = {x_norm};
+    double *o[1] = {out};
+    return reference_f64_n(cfg, in, 1, xn, ids, o, ids_out, err);
+}
+
+int plena_moe_reference_f64_pair(const struct plena_moe_ref_cfg *cfg,
+                                 const struct plena_moe_ref_in *in, const float *x_norm,
+                                 const uint32_t *ids, double *out, double *out_x,
+                                 struct plena_err *err)
+{
+    const float *xn[2] = {NULL, x_norm};
+    double *o[2] = {out, out_x};
+    return reference_f64_n(cfg, in, 2, xn, ids, o, NULL, err);
 }
 
 /* ||(a - a_off) - (b - b_off)|| / ||b - b_off|| over n elements; an offset

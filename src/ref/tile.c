@@ -1,10 +1,12 @@
 /* The bit-exact reference's tile kernel: each output column's chain over one K
  * tile (product rounded, then added, in increasing index), computed for up to
- * four rows and sixteen columns at a time so that one load of a weight row
- * segment serves four chains per lane. Lanes are different outputs, never
- * parts of one sum: no reassociation, no FMA (-ffp-contract=off and no "fma"
- * target), the same bits as the scalar loop. GCC/clang vector extensions; on
- * x86 an AVX2 clone is chosen at run time (the generic one compiles to SSE). */
+ * four rows and 16 or 32 columns at a time so that one load of a weight row
+ * segment serves every row's chain in the block, and enough independent chains
+ * are in flight to hide the add latency (one row: 32 columns, four vector
+ * chains). Lanes are different outputs, never parts of one sum: no
+ * reassociation, no FMA (-ffp-contract=off and no "fma" target), the same bits
+ * as the scalar loop. GCC/clang vector extensions; on x86 an AVX2 clone is
+ * chosen at run time (the generic one compiles to SSE). */
 #include "ref/tile.h"
 
 #include <string.h>
@@ -18,7 +20,7 @@ typedef float ref_v8 __attribute__((vector_size(32)));
 #define LOAD8(v, p)  memcpy(&(v), (p), sizeof(ref_v8))
 #define STORE8(p, v) memcpy((p), &(v), sizeof(ref_v8))
 
-/* The scalar chain of one output (tails and the reference of the tests). */
+/* The scalar chain of one output (tails). */
 static inline float chain(const float *xr, const float *w, uint32_t np, uint32_t n, uint32_t k0,
                           uint32_t mlen)
 {
@@ -28,74 +30,85 @@ static inline float chain(const float *xr, const float *w, uint32_t np, uint32_t
     return s;
 }
 
-/* RR rows (a constant, so the accumulators stay in registers) of x at
- * stride ldx into td. */
-#define TILE_BODY(RR)                                                                              \
-    uint32_t n = 0;                                                                                \
-    for (; n + 16 <= np; n += 16) {                                                                \
-        ref_v8 a[RR][2];                                                                           \
+/* One block of RR rows (x at stride ldx) by NV x 8 columns from column n:
+ * the chains in registers, then td = chain or, with add, td = td + chain. */
+#define BLOCK(RR, NV)                                                                              \
+    do {                                                                                           \
+        ref_v8 a[RR][NV], wv[NV];                                                                  \
         const float *w0 = w + (size_t)k0 * np + n;                                                 \
-        ref_v8 wl, wh;                                                                             \
-        LOAD8(wl, w0);                                                                             \
-        LOAD8(wh, w0 + 8);                                                                         \
-        for (uint32_t i = 0; i < RR; i++) {                                                        \
-            float xv = x[i * ldx + k0];                                                            \
-            a[i][0] = xv * wl;                                                                     \
-            a[i][1] = xv * wh;                                                                     \
+        _Pragma("GCC unroll 4") for (uint32_t v = 0; v < NV; v++) LOAD8(wv[v], w0 + 8 * v);        \
+        _Pragma("GCC unroll 4") for (uint32_t i = 0; i < RR; i++)                                  \
+        {                                                                                          \
+            const float xv = x[i * ldx + k0];                                                      \
+            _Pragma("GCC unroll 4") for (uint32_t v = 0; v < NV; v++) a[i][v] = xv * wv[v];        \
         }                                                                                          \
         for (uint32_t r = 1; r < mlen; r++) {                                                      \
             const float *wr = w + (size_t)(k0 + r) * np + n;                                       \
-            LOAD8(wl, wr);                                                                         \
-            LOAD8(wh, wr + 8);                                                                     \
-            for (uint32_t i = 0; i < RR; i++) {                                                    \
-                float xv = x[i * ldx + k0 + r];                                                    \
-                a[i][0] = a[i][0] + xv * wl;                                                       \
-                a[i][1] = a[i][1] + xv * wh;                                                       \
+            __builtin_prefetch(wr + 128);                                                          \
+            _Pragma("GCC unroll 4") for (uint32_t v = 0; v < NV; v++) LOAD8(wv[v], wr + 8 * v);    \
+            _Pragma("GCC unroll 4") for (uint32_t i = 0; i < RR; i++)                              \
+            {                                                                                      \
+                const float xv = x[i * ldx + k0 + r];                                              \
+                _Pragma("GCC unroll 4") for (uint32_t v = 0; v < NV; v++) a[i][v] =                \
+                    a[i][v] + xv * wv[v];                                                          \
             }                                                                                      \
         }                                                                                          \
-        for (uint32_t i = 0; i < RR; i++) {                                                        \
-            STORE8(td + (size_t)i * np + n, a[i][0]);                                              \
-            STORE8(td + (size_t)i * np + n + 8, a[i][1]);                                          \
+        _Pragma("GCC unroll 4") for (uint32_t i = 0; i < RR; i++)                                  \
+            _Pragma("GCC unroll 4") for (uint32_t v = 0; v < NV; v++)                              \
+        {                                                                                          \
+            float *o = td + (size_t)i * ldt + n + 8 * v;                                           \
+            if (add) {                                                                             \
+                ref_v8 t;                                                                          \
+                LOAD8(t, o);                                                                       \
+                a[i][v] = t + a[i][v];                                                             \
+            }                                                                                      \
+            STORE8(o, a[i][v]);                                                                    \
         }                                                                                          \
-    }                                                                                              \
-    for (; n < np; n++)                                                                            \
-        for (uint32_t i = 0; i < RR; i++)                                                          \
-            td[(size_t)i * np + n] = chain(x + i * ldx, w, np, n, k0, mlen);
+    } while (0)
 
-#define TILE_FN(NAME, RR, ATTR)                                                                    \
+/* RR rows: blocks of NV vectors, then single vectors, then scalar columns. */
+#define TILE_FN(NAME, RR, NV, ATTR)                                                                \
     ATTR static void NAME(const float *x, size_t ldx, const float *w, uint32_t np, uint32_t k0,    \
-                          uint32_t mlen, float *td)                                                \
+                          uint32_t mlen, float *td, size_t ldt, int add)                           \
     {                                                                                              \
-        TILE_BODY(RR)                                                                              \
+        uint32_t n = 0;                                                                            \
+        for (; n + 8 * NV <= np; n += 8 * NV)                                                      \
+            BLOCK(RR, NV);                                                                         \
+        for (; n + 8 <= np; n += 8)                                                                \
+            BLOCK(RR, 1);                                                                          \
+        for (; n < np; n++)                                                                        \
+            for (uint32_t i = 0; i < RR; i++) {                                                    \
+                const float s = chain(x + i * ldx, w, np, n, k0, mlen);                            \
+                float *o = td + (size_t)i * ldt + n;                                               \
+                *o = add ? *o + s : s;                                                             \
+            }                                                                                      \
     }
 
-TILE_FN(tile4_generic, 4, )
-TILE_FN(tile1_generic, 1, )
+typedef void (*tile_fn)(const float *x, size_t ldx, const float *w, uint32_t np, uint32_t k0,
+                        uint32_t mlen, float *td, size_t ldt, int add);
+
+#define TILE_SET(SUFFIX, ATTR)                                                                     \
+    TILE_FN(tile1_##SUFFIX, 1, 4, ATTR)                                                            \
+    TILE_FN(tile2_##SUFFIX, 2, 4, ATTR)                                                            \
+    TILE_FN(tile3_##SUFFIX, 3, 2, ATTR)                                                            \
+    TILE_FN(tile4_##SUFFIX, 4, 2, ATTR)                                                            \
+    static const tile_fn tiles_##SUFFIX[4] = {tile1_##SUFFIX, tile2_##SUFFIX, tile3_##SUFFIX,      \
+                                              tile4_##SUFFIX};
+
+TILE_SET(generic, )
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define REF_TILE_X86 1
-TILE_FN(tile4_avx2, 4, __attribute__((target("avx2"))))
-TILE_FN(tile1_avx2, 1, __attribute__((target("avx2"))))
+TILE_SET(avx2, __attribute__((target("avx2"))))
 #endif
 
 void plena_ref_tile_rows(const float *x, size_t ldx, uint32_t R, const float *w, uint32_t np,
-                         uint32_t k0, uint32_t mlen, float *td)
+                         uint32_t k0, uint32_t mlen, float *td, size_t ldt, int add)
 {
+    if (!R) return;
     if (R > PLENA_REF_TILE_ROWS) R = PLENA_REF_TILE_ROWS;
+    const tile_fn *t = tiles_generic;
 #ifdef REF_TILE_X86
-    if (plena_cpu_has_avx2()) {
-        if (R == 4) {
-            tile4_avx2(x, ldx, w, np, k0, mlen, td);
-            return;
-        }
-        for (uint32_t i = 0; i < R; i++)
-            tile1_avx2(x + i * ldx, ldx, w, np, k0, mlen, td + (size_t)i * np);
-        return;
-    }
+    if (plena_cpu_has_avx2()) t = tiles_avx2;
 #endif
-    if (R == 4) {
-        tile4_generic(x, ldx, w, np, k0, mlen, td);
-        return;
-    }
-    for (uint32_t i = 0; i < R; i++)
-        tile1_generic(x + i * ldx, ldx, w, np, k0, mlen, td + (size_t)i * np);
+    t[R - 1](x, ldx, w, np, k0, mlen, td, ldt, add);
 }
