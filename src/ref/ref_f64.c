@@ -35,70 +35,66 @@ static void matvec(const double *x, uint32_t K, const float *w, uint32_t N, doub
     }
 }
 
-/* y[i][n] = matvec of row i (x stride ldx, y stride ldy) for RR rows and
- * the columns [n0, n0 + 8 * NV): every output its own chain, 0.0 then += x * w
- * in increasing k (matvec's sum); lanes are different outputs, the rows share
- * each weight load. */
-
-#define PFD 64
+/* matvec_rows' kernel: for RR rows of x (stride ldx) and the columns
+ * [0, nc) of w (row stride ldw; y stride ldy), weight rows [k0, k0 + kb)
+ * added into y in increasing k -- y = 0.0 + x * w at k0 = 0, else y + x * w,
+ * each add rounded: matvec's chain, carried in y between calls. The weight
+ * rows are read in order, F64_KB of them per pass; lanes are different
+ * outputs. */
 typedef double f64_v4 __attribute__((vector_size(32)));
 typedef float f32_v4 __attribute__((vector_size(16)));
-#define F64_BLOCK(RR, NV)                                                                          \
-    do {                                                                                           \
-        f64_v4 a[RR][2 * NV];                                                                      \
-        _Pragma("GCC unroll 4") for (uint32_t i = 0; i < RR; i++)                                  \
-            _Pragma("GCC unroll 8") for (uint32_t v = 0; v < 2 * NV; v++) a[i][v] =                \
-                (f64_v4){0.0, 0.0, 0.0, 0.0};                                                      \
-        for (uint32_t kk = 0; kk < K; kk++) {                                                      \
-            const float *wr = w + (size_t)kk * ldw + n0;                                           \
-            __builtin_prefetch(wr + PFD * ldw);                                                    \
-            __builtin_prefetch(wr + PFD * ldw + 16);                                               \
-            f64_v4 wv[2 * NV];                                                                     \
-            _Pragma("GCC unroll 8") for (uint32_t v = 0; v < 2 * NV; v++)                          \
-            {                                                                                      \
-                f32_v4 t;                                                                          \
-                memcpy(&t, wr + 4 * v, sizeof t);                                                  \
-                wv[v] = __builtin_convertvector(t, f64_v4);                                        \
-            }                                                                                      \
-            _Pragma("GCC unroll 4") for (uint32_t i = 0; i < RR; i++)                              \
-            {                                                                                      \
-                const double xv = x[i * ldx + kk];                                                 \
-                _Pragma("GCC unroll 8") for (uint32_t v = 0; v < 2 * NV; v++) a[i][v] =            \
-                    a[i][v] + xv * wv[v];                                                          \
-            }                                                                                      \
+#define F64_KB 8
+
+#define F64_PASS(RR, NK)                                                                           \
+    double xv[RR][NK]; /* hoisted: y may alias x as far as the compiler knows */                   \
+    for (uint32_t i = 0; i < RR; i++)                                                              \
+        for (uint32_t j = 0; j < NK; j++)                                                          \
+            xv[i][j] = x[i * ldx + k0 + j];                                                        \
+    for (uint32_t n = 0; n + 4 <= nc; n += 4) {                                                    \
+        f64_v4 wv[NK];                                                                             \
+        _Pragma("GCC unroll 8") for (uint32_t j = 0; j < NK; j++)                                  \
+        {                                                                                          \
+            f32_v4 t;                                                                              \
+            memcpy(&t, w + (size_t)(k0 + j) * ldw + n, sizeof t);                                  \
+            wv[j] = __builtin_convertvector(t, f64_v4);                                            \
         }                                                                                          \
         _Pragma("GCC unroll 4") for (uint32_t i = 0; i < RR; i++)                                  \
-            _Pragma("GCC unroll 8") for (uint32_t v = 0; v < 2 * NV; v++)                          \
-                memcpy(y + i * ldy + n0 + 4 * v, &a[i][v], sizeof a[i][v]);                        \
-    } while (0)
+        {                                                                                          \
+            f64_v4 a = {0.0, 0.0, 0.0, 0.0};                                                       \
+            if (k0) memcpy(&a, y + i * ldy + n, sizeof a);                                         \
+            _Pragma("GCC unroll 8") for (uint32_t j = 0; j < NK; j++) a = a + xv[i][j] * wv[j];    \
+            memcpy(y + i * ldy + n, &a, sizeof a);                                                 \
+        }                                                                                          \
+    }
 
-/* RR rows of x into y: blocks of 8 columns (16 for one or two rows, which
- * have fewer chains to hide the add latency), then scalar columns. */
-#define F64_FN(NAME, RR, NV, ATTR)                                                                 \
-    ATTR static void NAME(const double *x, size_t ldx, uint32_t K, const float *w, size_t ldw,     \
-                          uint32_t N, double *y, size_t ldy)                                       \
+#define F64_FN(NAME, RR, ATTR)                                                                     \
+    ATTR static void NAME(const double *x, size_t ldx, uint32_t k0, uint32_t kb, const float *w,   \
+                          size_t ldw, uint32_t nc, double *y, size_t ldy)                          \
     {                                                                                              \
-        uint32_t n0 = 0;                                                                           \
-        for (; n0 + 8 * NV <= N; n0 += 8 * NV)                                                     \
-            F64_BLOCK(RR, NV);                                                                     \
-        for (; n0 + 8 <= N; n0 += 8)                                                               \
-            F64_BLOCK(RR, 1);                                                                      \
-        for (uint32_t i = 0; i < RR; i++)                                                          \
-            for (uint32_t n = n0; n < N; n++) {                                                    \
-                double acc = 0.0;                                                                  \
-                for (uint32_t kk = 0; kk < K; kk++)                                                \
-                    acc += x[i * ldx + kk] * (double)w[(size_t)kk * ldw + n];                      \
+        if (kb == F64_KB) {                                                                        \
+            F64_PASS(RR, F64_KB)                                                                   \
+        } else {                                                                                   \
+            for (uint32_t j = 0; j < kb; j++, k0++) {                                              \
+                F64_PASS(RR, 1)                                                                    \
+            }                                                                                      \
+            k0 -= kb;                                                                              \
+        }                                                                                          \
+        for (uint32_t i = 0; i < RR; i++) /* scalar tail columns */                                \
+            for (uint32_t n = nc / 4 * 4; n < nc; n++) {                                           \
+                double acc = k0 ? y[i * ldy + n] : 0.0;                                            \
+                for (uint32_t j = 0; j < kb; j++)                                                  \
+                    acc += x[i * ldx + k0 + j] * (double)w[(size_t)(k0 + j) * ldw + n];            \
                 y[i * ldy + n] = acc;                                                              \
             }                                                                                      \
     }
 
-typedef void (*f64_fn)(const double *x, size_t ldx, uint32_t K, const float *w, size_t ldw,
-                       uint32_t N, double *y, size_t ldy);
+typedef void (*f64_fn)(const double *x, size_t ldx, uint32_t k0, uint32_t kb, const float *w,
+                       size_t ldw, uint32_t nc, double *y, size_t ldy);
 #define F64_SET(SUFFIX, ATTR)                                                                      \
-    F64_FN(mv1_##SUFFIX, 1, 2, ATTR)                                                               \
-    F64_FN(mv2_##SUFFIX, 2, 2, ATTR)                                                               \
-    F64_FN(mv3_##SUFFIX, 3, 1, ATTR)                                                               \
-    F64_FN(mv4_##SUFFIX, 4, 1, ATTR)                                                               \
+    F64_FN(mv1_##SUFFIX, 1, ATTR)                                                                  \
+    F64_FN(mv2_##SUFFIX, 2, ATTR)                                                                  \
+    F64_FN(mv3_##SUFFIX, 3, ATTR)                                                                  \
+    F64_FN(mv4_##SUFFIX, 4, ATTR)                                                                  \
     static const f64_fn mv_##SUFFIX[4] = {mv1_##SUFFIX, mv2_##SUFFIX, mv3_##SUFFIX, mv4_##SUFFIX};
 F64_SET(generic, )
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -106,11 +102,11 @@ F64_SET(generic, )
 F64_SET(avx2, __attribute__((target("avx2"))))
 #endif
 
-/* Rows taken together by one kernel call, and the columns of one strip: all
- * row blocks run over a strip of the weights (K x 32 floats) while it is in
- * cache. */
+/* Rows per kernel call, and the columns of one panel: every row block runs
+ * over a panel's F64_KB weight rows while they are in L1, the panel's
+ * outputs (at most F64_BATCH rows x 128 doubles) stay in L1/L2. */
 #define F64_ROWS  4
-#define F64_STRIP 32
+#define F64_PANEL 128
 
 /* matvec for m rows of x (stride ldx) into y (stride ldy), each output the
  * same sum in the same order as matvec. */
@@ -121,11 +117,20 @@ static void matvec_rows(const double *x, size_t ldx, uint32_t m, uint32_t K, con
 #ifdef F64_HAVE_AVX2
     if (plena_cpu_has_avx2()) f = mv_avx2;
 #endif
-    for (uint32_t c0 = 0; c0 < N; c0 += F64_STRIP) {
-        const uint32_t nc = N - c0 < F64_STRIP ? N - c0 : F64_STRIP;
-        for (uint32_t i0 = 0; i0 < m; i0 += F64_ROWS) {
-            const uint32_t R = m - i0 < F64_ROWS ? m - i0 : F64_ROWS;
-            f[R - 1](x + i0 * ldx, ldx, K, w + c0, N, nc, y + i0 * ldy + c0, ldy);
+    if (!K) {
+        for (uint32_t i = 0; i < m; i++)
+            for (uint32_t n = 0; n < N; n++)
+                y[i * ldy + n] = 0.0;
+        return;
+    }
+    for (uint32_t c0 = 0; c0 < N; c0 += F64_PANEL) {
+        const uint32_t nc = N - c0 < F64_PANEL ? N - c0 : F64_PANEL;
+        for (uint32_t k0 = 0; k0 < K; k0 += F64_KB) {
+            const uint32_t kb = K - k0 < F64_KB ? K - k0 : F64_KB;
+            for (uint32_t i0 = 0; i0 < m; i0 += F64_ROWS) {
+                const uint32_t R = m - i0 < F64_ROWS ? m - i0 : F64_ROWS;
+                f[R - 1](x + i0 * ldx, ldx, k0, kb, w + c0, N, nc, y + i0 * ldy + c0, ldy);
+            }
         }
     }
 }

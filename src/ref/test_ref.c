@@ -407,13 +407,15 @@ static void test_streaming_provider(void **state)
     free(h), free(out_a), free(out_s), free(f_a), free(f_s);
 }
 
-/* The float64 reference evaluates four pairs of one expert at a time (a
- * vector path on AVX2 hosts, 8-column blocks plus a tail at I = 84); one
- * token alone takes the one-row path. Both must give the same doubles. */
-static void test_f64_batched_equals_single(void **state)
+/* The float64 reference on a two-expert layer of hidden width H (I = 84):
+ * evaluated for all 9 tokens at once (pairs of one expert batched) and one
+ * token alone, the same doubles; and both equal plain loops written here
+ * (each product sum 0.0, then += x * w in increasing k; pair outputs summed
+ * in pair order) bit for bit -- H = 70 gives the vector kernels K and column
+ * tails. */
+static void f64_two_experts(uint32_t H)
 {
-    (void)state;
-    enum { H = 64, I = 84, E = 2, K = 2, T = 9 };
+    enum { I = 84, E = 2, K = 2, T = 9 };
     struct plena_moe_ref_cfg cfg = fixed_cfg(T, H, I, E, K);
     cfg.placement = PLENA_ROUTE_OUTPUT;
     float *h = fill((size_t)T * H, 0.5f);
@@ -428,7 +430,8 @@ static void test_f64_batched_equals_single(void **state)
         fw[t * K + 1] = 0.375f;
     }
     struct plena_moe_ref_in in = fixed_in(h, pg, pu, pd, ids, fw, H);
-    static double all[T * H], one[H];
+    double *all = calloc((size_t)T * H, sizeof *all), *one = calloc(H, sizeof *one);
+    double *want = calloc((size_t)T * H, sizeof *want), *o = calloc(H, sizeof *o);
     assert_int_equal(plena_moe_reference_f64(&cfg, &in, NULL, all, NULL, NULL), 0);
     for (uint32_t t = 0; t < T; t++) {
         struct plena_moe_ref_cfg c1 = cfg;
@@ -438,11 +441,38 @@ static void test_f64_batched_equals_single(void **state)
         i1.fixed_ids = ids + t * K;
         i1.fixed_w = fw + t * K;
         assert_int_equal(plena_moe_reference_f64(&c1, &i1, NULL, one, NULL, NULL), 0);
-        assert_memory_equal(one, all + (size_t)t * H, sizeof one);
+        assert_memory_equal(one, all + (size_t)t * H, H * sizeof *one);
+        double *y = want + (size_t)t * H;
+        for (uint32_t j = 0; j < K; j++) {
+            const uint32_t e = ids[t * K + j];
+            double g[I], u[I];
+            for (uint32_t n = 0; n < I; n++) {
+                g[n] = u[n] = 0.0;
+                for (uint32_t k = 0; k < H; k++) {
+                    g[n] += (double)h[t * H + k] * (double)pg[e][k * I + n];
+                    u[n] += (double)h[t * H + k] * (double)pu[e][k * I + n];
+                }
+                u[n] = g[n] / (1.0 + exp(-g[n])) * u[n];
+            }
+            for (uint32_t n = 0; n < H; n++) {
+                o[n] = 0.0;
+                for (uint32_t k = 0; k < I; k++)
+                    o[n] += u[k] * (double)pd[e][k * H + n];
+                y[n] += (double)fw[t * K + j] * o[n];
+            }
+        }
     }
+    assert_memory_equal(all, want, (size_t)T * H * sizeof *all);
     for (uint32_t e = 0; e < E; e++)
         free((void *)pg[e]), free((void *)pu[e]), free((void *)pd[e]);
-    free(h);
+    free(h), free(all), free(one), free(want), free(o);
+}
+
+static void test_f64_batched_equals_single(void **state)
+{
+    (void)state;
+    f64_two_experts(64);
+    f64_two_experts(70);
 }
 
 /* The tile kernel against the plain chain (written here): every R, widths
@@ -451,9 +481,9 @@ static void test_f64_batched_equals_single(void **state)
 static void test_tile_kernel_exact(void **state)
 {
     (void)state;
-    static const uint32_t nps[] = {16, 7, 33, 64, 80, 40};
-    static const uint32_t mlens[] = {1, 8, 64};
-    enum { KMAX = 128, NMAX = 80 };
+    static const uint32_t nps[] = {16, 7, 33, 64, 80, 40, 300, 520};
+    static const uint32_t mlens[] = {1, 8, 64, 6};
+    enum { KMAX = 128, NMAX = 520 };
     static float x[4 * KMAX], w[KMAX * NMAX], td[4 * (NMAX + 3)];
     static const float special[] = {-0.0f, INFINITY, -INFINITY, NAN, 1e-40f, 3e38f, -3e38f};
     /* data 0: moderate values (long exact chains); 1: one special in ~40 */
