@@ -161,6 +161,24 @@ int plena_moe_reference_f64_pair(const struct plena_moe_ref_cfg *cfg,
                                  const struct plena_moe_ref_in *in, const float *x_norm,
                                  const uint32_t *ids, double *out, double *out_x,
                                  struct plena_err *err);
+/* plena_moe_reference_f64_pair in steps, so that a caller decoding each
+ * routed expert once can hand it to both references: begin (the inputs and
+ * routing of both layers; no weight is read), then for any expert e the
+ * caller has at hand plena_moe_f64_pair_expert (its pairs, on the thread's
+ * slot < plena_pool_size(in->pool); an expert already computed is skipped),
+ * then end (the experts not handed over, through in->expert or the arrays;
+ * the shared expert; the sums) into out and out_x: the very doubles of
+ * plena_moe_reference_f64_pair, whichever experts were handed over. What in
+ * points to must stay valid until end. */
+struct plena_moe_f64_pair;
+int plena_moe_f64_pair_begin(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                             const float *x_norm, const uint32_t *ids,
+                             struct plena_moe_f64_pair **f, struct plena_err *err);
+int plena_moe_f64_pair_expert(struct plena_moe_f64_pair *f, uint32_t e, uint32_t slot,
+                              const struct plena_moe_ref_expert *x, struct plena_err *err);
+int plena_moe_f64_pair_end(struct plena_moe_f64_pair *f, double *out, double *out_x,
+                           struct plena_err *err);
+void plena_moe_f64_pair_free(struct plena_moe_f64_pair *f);
 /* The device-routed ids[T*k] against the float64 router of the model
  * (plena_router_agree_f64 per token, from the float64 RMSNorm and logits):
  * tokens whose expert set is a near-tie, and tokens whose set differs

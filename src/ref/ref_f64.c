@@ -319,29 +319,32 @@ static void f64_bufs_free(struct f64_bufs *b, uint32_t parts)
     plena_free(b);
 }
 
-/* routed_pairs_f64's job: pair c of the list (input c / np, token c / k of
- * the stacked inputs xs) */
+/* The routed pairs of the float64 layer: pair c of the list (input c / np,
+ * token c / k of the stacked inputs xs), grouped by expert (order, start);
+ * done[e]: expert e's pairs are computed. Expert by expert, so a streaming
+ * weight provider holds one expert per thread at a time; the sums over a
+ * token's pairs happen afterwards in pair order, so the figures equal those
+ * of a pair-order loop, whatever the number of threads or inputs. */
 struct pairs_f64_job {
     const struct plena_moe_ref_cfg *cfg;
     const struct plena_moe_ref_in *in;
     const double *xs, *wsel;
-    const size_t *order, *start;
+    size_t *order, *start;
     double *po;
     struct f64_bufs *bufs; /* [parts] */
+    uint8_t *done;         /* [E] */
 };
 
-static int pairs_f64_expert(void *ctx, uint32_t e, uint32_t part, struct plena_err *err)
+/* Expert e's pairs with its weights x on part `part`'s buffers. */
+static int pairs_f64_compute(struct pairs_f64_job *j, uint32_t e, uint32_t part,
+                             const struct plena_moe_ref_expert *x, struct plena_err *err)
 {
-    struct pairs_f64_job *j = ctx;
     const struct plena_moe_ref_cfg *cfg = j->cfg;
     const uint32_t H = cfg->H, k = cfg->k;
     const size_t *order = j->order, *start = j->start;
     struct f64_bufs *b = &j->bufs[part];
     if (!f64_bufs_get(b, H, cfg->I))
         return PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
-    struct plena_moe_ref_expert x;
-    int rc = plena_moe_ref_expert_get(cfg, j->in, e, part, order[start[e]], &x, err);
-    if (rc) return rc;
     for (size_t i0 = start[e]; i0 < start[e + 1]; i0 += F64_BATCH) {
         const uint32_t m =
             (uint32_t)(start[e + 1] - i0 < F64_BATCH ? start[e + 1] - i0 : F64_BATCH);
@@ -352,7 +355,7 @@ static int pairs_f64_expert(void *ctx, uint32_t e, uint32_t part, struct plena_e
             for (uint32_t q = 0; q < H; q++)
                 b->xin[(size_t)r * H + q] = xt[q] * scale_in;
         }
-        expert_ffn_rows(cfg, j->in, &x, cfg->I, cfg->activation, m, b->xin, b->g, b->u, b->o);
+        expert_ffn_rows(cfg, j->in, x, cfg->I, cfg->activation, m, b->xin, b->g, b->u, b->o);
         for (uint32_t r = 0; r < m; r++) {
             const size_t c = order[i0 + r];
             double scale_out = cfg->placement == PLENA_ROUTE_OUTPUT ? j->wsel[c] : 1.0;
@@ -360,40 +363,19 @@ static int pairs_f64_expert(void *ctx, uint32_t e, uint32_t part, struct plena_e
                 j->po[c * H + q] = scale_out * b->o[(size_t)r * H + q];
         }
     }
+    j->done[e] = 1;
     return 0;
 }
 
-/* The routed pairs' float64 outputs, scale_out x FFN(scale_in x x), into
- * po[c][H] for the nc pairs c of the list sel (inputs stacked: pair c is
- * token c / k of xs): expert by expert, so a streaming weight provider holds
- * one expert per thread at a time; the sums over a token's pairs happen
- * afterwards in pair order, so the figures equal those of a pair-order loop,
- * whatever the number of threads or inputs. */
-static int routed_pairs_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
-                            const double *xs, const uint32_t *sel, const double *wsel, size_t nc,
-                            double *po, struct plena_err *err)
+/* plena_ref_experts_run's job: the experts not yet done, weights from the
+ * provider or the arrays. */
+static int pairs_f64_expert(void *ctx, uint32_t e, uint32_t part, struct plena_err *err)
 {
-    const uint32_t E = cfg->E, parts = plena_pool_size(in->pool);
-    size_t *order = plena_malloc((nc + 1) * sizeof *order);
-    size_t *start = plena_malloc(((size_t)E + 1) * sizeof *start);
-    struct f64_bufs *bufs = plena_calloc(parts, sizeof *bufs);
-    int rc = 0;
-    if (!order || !start || !bufs) {
-        rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
-        goto done;
-    }
-    size_t bad = plena_moe_ref_pairs_by_expert(sel, nc, E, order, start);
-    if (bad < nc) {
-        rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref_f64", "expert %u has no weights", sel[bad]);
-        goto done;
-    }
-    struct pairs_f64_job j = {cfg, in, xs, wsel, order, start, po, bufs};
-    rc = plena_ref_experts_run(in->pool, start, E, pairs_f64_expert, &j, err);
-done:
-    plena_free(order);
-    plena_free(start);
-    f64_bufs_free(bufs, parts);
-    return rc;
+    struct pairs_f64_job *j = ctx;
+    if (j->done[e]) return 0;
+    struct plena_moe_ref_expert x;
+    int rc = plena_moe_ref_expert_get(j->cfg, j->in, e, part, j->order[j->start[e]], &x, err);
+    return rc ? rc : pairs_f64_compute(j, e, part, &x, err);
 }
 
 /* The shared expert's float64 output of every row of xs[n][H] into so[n][H],
@@ -458,64 +440,144 @@ static int route_token_f64(const struct plena_moe_ref_cfg *cfg, const struct ple
 }
 
 /* The float64 layer for nin inputs at once (x_norm[q], NULL: from h), one
- * pass over the weights: out[q] (NULL for the routing alone) and ids_out
- * (input 0's routing) the figures of nin separate calls. */
-static int reference_f64_n(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
-                           uint32_t nin, const float *const *x_norm, const uint32_t *ids,
-                           double *const *out, uint32_t *ids_out, struct plena_err *err)
+ * pass over the weights, in three steps: begin (inputs and routing, no
+ * weight read), the routed experts (plena_moe_f64_pair_expert as a provider
+ * hands them out, the rest in end), end (shared expert and the per-token
+ * sums). out[q] and ids_out (input 0's routing) are the figures of nin
+ * separate calls. */
+struct plena_moe_f64_pair {
+    struct plena_moe_ref_cfg cfg;
+    struct plena_moe_ref_in in;
+    uint32_t nin, k, parts;
+    int routed, shared, want;
+    size_t np, th;
+    double *xs, *wsel, *po, *so;
+    uint32_t *sel;
+    struct pairs_f64_job pj;
+};
+
+void plena_moe_f64_pair_free(struct plena_moe_f64_pair *f)
 {
-    const uint32_t T = cfg->T, H = cfg->H;
-    int routed = cfg->routing != PLENA_ROUTING_NONE && cfg->E > 0;
-    int shared = cfg->Is > 0;
-    const uint32_t k = routed ? cfg->k : 0;
-    const size_t np = (size_t)T * k, th = (size_t)T * H;
-    const int want = out[0] != NULL;
-    double *xs = plena_calloc(nin * th, sizeof(double));
-    double *lg = plena_calloc(cfg->E + 1, sizeof(double));
-    double *sbias = plena_calloc(cfg->E + 1, sizeof(double));
-    uint32_t *sel = plena_malloc((nin * np + 1) * sizeof *sel);
-    double *wsel = plena_malloc((nin * np + 1) * sizeof *wsel);
-    double *po = want && routed ? plena_malloc((nin * np * H + 1) * sizeof *po) : NULL;
-    double *so = want && shared ? plena_malloc((nin * th + 1) * sizeof *so) : NULL;
+    if (!f) return;
+    plena_free(f->xs), plena_free(f->wsel), plena_free(f->po), plena_free(f->so);
+    plena_free(f->sel), plena_free(f->pj.order), plena_free(f->pj.start), plena_free(f->pj.done);
+    f64_bufs_free(f->pj.bufs, f->parts);
+    plena_free(f);
+}
+
+static int f64_begin(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                     uint32_t nin, const float *const *x_norm, const uint32_t *ids, int want,
+                     uint32_t *ids_out, struct plena_moe_f64_pair **out, struct plena_err *err)
+{
+    *out = NULL;
+    struct plena_moe_f64_pair *f = plena_calloc(1, sizeof *f);
+    if (!f) return PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
+    const uint32_t T = cfg->T, H = cfg->H, E = cfg->E;
+    f->cfg = *cfg;
+    f->in = *in;
+    f->nin = nin;
+    f->want = want;
+    f->routed = cfg->routing != PLENA_ROUTING_NONE && cfg->E > 0;
+    f->shared = cfg->Is > 0;
+    f->k = f->routed ? cfg->k : 0;
+    f->parts = plena_pool_size(in->pool);
+    const uint32_t k = f->k;
+    const size_t np = f->np = (size_t)T * k, th = f->th = (size_t)T * H;
+    f->xs = plena_calloc(nin * th, sizeof(double));
+    double *lg = plena_calloc(E + 1, sizeof(double));
+    double *sbias = plena_calloc(E + 1, sizeof(double));
+    f->sel = plena_malloc((nin * np + 1) * sizeof *f->sel);
+    f->wsel = plena_malloc((nin * np + 1) * sizeof *f->wsel);
+    const int rw = want && f->routed;
+    if (rw) {
+        f->po = plena_malloc((nin * np * H + 1) * sizeof *f->po);
+        f->pj.order = plena_malloc((nin * np + 1) * sizeof *f->pj.order);
+        f->pj.start = plena_malloc(((size_t)E + 1) * sizeof *f->pj.start);
+        f->pj.bufs = plena_calloc(f->parts, sizeof *f->pj.bufs);
+        f->pj.done = plena_calloc(E + 1, 1);
+    }
+    if (want && f->shared) f->so = plena_malloc((nin * th + 1) * sizeof *f->so);
     int rc = 0;
     struct plena_router router;
     layer_router(cfg, &router);
     if (sbias && in->router_sel_bias)
-        for (uint32_t e = 0; e < cfg->E; e++)
+        for (uint32_t e = 0; e < E; e++)
             sbias[e] = in->router_sel_bias[e];
-    if (!xs || !lg || !sbias || !sel || !wsel || (want && routed && !po) ||
-        (want && shared && !so)) {
+    if (!f->xs || !lg || !sbias || !f->sel || !f->wsel ||
+        (rw && (!f->po || !f->pj.order || !f->pj.start || !f->pj.bufs || !f->pj.done)) ||
+        (want && f->shared && !f->so)) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
         goto done;
     }
     /* every token's input and routing, input by input */
     for (uint32_t q = 0; q < nin; q++)
         for (uint32_t t = 0; t < T; t++) {
-            double *x = xs + q * th + (size_t)t * H;
+            double *x = f->xs + q * th + (size_t)t * H;
             token_input(cfg, in, x_norm[q], t, x);
             const size_t c = q * np + (size_t)t * k;
-            if (routed && (rc = route_token_f64(cfg, in, &router, ids, t, x, sbias, lg, sel + c,
-                                                wsel + c, err)))
+            if (f->routed && (rc = route_token_f64(cfg, in, &router, ids, t, x, sbias, lg,
+                                                   f->sel + c, f->wsel + c, err)))
                 goto done;
         }
-    if (ids_out && routed) memcpy(ids_out, sel, np * sizeof *sel);
-    if (!want) goto done; /* routing only: no expert weight is read */
-    if (routed && (rc = routed_pairs_f64(cfg, in, xs, sel, wsel, nin * np, po, err))) goto done;
-    if (shared && (rc = shared_f64(cfg, in, xs, nin * T, so, err))) goto done;
-    for (uint32_t q = 0; q < nin; q++)
+    if (ids_out && f->routed) memcpy(ids_out, f->sel, np * sizeof *f->sel);
+    if (rw) {
+        size_t bad = plena_moe_ref_pairs_by_expert(f->sel, nin * np, E, f->pj.order, f->pj.start);
+        if (bad < nin * np) {
+            rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref_f64", "expert %u has no weights", f->sel[bad]);
+            goto done;
+        }
+        f->pj.cfg = &f->cfg;
+        f->pj.in = &f->in;
+        f->pj.xs = f->xs;
+        f->pj.wsel = f->wsel;
+        f->pj.po = f->po;
+    }
+done:
+    plena_free(lg), plena_free(sbias);
+    if (rc)
+        plena_moe_f64_pair_free(f);
+    else
+        *out = f;
+    return rc;
+}
+
+int plena_moe_f64_pair_expert(struct plena_moe_f64_pair *f, uint32_t e, uint32_t slot,
+                              const struct plena_moe_ref_expert *x, struct plena_err *err)
+{
+    if (!f->want || !f->routed || e >= f->cfg.E || f->pj.done[e] ||
+        f->pj.start[e] == f->pj.start[e + 1])
+        return 0;
+    if (slot >= f->parts)
+        return PLENA_FAIL(err, PLENA_E_INTERNAL, "ref_f64", "slot %u of %u", slot, f->parts);
+    return pairs_f64_compute(&f->pj, e, slot, x, err);
+}
+
+static int f64_end(struct plena_moe_f64_pair *f, double *const *out, struct plena_err *err)
+{
+    const struct plena_moe_ref_cfg *cfg = &f->cfg;
+    const struct plena_moe_ref_in *in = &f->in;
+    const uint32_t T = cfg->T, H = cfg->H, k = f->k;
+    const size_t np = f->np, th = f->th;
+    int rc = 0;
+    if (!f->want) return 0; /* routing only: no expert weight is read */
+    if (f->routed &&
+        (rc = plena_ref_experts_run(in->pool, f->pj.start, cfg->E, pairs_f64_expert, &f->pj, err)))
+        return rc;
+    if (f->shared && (rc = shared_f64(cfg, in, f->xs, f->nin * T, f->so, err))) return rc;
+    for (uint32_t q = 0; q < f->nin; q++)
         for (uint32_t t = 0; t < T; t++) {
             const float *h = in->h + (size_t)t * H;
-            const double *x = xs + q * th + (size_t)t * H;
+            const double *x = f->xs + q * th + (size_t)t * H;
             double *y = out[q] + (size_t)t * H;
             for (uint32_t i = 0; i < H; i++)
                 y[i] = 0.0;
             for (uint32_t j = 0; j < k; j++) {
-                const double *pj = po + (q * np + (size_t)t * k + j) * H;
+                const double *pj = f->po + (q * np + (size_t)t * k + j) * H;
                 for (uint32_t i = 0; i < H; i++)
                     y[i] += pj[i];
             }
-            if (shared) {
-                const double *o = so + q * th + (size_t)t * H;
+            if (f->shared) {
+                const double *o = f->so + q * th + (size_t)t * H;
                 double gate = 1.0;
                 if (cfg->shared_gate == PLENA_SHARED_GATE_SIGMOID) {
                     double z = 0.0;
@@ -530,10 +592,33 @@ static int reference_f64_n(const struct plena_moe_ref_cfg *cfg, const struct ple
                 for (uint32_t i = 0; i < H; i++)
                     y[i] += h[i];
         }
-done:
-    plena_free(xs), plena_free(lg), plena_free(sbias), plena_free(sel), plena_free(wsel);
-    plena_free(po), plena_free(so);
+    return 0;
+}
+
+static int reference_f64_n(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                           uint32_t nin, const float *const *x_norm, const uint32_t *ids,
+                           double *const *out, uint32_t *ids_out, struct plena_err *err)
+{
+    struct plena_moe_f64_pair *f;
+    int rc = f64_begin(cfg, in, nin, x_norm, ids, out[0] != NULL, ids_out, &f, err);
+    if (!rc) rc = f64_end(f, out, err);
+    plena_moe_f64_pair_free(f);
     return rc;
+}
+
+int plena_moe_f64_pair_begin(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                             const float *x_norm, const uint32_t *ids,
+                             struct plena_moe_f64_pair **f, struct plena_err *err)
+{
+    const float *xn[2] = {NULL, x_norm};
+    return f64_begin(cfg, in, 2, xn, ids, 1, NULL, f, err);
+}
+
+int plena_moe_f64_pair_end(struct plena_moe_f64_pair *f, double *out, double *out_x,
+                           struct plena_err *err)
+{
+    double *o[2] = {out, out_x};
+    return f64_end(f, o, err);
 }
 
 int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
