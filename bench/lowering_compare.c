@@ -85,8 +85,8 @@ static void run_case(const char *model, uint32_t T, enum plena_lowering lw, cons
         plena_moe_build_free(&b);
         return;
     }
-    struct plena_verify_moe_opts vo = {&s,   dir,  1,   0, 0, 0, NULL, NULL, PLENA_TIMELINE_STAGE,
-                                       NULL, NULL, NULL};
+    struct plena_verify_moe_opts vo = {&s,   dir,  1,    0, 0, 0, NULL, NULL, PLENA_TIMELINE_STAGE,
+                                       NULL, NULL, NULL, 1};
     struct plena_verify_moe_report rep;
     if (plena_verify_moe(&b, &vo, &rep, &err) || !rep.ran || !rep.have_stages) {
         snprintf(r->why, sizeof r->why, "run: %.140s", err.msg);

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "ckpt/decoder.h"
-#include "ckpt/pool.h"
+#include "common/pool.h"
 #include "common/alloc.h"
 #include "num/detmath.h"
 #include "num/num.h"

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "ckpt/matmul.h"
-#include "ckpt/pool.h"
+#include "common/pool.h"
 #include "common/alloc.h"
 #include "common/cpu.h"
 #include "num/num.h"

@@ -15,7 +15,7 @@
 
 #include "ckpt/ckpt.h"
 #include "ckpt/decoder.h"
-#include "ckpt/pool.h"
+#include "common/pool.h"
 #include "ckpt/route.h"
 #include "common/alloc.h"
 #include "common/fileio.h"

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "ckpt/matmul.h"
-#include "ckpt/pool.h"
+#include "common/pool.h"
 #include "common/alloc.h"
 #include "common/test_support.h"
 #include "num/num.h"

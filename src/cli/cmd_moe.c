@@ -121,6 +121,7 @@ struct moe_cli {
     const char *timeline;
     int timeline_detail;
     int progress; /* enum plena_cli_progress_mode */
+    unsigned threads;
 };
 
 PLENA_OPT_ENUM_OF(weights_mode);
@@ -184,6 +185,10 @@ static const struct plena_opt moe_rows[] = {
                        "compare the emulator with the bit-exact reference and the float64 bound"),
     PLENA_OPT_FLAG_ROW("--profile", M, profile,
                        "write the stage profile and print the stage table"),
+    PLENA_OPT_UINT_ROW("--threads", "N", M, threads, 1, 4096,
+                       "host threads: the check's references split over experts and rows, the "
+                       "timed run's dumps written aside (never changes outputs)",
+                       .def = "1"),
     {.names = "--program-only",
      .kind = PLENA_OPT_FLAG,
      PLENA_OPT_FIELD(M, program_only),
@@ -319,7 +324,8 @@ static int cmd_moe(int argc, char **argv)
         &set,         out,        !no_run,
         profile,      check,      argc,
         argv,         c.timeline, (enum plena_timeline_detail)c.timeline_detail,
-        moe_progress, &pg,        &plena_cli_stop};
+        moe_progress, &pg,        &plena_cli_stop,
+        c.threads};
     struct plena_verify_moe_report rep;
     int vrc = plena_verify_moe(&b, &vo, &rep, &err);
     plena_cli_progress_end(&pg.pg);

@@ -5,6 +5,7 @@
  * widths (I_p, Is_p, E_p) are computed explicitly with zero weights, exactly
  * as the machine sees them. */
 #include "ref/ref.h"
+#include "ref/experts.h"
 #include "ref/tile.h"
 
 #include <math.h>
@@ -55,38 +56,41 @@ static float row_sum(const float *q, uint32_t n)
     return s;
 }
 
-/* Scratch of the projections: per block of PLENA_REF_TILE_ROWS rows one
- * tile's contributions (td) and the chunk accumulators (acc), [R][np] each. */
+/* Rows of a projection evaluated together: the chunk accumulators of this
+ * many rows share each K tile's weights while they are in cache. */
+#define PROJ_ROWS 64
+
+/* Scratch of the projections: the chunk accumulators of PROJ_ROWS rows,
+ * [PROJ_ROWS][np]. */
 static size_t proj_scratch_floats(uint32_t np)
 {
-    return (size_t)2 * PLENA_REF_TILE_ROWS * np;
+    return (size_t)PROJ_ROWS * np;
 }
 
 /* plena_emit_projection, KSPLIT_BF16: chunks of C tiles; per chunk an
- * f32 accumulator over its M_MMs (acc = fl32(acc + s)), bf16 at M_MM_WO;
- * Y = bf16(P_0), then Y = bf16(Y + bf16(P_q)) (V_ADD_VV block add). Each
- * M_MM contribution s is one tile's chain (plena_ref_tile_rows); rows are
- * independent, taken four at a time so they share the weight loads. */
+ * f32 accumulator over its M_MMs (acc = 0, then acc = fl32(acc + s)), bf16 at
+ * M_MM_WO; Y = bf16(P_0), then Y = bf16(Y + bf16(P_q)) (V_ADD_VV block add).
+ * Each M_MM contribution s is one tile's chain, added into acc by
+ * plena_ref_tile_rows; rows are independent, taken PROJ_ROWS at a time (four
+ * per kernel call, sharing the weight loads). */
 static void proj_ksplit(const float *x, uint32_t rows, uint32_t kp, const float *w, uint32_t np,
-                        uint32_t mlen, uint32_t chunk, float *y, float *scratch)
+                        uint32_t mlen, uint32_t chunk, float *y, float *acc)
 {
     const uint32_t ktiles = kp / mlen;
-    float *td = scratch, *acc = scratch + (size_t)PLENA_REF_TILE_ROWS * np;
-    for (uint32_t r0 = 0; r0 < rows; r0 += PLENA_REF_TILE_ROWS) {
-        const uint32_t R = rows - r0 < PLENA_REF_TILE_ROWS ? rows - r0 : PLENA_REF_TILE_ROWS;
-        const size_t m = (size_t)R * np;
-        float *yr = y + (size_t)r0 * np;
+    for (uint32_t g0 = 0; g0 < rows; g0 += PROJ_ROWS) {
+        const uint32_t G = rows - g0 < PROJ_ROWS ? rows - g0 : PROJ_ROWS;
+        const size_t m = (size_t)G * np;
+        const float *xg = x + (size_t)g0 * kp;
+        float *yg = y + (size_t)g0 * np;
         for (uint32_t q = 0; q * chunk < ktiles; q++) {
-            for (size_t i = 0; i < m; i++)
-                acc[i] = 0.0f;
-            for (uint32_t kt = q * chunk; kt < ktiles && kt < (q + 1) * chunk; kt++) {
-                plena_ref_tile_rows(x + (size_t)r0 * kp, kp, R, w, np, kt * mlen, mlen, td);
-                for (size_t i = 0; i < m; i++)
-                    acc[i] = acc[i] + td[i];
-            }
+            memset(acc, 0, m * sizeof *acc);
+            for (uint32_t kt = q * chunk; kt < ktiles && kt < (q + 1) * chunk; kt++)
+                for (uint32_t r0 = 0; r0 < G; r0 += PLENA_REF_TILE_ROWS)
+                    plena_ref_tile_rows(xg + (size_t)r0 * kp, kp, G - r0, w, np, kt * mlen, mlen,
+                                        acc + (size_t)r0 * np, np, 1);
             for (size_t i = 0; i < m; i++) {
                 float p = bf(acc[i]);
-                yr[i] = (q == 0) ? p : bf(yr[i] + p);
+                yg[i] = (q == 0) ? p : bf(yg[i] + p);
             }
         }
     }
@@ -95,22 +99,20 @@ static void proj_ksplit(const float *x, uint32_t rows, uint32_t kp, const float 
 /* STREAM_F32 (router GEMM): one f32 accumulator over all K tiles in
  * increasing tile order, one bf16 at M_MM_WO. */
 static void proj_stream(const float *x, uint32_t rows, uint32_t kp, const float *w, uint32_t np,
-                        uint32_t mlen, float *y, float *scratch)
+                        uint32_t mlen, float *y, float *acc)
 {
     const uint32_t ktiles = kp / mlen;
-    float *td = scratch, *acc = scratch + (size_t)PLENA_REF_TILE_ROWS * np;
-    for (uint32_t r0 = 0; r0 < rows; r0 += PLENA_REF_TILE_ROWS) {
-        const uint32_t R = rows - r0 < PLENA_REF_TILE_ROWS ? rows - r0 : PLENA_REF_TILE_ROWS;
-        const size_t m = (size_t)R * np;
+    for (uint32_t g0 = 0; g0 < rows; g0 += PROJ_ROWS) {
+        const uint32_t G = rows - g0 < PROJ_ROWS ? rows - g0 : PROJ_ROWS;
+        const size_t m = (size_t)G * np;
+        const float *xg = x + (size_t)g0 * kp;
+        memset(acc, 0, m * sizeof *acc);
+        for (uint32_t kt = 0; kt < ktiles; kt++)
+            for (uint32_t r0 = 0; r0 < G; r0 += PLENA_REF_TILE_ROWS)
+                plena_ref_tile_rows(xg + (size_t)r0 * kp, kp, G - r0, w, np, kt * mlen, mlen,
+                                    acc + (size_t)r0 * np, np, 1);
         for (size_t i = 0; i < m; i++)
-            acc[i] = 0.0f;
-        for (uint32_t kt = 0; kt < ktiles; kt++) {
-            plena_ref_tile_rows(x + (size_t)r0 * kp, kp, R, w, np, kt * mlen, mlen, td);
-            for (size_t i = 0; i < m; i++)
-                acc[i] = acc[i] + td[i];
-        }
-        for (size_t i = 0; i < m; i++)
-            y[(size_t)r0 * np + i] = bf(acc[i]);
+            y[(size_t)g0 * np + i] = bf(acc[i]);
     }
 }
 
@@ -433,12 +435,12 @@ static int route_all(const struct plena_moe_ref_cfg *cfg, const struct plena_moe
 }
 
 int plena_moe_ref_expert_get(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
-                             uint32_t e, size_t p, struct plena_moe_ref_expert *x,
+                             uint32_t e, uint32_t slot, size_t p, struct plena_moe_ref_expert *x,
                              struct plena_err *err)
 {
     memset(x, 0, sizeof *x);
     if (e < cfg->E && in->expert) {
-        int rc = in->expert(in->expert_ctx, e, x, err);
+        int rc = in->expert(in->expert_ctx, e, slot, x, err);
         if (rc) return rc;
     } else if (e < cfg->E && in->w_gate && in->w_up && in->w_down) {
         x->w_gate = in->w_gate[e];
@@ -478,22 +480,26 @@ size_t plena_moe_ref_pairs_by_expert(const uint32_t *ids, size_t np, uint32_t E,
 }
 
 /* Pairs of one expert evaluated together, at most this many rows at a time. */
-#define REF_PAIR_BATCH 64
+#define REF_PAIR_BATCH PROJ_ROWS
 
-/* The one-expert buffers of routed_pairs: padded weights and REF_PAIR_BATCH
- * rows of every intermediate. */
+/* The one-expert buffers of routed_pairs (one set per thread): padded
+ * weights (only when I is not a multiple of MLEN; else the provider's
+ * matrices are used as they are) and REF_PAIR_BATCH rows of every
+ * intermediate. */
 struct expert_bufs {
-    float *wg, *wu, *wd; /* [H][Ip], [H][Ip], [Ip][H] */
+    float *wg, *wu, *wd; /* [H][Ip], [H][Ip], [Ip][H], or NULL */
     float *slot, *yd;    /* [B][H] */
     float *yg, *yu, *ag; /* [B][Ip] */
     float *tile;         /* projection scratch */
 };
 
-/* Steps a-h (docs/lowering.md "Layer steps") for m pairs of one expert:
- * token rows xrow[i] of x, route weights w[i]; expert outputs into b->yd. */
+/* Steps a-h (docs/lowering.md "Layer steps") for m pairs of one expert with
+ * (padded) weights wg, wu, wd: token rows xrow[i] of x, route weights w[i];
+ * expert outputs into b->yd. */
 static void expert_rows(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_consts *c,
-                        const struct plena_moe_ref_expert *x, const float *const *xrow,
-                        const float *w, uint32_t m, uint32_t Ip, struct expert_bufs *b)
+                        const struct plena_moe_ref_expert *x, const float *const wp[3],
+                        const float *const *xrow, const float *w, uint32_t m, uint32_t Ip,
+                        struct expert_bufs *b)
 {
     const uint32_t H = cfg->H, M = cfg->mlen;
     for (uint32_t r = 0; r < m; r++) {
@@ -507,8 +513,8 @@ static void expert_rows(const struct plena_moe_ref_cfg *cfg, const struct plena_
                 slot[i] = bf(slot[i] * w[r]);
     }
     /* d: gate and up projections */
-    proj_ksplit(b->slot, m, H, b->wg, Ip, M, cfg->chunk_tiles, b->yg, b->tile);
-    proj_ksplit(b->slot, m, H, b->wu, Ip, M, cfg->chunk_tiles, b->yu, b->tile);
+    proj_ksplit(b->slot, m, H, wp[0], Ip, M, cfg->chunk_tiles, b->yg, b->tile);
+    proj_ksplit(b->slot, m, H, wp[1], Ip, M, cfg->chunk_tiles, b->yu, b->tile);
     for (uint32_t r = 0; r < m; r++) {
         float *yg = b->yg + (size_t)r * Ip, *yu = b->yu + (size_t)r * Ip;
         float *ag = b->ag + (size_t)r * Ip;
@@ -528,7 +534,7 @@ static void expert_rows(const struct plena_moe_ref_cfg *cfg, const struct plena_
         activation_row(ag, yu, Ip, cfg->activation, c->neg_alpha_routed, c);
     }
     /* g: down projection and bias */
-    proj_ksplit(b->yu, m, Ip, b->wd, H, M, cfg->chunk_tiles, b->yd, b->tile);
+    proj_ksplit(b->yu, m, Ip, wp[2], H, M, cfg->chunk_tiles, b->yd, b->tile);
     for (uint32_t r = 0; r < m; r++) {
         float *yd = b->yd + (size_t)r * H;
         if (cfg->expert_bias)
@@ -546,40 +552,95 @@ static void expert_bufs_free(struct expert_bufs *b)
     plena_free(b->wg), plena_free(b->wu), plena_free(b->wd), plena_free(b->slot);
     plena_free(b->yd), plena_free(b->yg), plena_free(b->yu), plena_free(b->ag);
     plena_free(b->tile);
+    memset(b, 0, sizeof *b);
 }
 
-static int expert_bufs_alloc(struct expert_bufs *b, uint32_t H, uint32_t Ip)
+static int expert_bufs_alloc(struct expert_bufs *b, uint32_t H, uint32_t I, uint32_t Ip)
 {
     const size_t B = REF_PAIR_BATCH;
-    b->wg = plena_calloc((size_t)H * Ip, sizeof(float));
-    b->wu = plena_calloc((size_t)H * Ip, sizeof(float));
-    b->wd = plena_calloc((size_t)Ip * H, sizeof(float));
+    if (I != Ip) {
+        b->wg = plena_calloc((size_t)H * Ip, sizeof(float));
+        b->wu = plena_calloc((size_t)H * Ip, sizeof(float));
+        b->wd = plena_calloc((size_t)Ip * H, sizeof(float));
+        if (!b->wg || !b->wu || !b->wd) return 0;
+    }
     b->slot = plena_malloc(B * H * sizeof(float));
     b->yd = plena_malloc(B * H * sizeof(float));
     b->yg = plena_malloc(B * Ip * sizeof(float));
     b->yu = plena_malloc(B * Ip * sizeof(float));
     b->ag = plena_malloc(B * Ip * sizeof(float));
     b->tile = plena_malloc(proj_scratch_floats(H > Ip ? H : Ip) * sizeof(float));
-    return b->wg && b->wu && b->wd && b->slot && b->yd && b->yg && b->yu && b->ag && b->tile;
+    return b->slot && b->yd && b->yg && b->yu && b->ag && b->tile;
+}
+
+/* One job of routed_pairs on the pool: the threads take experts in
+ * increasing order from `next`; a failure stops the taking of new experts,
+ * and the reported error is the one of the lowest failing expert (every
+ * expert below it has been taken, so the choice does not depend on timing). */
+struct pairs_job {
+    const struct plena_moe_ref_cfg *cfg;
+    const struct plena_moe_ref_in *in;
+    const float *x, *wts;
+    const size_t *order, *start;
+    uint32_t Ip;
+    float *po;
+    struct expert_bufs *bufs; /* [parts] */
+};
+
+static int pairs_expert(void *ctx, uint32_t e, uint32_t part, struct plena_err *err)
+{
+    struct pairs_job *j = ctx;
+    const struct plena_moe_ref_cfg *cfg = j->cfg;
+    const uint32_t H = cfg->H, I = cfg->I, Ip = j->Ip, k = cfg->k;
+    const size_t *order = j->order, *start = j->start;
+    struct expert_bufs *eb = &j->bufs[part];
+    if (!eb->slot && !expert_bufs_alloc(eb, H, I, Ip))
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "ref", "out of memory");
+    struct plena_moe_ref_expert x;
+    int rc = plena_moe_ref_expert_get(cfg, j->in, e, part, order[start[e]], &x, err);
+    if (rc) return rc;
+    const float *wp[3] = {x.w_gate, x.w_up, x.w_down};
+    if (I != Ip) {
+        pad_matrix(x.w_gate, H, I, H, Ip, eb->wg);
+        pad_matrix(x.w_up, H, I, H, Ip, eb->wu);
+        pad_matrix(x.w_down, I, H, Ip, H, eb->wd);
+        wp[0] = eb->wg, wp[1] = eb->wu, wp[2] = eb->wd;
+    }
+    for (size_t i0 = start[e]; i0 < start[e + 1]; i0 += REF_PAIR_BATCH) {
+        const uint32_t m =
+            (uint32_t)(start[e + 1] - i0 < REF_PAIR_BATCH ? start[e + 1] - i0 : REF_PAIR_BATCH);
+        const float *xrow[REF_PAIR_BATCH];
+        float w[REF_PAIR_BATCH];
+        for (uint32_t r = 0; r < m; r++) {
+            xrow[r] = j->x + (order[i0 + r] / k) * H;
+            w[r] = j->wts[order[i0 + r]];
+        }
+        expert_rows(cfg, &j->in->c, &x, wp, xrow, w, m, Ip, eb);
+        for (uint32_t r = 0; r < m; r++)
+            memcpy(j->po + order[i0 + r] * H, eb->yd + (size_t)r * H, H * sizeof(float));
+    }
+    return 0;
 }
 
 /* Step 10 for every pair: expert by expert (each expert's weights fetched and
- * padded once, so a streaming provider holds one expert at a time; its pairs
- * go through the projections together), each pair's output kept, then
- * scattered in pair order p = t*k + j -- the only order-dependent step
- * (bf16(acc + o)), so the result is the pair-order one. */
+ * padded once, so a streaming provider holds one expert per thread at a time;
+ * its pairs go through the projections together), each pair's output kept,
+ * then scattered in pair order p = t*k + j -- the only order-dependent step
+ * (bf16(acc + o)), so the result is the pair-order one, whatever the number
+ * of threads. */
 static int routed_pairs(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
                         const uint32_t *ids, const float *wts, uint32_t Ip, struct ref_scratch *s,
                         struct plena_err *err)
 {
     const uint32_t H = cfg->H, E = cfg->E, k = cfg->k;
     const size_t np = (size_t)cfg->T * k;
-    struct expert_bufs eb = {0};
+    const uint32_t parts = plena_pool_size(in->pool);
     float *po = plena_malloc(np * H * sizeof(float));
     size_t *order = plena_malloc(np * sizeof *order);
     size_t *start = plena_malloc(((size_t)E + 1) * sizeof *start);
+    struct expert_bufs *bufs = plena_calloc(parts, sizeof *bufs);
     int rc = 0;
-    if (!expert_bufs_alloc(&eb, H, Ip) || !po || !order || !start) {
+    if (!po || !order || !start || !bufs) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref", "out of memory");
         goto done;
     }
@@ -589,35 +650,18 @@ static int routed_pairs(const struct plena_moe_ref_cfg *cfg, const struct plena_
                         bad);
         goto done;
     }
-    for (uint32_t e = 0; e < E && !rc; e++) {
-        if (start[e] == start[e + 1]) continue;
-        struct plena_moe_ref_expert x;
-        if ((rc = plena_moe_ref_expert_get(cfg, in, e, order[start[e]], &x, err))) break;
-        pad_matrix(x.w_gate, H, cfg->I, H, Ip, eb.wg);
-        pad_matrix(x.w_up, H, cfg->I, H, Ip, eb.wu);
-        pad_matrix(x.w_down, cfg->I, H, Ip, H, eb.wd);
-        for (size_t i0 = start[e]; i0 < start[e + 1]; i0 += REF_PAIR_BATCH) {
-            const uint32_t m =
-                (uint32_t)(start[e + 1] - i0 < REF_PAIR_BATCH ? start[e + 1] - i0 : REF_PAIR_BATCH);
-            const float *xrow[REF_PAIR_BATCH];
-            float w[REF_PAIR_BATCH];
-            for (uint32_t r = 0; r < m; r++) {
-                xrow[r] = s->x + (order[i0 + r] / k) * H;
-                w[r] = wts[order[i0 + r]];
-            }
-            expert_rows(cfg, &in->c, &x, xrow, w, m, Ip, &eb);
-            for (uint32_t r = 0; r < m; r++)
-                memcpy(po + order[i0 + r] * H, eb.yd + (size_t)r * H, H * sizeof(float));
-        }
-    }
+    struct pairs_job j = {cfg, in, s->x, wts, order, start, Ip, po, bufs};
+    if ((rc = plena_ref_experts_run(in->pool, start, E, pairs_expert, &j, err))) goto done;
     /* i: scatter-add in pair order, bf16(acc + o) */
-    for (size_t p = 0; p < np && !rc; p++) {
+    for (size_t p = 0; p < np; p++) {
         float *acc = s->acc + (p / k) * H;
         for (uint32_t i = 0; i < H; i++)
             acc[i] = bf(acc[i] + po[p * H + i]);
     }
 done:
-    expert_bufs_free(&eb);
+    for (uint32_t q = 0; bufs && q < parts; q++)
+        expert_bufs_free(&bufs[q]);
+    plena_free(bufs);
     plena_free(po), plena_free(order), plena_free(start);
     return rc;
 }

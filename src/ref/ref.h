@@ -64,12 +64,17 @@ struct plena_moe_ref_expert {
 };
 
 /* Routed expert weights on demand (the streaming check): fills *x with
- * expert e's tensors, valid until the next call. The references ask for each
- * expert they need at most once per call, in increasing e, so a provider that
- * decodes into one reused buffer bounds the working set to one expert,
- * whatever the number of experts. Returns 0, or a status with err set. */
-typedef int (*plena_moe_ref_expert_fn)(void *ctx, uint32_t e, struct plena_moe_ref_expert *x,
-                                       struct plena_err *err);
+ * expert e's tensors, valid until the next call with the same slot. The
+ * references ask for each expert they need at most once per call, each
+ * thread of in->pool in increasing e with its own slot (slot <
+ * plena_pool_size(in->pool); calls with different slots may run at the same
+ * time), so a provider that decodes into one reused buffer per slot bounds
+ * the working set to one expert per thread, whatever the number of experts.
+ * Returns 0, or a status with err set. */
+typedef int (*plena_moe_ref_expert_fn)(void *ctx, uint32_t e, uint32_t slot,
+                                       struct plena_moe_ref_expert *x, struct plena_err *err);
+
+struct plena_pool;
 
 /* Logical tensors, row-major, float values (BF16-exact where the machine holds
  * BF16, exact MX decodes for HBM weights). Weight matrices are [in][out]. */
@@ -89,6 +94,9 @@ struct plena_moe_ref_in {
     const float *const *b_down;     /* [E] -> [H] */
     plena_moe_ref_expert_fn expert; /* non-NULL: routed weights from it (the arrays above unused) */
     void *expert_ctx;
+    struct plena_pool *pool;   /* NULL: one thread; else the experts (and the rows of the
+                                * shared expert) are split over its threads -- no output
+                                * depends on the number (common/pool.h) */
     const float *ws_gate;      /* [H][Is] */
     const float *ws_up;        /* [H][Is] */
     const float *ws_down;      /* [Is][H] */
@@ -111,10 +119,11 @@ struct plena_moe_ref_out {
                      * routing of a build without its experts (out may be NULL) */
 };
 
-/* Expert e's weights from in->expert, or from the arrays: an expert without
- * weights (e >= E, a NULL array entry) is an input error naming pair p. */
+/* Expert e's weights from in->expert (its slot `slot`), or from the arrays:
+ * an expert without weights (e >= E, a NULL array entry) is an input error
+ * naming pair p. */
 int plena_moe_ref_expert_get(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
-                             uint32_t e, size_t p, struct plena_moe_ref_expert *x,
+                             uint32_t e, uint32_t slot, size_t p, struct plena_moe_ref_expert *x,
                              struct plena_err *err);
 
 /* The pairs of ids[np] grouped by expert, each group in pair order (a stable
@@ -145,6 +154,31 @@ int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
                               const struct plena_moe_ref_in *in, const float *x_norm,
                               const uint32_t *ids, double *out, uint32_t *ids_out,
                               struct plena_err *err);
+/* plena_moe_reference_f64 into out and plena_moe_reference_f64_x (from
+ * x_norm) into out_x with one pass over the weights: both arrays hold the
+ * very doubles of the two separate calls (the check's float64 figures). */
+int plena_moe_reference_f64_pair(const struct plena_moe_ref_cfg *cfg,
+                                 const struct plena_moe_ref_in *in, const float *x_norm,
+                                 const uint32_t *ids, double *out, double *out_x,
+                                 struct plena_err *err);
+/* plena_moe_reference_f64_pair in steps, so that a caller decoding each
+ * routed expert once can hand it to both references: begin (the inputs and
+ * routing of both layers; no weight is read), then for any expert e the
+ * caller has at hand plena_moe_f64_pair_expert (its pairs, on the thread's
+ * slot < plena_pool_size(in->pool); an expert already computed is skipped),
+ * then end (the experts not handed over, through in->expert or the arrays;
+ * the shared expert; the sums) into out and out_x: the very doubles of
+ * plena_moe_reference_f64_pair, whichever experts were handed over. What in
+ * points to must stay valid until end. */
+struct plena_moe_f64_pair;
+int plena_moe_f64_pair_begin(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                             const float *x_norm, const uint32_t *ids,
+                             struct plena_moe_f64_pair **f, struct plena_err *err);
+int plena_moe_f64_pair_expert(struct plena_moe_f64_pair *f, uint32_t e, uint32_t slot,
+                              const struct plena_moe_ref_expert *x, struct plena_err *err);
+int plena_moe_f64_pair_end(struct plena_moe_f64_pair *f, double *out, double *out_x,
+                           struct plena_err *err);
+void plena_moe_f64_pair_free(struct plena_moe_f64_pair *f);
 /* The device-routed ids[T*k] against the float64 router of the model
  * (plena_router_agree_f64 per token, from the float64 RMSNorm and logits):
  * tokens whose expert set is a near-tie, and tokens whose set differs

@@ -10,6 +10,7 @@
 
 #include "common/alloc.h"
 #include "common/cpu.h"
+#include "ref/experts.h"
 
 static double silu(double z)
 {
@@ -34,70 +35,107 @@ static void matvec(const double *x, uint32_t K, const float *w, uint32_t N, doub
     }
 }
 
-/* matvec for m rows of x (stride ldx) into y (stride ldy), each output the
- * same sum in the same order as matvec; the rows share each weight row load. */
-static void matvec_rows_generic(const double *x, size_t ldx, uint32_t m, uint32_t K, const float *w,
-                                uint32_t N, double *y, size_t ldy, uint32_t n0)
-{
-    for (uint32_t i = 0; i < m; i++)
-        for (uint32_t n = n0; n < N; n++)
-            y[i * ldy + n] = 0.0;
-    for (uint32_t kk = 0; kk < K; kk++) {
-        const float *row = w + (size_t)kk * N;
-        for (uint32_t i = 0; i < m; i++) {
-            double xv = x[i * ldx + kk];
-            double *yi = y + i * ldy;
-            for (uint32_t n = n0; n < N; n++)
-                yi[n] += xv * (double)row[n];
-        }
-    }
-}
+/* matvec_rows' kernel: for RR rows of x (stride ldx) and the columns
+ * [0, nc) of w (row stride ldw; y stride ldy), weight rows [k0, k0 + kb)
+ * added into y in increasing k -- y = 0.0 + x * w at k0 = 0, else y + x * w,
+ * each add rounded: matvec's chain, carried in y between calls. The weight
+ * rows are read in order, F64_KB of them per pass; lanes are different
+ * outputs. */
+typedef double f64_v4 __attribute__((vector_size(32)));
+typedef float f32_v4 __attribute__((vector_size(16)));
+#define F64_KB 8
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-/* Columns [0, N & ~7) of matvec_rows for exactly four rows: per block of 8
- * columns, 4 x 2 accumulators over all K (lanes are different outputs, each
- * 0.0 then += x * w in increasing k: matvec's sum). Returns the columns done. */
-__attribute__((target("avx2"))) static uint32_t matvec4_avx2(const double *x, size_t ldx,
-                                                             uint32_t K, const float *w, uint32_t N,
-                                                             double *y, size_t ldy)
-{
-    uint32_t n = 0;
-    for (; n + 8 <= N; n += 8) {
-        __m256d a[4][2];
-        for (int i = 0; i < 4; i++)
-            a[i][0] = a[i][1] = _mm256_setzero_pd();
-        for (uint32_t kk = 0; kk < K; kk++) {
-            const float *wr = w + (size_t)kk * N + n;
-            const __m256d w0 = _mm256_cvtps_pd(_mm_loadu_ps(wr));
-            const __m256d w1 = _mm256_cvtps_pd(_mm_loadu_ps(wr + 4));
-            for (int i = 0; i < 4; i++) {
-                const __m256d xv = _mm256_set1_pd(x[i * ldx + kk]);
-                a[i][0] = _mm256_add_pd(a[i][0], _mm256_mul_pd(xv, w0));
-                a[i][1] = _mm256_add_pd(a[i][1], _mm256_mul_pd(xv, w1));
-            }
-        }
-        for (int i = 0; i < 4; i++) {
-            _mm256_storeu_pd(y + i * ldy + n, a[i][0]);
-            _mm256_storeu_pd(y + i * ldy + n + 4, a[i][1]);
-        }
+#define F64_PASS(RR, NK)                                                                           \
+    double xv[RR][NK]; /* hoisted: y may alias x as far as the compiler knows */                   \
+    for (uint32_t i = 0; i < RR; i++)                                                              \
+        for (uint32_t j = 0; j < NK; j++)                                                          \
+            xv[i][j] = x[i * ldx + k0 + j];                                                        \
+    for (uint32_t n = 0; n + 4 <= nc; n += 4) {                                                    \
+        f64_v4 wv[NK];                                                                             \
+        _Pragma("GCC unroll 8") for (uint32_t j = 0; j < NK; j++)                                  \
+        {                                                                                          \
+            f32_v4 t;                                                                              \
+            memcpy(&t, w + (size_t)(k0 + j) * ldw + n, sizeof t);                                  \
+            wv[j] = __builtin_convertvector(t, f64_v4);                                            \
+        }                                                                                          \
+        _Pragma("GCC unroll 4") for (uint32_t i = 0; i < RR; i++)                                  \
+        {                                                                                          \
+            f64_v4 a = {0.0, 0.0, 0.0, 0.0};                                                       \
+            if (k0) memcpy(&a, y + i * ldy + n, sizeof a);                                         \
+            _Pragma("GCC unroll 8") for (uint32_t j = 0; j < NK; j++) a = a + xv[i][j] * wv[j];    \
+            memcpy(y + i * ldy + n, &a, sizeof a);                                                 \
+        }                                                                                          \
     }
-    return n;
-}
+
+#define F64_FN(NAME, RR, ATTR)                                                                     \
+    ATTR static void NAME(const double *x, size_t ldx, uint32_t k0, uint32_t kb, const float *w,   \
+                          size_t ldw, uint32_t nc, double *y, size_t ldy)                          \
+    {                                                                                              \
+        if (kb == F64_KB) {                                                                        \
+            F64_PASS(RR, F64_KB)                                                                   \
+        } else {                                                                                   \
+            for (uint32_t j = 0; j < kb; j++, k0++) {                                              \
+                F64_PASS(RR, 1)                                                                    \
+            }                                                                                      \
+            k0 -= kb;                                                                              \
+        }                                                                                          \
+        for (uint32_t i = 0; i < RR; i++) /* scalar tail columns */                                \
+            for (uint32_t n = nc / 4 * 4; n < nc; n++) {                                           \
+                double acc = k0 ? y[i * ldy + n] : 0.0;                                            \
+                for (uint32_t j = 0; j < kb; j++)                                                  \
+                    acc += x[i * ldx + k0 + j] * (double)w[(size_t)(k0 + j) * ldw + n];            \
+                y[i * ldy + n] = acc;                                                              \
+            }                                                                                      \
+    }
+
+typedef void (*f64_fn)(const double *x, size_t ldx, uint32_t k0, uint32_t kb, const float *w,
+                       size_t ldw, uint32_t nc, double *y, size_t ldy);
+#define F64_SET(SUFFIX, ATTR)                                                                      \
+    F64_FN(mv1_##SUFFIX, 1, ATTR)                                                                  \
+    F64_FN(mv2_##SUFFIX, 2, ATTR)                                                                  \
+    F64_FN(mv3_##SUFFIX, 3, ATTR)                                                                  \
+    F64_FN(mv4_##SUFFIX, 4, ATTR)                                                                  \
+    static const f64_fn mv_##SUFFIX[4] = {mv1_##SUFFIX, mv2_##SUFFIX, mv3_##SUFFIX, mv4_##SUFFIX};
+F64_SET(generic, )
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define F64_HAVE_AVX2 1
+F64_SET(avx2, __attribute__((target("avx2"))))
 #endif
 
+/* Rows per kernel call, and the columns of one panel: every row block runs
+ * over a panel's F64_KB weight rows while they are in L1, the panel's
+ * outputs (at most F64_BATCH rows x 128 doubles) stay in L1/L2. */
+#define F64_ROWS  4
+#define F64_PANEL 128
+
+/* matvec for m rows of x (stride ldx) into y (stride ldy), each output the
+ * same sum in the same order as matvec. */
 static void matvec_rows(const double *x, size_t ldx, uint32_t m, uint32_t K, const float *w,
                         uint32_t N, double *y, size_t ldy)
 {
-    uint32_t n0 = 0;
+    const f64_fn *f = mv_generic;
 #ifdef F64_HAVE_AVX2
-    if (m == 4 && plena_cpu_has_avx2()) n0 = matvec4_avx2(x, ldx, K, w, N, y, ldy);
+    if (plena_cpu_has_avx2()) f = mv_avx2;
 #endif
-    if (n0 < N) matvec_rows_generic(x, ldx, m, K, w, N, y, ldy, n0);
+    if (!K) {
+        for (uint32_t i = 0; i < m; i++)
+            for (uint32_t n = 0; n < N; n++)
+                y[i * ldy + n] = 0.0;
+        return;
+    }
+    for (uint32_t c0 = 0; c0 < N; c0 += F64_PANEL) {
+        const uint32_t nc = N - c0 < F64_PANEL ? N - c0 : F64_PANEL;
+        for (uint32_t k0 = 0; k0 < K; k0 += F64_KB) {
+            const uint32_t kb = K - k0 < F64_KB ? K - k0 : F64_KB;
+            for (uint32_t i0 = 0; i0 < m; i0 += F64_ROWS) {
+                const uint32_t R = m - i0 < F64_ROWS ? m - i0 : F64_ROWS;
+                f[R - 1](x + i0 * ldx, ldx, k0, kb, w + c0, N, nc, y + i0 * ldy + c0, ldy);
+            }
+        }
+    }
 }
 
-/* The FFN gate-up nonlinearity of one element (expert_ffn's). */
+/* The FFN gate-up nonlinearity of one element. */
 static double ffn_act(const struct plena_moe_ref_in *in, enum plena_act_policy pol, double g,
                       double u)
 {
@@ -111,33 +149,15 @@ static double ffn_act(const struct plena_moe_ref_in *in, enum plena_act_policy p
     return silu(g) * u;
 }
 
-/* One expert FFN on input xin: out = act(xin.Wg + bg, xin.Wu + bu) . Wd + bd */
-static void expert_ffn(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
-                       const float *wg, const float *wu, const float *wd, const float *bg,
-                       const float *bu, const float *bd, uint32_t width, enum plena_act_policy pol,
-                       const double *xin, double *g, double *u, double *out)
-{
-    matvec(xin, cfg->H, wg, width, g);
-    matvec(xin, cfg->H, wu, width, u);
-    for (uint32_t i = 0; i < width; i++) {
-        if (bg) g[i] += bg[i];
-        if (bu) u[i] += bu[i];
-        u[i] = ffn_act(in, pol, g[i], u[i]);
-    }
-    matvec(u, width, wd, cfg->H, out);
-    if (bd)
-        for (uint32_t i = 0; i < cfg->H; i++)
-            out[i] += bd[i];
-}
-
-/* expert_ffn for m <= F64_ROWS input rows xin[m][H] at once: g, u [m][width],
- * out [m][H]; every figure the one-row function's. */
-#define F64_ROWS 4
+/* One FFN for m input rows xin[m][H] at once, out = act(xin.Wg + bg, xin.Wu +
+ * bu) . Wd + bd (weights and biases of x, biases may be NULL): g, u
+ * [m][width], out [m][H]; each row's figures do not depend on m. */
 static void expert_ffn_rows(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
-                            const struct plena_moe_ref_expert *x, uint32_t m, const double *xin,
-                            double *g, double *u, double *out)
+                            const struct plena_moe_ref_expert *x, uint32_t width,
+                            enum plena_act_policy pol, uint32_t m, const double *xin, double *g,
+                            double *u, double *out)
 {
-    const uint32_t H = cfg->H, width = cfg->I;
+    const uint32_t H = cfg->H;
     matvec_rows(xin, H, m, H, x->w_gate, width, g, width);
     matvec_rows(xin, H, m, H, x->w_up, width, u, width);
     for (uint32_t r = 0; r < m; r++)
@@ -145,7 +165,7 @@ static void expert_ffn_rows(const struct plena_moe_ref_cfg *cfg, const struct pl
             double gv = g[(size_t)r * width + i], uv = u[(size_t)r * width + i];
             if (x->b_gate) gv += x->b_gate[i];
             if (x->b_up) uv += x->b_up[i];
-            u[(size_t)r * width + i] = ffn_act(in, cfg->activation, gv, uv);
+            u[(size_t)r * width + i] = ffn_act(in, pol, gv, uv);
         }
     matvec_rows(u, width, m, width, x->w_down, H, out, H);
     if (x->b_down)
@@ -273,57 +293,127 @@ int plena_moe_rmsnorm_f64(const struct plena_moe_ref_cfg *cfg, const struct plen
     return 0;
 }
 
-/* The routed pairs' float64 outputs, scale_out x FFN(scale_in x x), into
- * po[p][H]: expert by expert, so a streaming weight provider holds one expert
- * at a time; the sums over a token's pairs happen afterwards in pair order,
- * so the figures equal those of a pair-order loop. */
-static int routed_pairs_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
-                            const double *xs, const uint32_t *sel, const double *wsel, double *po,
-                            struct plena_err *err)
+/* Rows of one expert (or of the shared expert) evaluated together. */
+#define F64_BATCH 16
+
+/* One part's buffers of the float64 FFNs: F64_BATCH rows. */
+struct f64_bufs {
+    double *g, *u, *o, *xin;
+};
+
+static int f64_bufs_get(struct f64_bufs *b, uint32_t H, uint32_t width)
 {
-    const uint32_t H = cfg->H, E = cfg->E, k = cfg->k;
-    const size_t np = (size_t)cfg->T * k;
-    size_t *order = plena_malloc((np + 1) * sizeof *order);
-    size_t *start = plena_malloc(((size_t)E + 1) * sizeof *start);
-    const size_t R = F64_ROWS, I = cfg->I;
-    double *g = plena_malloc((R * I + 1) * sizeof *g), *u = plena_malloc((R * I + 1) * sizeof *u);
-    double *o = plena_malloc(R * H * sizeof *o), *xin = plena_malloc(R * H * sizeof *xin);
-    int rc = 0;
-    if (!order || !start || !g || !u || !o || !xin) {
-        rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
-        goto done;
-    }
-    size_t bad = plena_moe_ref_pairs_by_expert(sel, np, E, order, start);
-    if (bad < np) {
-        rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref_f64", "expert %u has no weights", sel[bad]);
-        goto done;
-    }
-    for (uint32_t e = 0; e < E && !rc; e++) {
-        if (start[e] == start[e + 1]) continue;
-        struct plena_moe_ref_expert x;
-        if ((rc = plena_moe_ref_expert_get(cfg, in, e, order[start[e]], &x, err))) break;
-        for (size_t i0 = start[e]; i0 < start[e + 1]; i0 += R) {
-            const uint32_t m = (uint32_t)(start[e + 1] - i0 < R ? start[e + 1] - i0 : R);
-            for (uint32_t r = 0; r < m; r++) {
-                const size_t p = order[i0 + r];
-                const double *xt = xs + (p / k) * H;
-                double scale_in = cfg->placement == PLENA_ROUTE_INPUT ? wsel[p] : 1.0;
-                for (uint32_t c = 0; c < H; c++)
-                    xin[(size_t)r * H + c] = xt[c] * scale_in;
-            }
-            expert_ffn_rows(cfg, in, &x, m, xin, g, u, o);
-            for (uint32_t r = 0; r < m; r++) {
-                const size_t p = order[i0 + r];
-                double scale_out = cfg->placement == PLENA_ROUTE_OUTPUT ? wsel[p] : 1.0;
-                for (uint32_t c = 0; c < H; c++)
-                    po[p * H + c] = scale_out * o[(size_t)r * H + c];
-            }
+    if (b->g) return 1;
+    const size_t B = F64_BATCH;
+    b->g = plena_malloc((B * width + 1) * sizeof *b->g);
+    b->u = plena_malloc((B * width + 1) * sizeof *b->u);
+    b->o = plena_malloc(B * H * sizeof *b->o);
+    b->xin = plena_malloc(B * H * sizeof *b->xin);
+    return b->g && b->u && b->o && b->xin;
+}
+
+static void f64_bufs_free(struct f64_bufs *b, uint32_t parts)
+{
+    for (uint32_t q = 0; b && q < parts; q++)
+        plena_free(b[q].g), plena_free(b[q].u), plena_free(b[q].o), plena_free(b[q].xin);
+    plena_free(b);
+}
+
+/* The routed pairs of the float64 layer: pair c of the list (input c / np,
+ * token c / k of the stacked inputs xs), grouped by expert (order, start);
+ * done[e]: expert e's pairs are computed. Expert by expert, so a streaming
+ * weight provider holds one expert per thread at a time; the sums over a
+ * token's pairs happen afterwards in pair order, so the figures equal those
+ * of a pair-order loop, whatever the number of threads or inputs. */
+struct pairs_f64_job {
+    const struct plena_moe_ref_cfg *cfg;
+    const struct plena_moe_ref_in *in;
+    const double *xs, *wsel;
+    size_t *order, *start;
+    double *po;
+    struct f64_bufs *bufs; /* [parts] */
+    uint8_t *done;         /* [E] */
+};
+
+/* Expert e's pairs with its weights x on part `part`'s buffers. */
+static int pairs_f64_compute(struct pairs_f64_job *j, uint32_t e, uint32_t part,
+                             const struct plena_moe_ref_expert *x, struct plena_err *err)
+{
+    const struct plena_moe_ref_cfg *cfg = j->cfg;
+    const uint32_t H = cfg->H, k = cfg->k;
+    const size_t *order = j->order, *start = j->start;
+    struct f64_bufs *b = &j->bufs[part];
+    if (!f64_bufs_get(b, H, cfg->I))
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
+    for (size_t i0 = start[e]; i0 < start[e + 1]; i0 += F64_BATCH) {
+        const uint32_t m =
+            (uint32_t)(start[e + 1] - i0 < F64_BATCH ? start[e + 1] - i0 : F64_BATCH);
+        for (uint32_t r = 0; r < m; r++) {
+            const size_t c = order[i0 + r];
+            const double *xt = j->xs + (c / k) * H;
+            double scale_in = cfg->placement == PLENA_ROUTE_INPUT ? j->wsel[c] : 1.0;
+            for (uint32_t q = 0; q < H; q++)
+                b->xin[(size_t)r * H + q] = xt[q] * scale_in;
+        }
+        expert_ffn_rows(cfg, j->in, x, cfg->I, cfg->activation, m, b->xin, b->g, b->u, b->o);
+        for (uint32_t r = 0; r < m; r++) {
+            const size_t c = order[i0 + r];
+            double scale_out = cfg->placement == PLENA_ROUTE_OUTPUT ? j->wsel[c] : 1.0;
+            for (uint32_t q = 0; q < H; q++)
+                j->po[c * H + q] = scale_out * b->o[(size_t)r * H + q];
         }
     }
-done:
-    plena_free(order);
-    plena_free(start);
-    plena_free(g), plena_free(u), plena_free(o), plena_free(xin);
+    j->done[e] = 1;
+    return 0;
+}
+
+/* plena_ref_experts_run's job: the experts not yet done, weights from the
+ * provider or the arrays. */
+static int pairs_f64_expert(void *ctx, uint32_t e, uint32_t part, struct plena_err *err)
+{
+    struct pairs_f64_job *j = ctx;
+    if (j->done[e]) return 0;
+    struct plena_moe_ref_expert x;
+    int rc = plena_moe_ref_expert_get(j->cfg, j->in, e, part, j->order[j->start[e]], &x, err);
+    return rc ? rc : pairs_f64_compute(j, e, part, &x, err);
+}
+
+/* The shared expert's float64 output of every row of xs[n][H] into so[n][H],
+ * F64_BATCH rows per piece of the pool's job. */
+struct shared_f64_job {
+    const struct plena_moe_ref_cfg *cfg;
+    const struct plena_moe_ref_in *in;
+    const double *xs;
+    uint32_t n;
+    double *so;
+    struct f64_bufs *bufs;
+};
+
+static int shared_f64_rows(void *ctx, uint32_t grp, uint32_t part, struct plena_err *err)
+{
+    struct shared_f64_job *j = ctx;
+    const uint32_t H = j->cfg->H, r0 = grp * F64_BATCH;
+    const uint32_t m = j->n - r0 < F64_BATCH ? j->n - r0 : F64_BATCH;
+    struct f64_bufs *b = &j->bufs[part];
+    if (!f64_bufs_get(b, H, j->cfg->Is))
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
+    const struct plena_moe_ref_expert x = {j->in->ws_gate, j->in->ws_up, j->in->ws_down,
+                                           NULL,           NULL,         NULL};
+    expert_ffn_rows(j->cfg, j->in, &x, j->cfg->Is, PLENA_ACT_STANDARD_SWIGLU, m,
+                    j->xs + (size_t)r0 * H, b->g, b->u, j->so + (size_t)r0 * H);
+    return 0;
+}
+
+static int shared_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                      const double *xs, uint32_t n, double *so, struct plena_err *err)
+{
+    const uint32_t parts = plena_pool_size(in->pool);
+    struct f64_bufs *bufs = plena_calloc(parts, sizeof *bufs);
+    if (!bufs) return PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
+    struct shared_f64_job j = {cfg, in, xs, n, so, bufs};
+    int rc = plena_ref_experts_run(in->pool, NULL, (n + F64_BATCH - 1) / F64_BATCH, shared_f64_rows,
+                                   &j, err);
+    f64_bufs_free(bufs, parts);
     return rc;
 }
 
@@ -349,80 +439,206 @@ static int route_token_f64(const struct plena_moe_ref_cfg *cfg, const struct ple
                : plena_router_select_f64(router, E, k, lg, sbias, sel, w, err);
 }
 
+/* The float64 layer for nin inputs at once (x_norm[q], NULL: from h), one
+ * pass over the weights, in three steps: begin (inputs and routing, no
+ * weight read), the routed experts (plena_moe_f64_pair_expert as a provider
+ * hands them out, the rest in end), end (shared expert and the per-token
+ * sums). out[q] and ids_out (input 0's routing) are the figures of nin
+ * separate calls. */
+struct plena_moe_f64_pair {
+    struct plena_moe_ref_cfg cfg;
+    struct plena_moe_ref_in in;
+    uint32_t nin, k, parts;
+    int routed, shared, want;
+    size_t np, th;
+    double *xs, *wsel, *po, *so;
+    uint32_t *sel;
+    struct pairs_f64_job pj;
+};
+
+void plena_moe_f64_pair_free(struct plena_moe_f64_pair *f)
+{
+    if (!f) return;
+    plena_free(f->xs), plena_free(f->wsel), plena_free(f->po), plena_free(f->so);
+    plena_free(f->sel), plena_free(f->pj.order), plena_free(f->pj.start), plena_free(f->pj.done);
+    f64_bufs_free(f->pj.bufs, f->parts);
+    plena_free(f);
+}
+
+static int f64_begin(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                     uint32_t nin, const float *const *x_norm, const uint32_t *ids, int want,
+                     uint32_t *ids_out, struct plena_moe_f64_pair **out, struct plena_err *err)
+{
+    *out = NULL;
+    struct plena_moe_f64_pair *f = plena_calloc(1, sizeof *f);
+    if (!f) return PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
+    const uint32_t T = cfg->T, H = cfg->H, E = cfg->E;
+    f->cfg = *cfg;
+    f->in = *in;
+    f->nin = nin;
+    f->want = want;
+    f->routed = cfg->routing != PLENA_ROUTING_NONE && cfg->E > 0;
+    f->shared = cfg->Is > 0;
+    f->k = f->routed ? cfg->k : 0;
+    f->parts = plena_pool_size(in->pool);
+    const uint32_t k = f->k;
+    const size_t np = f->np = (size_t)T * k, th = f->th = (size_t)T * H;
+    f->xs = plena_calloc(nin * th, sizeof(double));
+    double *lg = plena_calloc(E + 1, sizeof(double));
+    double *sbias = plena_calloc(E + 1, sizeof(double));
+    f->sel = plena_malloc((nin * np + 1) * sizeof *f->sel);
+    f->wsel = plena_malloc((nin * np + 1) * sizeof *f->wsel);
+    const int rw = want && f->routed;
+    if (rw) {
+        f->po = plena_malloc((nin * np * H + 1) * sizeof *f->po);
+        f->pj.order = plena_malloc((nin * np + 1) * sizeof *f->pj.order);
+        f->pj.start = plena_malloc(((size_t)E + 1) * sizeof *f->pj.start);
+        f->pj.bufs = plena_calloc(f->parts, sizeof *f->pj.bufs);
+        f->pj.done = plena_calloc(E + 1, 1);
+    }
+    if (want && f->shared) f->so = plena_malloc((nin * th + 1) * sizeof *f->so);
+    int rc = 0;
+    struct plena_router router;
+    layer_router(cfg, &router);
+    if (sbias && in->router_sel_bias)
+        for (uint32_t e = 0; e < E; e++)
+            sbias[e] = in->router_sel_bias[e];
+    if (!f->xs || !lg || !sbias || !f->sel || !f->wsel ||
+        (rw && (!f->po || !f->pj.order || !f->pj.start || !f->pj.bufs || !f->pj.done)) ||
+        (want && f->shared && !f->so)) {
+        rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
+        goto done;
+    }
+    /* every token's input and routing, input by input */
+    for (uint32_t q = 0; q < nin; q++)
+        for (uint32_t t = 0; t < T; t++) {
+            double *x = f->xs + q * th + (size_t)t * H;
+            token_input(cfg, in, x_norm[q], t, x);
+            const size_t c = q * np + (size_t)t * k;
+            if (f->routed && (rc = route_token_f64(cfg, in, &router, ids, t, x, sbias, lg,
+                                                   f->sel + c, f->wsel + c, err)))
+                goto done;
+        }
+    if (ids_out && f->routed) memcpy(ids_out, f->sel, np * sizeof *f->sel);
+    if (rw) {
+        size_t bad = plena_moe_ref_pairs_by_expert(f->sel, nin * np, E, f->pj.order, f->pj.start);
+        if (bad < nin * np) {
+            rc = PLENA_FAIL(err, PLENA_E_INPUT, "ref_f64", "expert %u has no weights", f->sel[bad]);
+            goto done;
+        }
+        f->pj.cfg = &f->cfg;
+        f->pj.in = &f->in;
+        f->pj.xs = f->xs;
+        f->pj.wsel = f->wsel;
+        f->pj.po = f->po;
+    }
+done:
+    plena_free(lg), plena_free(sbias);
+    if (rc)
+        plena_moe_f64_pair_free(f);
+    else
+        *out = f;
+    return rc;
+}
+
+int plena_moe_f64_pair_expert(struct plena_moe_f64_pair *f, uint32_t e, uint32_t slot,
+                              const struct plena_moe_ref_expert *x, struct plena_err *err)
+{
+    if (!f->want || !f->routed || e >= f->cfg.E || f->pj.done[e] ||
+        f->pj.start[e] == f->pj.start[e + 1])
+        return 0;
+    if (slot >= f->parts)
+        return PLENA_FAIL(err, PLENA_E_INTERNAL, "ref_f64", "slot %u of %u", slot, f->parts);
+    return pairs_f64_compute(&f->pj, e, slot, x, err);
+}
+
+static int f64_end(struct plena_moe_f64_pair *f, double *const *out, struct plena_err *err)
+{
+    const struct plena_moe_ref_cfg *cfg = &f->cfg;
+    const struct plena_moe_ref_in *in = &f->in;
+    const uint32_t T = cfg->T, H = cfg->H, k = f->k;
+    const size_t np = f->np, th = f->th;
+    int rc = 0;
+    if (!f->want) return 0; /* routing only: no expert weight is read */
+    if (f->routed &&
+        (rc = plena_ref_experts_run(in->pool, f->pj.start, cfg->E, pairs_f64_expert, &f->pj, err)))
+        return rc;
+    if (f->shared && (rc = shared_f64(cfg, in, f->xs, f->nin * T, f->so, err))) return rc;
+    for (uint32_t q = 0; q < f->nin; q++)
+        for (uint32_t t = 0; t < T; t++) {
+            const float *h = in->h + (size_t)t * H;
+            const double *x = f->xs + q * th + (size_t)t * H;
+            double *y = out[q] + (size_t)t * H;
+            for (uint32_t i = 0; i < H; i++)
+                y[i] = 0.0;
+            for (uint32_t j = 0; j < k; j++) {
+                const double *pj = f->po + (q * np + (size_t)t * k + j) * H;
+                for (uint32_t i = 0; i < H; i++)
+                    y[i] += pj[i];
+            }
+            if (f->shared) {
+                const double *o = f->so + q * th + (size_t)t * H;
+                double gate = 1.0;
+                if (cfg->shared_gate == PLENA_SHARED_GATE_SIGMOID) {
+                    double z = 0.0;
+                    for (uint32_t i = 0; i < H; i++)
+                        z += x[i] * in->w_sg[i];
+                    gate = sigmoid(z);
+                }
+                for (uint32_t i = 0; i < H; i++)
+                    y[i] += gate * o[i];
+            }
+            if (cfg->residual == PLENA_RESIDUAL_PRE_NORM)
+                for (uint32_t i = 0; i < H; i++)
+                    y[i] += h[i];
+        }
+    return 0;
+}
+
+static int reference_f64_n(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                           uint32_t nin, const float *const *x_norm, const uint32_t *ids,
+                           double *const *out, uint32_t *ids_out, struct plena_err *err)
+{
+    struct plena_moe_f64_pair *f;
+    int rc = f64_begin(cfg, in, nin, x_norm, ids, out[0] != NULL, ids_out, &f, err);
+    if (!rc) rc = f64_end(f, out, err);
+    plena_moe_f64_pair_free(f);
+    return rc;
+}
+
+int plena_moe_f64_pair_begin(const struct plena_moe_ref_cfg *cfg, const struct plena_moe_ref_in *in,
+                             const float *x_norm, const uint32_t *ids,
+                             struct plena_moe_f64_pair **f, struct plena_err *err)
+{
+    const float *xn[2] = {NULL, x_norm};
+    return f64_begin(cfg, in, 2, xn, ids, 1, NULL, f, err);
+}
+
+int plena_moe_f64_pair_end(struct plena_moe_f64_pair *f, double *out, double *out_x,
+                           struct plena_err *err)
+{
+    double *o[2] = {out, out_x};
+    return f64_end(f, o, err);
+}
+
 int plena_moe_reference_f64_x(const struct plena_moe_ref_cfg *cfg,
                               const struct plena_moe_ref_in *in, const float *x_norm,
                               const uint32_t *ids, double *out, uint32_t *ids_out,
                               struct plena_err *err)
 {
-    const uint32_t T = cfg->T, H = cfg->H;
-    int routed = cfg->routing != PLENA_ROUTING_NONE && cfg->E > 0;
-    int shared = cfg->Is > 0;
-    const uint32_t k = routed ? cfg->k : 0;
-    const size_t np = (size_t)T * k;
-    uint32_t wmax = cfg->I > cfg->Is ? cfg->I : cfg->Is;
-    if (cfg->E > wmax) wmax = cfg->E;
-    double *xs = plena_calloc((size_t)T * H, sizeof(double));
-    double *g = plena_calloc(wmax + 1, sizeof(double));
-    double *u = plena_calloc(wmax + 1, sizeof(double));
-    double *o = plena_calloc(H, sizeof(double));
-    double *lg = plena_calloc(cfg->E + 1, sizeof(double));
-    double *sbias = plena_calloc(cfg->E + 1, sizeof(double));
-    uint32_t *sel = plena_malloc((np + 1) * sizeof *sel);
-    double *wsel = plena_malloc((np + 1) * sizeof *wsel);
-    double *po = out && routed ? plena_malloc((np * H + 1) * sizeof *po) : NULL;
-    int rc = 0;
-    struct plena_router router;
-    layer_router(cfg, &router);
-    if (sbias && in->router_sel_bias)
-        for (uint32_t e = 0; e < cfg->E; e++)
-            sbias[e] = in->router_sel_bias[e];
-    if (!xs || !g || !u || !o || !lg || !sbias || !sel || !wsel || (out && routed && !po)) {
-        rc = PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
-        goto done;
-    }
-    /* every token's input and routing */
-    for (uint32_t t = 0; t < T; t++) {
-        double *x = xs + (size_t)t * H;
-        token_input(cfg, in, x_norm, t, x);
-        if (routed && (rc = route_token_f64(cfg, in, &router, ids, t, x, sbias, lg,
-                                            sel + (size_t)t * k, wsel + (size_t)t * k, err)))
-            goto done;
-    }
-    if (ids_out && routed) memcpy(ids_out, sel, np * sizeof *sel);
-    if (!out) goto done; /* routing only: no expert weight is read */
-    if (routed && (rc = routed_pairs_f64(cfg, in, xs, sel, wsel, po, err))) goto done;
-    for (uint32_t t = 0; t < T; t++) {
-        const float *h = in->h + (size_t)t * H;
-        const double *x = xs + (size_t)t * H;
-        double *y = out + (size_t)t * H;
-        for (uint32_t i = 0; i < H; i++)
-            y[i] = 0.0;
-        for (uint32_t j = 0; j < k; j++) {
-            const double *pj = po + ((size_t)t * k + j) * H;
-            for (uint32_t i = 0; i < H; i++)
-                y[i] += pj[i];
-        }
-        if (shared) {
-            expert_ffn(cfg, in, in->ws_gate, in->ws_up, in->ws_down, NULL, NULL, NULL, cfg->Is,
-                       PLENA_ACT_STANDARD_SWIGLU, x, g, u, o);
-            double gate = 1.0;
-            if (cfg->shared_gate == PLENA_SHARED_GATE_SIGMOID) {
-                double z = 0.0;
-                for (uint32_t i = 0; i < H; i++)
-                    z += x[i] * in->w_sg[i];
-                gate = sigmoid(z);
-            }
-            for (uint32_t i = 0; i < H; i++)
-                y[i] += gate * o[i];
-        }
-        if (cfg->residual == PLENA_RESIDUAL_PRE_NORM)
-            for (uint32_t i = 0; i < H; i++)
-                y[i] += h[i];
-    }
-done:
-    plena_free(xs), plena_free(g), plena_free(u), plena_free(o), plena_free(lg);
-    plena_free(sbias), plena_free(sel), plena_free(wsel), plena_free(po);
-    return rc;
+    const float *xn[1] = {x_norm};
+    double *o[1] = {out};
+    return reference_f64_n(cfg, in, 1, xn, ids, o, ids_out, err);
+}
+
+int plena_moe_reference_f64_pair(const struct plena_moe_ref_cfg *cfg,
+                                 const struct plena_moe_ref_in *in, const float *x_norm,
+                                 const uint32_t *ids, double *out, double *out_x,
+                                 struct plena_err *err)
+{
+    const float *xn[2] = {NULL, x_norm};
+    double *o[2] = {out, out_x};
+    return reference_f64_n(cfg, in, 2, xn, ids, o, NULL, err);
 }
 
 /* ||(a - a_off) - (b - b_off)|| / ||b - b_off|| over n elements; an offset

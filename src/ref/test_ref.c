@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "num/num.h"
+#include "common/pool.h"
 #include "ref/ref.h"
 #include "ref/tile.h"
 #include "common/test_support.h"
@@ -258,6 +259,11 @@ static void test_bound_with_large_residual(void **state)
     assert_int_equal(plena_moe_reference_f64(&cfg, &in, NULL, o64, NULL, NULL), 0);
     assert_int_equal(plena_moe_reference_f64_x(&cfg, &in, xn, NULL, o64x, NULL, NULL), 0);
     assert_int_equal(plena_moe_rmsnorm_f64(&cfg, &in, x64), 0);
+    /* both float64 layers in one pass: the very doubles of the two calls */
+    double p64[T * H], p64x[T * H];
+    assert_int_equal(plena_moe_reference_f64_pair(&cfg, &in, xn, NULL, p64, p64x, NULL), 0);
+    assert_memory_equal(p64, o64, sizeof o64);
+    assert_memory_equal(p64x, o64x, sizeof o64x);
     double norm_rel = plena_moe_rel_rms_norm(&cfg, xn, x64);
     assert_true(norm_rel >= 0.0 && norm_rel <= PLENA_MOE_REL_RMS_BOUND);
     /* a mirrored RMSNorm bug (e.g. dividing by H - 1 or a wrong eps) shows
@@ -302,10 +308,11 @@ struct stream_ctx {
     uint32_t calls, last;
 };
 
-static int stream_expert(void *ctx, uint32_t e, struct plena_moe_ref_expert *x,
+static int stream_expert(void *ctx, uint32_t e, uint32_t slot, struct plena_moe_ref_expert *x,
                          struct plena_err *err)
 {
     (void)err;
+    assert_int_equal(slot, 0); /* no pool: one slot */
     struct stream_ctx *c = ctx;
     if (c->calls) assert_true(e > c->last); /* each expert once, in increasing order */
     c->calls++;
@@ -400,13 +407,15 @@ static void test_streaming_provider(void **state)
     free(h), free(out_a), free(out_s), free(f_a), free(f_s);
 }
 
-/* The float64 reference evaluates four pairs of one expert at a time (a
- * vector path on AVX2 hosts, 8-column blocks plus a tail at I = 84); one
- * token alone takes the one-row path. Both must give the same doubles. */
-static void test_f64_batched_equals_single(void **state)
+/* The float64 reference on a two-expert layer of hidden width H (I = 84):
+ * evaluated for all 9 tokens at once (pairs of one expert batched) and one
+ * token alone, the same doubles; and both equal plain loops written here
+ * (each product sum 0.0, then += x * w in increasing k; pair outputs summed
+ * in pair order) bit for bit -- H = 70 gives the vector kernels K and column
+ * tails. */
+static void f64_two_experts(uint32_t H)
 {
-    (void)state;
-    enum { H = 64, I = 84, E = 2, K = 2, T = 9 };
+    enum { I = 84, E = 2, K = 2, T = 9 };
     struct plena_moe_ref_cfg cfg = fixed_cfg(T, H, I, E, K);
     cfg.placement = PLENA_ROUTE_OUTPUT;
     float *h = fill((size_t)T * H, 0.5f);
@@ -421,7 +430,8 @@ static void test_f64_batched_equals_single(void **state)
         fw[t * K + 1] = 0.375f;
     }
     struct plena_moe_ref_in in = fixed_in(h, pg, pu, pd, ids, fw, H);
-    static double all[T * H], one[H];
+    double *all = calloc((size_t)T * H, sizeof *all), *one = calloc(H, sizeof *one);
+    double *want = calloc((size_t)T * H, sizeof *want), *o = calloc(H, sizeof *o);
     assert_int_equal(plena_moe_reference_f64(&cfg, &in, NULL, all, NULL, NULL), 0);
     for (uint32_t t = 0; t < T; t++) {
         struct plena_moe_ref_cfg c1 = cfg;
@@ -431,11 +441,38 @@ static void test_f64_batched_equals_single(void **state)
         i1.fixed_ids = ids + t * K;
         i1.fixed_w = fw + t * K;
         assert_int_equal(plena_moe_reference_f64(&c1, &i1, NULL, one, NULL, NULL), 0);
-        assert_memory_equal(one, all + (size_t)t * H, sizeof one);
+        assert_memory_equal(one, all + (size_t)t * H, H * sizeof *one);
+        double *y = want + (size_t)t * H;
+        for (uint32_t j = 0; j < K; j++) {
+            const uint32_t e = ids[t * K + j];
+            double g[I], u[I];
+            for (uint32_t n = 0; n < I; n++) {
+                g[n] = u[n] = 0.0;
+                for (uint32_t k = 0; k < H; k++) {
+                    g[n] += (double)h[t * H + k] * (double)pg[e][k * I + n];
+                    u[n] += (double)h[t * H + k] * (double)pu[e][k * I + n];
+                }
+                u[n] = g[n] / (1.0 + exp(-g[n])) * u[n];
+            }
+            for (uint32_t n = 0; n < H; n++) {
+                o[n] = 0.0;
+                for (uint32_t k = 0; k < I; k++)
+                    o[n] += u[k] * (double)pd[e][k * H + n];
+                y[n] += (double)fw[t * K + j] * o[n];
+            }
+        }
     }
+    assert_memory_equal(all, want, (size_t)T * H * sizeof *all);
     for (uint32_t e = 0; e < E; e++)
         free((void *)pg[e]), free((void *)pu[e]), free((void *)pd[e]);
-    free(h);
+    free(h), free(all), free(one), free(want), free(o);
+}
+
+static void test_f64_batched_equals_single(void **state)
+{
+    (void)state;
+    f64_two_experts(64);
+    f64_two_experts(70);
 }
 
 /* The tile kernel against the plain chain (written here): every R, widths
@@ -444,10 +481,10 @@ static void test_f64_batched_equals_single(void **state)
 static void test_tile_kernel_exact(void **state)
 {
     (void)state;
-    static const uint32_t nps[] = {16, 7, 33, 64, 80};
-    static const uint32_t mlens[] = {1, 8, 64};
-    enum { KMAX = 128, NMAX = 80 };
-    static float x[4 * KMAX], w[KMAX * NMAX], td[4 * NMAX];
+    static const uint32_t nps[] = {16, 7, 33, 64, 80, 40, 300, 520};
+    static const uint32_t mlens[] = {1, 8, 64, 6};
+    enum { KMAX = 128, NMAX = 520 };
+    static float x[4 * KMAX], w[KMAX * NMAX], td[4 * (NMAX + 3)];
     static const float special[] = {-0.0f, INFINITY, -INFINITY, NAN, 1e-40f, 3e38f, -3e38f};
     /* data 0: moderate values (long exact chains); 1: one special in ~40 */
     for (int data = 0; data < 2; data++) {
@@ -461,25 +498,148 @@ static void test_tile_kernel_exact(void **state)
                 for (uint32_t R = 1; R <= 4; R++)
                     for (uint32_t k0 = 0; k0 + mlens[b] <= KMAX; k0 += 64) {
                         const uint32_t np = nps[a], mlen = mlens[b];
-                        plena_ref_tile_rows(x, KMAX, R, w, np, k0, mlen, td);
-                        for (uint32_t i = 0; i < R; i++)
-                            for (uint32_t n = 0; n < np; n++) {
-                                float e = x[i * KMAX + k0] * w[(size_t)k0 * np + n];
-                                for (uint32_t r = 1; r < mlen; r++) {
-                                    float p = x[i * KMAX + k0 + r] * w[(size_t)(k0 + r) * np + n];
-                                    e = e + p;
+                        /* add 0: the contribution; add 1: base + it, base
+                         * -0 or a moderate value (row stride np + 3) */
+                        for (int add = 0; add < 2; add++) {
+                            const size_t ldt = add ? np + 3 : np;
+                            for (size_t i = 0; i < 4 * (NMAX + 3); i++)
+                                td[i] = i % 3 ? -0.0f : 0.25f * (float)(i % 7);
+                            plena_ref_tile_rows(x, KMAX, R, w, np, k0, mlen, td, ldt, add);
+                            for (uint32_t i = 0; i < R; i++)
+                                for (uint32_t n = 0; n < np; n++) {
+                                    float e = x[i * KMAX + k0] * w[(size_t)k0 * np + n];
+                                    for (uint32_t r = 1; r < mlen; r++) {
+                                        float p =
+                                            x[i * KMAX + k0 + r] * w[(size_t)(k0 + r) * np + n];
+                                        e = e + p;
+                                    }
+                                    const size_t o = i * ldt + n;
+                                    if (add) {
+                                        float base = o % 3 ? -0.0f : 0.25f * (float)(o % 7);
+                                        e = base + e;
+                                    }
+                                    uint32_t ge, gt;
+                                    memcpy(&ge, &e, 4);
+                                    memcpy(&gt, &td[o], 4);
+                                    /* NaN: any NaN (the payload a compiler's operand order
+                                     * picks is not specified; a NaN output fails every check
+                                     * anyway) */
+                                    if (ge != gt && !(isnan(e) && isnan(td[o])))
+                                        fail_msg("np %u mlen %u R %u k0 %u add %d row %u col %u: "
+                                                 "%08x vs %08x",
+                                                 np, mlen, R, k0, add, i, n, gt, ge);
                                 }
-                                uint32_t ge, gt;
-                                memcpy(&ge, &e, 4);
-                                memcpy(&gt, &td[i * np + n], 4);
-                                /* NaN: any NaN (the payload a compiler's operand order picks
-                                 * is not specified; a NaN output fails every check anyway) */
-                                if (ge != gt && !(isnan(e) && isnan(td[i * np + n])))
-                                    fail_msg("np %u mlen %u R %u k0 %u row %u col %u: %08x vs %08x",
-                                             np, mlen, R, k0, i, n, gt, ge);
-                            }
+                        }
                     }
     }
+}
+
+/* A provider for threads: one buffer set per slot; experts from fail_from on
+ * have no down matrix (an input error). */
+struct slot_ctx {
+    const float *const *w[3];
+    float *buf[4][3];
+    size_t n[3];
+    uint32_t fail_from;
+};
+
+static int slot_expert(void *ctx, uint32_t e, uint32_t slot, struct plena_moe_ref_expert *x,
+                       struct plena_err *err)
+{
+    (void)err;
+    struct slot_ctx *c = ctx;
+    if (slot >= 4) return PLENA_E_INTERNAL;
+    for (int q = 0; q < 3; q++)
+        memcpy(c->buf[slot][q], c->w[q][e], c->n[q] * sizeof(float));
+    x->w_gate = c->buf[slot][0];
+    x->w_up = c->buf[slot][1];
+    x->w_down = e >= c->fail_from ? NULL : c->buf[slot][2];
+    return 0;
+}
+
+/* The references on a pool of 4 threads: the same floats and doubles as on
+ * one (routed pairs split over experts, shared rows over groups), and of two
+ * failing experts always the lower one reported. */
+static void test_pool_identical(void **state)
+{
+    (void)state;
+    enum { T = 40, H = 128, I = 64, Is = 128, E = 8, K = 2 };
+    struct plena_moe_ref_cfg cfg = fixed_cfg(T, H, I, E, K);
+    cfg.Is = Is;
+    cfg.residual = PLENA_RESIDUAL_PRE_NORM;
+    cfg.shared_gate = PLENA_SHARED_GATE_SIGMOID;
+    float *h = fill((size_t)T * H, 1.0f), *gamma = fill(H, 1.0f), *wsg = fill(H, 0.125f);
+    float *wsg_ = fill((size_t)H * Is, 0.0625f), *wsu = fill((size_t)H * Is, 0.0625f);
+    float *wsd = fill((size_t)Is * H, 0.0625f);
+    const float *pg[E], *pu[E], *pd[E];
+    fill_experts(pg, pu, pd, E, H, I, 0.125f);
+    static uint32_t ids[T * K];
+    static float fw[T * K];
+    for (uint32_t p = 0; p < T * K; p++) {
+        ids[p] = (p * 5 + p / 7) % E;
+        if (p % K && ids[p] == ids[p - 1]) ids[p] = (ids[p] + 1) % E;
+        fw[p] = 0.375f;
+    }
+    struct slot_ctx sc = {.w = {pg, pu, pd}, .n = {H * I, H * I, I * H}, .fail_from = E};
+    for (int t = 0; t < 4; t++)
+        for (int q = 0; q < 3; q++)
+            sc.buf[t][q] = malloc(sc.n[q] * sizeof(float));
+    struct plena_moe_ref_in in = fixed_in(h, NULL, NULL, NULL, ids, fw, H);
+    in.gamma = gamma;
+    in.w_sg = wsg;
+    in.ws_gate = wsg_, in.ws_up = wsu, in.ws_down = wsd;
+    in.expert = slot_expert;
+    in.expert_ctx = &sc;
+    static float out1[T * H], out4[T * H], xn1[T * H], xn4[T * H], g1[T], g4[T];
+    static double a1[T * H], b1[T * H], a4[T * H], b4[T * H];
+    struct plena_moe_ref_out o1 = {.out = out1, .x_norm = xn1, .gate = g1};
+    struct plena_moe_ref_out o4 = {.out = out4, .x_norm = xn4, .gate = g4};
+    struct plena_pool *pool = plena_pool_new(4);
+    assert_non_null(pool);
+    struct plena_err err;
+    plena_err_clear(&err);
+    assert_int_equal(plena_moe_reference(&cfg, &in, &o1, &err), 0);
+    /* in steps, half the experts handed over (as the check's provider does),
+     * first (fresh buffers): the same doubles as in one call */
+    struct plena_moe_f64_pair *fp;
+    assert_int_equal(plena_moe_f64_pair_begin(&cfg, &in, xn1, NULL, &fp, &err), 0);
+    for (uint32_t e = 0; e < E; e += 2) {
+        struct plena_moe_ref_expert x = {0};
+        assert_int_equal(slot_expert(&sc, e, 0, &x, &err), 0);
+        assert_int_equal(plena_moe_f64_pair_expert(fp, e, 0, &x, &err), 0);
+        assert_int_equal(plena_moe_f64_pair_expert(fp, e, 0, &x, &err), 0); /* again: skipped */
+    }
+    assert_int_equal(plena_moe_f64_pair_end(fp, a4, b4, &err), 0);
+    plena_moe_f64_pair_free(fp);
+    assert_int_equal(plena_moe_reference_f64_pair(&cfg, &in, xn1, NULL, a1, b1, &err), 0);
+    assert_memory_equal(a1, a4, sizeof a1);
+    assert_memory_equal(b1, b4, sizeof b1);
+    in.pool = pool;
+    for (int rep = 0; rep < 3; rep++) {
+        assert_int_equal(plena_moe_reference(&cfg, &in, &o4, &err), 0);
+        assert_int_equal(plena_moe_reference_f64_pair(&cfg, &in, xn4, NULL, a4, b4, &err), 0);
+        assert_memory_equal(out1, out4, sizeof out1);
+        assert_memory_equal(xn1, xn4, sizeof xn1);
+        assert_memory_equal(g1, g4, sizeof g1);
+        assert_memory_equal(a1, a4, sizeof a1);
+        assert_memory_equal(b1, b4, sizeof b1);
+    }
+    sc.fail_from = 3; /* experts 3..7 fail: expert 3 is named, every time */
+    for (int rep = 0; rep < 5; rep++) {
+        plena_err_clear(&err);
+        assert_int_equal(plena_moe_reference(&cfg, &in, &o4, &err), PLENA_E_INPUT);
+        assert_non_null(strstr(err.msg, "expert 3 of pair"));
+        plena_err_clear(&err);
+        assert_int_not_equal(plena_moe_reference_f64_pair(&cfg, &in, xn4, NULL, a4, b4, &err), 0);
+        assert_non_null(strstr(err.msg, "expert 3 of pair"));
+    }
+    plena_pool_free(pool);
+    for (int t = 0; t < 4; t++)
+        for (int q = 0; q < 3; q++)
+            free(sc.buf[t][q]);
+    for (uint32_t e = 0; e < E; e++)
+        free((void *)pg[e]), free((void *)pu[e]), free((void *)pd[e]);
+    free(h), free(gamma), free(wsg), free(wsg_), free(wsu), free(wsd);
 }
 
 static const struct CMUnitTest tests[] = {
@@ -491,6 +651,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_matches_f64_routed_shared),
     cmocka_unit_test(test_matches_f64_ksplit_gpt_oss),
     cmocka_unit_test(test_bound_with_large_residual),
+    cmocka_unit_test(test_pool_identical),
 };
 
 int main(void)

@@ -8,13 +8,14 @@
 /* Rows of the register block: rows share each weight load. */
 #define PLENA_REF_TILE_ROWS 4
 
-/* td[i][n] (i < R <= PLENA_REF_TILE_ROWS, n < np, row stride np) = the M_MM
+/* td[i][n] (i < R <= PLENA_REF_TILE_ROWS, n < np, row stride ldt) = the M_MM
  * contribution of K tile [k0, k0 + mlen) for row i of x (row stride ldx) and
  * column n of w ([K][np]): products rounded to f32, summed in increasing K
  * index, the first a bare product (docs/numerics.md "Matrix accumulation
- * order") -- each output is its own chain, so vectorising across n keeps
- * every bit. */
+ * order"); with add, td[i][n] = td[i][n] + that contribution (one more f32
+ * add: the chunk accumulator of proj_ksplit). Each output is its own chain, so
+ * vectorising across n keeps every bit. */
 void plena_ref_tile_rows(const float *x, size_t ldx, uint32_t R, const float *w, uint32_t np,
-                         uint32_t k0, uint32_t mlen, float *td);
+                         uint32_t k0, uint32_t mlen, float *td, size_t ldt, int add);
 
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/pool.h"
 #include "emu/emu.h"
 #include "isa/program.h"
 
@@ -40,9 +41,10 @@ static int decode_mx_into(const struct plena_moe_build *b, uint64_t base, uint32
     struct plena_mx_lut lut;
     plena_num_mx_lut_init(&lut, b->mx_mode);
     for (uint32_t k = 0; k < K; k++) {
+        float *dst = N == N_p ? out + (size_t)k * N : row; /* unpadded: decoded in place */
         plena_num_mx_decode_row_lut(&lut, bytes + (uint64_t)k * N_p,
-                                    bytes + ne + (uint64_t)k * (N_p / 8), N_p, 8, row);
-        memcpy(out + (size_t)k * N, row, (size_t)N * sizeof *row);
+                                    bytes + ne + (uint64_t)k * (N_p / 8), N_p, 8, dst);
+        if (dst == row) memcpy(out + (size_t)k * N, row, (size_t)N * sizeof *row);
     }
     plena_moe_scratch_free(&sc);
     return 0;
@@ -101,7 +103,7 @@ static float fp_entry(const struct plena_moe_build *b, uint32_t i)
 /* plena_moe_ref_expert_fn over a build: expert e's three matrices (and
  * biases) decoded from the staged bytes into the refdata's one-expert
  * buffers. An expert the build did not materialise has no weights. */
-static int expert_from_build(void *ctx, uint32_t e, struct plena_moe_ref_expert *x,
+static int expert_from_build(void *ctx, uint32_t e, uint32_t slot, struct plena_moe_ref_expert *x,
                              struct plena_err *err)
 {
     struct plena_verify_refdata *rd = ctx;
@@ -111,27 +113,42 @@ static int expert_from_build(void *ctx, uint32_t e, struct plena_moe_ref_expert 
     const uint32_t H = cfg->H, I = cfg->I, V = cfg->m.vlen;
     if (e >= cfg->E || !b->present || !b->present[e])
         return PLENA_FAIL(err, PLENA_E_INPUT, "ref", "expert %u has no weights (not staged)", e);
+    if (slot >= rd->n_slots)
+        return PLENA_FAIL(err, PLENA_E_INTERNAL, "ref", "provider slot %u of %u", slot,
+                          rd->n_slots);
+    struct plena_verify_slot *sl = &rd->slots[slot];
+    if (!sl->erow) { /* first use of this slot (only its thread touches it) */
+        const size_t wn = (size_t)H * I;
+        const uint32_t rowmax = mp->I_p > mp->H_p ? mp->I_p : mp->H_p;
+        for (int q = 0; q < 3; q++) {
+            if (!sl->ew[q]) sl->ew[q] = plena_malloc((wn + 1) * sizeof(float));
+            if (cfg->expert_bias && !sl->eb[q])
+                sl->eb[q] = plena_malloc(((q < 2 ? I : H) + 1) * sizeof(float));
+            if (!sl->ew[q] || (cfg->expert_bias && !sl->eb[q])) return nomem(err);
+        }
+        if (!(sl->erow = plena_malloc((rowmax + 1) * sizeof(float)))) return nomem(err);
+    }
     static const char *bn[3] = {"b_gate", "b_up", "b_down"};
     for (int q = 0; q < 3; q++) {
         uint32_t K = q < 2 ? H : I, N = q < 2 ? I : H;
         uint32_t Kp = q < 2 ? mp->H_p : mp->I_p, Np = q < 2 ? mp->I_p : mp->H_p;
-        int rc = decode_mx_into(b, plena_moe_expert_base(mp, q, e), K, N, Kp, Np, rd->ew[q],
-                                rd->erow, err);
+        int rc = decode_mx_into(b, plena_moe_expert_base(mp, q, e), K, N, Kp, Np, sl->ew[q],
+                                sl->erow, err);
         if (rc) return rc;
         if (cfg->expert_bias) {
             const struct plena_tensor *t = plena_moe_abi_find(&b->info, bn[q]);
             if (!t)
                 return PLENA_FAIL(err, PLENA_E_INTERNAL, "moe check", "no ABI tensor %s", bn[q]);
             for (uint32_t i = 0; i < N; i++)
-                rd->eb[q][i] = plena_num_bf16_to_f32(b->vram[vaddr(t, e, i, V)]);
+                sl->eb[q][i] = plena_num_bf16_to_f32(b->vram[vaddr(t, e, i, V)]);
         }
     }
-    x->w_gate = rd->ew[0];
-    x->w_up = rd->ew[1];
-    x->w_down = rd->ew[2];
-    x->b_gate = rd->eb[0];
-    x->b_up = rd->eb[1];
-    x->b_down = rd->eb[2];
+    x->w_gate = sl->ew[0];
+    x->w_up = sl->ew[1];
+    x->w_down = sl->ew[2];
+    x->b_gate = sl->eb[0];
+    x->b_up = sl->eb[1];
+    x->b_down = sl->eb[2];
     return 0;
 }
 
@@ -217,18 +234,11 @@ static int refdata_from_build(const struct plena_moe_build *b, struct plena_veri
     }
     if (routing_only) return 0;
     if (routed) {
-        /* the streaming check: routed weights decoded one expert at a time,
-         * when the reference asks for them (expert_from_build) */
-        const size_t wn = (size_t)H * I;
-        const uint32_t rowmax = mp->I_p > mp->H_p ? mp->I_p : mp->H_p;
+        /* the streaming check: routed weights decoded one expert at a time
+         * per thread, when the reference asks for them (expert_from_build) */
         rd->build = b;
-        for (int q = 0; q < 3; q++) {
-            rd->ew[q] = plena_malloc((wn + 1) * sizeof(float));
-            rd->eb[q] =
-                cfg->expert_bias ? plena_malloc(((q < 2 ? I : H) + 1) * sizeof(float)) : NULL;
-            if (!rd->ew[q] || (cfg->expert_bias && !rd->eb[q])) return nomem(err);
-        }
-        if (!(rd->erow = plena_malloc((rowmax + 1) * sizeof(float)))) return nomem(err);
+        if (!(rd->slots = plena_calloc(1, sizeof *rd->slots))) return nomem(err);
+        rd->n_slots = 1;
         in->expert = expert_from_build;
         in->expert_ctx = rd;
     }
@@ -326,6 +336,21 @@ int plena_verify_routing_stats(const struct plena_moe_build *b, struct plena_rou
     return rc;
 }
 
+int plena_verify_refdata_use_pool(struct plena_verify_refdata *rd, struct plena_pool *pool,
+                                  struct plena_err *err)
+{
+    const uint32_t n = plena_pool_size(pool);
+    if (rd->slots && n > rd->n_slots) {
+        struct plena_verify_slot *s = plena_realloc(rd->slots, n * sizeof *s);
+        if (!s) return nomem(err);
+        memset(s + rd->n_slots, 0, (n - rd->n_slots) * sizeof *s);
+        rd->slots = s;
+        rd->n_slots = n;
+    }
+    rd->in.pool = pool;
+    return 0;
+}
+
 void plena_verify_refdata_free(struct plena_verify_refdata *rd)
 {
     plena_free(rd->h);
@@ -334,12 +359,16 @@ void plena_verify_refdata_free(struct plena_verify_refdata *rd)
     plena_free(rd->router_b);
     plena_free(rd->router_sel_bias);
     plena_free(rd->logits);
-    for (int q = 0; q < 3; q++) {
+    for (int q = 0; q < 3; q++)
         plena_free(rd->ws[q]);
-        plena_free(rd->ew[q]);
-        plena_free(rd->eb[q]);
+    for (uint32_t i = 0; rd->slots && i < rd->n_slots; i++) {
+        for (int q = 0; q < 3; q++) {
+            plena_free(rd->slots[i].ew[q]);
+            plena_free(rd->slots[i].eb[q]);
+        }
+        plena_free(rd->slots[i].erow);
     }
-    plena_free(rd->erow);
+    plena_free(rd->slots);
     plena_free(rd->w_sg);
     plena_free(rd->fixed_w);
     plena_free(rd->fixed_ids);
@@ -517,15 +546,41 @@ void plena_verify_count_stage_op(const struct plena_moe_build *b, const uint64_t
 
 /* ---- comparison ---- */
 
+/* The check's provider: an expert decoded for the bit-exact reference goes
+ * to the float64 layers as well (plena_moe_f64_pair_expert). */
+struct fused_provider {
+    plena_moe_ref_expert_fn inner;
+    void *ctx;
+    struct plena_moe_f64_pair *f64;
+};
+
+static int expert_both(void *ctx, uint32_t e, uint32_t slot, struct plena_moe_ref_expert *x,
+                       struct plena_err *err)
+{
+    struct fused_provider *fp = ctx;
+    int rc = fp->inner(fp->ctx, e, slot, x, err);
+    return rc ? rc : plena_moe_f64_pair_expert(fp->f64, e, slot, x, err);
+}
+
 int plena_verify_check(const struct plena_moe_build *b, const struct plena_verify_device *d,
                        struct plena_verify_result *r, struct plena_err *err)
+{
+    return plena_verify_check_threads(b, d, 1, r, err);
+}
+
+int plena_verify_check_threads(const struct plena_moe_build *b, const struct plena_verify_device *d,
+                               unsigned threads, struct plena_verify_result *r,
+                               struct plena_err *err)
 {
     memset(r, 0, sizeof *r);
     r->first_mismatch = -1;
     struct plena_verify_refdata rd;
-    int rc = plena_verify_refdata_from_build(b, &rd, err);
+    struct plena_pool *pool = threads > 1 ? plena_pool_new(threads) : NULL;
+    int rc = threads > 1 && !pool ? nomem(err) : plena_verify_refdata_from_build(b, &rd, err);
+    if (!rc) rc = plena_verify_refdata_use_pool(&rd, pool, err);
     if (rc) {
-        plena_verify_refdata_free(&rd);
+        if (!(threads > 1 && !pool)) plena_verify_refdata_free(&rd);
+        plena_pool_free(pool);
         return rc;
     }
     const uint32_t T = b->T, H = b->cfg.H, k = rd.cfg.k;
@@ -536,12 +591,31 @@ int plena_verify_check(const struct plena_moe_build *b, const struct plena_verif
     double *o64 = plena_malloc(n * sizeof *o64);
     float *moe = plena_malloc(n * sizeof *moe), *xn = plena_malloc(n * sizeof *xn);
     double *o64x = plena_malloc(n * sizeof *o64x), *x64 = plena_malloc(n * sizeof *x64);
+    struct plena_moe_f64_pair *f64 = NULL;
     if (!out || !dev || !ids || !ids64 || !w || !g || !o64 || !moe || !xn || !o64x || !x64) {
         rc = nomem(err);
         goto done;
     }
+    /* One decode per routed expert for both references: the routing and
+     * x_norm first (no expert weight read), the float64 layers begun on the
+     * ids they will use (the device's for the last block, see below), then
+     * the bit-exact reference hands each expert it decodes to them too. */
+    struct fused_provider fp = {rd.in.expert, rd.in.expert_ctx, NULL};
+    if (k && rd.in.expert) {
+        struct plena_moe_ref_out rr = {NULL, ids, w, NULL, NULL, xn, 1};
+        if ((rc = plena_moe_reference(&rd.cfg, &rd.in, &rr, err))) goto done;
+        for (uint32_t i = 0; i < d->n_pairs; i++)
+            ids[d->p0 + i] = d->ids[i];
+        if ((rc = plena_moe_f64_pair_begin(&rd.cfg, &rd.in, xn, ids, &f64, err))) goto done;
+        fp.f64 = f64;
+        rd.in.expert = expert_both;
+        rd.in.expert_ctx = &fp;
+    }
     struct plena_moe_ref_out ro = {out, k ? ids : NULL, k ? w : NULL, g, moe, xn, 0};
-    if ((rc = plena_moe_reference(&rd.cfg, &rd.in, &ro, err))) goto done;
+    rc = plena_moe_reference(&rd.cfg, &rd.in, &ro, err);
+    rd.in.expert = fp.inner;
+    rd.in.expert_ctx = fp.ctx;
+    if (rc) goto done;
     /* output bits: every element of rows < T, cols < H; +0 vs -0 counts */
     r->elements = n;
     r->ref_all_zero = 1;
@@ -595,12 +669,14 @@ int plena_verify_check(const struct plena_moe_build *b, const struct plena_verif
     }
     /* the float64 layer on the device's ids: where the float64 router chose
      * otherwise (a near-tie) its expert may not even be materialised */
-    if ((rc = plena_moe_reference_f64(&rd.cfg, &rd.in, k ? ids : NULL, o64, NULL, err))) goto done;
     /* docs/design.md: the MoE bound is taken on the output before the
      * add-back, computed in float64 from the machine's normalised input (the
      * reference's checkpoints equal the device's when bit_exact holds); the
-     * RMSNorm and the whole output (add-back) are bounded separately. */
-    if ((rc = plena_moe_reference_f64_x(&rd.cfg, &rd.in, xn, k ? ids : NULL, o64x, NULL, err)))
+     * RMSNorm and the whole output (add-back) are bounded separately. Both
+     * float64 layers in one pass over the weights. */
+    if ((rc = f64 ? plena_moe_f64_pair_end(f64, o64, o64x, err)
+                  : plena_moe_reference_f64_pair(&rd.cfg, &rd.in, xn, k ? ids : NULL, o64, o64x,
+                                                 err)))
         goto done;
     r->rel_rms = plena_moe_rel_rms_moe(&rd.cfg, &rd.in, moe, o64x);
     r->rel_rms_full = plena_moe_rel_rms_full(&rd.cfg, dev, o64);
@@ -631,7 +707,9 @@ done:
     plena_free(xn);
     plena_free(o64x);
     plena_free(x64);
+    plena_moe_f64_pair_free(f64);
     plena_verify_refdata_free(&rd);
+    plena_pool_free(pool);
     return rc;
 }
 

@@ -113,6 +113,7 @@ static int timed_run(const struct plena_moe_build *b, const struct plena_verify_
     ro.stop = o->stop;
     ro.argc = o->argc;
     ro.argv = o->argv;
+    ro.threads = o->threads ? o->threads : 1;
     if (rb) {
         ro.on_finish = read_back;
         ro.on_finish_ctx = rb;
@@ -146,7 +147,7 @@ static int functional_check(const struct plena_moe_build *b, const struct plena_
         r->check_trapped = 1;
         snprintf(r->check_trap, sizeof r->check_trap, "%s", d.trap);
     } else if (!rc) {
-        rc = plena_verify_check(b, &d, &r->check, err);
+        rc = plena_verify_check_threads(b, &d, o->threads, &r->check, err);
         r->checked = rc == 0;
     }
     plena_verify_device_free(&d);

@@ -337,8 +337,8 @@ static void counters_match(const char *preset, uint32_t T, int device, const cha
     plena_free(so);
     plena_verify_device_free(&d);
     /* the timed run's HBM counters and the statistics */
-    struct plena_verify_moe_opts vo = {&g_set, dir,  1,   0, 0, 0, NULL, NULL, PLENA_TIMELINE_STAGE,
-                                       NULL,   NULL, NULL};
+    struct plena_verify_moe_opts vo = {
+        &g_set, dir, 1, 0, 0, 0, NULL, NULL, PLENA_TIMELINE_STAGE, NULL, NULL, NULL, 1};
     struct plena_verify_moe_report rep;
     assert_int_equal(plena_verify_moe(&b, &vo, &rep, &err), 0);
     assert_true(rep.have_stages);
@@ -403,7 +403,7 @@ static void test_stop(void **state)
     o.stop = NULL;
     assert_int_equal(plena_moe_build_run(&o, &b, &err), 0);
     struct plena_verify_moe_opts vo = {
-        &g_set, sub, 1, 0, 1, 0, NULL, NULL, PLENA_TIMELINE_STAGE, NULL, NULL, &stop};
+        &g_set, sub, 1, 0, 1, 0, NULL, NULL, PLENA_TIMELINE_STAGE, NULL, NULL, &stop, 1};
     struct plena_verify_moe_report rep;
     assert_int_equal(plena_verify_moe(&b, &vo, &rep, &err), 0);
     assert_int_equal(rep.status, PLENA_E_INTERRUPTED);
@@ -455,8 +455,9 @@ static void test_lazy_experts(void **state)
     snprintf(pe, sizeof pe, "%s/hbm.bin", de);
     snprintf(pl, sizeof pl, "%s/hbm.bin", dl);
     plena_test_assert_same_files(pe, pl);
-    struct plena_verify_moe_opts vo = {&g_set, de,   1,   0, 1, 0, NULL, NULL, PLENA_TIMELINE_STAGE,
-                                       NULL,   NULL, NULL};
+    /* two threads: lazy matrices are generated on the check's workers too */
+    struct plena_verify_moe_opts vo = {
+        &g_set, de, 1, 0, 1, 0, NULL, NULL, PLENA_TIMELINE_STAGE, NULL, NULL, NULL, 2};
     /* with the timed run, the check alone from the directory's files, and
      * from the build's memory (no directory: the regions are staged into
      * the machine) */

@@ -711,6 +711,58 @@ static void test_faults(void **state)
 }
 #endif
 
+/* --threads: the check's references split over experts and rows give the
+ * very same result (every field, doubles bit for bit) at 1 and 4 threads,
+ * on passing builds (routed + shared, sigmoid gate, device routing, GPT-OSS
+ * biases, a K split) and on a failing comparison. */
+static void expect_same_result(const struct plena_verify_result *a,
+                               const struct plena_verify_result *b)
+{
+    assert_int_equal(a->mismatches, b->mismatches);
+    assert_int_equal(a->first_mismatch, b->first_mismatch);
+    assert_int_equal(a->passed, b->passed);
+    assert_int_equal(a->bit_exact, b->bit_exact);
+    assert_int_equal(a->bound_ok, b->bound_ok);
+    assert_int_equal(a->ids_f64_ok, b->ids_f64_ok);
+    assert_int_equal(a->route_near_ties, b->route_near_ties);
+    assert_int_equal(a->route_different, b->route_different);
+    assert_memory_equal(&a->rel_rms, &b->rel_rms, sizeof a->rel_rms);
+    assert_memory_equal(&a->rel_rms_full, &b->rel_rms_full, sizeof a->rel_rms_full);
+    assert_memory_equal(&a->rel_rms_norm, &b->rel_rms_norm, sizeof a->rel_rms_norm);
+    assert_memory_equal(a, b, sizeof *a); /* and every other field */
+}
+
+static void test_check_threads(void **state)
+{
+    (void)state;
+    static const struct tcase cases[] = {
+        {"tiny-ds-shared", 8, PLENA_WEIGHTS_RANDOM, 0, NULL, 0},
+        {"tiny-qwen2-gated", 8, PLENA_WEIGHTS_RANDOM, 0, NULL, 0},
+        {"tiny-route-64x6", 12, PLENA_WEIGHTS_RANDOM, 1, NULL, 0},
+        {"tiny-gpt-oss", 8, PLENA_WEIGHTS_RANDOM, 1, NULL, 0},
+        {"tiny-ksplit", 8, PLENA_WEIGHTS_RANDOM, 1, NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct ecase e;
+        run_case(&cases[i], &e);
+        assert_true(e.r.passed);
+        struct plena_verify_result r1, r4;
+        struct plena_err err;
+        plena_err_clear(&err);
+        assert_int_equal(plena_verify_check_threads(&e.b, &e.d, 1, &r1, &err), 0);
+        assert_int_equal(plena_verify_check_threads(&e.b, &e.d, 4, &r4, &err), 0);
+        assert_true(r1.passed);
+        expect_same_result(&e.r, &r1);
+        expect_same_result(&r1, &r4);
+        e.d.out[3] ^= 0x0001; /* a failing comparison fails the same way */
+        assert_int_equal(plena_verify_check_threads(&e.b, &e.d, 1, &r1, &err), 0);
+        assert_int_equal(plena_verify_check_threads(&e.b, &e.d, 4, &r4, &err), 0);
+        assert_false(r1.passed);
+        expect_same_result(&r1, &r4);
+        free_case(&e);
+    }
+}
+
 /* C1: the M_MM / H_PREFETCH_M tables of
  * docs/lowering.md "Cost accounting" (H = I = I_s = 64, k = 2) */
 static void c1_row(const struct plena_settings *s, const char *preset, uint32_t T, int routed,
@@ -1018,21 +1070,14 @@ static void test_f1_fusion_identity(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_s1),
-    cmocka_unit_test(test_s2),
-    cmocka_unit_test(test_f1_fusion_identity),
-    cmocka_unit_test(test_s3),
-    cmocka_unit_test(test_r1),
-    cmocka_unit_test(test_r2),
-    cmocka_unit_test(test_r3_r5),
-    cmocka_unit_test(test_r6),
-    cmocka_unit_test(test_r8),
-    cmocka_unit_test(test_k1),
-    cmocka_unit_test(test_l1),
-    cmocka_unit_test(test_a6_union),
-    cmocka_unit_test(test_build_dir),
-    cmocka_unit_test(test_c1),
-    cmocka_unit_test(test_cli),
+    cmocka_unit_test(test_s1),       cmocka_unit_test(test_check_threads),
+    cmocka_unit_test(test_s2),       cmocka_unit_test(test_f1_fusion_identity),
+    cmocka_unit_test(test_s3),       cmocka_unit_test(test_r1),
+    cmocka_unit_test(test_r2),       cmocka_unit_test(test_r3_r5),
+    cmocka_unit_test(test_r6),       cmocka_unit_test(test_r8),
+    cmocka_unit_test(test_k1),       cmocka_unit_test(test_l1),
+    cmocka_unit_test(test_a6_union), cmocka_unit_test(test_build_dir),
+    cmocka_unit_test(test_c1),       cmocka_unit_test(test_cli),
 #ifdef PLENA_TESTING
     cmocka_unit_test(test_faults),
 #endif

@@ -28,13 +28,21 @@ struct plena_verify_refdata {
     float *h, *gamma, *router_w, *router_b, *router_sel_bias, *ws[3], *w_sg, *fixed_w;
     float *logits; /* preloaded router logits [T][E] */
     uint32_t *fixed_ids;
-    /* behind in.expert (the streaming check): the build, and one expert's
-     * decoded matrices, biases and a padded-row scratch, reused per expert */
+    /* behind in.expert (the streaming check): the build, and per slot (one
+     * per thread of in.pool) one expert's decoded matrices, biases and a
+     * padded-row scratch, reused per expert, allocated on first use */
     const struct plena_moe_build *build;
-    float *ew[3], *eb[3], *erow;
+    struct plena_verify_slot {
+        float *ew[3], *eb[3], *erow;
+    } * slots;
+    uint32_t n_slots;
 };
 int plena_verify_refdata_from_build(const struct plena_moe_build *b,
                                     struct plena_verify_refdata *rd, struct plena_err *err);
+/* The references on rd run on pool's threads (NULL: one thread): one
+ * provider slot per thread. No figure depends on the pool. */
+int plena_verify_refdata_use_pool(struct plena_verify_refdata *rd, struct plena_pool *pool,
+                                  struct plena_err *err);
 void plena_verify_refdata_free(struct plena_verify_refdata *rd);
 
 /* The routing of one call of build b, ids[T*k] in pair order: the fixed
@@ -122,6 +130,12 @@ struct plena_verify_result {
 };
 int plena_verify_check(const struct plena_moe_build *b, const struct plena_verify_device *d,
                        struct plena_verify_result *r, struct plena_err *err);
+/* plena_verify_check with the references on `threads` host threads
+ * (common/pool.h; 0 or 1: the caller alone): every figure of r is the same
+ * for every count. */
+int plena_verify_check_threads(const struct plena_moe_build *b, const struct plena_verify_device *d,
+                               unsigned threads, struct plena_verify_result *r,
+                               struct plena_err *err);
 
 /* One row of the cost tables of docs/lowering.md "Cost accounting" (test C1, bench/moe_costs):
  * builds `preset` at T tokens with zero weights and no residual (balanced
@@ -183,6 +197,9 @@ struct plena_verify_moe_opts {
     /* set by a signal handler (may be NULL): the timed run and the check stop
      * as a trap and the report's status is PLENA_E_INTERRUPTED */
     const volatile sig_atomic_t *stop;
+    /* host threads (0 = 1): the check's references split over them, and the
+     * timed run's dump writer (plena_run_opts.threads); no output changes */
+    unsigned threads;
 };
 
 struct plena_verify_moe_report {

@@ -1,6 +1,7 @@
-/* A fixed set of worker threads running one job at a time (ckpt/pool.c). */
-#ifndef PLENA_CKPT_POOL_H
-#define PLENA_CKPT_POOL_H
+/* A fixed set of worker threads running one job at a time (common/pool.c):
+ * the forward pass of trace route and the reference check of `plena moe`. */
+#ifndef PLENA_COMMON_POOL_H
+#define PLENA_COMMON_POOL_H
 
 #include <stdint.h>
 

@@ -1,5 +1,6 @@
-/* The forward pass's worker threads (docs/traces.md "--threads"): one job
- * at a time, whose pieces (panels of outputs, experts, attention heads) the
+/* Worker threads of trace route's forward pass (docs/traces.md "--threads")
+ * and of the reference check (docs/replay.md "--threads"): one job at a
+ * time, whose pieces (panels of outputs, experts, attention heads) the
  * threads take dynamically; every output element is computed by exactly
  * the same instructions whatever thread takes it, so rows are
  * byte-identical for every N. A worker that has not started by the time
@@ -8,7 +9,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "ckpt/pool.h"
+#include "common/pool.h"
 #include "common/alloc.h"
 
 struct plena_pool {
