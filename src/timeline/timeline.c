@@ -603,44 +603,41 @@ static size_t add_segment(struct plena_timeline *tl, const struct plena_timeline
         g.op[t] = a->op;
     }
     const unsigned stage = (unsigned)tl->cur_stage;
-    uint64_t clock = tl->step_clock, sum_d = 0, sum_rd = 0, sum_wr = 0, pend = 0;
-    uint64_t last_end = 0;
-    unsigned last_track = PLENA_TL_TRACK_COUNT;
-    uint8_t last_op = 0;
-    size_t k = 0;
+    const uint64_t clock0 = tl->step_clock, bucket_end = tl->bucket_end_ps;
+    uint64_t clock = clock0, sum_rd = 0, sum_wr = 0;
+    size_t k = 0, last = SIZE_MAX; /* last: the last step that took time */
     for (; k < n; k++) {
         const struct plena_timeline_step *st = &s[k];
         unsigned sg = st->pc < tl->n_pc ? tl->pc_stage[st->pc] : PLENA_STAGE_OTHER;
         uint64_t end;
-        if (sg != stage || clock >= tl->bucket_end_ps ||
-            __builtin_add_overflow(clock, st->dur_ps, &end))
+        if (sg != stage || clock >= bucket_end || __builtin_add_overflow(clock, st->dur_ps, &end))
             break;
-        unsigned t = tl->track_of[st->op & 63];
         if (st->dur_ps) {
+            unsigned t = tl->track_of[st->op & 63];
             if (clock >= g.win_end[t]) break;
             g.busy[t] += st->dur_ps;
             g.txn[t] += st->rd_txn + st->wr_txn;
             g.count[t]++;
             g.end[t] = end;
             g.mixed[t] |= st->op != g.op[t];
-            last_end = end;
-            last_track = t;
-            last_op = st->op;
+            last = k;
         }
-        sum_d += st->dur_ps;
         sum_rd += st->rd_txn;
         sum_wr += st->wr_txn;
-        pend |= (uint64_t)((t == PLENA_TL_TRACK_HBM_READ) & (st->dur_ps > 0));
         clock = end;
     }
     if (k == 0) return 0;
-    tl->cur.dur += sum_d;
+    /* what add_one summed per instruction, from the segment's totals: the
+     * durations are the clock's advance, a prefetch in flight is an HBM
+     * read that took time, and the steps after `last` took none, so the
+     * open group ends at the clock */
+    tl->cur.dur += clock - clock0;
     tl->cur.count += k;
     tl->now_ps = clock;
     tl->step_clock = clock;
     tl->acc_rd += 64 * sum_rd;
     tl->acc_wr += 64 * sum_wr;
-    tl->acc_pend |= pend;
+    tl->acc_pend |= (uint64_t)(g.count[PLENA_TL_TRACK_HBM_READ] != 0);
     for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++) {
         if (!g.count[t]) continue;
         struct slice *a = &tl->sl[tl->last_on[t]];
@@ -650,11 +647,11 @@ static size_t add_segment(struct plena_timeline *tl, const struct plena_timeline
         a->count += g.count[t];
         a->mixed |= g.mixed[t];
     }
-    if (last_track < PLENA_TL_TRACK_COUNT) {
-        tl->grp.op = last_op;
+    if (last != SIZE_MAX) {
+        tl->grp.op = s[last].op;
         tl->grp.region = tl->region_seq;
-        tl->grp.end = last_end;
-        tl->into = tl->last_on[last_track];
+        tl->grp.end = clock;
+        tl->into = tl->last_on[tl->track_of[s[last].op & 63]];
     }
     return k;
 }
