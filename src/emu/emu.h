@@ -77,8 +77,9 @@ void plena_emu_free(struct plena_emu *emu);
  * copied. */
 int plena_emu_load_hbm_file(struct plena_emu *emu, const char *path, struct plena_err *err);
 /* A mapped image of at least PLENA_EMU_IMAGE_DROP_MIN bytes is not kept
- * resident as a whole: every PLENA_EMU_IMAGE_DROP_EVERY bytes of DMA reads
- * its pages are released (read again from the page cache when used), so a
+ * resident as a whole: whenever DMA reads may have touched
+ * PLENA_EMU_IMAGE_DROP_EVERY bytes of its pages (a strided 64-byte row
+ * counts its whole page) they are released (read again from the page cache when used), so a
  * run's resident memory stays near its working set (docs/machine.md "HBM").
  * No result depends on it. plena_emu_set_image_drop overrides the interval
  * (0: never; tests); plena_emu_image_drops counts the releases. */

@@ -15,6 +15,7 @@
 
 #define EMU_LOOP_MAX   1024
 #define EMU_PAGE_BYTES 65536u /* VRAM and HBM page size */
+#define EMU_HOST_PAGE  4096u  /* the host page a mapped image is resident in */
 #define HBM_PAGE_SHIFT 16
 #define HBM_L2_BITS    16 /* pages per second-level HBM table: 2^16 (4 GiB) */
 
@@ -104,7 +105,7 @@ struct plena_emu {
     uint64_t image_len;
     /* the image's resident pages are dropped (MADV_DONTNEED: a read-only
      * private file mapping, so they are read again from the page cache)
-     * every image_drop_every bytes of DMA reads; 0: never */
+     * once DMA reads may have touched image_drop_every bytes of pages; 0: never */
     uint64_t image_drop_every, image_read, image_drops;
     int image_drop_set; /* plena_emu_set_image_drop was called: no default on load */
     uint64_t hbm_hi;    /* end of the highest 64-byte block written or preloaded */
@@ -233,7 +234,8 @@ static inline void emu_bf16_row_from_f32(const float *restrict x, uint16_t *rest
     }
 }
 void emu_hbm_read(const struct plena_emu *e, uint64_t addr, uint8_t *dst, size_t n);
-/* n bytes of DMA reads happened: bounds the resident part of a large image. */
+/* DMA reads may have touched n bytes of image pages: bounds the resident
+ * part of a large image. */
 void emu_hbm_image_tick(struct plena_emu *e, uint64_t n);
 /* Cache hint for the bytes emu_hbm_read(e, addr, ., n) would copy (no effect on state). */
 void emu_hbm_prefetch(const struct plena_emu *e, uint64_t addr, size_t n);

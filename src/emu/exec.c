@@ -1577,7 +1577,12 @@ static int op_dma(struct plena_emu *e, const struct plena_insn *in, enum plena_o
         }
     }
     if (sbuf != sc) plena_free(sbuf);
-    if (!is_store) emu_hbm_image_tick(e, n * (row_bytes + (mx ? sbytes : 0)));
+    /* the image pages the rows may have touched: a strided row of 64 bytes
+     * maps a whole 4 KiB page (a run of b bytes touches at most b/4096 + 2) */
+    if (!is_store)
+        emu_hbm_image_tick(e, n * EMU_HOST_PAGE *
+                                  ((uint64_t)row_bytes / EMU_HOST_PAGE + 2 +
+                                   (mx ? (uint64_t)sbytes / EMU_HOST_PAGE + 2 : 0)));
     return 0;
 oom:
     if (sbuf != sc) plena_free(sbuf);
