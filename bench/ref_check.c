@@ -60,9 +60,14 @@ static double tile_rate(uint32_t R)
 
 int main(int argc, char **argv)
 {
-    const uint32_t T = argc > 1 ? (uint32_t)atoi(argv[1]) : 64;
-    const uint32_t E = argc > 2 ? (uint32_t)atoi(argv[2]) : 128;
-    const uint32_t threads = argc > 3 ? (uint32_t)atoi(argv[3]) : 2;
+    const long T_arg = argc > 1 ? atol(argv[1]) : 64, E_arg = argc > 2 ? atol(argv[2]) : 128;
+    const long threads_arg = argc > 3 ? atol(argv[3]) : 2;
+    if (argc > 4 || T_arg < 1 || T_arg > 65536 || E_arg < 8 || E_arg > 1024 || threads_arg < 1 ||
+        threads_arg > 256) {
+        fprintf(stderr, "usage: ref_check [T 1..65536 [E 8..1024 [THREADS 1..256]]]\n");
+        return 2;
+    }
+    const uint32_t T = (uint32_t)T_arg, E = (uint32_t)E_arg, threads = (uint32_t)threads_arg;
     enum { H = 2048, I = 768, K = 8 };
     printf("tile kernel: R=1 %.2f GMAC/s, R=4 %.2f GMAC/s (one thread, CPU time)\n", tile_rate(1),
            tile_rate(4));

@@ -323,11 +323,12 @@ static void test_image_copy_on_write(void **state)
 }
 
 /* Runs the image-drop program on a fresh machine over the image at path with
- * drop interval `every` (0: never); returns the machine. */
+ * drop interval `every` (0: never; UINT64_MAX: the default policy); returns
+ * the machine. */
 static struct plena_emu *run_image_drop(const char *path, uint64_t every)
 {
     struct plena_emu *e = tu_default();
-    plena_emu_set_image_drop(e, every);
+    if (every != UINT64_MAX) plena_emu_set_image_drop(e, every);
     assert_int_equal(plena_emu_load_hbm_file(e, path, NULL), 0);
     /* a store into the image: its page is a copy the drops must not lose */
     uint8_t x = 0x5A;
@@ -369,9 +370,9 @@ static void test_image_drop(void **state)
     plena_emu_hbm_read(a, 0, r, sizeof r);
     img[4096 + 3] = 0x5A;
     assert_memory_equal(r, img, sizeof img);
-    /* the default: a small image is never released */
-    struct plena_emu *c = tu_default();
-    assert_int_equal(plena_emu_load_hbm_file(c, path, NULL), 0);
+    /* the default: an image under PLENA_EMU_IMAGE_DROP_MIN is never released */
+    struct plena_emu *c = run_image_drop(path, UINT64_MAX);
+    assert_int_equal(plena_emu_image_drops(c), 0);
     plena_emu_free(c);
     plena_emu_free(a);
     plena_emu_free(b);

@@ -283,17 +283,6 @@ static void expert_shape(const struct plena_moe_build *b, unsigned q, uint32_t *
     *N_p = q < 2 ? mp->I_p : mp->H_p;
 }
 
-static int grow(void **p, uint64_t *cap, uint64_t need)
-{
-    if (*cap >= need) return 0;
-    void *n = plena_malloc((size_t)need);
-    if (!n) return -1;
-    plena_free(*p);
-    *p = n;
-    *cap = need;
-    return 0;
-}
-
 void plena_moe_scratch_free(struct plena_moe_scratch *s)
 {
     plena_free(s->bytes);
@@ -308,8 +297,8 @@ const uint8_t *plena_moe_build_region_bytes(const struct plena_moe_build *b,
     if (r->bytes) return r->bytes;
     uint32_t K, N, K_p, N_p;
     expert_shape(b, r->matrix, &K, &N, &K_p, &N_p);
-    if (grow((void **)&s->bytes, &s->cap_bytes, r->n) ||
-        grow((void **)&s->vals, &s->cap_vals, ((uint64_t)K * N + 1) * sizeof(float)))
+    if (plena_grow((void **)&s->bytes, &s->cap_bytes, (size_t)r->n, 1) ||
+        plena_grow((void **)&s->vals, &s->cap_vals, (size_t)K * N + 1, sizeof(float)))
         return NULL;
     /* the values and encoding stage_experts would have staged */
     gen_values_of(b->weights, b->weight_seed, expert_roles[r->matrix], r->expert, K, N, K, s->vals);

@@ -122,7 +122,7 @@ struct plena_hbm_region {
 struct plena_moe_scratch {
     uint8_t *bytes;
     float *vals;
-    uint64_t cap_bytes, cap_vals;
+    size_t cap_bytes, cap_vals; /* bytes; floats */
 };
 void plena_moe_scratch_free(struct plena_moe_scratch *s);
 
