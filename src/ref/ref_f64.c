@@ -35,87 +35,106 @@ static void matvec(const double *x, uint32_t K, const float *w, uint32_t N, doub
     }
 }
 
-/* matvec_rows' kernel: for RR rows of x (stride ldx) and the columns
- * [0, nc) of w (row stride ldw; y stride ldy), weight rows [k0, k0 + kb)
- * added into y in increasing k -- y = 0.0 + x * w at k0 = 0, else y + x * w,
- * each add rounded: matvec's chain, carried in y between calls. The weight
- * rows are read in order, F64_KB of them per pass; lanes are different
- * outputs. */
+/* matvec_rows' kernel, register-blocked: RR rows of x (stride ldx) times an
+ * 8 * NV-column block of weights packed as doubles (pk[j][8 * NV], weight
+ * rows k0 + j for j < kb), added into y (stride ldy) in increasing k -- y =
+ * 0.0 + x * w at k0 = 0, else y + x * w, each product and each add rounded:
+ * matvec's chain, carried in y between calls. The RR x NV accumulators stay
+ * in registers for the whole pass (at most 6 x 2 of the 16 vector
+ * registers, with two weight vectors and one broadcast); lanes are different
+ * outputs, so no sum is reassociated. */
 typedef double f64_v4 __attribute__((vector_size(32)));
-typedef float f32_v4 __attribute__((vector_size(16)));
-#define F64_KB 8
+#define F64_KC 128 /* weight rows per pass: the packed block (128 x 8 doubles) stays in L1 */
+#define F64_RB 6   /* rows per kernel call */
 
-#define F64_PASS(RR, NK)                                                                           \
-    double xv[RR][NK]; /* hoisted: y may alias x as far as the compiler knows */                   \
-    for (uint32_t i = 0; i < RR; i++)                                                              \
-        for (uint32_t j = 0; j < NK; j++)                                                          \
-            xv[i][j] = x[i * ldx + k0 + j];                                                        \
-    for (uint32_t n = 0; n + 4 <= nc; n += 4) {                                                    \
-        f64_v4 wv[NK];                                                                             \
-        _Pragma("GCC unroll 8") for (uint32_t j = 0; j < NK; j++)                                  \
-        {                                                                                          \
-            f32_v4 t;                                                                              \
-            memcpy(&t, w + (size_t)(k0 + j) * ldw + n, sizeof t);                                  \
-            wv[j] = __builtin_convertvector(t, f64_v4);                                            \
-        }                                                                                          \
-        _Pragma("GCC unroll 4") for (uint32_t i = 0; i < RR; i++)                                  \
-        {                                                                                          \
-            f64_v4 a = {0.0, 0.0, 0.0, 0.0};                                                       \
-            if (k0) memcpy(&a, y + i * ldy + n, sizeof a);                                         \
-            _Pragma("GCC unroll 8") for (uint32_t j = 0; j < NK; j++) a = a + xv[i][j] * wv[j];    \
-            memcpy(y + i * ldy + n, &a, sizeof a);                                                 \
-        }                                                                                          \
-    }
-
-#define F64_FN(NAME, RR, ATTR)                                                                     \
-    ATTR static void NAME(const double *x, size_t ldx, uint32_t k0, uint32_t kb, const float *w,   \
-                          size_t ldw, uint32_t nc, double *y, size_t ldy)                          \
+#define F64_FN(NAME, RR, NV, ATTR)                                                                 \
+    ATTR static void NAME(const double *x, size_t ldx, uint32_t k0, uint32_t kb, const double *pk, \
+                          double *y, size_t ldy)                                                   \
     {                                                                                              \
-        if (kb == F64_KB) {                                                                        \
-            F64_PASS(RR, F64_KB)                                                                   \
-        } else {                                                                                   \
-            for (uint32_t j = 0; j < kb; j++, k0++) {                                              \
-                F64_PASS(RR, 1)                                                                    \
-            }                                                                                      \
-            k0 -= kb;                                                                              \
+        f64_v4 acc[RR][NV];                                                                        \
+        _Pragma("GCC unroll 8") for (uint32_t i = 0; i < RR; i++)                                  \
+            _Pragma("GCC unroll 2") for (uint32_t v = 0; v < NV; v++)                              \
+        {                                                                                          \
+            acc[i][v] = (f64_v4){0.0, 0.0, 0.0, 0.0};                                              \
+            if (k0) memcpy(&acc[i][v], y + i * ldy + 4 * v, sizeof acc[i][v]);                     \
         }                                                                                          \
-        for (uint32_t i = 0; i < RR; i++) /* scalar tail columns */                                \
-            for (uint32_t n = nc / 4 * 4; n < nc; n++) {                                           \
-                double acc = k0 ? y[i * ldy + n] : 0.0;                                            \
-                for (uint32_t j = 0; j < kb; j++)                                                  \
-                    acc += x[i * ldx + k0 + j] * (double)w[(size_t)(k0 + j) * ldw + n];            \
-                y[i * ldy + n] = acc;                                                              \
+        const double *xk = x + k0;                                                                 \
+        for (uint32_t j = 0; j < kb; j++) {                                                        \
+            f64_v4 wv[NV];                                                                         \
+            _Pragma("GCC unroll 2") for (uint32_t v = 0; v < NV; v++)                              \
+                memcpy(&wv[v], pk + (size_t)j * 4 * NV + 4 * v, sizeof wv[v]);                     \
+            _Pragma("GCC unroll 8") for (uint32_t i = 0; i < RR; i++)                              \
+            {                                                                                      \
+                const double s = xk[i * ldx + j];                                                  \
+                const f64_v4 b = {s, s, s, s};                                                     \
+                _Pragma("GCC unroll 2") for (uint32_t v = 0; v < NV; v++) acc[i][v] =              \
+                    acc[i][v] + b * wv[v];                                                         \
             }                                                                                      \
+        }                                                                                          \
+        _Pragma("GCC unroll 8") for (uint32_t i = 0; i < RR; i++)                                  \
+            _Pragma("GCC unroll 2") for (uint32_t v = 0; v < NV; v++)                              \
+                memcpy(y + i * ldy + 4 * v, &acc[i][v], sizeof acc[i][v]);                         \
     }
 
-typedef void (*f64_fn)(const double *x, size_t ldx, uint32_t k0, uint32_t kb, const float *w,
-                       size_t ldw, uint32_t nc, double *y, size_t ldy);
+typedef void (*f64_fn)(const double *x, size_t ldx, uint32_t k0, uint32_t kb, const double *pk,
+                       double *y, size_t ldy);
+#define F64_ROWS_SET(SUFFIX, NV, ATTR)                                                             \
+    F64_FN(mv1x##NV##_##SUFFIX, 1, NV, ATTR)                                                       \
+    F64_FN(mv2x##NV##_##SUFFIX, 2, NV, ATTR)                                                       \
+    F64_FN(mv3x##NV##_##SUFFIX, 3, NV, ATTR)                                                       \
+    F64_FN(mv4x##NV##_##SUFFIX, 4, NV, ATTR)                                                       \
+    F64_FN(mv5x##NV##_##SUFFIX, 5, NV, ATTR)                                                       \
+    F64_FN(mv6x##NV##_##SUFFIX, 6, NV, ATTR)                                                       \
+    static const f64_fn mv##NV##_##SUFFIX[F64_RB] = {mv1x##NV##_##SUFFIX, mv2x##NV##_##SUFFIX,     \
+                                                     mv3x##NV##_##SUFFIX, mv4x##NV##_##SUFFIX,     \
+                                                     mv5x##NV##_##SUFFIX, mv6x##NV##_##SUFFIX};
 #define F64_SET(SUFFIX, ATTR)                                                                      \
-    F64_FN(mv1_##SUFFIX, 1, ATTR)                                                                  \
-    F64_FN(mv2_##SUFFIX, 2, ATTR)                                                                  \
-    F64_FN(mv3_##SUFFIX, 3, ATTR)                                                                  \
-    F64_FN(mv4_##SUFFIX, 4, ATTR)                                                                  \
-    static const f64_fn mv_##SUFFIX[4] = {mv1_##SUFFIX, mv2_##SUFFIX, mv3_##SUFFIX, mv4_##SUFFIX};
+    F64_ROWS_SET(SUFFIX, 1, ATTR)                                                                  \
+    F64_ROWS_SET(SUFFIX, 2, ATTR)
 F64_SET(generic, )
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define F64_HAVE_AVX2 1
 F64_SET(avx2, __attribute__((target("avx2"))))
 #endif
 
-/* Rows per kernel call, and the columns of one panel: every row block runs
- * over a panel's F64_KB weight rows while they are in L1, the panel's
- * outputs (at most F64_BATCH rows x 128 doubles) stay in L1/L2. */
-#define F64_ROWS  4
-#define F64_PANEL 128
+/* Columns per packed group: KC x 64 doubles (64 KiB, in L2) read from w a
+ * row segment of 256 bytes at a time -- the rows of w are a page or more
+ * apart in wide layers, so reading them in 32-byte pieces block by block
+ * left the weight stream to the latency of strided misses. */
+#define F64_GROUP 64
+#define F64_AHEAD 8 /* rows the weight prefetch runs ahead */
+
+/* Weight rows [k0, k0 + kb) of columns [n0, n0 + gw) of w (row stride ldw;
+ * gw a multiple of 4, at most F64_GROUP) as doubles, in blocks of 8 columns
+ * (the last of 4 when gw % 8 == 4): block b at pk + b * 8 * kb, row after
+ * row (pk[b * 8 * kb + j * width + c]). */
+static void f64_pack(const float *w, size_t ldw, uint32_t k0, uint32_t kb, uint32_t n0, uint32_t gw,
+                     double *pk)
+{
+    for (uint32_t j = 0; j < kb; j++) {
+        const float *row = w + (size_t)(k0 + j) * ldw + n0;
+        if (j + F64_AHEAD < kb) /* the row segment F64_AHEAD rows on: a miss per row otherwise */
+            for (uint32_t c = 0; c < gw; c += 16)
+                __builtin_prefetch(row + F64_AHEAD * ldw + c);
+        uint32_t c0 = 0;
+        for (; gw - c0 >= 8; c0 += 8)
+            for (uint32_t c = 0; c < 8; c++)
+                pk[(size_t)c0 * kb + j * 8 + c] = (double)row[c0 + c];
+        for (uint32_t c = 0; c < gw - c0; c++)
+            pk[(size_t)c0 * kb + j * 4 + c] = (double)row[c0 + c];
+    }
+}
 
 /* matvec for m rows of x (stride ldx) into y (stride ldy), each output the
- * same sum in the same order as matvec. */
+ * same sum in the same order as matvec: passes of F64_KC weight rows; in a
+ * pass, groups of F64_GROUP columns packed, each 8-column block (the last
+ * one of 4) run over every row block, then the last columns one at a time. */
 static void matvec_rows(const double *x, size_t ldx, uint32_t m, uint32_t K, const float *w,
                         uint32_t N, double *y, size_t ldy)
 {
-    const f64_fn *f = mv_generic;
+    const f64_fn *f8 = mv2_generic, *f4 = mv1_generic;
 #ifdef F64_HAVE_AVX2
-    if (plena_cpu_has_avx2()) f = mv_avx2;
+    if (plena_cpu_has_avx2()) f8 = mv2_avx2, f4 = mv1_avx2;
 #endif
     if (!K) {
         for (uint32_t i = 0; i < m; i++)
@@ -123,15 +142,30 @@ static void matvec_rows(const double *x, size_t ldx, uint32_t m, uint32_t K, con
                 y[i * ldy + n] = 0.0;
         return;
     }
-    for (uint32_t c0 = 0; c0 < N; c0 += F64_PANEL) {
-        const uint32_t nc = N - c0 < F64_PANEL ? N - c0 : F64_PANEL;
-        for (uint32_t k0 = 0; k0 < K; k0 += F64_KB) {
-            const uint32_t kb = K - k0 < F64_KB ? K - k0 : F64_KB;
-            for (uint32_t i0 = 0; i0 < m; i0 += F64_ROWS) {
-                const uint32_t R = m - i0 < F64_ROWS ? m - i0 : F64_ROWS;
-                f[R - 1](x + i0 * ldx, ldx, k0, kb, w + c0, N, nc, y + i0 * ldy + c0, ldy);
+    double pk[F64_KC * F64_GROUP]; /* 64 KiB */
+    for (uint32_t k0 = 0; k0 < K; k0 += F64_KC) {
+        const uint32_t kb = K - k0 < F64_KC ? K - k0 : F64_KC;
+        uint32_t n = 0;
+        while (N - n >= 4) {
+            const uint32_t gw = N - n >= F64_GROUP ? F64_GROUP : (N - n) / 4 * 4;
+            f64_pack(w, N, k0, kb, n, gw, pk);
+            for (uint32_t c0 = 0; c0 < gw; c0 += 8) {
+                const f64_fn *f = gw - c0 >= 8 ? f8 : f4;
+                for (uint32_t i0 = 0; i0 < m; i0 += F64_RB) {
+                    const uint32_t R = m - i0 < F64_RB ? m - i0 : F64_RB;
+                    f[R - 1](x + i0 * ldx, ldx, k0, kb, pk + (size_t)c0 * kb, y + i0 * ldy + n + c0,
+                             ldy);
+                }
             }
+            n += gw;
         }
+        for (uint32_t i = 0; i < m; i++) /* tail columns, one at a time */
+            for (uint32_t c = n; c < N; c++) {
+                double acc = k0 ? y[i * ldy + c] : 0.0;
+                for (uint32_t j = 0; j < kb; j++)
+                    acc += x[i * ldx + k0 + j] * (double)w[(size_t)(k0 + j) * N + c];
+                y[i * ldy + c] = acc;
+            }
     }
 }
 
@@ -294,7 +328,7 @@ int plena_moe_rmsnorm_f64(const struct plena_moe_ref_cfg *cfg, const struct plen
 }
 
 /* Rows of one expert (or of the shared expert) evaluated together. */
-#define F64_BATCH 16
+#define F64_BATCH 96
 
 /* One part's buffers of the float64 FFNs: F64_BATCH rows. */
 struct f64_bufs {

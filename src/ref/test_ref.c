@@ -407,22 +407,26 @@ static void test_streaming_provider(void **state)
     free(h), free(out_a), free(out_s), free(f_a), free(f_s);
 }
 
-/* The float64 reference on a two-expert layer of hidden width H (I = 84):
- * evaluated for all 9 tokens at once (pairs of one expert batched) and one
- * token alone, the same doubles; and both equal plain loops written here
- * (each product sum 0.0, then += x * w in increasing k; pair outputs summed
- * in pair order) bit for bit -- H = 70 gives the vector kernels K and column
- * tails. */
-static void f64_two_experts(uint32_t H)
+/* The float64 reference on a two-expert layer of hidden width H (I = 84)
+ * and T <= 128 tokens, every token on both experts: evaluated for all
+ * tokens at once (pairs of one expert batched) and one token alone, the
+ * same doubles; and both equal plain loops written here (each product sum
+ * 0.0, then += x * w in increasing k; pair outputs summed in pair order)
+ * bit for bit. H = 70 gives the kernels' single tail columns; H = 300 sums
+ * over more than one pass of weight rows (128 each), packs column groups of
+ * 64 with a 4-wide last block (300 = 4 x 64 + 5 x 8 + 4), and T = 100 rows
+ * per expert two row batches (96 + 4) and row blocks of 6 with a rest. */
+static void f64_two_experts(uint32_t H, uint32_t T)
 {
-    enum { I = 84, E = 2, K = 2, T = 9 };
+    enum { I = 84, E = 2, K = 2, TMAX = 128 };
+    assert_true(T <= TMAX);
     struct plena_moe_ref_cfg cfg = fixed_cfg(T, H, I, E, K);
     cfg.placement = PLENA_ROUTE_OUTPUT;
     float *h = fill((size_t)T * H, 0.5f);
     const float *pg[E], *pu[E], *pd[E];
     fill_experts(pg, pu, pd, E, H, I, 0.125f);
-    uint32_t ids[T * K];
-    float fw[T * K];
+    uint32_t ids[TMAX * K];
+    float fw[TMAX * K];
     for (uint32_t t = 0; t < T; t++) {
         ids[t * K] = t % 2;
         ids[t * K + 1] = 1 - t % 2;
@@ -471,8 +475,9 @@ static void f64_two_experts(uint32_t H)
 static void test_f64_batched_equals_single(void **state)
 {
     (void)state;
-    f64_two_experts(64);
-    f64_two_experts(70);
+    f64_two_experts(64, 9);
+    f64_two_experts(70, 9);
+    f64_two_experts(300, 100);
 }
 
 /* The tile kernel against the plain chain (written here): every R, widths
