@@ -336,13 +336,16 @@ static void test_merging_bound(void **state)
 }
 
 /* Renders a synthetic stream (ops, durations, zero-cost instructions, stage
- * changes, HBM bytes and, with `gaps`, idle gaps, from a fixed LCG) through a
- * timeline with the given options: as records (plena_timeline_add), or with
- * `steps` as steps handed over in batches of varying size
- * (plena_timeline_add_steps; steps have no gaps). */
+ * changes, HBM bytes and, with mode bit 0, idle gaps, from a fixed LCG)
+ * through a timeline with the given options: as records
+ * (plena_timeline_add), or with `steps` as steps handed over in batches of
+ * varying size (plena_timeline_add_steps; steps have no gaps). Mode bit 1:
+ * every other run of 4000 instructions has one opcode per track (slices
+ * that are not "merged" after ones that are, on the same tracks). */
 static void render_stream(const struct plena_timeline_opts *to, const struct plena_labels *labels,
-                          size_t n_pc, uint32_t n, int gaps, int steps, struct plena_buf *b)
+                          size_t n_pc, uint32_t n, int mode, int steps, struct plena_buf *b)
 {
+    const int gaps = mode & 1, phases = mode & 2;
     struct plena_timeline *tl = NULL;
     assert_int_equal(plena_timeline_new(to, labels, n_pc, &tl, NULL), 0);
     const unsigned ops[] = {PLENA_OP_M_MM,         PLENA_OP_V_ADD_VV,  PLENA_OP_S_ADDI_INT,
@@ -358,6 +361,7 @@ static void render_stream(const struct plena_timeline_opts *to, const struct ple
         r.pc = (uint32_t)((i / 5 + (k & 1)) % n_pc);
         /* runs of one opcode (groups) and alternation */
         r.op = (uint8_t)ops[(k >> 3) % 8 < 6 ? (k >> 3) % 8 : i % 6];
+        if (phases && i / 4000 % 2) r.op = (uint8_t)ops[(k >> 3) % 3]; /* M_MM, V_ADD, S_ADDI */
         r.dur_ps = (k >> 7) % 9 == 0 ? 0 : 1000 * (1 + (k >> 11) % 7);
         if (gaps && (k >> 14) % 97 == 0) now += 500; /* the group cannot extend */
         r.start_ps = now;
@@ -421,18 +425,18 @@ static void test_direct_path_identical(void **state)
         struct plena_timeline_opts direct = {PLENA_TIMELINE_GROUP, bounds[c], 0, 1000, NULL, 0};
         struct plena_timeline_opts general = direct;
         general.general_path = 1;
-        for (int gaps = 0; gaps < 2; gaps++) {
+        for (int mode = 0; mode < 3; mode++) {
             struct plena_buf a, g;
-            render_stream(&direct, &labels, n_pc, counts[c], gaps, 0, &a);
-            render_stream(&general, &labels, n_pc, counts[c], gaps, 0, &g);
+            render_stream(&direct, &labels, n_pc, counts[c], mode, 0, &a);
+            render_stream(&general, &labels, n_pc, counts[c], mode, 0, &g);
             assert_same_buf(&a, &g);
             /* the merging did happen: slices of two vector opcodes joined */
             if (c > 0) assert_non_null(strstr(a.data, "\"name\":\"merged\""));
             if (c == 0) assert_null(strstr(a.data, "\"name\":\"merged\""));
-            if (!gaps) {
+            if (!(mode & 1)) {
                 struct plena_buf st, stg;
-                render_stream(&direct, &labels, n_pc, counts[c], 0, 1, &st);
-                render_stream(&general, &labels, n_pc, counts[c], 0, 1, &stg);
+                render_stream(&direct, &labels, n_pc, counts[c], mode, 1, &st);
+                render_stream(&general, &labels, n_pc, counts[c], mode, 1, &stg);
                 assert_same_buf(&st, &g);
                 assert_same_buf(&stg, &g);
                 plena_buf_free(&st);

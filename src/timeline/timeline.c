@@ -88,6 +88,16 @@ struct slice {
 
 #define NO_SLICE SIZE_MAX
 
+/* What a segment of steps adds to the last slice of each track: kept in
+ * the timeline and zero between segments (a segment resets the tracks it
+ * touched), so a segment does not clear it first -- segments are often
+ * short, and clearing cost more than their steps. */
+struct segment {
+    uint64_t busy[PLENA_TL_TRACK_COUNT], txn[PLENA_TL_TRACK_COUNT]; /* txn: read + write */
+    uint64_t count[PLENA_TL_TRACK_COUNT], end[PLENA_TL_TRACK_COUNT];
+    uint8_t op[PLENA_TL_TRACK_COUNT], mixed[PLENA_TL_TRACK_COUNT];
+};
+
 struct plena_timeline {
     struct plena_timeline_opts o;
     const struct plena_labels *labels;
@@ -123,6 +133,7 @@ struct plena_timeline {
      * alias at 4 KiB and stall the loads behind the stores */
     uint64_t acc_rd, acc_wr, acc_pend;
     uint64_t step_clock; /* plena_timeline_add_steps: the end of the last step */
+    struct segment seg;  /* add_segment's sums, zero between segments */
     uint64_t rd[PLENA_TIMELINE_MAX_BUCKETS], wr[PLENA_TIMELINE_MAX_BUCKETS];
     uint64_t pend[PLENA_TIMELINE_MAX_BUCKETS];
 };
@@ -572,54 +583,52 @@ static void add_step_exact(struct plena_timeline *tl, const struct plena_timelin
     add_one(tl, &r);
 }
 
-/* What a segment of steps adds to the last slice of each track. */
-struct segment {
-    uint64_t busy[PLENA_TL_TRACK_COUNT], txn[PLENA_TL_TRACK_COUNT]; /* txn: read + write */
-    uint64_t count[PLENA_TL_TRACK_COUNT], end[PLENA_TL_TRACK_COUNT];
-    uint64_t win_end[PLENA_TL_TRACK_COUNT]; /* 0: the track's instructions stop the segment */
-    uint8_t op[PLENA_TL_TRACK_COUNT], mixed[PLENA_TL_TRACK_COUNT];
-};
-
 /* The steady state of the direct path, a segment at a time: while the stage
  * region, the counter bucket and every track's merge window stay the same,
  * add_direct's first branch takes every instruction (into the last slice of
  * its track), so the segment's sums go there at its end, and the
  * per-instruction work is a few adds on locals. Returns the steps consumed
- * (0: the next one needs the exact path). */
+ * (0: the next one needs the exact path). A segment may stop earlier than it
+ * must -- the exact path takes any step -- so it stops at the first of the
+ * bucket's end and the merge windows' ends (`stop`, one compare per step),
+ * and at a step on a track whose last slice cannot take it (`open`, a bit
+ * test): the window of a track that has no step in the segment costs one
+ * early stop when it passes, after which that track is not open. */
 static size_t add_segment(struct plena_timeline *tl, const struct plena_timeline_step *s, size_t n)
 {
     if (tl->cur_stage < 0 || tl->into == NO_SLICE) return 0;
-    struct segment g;
-    /* field by field: a segment is often short, and memset's string store
-     * costs more than these few vector stores */
+    struct segment *g = &tl->seg;
+    const uint64_t clock0 = tl->step_clock;
+    uint64_t stop = tl->bucket_end_ps;
+    unsigned open = 0; /* tracks whose last slice takes this segment's steps */
     for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++) {
-        g.busy[t] = g.txn[t] = g.count[t] = g.end[t] = g.win_end[t] = 0;
-        g.op[t] = g.mixed[t] = 0;
         size_t j = tl->last_on[t];
         if (j == NO_SLICE) continue;
         const struct slice *a = &tl->sl[j];
-        if (a->region != tl->region_seq && !tl->cross) continue;
-        g.win_end[t] = a->win_end;
-        g.op[t] = a->op;
+        if ((a->region != tl->region_seq && !tl->cross) || clock0 >= a->win_end) continue;
+        open |= 1u << t;
+        g->op[t] = a->op;
+        if (a->win_end < stop) stop = a->win_end;
     }
     const unsigned stage = (unsigned)tl->cur_stage;
-    const uint64_t clock0 = tl->step_clock, bucket_end = tl->bucket_end_ps;
+    /* locals: the stores into g (inside *tl) would otherwise reload them */
+    const uint8_t *pc_stage = tl->pc_stage, *track_of = tl->track_of;
+    const size_t n_pc = tl->n_pc;
     uint64_t clock = clock0, sum_rd = 0, sum_wr = 0;
     size_t k = 0, last = SIZE_MAX; /* last: the last step that took time */
     for (; k < n; k++) {
         const struct plena_timeline_step *st = &s[k];
-        unsigned sg = st->pc < tl->n_pc ? tl->pc_stage[st->pc] : PLENA_STAGE_OTHER;
+        unsigned sg = st->pc < n_pc ? pc_stage[st->pc] : PLENA_STAGE_OTHER;
         uint64_t end;
-        if (sg != stage || clock >= bucket_end || __builtin_add_overflow(clock, st->dur_ps, &end))
-            break;
+        if (sg != stage || clock >= stop || __builtin_add_overflow(clock, st->dur_ps, &end)) break;
         if (st->dur_ps) {
-            unsigned t = tl->track_of[st->op & 63];
-            if (clock >= g.win_end[t]) break;
-            g.busy[t] += st->dur_ps;
-            g.txn[t] += st->rd_txn + st->wr_txn;
-            g.count[t]++;
-            g.end[t] = end;
-            g.mixed[t] |= st->op != g.op[t];
+            unsigned t = track_of[st->op & 63];
+            if (!(open >> t & 1)) break;
+            g->busy[t] += st->dur_ps;
+            g->txn[t] += st->rd_txn + st->wr_txn;
+            g->count[t]++;
+            g->end[t] = end;
+            g->mixed[t] |= st->op != g->op[t];
             last = k;
         }
         sum_rd += st->rd_txn;
@@ -637,15 +646,17 @@ static size_t add_segment(struct plena_timeline *tl, const struct plena_timeline
     tl->step_clock = clock;
     tl->acc_rd += 64 * sum_rd;
     tl->acc_wr += 64 * sum_wr;
-    tl->acc_pend |= (uint64_t)(g.count[PLENA_TL_TRACK_HBM_READ] != 0);
+    tl->acc_pend |= (uint64_t)(g->count[PLENA_TL_TRACK_HBM_READ] != 0);
     for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++) {
-        if (!g.count[t]) continue;
+        if (!g->count[t]) continue;
         struct slice *a = &tl->sl[tl->last_on[t]];
-        a->end = g.end[t];
-        a->busy += g.busy[t];
-        a->bytes += 64 * g.txn[t];
-        a->count += g.count[t];
-        a->mixed |= g.mixed[t];
+        a->end = g->end[t];
+        a->busy += g->busy[t];
+        a->bytes += 64 * g->txn[t];
+        a->count += g->count[t];
+        a->mixed |= g->mixed[t];
+        g->busy[t] = g->txn[t] = g->count[t] = 0; /* end is read only where count is not 0 */
+        g->mixed[t] = 0;
     }
     if (last != SIZE_MAX) {
         tl->grp.op = s[last].op;
