@@ -127,6 +127,10 @@ static const struct plena_opt replay_local_rows[] = {
                        .flags = PLENA_OPT_REQUIRED),
     PLENA_OPT_FLAG_ROW("--set", C, as_set, "read every input (also '-') as a trace set"),
     PLENA_OPT_UINT_ROW("--jobs", "N", C, jobs, 1, 4096, "worker processes", .def = "1"),
+    PLENA_OPT_UINT_ROW("--threads", "N", C, ro.threads, 1, 4096,
+                       "host threads of each trace's functional check (its references split "
+                       "over experts and rows; never changes a figure)",
+                       .def = "1"),
     PLENA_OPT_FLAG_ROW("--skip-existing", C, ro.skip_existing,
                        "skip traces with a passed result of the same fingerprint"),
     PLENA_OPT_FLAG_ROW("--keep-dumps", C, ro.keep_dumps,

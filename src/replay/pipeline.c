@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/pool.h"
 #include "common/fileio.h"
 #include "gen/build.h"
 #include "gen/router_logits.h"
@@ -430,6 +431,38 @@ static int read_output(struct ctx *c, const char *dir, uint16_t *out, char *why,
     return rc;
 }
 
+/* The bit-exact reference into ro (x_norm included) and the float64 layers
+ * from h (o64) and from that x_norm (o64x) on the trace's ids, each routed
+ * expert decoded once for all of them (plena_verify_fuse: a routing-only
+ * pass gives x_norm first), on --threads host threads. */
+static int references(const struct ctx *c, struct plena_verify_refdata *rd,
+                      struct plena_moe_ref_out *ro, double *o64, double *o64x,
+                      struct plena_err *err)
+{
+    const size_t np = (size_t)rd->cfg.T * rd->cfg.k;
+    struct plena_pool *pool = c->o->threads > 1 ? plena_pool_new(c->o->threads) : NULL;
+    uint32_t *ids = plena_malloc((np + 1) * sizeof *ids);
+    float *w = plena_malloc((np + 1) * sizeof *w);
+    struct plena_verify_fused fu = {rd, NULL, NULL, NULL};
+    int rc = !ids || !w || (c->o->threads > 1 && !pool)
+                 ? PLENA_FAIL(err, PLENA_E_NOMEM, c->dir, "out of memory")
+                 : plena_verify_refdata_use_pool(rd, pool, err);
+    if (!rc && rd->cfg.k && rd->in.expert) {
+        struct plena_moe_ref_out rr = {NULL, ids, w, NULL, NULL, ro->x_norm, 1};
+        rc = plena_moe_reference(&rd->cfg, &rd->in, &rr, err);
+    }
+    if (!rc) rc = plena_verify_fuse(rd, ro->x_norm, rd->in.fixed_ids, &fu, err);
+    if (!rc) rc = plena_moe_reference(&rd->cfg, &rd->in, ro, err);
+    plena_verify_unfuse(&fu);
+    if (!rc) rc = plena_verify_fused_end(&fu, ro->x_norm, rd->in.fixed_ids, o64, o64x, err);
+    plena_verify_fused_free(&fu);
+    (void)plena_verify_refdata_use_pool(rd, NULL, NULL); /* the pool goes before rd */
+    plena_pool_free(pool);
+    plena_free(ids);
+    plena_free(w);
+    return rc;
+}
+
 /* Step 6: reference on the staged data + comparison (docs/replay.md "Gates"). */
 static int functional_step(struct ctx *c, struct plena_err *err)
 {
@@ -465,10 +498,10 @@ static int functional_step(struct ctx *c, struct plena_err *err)
     }
     struct plena_moe_ref_out ro = {.out = ref, .gate = gate, .moe_out = moe, .x_norm = xn};
     /* float64: the whole layer from h (full-output check), the MoE from the
-     * machine's normalised input (both in one pass over the weights), and the
-     * RMSNorm itself (docs/design.md) */
-    if (plena_moe_reference(&rd.cfg, &rd.in, &ro, &rerr) ||
-        plena_moe_reference_f64_pair(&rd.cfg, &rd.in, xn, rd.in.fixed_ids, ref64, ref64x, &rerr)) {
+     * machine's normalised input (both in one pass over the weights, each
+     * routed expert decoded once for all three layers), and the RMSNorm
+     * itself (docs/design.md) */
+    if (references(c, &rd, &ro, ref64, ref64x, &rerr)) {
         plena_replay_check_set(&c->checks, "functional", 0, "reference model: %s",
                                plena_err_format(&rerr, m, sizeof m));
         goto done;

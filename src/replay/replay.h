@@ -36,6 +36,7 @@ struct plena_replay_opts {
     int prune_inputs;
     int timeline;        /* write OUT/<trace>/timeline.json (docs/timeline.md) */
     int timeline_detail; /* enum plena_timeline_detail */
+    unsigned threads;    /* host threads of the functional check's references (0, 1: one) */
     /* set by a signal handler (may be NULL; `plena gates repeat`): each run
      * stops as a trap and the repeat step returns PLENA_E_INTERRUPTED */
     const volatile sig_atomic_t *stop;

@@ -350,6 +350,26 @@ static void test_repeat_gate(void **state)
     json_decref(r);
 }
 
+/* --threads: the functional check's references on 1 and 3 host threads give
+ * the same "functional" section (the float64 relative errors to the last
+ * bit, the reference's hash, every count) and the same gate. */
+static void test_threads_same_functional(void **state)
+{
+    (void)state;
+    struct plena_replay_opts o = example_opts();
+    o.threads = 1;
+    json_t *one = replay_example(&o, NULL);
+    o.threads = 3;
+    json_t *three = replay_example(&o, NULL);
+    assert_true(json_is_true(jget(one, "gate", "passed")));
+    assert_true(json_number_value(jget(one, "functional", "rel_rms_f64")) > 0.0);
+    assert_true(
+        json_equal(json_object_get(one, "functional"), json_object_get(three, "functional")));
+    assert_true(json_equal(json_object_get(one, "gate"), json_object_get(three, "gate")));
+    json_decref(one);
+    json_decref(three);
+}
+
 static const struct CMUnitTest tests[] = {
     PLENA_TEST_IN_TMP(test_example_passes_numerical_gate),
     PLENA_TEST_IN_TMP(test_zero_weights_are_smoke),
@@ -359,6 +379,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_shared_only_split_and_rounding),
     PLENA_TEST_IN_TMP(test_missing_dump_fails),
     PLENA_TEST_IN_TMP(test_repeat_gate),
+    PLENA_TEST_IN_TMP(test_threads_same_functional),
 };
 
 int main(void)

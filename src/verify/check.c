@@ -546,20 +546,53 @@ void plena_verify_count_stage_op(const struct plena_moe_build *b, const uint64_t
 
 /* ---- comparison ---- */
 
-/* The check's provider: an expert decoded for the bit-exact reference goes
+/* The fused provider: an expert decoded for the bit-exact reference goes
  * to the float64 layers as well (plena_moe_f64_pair_expert). */
-struct fused_provider {
-    plena_moe_ref_expert_fn inner;
-    void *ctx;
-    struct plena_moe_f64_pair *f64;
-};
-
 static int expert_both(void *ctx, uint32_t e, uint32_t slot, struct plena_moe_ref_expert *x,
                        struct plena_err *err)
 {
-    struct fused_provider *fp = ctx;
-    int rc = fp->inner(fp->ctx, e, slot, x, err);
-    return rc ? rc : plena_moe_f64_pair_expert(fp->f64, e, slot, x, err);
+    struct plena_verify_fused *f = ctx;
+    int rc = f->inner(f->inner_ctx, e, slot, x, err);
+    return rc ? rc : plena_moe_f64_pair_expert(f->f64, e, slot, x, err);
+}
+
+int plena_verify_fuse(struct plena_verify_refdata *rd, const float *xn, const uint32_t *f64_ids,
+                      struct plena_verify_fused *f, struct plena_err *err)
+{
+    memset(f, 0, sizeof *f);
+    f->rd = rd;
+    if (!rd->cfg.k || !rd->in.expert) return 0;
+    int rc = plena_moe_f64_pair_begin(&rd->cfg, &rd->in, xn, f64_ids, &f->f64, err);
+    if (rc) return rc;
+    f->inner = rd->in.expert;
+    f->inner_ctx = rd->in.expert_ctx;
+    rd->in.expert = expert_both;
+    rd->in.expert_ctx = f;
+    return 0;
+}
+
+void plena_verify_unfuse(struct plena_verify_fused *f)
+{
+    if (!f->inner) return;
+    f->rd->in.expert = f->inner;
+    f->rd->in.expert_ctx = f->inner_ctx;
+    f->inner = NULL;
+}
+
+int plena_verify_fused_end(struct plena_verify_fused *f, const float *xn, const uint32_t *f64_ids,
+                           double *o64, double *o64x, struct plena_err *err)
+{
+    plena_verify_unfuse(f);
+    const struct plena_verify_refdata *rd = f->rd;
+    return f->f64 ? plena_moe_f64_pair_end(f->f64, o64, o64x, err)
+                  : plena_moe_reference_f64_pair(&rd->cfg, &rd->in, xn, f64_ids, o64, o64x, err);
+}
+
+void plena_verify_fused_free(struct plena_verify_fused *f)
+{
+    plena_verify_unfuse(f);
+    plena_moe_f64_pair_free(f->f64);
+    f->f64 = NULL;
 }
 
 int plena_verify_check(const struct plena_moe_build *b, const struct plena_verify_device *d,
@@ -591,7 +624,7 @@ int plena_verify_check_threads(const struct plena_moe_build *b, const struct ple
     double *o64 = plena_malloc(n * sizeof *o64);
     float *moe = plena_malloc(n * sizeof *moe), *xn = plena_malloc(n * sizeof *xn);
     double *o64x = plena_malloc(n * sizeof *o64x), *x64 = plena_malloc(n * sizeof *x64);
-    struct plena_moe_f64_pair *f64 = NULL;
+    struct plena_verify_fused fu = {&rd, NULL, NULL, NULL};
     if (!out || !dev || !ids || !ids64 || !w || !g || !o64 || !moe || !xn || !o64x || !x64) {
         rc = nomem(err);
         goto done;
@@ -600,21 +633,16 @@ int plena_verify_check_threads(const struct plena_moe_build *b, const struct ple
      * x_norm first (no expert weight read), the float64 layers begun on the
      * ids they will use (the device's for the last block, see below), then
      * the bit-exact reference hands each expert it decodes to them too. */
-    struct fused_provider fp = {rd.in.expert, rd.in.expert_ctx, NULL};
     if (k && rd.in.expert) {
         struct plena_moe_ref_out rr = {NULL, ids, w, NULL, NULL, xn, 1};
         if ((rc = plena_moe_reference(&rd.cfg, &rd.in, &rr, err))) goto done;
         for (uint32_t i = 0; i < d->n_pairs; i++)
             ids[d->p0 + i] = d->ids[i];
-        if ((rc = plena_moe_f64_pair_begin(&rd.cfg, &rd.in, xn, ids, &f64, err))) goto done;
-        fp.f64 = f64;
-        rd.in.expert = expert_both;
-        rd.in.expert_ctx = &fp;
     }
+    if ((rc = plena_verify_fuse(&rd, xn, ids, &fu, err))) goto done;
     struct plena_moe_ref_out ro = {out, k ? ids : NULL, k ? w : NULL, g, moe, xn, 0};
     rc = plena_moe_reference(&rd.cfg, &rd.in, &ro, err);
-    rd.in.expert = fp.inner;
-    rd.in.expert_ctx = fp.ctx;
+    plena_verify_unfuse(&fu);
     if (rc) goto done;
     /* output bits: every element of rows < T, cols < H; +0 vs -0 counts */
     r->elements = n;
@@ -674,10 +702,7 @@ int plena_verify_check_threads(const struct plena_moe_build *b, const struct ple
      * reference's checkpoints equal the device's when bit_exact holds); the
      * RMSNorm and the whole output (add-back) are bounded separately. Both
      * float64 layers in one pass over the weights. */
-    if ((rc = f64 ? plena_moe_f64_pair_end(f64, o64, o64x, err)
-                  : plena_moe_reference_f64_pair(&rd.cfg, &rd.in, xn, k ? ids : NULL, o64, o64x,
-                                                 err)))
-        goto done;
+    if ((rc = plena_verify_fused_end(&fu, xn, k ? ids : NULL, o64, o64x, err))) goto done;
     r->rel_rms = plena_moe_rel_rms_moe(&rd.cfg, &rd.in, moe, o64x);
     r->rel_rms_full = plena_moe_rel_rms_full(&rd.cfg, dev, o64);
     r->rel_rms_norm = 0.0;
@@ -707,7 +732,7 @@ done:
     plena_free(xn);
     plena_free(o64x);
     plena_free(x64);
-    plena_moe_f64_pair_free(f64);
+    plena_verify_fused_free(&fu);
     plena_verify_refdata_free(&rd);
     plena_pool_free(pool);
     return rc;

@@ -45,6 +45,30 @@ int plena_verify_refdata_use_pool(struct plena_verify_refdata *rd, struct plena_
                                   struct plena_err *err);
 void plena_verify_refdata_free(struct plena_verify_refdata *rd);
 
+/* The bit-exact reference and both float64 layers (from h, and from the
+ * x_norm given) with one decode per routed expert (docs/design.md "One
+ * decode for both references"), in steps: after a routing-only pass of the
+ * bit-exact reference gave xn, plena_verify_fuse begins the float64 layers
+ * on xn and f64_ids (NULL: their own routing) and hands every expert the
+ * bit-exact reference decodes on rd to them as well; plena_verify_unfuse
+ * restores rd's provider once that reference ran; plena_verify_fused_end
+ * writes the layers o64 (from h) and o64x (from xn), the experts not handed
+ * over decoded there. Without routed experts or a streaming provider
+ * nothing is fused and end is plena_moe_reference_f64_pair(xn, f64_ids).
+ * The doubles are those of that one call either way. fused_free always. */
+struct plena_verify_fused {
+    struct plena_verify_refdata *rd;
+    plena_moe_ref_expert_fn inner; /* rd's provider while fused, else NULL */
+    void *inner_ctx;
+    struct plena_moe_f64_pair *f64;
+};
+int plena_verify_fuse(struct plena_verify_refdata *rd, const float *xn, const uint32_t *f64_ids,
+                      struct plena_verify_fused *f, struct plena_err *err);
+void plena_verify_unfuse(struct plena_verify_fused *f);
+int plena_verify_fused_end(struct plena_verify_fused *f, const float *xn, const uint32_t *f64_ids,
+                           double *o64, double *o64x, struct plena_err *err);
+void plena_verify_fused_free(struct plena_verify_fused *f);
+
 /* The routing of one call of build b, ids[T*k] in pair order: the fixed
  * ids, or for device routing the bit-exact reference's RMSNorm, router and
  * top-k (no expert weight is decoded) -- the device's own ids whenever
