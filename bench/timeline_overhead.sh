@@ -7,7 +7,10 @@
 # Runs alternate and repeat RUNS times; the ratios are of the median CPU times
 # (user + sys) measured in this one run: off/base is what the hook costs a run
 # that asks for no timeline, timeline/off what writing one costs. The
-# timeline's size is printed too.
+# timeline's size is printed too. With WHOLE=1 the same ratio is also taken
+# on the whole `plena moe` command (generation, the timed run with its stage
+# profile, the summary) with and without --timeline: what the timeline costs
+# the command a user types (issue 15: "under 10 % of the run's time").
 # usage: bench/timeline_overhead.sh PLENA_BIN [BASE_BIN|-] [MODEL [TOKENS [RUNS]]]
 set -euo pipefail
 BIN=${1:?usage: timeline_overhead.sh PLENA_BIN [BASE_BIN|-] [MODEL [TOKENS [RUNS]]]}
@@ -48,3 +51,24 @@ if [ "$BASE" != - ]; then
 fi
 awk -v o="$off" -v t="$tl" 'BEGIN { printf "  off %.1f  timeline %.1f  timeline/off %.3f\n", o, t, t / o }'
 echo "  timeline size $(stat -c %s t.json) bytes"
+
+if [ "${WHOLE:-0}" = 1 ]; then
+  # whole command: CPU ms of one `plena moe` (extra arguments after the file) into file $1
+  measure_moe() {
+    local out=$1 t
+    shift
+    TIMEFORMAT='%3U %3S'
+    t=$( { time "$BIN" moe --model "$MODEL" --tokens "$TOKENS" --routing random --out w "$@" \
+             >/dev/null; } 2>&1 )
+    echo "$t" | awk '{ printf "%.1f\n", ($1 + $2) * 1000 }' >> "$out"
+    rm -rf w
+  }
+  : > moe_off.txt; : > moe_tl.txt
+  for _ in $(seq "$RUNS"); do
+    measure_moe moe_off.txt
+    measure_moe moe_tl.txt --timeline tw.json
+  done
+  mo=$(median < moe_off.txt); mt=$(median < moe_tl.txt)
+  echo "whole plena moe command, median of $RUNS runs (CPU ms)"
+  awk -v o="$mo" -v t="$mt" 'BEGIN { printf "  off %.1f  timeline %.1f  timeline/off %.3f\n", o, t, t / o }'
+fi
