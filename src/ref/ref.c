@@ -71,8 +71,8 @@ static size_t proj_scratch_floats(uint32_t np)
  * f32 accumulator over its M_MMs (acc = 0, then acc = fl32(acc + s)), bf16 at
  * M_MM_WO; Y = bf16(P_0), then Y = bf16(Y + bf16(P_q)) (V_ADD_VV block add).
  * Each M_MM contribution s is one tile's chain, added into acc by
- * plena_ref_tile_rows; rows are independent, taken PROJ_ROWS at a time (four
- * per kernel call, sharing the weight loads). */
+ * plena_ref_tile_rows; rows are independent, taken PROJ_ROWS at a time
+ * (sharing each weight load within a kernel's row block). */
 static void proj_ksplit(const float *x, uint32_t rows, uint32_t kp, const float *w, uint32_t np,
                         uint32_t mlen, uint32_t chunk, float *y, float *acc)
 {
@@ -85,9 +85,7 @@ static void proj_ksplit(const float *x, uint32_t rows, uint32_t kp, const float 
         for (uint32_t q = 0; q * chunk < ktiles; q++) {
             memset(acc, 0, m * sizeof *acc);
             for (uint32_t kt = q * chunk; kt < ktiles && kt < (q + 1) * chunk; kt++)
-                for (uint32_t r0 = 0; r0 < G; r0 += PLENA_REF_TILE_ROWS)
-                    plena_ref_tile_rows(xg + (size_t)r0 * kp, kp, G - r0, w, np, kt * mlen, mlen,
-                                        acc + (size_t)r0 * np, np, 1);
+                plena_ref_tile_rows(xg, kp, G, w, np, kt * mlen, mlen, acc, np, 1);
             for (size_t i = 0; i < m; i++) {
                 float p = bf(acc[i]);
                 yg[i] = (q == 0) ? p : bf(yg[i] + p);
@@ -108,9 +106,7 @@ static void proj_stream(const float *x, uint32_t rows, uint32_t kp, const float 
         const float *xg = x + (size_t)g0 * kp;
         memset(acc, 0, m * sizeof *acc);
         for (uint32_t kt = 0; kt < ktiles; kt++)
-            for (uint32_t r0 = 0; r0 < G; r0 += PLENA_REF_TILE_ROWS)
-                plena_ref_tile_rows(xg + (size_t)r0 * kp, kp, G - r0, w, np, kt * mlen, mlen,
-                                    acc + (size_t)r0 * np, np, 1);
+            plena_ref_tile_rows(xg, kp, G, w, np, kt * mlen, mlen, acc, np, 1);
         for (size_t i = 0; i < m; i++)
             y[(size_t)g0 * np + i] = bf(acc[i]);
     }

@@ -488,26 +488,28 @@ static void test_tile_kernel_exact(void **state)
     (void)state;
     static const uint32_t nps[] = {16, 7, 33, 64, 80, 40, 300, 520};
     static const uint32_t mlens[] = {1, 8, 64, 6};
-    enum { KMAX = 128, NMAX = 520 };
-    static float x[4 * KMAX], w[KMAX * NMAX], td[4 * (NMAX + 3)];
+    /* 1-11 rows: the streaming kernel in blocks of 4; 12-16: register blocks
+     * of 6 (two, and rests of 1-4), over packed weights */
+    enum { KMAX = 128, NMAX = 520, RMAX = 16 };
+    static float x[RMAX * KMAX], w[KMAX * NMAX], td[RMAX * (NMAX + 3)];
     static const float special[] = {-0.0f, INFINITY, -INFINITY, NAN, 1e-40f, 3e38f, -3e38f};
     /* data 0: moderate values (long exact chains); 1: one special in ~40 */
     for (int data = 0; data < 2; data++) {
-        for (uint32_t i = 0; i < 4 * KMAX; i++)
+        for (uint32_t i = 0; i < RMAX * KMAX; i++)
             x[i] =
                 data && i % 37 == 0 ? special[i / 37 % 7] : rep(2.0f) + 0.0078125f * (float)(i % 5);
         for (uint32_t i = 0; i < KMAX * NMAX; i++)
             w[i] = data && i % 41 == 0 ? special[i / 41 % 7] : rep(0.5f) * 1.0009765625f;
         for (size_t a = 0; a < sizeof nps / sizeof nps[0]; a++)
             for (size_t b = 0; b < sizeof mlens / sizeof mlens[0]; b++)
-                for (uint32_t R = 1; R <= 4; R++)
+                for (uint32_t R = 1; R <= RMAX; R++)
                     for (uint32_t k0 = 0; k0 + mlens[b] <= KMAX; k0 += 64) {
                         const uint32_t np = nps[a], mlen = mlens[b];
                         /* add 0: the contribution; add 1: base + it, base
                          * -0 or a moderate value (row stride np + 3) */
                         for (int add = 0; add < 2; add++) {
                             const size_t ldt = add ? np + 3 : np;
-                            for (size_t i = 0; i < 4 * (NMAX + 3); i++)
+                            for (size_t i = 0; i < RMAX * (NMAX + 3); i++)
                                 td[i] = i % 3 ? -0.0f : 0.25f * (float)(i % 7);
                             plena_ref_tile_rows(x, KMAX, R, w, np, k0, mlen, td, ldt, add);
                             for (uint32_t i = 0; i < R; i++)

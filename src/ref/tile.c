@@ -130,14 +130,136 @@ TILE_SET(generic, )
 TILE_SET(avx2, __attribute__((target("avx2"))))
 #endif
 
+/* ---- many rows: register blocks over a packed K tile ----
+ * With a dozen rows or more a weight segment serves enough chains that the
+ * chains are better kept in registers for the whole K tile: blocks of up to
+ * 6 rows x 16 columns (12 of the 16 vector registers, two weight vectors and
+ * a broadcast), over weight columns packed 64 at a time (the K tile's rows
+ * are np floats apart: walking a 16-column block down K reads one line per
+ * row, dozens of interleaved streams; the pack reads each row's 256 bytes
+ * in order once and the row blocks read the packed block from L1). Fewer
+ * rows keep the streaming kernel above, whose pack-free passes cost less
+ * there. The same chain per output either way. */
+#define BLK_RB    6
+#define BLK_GROUP 64
+
+#define BLK_FN(NAME, RR, NV, ATTR)                                                                 \
+    ATTR static void NAME(const float *x, size_t ldx, const float *pk, uint32_t k0, uint32_t mlen, \
+                          float *td, size_t ldt, int add)                                          \
+    {                                                                                              \
+        ref_v8 acc[RR][NV], wv[NV];                                                                \
+        _Pragma("GCC unroll 2") for (uint32_t v = 0; v < NV; v++) LOAD8(wv[v], pk + 8 * v);        \
+        _Pragma("GCC unroll 8") for (uint32_t i = 0; i < RR; i++)                                  \
+        {                                                                                          \
+            const float s = x[i * ldx + k0];                                                       \
+            const ref_v8 b = {s, s, s, s, s, s, s, s};                                             \
+            _Pragma("GCC unroll 2") for (uint32_t v = 0; v < NV; v++) acc[i][v] = b * wv[v];       \
+        }                                                                                          \
+        for (uint32_t j = 1; j < mlen; j++) {                                                      \
+            _Pragma("GCC unroll 2") for (uint32_t v = 0; v < NV; v++)                              \
+                LOAD8(wv[v], pk + (size_t)j * 8 * NV + 8 * v);                                     \
+            _Pragma("GCC unroll 8") for (uint32_t i = 0; i < RR; i++)                              \
+            {                                                                                      \
+                const float s = x[i * ldx + k0 + j];                                               \
+                const ref_v8 b = {s, s, s, s, s, s, s, s};                                         \
+                _Pragma("GCC unroll 2") for (uint32_t v = 0; v < NV; v++) acc[i][v] =              \
+                    acc[i][v] + b * wv[v];                                                         \
+            }                                                                                      \
+        }                                                                                          \
+        _Pragma("GCC unroll 8") for (uint32_t i = 0; i < RR; i++)                                  \
+            _Pragma("GCC unroll 2") for (uint32_t v = 0; v < NV; v++)                              \
+        {                                                                                          \
+            ref_v8 o = acc[i][v];                                                                  \
+            if (add) {                                                                             \
+                LOAD8(o, td + i * ldt + 8 * v);                                                    \
+                o = o + acc[i][v];                                                                 \
+            }                                                                                      \
+            STORE8(td + i * ldt + 8 * v, o);                                                       \
+        }                                                                                          \
+    }
+
+typedef void (*blk_fn)(const float *x, size_t ldx, const float *pk, uint32_t k0, uint32_t mlen,
+                       float *td, size_t ldt, int add);
+#define BLK_ROWS_SET(SUFFIX, NV, ATTR)                                                             \
+    BLK_FN(blk1x##NV##_##SUFFIX, 1, NV, ATTR)                                                      \
+    BLK_FN(blk2x##NV##_##SUFFIX, 2, NV, ATTR)                                                      \
+    BLK_FN(blk3x##NV##_##SUFFIX, 3, NV, ATTR)                                                      \
+    BLK_FN(blk4x##NV##_##SUFFIX, 4, NV, ATTR)                                                      \
+    BLK_FN(blk5x##NV##_##SUFFIX, 5, NV, ATTR)                                                      \
+    BLK_FN(blk6x##NV##_##SUFFIX, 6, NV, ATTR)                                                      \
+    static const blk_fn blks##NV##_##SUFFIX[BLK_RB] = {                                            \
+        blk1x##NV##_##SUFFIX, blk2x##NV##_##SUFFIX, blk3x##NV##_##SUFFIX,                          \
+        blk4x##NV##_##SUFFIX, blk5x##NV##_##SUFFIX, blk6x##NV##_##SUFFIX};
+#define BLK_SET(SUFFIX, ATTR)                                                                      \
+    BLK_ROWS_SET(SUFFIX, 1, ATTR)                                                                  \
+    BLK_ROWS_SET(SUFFIX, 2, ATTR)
+
+BLK_SET(generic, )
+#ifdef REF_TILE_X86
+BLK_SET(avx2, __attribute__((target("avx2"))))
+#endif
+
+/* Rows [k0, k0 + mlen) of columns [n0, n0 + gw) of w (gw a multiple of 8, at
+ * most BLK_GROUP) in blocks of 16 columns (the last of 8 when gw % 16 == 8):
+ * block c0 / 16 at pk + c0 * mlen, row after row. */
+static void blk_pack(const float *w, uint32_t np, uint32_t k0, uint32_t mlen, uint32_t n0,
+                     uint32_t gw, float *pk)
+{
+    for (uint32_t j = 0; j < mlen; j++) {
+        const float *row = w + (size_t)(k0 + j) * np + n0;
+        uint32_t c0 = 0;
+        for (; gw - c0 >= 16; c0 += 16)
+            memcpy(pk + (size_t)c0 * mlen + j * 16, row + c0, 16 * sizeof *row);
+        if (gw - c0 == 8) memcpy(pk + (size_t)c0 * mlen + j * 8, row + c0, 8 * sizeof *row);
+    }
+}
+
+static void tile_blocks(const float *x, size_t ldx, uint32_t R, const float *w, uint32_t np,
+                        uint32_t k0, uint32_t mlen, float *td, size_t ldt, int add)
+{
+    const blk_fn *f16 = blks2_generic, *f8 = blks1_generic;
+#ifdef REF_TILE_X86
+    if (plena_cpu_has_avx2()) f16 = blks2_avx2, f8 = blks1_avx2;
+#endif
+    float pk[BLK_GROUP * PLENA_REF_TILE_BLOCK_MLEN];
+    uint32_t n = 0;
+    while (np - n >= 8) {
+        const uint32_t gw = np - n >= BLK_GROUP ? BLK_GROUP : (np - n) / 8 * 8;
+        blk_pack(w, np, k0, mlen, n, gw, pk);
+        for (uint32_t c0 = 0; c0 < gw; c0 += 16) {
+            const blk_fn *f = gw - c0 >= 16 ? f16 : f8;
+            for (uint32_t i0 = 0; i0 < R; i0 += BLK_RB) {
+                const uint32_t rb = R - i0 < BLK_RB ? R - i0 : BLK_RB;
+                f[rb - 1](x + i0 * ldx, ldx, pk + (size_t)c0 * mlen, k0, mlen,
+                          td + i0 * ldt + n + c0, ldt, add);
+            }
+        }
+        n += gw;
+    }
+    for (uint32_t i = 0; i < R; i++) /* tail columns, the scalar chain */
+        for (uint32_t c = n; c < np; c++) {
+            float ch = x[i * ldx + k0] * w[(size_t)k0 * np + c];
+            for (uint32_t j = 1; j < mlen; j++)
+                ch = ch + x[i * ldx + k0 + j] * w[(size_t)(k0 + j) * np + c];
+            float *o = td + (size_t)i * ldt + c;
+            *o = add ? *o + ch : ch;
+        }
+}
+
 void plena_ref_tile_rows(const float *x, size_t ldx, uint32_t R, const float *w, uint32_t np,
                          uint32_t k0, uint32_t mlen, float *td, size_t ldt, int add)
 {
-    if (!R) return;
-    if (R > PLENA_REF_TILE_ROWS) R = PLENA_REF_TILE_ROWS;
+    if (!R || !mlen) return;
+    if (R >= PLENA_REF_TILE_BLOCK_ROWS && mlen <= PLENA_REF_TILE_BLOCK_MLEN) {
+        tile_blocks(x, ldx, R, w, np, k0, mlen, td, ldt, add);
+        return;
+    }
     const tile_fn *t = tiles_generic;
 #ifdef REF_TILE_X86
     if (plena_cpu_has_avx2()) t = tiles_avx2;
 #endif
-    t[R - 1](x, ldx, w, np, k0, mlen, td, ldt, add);
+    for (uint32_t r0 = 0; r0 < R; r0 += PLENA_REF_TILE_ROWS) {
+        const uint32_t rr = R - r0 < PLENA_REF_TILE_ROWS ? R - r0 : PLENA_REF_TILE_ROWS;
+        t[rr - 1](x + (size_t)r0 * ldx, ldx, w, np, k0, mlen, td + (size_t)r0 * ldt, ldt, add);
+    }
 }

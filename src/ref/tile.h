@@ -5,10 +5,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Rows of the register block: rows share each weight load. */
+/* Rows of the streaming kernel's block: rows share each weight load. */
 #define PLENA_REF_TILE_ROWS 4
+/* From this many rows (and K tiles of at most PLENA_REF_TILE_BLOCK_MLEN), the
+ * register-blocked kernel over packed weights (tile.c "many rows"). */
+#define PLENA_REF_TILE_BLOCK_ROWS 12
+#define PLENA_REF_TILE_BLOCK_MLEN 64
 
-/* td[i][n] (i < R <= PLENA_REF_TILE_ROWS, n < np, row stride ldt) = the M_MM
+/* td[i][n] (i < R, any number of rows, n < np, row stride ldt) = the M_MM
  * contribution of K tile [k0, k0 + mlen) for row i of x (row stride ldx) and
  * column n of w ([K][np]): products rounded to f32, summed in increasing K
  * index, the first a bare product (docs/numerics.md "Matrix accumulation
