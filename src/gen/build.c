@@ -6,6 +6,7 @@
  * selected ones; DEVICE: all). It never runs the emulator. */
 #include "gen/build.h"
 #include "gen/route_plan.h"
+#include "gen/weights.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -162,44 +163,12 @@ void plena_moe_routing_random(uint32_t T, uint32_t E, uint32_t k, uint64_t seed,
     plena_free(perm);
 }
 
-/* ---- value generation ---- */
-
-struct gen_ctx {
-    const struct plena_moe_build_opts *o;
-    struct plena_moe_build *b;
-    struct plena_err *err;
-};
-
-/* Logical tensor [K][N] (row-major) of role/expert; a = 1/sqrt(fan_in). */
-static void gen_values_of(enum plena_weights_mode weights, uint64_t seed, unsigned role,
-                          uint32_t expert, uint32_t K, uint32_t N, uint32_t fan_in, float *out)
-{
-    const size_t n = (size_t)K * N;
-    if (weights == PLENA_WEIGHTS_ZERO) {
-        memset(out, 0, n * sizeof *out);
-        return;
-    }
-    struct plena_prng g;
-    const uint64_t words[3] = {PLENA_PRNG_TAG_WEIGHTS, role, expert};
-    plena_prng_derive(&g, seed, words, 3);
-    const double a = 1.0 / sqrt((double)(fan_in ? fan_in : 1));
-    if (weights == PLENA_WEIGHTS_REPRESENTABLE) {
-        /* docs/lowering.md "Checking a build": {-1,-0.5,-0.25,0,0.25,0.5,1} x 2^round(log2 a):
-         * exact in MX and BF16 */
-        static const float set[7] = {-1.0f, -0.5f, -0.25f, 0.0f, 0.25f, 0.5f, 1.0f};
-        const float p = ldexpf(1.0f, (int)floor(log2(a) + 0.5));
-        for (size_t i = 0; i < n; i++)
-            out[i] = set[plena_prng_bounded(&g, 7)] * p;
-        return;
-    }
-    for (size_t i = 0; i < n; i++)
-        out[i] = (float)((2.0 * plena_prng_uniform(&g) - 1.0) * a);
-}
+/* ---- value generation (gen/weights.c) ---- */
 
 static void gen_values(const struct plena_moe_build_opts *o, unsigned role, uint32_t expert,
                        uint32_t K, uint32_t N, uint32_t fan_in, float *out)
 {
-    gen_values_of(o->weights, o->weight_seed, role, expert, K, N, fan_in, out);
+    plena_moe_weights_values(o->weights, o->weight_seed, role, expert, K, N, fan_in, out);
 }
 
 /* ---- staging ---- */
@@ -237,27 +206,7 @@ static int add_region(struct plena_moe_build *b, uint64_t base, uint64_t n, uint
 
 static uint64_t mx_bytes(uint32_t K_p, uint32_t N_p)
 {
-    const uint64_t ne = (uint64_t)K_p * N_p;
-    return ne + ne / PLENA_MOE_MX_BLOCK;
-}
-
-/* MXFP8 [K_p, N_p] into bytes (mx_bytes of them) from logical [K][N] (zero
- * padded), host encoder, block 8. */
-static int encode_mx(enum plena_mx_mode mode, const float *v, uint32_t K, uint32_t N, uint32_t K_p,
-                     uint32_t N_p, uint8_t *bytes)
-{
-    const uint64_t ne = (uint64_t)K_p * N_p;
-    float *row = plena_calloc(N_p, sizeof *row);
-    if (!row) return PLENA_E_NOMEM;
-    for (uint32_t r = 0; r < K_p; r++) {
-        memset(row, 0, (size_t)N_p * sizeof *row);
-        if (r < K) memcpy(row, v + (size_t)r * N, (size_t)N * sizeof *row);
-        plena_num_mx_encode_row(mode, PLENA_MX_HOST, row, N_p, PLENA_MOE_MX_BLOCK,
-                                bytes + (uint64_t)r * N_p,
-                                bytes + ne + (uint64_t)r * (N_p / PLENA_MOE_MX_BLOCK));
-    }
-    plena_free(row);
-    return 0;
+    return plena_moe_mx_bytes(K_p, N_p);
 }
 
 static int stage_mx(struct plena_moe_build *b, uint64_t base, const float *v, uint32_t K,
@@ -265,7 +214,17 @@ static int stage_mx(struct plena_moe_build *b, uint64_t base, const float *v, ui
 {
     uint8_t *bytes;
     if (add_region(b, base, mx_bytes(K_p, N_p), &bytes)) return PLENA_E_NOMEM;
-    return encode_mx(b->mx_mode, v, K, N, K_p, N_p, bytes);
+    return plena_moe_encode_mx(b->mx_mode, v, K, N, K_p, N_p, bytes);
+}
+
+/* The generated tensor role/expert [K][N] as MXFP8 [K_p, N_p] at base. */
+static int stage_gen_mx(struct plena_moe_build *b, uint64_t base, unsigned role, uint32_t expert,
+                        uint32_t K, uint32_t N, uint32_t fan_in, uint32_t K_p, uint32_t N_p)
+{
+    uint8_t *bytes;
+    if (add_region(b, base, mx_bytes(K_p, N_p), &bytes)) return PLENA_E_NOMEM;
+    return plena_moe_weights_mx(b->weights, b->weight_seed, role, expert, K, N, fan_in, b->mx_mode,
+                                K_p, N_p, bytes);
 }
 
 /* ---- lazy routed expert matrices (docs/design.md "Lazy routed expert weights") ---- */
@@ -286,7 +245,6 @@ static void expert_shape(const struct plena_moe_build *b, unsigned q, uint32_t *
 void plena_moe_scratch_free(struct plena_moe_scratch *s)
 {
     plena_free(s->bytes);
-    plena_free(s->vals);
     memset(s, 0, sizeof *s);
 }
 
@@ -297,12 +255,11 @@ const uint8_t *plena_moe_build_region_bytes(const struct plena_moe_build *b,
     if (r->bytes) return r->bytes;
     uint32_t K, N, K_p, N_p;
     expert_shape(b, r->matrix, &K, &N, &K_p, &N_p);
-    if (plena_grow((void **)&s->bytes, &s->cap_bytes, (size_t)r->n, 1) ||
-        plena_grow((void **)&s->vals, &s->cap_vals, (size_t)K * N + 1, sizeof(float)))
+    if (plena_grow((void **)&s->bytes, &s->cap_bytes, (size_t)r->n, 1)) return NULL;
+    /* the bytes stage_experts would have staged */
+    if (plena_moe_weights_mx(b->weights, b->weight_seed, expert_roles[r->matrix], r->expert, K, N,
+                             K, b->mx_mode, K_p, N_p, s->bytes))
         return NULL;
-    /* the values and encoding stage_experts would have staged */
-    gen_values_of(b->weights, b->weight_seed, expert_roles[r->matrix], r->expert, K, N, K, s->vals);
-    if (encode_mx(b->mx_mode, s->vals, K, N, K_p, N_p, s->bytes)) return NULL;
     return s->bytes;
 }
 
@@ -613,8 +570,7 @@ static int stage_experts(const struct plena_moe_build_opts *o, struct plena_moe_
                 r->matrix = (uint8_t)q;
                 continue;
             }
-            gen_values(o, expert_roles[q], e, K, N, K, tmp);
-            if (stage_mx(b, base, tmp, K, N, K_p, N_p)) return PLENA_E_NOMEM;
+            if (stage_gen_mx(b, base, expert_roles[q], e, K, N, K, K_p, N_p)) return PLENA_E_NOMEM;
         }
     }
     if (cfg->expert_bias) {
@@ -749,12 +705,13 @@ static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_buil
     /* ---- shared experts ---- */
     if (cfg->Is) {
         const uint32_t Is = cfg->Is;
-        gen_values(o, PLENA_ROLE_SHARED_GATE, 0, H, Is, H, tmp);
-        if ((rc = stage_mx(b, mp->shared[0], tmp, H, Is, mp->H_p, mp->Is_p))) goto nomem;
-        gen_values(o, PLENA_ROLE_SHARED_UP, 0, H, Is, H, tmp);
-        if ((rc = stage_mx(b, mp->shared[1], tmp, H, Is, mp->H_p, mp->Is_p))) goto nomem;
-        gen_values(o, PLENA_ROLE_SHARED_DOWN, 0, Is, H, Is, tmp);
-        if ((rc = stage_mx(b, mp->shared[2], tmp, Is, H, mp->Is_p, mp->H_p))) goto nomem;
+        if ((rc = stage_gen_mx(b, mp->shared[0], PLENA_ROLE_SHARED_GATE, 0, H, Is, H, mp->H_p,
+                               mp->Is_p)) ||
+            (rc = stage_gen_mx(b, mp->shared[1], PLENA_ROLE_SHARED_UP, 0, H, Is, H, mp->H_p,
+                               mp->Is_p)) ||
+            (rc = stage_gen_mx(b, mp->shared[2], PLENA_ROLE_SHARED_DOWN, 0, Is, H, Is, mp->Is_p,
+                               mp->H_p)))
+            goto nomem;
     }
     b->gate_shift = -1;
     if (gate) {

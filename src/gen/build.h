@@ -121,8 +121,7 @@ struct plena_hbm_region {
 /* Scratch for plena_moe_build_region_bytes (zero-initialise; plena_moe_scratch_free). */
 struct plena_moe_scratch {
     uint8_t *bytes;
-    float *vals;
-    size_t cap_bytes, cap_vals; /* bytes; floats */
+    size_t cap_bytes;
 };
 void plena_moe_scratch_free(struct plena_moe_scratch *s);
 
