@@ -33,14 +33,14 @@ uint64_t plena_prng_next(struct plena_prng *g);
 double plena_prng_uniform(struct plena_prng *g);
 /* Unbiased integer in [0, n) by rejection; n == 0 returns 0 without drawing. */
 uint64_t plena_prng_bounded(struct plena_prng *g, uint64_t n);
-/* Jumping ahead: xoshiro256's transition is linear over GF(2), so the
- * state after d next() calls is sum_i c_i M^i s for c(x) = x^d mod P(x),
- * P the transition's characteristic polynomial (the published xoshiro256
- * JUMP constant is c for d = 2^128). poly gets c's 256 coefficients, bit i
- * of poly[i / 64] for x^i. */
-void plena_prng_jump_poly(uint64_t d, uint64_t poly[4]);
-/* g advanced by the d draws poly was made for (256 next() calls of work). */
+/* Jumping ahead: xoshiro256's transition M is linear over GF(2), so the
+ * state after d draws is sum_i c_i M^i s for c(x) = x^d mod P(x), P the
+ * characteristic polynomial of M. plena_prng_jump applies c given as its
+ * 256 coefficients (bit i of poly[i / 64] for x^i; the published xoshiro256
+ * JUMP constant is c for d = 2^128): 256 next() calls of work. */
 void plena_prng_jump(struct plena_prng *g, const uint64_t poly[4]);
+/* g as after d next() calls, in (d mod 256) + 256 popcount(d >> 8) of them. */
+void plena_prng_advance(struct plena_prng *g, uint64_t d);
 /* out[i] = (float)((2.0 * uniform(g) - 1.0) * a) for i < n, in draw order:
  * uniform in [-a, a) rounded to f32 (the weight generator's values). */
 void plena_prng_sym_f32(struct plena_prng *g, double a, size_t n, float *out);

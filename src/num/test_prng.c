@@ -146,31 +146,37 @@ static void stepped(struct plena_prng *g, uint64_t d)
 static void test_jump(void **state)
 {
     (void)state;
-    /* below 256 the polynomial is x^d itself; from 256 on it is reduced mod
-     * P, so these distances check P */
-    static const uint64_t ds[] = {0, 1, 2, 63, 64, 65, 255, 256, 257, 511, 1000, 12345, 393216};
+    /* below 256 only steps; from 256 on the table rows of 2^8 .. */
+    static const uint64_t ds[] = {0, 1, 2, 255, 256, 257, 511, 512, 1000, 12345, 393216, 393217};
     for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++) {
         struct plena_prng g, h;
         const uint64_t w[1] = {k};
         plena_prng_derive(&g, 9, w, 1);
         h = g;
-        uint64_t poly[4];
-        plena_prng_jump_poly(ds[k], poly);
-        plena_prng_jump(&g, poly);
+        plena_prng_advance(&g, ds[k]);
         stepped(&h, ds[k]);
         assert_memory_equal(g.s, h.s, sizeof g.s);
     }
-    /* far jumps compose: 2^40 + 777 = (2^40) then 777 steps */
+    /* each row 2^k against stepping up to 2^20, then row k + 1 against
+     * row k twice (a wrong row moves a random state elsewhere) */
     struct plena_prng g, h;
     plena_prng_derive(&g, 5, NULL, 0);
     h = g;
-    uint64_t poly[4];
-    plena_prng_jump_poly((1ull << 40) + 777, poly);
-    plena_prng_jump(&g, poly);
-    plena_prng_jump_poly(1ull << 40, poly);
-    plena_prng_jump(&h, poly);
-    stepped(&h, 777);
-    assert_memory_equal(g.s, h.s, sizeof g.s);
+    uint64_t done = 0; /* draws h has stepped */
+    for (int k = 8; k <= 20; k++) {
+        struct plena_prng j = g;
+        plena_prng_advance(&j, 1ull << k);
+        stepped(&h, (1ull << k) - done);
+        done = 1ull << k;
+        assert_memory_equal(j.s, h.s, sizeof j.s);
+    }
+    for (int k = 20; k < 63; k++) {
+        struct plena_prng one = g, two = g;
+        plena_prng_advance(&one, 1ull << (k + 1));
+        plena_prng_advance(&two, 1ull << k);
+        plena_prng_advance(&two, 1ull << k);
+        assert_memory_equal(one.s, two.s, sizeof one.s);
+    }
     /* the published xoshiro256 jump() (2^128 draws, its JUMP constant) is
      * plena_prng_jump with that polynomial: its result from {1, 2, 3, 4}
      * by the reference code's loop */
