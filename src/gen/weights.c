@@ -88,10 +88,45 @@ int plena_moe_weights_mx_ref(enum plena_weights_mode weights, uint64_t seed, uns
     return rc;
 }
 
+/* The fused path: with R = K / 4, lane j of a plena_prng_x4 starts j R N
+ * draws into the stream (plena_prng_advance), so one x4 step draws row
+ * r, R + r, 2R + r and 3R + r at once; rows 4R .. K-1 continue lane 3's
+ * stream, and the padding rows K .. K_p-1 are zero rows. Each row is drawn
+ * into a padded row buffer (its columns N .. N_p-1 stay zero) and encoded
+ * at once, so the [K][N] values never exist. */
 int plena_moe_weights_mx(enum plena_weights_mode weights, uint64_t seed, unsigned role,
                          uint32_t expert, uint32_t K, uint32_t N, uint32_t fan_in,
                          enum plena_mx_mode mode, uint32_t K_p, uint32_t N_p, uint8_t *bytes)
 {
-    return plena_moe_weights_mx_ref(weights, seed, role, expert, K, N, fan_in, mode, K_p, N_p,
-                                    bytes);
+    if (weights == PLENA_WEIGHTS_REPRESENTABLE) /* rejection draws: no fixed stride */
+        return plena_moe_weights_mx_ref(weights, seed, role, expert, K, N, fan_in, mode, K_p, N_p,
+                                        bytes);
+    float *rows = plena_calloc(4 * (size_t)N_p + 1, sizeof *rows);
+    if (!rows) return PLENA_E_NOMEM;
+    uint32_t r0 = 0; /* first row not yet encoded */
+    if (weights == PLENA_WEIGHTS_RANDOM) {
+        const double a = scale_of(fan_in);
+        const uint32_t R = K / 4;
+        struct plena_prng_x4 x;
+        derive(&x.lane[0], seed, role, expert);
+        for (int j = 1; j < 4; j++) {
+            x.lane[j] = x.lane[j - 1];
+            plena_prng_advance(&x.lane[j], (uint64_t)R * N);
+        }
+        float *const row[4] = {rows, rows + N_p, rows + 2 * (size_t)N_p, rows + 3 * (size_t)N_p};
+        for (uint32_t r = 0; r < R; r++) {
+            plena_prng_x4_sym_f32(&x, a, N, row);
+            for (uint32_t j = 0; j < 4; j++)
+                encode_row(mode, row[j], j * R + r, K_p, N_p, bytes);
+        }
+        for (r0 = 4 * R; r0 < K; r0++) {
+            plena_prng_sym_f32(&x.lane[3], a, N, rows);
+            encode_row(mode, rows, r0, K_p, N_p, bytes);
+        }
+        memset(rows, 0, (size_t)N_p * sizeof *rows);
+    }
+    for (; r0 < K_p; r0++) /* zero weights, then the padding rows */
+        encode_row(mode, rows, r0, K_p, N_p, bytes);
+    plena_free(rows);
+    return 0;
 }
