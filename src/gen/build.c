@@ -1024,6 +1024,23 @@ static int fail_stopped(struct plena_err *err)
     return PLENA_FAIL(err, PLENA_E_INTERRUPTED, "build", "interrupted (SIGINT/SIGTERM)");
 }
 
+/* n bytes at offset off; 1 with errno set on failure. */
+static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
+{
+    while (n) {
+        ssize_t w = pwrite(fd, p, n, (off_t)off);
+        if (w <= 0) {
+            if (w == 0) errno = ENOSPC; /* no progress and no errno */
+            if (w < 0 && errno == EINTR) continue;
+            return 1;
+        }
+        p += w;
+        off += (uint64_t)w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
 static int write_hbm(struct plena_moe_build *b, const struct plena_moe_build_opts *opt,
                      const char *dir, struct plena_err *err)
 {
@@ -1053,19 +1070,25 @@ static int write_hbm(struct plena_moe_build *b, const struct plena_moe_build_opt
             rc = 4;
             break;
         }
-        for (uint64_t o = 0; o < r->n && !rc; o += 4096) {
-            size_t n = r->n - o < 4096 ? (size_t)(r->n - o) : 4096;
-            if (all_zero(bytes + o, n)) continue;
-            if (r->base + o + n > b->hbm_size) {
+        /* runs of non-zero 4 KiB chunks, each one pwrite: large writes
+         * let the page cache take large folios (a 4 KiB write each cost
+         * about as much as generating its bytes) */
+        for (uint64_t o = 0; o < r->n && !rc;) {
+            uint64_t end = o;
+            while (end < r->n) {
+                size_t n = r->n - end < 4096 ? (size_t)(r->n - end) : 4096;
+                if (all_zero(bytes + end, n)) break;
+                end += n;
+            }
+            if (end > o && r->base + end > b->hbm_size) {
                 rc = 2;
-                break;
+            } else if (end > o) {
+                rc = pwrite_all(fd, bytes + o, (size_t)(end - o), r->base + o);
+                b->hbm_bytes_written += end - o;
+                o = end;
+            } else {
+                o += 4096; /* a zero chunk: a hole */
             }
-            ssize_t w = pwrite(fd, bytes + o, n, (off_t)(r->base + o));
-            if (w != (ssize_t)n) {
-                if (w >= 0) errno = ENOSPC; /* a short write sets no errno */
-                rc = 1;
-            }
-            b->hbm_bytes_written += n;
         }
     }
     plena_moe_scratch_free(&sc);

@@ -8,9 +8,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/fileio.h"
 #include "gen/build.h"
 #include "gen/weights.h"
 #include "num/prng.h"
@@ -135,7 +138,74 @@ static void test_recorded_builds(void **state)
     }
 }
 
+/* ---- hbm.bin: the regions' bytes, zero chunks left as holes ---- */
+
+static int zero4k(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return 0;
+    return 1;
+}
+
+/* The written file holds every region at its base and zeros elsewhere,
+ * and exactly the non-zero 4 KiB chunks of the regions were written (zero
+ * weights leave whole code chunks zero between non-zero ones). */
+static void test_hbm_file(void **state)
+{
+    (void)state;
+    char dir[256], sub[300], path[400];
+    assert_int_equal(plena_test_mkdtemp(dir, sizeof dir, "gen_hbm"), 0);
+    static const enum plena_weights_mode modes[] = {PLENA_WEIGHTS_RANDOM, PLENA_WEIGHTS_ZERO};
+    struct plena_gen_machine m;
+    plena_gen_machine_default(&m);
+    const struct plena_moe_model *mdl = plena_model_preset_find("tiny-route-128x8");
+    assert_non_null(mdl);
+    for (int i = 0; i < 2; i++) {
+        snprintf(sub, sizeof sub, "%s/b%d", dir, i);
+        struct plena_moe_build_opts o;
+        plena_moe_build_opts_init(&o, mdl, &m, 16);
+        o.weights = modes[i];
+        o.out_dir = sub;
+        struct plena_err err;
+        plena_err_clear(&err);
+        uint32_t *ids = NULL;
+        float *w = NULL;
+        assert_int_equal(plena_moe_build_routing(&o, mdl, "random", 3, &ids, &w, &err), 0);
+        struct plena_moe_build b;
+        assert_int_equal(plena_moe_build_run(&o, &b, &err), 0);
+        snprintf(path, sizeof path, "%s/hbm.bin", sub);
+        char *data = NULL;
+        size_t len = 0;
+        assert_int_equal(plena_file_read_all(path, &data, &len, &err), 0);
+        assert_int_equal(len, b.hbm_size);
+        uint8_t *want = plena_calloc(len + 1, 1);
+        assert_non_null(want);
+        uint64_t written = 0, zero_chunks = 0;
+        for (size_t r = 0; r < b.n_hbm; r++) {
+            const struct plena_hbm_region *g = &b.hbm[r];
+            memcpy(want + g->base, g->bytes, (size_t)g->n);
+            for (uint64_t c = 0; c < g->n; c += 4096) {
+                const size_t n = g->n - c < 4096 ? (size_t)(g->n - c) : 4096;
+                if (zero4k(g->bytes + c, n))
+                    zero_chunks++;
+                else
+                    written += n;
+            }
+        }
+        assert_memory_equal(data, want, len);
+        assert_int_equal(b.hbm_bytes_written, written);
+        if (modes[i] == PLENA_WEIGHTS_ZERO) assert_true(zero_chunks > 0);
+        plena_free(want);
+        plena_free(data);
+        plena_moe_build_free(&b);
+        plena_free(ids);
+        plena_free(w);
+    }
+    assert_int_equal(plena_test_rmtree(dir), 0);
+}
+
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_hbm_file),
     cmocka_unit_test(test_mx_fused),
     cmocka_unit_test(test_recorded_builds),
 };
