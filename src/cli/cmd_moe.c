@@ -274,6 +274,11 @@ static int cmd_moe(int argc, char **argv)
     o.mx_mode = set.mx_mode;
     o.out_dir = out;
     o.program_only = program_only;
+    /* without --check nothing reads the expert matrices back after
+     * hbm.bin is written (the run loads the file): each is generated into
+     * one cache-warm scratch and written from there instead of being held
+     * (docs/design.md "Weight generation: jumped streams") */
+    o.lazy_experts = !check;
     /* SIGINT/SIGTERM: the build stops between phases (hbm.bin's temporary
      * removed), the run and the check as a trap; exit 5 */
     o.stop = &plena_cli_stop;

@@ -64,8 +64,9 @@ struct plena_moe_build_opts {
     enum plena_mx_mode mx_mode;
     const char *out_dir; /* NULL: staged in memory only */
     int program_only;    /* write program.asm, program.mem, layout.json only */
-    int lazy_experts;    /* tests: routed expert weights lazy at any size (else above
-                          * PLENA_MOE_LAZY_EXPERT_BYTES) */
+    int lazy_experts;    /* routed expert weights lazy at any size (else above
+                          * PLENA_MOE_LAZY_EXPERT_BYTES): for callers that do not
+                          * read them back (plena moe without --check), and tests */
     /* set by a signal handler (may be NULL): polled between the phases and
      * while hbm.bin is written; a set flag ends the build with
      * PLENA_E_INTERRUPTED, files already renamed kept, hbm.bin's temporary removed */
