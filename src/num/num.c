@@ -615,6 +615,20 @@ static AVX2 inline __m256i quantize8(__m256 y)
     return _mm256_andnot_si256(_mm256_cmpeq_epi32(ab, _mm256_setzero_si256()), code);
 }
 
+/* Per lane: the scale byte e + 127 of a finite non-zero amax (the
+ * exponent of amax + EPS: normal, -30 <= e <= 127, no clamp) and in *inv
+ * 2^-e as f32 bits (the subnormal 2^-127 when e = 127). */
+static AVX2 inline __m256i scale8(__m256i amax, __m256i *inv)
+{
+    const __m256 t = _mm256_add_ps(_mm256_castsi256_ps(amax),
+                                   _mm256_castsi256_ps(_mm256_set1_epi32((int)EPS_BITS)));
+    const __m256i sb = _mm256_srli_epi32(_mm256_castps_si256(t), 23);
+    const __m256i p = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), sb), 23);
+    *inv = _mm256_blendv_epi8(p, _mm256_set1_epi32(0x00400000),
+                              _mm256_cmpeq_epi32(sb, _mm256_set1_epi32(254)));
+    return sb;
+}
+
 /* encode_pair8 for one block of 8: amax (NaNs excluded) by integer compare,
  * the scale from amax + EPS, y = x * 2^-e, quantize8; blocks the reference
  * takes (all zero / NaN, or an Inf) go to plena_encode_block_fast. */
@@ -632,12 +646,8 @@ static AVX2 void encode_block8_avx2(const float *x, uint8_t *codes, uint8_t *sca
         plena_encode_block_fast(x, 8, codes, scale, zero_special);
         return;
     }
-    const __m256 t = _mm256_add_ps(_mm256_castsi256_ps(m),
-                                   _mm256_castsi256_ps(_mm256_set1_epi32((int)EPS_BITS)));
-    const __m256i sb = _mm256_srli_epi32(_mm256_castps_si256(t), 23);
-    __m256i inv = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), sb), 23);
-    inv = _mm256_blendv_epi8(inv, _mm256_set1_epi32(0x00400000),
-                             _mm256_cmpeq_epi32(sb, _mm256_set1_epi32(254)));
+    __m256i inv;
+    const __m256i sb = scale8(m, &inv);
     const __m256 y = _mm256_mul_ps(_mm256_castsi256_ps(v), _mm256_castsi256_ps(inv));
     /* the eight codes (low bytes of the lanes) packed into 8 bytes */
     const __m256i c = quantize8(y);
@@ -699,12 +709,8 @@ static AVX2 void encode_oct8_avx2(const float *x, uint8_t *codes, uint8_t *scale
             encode_block8_avx2(x + 8 * j, codes + 8 * j, scales + j, zero_special);
         return;
     }
-    const __m256 tt = _mm256_add_ps(_mm256_castsi256_ps(m),
-                                    _mm256_castsi256_ps(_mm256_set1_epi32((int)EPS_BITS)));
-    const __m256i sb = _mm256_srli_epi32(_mm256_castps_si256(tt), 23);
-    __m256i inv = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), sb), 23);
-    inv = _mm256_blendv_epi8(inv, _mm256_set1_epi32(0x00400000),
-                             _mm256_cmpeq_epi32(sb, _mm256_set1_epi32(254)));
+    __m256i inv;
+    const __m256i sb = scale8(m, &inv);
     const __m128i s16 =
         _mm_packus_epi32(_mm256_castsi256_si128(sb), _mm256_extracti128_si256(sb, 1));
     _mm_storel_epi64((__m128i *)scales, _mm_packus_epi16(s16, s16));
