@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/pool.h"
 #include "common/fileio.h"
 #include "model/trace_model.h"
 #include "isa/program.h"
@@ -540,6 +542,45 @@ static int mark_present(const struct plena_moe_build_opts *o, struct plena_moe_b
     return rc;
 }
 
+/* Eager routed expert regions b->hbm[first ..]: their bytes, matrices
+ * taken in order from a counter by the threads of a pool (each writes only
+ * its own region, so the bytes do not depend on the count). */
+struct fill_job {
+    struct plena_moe_build *b;
+    size_t first;
+    atomic_size_t next;
+    atomic_int failed;
+};
+
+static void fill_part(void *ctx, uint32_t part, uint32_t parts)
+{
+    (void)part;
+    (void)parts;
+    struct fill_job *j = ctx;
+    for (;;) {
+        const size_t i = j->first + atomic_fetch_add(&j->next, 1);
+        if (i >= j->b->n_hbm || atomic_load(&j->failed)) return;
+        const struct plena_hbm_region *r = &j->b->hbm[i];
+        uint32_t K, N, K_p, N_p;
+        expert_shape(j->b, r->matrix, &K, &N, &K_p, &N_p);
+        if (plena_moe_weights_mx(j->b->weights, j->b->weight_seed, expert_roles[r->matrix],
+                                 r->expert, K, N, K, j->b->mx_mode, K_p, N_p, r->bytes))
+            atomic_store(&j->failed, 1);
+    }
+}
+
+static int fill_experts(struct plena_moe_build *b, size_t first, uint32_t threads)
+{
+    struct fill_job j = {b, first, 0, 0};
+    struct plena_pool *pool = threads > 1 ? plena_pool_new(threads) : NULL;
+    if (pool)
+        plena_pool_run(pool, fill_part, &j);
+    else
+        fill_part(&j, 0, 1);
+    plena_pool_free(pool);
+    return atomic_load(&j.failed) ? PLENA_E_NOMEM : 0;
+}
+
 /* The routed experts' weights (MX in HBM) and bias tables (VRAM) of the
  * experts in b->present; tmp holds at least max(H, I) x max(H, I) floats. */
 static int stage_experts(const struct plena_moe_build_opts *o, struct plena_moe_build *b,
@@ -557,22 +598,26 @@ static int stage_experts(const struct plena_moe_build_opts *o, struct plena_moe_
             routed += mx_bytes(K_p, N_p);
         }
     b->lazy_experts = o->lazy_experts || routed > PLENA_MOE_LAZY_EXPERT_BYTES;
+    /* the regions first, in expert order (an eager one with its zeroed
+     * bytes), then the eager ones' bytes, on o->threads threads */
+    const size_t first = b->n_hbm;
     for (uint32_t e = 0; e < E; e++) {
         if (!b->present[e]) continue;
         for (unsigned q = 0; q < 3; q++) {
             uint32_t K, N, K_p, N_p;
             expert_shape(b, q, &K, &N, &K_p, &N_p);
             uint64_t base = plena_moe_expert_base(mp, (int)q, e);
-            if (b->lazy_experts) {
-                struct plena_hbm_region *r = new_region(b, base, mx_bytes(K_p, N_p));
-                if (!r) return PLENA_E_NOMEM;
-                r->expert = e;
-                r->matrix = (uint8_t)q;
-                continue;
-            }
-            if (stage_gen_mx(b, base, expert_roles[q], e, K, N, K, K_p, N_p)) return PLENA_E_NOMEM;
+            uint8_t *bytes;
+            if (!b->lazy_experts && add_region(b, base, mx_bytes(K_p, N_p), &bytes))
+                return PLENA_E_NOMEM;
+            struct plena_hbm_region *r =
+                b->lazy_experts ? new_region(b, base, mx_bytes(K_p, N_p)) : &b->hbm[b->n_hbm - 1];
+            if (!r) return PLENA_E_NOMEM;
+            r->expert = e;
+            r->matrix = (uint8_t)q;
         }
     }
+    if (!b->lazy_experts && fill_experts(b, first, o->threads)) return PLENA_E_NOMEM;
     if (cfg->expert_bias) {
         static const char *names[3] = {"b_gate", "b_up", "b_down"};
         static const unsigned broles[3] = {PLENA_ROLE_BIAS_GATE, PLENA_ROLE_BIAS_UP,

@@ -64,6 +64,8 @@ struct plena_moe_build_opts {
     enum plena_mx_mode mx_mode;
     const char *out_dir; /* NULL: staged in memory only */
     int program_only;    /* write program.asm, program.mem, layout.json only */
+    uint32_t threads;    /* > 1: an eager build's routed expert matrices generated on
+                          * that many threads (common/pool.c; the same bytes) */
     int lazy_experts;    /* routed expert weights lazy at any size (else above
                           * PLENA_MOE_LAZY_EXPERT_BYTES): for callers that do not
                           * read them back (plena moe without --check), and tests */
@@ -108,7 +110,7 @@ struct plena_hbm_region {
     uint64_t base, n;
     uint8_t *bytes;  /* NULL: a lazy routed-expert matrix, generated on demand
                       * (plena_moe_build_region_bytes) */
-    uint32_t expert; /* lazy: the routed expert and its matrix (0 gate, 1 up, 2 down) */
+    uint32_t expert; /* routed expert regions: the expert and its matrix (0 gate, 1 up, 2 down) */
     uint8_t matrix;
 };
 

@@ -87,7 +87,7 @@ struct recorded {
     const char *model, *routing; /* routing NULL: the preset's default */
     uint32_t T;
     enum plena_weights_mode weights;
-    int lazy;
+    int lazy; /* 1 lazy regions; -N eager on N threads */
     uint64_t digest;
 };
 
@@ -111,6 +111,9 @@ static void test_recorded_builds(void **state)
         {"qwen3-30b-a3b", "random", 2, PLENA_WEIGHTS_RANDOM, 0, 0x91d7d11e702702a0ull},
         /* lazy regions of a non-square expert (H != I): the same digest */
         {"qwen3-30b-a3b", "random", 2, PLENA_WEIGHTS_RANDOM, 1, 0x91d7d11e702702a0ull},
+        /* the eager matrices on three threads (lazy = -3): the same digest */
+        {"qwen3-30b-a3b", "random", 2, PLENA_WEIGHTS_RANDOM, -3, 0x91d7d11e702702a0ull},
+        {"tiny-ds-shared", NULL, 4, PLENA_WEIGHTS_RANDOM, -2, 0xf76f5c1517762522ull},
     };
     struct plena_gen_machine m;
     plena_gen_machine_default(&m);
@@ -121,7 +124,8 @@ static void test_recorded_builds(void **state)
         struct plena_moe_build_opts o;
         plena_moe_build_opts_init(&o, mdl, &m, c->T);
         o.weights = c->weights;
-        o.lazy_experts = c->lazy;
+        o.lazy_experts = c->lazy > 0;
+        o.threads = c->lazy < 0 ? (uint32_t)-c->lazy : 0;
         struct plena_err err;
         plena_err_clear(&err);
         uint32_t *ids = NULL;
