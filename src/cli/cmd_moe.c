@@ -186,7 +186,8 @@ static const struct plena_opt moe_rows[] = {
     PLENA_OPT_FLAG_ROW("--profile", M, profile,
                        "write the stage profile and print the stage table"),
     PLENA_OPT_UINT_ROW("--threads", "N", M, threads, 1, 4096,
-                       "host threads: the check's references split over experts and rows, the "
+                       "host threads: the build's expert weights (with --check), the check's "
+                       "references split over experts and rows, the "
                        "timed run's dumps written aside (never changes outputs)",
                        .def = "1"),
     {.names = "--program-only",
@@ -274,6 +275,12 @@ static int cmd_moe(int argc, char **argv)
     o.mx_mode = set.mx_mode;
     o.out_dir = out;
     o.program_only = program_only;
+    /* without --check nothing reads the expert matrices back after
+     * hbm.bin is written (the run loads the file): each is generated into
+     * one cache-warm scratch and written from there instead of being held
+     * (docs/design.md "Weight generation: jumped streams") */
+    o.lazy_experts = !check;
+    o.threads = c.threads; /* an eager build's expert matrices on the threads */
     /* SIGINT/SIGTERM: the build stops between phases (hbm.bin's temporary
      * removed), the run and the check as a trap; exit 5 */
     o.stop = &plena_cli_stop;

@@ -6,10 +6,12 @@
  * selected ones; DEVICE: all). It never runs the emulator. */
 #include "gen/build.h"
 #include "gen/route_plan.h"
+#include "gen/weights.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/pool.h"
 #include "common/fileio.h"
 #include "model/trace_model.h"
 #include "isa/program.h"
@@ -162,44 +165,12 @@ void plena_moe_routing_random(uint32_t T, uint32_t E, uint32_t k, uint64_t seed,
     plena_free(perm);
 }
 
-/* ---- value generation ---- */
-
-struct gen_ctx {
-    const struct plena_moe_build_opts *o;
-    struct plena_moe_build *b;
-    struct plena_err *err;
-};
-
-/* Logical tensor [K][N] (row-major) of role/expert; a = 1/sqrt(fan_in). */
-static void gen_values_of(enum plena_weights_mode weights, uint64_t seed, unsigned role,
-                          uint32_t expert, uint32_t K, uint32_t N, uint32_t fan_in, float *out)
-{
-    const size_t n = (size_t)K * N;
-    if (weights == PLENA_WEIGHTS_ZERO) {
-        memset(out, 0, n * sizeof *out);
-        return;
-    }
-    struct plena_prng g;
-    const uint64_t words[3] = {PLENA_PRNG_TAG_WEIGHTS, role, expert};
-    plena_prng_derive(&g, seed, words, 3);
-    const double a = 1.0 / sqrt((double)(fan_in ? fan_in : 1));
-    if (weights == PLENA_WEIGHTS_REPRESENTABLE) {
-        /* docs/lowering.md "Checking a build": {-1,-0.5,-0.25,0,0.25,0.5,1} x 2^round(log2 a):
-         * exact in MX and BF16 */
-        static const float set[7] = {-1.0f, -0.5f, -0.25f, 0.0f, 0.25f, 0.5f, 1.0f};
-        const float p = ldexpf(1.0f, (int)floor(log2(a) + 0.5));
-        for (size_t i = 0; i < n; i++)
-            out[i] = set[plena_prng_bounded(&g, 7)] * p;
-        return;
-    }
-    for (size_t i = 0; i < n; i++)
-        out[i] = (float)((2.0 * plena_prng_uniform(&g) - 1.0) * a);
-}
+/* ---- value generation (gen/weights.c) ---- */
 
 static void gen_values(const struct plena_moe_build_opts *o, unsigned role, uint32_t expert,
                        uint32_t K, uint32_t N, uint32_t fan_in, float *out)
 {
-    gen_values_of(o->weights, o->weight_seed, role, expert, K, N, fan_in, out);
+    plena_moe_weights_values(o->weights, o->weight_seed, role, expert, K, N, fan_in, out);
 }
 
 /* ---- staging ---- */
@@ -237,27 +208,7 @@ static int add_region(struct plena_moe_build *b, uint64_t base, uint64_t n, uint
 
 static uint64_t mx_bytes(uint32_t K_p, uint32_t N_p)
 {
-    const uint64_t ne = (uint64_t)K_p * N_p;
-    return ne + ne / PLENA_MOE_MX_BLOCK;
-}
-
-/* MXFP8 [K_p, N_p] into bytes (mx_bytes of them) from logical [K][N] (zero
- * padded), host encoder, block 8. */
-static int encode_mx(enum plena_mx_mode mode, const float *v, uint32_t K, uint32_t N, uint32_t K_p,
-                     uint32_t N_p, uint8_t *bytes)
-{
-    const uint64_t ne = (uint64_t)K_p * N_p;
-    float *row = plena_calloc(N_p, sizeof *row);
-    if (!row) return PLENA_E_NOMEM;
-    for (uint32_t r = 0; r < K_p; r++) {
-        memset(row, 0, (size_t)N_p * sizeof *row);
-        if (r < K) memcpy(row, v + (size_t)r * N, (size_t)N * sizeof *row);
-        plena_num_mx_encode_row(mode, PLENA_MX_HOST, row, N_p, PLENA_MOE_MX_BLOCK,
-                                bytes + (uint64_t)r * N_p,
-                                bytes + ne + (uint64_t)r * (N_p / PLENA_MOE_MX_BLOCK));
-    }
-    plena_free(row);
-    return 0;
+    return plena_moe_mx_bytes(K_p, N_p);
 }
 
 static int stage_mx(struct plena_moe_build *b, uint64_t base, const float *v, uint32_t K,
@@ -265,7 +216,17 @@ static int stage_mx(struct plena_moe_build *b, uint64_t base, const float *v, ui
 {
     uint8_t *bytes;
     if (add_region(b, base, mx_bytes(K_p, N_p), &bytes)) return PLENA_E_NOMEM;
-    return encode_mx(b->mx_mode, v, K, N, K_p, N_p, bytes);
+    return plena_moe_encode_mx(b->mx_mode, v, K, N, K_p, N_p, bytes);
+}
+
+/* The generated tensor role/expert [K][N] as MXFP8 [K_p, N_p] at base. */
+static int stage_gen_mx(struct plena_moe_build *b, uint64_t base, unsigned role, uint32_t expert,
+                        uint32_t K, uint32_t N, uint32_t fan_in, uint32_t K_p, uint32_t N_p)
+{
+    uint8_t *bytes;
+    if (add_region(b, base, mx_bytes(K_p, N_p), &bytes)) return PLENA_E_NOMEM;
+    return plena_moe_weights_mx(b->weights, b->weight_seed, role, expert, K, N, fan_in, b->mx_mode,
+                                K_p, N_p, bytes);
 }
 
 /* ---- lazy routed expert matrices (docs/design.md "Lazy routed expert weights") ---- */
@@ -286,7 +247,6 @@ static void expert_shape(const struct plena_moe_build *b, unsigned q, uint32_t *
 void plena_moe_scratch_free(struct plena_moe_scratch *s)
 {
     plena_free(s->bytes);
-    plena_free(s->vals);
     memset(s, 0, sizeof *s);
 }
 
@@ -297,12 +257,11 @@ const uint8_t *plena_moe_build_region_bytes(const struct plena_moe_build *b,
     if (r->bytes) return r->bytes;
     uint32_t K, N, K_p, N_p;
     expert_shape(b, r->matrix, &K, &N, &K_p, &N_p);
-    if (plena_grow((void **)&s->bytes, &s->cap_bytes, (size_t)r->n, 1) ||
-        plena_grow((void **)&s->vals, &s->cap_vals, (size_t)K * N + 1, sizeof(float)))
+    if (plena_grow((void **)&s->bytes, &s->cap_bytes, (size_t)r->n, 1)) return NULL;
+    /* the bytes stage_experts would have staged */
+    if (plena_moe_weights_mx(b->weights, b->weight_seed, expert_roles[r->matrix], r->expert, K, N,
+                             K, b->mx_mode, K_p, N_p, s->bytes))
         return NULL;
-    /* the values and encoding stage_experts would have staged */
-    gen_values_of(b->weights, b->weight_seed, expert_roles[r->matrix], r->expert, K, N, K, s->vals);
-    if (encode_mx(b->mx_mode, s->vals, K, N, K_p, N_p, s->bytes)) return NULL;
     return s->bytes;
 }
 
@@ -583,6 +542,45 @@ static int mark_present(const struct plena_moe_build_opts *o, struct plena_moe_b
     return rc;
 }
 
+/* Eager routed expert regions b->hbm[first ..]: their bytes, matrices
+ * taken in order from a counter by the threads of a pool (each writes only
+ * its own region, so the bytes do not depend on the count). */
+struct fill_job {
+    struct plena_moe_build *b;
+    size_t first;
+    atomic_size_t next;
+    atomic_int failed;
+};
+
+static void fill_part(void *ctx, uint32_t part, uint32_t parts)
+{
+    (void)part;
+    (void)parts;
+    struct fill_job *j = ctx;
+    for (;;) {
+        const size_t i = j->first + atomic_fetch_add(&j->next, 1);
+        if (i >= j->b->n_hbm || atomic_load(&j->failed)) return;
+        const struct plena_hbm_region *r = &j->b->hbm[i];
+        uint32_t K, N, K_p, N_p;
+        expert_shape(j->b, r->matrix, &K, &N, &K_p, &N_p);
+        if (plena_moe_weights_mx(j->b->weights, j->b->weight_seed, expert_roles[r->matrix],
+                                 r->expert, K, N, K, j->b->mx_mode, K_p, N_p, r->bytes))
+            atomic_store(&j->failed, 1);
+    }
+}
+
+static int fill_experts(struct plena_moe_build *b, size_t first, uint32_t threads)
+{
+    struct fill_job j = {b, first, 0, 0};
+    struct plena_pool *pool = threads > 1 ? plena_pool_new(threads) : NULL;
+    if (pool)
+        plena_pool_run(pool, fill_part, &j);
+    else
+        fill_part(&j, 0, 1);
+    plena_pool_free(pool);
+    return atomic_load(&j.failed) ? PLENA_E_NOMEM : 0;
+}
+
 /* The routed experts' weights (MX in HBM) and bias tables (VRAM) of the
  * experts in b->present; tmp holds at least max(H, I) x max(H, I) floats. */
 static int stage_experts(const struct plena_moe_build_opts *o, struct plena_moe_build *b,
@@ -600,23 +598,26 @@ static int stage_experts(const struct plena_moe_build_opts *o, struct plena_moe_
             routed += mx_bytes(K_p, N_p);
         }
     b->lazy_experts = o->lazy_experts || routed > PLENA_MOE_LAZY_EXPERT_BYTES;
+    /* the regions first, in expert order (an eager one with its zeroed
+     * bytes), then the eager ones' bytes, on o->threads threads */
+    const size_t first = b->n_hbm;
     for (uint32_t e = 0; e < E; e++) {
         if (!b->present[e]) continue;
         for (unsigned q = 0; q < 3; q++) {
             uint32_t K, N, K_p, N_p;
             expert_shape(b, q, &K, &N, &K_p, &N_p);
             uint64_t base = plena_moe_expert_base(mp, (int)q, e);
-            if (b->lazy_experts) {
-                struct plena_hbm_region *r = new_region(b, base, mx_bytes(K_p, N_p));
-                if (!r) return PLENA_E_NOMEM;
-                r->expert = e;
-                r->matrix = (uint8_t)q;
-                continue;
-            }
-            gen_values(o, expert_roles[q], e, K, N, K, tmp);
-            if (stage_mx(b, base, tmp, K, N, K_p, N_p)) return PLENA_E_NOMEM;
+            uint8_t *bytes;
+            if (!b->lazy_experts && add_region(b, base, mx_bytes(K_p, N_p), &bytes))
+                return PLENA_E_NOMEM;
+            struct plena_hbm_region *r =
+                b->lazy_experts ? new_region(b, base, mx_bytes(K_p, N_p)) : &b->hbm[b->n_hbm - 1];
+            if (!r) return PLENA_E_NOMEM;
+            r->expert = e;
+            r->matrix = (uint8_t)q;
         }
     }
+    if (!b->lazy_experts && fill_experts(b, first, o->threads)) return PLENA_E_NOMEM;
     if (cfg->expert_bias) {
         static const char *names[3] = {"b_gate", "b_up", "b_down"};
         static const unsigned broles[3] = {PLENA_ROLE_BIAS_GATE, PLENA_ROLE_BIAS_UP,
@@ -749,12 +750,13 @@ static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_buil
     /* ---- shared experts ---- */
     if (cfg->Is) {
         const uint32_t Is = cfg->Is;
-        gen_values(o, PLENA_ROLE_SHARED_GATE, 0, H, Is, H, tmp);
-        if ((rc = stage_mx(b, mp->shared[0], tmp, H, Is, mp->H_p, mp->Is_p))) goto nomem;
-        gen_values(o, PLENA_ROLE_SHARED_UP, 0, H, Is, H, tmp);
-        if ((rc = stage_mx(b, mp->shared[1], tmp, H, Is, mp->H_p, mp->Is_p))) goto nomem;
-        gen_values(o, PLENA_ROLE_SHARED_DOWN, 0, Is, H, Is, tmp);
-        if ((rc = stage_mx(b, mp->shared[2], tmp, Is, H, mp->Is_p, mp->H_p))) goto nomem;
+        if ((rc = stage_gen_mx(b, mp->shared[0], PLENA_ROLE_SHARED_GATE, 0, H, Is, H, mp->H_p,
+                               mp->Is_p)) ||
+            (rc = stage_gen_mx(b, mp->shared[1], PLENA_ROLE_SHARED_UP, 0, H, Is, H, mp->H_p,
+                               mp->Is_p)) ||
+            (rc = stage_gen_mx(b, mp->shared[2], PLENA_ROLE_SHARED_DOWN, 0, Is, H, Is, mp->Is_p,
+                               mp->H_p)))
+            goto nomem;
     }
     b->gate_shift = -1;
     if (gate) {
@@ -1067,6 +1069,23 @@ static int fail_stopped(struct plena_err *err)
     return PLENA_FAIL(err, PLENA_E_INTERRUPTED, "build", "interrupted (SIGINT/SIGTERM)");
 }
 
+/* n bytes at offset off; 1 with errno set on failure. */
+static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
+{
+    while (n) {
+        ssize_t w = pwrite(fd, p, n, (off_t)off);
+        if (w <= 0) {
+            if (w == 0) errno = ENOSPC; /* no progress and no errno */
+            if (w < 0 && errno == EINTR) continue;
+            return 1;
+        }
+        p += w;
+        off += (uint64_t)w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
 static int write_hbm(struct plena_moe_build *b, const struct plena_moe_build_opts *opt,
                      const char *dir, struct plena_err *err)
 {
@@ -1096,19 +1115,25 @@ static int write_hbm(struct plena_moe_build *b, const struct plena_moe_build_opt
             rc = 4;
             break;
         }
-        for (uint64_t o = 0; o < r->n && !rc; o += 4096) {
-            size_t n = r->n - o < 4096 ? (size_t)(r->n - o) : 4096;
-            if (all_zero(bytes + o, n)) continue;
-            if (r->base + o + n > b->hbm_size) {
+        /* runs of non-zero 4 KiB chunks, each one pwrite: large writes
+         * let the page cache take large folios (a 4 KiB write each cost
+         * about as much as generating its bytes) */
+        for (uint64_t o = 0; o < r->n && !rc;) {
+            uint64_t end = o;
+            while (end < r->n) {
+                size_t n = r->n - end < 4096 ? (size_t)(r->n - end) : 4096;
+                if (all_zero(bytes + end, n)) break;
+                end += n;
+            }
+            if (end > o && r->base + end > b->hbm_size) {
                 rc = 2;
-                break;
+            } else if (end > o) {
+                rc = pwrite_all(fd, bytes + o, (size_t)(end - o), r->base + o);
+                b->hbm_bytes_written += end - o;
+                o = end;
+            } else {
+                o += 4096; /* a zero chunk: a hole */
             }
-            ssize_t w = pwrite(fd, bytes + o, n, (off_t)(r->base + o));
-            if (w != (ssize_t)n) {
-                if (w >= 0) errno = ENOSPC; /* a short write sets no errno */
-                rc = 1;
-            }
-            b->hbm_bytes_written += n;
         }
     }
     plena_moe_scratch_free(&sc);

@@ -64,8 +64,11 @@ struct plena_moe_build_opts {
     enum plena_mx_mode mx_mode;
     const char *out_dir; /* NULL: staged in memory only */
     int program_only;    /* write program.asm, program.mem, layout.json only */
-    int lazy_experts;    /* tests: routed expert weights lazy at any size (else above
-                          * PLENA_MOE_LAZY_EXPERT_BYTES) */
+    uint32_t threads;    /* > 1: an eager build's routed expert matrices generated on
+                          * that many threads (common/pool.c; the same bytes) */
+    int lazy_experts;    /* routed expert weights lazy at any size (else above
+                          * PLENA_MOE_LAZY_EXPERT_BYTES): for callers that do not
+                          * read them back (plena moe without --check), and tests */
     /* set by a signal handler (may be NULL): polled between the phases and
      * while hbm.bin is written; a set flag ends the build with
      * PLENA_E_INTERRUPTED, files already renamed kept, hbm.bin's temporary removed */
@@ -107,7 +110,7 @@ struct plena_hbm_region {
     uint64_t base, n;
     uint8_t *bytes;  /* NULL: a lazy routed-expert matrix, generated on demand
                       * (plena_moe_build_region_bytes) */
-    uint32_t expert; /* lazy: the routed expert and its matrix (0 gate, 1 up, 2 down) */
+    uint32_t expert; /* routed expert regions: the expert and its matrix (0 gate, 1 up, 2 down) */
     uint8_t matrix;
 };
 
@@ -121,8 +124,7 @@ struct plena_hbm_region {
 /* Scratch for plena_moe_build_region_bytes (zero-initialise; plena_moe_scratch_free). */
 struct plena_moe_scratch {
     uint8_t *bytes;
-    float *vals;
-    size_t cap_bytes, cap_vals; /* bytes; floats */
+    size_t cap_bytes;
 };
 void plena_moe_scratch_free(struct plena_moe_scratch *s);
 

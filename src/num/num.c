@@ -615,6 +615,20 @@ static AVX2 inline __m256i quantize8(__m256 y)
     return _mm256_andnot_si256(_mm256_cmpeq_epi32(ab, _mm256_setzero_si256()), code);
 }
 
+/* Per lane: the scale byte e + 127 of a finite non-zero amax (the
+ * exponent of amax + EPS: normal, -30 <= e <= 127, no clamp) and in *inv
+ * 2^-e as f32 bits (the subnormal 2^-127 when e = 127). */
+static AVX2 inline __m256i scale8(__m256i amax, __m256i *inv)
+{
+    const __m256 t = _mm256_add_ps(_mm256_castsi256_ps(amax),
+                                   _mm256_castsi256_ps(_mm256_set1_epi32((int)EPS_BITS)));
+    const __m256i sb = _mm256_srli_epi32(_mm256_castps_si256(t), 23);
+    const __m256i p = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), sb), 23);
+    *inv = _mm256_blendv_epi8(p, _mm256_set1_epi32(0x00400000),
+                              _mm256_cmpeq_epi32(sb, _mm256_set1_epi32(254)));
+    return sb;
+}
+
 /* encode_pair8 for one block of 8: amax (NaNs excluded) by integer compare,
  * the scale from amax + EPS, y = x * 2^-e, quantize8; blocks the reference
  * takes (all zero / NaN, or an Inf) go to plena_encode_block_fast. */
@@ -632,12 +646,8 @@ static AVX2 void encode_block8_avx2(const float *x, uint8_t *codes, uint8_t *sca
         plena_encode_block_fast(x, 8, codes, scale, zero_special);
         return;
     }
-    const __m256 t = _mm256_add_ps(_mm256_castsi256_ps(m),
-                                   _mm256_castsi256_ps(_mm256_set1_epi32((int)EPS_BITS)));
-    const __m256i sb = _mm256_srli_epi32(_mm256_castps_si256(t), 23);
-    __m256i inv = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), sb), 23);
-    inv = _mm256_blendv_epi8(inv, _mm256_set1_epi32(0x00400000),
-                             _mm256_cmpeq_epi32(sb, _mm256_set1_epi32(254)));
+    __m256i inv;
+    const __m256i sb = scale8(m, &inv);
     const __m256 y = _mm256_mul_ps(_mm256_castsi256_ps(v), _mm256_castsi256_ps(inv));
     /* the eight codes (low bytes of the lanes) packed into 8 bytes */
     const __m256i c = quantize8(y);
@@ -646,11 +656,93 @@ static AVX2 void encode_block8_avx2(const float *x, uint8_t *codes, uint8_t *sca
     *scale = (uint8_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(sb));
 }
 
+/* Q(y) of one block from y's bits, for blocks whose |y| are all in
+ * [2^-5, 2) (finite): plena_encode_block_fast's pass 1 with the rounding
+ * as one add, q = (k5 + 1 + (q & 1)) >> 2 for the top five mantissa bits
+ * k5 = 4q + r (r = 3 up, r = 2 up when q is odd: the same rule), and its
+ * 8 -> 7 clamp as min(c, ex 8 + 7) on c = ex 8 + q. |y| < 2 keeps ex <= 127,
+ * so the saturated code never arises. */
+static AVX2 inline __m256i quantize8_bits(__m256i yb)
+{
+    const __m256i ab = _mm256_and_si256(yb, _mm256_set1_epi32(0x7FFFFFFF));
+    const __m256i w = _mm256_srli_epi32(ab, 18); /* ex 32 + k5 */
+    const __m256i w2 = _mm256_srli_epi32(w, 2);  /* ex 8 + q */
+    const __m256i l = _mm256_and_si256(w2, _mm256_set1_epi32(1));
+    const __m256i c =
+        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(w, l), _mm256_set1_epi32(1)), 2);
+    const __m256i code = _mm256_sub_epi32(
+        _mm256_min_epi32(c, _mm256_or_si256(w2, _mm256_set1_epi32(7))), _mm256_set1_epi32(960));
+    const __m256i sgn = _mm256_and_si256(_mm256_srli_epi32(yb, 24), _mm256_set1_epi32(0x80));
+    return _mm256_or_si256(code, sgn);
+}
+
+/* Eight blocks of 8 (64 elements) at once: the eight amax by one
+ * transposing max tree (NaNs excluded as in encode_block8_avx2), the eight
+ * scales and 2^-e in one register, then per block y = x * 2^-e and Q(y)
+ * from the bits when every |y| >= 2^-5 and none is NaN, else quantize8
+ * (the reference's steps). Any block the reference takes (amax 0 or Inf)
+ * sends all eight to encode_block8_avx2. */
+static AVX2 void encode_oct8_avx2(const float *x, uint8_t *codes, uint8_t *scales, int zero_special)
+{
+    const __m256i inf = _mm256_set1_epi32(0x7F800000);
+    __m256i v[8], a[8];
+    for (int j = 0; j < 8; j++) {
+        v[j] = _mm256_loadu_si256((const __m256i *)(x + 8 * j));
+        a[j] = _mm256_and_si256(v[j], _mm256_set1_epi32(0x7FFFFFFF));
+        a[j] = _mm256_andnot_si256(_mm256_cmpgt_epi32(a[j], inf), a[j]);
+    }
+    __m256i t[4];
+    for (int j = 0; j < 4; j++)
+        t[j] = _mm256_max_epi32(_mm256_unpacklo_epi32(a[2 * j], a[2 * j + 1]),
+                                _mm256_unpackhi_epi32(a[2 * j], a[2 * j + 1]));
+    const __m256i u0 =
+        _mm256_max_epi32(_mm256_unpacklo_epi64(t[0], t[1]), _mm256_unpackhi_epi64(t[0], t[1]));
+    const __m256i u1 =
+        _mm256_max_epi32(_mm256_unpacklo_epi64(t[2], t[3]), _mm256_unpackhi_epi64(t[2], t[3]));
+    /* lane j: amax of block j */
+    const __m256i m = _mm256_max_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
+                                       _mm256_permute2x128_si256(u0, u1, 0x31));
+    const __m256i special =
+        _mm256_or_si256(_mm256_cmpeq_epi32(m, _mm256_setzero_si256()), _mm256_cmpeq_epi32(m, inf));
+    if (_mm256_movemask_epi8(special)) {
+        for (int j = 0; j < 8; j++)
+            encode_block8_avx2(x + 8 * j, codes + 8 * j, scales + j, zero_special);
+        return;
+    }
+    __m256i inv;
+    const __m256i sb = scale8(m, &inv);
+    const __m128i s16 =
+        _mm_packus_epi32(_mm256_castsi256_si128(sb), _mm256_extracti128_si256(sb, 1));
+    _mm_storel_epi64((__m128i *)scales, _mm_packus_epi16(s16, s16));
+    const __m256i small = _mm256_set1_epi32(0x3D000000); /* 2^-5 */
+    __m256i c[8];
+    for (int j = 0; j < 8; j++) {
+        const __m256 y = _mm256_mul_ps(
+            _mm256_castsi256_ps(v[j]),
+            _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(inv, _mm256_set1_epi32(j))));
+        const __m256i yb = _mm256_castps_si256(y);
+        const __m256i ab = _mm256_and_si256(yb, _mm256_set1_epi32(0x7FFFFFFF));
+        const __m256i slow =
+            _mm256_or_si256(_mm256_cmpgt_epi32(small, ab), _mm256_cmpgt_epi32(ab, inf));
+        c[j] = _mm256_movemask_epi8(slow) ? quantize8(y) : quantize8_bits(yb);
+    }
+    /* the codes (low bytes) of blocks 4k .. 4k + 3 into 32 bytes in order */
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int k = 0; k < 2; k++) {
+        const __m256i p01 = _mm256_packus_epi32(c[4 * k], c[4 * k + 1]);
+        const __m256i p23 = _mm256_packus_epi32(c[4 * k + 2], c[4 * k + 3]);
+        const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(p01, p23), order);
+        _mm256_storeu_si256((__m256i *)(codes + 32 * k), b);
+    }
+}
+
 static size_t encode_row8_avx2(const float *x, size_t n, uint8_t *codes, uint8_t *scales,
                                int zero_special)
 {
     if (!plena_cpu_has_avx2()) return 0;
     size_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        encode_oct8_avx2(x + i, codes + i, scales + i / 8, zero_special);
     for (; i + 8 <= n; i += 8)
         encode_block8_avx2(x + i, codes + i, scales + i / 8, zero_special);
     return i;

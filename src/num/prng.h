@@ -33,6 +33,26 @@ uint64_t plena_prng_next(struct plena_prng *g);
 double plena_prng_uniform(struct plena_prng *g);
 /* Unbiased integer in [0, n) by rejection; n == 0 returns 0 without drawing. */
 uint64_t plena_prng_bounded(struct plena_prng *g, uint64_t n);
+/* Jumping ahead: xoshiro256's transition M is linear over GF(2), so the
+ * state after d draws is sum_i c_i M^i s for c(x) = x^d mod P(x), P the
+ * characteristic polynomial of M. plena_prng_jump applies c given as its
+ * 256 coefficients (bit i of poly[i / 64] for x^i; the published xoshiro256
+ * JUMP constant is c for d = 2^128): 256 next() calls of work. */
+void plena_prng_jump(struct plena_prng *g, const uint64_t poly[4]);
+/* g as after d next() calls, in (d mod 256) + 256 popcount(d >> 8) of them. */
+void plena_prng_advance(struct plena_prng *g, uint64_t d);
+/* out[i] = (float)((2.0 * uniform(g) - 1.0) * a) for i < n, in draw order:
+ * uniform in [-a, a) rounded to f32 (the weight generator's values). */
+void plena_prng_sym_f32(struct plena_prng *g, double a, size_t n, float *out);
+/* Four independent streams advanced together (AVX2 when the host has it):
+ * lane j's n values go to out[j], exactly as plena_prng_sym_f32 on
+ * lane[j] would write them, and each lane ends as it would. */
+struct plena_prng_x4 {
+    struct plena_prng lane[4];
+};
+void plena_prng_x4_sym_f32(struct plena_prng_x4 *x, double a, size_t n, float *const out[4]);
+/* The scalar definition of plena_prng_x4_sym_f32 (tests). */
+void plena_prng_x4_sym_f32_ref(struct plena_prng_x4 *x, double a, size_t n, float *const out[4]);
 /* Fisher-Yates from the top: for i = n-1 .. 1, swap a[i] and a[bounded(i+1)]. */
 void plena_prng_shuffle_u32(struct plena_prng *g, uint32_t *a, size_t n);
 /* FNV-1a 64-bit over n bytes. */

@@ -177,6 +177,17 @@ static void test_special_blocks(void **state)
                 for (int e = 0; e < 2; e++)
                     compare_row(modes[m], encs[e], x, 2 * block, block, &mm);
         }
+        /* a row of eight blocks of 8 (the eight-block vector step where the
+         * host has one): all special, and the special block at position
+         * r % 8 among ordinary blocks */
+        for (size_t i = 0; i < 64; i++)
+            x[i] = fbits(rows[r][i % 8]);
+        for (int e = 0; e < 2; e++)
+            compare_row(PLENA_MX_PLENA, encs[e], x, 64, 8, &mm);
+        for (size_t i = 0; i < 64; i++)
+            x[i] = i / 8 == r % 8 ? fbits(rows[r][i % 8]) : (float)((int)i - 31) * 0.03125f;
+        for (int e = 0; e < 2; e++)
+            compare_row(PLENA_MX_PLENA, encs[e], x, 64, 8, &mm);
     }
     if (mm.n) fail_msg("%u mismatching blocks; first: %s", mm.n, mm.first);
 }
@@ -189,7 +200,7 @@ static void test_pattern_sweep(void **state)
     (void)state;
     struct mismatch mm = {0};
     static const uint32_t anchors[3] = {0x3F800000u, 0x35800000u, 0x71800000u};
-    float x[16];
+    float x[64];
     for (int a = 0; a < 3; a++)
         for (uint64_t p = 0; p < 0x100000000ull; p += 16411) {
             for (int i = 0; i < 8; i++) {
@@ -204,6 +215,18 @@ static void test_pattern_sweep(void **state)
             size_t n = p % 3 == 0 ? 16 : 8;
             compare_row(PLENA_MX_PLENA, PLENA_MX_HOST, x, n, 8, &mm);
             compare_row(PLENA_MX_PLENA, PLENA_MX_DEVICE, x, n, 8, &mm);
+            /* every fifth also in a row of eight blocks (the eight-block
+             * step): the pattern's block at position p % 8 */
+            if (p % 5) continue;
+            for (int i = 16; i < 64; i++)
+                x[i] = x[i % 16];
+            const size_t at = (size_t)(p % 8) * 8;
+            for (int i = 0; i < 8; i++) {
+                const float t = x[at + i];
+                x[at + i] = x[i];
+                x[i] = t;
+            }
+            compare_row(PLENA_MX_PLENA, PLENA_MX_HOST, x, 64, 8, &mm);
         }
     if (mm.n) fail_msg("%u mismatching blocks; first: %s", mm.n, mm.first);
 }

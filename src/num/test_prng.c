@@ -136,7 +136,110 @@ static void test_uniform_and_bounded(void **state)
     assert_memory_equal(&g, &k, sizeof g); /* same number of draws */
 }
 
+/* The state after d next() calls, by stepping. */
+static void stepped(struct plena_prng *g, uint64_t d)
+{
+    for (uint64_t i = 0; i < d; i++)
+        plena_prng_next(g);
+}
+
+static void test_jump(void **state)
+{
+    (void)state;
+    /* below 256 only steps; from 256 on the table rows of 2^8 .. */
+    static const uint64_t ds[] = {0, 1, 2, 255, 256, 257, 511, 512, 1000, 12345, 393216, 393217};
+    for (size_t k = 0; k < sizeof ds / sizeof ds[0]; k++) {
+        struct plena_prng g, h;
+        const uint64_t w[1] = {k};
+        plena_prng_derive(&g, 9, w, 1);
+        h = g;
+        plena_prng_advance(&g, ds[k]);
+        stepped(&h, ds[k]);
+        assert_memory_equal(g.s, h.s, sizeof g.s);
+    }
+    /* each row 2^k against stepping up to 2^20, then row k + 1 against
+     * row k twice (a wrong row moves a random state elsewhere) */
+    struct plena_prng g, h;
+    plena_prng_derive(&g, 5, NULL, 0);
+    h = g;
+    uint64_t done = 0; /* draws h has stepped */
+    for (int k = 8; k <= 20; k++) {
+        struct plena_prng j = g;
+        plena_prng_advance(&j, 1ull << k);
+        stepped(&h, (1ull << k) - done);
+        done = 1ull << k;
+        assert_memory_equal(j.s, h.s, sizeof j.s);
+    }
+    for (int k = 20; k < 63; k++) {
+        struct plena_prng one = g, two = g;
+        plena_prng_advance(&one, 1ull << (k + 1));
+        plena_prng_advance(&two, 1ull << k);
+        plena_prng_advance(&two, 1ull << k);
+        assert_memory_equal(one.s, two.s, sizeof one.s);
+    }
+    /* the published xoshiro256 jump() (2^128 draws, its JUMP constant) is
+     * plena_prng_jump with that polynomial: its result from {1, 2, 3, 4}
+     * by the reference code's loop */
+    static const uint64_t jump128[4] = {0x180ec6d33cfd0abaull, 0xd5a61266f0c9392cull,
+                                        0xa9582618e03fc9aaull, 0x39abdc4529b1661cull};
+    static const uint64_t want[4] = {0x8c7a153956b5f3d1ull, 0x701f1a713401d85eull,
+                                     0x6527f66a65469085ull, 0x8386b786c4408050ull};
+    const uint64_t s0[4] = {1, 2, 3, 4};
+    plena_prng_set_state(&g, s0);
+    plena_prng_jump(&g, jump128);
+    assert_memory_equal(g.s, want, sizeof want);
+}
+
+static void test_sym_x4(void **state)
+{
+    (void)state;
+    static const size_t ns[] = {0, 1, 3, 4, 5, 17, 768, 1001};
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        const size_t n = ns[k];
+        struct plena_prng_x4 x, y;
+        for (int j = 0; j < 4; j++) {
+            const uint64_t w[2] = {k, (uint64_t)j};
+            plena_prng_derive(&x.lane[j], 11, w, 2);
+        }
+        y = x;
+        float a[4][1001], b[4][1001];
+        float *const pa[4] = {a[0], a[1], a[2], a[3]}, *const pb[4] = {b[0], b[1], b[2], b[3]};
+        const double scale = 1.0 / 45.254833995939045; /* 1 / sqrt(2048) */
+        plena_prng_x4_sym_f32(&x, scale, n, pa);
+        plena_prng_x4_sym_f32_ref(&y, scale, n, pb);
+        for (int j = 0; j < 4; j++)
+            assert_memory_equal(a[j], b[j], n * sizeof a[j][0] + 1 * (n == 0));
+        assert_memory_equal(&x, &y, sizeof x);
+    }
+    /* draws whose 2u - 1 is a few 2^-52: every bit of u reaches the f32
+     * (bit 11 of the draw included), in the 4-step loop and the tail */
+    for (size_t n = 1; n <= 5; n += 4) {
+        struct plena_prng_x4 x, y;
+        for (int j = 0; j < 4; j++)
+            state_yielding(&x.lane[j], (((1ull << 52) + 2 * (uint64_t)j + 1) << 11) | 0x5a5);
+        y = x;
+        float a[4][5], b[4][5];
+        float *const pa[4] = {a[0], a[1], a[2], a[3]}, *const pb[4] = {b[0], b[1], b[2], b[3]};
+        plena_prng_x4_sym_f32(&x, 1.0, n, pa);
+        plena_prng_x4_sym_f32_ref(&y, 1.0, n, pb);
+        for (int j = 0; j < 4; j++) {
+            assert_true(a[j][0] == (float)((2 * j + 1) * 0x1p-52));
+            assert_memory_equal(a[j], b[j], n * sizeof a[j][0]);
+        }
+    }
+    /* the reference is the expression of the weight generator */
+    struct plena_prng g, h;
+    plena_prng_derive(&g, 42, NULL, 0);
+    h = g;
+    float v[64];
+    plena_prng_sym_f32(&g, 0.125, 64, v);
+    for (int i = 0; i < 64; i++)
+        assert_true(v[i] == (float)((2.0 * plena_prng_uniform(&h) - 1.0) * 0.125));
+}
+
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_jump),
+    cmocka_unit_test(test_sym_x4),
     cmocka_unit_test(test_raw_state),
     cmocka_unit_test(test_derive),
     cmocka_unit_test(test_shuffle),
