@@ -17,47 +17,12 @@
  * can disagree. */
 #define EPS_BITS 0x3089705Fu
 
-uint32_t plena_num_f32_bits(float x)
-{
-    uint32_t b;
-    memcpy(&b, &x, sizeof b);
-    return b;
-}
-
-float plena_num_f32_from_bits(uint32_t b)
-{
-    float x;
-    memcpy(&x, &b, sizeof x);
-    return x;
-}
-
-static int is_nan_bits(uint32_t b)
-{
-    return (b & 0x7F800000u) == 0x7F800000u && (b & 0x007FFFFFu) != 0;
-}
-
-/* ---- BF16 (docs/numerics.md "BF16") ---- */
-
-uint16_t plena_num_bf16_from_f32(float x)
-{
-    uint32_t b = plena_num_f32_bits(x);
-    /* Every NaN, whatever its sign and payload, becomes the one quiet NaN. */
-    if (is_nan_bits(b)) return 0x7FC0;
-    /* RNE on the upper half: add 0x7FFF plus the lowest kept bit. Unsigned
-     * wrap-around cannot happen for non-NaN inputs (max 0xFF800000 + 0x8000). */
-    uint32_t r = b + 0x7FFFu + ((b >> 16) & 1u);
-    return (uint16_t)(r >> 16);
-}
-
-float plena_num_bf16_to_f32(uint16_t h)
-{
-    return plena_num_f32_from_bits((uint32_t)h << 16);
-}
-
-float plena_num_round_bf16(float x)
-{
-    return plena_num_bf16_to_f32(plena_num_bf16_from_f32(x));
-}
+/* The external definitions of num.h's inline helpers (C11 6.7.4p7). */
+extern inline uint32_t plena_num_f32_bits(float x);
+extern inline float plena_num_f32_from_bits(uint32_t b);
+extern inline uint16_t plena_num_bf16_from_f32(float x);
+extern inline float plena_num_bf16_to_f32(uint16_t h);
+extern inline float plena_num_round_bf16(float x);
 
 void plena_num_bf16_row_from_f32(const float *x, uint16_t *out, size_t n)
 {

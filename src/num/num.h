@@ -7,20 +7,55 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+/* The f32 bit helpers and BF16 conversions are inline definitions (C11
+ * 6.7.4): the reference model and the generator call them per element in
+ * their hottest loops, where a call per element cost more than the
+ * rounding. num.c holds their one external definition each (the library's
+ * symbols). */
+
+/* ---- f32 bit helpers ---- */
+inline uint32_t plena_num_f32_bits(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+}
+
+inline float plena_num_f32_from_bits(uint32_t b)
+{
+    float x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
 
 /* ---- BF16 (docs/numerics.md "BF16") ---- */
-uint16_t plena_num_bf16_from_f32(float x);
-float plena_num_bf16_to_f32(uint16_t h);
+inline uint16_t plena_num_bf16_from_f32(float x)
+{
+    uint32_t b = plena_num_f32_bits(x);
+    /* Every NaN, whatever its sign and payload, becomes the one quiet NaN. */
+    if ((b & 0x7F800000u) == 0x7F800000u && (b & 0x007FFFFFu) != 0) return 0x7FC0;
+    /* RNE on the upper half: add 0x7FFF plus the lowest kept bit. Unsigned
+     * wrap-around cannot happen for non-NaN inputs (max 0xFF800000 + 0x8000). */
+    uint32_t r = b + 0x7FFFu + ((b >> 16) & 1u);
+    return (uint16_t)(r >> 16);
+}
+
+inline float plena_num_bf16_to_f32(uint16_t h)
+{
+    return plena_num_f32_from_bits((uint32_t)h << 16);
+}
+
 /* bf16(x) as a float: round x through BF16 and back. */
-float plena_num_round_bf16(float x);
+inline float plena_num_round_bf16(float x)
+{
+    return plena_num_bf16_to_f32(plena_num_bf16_from_f32(x));
+}
 
 /* ---- IEEE fp16 (docs/numerics.md "FP16") ---- */
 float plena_num_fp16_to_f32(uint16_t h);
 uint16_t plena_num_fp16_from_f32(float x); /* RNE, subnormals, >= 65520 -> Inf, NaN -> 0x7E00 */
-
-/* ---- f32 bit helpers ---- */
-uint32_t plena_num_f32_bits(float x);
-float plena_num_f32_from_bits(uint32_t b);
 
 /* exp32(x) = (float)exp((double)x): the one exponential plena uses
  * (emulator V_EXP_V/S_EXP_FP/V_TOPK and the reference model). */
