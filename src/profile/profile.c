@@ -19,6 +19,9 @@
 #include "isa/isa.h"
 #include "profile/profile_json.h"
 
+/* pc_op of a pc not executed yet (opcodes are 6 bits) */
+#define PROFILE_OP_UNSET 0xFF
+
 static int cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -44,8 +47,10 @@ int plena_profile_init(struct plena_profile *p, const struct plena_labels *label
     size_t n = n_instructions ? n_instructions : 1;
     p->pc_stage = plena_malloc(n);
     p->pc_pair = plena_calloc(n, sizeof *p->pc_pair);
+    p->pcs = plena_calloc(n, sizeof *p->pcs);
+    p->pc_op = plena_malloc(n);
     uint32_t *ids = plena_calloc(n, sizeof *ids);
-    if (!p->pc_stage || !p->pc_pair || !ids) {
+    if (!p->pc_stage || !p->pc_pair || !p->pcs || !p->pc_op || !ids) {
         plena_free(ids);
         plena_profile_free(p);
         return PLENA_FAIL(err, PLENA_E_NOMEM, "profile", "out of memory for %zu labels",
@@ -56,6 +61,7 @@ int plena_profile_init(struct plena_profile *p, const struct plena_labels *label
         unsigned st = labels ? labels->v[i].stage : PLENA_STAGE_OTHER;
         p->pc_stage[i] = (uint8_t)(st < PLENA_STAGE_COUNT ? st : PLENA_STAGE_OTHER);
         p->pc_pair[i] = -1;
+        p->pc_op[i] = PROFILE_OP_UNSET;
         if (labels && labels->v[i].has_pair) ids[n_ids++] = labels->v[i].pair;
     }
     /* Distinct pair ids in ascending numeric order = the JSON order. */
@@ -91,38 +97,75 @@ void plena_profile_free(struct plena_profile *p)
     plena_free(p->pc_stage);
     plena_free(p->pc_pair);
     plena_free(p->pairs);
+    plena_free(p->pcs);
+    plena_free(p->pc_op);
     p->pc_stage = NULL;
     p->pc_pair = NULL;
     p->pairs = NULL;
+    p->pcs = NULL;
+    p->pc_op = NULL;
     p->n_pairs = 0;
 }
 
-static inline void fig_add(struct plena_profile_figures *f, unsigned res, uint64_t ps, uint64_t rd,
-                           uint64_t wr)
+/* n executions of one resource class summing ps picoseconds and rd / wr
+ * bytes (integer sums: added per instruction or per pc, the same figures) */
+static inline void fig_add(struct plena_profile_figures *f, unsigned res, uint64_t n, uint64_t ps,
+                           uint64_t rd, uint64_t wr)
 {
-    f->instructions++;
+    f->instructions += n;
     f->picos += ps;
     f->bytes_read += rd;
     f->bytes_written += wr;
     f->res_picos[res] += ps;
 }
 
-void plena_profile_add(struct plena_profile *p, uint32_t pc, unsigned opcode, uint64_t picos,
-                       uint64_t n_read_txn, uint64_t n_write_txn)
+/* Bills n executions at pc of opcode straight into the figures. */
+static void bill(struct plena_profile *p, uint32_t pc, unsigned opcode, uint64_t n, uint64_t picos,
+                 uint64_t rd, uint64_t wr)
 {
     unsigned res = p->res_of_op[opcode & 63];
-    uint64_t rd = 64 * n_read_txn, wr = 64 * n_write_txn;
     unsigned st = PLENA_STAGE_OTHER;
     int32_t pair = -1;
     if (pc < p->n_pc) {
         st = p->pc_stage[pc];
         pair = p->pc_pair[pc];
     }
-    fig_add(&p->total, res, picos, rd, wr);
-    fig_add(&p->stage[st], res, picos, rd, wr);
+    fig_add(&p->total, res, n, picos, rd, wr);
+    fig_add(&p->stage[st], res, n, picos, rd, wr);
     if (pair >= 0) {
-        fig_add(&p->pairs[pair].total, res, picos, rd, wr);
-        fig_add(&p->pairs[pair].stage[st], res, picos, rd, wr);
+        fig_add(&p->pairs[pair].total, res, n, picos, rd, wr);
+        fig_add(&p->pairs[pair].stage[st], res, n, picos, rd, wr);
+    }
+}
+
+void plena_profile_add(struct plena_profile *p, uint32_t pc, unsigned opcode, uint64_t picos,
+                       uint64_t n_read_txn, uint64_t n_write_txn)
+{
+    if (pc < p->n_pc) {
+        /* the usual case: the opcode this pc had before (a program does not
+         * change), summed per pc; the first time, the pc takes it */
+        if (p->pc_op[pc] == PROFILE_OP_UNSET) p->pc_op[pc] = (uint8_t)(opcode & 63);
+        if (p->pc_op[pc] == (opcode & 63)) {
+            struct plena_profile_pc *c = &p->pcs[pc];
+            c->n++;
+            c->picos += picos;
+            c->rd_txn += n_read_txn;
+            c->wr_txn += n_write_txn;
+            p->pending++;
+            return;
+        }
+    }
+    bill(p, pc, opcode, 1, picos, 64 * n_read_txn, 64 * n_write_txn);
+}
+
+void plena_profile_flush(struct plena_profile *p)
+{
+    for (size_t pc = 0; p->pending && pc < p->n_pc; pc++) {
+        struct plena_profile_pc *c = &p->pcs[pc];
+        if (!c->n) continue;
+        bill(p, (uint32_t)pc, p->pc_op[pc], c->n, c->picos, 64 * c->rd_txn, 64 * c->wr_txn);
+        p->pending -= c->n;
+        memset(c, 0, sizeof *c);
     }
 }
 
@@ -337,6 +380,11 @@ static json_t *classification(struct jb *b, const struct plena_profile *p)
 static int profile_json(const struct plena_profile *p, const struct plena_profile_run *run,
                         json_t **out, struct plena_err *err)
 {
+    if (p->pending)
+        return PLENA_FAIL(err, PLENA_E_INTERNAL, "profile",
+                          "%llu instructions not folded into the figures "
+                          "(plena_profile_flush was not called)",
+                          (unsigned long long)p->pending);
     struct jb b = {0};
     uint64_t period = p->clock_period_ps;
     json_t *o = json_object();

@@ -169,11 +169,11 @@ static void make_labels(struct plena_labels *l, enum plena_attribution mode)
     l->routed_moe_markers_present = 1;
 }
 
-static json_t *render(const struct plena_profile *p, const struct plena_profile_run *run,
-                      char **text_out)
+static json_t *render(struct plena_profile *p, const struct plena_profile_run *run, char **text_out)
 {
     char *text = NULL;
     size_t len = 0;
+    plena_profile_flush(p);
     assert_int_equal(plena_profile_render(p, run, &text, &len, NULL), 0);
     assert_true(len > 2);
     assert_int_equal(text[len - 1], '\n');
@@ -555,7 +555,67 @@ static void test_alloc_failure(void **state)
     }
 }
 
+/* The per-pc sums folded by plena_profile_flush give the figures of
+ * billing every instruction: 20000 executions on the labels above (pcs 6
+ * and 7 out of range: 'other', no pair; pc 1 alternating two opcodes, so
+ * one of them takes the per-instruction path) checked against sums kept
+ * here per stage and pair id, and against a profile flushed after every
+ * instruction; an unflushed profile is refused by render. */
+static void test_flush_equals_per_instruction(void **state)
+{
+    (void)state;
+    struct plena_labels l;
+    make_labels(&l, PLENA_ATTR_MARKERS);
+    struct plena_profile a, b;
+    assert_int_equal(plena_profile_init(&a, &l, 6, 1000, NULL), 0);
+    assert_int_equal(plena_profile_init(&b, &l, 6, 1000, NULL), 0);
+    static const unsigned ops[8] = {0x22, 0x29, 0x0D, 0x01, 0x17, 0x2A, 0x22, 0x01};
+    struct plena_profile_figures st[PLENA_STAGE_COUNT], pair10, total;
+    memset(st, 0, sizeof st);
+    memset(&pair10, 0, sizeof pair10);
+    memset(&total, 0, sizeof total);
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < 20000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const uint32_t pc = (uint32_t)(x % 8);
+        const unsigned op = pc == 1 && (x >> 8) % 2 ? 0x01 : ops[pc]; /* M_MM: another resource */
+        const uint64_t ps = (x >> 16) % 5000, rd = (x >> 32) % 9, wr = (x >> 40) % 3;
+        plena_profile_add(&a, pc, op, ps, rd, wr);
+        plena_profile_add(&b, pc, op, ps, rd, wr);
+        plena_profile_flush(&b);
+        struct plena_profile_figures *f[3] = {&total,
+                                              &st[pc < 6 ? LV[pc].stage : PLENA_STAGE_OTHER],
+                                              pc == 1 || pc == 2 ? &pair10 : NULL};
+        for (int q = 0; q < 3; q++) {
+            if (!f[q]) continue;
+            f[q]->instructions++;
+            f[q]->picos += ps;
+            f[q]->bytes_read += 64 * rd;
+            f[q]->bytes_written += 64 * wr;
+            f[q]->res_picos[plena_resource_of(op)] += ps;
+        }
+    }
+    char *text = NULL;
+    size_t len = 0;
+    struct plena_profile_run run = {NULL, 20000, 0, NULL, NULL};
+    struct plena_err err = {0};
+    assert_int_equal(plena_profile_render(&a, &run, &text, &len, &err), PLENA_E_INTERNAL);
+    assert_non_null(strstr(err.msg, "plena_profile_flush"));
+    plena_profile_flush(&a);
+    assert_memory_equal(&a.total, &total, sizeof total);
+    assert_memory_equal(a.stage, st, sizeof st);
+    assert_int_equal(a.pairs[2].id, 10); /* ids 2, 7, 10 in ascending order */
+    assert_memory_equal(&a.pairs[2].total, &pair10, sizeof pair10);
+    assert_memory_equal(&a.total, &b.total, sizeof a.total);
+    assert_memory_equal(a.stage, b.stage, sizeof a.stage);
+    for (size_t i = 0; i < a.n_pairs; i++)
+        assert_memory_equal(&a.pairs[i], &b.pairs[i], sizeof a.pairs[i]);
+    plena_profile_free(&a);
+    plena_profile_free(&b);
+}
+
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_flush_equals_per_instruction),
     cmocka_unit_test(test_keys_order_and_sums),
     cmocka_unit_test(test_constants_byte_equal),
     cmocka_unit_test(test_stage_names_equal_stages_def),

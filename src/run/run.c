@@ -698,6 +698,7 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
     }
     struct plena_err perr = {0};
     if (have_profile) {
+        plena_profile_flush(&profile);
         for (unsigned s = 0; s < PLENA_STAGE_COUNT; s++)
             out->stage_wall_picos[s] = profile.stage[s].picos;
         struct plena_profile_run pr = {ss.trap, res.instructions_executed, out->serial_picos,
