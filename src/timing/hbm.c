@@ -150,6 +150,7 @@ struct req {
 #define MEMO_SLOTS0    4096
 #define MEMO_MAX_SLOTS ((size_t)1 << 20)
 #define MEMO_MAX_BYTES ((size_t)64 << 20)
+#define MEMO_CHUNK     ((size_t)1 << 20)
 
 struct memo_slot {
     uint64_t hash;
@@ -195,6 +196,11 @@ struct memo {
     size_t cap_key, cap_rec;
     uint64_t hits, misses;
     int full; /* a cap was reached: no more snapshots or records (nothing is stored) */
+    /* the slots' data live in chunks (never freed one by one): a list
+     * through each chunk's first word, the free room of the newest */
+    void **chunks;
+    char *room;
+    size_t room_left;
 };
 
 static void memo_free(struct memo *m);
@@ -1333,9 +1339,11 @@ static struct memo *memo_get(struct plena_hbm *h)
 static void memo_free(struct memo *m)
 {
     if (!m) return;
-    if (m->slot)
-        for (size_t i = 0; i < m->n_slots; i++)
-            plena_free(m->slot[i].data);
+    while (m->chunks) {
+        void **next = *m->chunks;
+        plena_free(m->chunks);
+        m->chunks = next;
+    }
     plena_free(m->slot);
     plena_free(m->lab_bank);
     plena_free(m->lab_bg);
@@ -1612,6 +1620,26 @@ static size_t memo_record(struct plena_hbm *h, struct memo *m, const struct memo
     return ok ? w : 0;
 }
 
+/* n bytes (a multiple of 4) for a slot's data from the memo's chunks; NULL
+ * when out of memory. */
+static uint32_t *memo_alloc(struct memo *m, size_t n)
+{
+    n = (n + 7) & ~(size_t)7;
+    if (n > m->room_left) {
+        size_t head = sizeof(void *), size = max64(MEMO_CHUNK, head + n);
+        void **c = plena_malloc(size);
+        if (!c) return NULL;
+        *c = m->chunks;
+        m->chunks = c;
+        m->room = (char *)c + head;
+        m->room_left = size - head;
+    }
+    uint32_t *p = (uint32_t *)(void *)m->room;
+    m->room += n;
+    m->room_left -= n;
+    return p;
+}
+
 /* Stores key + record; silently does nothing once the memo is full. */
 static void memo_store(struct memo *m, uint64_t hash, const uint32_t *key, size_t klen,
                        const uint32_t *cond, uint32_t nc, size_t rlen)
@@ -1642,7 +1670,7 @@ static void memo_store(struct memo *m, uint64_t hash, const uint32_t *key, size_
     }
     struct memo_slot *s = memo_find(m, hash, key, klen, cond, nc);
     if (s->data) return;
-    s->data = plena_malloc(bytes);
+    s->data = memo_alloc(m, bytes);
     if (!s->data) return;
     memcpy(s->data, key, klen * sizeof(uint32_t));
     memcpy(s->data + klen, m->rec, rlen * sizeof(uint32_t));
