@@ -1821,13 +1821,25 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
     }
     /* the request words of the keys, in sequence order (labels in order
      * of first use within each channel) */
-    if (can_key)
+    if (can_key) {
+        /* H_PREFETCH_M interleaves two streams (elements, scales) that stay
+         * on one bank and row for a while: a request like the one two
+         * before it (bank, so segment; row; direction) has its word, and
+         * memo_label would find both labels and change nothing */
+        uint32_t w1 = 0, w2 = 0;
         for (size_t i = 0; i < n; i++) {
             struct memo_seg *sg = &m->seg[m->qs[i]];
-            if (!memo_label(h, m, sg, (uint32_t)i, &m->key[sg->k0 + 3 + sg->nq])) sg->bad = 1;
+            uint32_t *word = &m->key[sg->k0 + 3 + sg->nq];
+            if (i >= 2 && m->qb[i] == m->qb[i - 2] && m->qr[i] == m->qr[i - 2] &&
+                m->qw[i] == m->qw[i - 2])
+                *word = w2;
+            else if (!memo_label(h, m, sg, (uint32_t)i, word))
+                sg->bad = 1;
             sg->nq++;
+            w2 = w1;
+            w1 = *word;
         }
-    else
+    } else
         for (size_t i = 0; i < n; i++)
             m->seg[m->qs[i]].nq++;
     h->n_pending = n;
@@ -1889,9 +1901,20 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
             if (!m->seg[m->qs[i]].miss) continue;
+            /* fill_req from the mapped bank and row (the flat indices nest) */
             struct req *r = &h->reqs[k];
-            fill_req(h, r, &txn[i]);
+            uint32_t b = m->qb[i];
             r->seq = seq0 + i;
+            r->row = m->qr[i];
+            r->done = 0;
+            r->bank = b;
+            r->bgi = b >> kb;
+            r->pc = r->bgi >> gb;
+            r->ch = r->pc >> pb;
+            r->is_write = m->qw[i];
+            r->l_pc = (uint8_t)(r->pc & h->p_mask);
+            r->l_bg = (uint8_t)(r->bgi & h->g_mask);
+            r->l_bank = (uint8_t)(b & (((uint32_t)1 << kb) - 1));
             link_req(h, (uint32_t)k++);
         }
         h->seq = seq0 + n;

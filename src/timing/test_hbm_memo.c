@@ -228,6 +228,56 @@ static void test_memo_idle_conditions(void **state)
     free(d);
 }
 
+/* A channel part's request words are copied from the request two before
+ * when it has the same bank, row and direction (serve_memo's shortcut for
+ * the interleaved H_PREFETCH_M streams). Batches A (reads) and B (A with one
+ * such request a write) must key apart: alternating them after long gaps
+ * (so every state time is before t0 and the keys differ only in the
+ * request words) gives the literal model's durations, and the memo is
+ * used. */
+static void test_memo_label_repeats(void **state)
+{
+    (void)state;
+    struct plena_hbm_params p;
+    ref_hbm_params(&p);
+    p.nREFI = 0; /* no refresh block in the keys */
+    enum { N = 32, OPS = 12 };
+    struct op *ops = calloc(OPS, sizeof *ops);
+    uint64_t d[2][OPS];
+    assert_non_null(ops);
+    for (int i = 0; i < OPS; i++) {
+        struct op *o = &ops[i];
+        o->n = N;
+        /* two streams, each on one row of one bank of channel 0: blocks
+         * 0, 1, ... of a row, and blocks of the row 8 rows on */
+        for (size_t j = 0; j < N; j++) {
+            o->txn[j].addr = (j % 2 ? (uint64_t)8 << 18 : 0) + 64 * (j / 2);
+            o->txn[j].is_write = 0;
+        }
+        if (i % 2) o->txn[4].is_write = 1; /* like txn[2] but for its direction */
+        o->gap_ps = 100000 * p.tck_ps;
+    }
+    uint64_t hits = 0;
+    for (int mode = 0; mode < 2; mode++) {
+        struct plena_hbm *h = new_hbm_mode(&p, mode == 0);
+        uint64_t now = 0;
+        for (int i = 0; i < OPS; i++) {
+            now += ops[i].gap_ps;
+            d[mode][i] = plena_hbm_batch(h, now, ops[i].txn, ops[i].n);
+            now += d[mode][i];
+        }
+        if (mode == 1) hits = plena_hbm_memo_hits(h);
+        plena_hbm_free(h);
+    }
+    for (int i = 0; i < OPS; i++)
+        if (d[0][i] != d[1][i])
+            fail_msg("op %d: literal %llu, memo %llu ps", i, (unsigned long long)d[0][i],
+                     (unsigned long long)d[1][i]);
+    assert_true(d[0][0] != d[0][1]); /* the write shows */
+    assert_true(hits >= OPS - 4);
+    free(ops);
+}
+
 /* The fast path's deferred idle closes (docs/timing.md "Idle closes
  * deferred") against the literal definition: inside the tick loop only the
  * banks with requests pending take their idle closes; the others' wait for
@@ -316,6 +366,7 @@ int main(void)
         cmocka_unit_test(test_memo_equals_ticks),
         cmocka_unit_test(test_memo_idle_conditions),
         cmocka_unit_test(test_idle_deferred_equals_ticks),
+        cmocka_unit_test(test_memo_label_repeats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
