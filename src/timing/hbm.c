@@ -247,6 +247,7 @@ struct plena_hbm {
     size_t n_pending;
     int exhaustive;
     int memo_on;       /* fast path: replay memoised batches (default on) */
+    int memo_rec;      /* the tick loop of a batch's missed parts: idle closes are recorded */
     struct memo *memo; /* allocated on first use */
     int oom;
     plena_hbm_trace_fn trace;
@@ -947,18 +948,22 @@ static void refresh_step(struct plena_hbm *h, uint64_t t)
     h->idle_act_all = NONE;
 }
 
-/* Step 2's close of bank b, due at tc (with the memo's records). */
+/* Step 2's close of bank b, due at tc (with the memo's records while the
+ * memo records: memo_record reads them only of the closes in the tick loop
+ * of a batch's missed parts, and memo_save resets first_close before it). */
 static inline __attribute__((always_inline)) void idle_close(struct plena_hbm *h, uint32_t b,
                                                              uint64_t tc)
 {
     struct bank *bk = &h->banks[b];
-    struct bank_x *bx = &h->bankx[b];
-    bx->idle_tc = tc;
-    if (bx->first_close == NONE) {
-        bx->first_close = tc;
-        bx->first_idle = 1;
+    if (h->memo_rec) {
+        struct bank_x *bx = &h->bankx[b];
+        bx->idle_tc = tc;
+        if (bx->first_close == NONE) {
+            bx->first_close = tc;
+            bx->first_idle = 1;
+        }
+        bx->act_before_close = bk->next_act;
     }
-    bx->act_before_close = bk->next_act;
     close_bank(h, b);
     bk->next_act = max64(bk->next_act, tc + h->rp_ps);
 }
@@ -1921,7 +1926,9 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
         h->n_reqs = k;
         h->n_pending = k;
         uint64_t ref0 = h->next_ref;
+        h->memo_rec = 1;
         latest = max64(latest, run_ticks(h, t_start));
+        h->memo_rec = 0;
         for (uint32_t s = 0; s < nseg && h->next_ref == ref0 && !m->full; s++) {
             const struct memo_seg *sg = &m->seg[s];
             if (!sg->miss || !sg->klen) continue;
