@@ -42,6 +42,19 @@ struct op {
     struct plena_hbm_txn txn[MAX_TXN];
 };
 
+/* A random small geometry: 1-8 channels, 1-2 pseudo channels, 1-4 bank
+ * groups of 1-4 banks, rows of 64 B - 1 KiB, the granule hash off or at
+ * bit 6-19. */
+static void small_geometry(struct plena_hbm_params *p)
+{
+    p->channels = 1u << (rnd() % 4);
+    p->pseudo_channels = 1u << (rnd() % 2);
+    p->bank_groups = 1u << (rnd() % 3);
+    p->banks_per_group = 1u << (rnd() % 3);
+    p->row_bytes = 64u << (rnd() % 5);
+    p->address_hash_bit = (rnd() % 2) ? 0 : 6 + rnd() % 14;
+}
+
 /* mode 0: literal; 1: skip-ahead without memo; 2: skip-ahead with memo;
  * 3: skip-ahead with memo, traced (which turns the memo off); ops[0 .. n_ops) */
 static uint64_t run_ops(const struct plena_hbm_params *p, const struct op *ops, size_t n_ops,
@@ -82,12 +95,7 @@ static void test_memo_equals_ticks(void **state)
         ref_hbm_params(&p);
         if (trial % 4) {
             /* small geometries and short timings: conflicts, FAW, refresh */
-            p.channels = 1u << (rnd() % 4);
-            p.pseudo_channels = 1u << (rnd() % 2);
-            p.bank_groups = 1u << (rnd() % 3);
-            p.banks_per_group = 1u << (rnd() % 3);
-            p.row_bytes = 64u << (rnd() % 5);
-            p.address_hash_bit = (rnd() % 2) ? 0 : 6 + rnd() % 14;
+            small_geometry(&p);
             p.row_idle_close = (rnd() % 4 == 0) ? 0 : 1 + rnd() % 80;
             p.nREFI = (rnd() % 3 == 0) ? 0 : 200 + rnd() % 2000;
             p.nRFC = rnd() % 60;
@@ -291,7 +299,7 @@ static void test_memo_label_repeats(void **state)
 static void test_idle_deferred_equals_ticks(void **state)
 {
     (void)state;
-    enum { N_TRIALS = 24, N_OPS = 120 };
+    enum { N_TRIALS = 32, N_OPS = 120 };
     rng_state = 4242;
     struct op *ops = calloc(N_OPS, sizeof *ops);
     uint64_t *d = calloc(4 * N_OPS, sizeof *d);
@@ -300,12 +308,7 @@ static void test_idle_deferred_equals_ticks(void **state)
     for (int trial = 0; trial < N_TRIALS; trial++) {
         struct plena_hbm_params p;
         ref_hbm_params(&p);
-        p.channels = 1u << (rnd() % 3);
-        p.pseudo_channels = 1u << (rnd() % 2);
-        p.bank_groups = 1u << (rnd() % 3);
-        p.banks_per_group = 1u << (rnd() % 3);
-        p.row_bytes = 64u << (rnd() % 4);
-        p.address_hash_bit = (rnd() % 2) ? 0 : 6 + rnd() % 12;
+        small_geometry(&p);
         /* short windows: closes fall due inside a batch */
         p.row_idle_close = 1 + rnd() % 40;
         p.nREFI = (rnd() % 4 == 0) ? 0 : 80 + rnd() % 600;
