@@ -98,6 +98,12 @@ struct chan {
      * fixed while it stays in that set (no command can touch it but a PRE,
      * which closes it), so entering the set is the only update needed. */
     uint64_t idle_min;
+    /* Fast path, in the tick loop: the same bound over the banks of that set
+     * with pending requests. The others' closes change nothing the loop
+     * looks at (no request of theirs is pending, a close touches only its
+     * bank), so they wait for a full step 2 (docs/timing.md "Idle closes
+     * deferred"). */
+    uint64_t idle_act;
     uint32_t *open; /* this channel's open banks (a slice of open_all), any order */
     size_t n_open;
     uint64_t last_col, max_done; /* the memo's record: last RD/WR and latest done */
@@ -144,6 +150,7 @@ struct req {
 #define MEMO_SLOTS0    4096
 #define MEMO_MAX_SLOTS ((size_t)1 << 20)
 #define MEMO_MAX_BYTES ((size_t)64 << 20)
+#define MEMO_CHUNK     ((size_t)1 << 20)
 
 struct memo_slot {
     uint64_t hash;
@@ -189,6 +196,11 @@ struct memo {
     size_t cap_key, cap_rec;
     uint64_t hits, misses;
     int full; /* a cap was reached: no more snapshots or records (nothing is stored) */
+    /* the slots' data live in chunks (never freed one by one): a list
+     * through each chunk's first word, the free room of the newest */
+    void **chunks;
+    char *room;
+    size_t room_left;
 };
 
 static void memo_free(struct memo *m);
@@ -221,6 +233,7 @@ struct plena_hbm {
     uint32_t *busy;
     size_t n_busy;
     uint64_t idle_min_all;
+    uint64_t idle_act_all; /* fast path, in the tick loop: min of the busy channels' idle_act */
     /* timing constants in ps */
     uint64_t rrds_ps, rrdl_ps, faw_ps, idle_ps, cl_ps, cwl_ps, rd_done_ps, wr_done_ps, rtp_ps,
         wr_ps, wtr_ps, rcd_ps, ras_ps, rc_ps, rp_ps;
@@ -234,6 +247,7 @@ struct plena_hbm {
     size_t n_pending;
     int exhaustive;
     int memo_on;       /* fast path: replay memoised batches (default on) */
+    int memo_rec;      /* the tick loop of a batch's missed parts: idle closes are recorded */
     struct memo *memo; /* allocated on first use */
     int oom;
     plena_hbm_trace_fn trace;
@@ -611,6 +625,11 @@ static void issue_col(struct plena_hbm *h, uint64_t t, struct req *r)
         uint64_t tc = max64(t + h->idle_ps, bk->next_pre);
         c->idle_min = min64(c->idle_min, tc);
         h->idle_min_all = min64(h->idle_min_all, tc);
+        /* the batch caller has unlinked r: requests of the bank still pending */
+        if (bk->n_pend > 0) {
+            c->idle_act = min64(c->idle_act, tc);
+            h->idle_act_all = min64(h->idle_act_all, tc);
+        }
     }
     if (!h->exhaustive) {
         /* the batch caller has unlinked r already, serve_one never linked it */
@@ -894,7 +913,7 @@ static uint64_t channel_cand(struct plena_hbm *h, uint32_t ch)
         row = min64(row, pc->pre_min);
     }
     uint64_t req = min64(max64(c->col_bus_free, col), max64(c->row_bus_free, row));
-    uint64_t cand = h->p.row_idle_close > 0 ? c->idle_min : NONE;
+    uint64_t cand = h->p.row_idle_close > 0 ? c->idle_act : NONE;
     /* no request command issues before a refresh block ends */
     if (req != NONE) cand = min64(cand, max64(req, h->blocked_until));
     return cand;
@@ -923,8 +942,30 @@ static void refresh_step(struct plena_hbm *h, uint64_t t)
     for (uint32_t ch = 0; ch < p->channels; ch++) {
         h->chans[ch].dirty = 1;
         h->chans[ch].idle_min = NONE;
+        h->chans[ch].idle_act = NONE;
     }
     h->idle_min_all = NONE;
+    h->idle_act_all = NONE;
+}
+
+/* Step 2's close of bank b, due at tc (with the memo's records while the
+ * memo records: memo_record reads them only of the closes in the tick loop
+ * of a batch's missed parts, and memo_save resets first_close before it). */
+static inline __attribute__((always_inline)) void idle_close(struct plena_hbm *h, uint32_t b,
+                                                             uint64_t tc)
+{
+    struct bank *bk = &h->banks[b];
+    if (h->memo_rec) {
+        struct bank_x *bx = &h->bankx[b];
+        bx->idle_tc = tc;
+        if (bx->first_close == NONE) {
+            bx->first_close = tc;
+            bx->first_idle = 1;
+        }
+        bx->act_before_close = bk->next_act;
+    }
+    close_bank(h, b);
+    bk->next_act = max64(bk->next_act, tc + h->rp_ps);
 }
 
 /* Scheduler step 2 at tick t (no bus used); each bank's effect is independent
@@ -941,42 +982,85 @@ static void idle_step(struct plena_hbm *h, uint64_t t)
             all = min64(all, c->idle_min);
             continue;
         }
-        uint64_t next = NONE;
+        uint64_t next = NONE, next_act = NONE;
         for (size_t i = 0; i < c->n_open;) {
             uint32_t b = c->open[i];
             struct bank *bk = &h->banks[b];
             if (bk->n_hits == 0) {
                 uint64_t tc = max64(bk->last_use + h->idle_ps, bk->next_pre);
                 if (tc <= t) {
-                    struct bank_x *bx = &h->bankx[b];
-                    bx->idle_tc = tc;
-                    if (bx->first_close == NONE) {
-                        bx->first_close = tc;
-                        bx->first_idle = 1;
-                    }
-                    bx->act_before_close = bk->next_act;
-                    close_bank(h, b); /* moves another open bank into slot i */
-                    bk->next_act = max64(bk->next_act, tc + h->rp_ps);
+                    idle_close(h, b, tc); /* moves another open bank into slot i */
                     continue;
                 }
                 next = min64(next, tc);
+                if (bk->n_pend > 0) next_act = min64(next_act, tc);
             }
             i++;
         }
         c->idle_min = next;
+        c->idle_act = next_act;
         c->dirty = 1;
         all = min64(all, next);
     }
     h->idle_min_all = all;
+    /* idle_act_all stays a lower bound: the scanned channels' idle_act only rose */
 }
 
-/* One controller tick (the four steps of "Scheduler"). */
-static void tick(struct plena_hbm *h, uint64_t t)
+/* Step 2 in the fast tick loop: only the banks of the busy channels with
+ * requests pending (their active lists), the others' closes deferred to
+ * a full idle_step. */
+static void idle_step_act(struct plena_hbm *h, uint64_t t)
+{
+    uint64_t all = NONE;
+    for (size_t k = 0; k < h->n_busy; k++) {
+        uint32_t ch = h->busy[k];
+        struct chan *c = &h->chans[ch];
+        if (c->idle_act > t) {
+            all = min64(all, c->idle_act);
+            continue;
+        }
+        size_t P = h->p.pseudo_channels;
+        uint64_t next = NONE;
+        for (size_t i = 0; i < P; i++) {
+            const struct pch *pc = &h->pcs[(size_t)ch * P + i];
+            for (size_t j = 0; j < pc->n_active; j++) {
+                uint32_t b = pc->active[j];
+                const struct bank *bk = &h->banks[b];
+                if (!bk->open || bk->n_hits > 0) continue;
+                uint64_t tc = max64(bk->last_use + h->idle_ps, bk->next_pre);
+                if (tc <= t)
+                    idle_close(h, b, tc);
+                else
+                    next = min64(next, tc);
+            }
+        }
+        c->idle_act = next;
+        c->dirty = 1;
+        all = min64(all, next);
+    }
+    h->idle_act_all = all;
+}
+
+/* One controller tick (the four steps of "Scheduler"). The fast path's
+ * ticks after the first (full 0) take step 2 for the banks with pending
+ * requests only; the deferred closes are applied, each as of its own
+ * time, before a refresh window and after the loop (run_ticks). */
+static void tick(struct plena_hbm *h, uint64_t t, int full)
 {
     const struct plena_hbm_params *p = &h->p;
     /* the guards of steps 1 and 2 inline: most ticks need neither */
-    if (p->nREFI > 0 && t >= h->next_ref) refresh_step(h, t);
-    if (p->row_idle_close > 0 && (h->exhaustive || h->idle_min_all <= t)) idle_step(h, t);
+    if (p->nREFI > 0 && t >= h->next_ref) {
+        /* the closes due before this tick came before its refresh */
+        if (!full && p->row_idle_close > 0 && h->idle_min_all <= t - h->T) idle_step(h, t - h->T);
+        refresh_step(h, t);
+    }
+    if (p->row_idle_close > 0) {
+        if (full || h->exhaustive) {
+            if (h->exhaustive || h->idle_min_all <= t) idle_step(h, t);
+        } else if (h->idle_act_all <= t) {
+            idle_step_act(h, t);
+        }
+    }
     /* 3 blocked */
     if (t < h->blocked_until) return;
     /* 4 per channel, ascending index */
@@ -999,7 +1083,7 @@ static uint64_t next_tick(struct plena_hbm *h, uint64_t t)
 {
     uint64_t c = h->p.nREFI > 0 ? h->next_ref : NONE;
     /* channels without requests can only have idle closes due */
-    if (h->p.row_idle_close > 0) c = min64(c, h->idle_min_all);
+    if (h->p.row_idle_close > 0) c = min64(c, h->idle_act_all);
     for (size_t k = 0; k < h->n_busy; k++) {
         uint32_t ch = h->busy[k];
         struct chan *cn = &h->chans[ch];
@@ -1164,14 +1248,30 @@ static void enqueue_one(struct plena_hbm *h, const struct plena_hbm_txn *txn)
  * issued; returns the latest done time (at least t_start). */
 static uint64_t run_ticks(struct plena_hbm *h, uint64_t t_start)
 {
+    if (!h->exhaustive) {
+        /* the banks with requests pending now are among the idle set's */
+        uint64_t all = NONE;
+        for (size_t k = 0; k < h->n_busy; k++) {
+            struct chan *c = &h->chans[h->busy[k]];
+            c->idle_act = c->idle_min;
+            all = min64(all, c->idle_act);
+        }
+        h->idle_act_all = all;
+    }
+    int full = 1;
+    uint64_t last = h->cur;
     while (h->n_pending > 0) {
-        tick(h, h->cur);
+        tick(h, h->cur, full);
+        full = 0;
+        last = h->cur;
         if (h->n_pending == 0) {
             h->cur += h->T;
             break;
         }
         h->cur = h->exhaustive ? h->cur + h->T : next_tick(h, h->cur);
     }
+    /* step 2 of the last tick for the deferred closes */
+    if (!h->exhaustive && h->p.row_idle_close > 0 && h->idle_min_all <= last) idle_step(h, last);
     uint64_t latest = t_start;
     for (size_t i = 0; i < h->n_reqs; i++)
         latest = max64(latest, h->reqs[i].done);
@@ -1244,9 +1344,11 @@ static struct memo *memo_get(struct plena_hbm *h)
 static void memo_free(struct memo *m)
 {
     if (!m) return;
-    if (m->slot)
-        for (size_t i = 0; i < m->n_slots; i++)
-            plena_free(m->slot[i].data);
+    while (m->chunks) {
+        void **next = *m->chunks;
+        plena_free(m->chunks);
+        m->chunks = next;
+    }
     plena_free(m->slot);
     plena_free(m->lab_bank);
     plena_free(m->lab_bg);
@@ -1523,6 +1625,26 @@ static size_t memo_record(struct plena_hbm *h, struct memo *m, const struct memo
     return ok ? w : 0;
 }
 
+/* n bytes (a multiple of 4) for a slot's data from the memo's chunks; NULL
+ * when out of memory. */
+static uint32_t *memo_alloc(struct memo *m, size_t n)
+{
+    n = (n + 7) & ~(size_t)7;
+    if (n > m->room_left) {
+        size_t head = sizeof(void *), size = max64(MEMO_CHUNK, head + n);
+        void **c = plena_malloc(size);
+        if (!c) return NULL;
+        *c = m->chunks;
+        m->chunks = c;
+        m->room = (char *)c + head;
+        m->room_left = size - head;
+    }
+    uint32_t *p = (uint32_t *)(void *)m->room;
+    m->room += n;
+    m->room_left -= n;
+    return p;
+}
+
 /* Stores key + record; silently does nothing once the memo is full. */
 static void memo_store(struct memo *m, uint64_t hash, const uint32_t *key, size_t klen,
                        const uint32_t *cond, uint32_t nc, size_t rlen)
@@ -1553,7 +1675,7 @@ static void memo_store(struct memo *m, uint64_t hash, const uint32_t *key, size_
     }
     struct memo_slot *s = memo_find(m, hash, key, klen, cond, nc);
     if (s->data) return;
-    s->data = plena_malloc(bytes);
+    s->data = memo_alloc(m, bytes);
     if (!s->data) return;
     memcpy(s->data, key, klen * sizeof(uint32_t));
     memcpy(s->data + klen, m->rec, rlen * sizeof(uint32_t));
@@ -1704,13 +1826,25 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
     }
     /* the request words of the keys, in sequence order (labels in order
      * of first use within each channel) */
-    if (can_key)
+    if (can_key) {
+        /* H_PREFETCH_M interleaves two streams (elements, scales) that stay
+         * on one bank and row for a while: a request like the one two
+         * before it (bank, so segment; row; direction) has its word, and
+         * memo_label would find both labels and change nothing */
+        uint32_t w1 = 0, w2 = 0;
         for (size_t i = 0; i < n; i++) {
             struct memo_seg *sg = &m->seg[m->qs[i]];
-            if (!memo_label(h, m, sg, (uint32_t)i, &m->key[sg->k0 + 3 + sg->nq])) sg->bad = 1;
+            uint32_t *word = &m->key[sg->k0 + 3 + sg->nq];
+            if (i >= 2 && m->qb[i] == m->qb[i - 2] && m->qr[i] == m->qr[i - 2] &&
+                m->qw[i] == m->qw[i - 2])
+                *word = w2;
+            else if (!memo_label(h, m, sg, (uint32_t)i, word))
+                sg->bad = 1;
             sg->nq++;
+            w2 = w1;
+            w1 = *word;
         }
-    else
+    } else
         for (size_t i = 0; i < n; i++)
             m->seg[m->qs[i]].nq++;
     h->n_pending = n;
@@ -1772,16 +1906,29 @@ static uint64_t serve_memo(struct plena_hbm *h, uint64_t t_start, const struct p
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
             if (!m->seg[m->qs[i]].miss) continue;
+            /* fill_req from the mapped bank and row (the flat indices nest) */
             struct req *r = &h->reqs[k];
-            fill_req(h, r, &txn[i]);
+            uint32_t b = m->qb[i];
             r->seq = seq0 + i;
+            r->row = m->qr[i];
+            r->done = 0;
+            r->bank = b;
+            r->bgi = b >> kb;
+            r->pc = r->bgi >> gb;
+            r->ch = r->pc >> pb;
+            r->is_write = m->qw[i];
+            r->l_pc = (uint8_t)(r->pc & h->p_mask);
+            r->l_bg = (uint8_t)(r->bgi & h->g_mask);
+            r->l_bank = (uint8_t)(b & (((uint32_t)1 << kb) - 1));
             link_req(h, (uint32_t)k++);
         }
         h->seq = seq0 + n;
         h->n_reqs = k;
         h->n_pending = k;
         uint64_t ref0 = h->next_ref;
+        h->memo_rec = 1;
         latest = max64(latest, run_ticks(h, t_start));
+        h->memo_rec = 0;
         for (uint32_t s = 0; s < nseg && h->next_ref == ref0 && !m->full; s++) {
             const struct memo_seg *sg = &m->seg[s];
             if (!sg->miss || !sg->klen) continue;

@@ -9,7 +9,9 @@
  * Some trials use a geometry whose selection field is too wide for the
  * address table (map_addr's general path). test_memo_idle_conditions
  * replays batches whose banks are open on another row at varying idle
- * times (a record's idle conditions, docs/timing.md "Channel memo"). */
+ * times (a record's idle conditions, docs/timing.md "Channel memo").
+ * test_idle_deferred_equals_ticks checks the tick loop's deferred idle
+ * closes on sequential, strided and random streams. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,7 +32,8 @@ static uint32_t rnd(void)
     return (uint32_t)(rng_state >> 33);
 }
 
-enum { N_TPL = 5, MAX_TXN = 64, N_OPS = 400 };
+/* templates of up to TPL_TXN requests; test_idle_deferred's batches up to MAX_TXN */
+enum { N_TPL = 5, TPL_TXN = 64, MAX_TXN = 300, N_OPS = 400 };
 
 struct op {
     int sequential;
@@ -39,17 +42,30 @@ struct op {
     struct plena_hbm_txn txn[MAX_TXN];
 };
 
+/* A random small geometry: 1-8 channels, 1-2 pseudo channels, 1-4 bank
+ * groups of 1-4 banks, rows of 64 B - 1 KiB, the granule hash off or at
+ * bit 6-19. */
+static void small_geometry(struct plena_hbm_params *p)
+{
+    p->channels = 1u << (rnd() % 4);
+    p->pseudo_channels = 1u << (rnd() % 2);
+    p->bank_groups = 1u << (rnd() % 3);
+    p->banks_per_group = 1u << (rnd() % 3);
+    p->row_bytes = 64u << (rnd() % 5);
+    p->address_hash_bit = (rnd() % 2) ? 0 : 6 + rnd() % 14;
+}
+
 /* mode 0: literal; 1: skip-ahead without memo; 2: skip-ahead with memo;
- * 3: skip-ahead with memo, traced (which turns the memo off) */
-static uint64_t run_ops(const struct plena_hbm_params *p, const struct op *ops, int mode,
-                        uint64_t *d)
+ * 3: skip-ahead with memo, traced (which turns the memo off); ops[0 .. n_ops) */
+static uint64_t run_ops(const struct plena_hbm_params *p, const struct op *ops, size_t n_ops,
+                        int mode, uint64_t *d)
 {
     struct plena_hbm *h = new_hbm_mode(p, mode == 0);
     plena_hbm_set_memo(h, mode >= 2);
     struct recorder rc = {0};
     if (mode == 3) plena_hbm_set_trace(h, record, &rc);
     uint64_t now = 0;
-    for (size_t i = 0; i < N_OPS; i++) {
+    for (size_t i = 0; i < n_ops; i++) {
         now += ops[i].gap_ps;
         d[i] = ops[i].sequential ? plena_hbm_sequential(h, now, ops[i].txn, ops[i].n)
                                  : plena_hbm_batch(h, now, ops[i].txn, ops[i].n);
@@ -67,7 +83,7 @@ static void test_memo_equals_ticks(void **state)
     (void)state;
     rng_state = 777;
     struct op *ops = calloc(N_OPS, sizeof *ops);
-    struct plena_hbm_txn(*tpl)[MAX_TXN] = calloc(N_TPL, sizeof *tpl);
+    struct plena_hbm_txn(*tpl)[TPL_TXN] = calloc(N_TPL, sizeof *tpl);
     size_t tpl_n[N_TPL];
     uint64_t *d = calloc(3 * N_OPS, sizeof *d);
     assert_non_null(ops);
@@ -79,12 +95,7 @@ static void test_memo_equals_ticks(void **state)
         ref_hbm_params(&p);
         if (trial % 4) {
             /* small geometries and short timings: conflicts, FAW, refresh */
-            p.channels = 1u << (rnd() % 4);
-            p.pseudo_channels = 1u << (rnd() % 2);
-            p.bank_groups = 1u << (rnd() % 3);
-            p.banks_per_group = 1u << (rnd() % 3);
-            p.row_bytes = 64u << (rnd() % 5);
-            p.address_hash_bit = (rnd() % 2) ? 0 : 6 + rnd() % 14;
+            small_geometry(&p);
             p.row_idle_close = (rnd() % 4 == 0) ? 0 : 1 + rnd() % 80;
             p.nREFI = (rnd() % 3 == 0) ? 0 : 200 + rnd() % 2000;
             p.nRFC = rnd() % 60;
@@ -110,7 +121,7 @@ static void test_memo_equals_ticks(void **state)
             p.banks_per_group = 16;
         }
         for (int t = 0; t < N_TPL; t++) {
-            tpl_n[t] = 1 + rnd() % MAX_TXN;
+            tpl_n[t] = 1 + rnd() % TPL_TXN;
             int kind = rnd() % 3, wr = rnd() % 4 == 0;
             uint64_t stride = 64u << (rnd() % 6);
             for (size_t j = 0; j < tpl_n[t]; j++) {
@@ -140,13 +151,13 @@ static void test_memo_equals_ticks(void **state)
             }
             batches += !o->sequential;
         }
-        assert_int_equal(run_ops(&p, ops, 0, d), 0);         /* literal: no memo */
-        assert_int_equal(run_ops(&p, ops, 1, d + N_OPS), 0); /* memo off */
-        hits += run_ops(&p, ops, 2, d + 2 * N_OPS);
+        assert_int_equal(run_ops(&p, ops, N_OPS, 0, d), 0);         /* literal: no memo */
+        assert_int_equal(run_ops(&p, ops, N_OPS, 1, d + N_OPS), 0); /* memo off */
+        hits += run_ops(&p, ops, N_OPS, 2, d + 2 * N_OPS);
         if (trial == 0) {
             uint64_t *dt = calloc(N_OPS, sizeof *dt);
             assert_non_null(dt);
-            assert_int_equal(run_ops(&p, ops, 3, dt), 0);
+            assert_int_equal(run_ops(&p, ops, N_OPS, 3, dt), 0);
             assert_memory_equal(dt, d, N_OPS * sizeof *dt);
             free(dt);
         }
@@ -225,11 +236,140 @@ static void test_memo_idle_conditions(void **state)
     free(d);
 }
 
+/* A channel part's request words are copied from the request two before
+ * when it has the same bank, row and direction (serve_memo's shortcut for
+ * the interleaved H_PREFETCH_M streams). Batches A (reads) and B (A with one
+ * such request a write) must key apart: alternating them after long gaps
+ * (so every state time is before t0 and the keys differ only in the
+ * request words) gives the literal model's durations, and the memo is
+ * used. */
+static void test_memo_label_repeats(void **state)
+{
+    (void)state;
+    struct plena_hbm_params p;
+    ref_hbm_params(&p);
+    p.nREFI = 0; /* no refresh block in the keys */
+    enum { N = 32, OPS = 12 };
+    struct op *ops = calloc(OPS, sizeof *ops);
+    uint64_t d[2][OPS];
+    assert_non_null(ops);
+    for (int i = 0; i < OPS; i++) {
+        struct op *o = &ops[i];
+        o->n = N;
+        /* two streams, each on one row of one bank of channel 0: blocks
+         * 0, 1, ... of a row, and blocks of the row 8 rows on */
+        for (size_t j = 0; j < N; j++) {
+            o->txn[j].addr = (j % 2 ? (uint64_t)8 << 18 : 0) + 64 * (j / 2);
+            o->txn[j].is_write = 0;
+        }
+        if (i % 2) o->txn[4].is_write = 1; /* like txn[2] but for its direction */
+        o->gap_ps = 100000 * p.tck_ps;
+    }
+    uint64_t hits = 0;
+    for (int mode = 0; mode < 2; mode++) {
+        struct plena_hbm *h = new_hbm_mode(&p, mode == 0);
+        uint64_t now = 0;
+        for (int i = 0; i < OPS; i++) {
+            now += ops[i].gap_ps;
+            d[mode][i] = plena_hbm_batch(h, now, ops[i].txn, ops[i].n);
+            now += d[mode][i];
+        }
+        if (mode == 1) hits = plena_hbm_memo_hits(h);
+        plena_hbm_free(h);
+    }
+    for (int i = 0; i < OPS; i++)
+        if (d[0][i] != d[1][i])
+            fail_msg("op %d: literal %llu, memo %llu ps", i, (unsigned long long)d[0][i],
+                     (unsigned long long)d[1][i]);
+    assert_true(d[0][0] != d[0][1]); /* the write shows */
+    assert_true(hits >= OPS - 4);
+    free(ops);
+}
+
+/* The fast path's deferred idle closes (docs/timing.md "Idle closes
+ * deferred") against the literal definition: inside the tick loop only the
+ * banks with requests pending take their idle closes; the others' wait for
+ * a full step 2 before a refresh window and after the loop. Sequential,
+ * strided and random streams of batches (one in eight longer than the memo
+ * takes, so the plain tick loop serves it) on small random geometries with
+ * short idle-close windows and frequent refresh windows, so that banks left
+ * idle by one batch fall due while the next is served and refresh windows
+ * land inside batches. Every duration equals the definition's, with the
+ * memo off, on, and traced. */
+static void test_idle_deferred_equals_ticks(void **state)
+{
+    (void)state;
+    enum { N_TRIALS = 32, N_OPS = 120 };
+    rng_state = 4242;
+    struct op *ops = calloc(N_OPS, sizeof *ops);
+    uint64_t *d = calloc(4 * N_OPS, sizeof *d);
+    assert_non_null(ops);
+    assert_non_null(d);
+    for (int trial = 0; trial < N_TRIALS; trial++) {
+        struct plena_hbm_params p;
+        ref_hbm_params(&p);
+        small_geometry(&p);
+        /* short windows: closes fall due inside a batch */
+        p.row_idle_close = 1 + rnd() % 40;
+        p.nREFI = (rnd() % 4 == 0) ? 0 : 80 + rnd() % 600;
+        /* often a long nRP after a short refresh block: a close before the
+         * window still binds the next ACT of its bank after it */
+        p.nRFC = rnd() % 2 ? rnd() % 8 : rnd() % 40;
+        p.nRP = rnd() % 2 ? 40 + rnd() % 60 : rnd() % 30;
+        p.nRAS = rnd() % 30;
+        p.nRRDS = rnd() % 6;
+        p.nRRDL = rnd() % 12;
+        p.nRCD = rnd() % 8;
+        p.nRC = rnd() % 40;
+        p.tck_ps = (rnd() % 2) ? 1000 : 750;
+        int kind = trial % 3; /* sequential, strided, random */
+        uint64_t stride = 64u << (1 + rnd() % 8);
+        uint64_t base = 0;
+        for (int i = 0; i < N_OPS; i++) {
+            struct op *o = &ops[i];
+            o->sequential = rnd() % 8 == 0;
+            /* one batch in eight longer than the memo takes */
+            o->n = o->sequential    ? 1 + rnd() % 8
+                   : rnd() % 8 == 0 ? 256 + rnd() % (MAX_TXN - 255)
+                                    : 1 + rnd() % 128;
+            uint32_t g = rnd() % 5;
+            /* back to back, within the idle window, or long after */
+            o->gap_ps = g < 2   ? 0
+                        : g < 4 ? (uint64_t)(rnd() % 50) * p.tck_ps
+                                : (uint64_t)(rnd() % 3000) * p.tck_ps;
+            int wr = rnd() % 4 == 0;
+            if (rnd() % 3 == 0) base = 64 * (uint64_t)(rnd() % 65536);
+            for (size_t j = 0; j < o->n; j++) {
+                uint64_t a = kind == 0   ? base + 64 * j
+                             : kind == 1 ? base + stride * j
+                                         : 64 * (uint64_t)(rnd() % 8192);
+                o->txn[j].addr = a;
+                o->txn[j].is_write = (uint8_t)(wr && rnd() % 2);
+            }
+            /* the next sequential stream continues, a strided one revisits */
+            if (kind == 0) base += 64 * o->n;
+        }
+        for (int mode = 0; mode < 4; mode++)
+            run_ops(&p, ops, N_OPS, mode, d + mode * N_OPS);
+        for (int i = 0; i < N_OPS; i++)
+            if (d[i] != d[N_OPS + i] || d[i] != d[2 * N_OPS + i] || d[i] != d[3 * N_OPS + i])
+                fail_msg("trial %d (kind %d) op %d: literal %llu, fast %llu, memo %llu, traced "
+                         "%llu ps",
+                         trial, kind, i, (unsigned long long)d[i], (unsigned long long)d[N_OPS + i],
+                         (unsigned long long)d[2 * N_OPS + i],
+                         (unsigned long long)d[3 * N_OPS + i]);
+    }
+    free(ops);
+    free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memo_equals_ticks),
         cmocka_unit_test(test_memo_idle_conditions),
+        cmocka_unit_test(test_idle_deferred_equals_ticks),
+        cmocka_unit_test(test_memo_label_repeats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
