@@ -927,9 +927,22 @@ static void refresh_step(struct plena_hbm *h, uint64_t t)
     const struct plena_hbm_params *p = &h->p;
     if (p->nREFI == 0 || t < h->next_ref) return;
     do {
-        for (uint32_t ch = 0; ch < p->channels; ch++)
-            while (h->chans[ch].n_open > 0)
-                close_bank(h, h->chans[ch].open[0]);
+        /* close_bank of every open bank, the open lists emptied at once */
+        for (uint32_t ch = 0; ch < p->channels; ch++) {
+            struct chan *c = &h->chans[ch];
+            for (size_t i = 0; i < c->n_open; i++) {
+                uint32_t b = c->open[i];
+                struct bank *bk = &h->banks[b];
+                struct pch *pc = &h->pcs[b >> (h->g_bits + h->k_bits)];
+                bk->open = 0;
+                bk->n_hits = 0;
+                bk->n_whits = 0;
+                bk->reps_dirty = 1;
+                pc->col_dirty = 1;
+                pc->row_dirty = 1;
+            }
+            c->n_open = 0;
+        }
         h->blocked_until = h->next_ref + (uint64_t)p->nRFC * h->T;
         emit(h, t, "REF", NULL);
         const uint64_t step = (uint64_t)p->nREFI * h->T;

@@ -363,6 +363,40 @@ static void test_idle_deferred_equals_ticks(void **state)
     free(d);
 }
 
+/* A refresh window inside a batch's tick loop closes a bank whose pending
+ * request waits for its PRE (nRAS still running): the request then needs
+ * an ACT, legal long before that PRE would have been. The fast path must
+ * see it (refresh_step marks the pseudo channel's row aggregates stale, as
+ * closing each bank does); durations equal the literal model's. */
+static void test_refresh_reopens_pending(void **state)
+{
+    (void)state;
+    struct plena_hbm_params p;
+    ref_hbm_params(&p);
+    p.address_hash_bit = 0; /* rows of one bank 256 KiB apart */
+    p.nREFI = 50;
+    p.nRFC = 5;
+    p.nRAS = 80;
+    p.nRC = 10;
+    p.row_idle_close = 200;
+    const struct plena_hbm_txn a = {0, 0}, b = {(uint64_t)1 << 18, 0};
+    uint64_t d[3][2];
+    for (int mode = 0; mode < 3; mode++) {
+        struct plena_hbm *h = new_hbm_mode(&p, mode == 0);
+        plena_hbm_set_memo(h, mode == 2);
+        d[mode][0] = plena_hbm_batch(h, 0, &a, 1);
+        d[mode][1] = plena_hbm_batch(h, d[mode][0], &b, 1);
+        plena_hbm_free(h);
+    }
+    for (int mode = 1; mode < 3; mode++)
+        if (d[mode][0] != d[0][0] || d[mode][1] != d[0][1])
+            fail_msg("mode %d: %llu + %llu ps, literal %llu + %llu ps", mode,
+                     (unsigned long long)d[mode][0], (unsigned long long)d[mode][1],
+                     (unsigned long long)d[0][0], (unsigned long long)d[0][1]);
+    /* the ACT after the refresh, not the PRE at nRAS */
+    assert_true(d[0][0] + d[0][1] < 80 * p.tck_ps);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -370,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_memo_idle_conditions),
         cmocka_unit_test(test_idle_deferred_equals_ticks),
         cmocka_unit_test(test_memo_label_repeats),
+        cmocka_unit_test(test_refresh_reopens_pending),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
