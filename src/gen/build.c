@@ -206,16 +206,11 @@ static int add_region(struct plena_moe_build *b, uint64_t base, uint64_t n, uint
     return 0;
 }
 
-static uint64_t mx_bytes(uint32_t K_p, uint32_t N_p)
-{
-    return plena_moe_mx_bytes(K_p, N_p);
-}
-
 static int stage_mx(struct plena_moe_build *b, uint64_t base, const float *v, uint32_t K,
                     uint32_t N, uint32_t K_p, uint32_t N_p)
 {
     uint8_t *bytes;
-    if (add_region(b, base, mx_bytes(K_p, N_p), &bytes)) return PLENA_E_NOMEM;
+    if (add_region(b, base, plena_moe_mx_bytes(K_p, N_p), &bytes)) return PLENA_E_NOMEM;
     return plena_moe_encode_mx(b->mx_mode, v, K, N, K_p, N_p, bytes);
 }
 
@@ -224,7 +219,7 @@ static int stage_gen_mx(struct plena_moe_build *b, uint64_t base, unsigned role,
                         uint32_t K, uint32_t N, uint32_t fan_in, uint32_t K_p, uint32_t N_p)
 {
     uint8_t *bytes;
-    if (add_region(b, base, mx_bytes(K_p, N_p), &bytes)) return PLENA_E_NOMEM;
+    if (add_region(b, base, plena_moe_mx_bytes(K_p, N_p), &bytes)) return PLENA_E_NOMEM;
     return plena_moe_weights_mx(b->weights, b->weight_seed, role, expert, K, N, fan_in, b->mx_mode,
                                 K_p, N_p, bytes);
 }
@@ -595,7 +590,7 @@ static int stage_experts(const struct plena_moe_build_opts *o, struct plena_moe_
         for (unsigned q = 0; q < 3 && b->present[e]; q++) {
             uint32_t K, N, K_p, N_p;
             expert_shape(b, q, &K, &N, &K_p, &N_p);
-            routed += mx_bytes(K_p, N_p);
+            routed += plena_moe_mx_bytes(K_p, N_p);
         }
     b->lazy_experts = o->lazy_experts || routed > PLENA_MOE_LAZY_EXPERT_BYTES;
     /* the regions first, in expert order (an eager one with its zeroed
@@ -608,10 +603,11 @@ static int stage_experts(const struct plena_moe_build_opts *o, struct plena_moe_
             expert_shape(b, q, &K, &N, &K_p, &N_p);
             uint64_t base = plena_moe_expert_base(mp, (int)q, e);
             uint8_t *bytes;
-            if (!b->lazy_experts && add_region(b, base, mx_bytes(K_p, N_p), &bytes))
+            if (!b->lazy_experts && add_region(b, base, plena_moe_mx_bytes(K_p, N_p), &bytes))
                 return PLENA_E_NOMEM;
-            struct plena_hbm_region *r =
-                b->lazy_experts ? new_region(b, base, mx_bytes(K_p, N_p)) : &b->hbm[b->n_hbm - 1];
+            struct plena_hbm_region *r = b->lazy_experts
+                                             ? new_region(b, base, plena_moe_mx_bytes(K_p, N_p))
+                                             : &b->hbm[b->n_hbm - 1];
             if (!r) return PLENA_E_NOMEM;
             r->expert = e;
             r->matrix = (uint8_t)q;
@@ -1217,6 +1213,17 @@ int plena_moe_build_run(const struct plena_moe_build_opts *o, struct plena_moe_b
     b->gate_shift = -1;
     const struct plena_moe_cfg *cfg = &b->cfg;
     if (o->T == 0) return PLENA_FAIL(err, PLENA_E_INPUT, "tokens", "must be > 0 (got 0)");
+    /* the data modes from the one list (model.h): a value outside it would
+     * stage some tensors as random and others as zeros */
+    char choices[96];
+    if (!strcmp(plena_weights_mode_name(o->weights), "?"))
+        return PLENA_FAIL(err, PLENA_E_INPUT, "weights", "expected %s, got mode %d",
+                          plena_weights_mode_choices(", ", " or ", choices, sizeof choices),
+                          (int)o->weights);
+    if (!strcmp(plena_input_mode_name(o->input), "?"))
+        return PLENA_FAIL(err, PLENA_E_INPUT, "input", "expected %s, got mode %d",
+                          plena_input_mode_choices(", ", " or ", choices, sizeof choices),
+                          (int)o->input);
     if (cfg->routing == PLENA_ROUTING_FIXED) {
         if (!o->fixed_ids || !o->fixed_w)
             return PLENA_FAIL(err, PLENA_E_INPUT, "routing", "FIXED routing needs ids and weights");

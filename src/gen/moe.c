@@ -6,6 +6,7 @@
 #include "gen/moe.h"
 #include "gen/emit.h"
 #include "gen/route_plan.h"
+#include "gen/weights.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -1414,11 +1415,6 @@ uint64_t plena_moe_expert_base(const struct plena_moe_map *mp, int q, uint32_t e
     return mp->table[q] + (uint64_t)e * mp->stride;
 }
 
-static uint64_t mx_bytes(uint64_t rc)
-{
-    return rc + rc / PLENA_MOE_MX_BLOCK;
-}
-
 /* SRAM maps of the expert-major fixed form: record buffers only (the
  * routing tables stream from HBM), so only the shared gate's values bound
  * T_blk here; VRAM bounds it further once the ABI tensors are placed. */
@@ -1596,10 +1592,10 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
     struct plena_hbm_alloc ha = {cfg->hbm_base, m->mlen > 64 ? m->mlen : 64};
     if (device && !dot && !cfg->router_logits_preloaded) {
         mp->has_router_hbm = 1;
-        mp->router_hbm = plena_hbm_place(&ha, mx_bytes((uint64_t)mp->H_p * mp->E_p), 0);
+        mp->router_hbm = plena_hbm_place(&ha, plena_moe_mx_bytes(mp->H_p, mp->E_p), 0);
     }
     if (routed) {
-        uint64_t S = mx_bytes((uint64_t)mp->H_p * mp->I_p);
+        uint64_t S = plena_moe_mx_bytes(mp->H_p, mp->I_p);
         S = (S + 63) / 64 * 64;
         mp->stride = S;
         const uint64_t win = 1ull << 32;
@@ -1628,7 +1624,7 @@ static int build_map(struct plena_ctx *c, const struct plena_moe_cfg *cfg, uint3
         }
     }
     if (cfg->Is) {
-        uint64_t b = mx_bytes((uint64_t)mp->H_p * mp->Is_p);
+        uint64_t b = plena_moe_mx_bytes(mp->H_p, mp->Is_p);
         for (int q = 0; q < 3; q++)
             mp->shared[q] = plena_hbm_place(&ha, b, 0);
     }

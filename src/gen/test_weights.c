@@ -144,6 +144,34 @@ static void test_recorded_builds(void **state)
     }
 }
 
+/* A weights or input mode outside model.h's lists is refused with one
+ * message naming the key and the choices (it used to stage the router and
+ * shared expert as random and the routed experts as zeros). */
+static void test_bad_data_mode(void **state)
+{
+    (void)state;
+    struct plena_gen_machine m;
+    plena_gen_machine_default(&m);
+    const struct plena_moe_model *mdl = plena_model_preset_find("tiny-ds-shared");
+    assert_non_null(mdl);
+    for (int which = 0; which < 2; which++) {
+        struct plena_moe_build_opts o;
+        plena_moe_build_opts_init(&o, mdl, &m, 4);
+        if (which == 0)
+            o.weights = (enum plena_weights_mode)7;
+        else
+            o.input = (enum plena_input_mode)9;
+        struct plena_moe_build b;
+        struct plena_err err;
+        plena_err_clear(&err);
+        assert_int_equal(plena_moe_build_run(&o, &b, &err), PLENA_E_INPUT);
+        assert_string_equal(err.where, which == 0 ? "weights" : "input");
+        assert_non_null(
+            strstr(err.msg, which == 0 ? "random, zero or representable" : "random or zeros"));
+        plena_moe_build_free(&b);
+    }
+}
+
 /* ---- hbm.bin: the regions' bytes, zero chunks left as holes ---- */
 
 static int zero4k(const uint8_t *p, size_t n)
@@ -214,6 +242,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_hbm_file),
     cmocka_unit_test(test_mx_fused),
     cmocka_unit_test(test_recorded_builds),
+    cmocka_unit_test(test_bad_data_mode),
 };
 
 int main(void)
