@@ -17,9 +17,10 @@ struct plena_pool {
     pthread_t *tid;
     pthread_mutex_t mu;
     pthread_cond_t go, done;
-    uint64_t gen;    /* job generation */
-    uint32_t active; /* workers inside the current job */
-    int closed;      /* the caller is done: workers not yet in skip it */
+    uint64_t gen;      /* job generation */
+    uint32_t active;   /* workers inside the current job */
+    uint32_t finished; /* workers that ran the current job's part (workers-first) */
+    int closed;        /* the caller is done: workers not yet in skip it */
     int quit;
     plena_pool_fn fn;
     void *ctx;
@@ -50,6 +51,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&p->mu);
         fn(ctx, w->index + 1, parts);
         pthread_mutex_lock(&p->mu);
+        p->finished++;
         if (--p->active == 0) pthread_cond_signal(&p->done);
     }
     pthread_mutex_unlock(&p->mu);
@@ -88,6 +90,13 @@ uint32_t plena_pool_size(const struct plena_pool *p)
     return p ? p->n + 1 : 1;
 }
 
+static int workers_first; /* plena_pool_test_workers_first */
+
+void plena_pool_test_workers_first(int on)
+{
+    workers_first = on;
+}
+
 void plena_pool_run(struct plena_pool *p, plena_pool_fn fn, void *ctx)
 {
     if (!p || !p->n) {
@@ -97,8 +106,12 @@ void plena_pool_run(struct plena_pool *p, plena_pool_fn fn, void *ctx)
     pthread_mutex_lock(&p->mu);
     p->fn = fn, p->ctx = ctx, p->parts = p->n + 1;
     p->closed = 0;
+    p->finished = 0;
     p->gen++;
     pthread_cond_broadcast(&p->go);
+    if (workers_first)
+        while (p->finished < p->n)
+            pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
     fn(ctx, 0, p->n + 1);
     pthread_mutex_lock(&p->mu);

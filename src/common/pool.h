@@ -21,5 +21,11 @@ uint32_t plena_pool_size(const struct plena_pool *p);
  * time; returns when every part that started has returned. */
 void plena_pool_run(struct plena_pool *p, plena_pool_fn fn, void *ctx);
 void plena_pool_free(struct plena_pool *p);
+/* Tests only (process-wide, set while no job runs): with on, plena_pool_run
+ * lets every worker run its part to the end before the caller runs its own,
+ * so a job's work is done on the workers' parts, not all on part 0 as a
+ * small job on an idle pool often is -- a test comparing thread counts then
+ * really exercises the worker threads and their per-part scratch. */
+void plena_pool_test_workers_first(int on);
 
 #endif

@@ -81,7 +81,8 @@ int plena_profile_init(struct plena_profile *p, const struct plena_labels *label
                        size_t n_instructions, uint64_t clock_period_ps, struct plena_err *err);
 void plena_profile_free(struct plena_profile *p);
 
-/* Bills one executed instruction. pc >= n_pc is billed to 'other' (no pair). */
+/* Bills one executed instruction (summed per pc until plena_profile_flush;
+ * read the figures only after it). pc >= n_pc is billed to 'other' (no pair). */
 void plena_profile_add(struct plena_profile *p, uint32_t pc, unsigned opcode, uint64_t picos,
                        uint64_t n_read_txn, uint64_t n_write_txn);
 /* Folds what plena_profile_add summed per pc into the figures (the same

@@ -570,7 +570,7 @@ static int expert_bufs_alloc(struct expert_bufs *b, uint32_t H, uint32_t I, uint
 }
 
 /* One job of routed_pairs on the pool: the threads take experts in
- * increasing order from `next`; a failure stops the taking of new experts,
+ * increasing order (plena_ref_experts_run's counter); a failure stops the taking of new experts,
  * and the reported error is the one of the lowest failing expert (every
  * expert below it has been taken, so the choice does not depend on timing). */
 struct pairs_job {

@@ -94,9 +94,10 @@ struct plena_moe_ref_in {
     const float *const *b_down;     /* [E] -> [H] */
     plena_moe_ref_expert_fn expert; /* non-NULL: routed weights from it (the arrays above unused) */
     void *expert_ctx;
-    struct plena_pool *pool;   /* NULL: one thread; else the experts (and the rows of the
-                                * shared expert) are split over its threads -- no output
-                                * depends on the number (common/pool.h) */
+    struct plena_pool *pool;   /* NULL: one thread; else the routed experts (and, in the
+                                * float64 reference, the rows of the shared expert) are split
+                                * over its threads -- no output depends on the number
+                                * (common/pool.h) */
     const float *ws_gate;      /* [H][Is] */
     const float *ws_up;        /* [H][Is] */
     const float *ws_down;      /* [Is][H] */

@@ -443,7 +443,7 @@ static int references(const struct ctx *c, struct plena_verify_refdata *rd,
     struct plena_pool *pool = c->o->threads > 1 ? plena_pool_new(c->o->threads) : NULL;
     uint32_t *ids = plena_malloc((np + 1) * sizeof *ids);
     float *w = plena_malloc((np + 1) * sizeof *w);
-    struct plena_verify_fused fu = {rd, NULL, NULL, NULL};
+    struct plena_verify_fused fu = {rd, NULL, NULL, NULL, NULL, NULL};
     int rc = !ids || !w || (c->o->threads > 1 && !pool)
                  ? PLENA_FAIL(err, PLENA_E_NOMEM, c->dir, "out of memory")
                  : plena_verify_refdata_use_pool(rd, pool, err);
@@ -454,7 +454,7 @@ static int references(const struct ctx *c, struct plena_verify_refdata *rd,
     if (!rc) rc = plena_verify_fuse(rd, ro->x_norm, rd->in.fixed_ids, &fu, err);
     if (!rc) rc = plena_moe_reference(&rd->cfg, &rd->in, ro, err);
     plena_verify_unfuse(&fu);
-    if (!rc) rc = plena_verify_fused_end(&fu, ro->x_norm, rd->in.fixed_ids, o64, o64x, err);
+    if (!rc) rc = plena_verify_fused_end(&fu, o64, o64x, err);
     plena_verify_fused_free(&fu);
     (void)plena_verify_refdata_use_pool(rd, NULL, NULL); /* the pool goes before rd */
     plena_pool_free(pool);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/pool.h"
 #include "common/fileio.h"
 #include "common/test_support.h"
 #include "replay/test_replay_util.h"
@@ -361,7 +362,9 @@ static void test_threads_same_functional(void **state)
     o.threads = 1;
     json_t *one = replay_example(&o, NULL);
     o.threads = 3;
+    plena_pool_test_workers_first(1); /* the work on the two workers' parts */
     json_t *three = replay_example(&o, NULL);
+    plena_pool_test_workers_first(0);
     assert_true(json_is_true(jget(one, "gate", "passed")));
     assert_true(json_number_value(jget(one, "functional", "rel_rms_f64")) > 0.0);
     plena_replay_strip_volatile(one); /* decided_at_utc and the like */

@@ -600,6 +600,7 @@ static size_t add_segment(struct plena_timeline *tl, const struct plena_timeline
     struct segment *g = &tl->seg;
     const uint64_t clock0 = tl->step_clock;
     uint64_t stop = tl->bucket_end_ps;
+    _Static_assert(PLENA_TL_TRACK_COUNT <= 32, "add_segment's track mask is 32 bits");
     unsigned open = 0; /* tracks whose last slice takes this segment's steps */
     for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++) {
         size_t j = tl->last_on[t];

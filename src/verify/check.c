@@ -561,6 +561,8 @@ int plena_verify_fuse(struct plena_verify_refdata *rd, const float *xn, const ui
 {
     memset(f, 0, sizeof *f);
     f->rd = rd;
+    f->xn = xn;
+    f->f64_ids = f64_ids;
     if (!rd->cfg.k || !rd->in.expert) return 0;
     int rc = plena_moe_f64_pair_begin(&rd->cfg, &rd->in, xn, f64_ids, &f->f64, err);
     if (rc) return rc;
@@ -579,13 +581,14 @@ void plena_verify_unfuse(struct plena_verify_fused *f)
     f->inner = NULL;
 }
 
-int plena_verify_fused_end(struct plena_verify_fused *f, const float *xn, const uint32_t *f64_ids,
-                           double *o64, double *o64x, struct plena_err *err)
+int plena_verify_fused_end(struct plena_verify_fused *f, double *o64, double *o64x,
+                           struct plena_err *err)
 {
     plena_verify_unfuse(f);
     const struct plena_verify_refdata *rd = f->rd;
-    return f->f64 ? plena_moe_f64_pair_end(f->f64, o64, o64x, err)
-                  : plena_moe_reference_f64_pair(&rd->cfg, &rd->in, xn, f64_ids, o64, o64x, err);
+    return f->f64
+               ? plena_moe_f64_pair_end(f->f64, o64, o64x, err)
+               : plena_moe_reference_f64_pair(&rd->cfg, &rd->in, f->xn, f->f64_ids, o64, o64x, err);
 }
 
 void plena_verify_fused_free(struct plena_verify_fused *f)
@@ -624,7 +627,7 @@ int plena_verify_check_threads(const struct plena_moe_build *b, const struct ple
     double *o64 = plena_malloc(n * sizeof *o64);
     float *moe = plena_malloc(n * sizeof *moe), *xn = plena_malloc(n * sizeof *xn);
     double *o64x = plena_malloc(n * sizeof *o64x), *x64 = plena_malloc(n * sizeof *x64);
-    struct plena_verify_fused fu = {&rd, NULL, NULL, NULL};
+    struct plena_verify_fused fu = {&rd, NULL, NULL, NULL, NULL, NULL};
     if (!out || !dev || !ids || !ids64 || !w || !g || !o64 || !moe || !xn || !o64x || !x64) {
         rc = nomem(err);
         goto done;
@@ -639,7 +642,7 @@ int plena_verify_check_threads(const struct plena_moe_build *b, const struct ple
         for (uint32_t i = 0; i < d->n_pairs; i++)
             ids[d->p0 + i] = d->ids[i];
     }
-    if ((rc = plena_verify_fuse(&rd, xn, ids, &fu, err))) goto done;
+    if ((rc = plena_verify_fuse(&rd, xn, k ? ids : NULL, &fu, err))) goto done;
     struct plena_moe_ref_out ro = {out, k ? ids : NULL, k ? w : NULL, g, moe, xn, 0};
     rc = plena_moe_reference(&rd.cfg, &rd.in, &ro, err);
     plena_verify_unfuse(&fu);
@@ -702,7 +705,7 @@ int plena_verify_check_threads(const struct plena_moe_build *b, const struct ple
      * reference's checkpoints equal the device's when bit_exact holds); the
      * RMSNorm and the whole output (add-back) are bounded separately. Both
      * float64 layers in one pass over the weights. */
-    if ((rc = plena_verify_fused_end(&fu, xn, k ? ids : NULL, o64, o64x, err))) goto done;
+    if ((rc = plena_verify_fused_end(&fu, o64, o64x, err))) goto done;
     r->rel_rms = plena_moe_rel_rms_moe(&rd.cfg, &rd.in, moe, o64x);
     r->rel_rms_full = plena_moe_rel_rms_full(&rd.cfg, dev, o64);
     r->rel_rms_norm = 0.0;

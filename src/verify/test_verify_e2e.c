@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "common/alloc.h"
+#include "common/pool.h"
 #include "gen/build.h"
 #include "verify/verify.h"
 #include "isa/encoding.h"
@@ -750,13 +751,17 @@ static void test_check_threads(void **state)
         struct plena_err err;
         plena_err_clear(&err);
         assert_int_equal(plena_verify_check_threads(&e.b, &e.d, 1, &r1, &err), 0);
+        plena_pool_test_workers_first(1); /* the work on the three workers' parts */
         assert_int_equal(plena_verify_check_threads(&e.b, &e.d, 4, &r4, &err), 0);
+        plena_pool_test_workers_first(0);
         assert_true(r1.passed);
         expect_same_result(&e.r, &r1);
         expect_same_result(&r1, &r4);
         e.d.out[3] ^= 0x0001; /* a failing comparison fails the same way */
         assert_int_equal(plena_verify_check_threads(&e.b, &e.d, 1, &r1, &err), 0);
+        plena_pool_test_workers_first(1); /* the work on the three workers' parts */
         assert_int_equal(plena_verify_check_threads(&e.b, &e.d, 4, &r4, &err), 0);
+        plena_pool_test_workers_first(0);
         assert_false(r1.passed);
         expect_same_result(&r1, &r4);
         free_case(&e);

@@ -54,19 +54,23 @@ void plena_verify_refdata_free(struct plena_verify_refdata *rd);
  * restores rd's provider once that reference ran; plena_verify_fused_end
  * writes the layers o64 (from h) and o64x (from xn), the experts not handed
  * over decoded there. Without routed experts or a streaming provider
- * nothing is fused and end is plena_moe_reference_f64_pair(xn, f64_ids).
+ * nothing is fused and end is plena_moe_reference_f64_pair(xn, f64_ids);
+ * either way end uses the xn and f64_ids pointers given to fuse (read
+ * there and again at end: unfused, the caller may fill them in between).
  * The doubles are those of that one call either way. fused_free always. */
 struct plena_verify_fused {
     struct plena_verify_refdata *rd;
     plena_moe_ref_expert_fn inner; /* rd's provider while fused, else NULL */
     void *inner_ctx;
     struct plena_moe_f64_pair *f64;
+    const float *xn;         /* given to fuse: end's layers use these, */
+    const uint32_t *f64_ids; /* fused or not */
 };
 int plena_verify_fuse(struct plena_verify_refdata *rd, const float *xn, const uint32_t *f64_ids,
                       struct plena_verify_fused *f, struct plena_err *err);
 void plena_verify_unfuse(struct plena_verify_fused *f);
-int plena_verify_fused_end(struct plena_verify_fused *f, const float *xn, const uint32_t *f64_ids,
-                           double *o64, double *o64x, struct plena_err *err);
+int plena_verify_fused_end(struct plena_verify_fused *f, double *o64, double *o64x,
+                           struct plena_err *err);
 void plena_verify_fused_free(struct plena_verify_fused *f);
 
 /* The routing of one call of build b, ids[T*k] in pair order: the fixed
