@@ -63,9 +63,21 @@ struct plena_pool *plena_pool_new(uint32_t threads)
 {
     struct plena_pool *p = plena_calloc(1, sizeof *p);
     if (!p) return NULL;
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->go, NULL);
-    pthread_cond_init(&p->done, NULL);
+    if (pthread_mutex_init(&p->mu, NULL)) {
+        plena_free(p);
+        return NULL;
+    }
+    if (pthread_cond_init(&p->go, NULL)) {
+        pthread_mutex_destroy(&p->mu);
+        plena_free(p);
+        return NULL;
+    }
+    if (pthread_cond_init(&p->done, NULL)) {
+        pthread_cond_destroy(&p->go);
+        pthread_mutex_destroy(&p->mu);
+        plena_free(p);
+        return NULL;
+    }
     uint32_t want = threads > 1 ? threads - 1 : 0;
     p->tid = plena_calloc(want ? want : 1, sizeof *p->tid);
     if (!p->tid) {

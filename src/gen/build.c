@@ -577,7 +577,7 @@ static int fill_experts(struct plena_moe_build *b, size_t first, uint32_t thread
 }
 
 /* The routed experts' weights (MX in HBM) and bias tables (VRAM) of the
- * experts in b->present; tmp holds at least max(H, I) x max(H, I) floats. */
+ * experts in b->present; tmp holds at least max(H, I) floats (a bias row). */
 static int stage_experts(const struct plena_moe_build_opts *o, struct plena_moe_build *b,
                          float *tmp)
 {
@@ -666,11 +666,14 @@ static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_buil
 
     /* ---- VRAM: h, gamma ---- */
     const struct plena_tensor *th = plena_moe_abi_find(info, "h");
-    size_t big = (size_t)H * (T > H ? T : H);
-    size_t need = (size_t)H * (mp->I_p > mp->E_p ? mp->I_p : mp->E_p);
-    if (need < (size_t)H * mp->Is_p) need = (size_t)H * mp->Is_p;
-    if (need < big) need = big;
+    /* tmp: the float scratch of everything staged here through it -- h
+     * [T][H], the router [H][E], the router bias / device constants [eb][V],
+     * one row of a bias or gate (max(H, I)); the expert and shared-expert
+     * matrices are drawn and encoded row by row (gen/weights.c), not here */
+    size_t need = (size_t)T * H;
     if (need < (size_t)E * H) need = (size_t)E * H;
+    if (need < (size_t)mp->eb * V) need = (size_t)mp->eb * V;
+    if (need < (H > cfg->I ? H : cfg->I)) need = H > cfg->I ? H : cfg->I;
     tmp = plena_calloc(need ? need : 1, sizeof *tmp);
     if (!tmp) return fail_nomem(err);
     if (o->input == PLENA_INPUT_RANDOM) {
