@@ -138,8 +138,8 @@ static void bill(struct plena_profile *p, uint32_t pc, unsigned opcode, uint64_t
     }
 }
 
-void plena_profile_add(struct plena_profile *p, uint32_t pc, unsigned opcode, uint64_t picos,
-                       uint64_t n_read_txn, uint64_t n_write_txn)
+static inline void add_one(struct plena_profile *p, uint32_t pc, unsigned opcode, uint64_t picos,
+                           uint64_t n_read_txn, uint64_t n_write_txn)
 {
     if (pc < p->n_pc) {
         /* the usual case: the opcode this pc had before (a program does not
@@ -156,6 +156,18 @@ void plena_profile_add(struct plena_profile *p, uint32_t pc, unsigned opcode, ui
         }
     }
     bill(p, pc, opcode, 1, picos, 64 * n_read_txn, 64 * n_write_txn);
+}
+
+void plena_profile_add(struct plena_profile *p, uint32_t pc, unsigned opcode, uint64_t picos,
+                       uint64_t n_read_txn, uint64_t n_write_txn)
+{
+    add_one(p, pc, opcode, picos, n_read_txn, n_write_txn);
+}
+
+void plena_profile_add_steps(struct plena_profile *p, const struct plena_timing_step *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        add_one(p, s[i].pc, s[i].op, s[i].dur_ps, s[i].rd_txn, s[i].wr_txn);
 }
 
 void plena_profile_flush(struct plena_profile *p)

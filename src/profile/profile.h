@@ -85,6 +85,9 @@ void plena_profile_free(struct plena_profile *p);
  * read the figures only after it). pc >= n_pc is billed to 'other' (no pair). */
 void plena_profile_add(struct plena_profile *p, uint32_t pc, unsigned opcode, uint64_t picos,
                        uint64_t n_read_txn, uint64_t n_write_txn);
+/* Bills n executed instructions in order, each as plena_profile_add would
+ * (the same sums): the run session's batches of steps (timing.h). */
+void plena_profile_add_steps(struct plena_profile *p, const struct plena_timing_step *s, size_t n);
 /* Folds what plena_profile_add summed per pc into the figures (the same
  * integers as adding each instruction to them). Call it before reading the
  * figures or rendering; plena_profile_render and _write refuse an unflushed

@@ -559,16 +559,21 @@ static void test_alloc_failure(void **state)
  * billing every instruction: 20000 executions on the labels above (pcs 6
  * and 7 out of range: 'other', no pair; pc 1 alternating two opcodes, so
  * one of them takes the per-instruction path) checked against sums kept
- * here per stage and pair id, and against a profile flushed after every
- * instruction; an unflushed profile is refused by render. */
+ * here per stage and pair id, against a profile flushed after every
+ * instruction, and against one fed the same instructions as steps in
+ * batches of 1 to 13 (plena_profile_add_steps, the run session's way); an
+ * unflushed profile is refused by render. */
 static void test_flush_equals_per_instruction(void **state)
 {
     (void)state;
     struct plena_labels l;
     make_labels(&l, PLENA_ATTR_MARKERS);
-    struct plena_profile a, b;
+    struct plena_profile a, b, c;
     assert_int_equal(plena_profile_init(&a, &l, 6, 1000, NULL), 0);
     assert_int_equal(plena_profile_init(&b, &l, 6, 1000, NULL), 0);
+    assert_int_equal(plena_profile_init(&c, &l, 6, 1000, NULL), 0);
+    struct plena_timing_step batch[13];
+    size_t n_batch = 0, batch_len = 1;
     static const unsigned ops[8] = {0x22, 0x29, 0x0D, 0x01, 0x17, 0x2A, 0x22, 0x01};
     struct plena_profile_figures st[PLENA_STAGE_COUNT], pair10, total;
     memset(st, 0, sizeof st);
@@ -583,6 +588,12 @@ static void test_flush_equals_per_instruction(void **state)
         plena_profile_add(&a, pc, op, ps, rd, wr);
         plena_profile_add(&b, pc, op, ps, rd, wr);
         plena_profile_flush(&b);
+        batch[n_batch++] = (struct plena_timing_step){ps, rd, wr, pc, (uint8_t)op};
+        if (n_batch == batch_len) {
+            plena_profile_add_steps(&c, batch, n_batch);
+            n_batch = 0;
+            batch_len = 1 + (size_t)(x >> 48) % 13;
+        }
         struct plena_profile_figures *f[3] = {&total,
                                               &st[pc < 6 ? LV[pc].stage : PLENA_STAGE_OTHER],
                                               pc == 1 || pc == 2 ? &pair10 : NULL};
@@ -595,6 +606,7 @@ static void test_flush_equals_per_instruction(void **state)
             f[q]->res_picos[plena_resource_of(op)] += ps;
         }
     }
+    plena_profile_add_steps(&c, batch, n_batch);
     char *text = NULL;
     size_t len = 0;
     struct plena_profile_run run = {NULL, 20000, 0, NULL, NULL};
@@ -610,8 +622,14 @@ static void test_flush_equals_per_instruction(void **state)
     assert_memory_equal(a.stage, b.stage, sizeof a.stage);
     for (size_t i = 0; i < a.n_pairs; i++)
         assert_memory_equal(&a.pairs[i], &b.pairs[i], sizeof a.pairs[i]);
+    plena_profile_flush(&c);
+    assert_memory_equal(&c.total, &total, sizeof total);
+    assert_memory_equal(c.stage, st, sizeof st);
+    for (size_t i = 0; i < a.n_pairs; i++)
+        assert_memory_equal(&a.pairs[i], &c.pairs[i], sizeof a.pairs[i]);
     plena_profile_free(&a);
     plena_profile_free(&b);
+    plena_profile_free(&c);
 }
 
 static const struct CMUnitTest tests[] = {

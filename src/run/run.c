@@ -126,18 +126,23 @@ struct observer {
     void (*progress)(void *ctx, uint64_t executed);
     void *progress_ctx;
     uint64_t executed;
-    /* the timeline's steps without the overlay, handed over in batches
-     * (plena_timeline_add_steps); 4 KiB: a small part of the first-level
-     * cache, which the emulator needs (512 steps measured slower) */
-    int steps_on; /* a timeline without the overlay */
+    /* the instructions as steps (timing.h), handed over in batches to the
+     * profile and to the timeline without the overlay; 4 KiB: a small part
+     * of the first-level cache, which the emulator needs (512 steps measured
+     * slower) */
+    int steps_on; /* a profile, or a timeline without the overlay */
+    int tl_steps; /* the timeline takes the steps (no overlay) */
     size_t n_steps;
-    struct plena_timeline_step steps[128];
+    struct plena_timing_step steps[128];
 };
-#define STEP_BATCH (sizeof((struct observer *)0)->steps / sizeof(struct plena_timeline_step))
+#define STEP_BATCH (sizeof((struct observer *)0)->steps / sizeof(struct plena_timing_step))
 
-static void timeline_flush(struct observer *o)
+static void steps_flush(struct observer *o)
 {
-    if (o->timeline && o->n_steps) plena_timeline_add_steps(o->timeline, o->steps, o->n_steps);
+    if (o->n_steps) {
+        if (o->profile) plena_profile_add_steps(o->profile, o->steps, o->n_steps);
+        if (o->tl_steps) plena_timeline_add_steps(o->timeline, o->steps, o->n_steps);
+    }
     o->n_steps = 0;
 }
 
@@ -145,26 +150,18 @@ static void observe(void *ctx, const struct plena_emu_event *ev)
 {
     struct observer *o = ctx;
     uint64_t d;
-    /* the timing model splits the instruction's transactions: read here
-     * only for the profile and the timeline */
-    uint64_t rd = 0, wr = 0;
     if (o->steps_on) {
-        /* the serial timeline: a few stores here, its work in batches */
-        struct plena_timeline_step *s = &o->steps[o->n_steps];
+        /* a few stores here, the consumers' work in batches */
+        struct plena_timing_step *s = &o->steps[o->n_steps];
         d = plena_timing_account_txn(o->timing, ev, &s->rd_txn, &s->wr_txn);
         s->dur_ps = d;
         s->pc = ev->pc;
         s->op = ev->op;
-        rd = s->rd_txn;
-        wr = s->wr_txn;
-        if (++o->n_steps == STEP_BATCH) timeline_flush(o);
-    } else if (o->profile || o->timeline) {
-        d = plena_timing_account_txn(o->timing, ev, &rd, &wr);
+        if (++o->n_steps == STEP_BATCH) steps_flush(o);
     } else {
         d = plena_timing_account(o->timing, ev);
     }
     if (o->overlap) plena_overlap_observe(o->overlap, ev, d);
-    if (o->profile) plena_profile_add(o->profile, ev->pc, ev->op, d, rd, wr);
     if (o->timeline && o->overlap) {
         struct plena_timing_record r;
         plena_timing_record_last(o->timing, ev, d, &r);
@@ -639,11 +636,12 @@ int plena_run_execute(const struct plena_run_opts *o, struct plena_run_outcome *
                            .timeline = timeline,
                            .progress = o->on_progress,
                            .progress_ctx = o->on_progress_ctx,
-                           .steps_on = timeline && !overlap};
+                           .steps_on = have_profile || (timeline && !overlap),
+                           .tl_steps = timeline && !overlap};
     struct plena_emu_result res;
     memset(&res, 0, sizeof res);
     rc = plena_emu_run(emu, ss.prog, observe, &obs, &res, e);
-    timeline_flush(&obs); /* the last steps, also of a trapped run */
+    steps_flush(&obs); /* the last steps, also of a trapped run */
     if (rc != 0) goto fail;
     if ((rc = plena_timing_status(timing, e)) != 0) goto fail;
 

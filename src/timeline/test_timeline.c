@@ -350,7 +350,7 @@ static void render_stream(const struct plena_timeline_opts *to, const struct ple
     assert_int_equal(plena_timeline_new(to, labels, n_pc, &tl, NULL), 0);
     const unsigned ops[] = {PLENA_OP_M_MM,         PLENA_OP_V_ADD_VV,  PLENA_OP_S_ADDI_INT,
                             PLENA_OP_H_PREFETCH_V, PLENA_OP_H_STORE_V, PLENA_OP_V_MUL_VV};
-    struct plena_timeline_step batch[97];
+    struct plena_timing_step batch[97];
     size_t n_batch = 0, batch_max = 1;
     uint64_t now = 0, x = 12345;
     for (uint32_t i = 0; i < n; i++) {
@@ -372,8 +372,8 @@ static void render_stream(const struct plena_timeline_opts *to, const struct ple
             plena_timeline_add(tl, &r);
             continue;
         }
-        struct plena_timeline_step st = {r.dur_ps, r.bytes_read / 64, r.bytes_written / 64, r.pc,
-                                         r.op};
+        struct plena_timing_step st = {r.dur_ps, r.bytes_read / 64, r.bytes_written / 64, r.pc,
+                                       r.op};
         batch[n_batch++] = st;
         if (n_batch == batch_max) {
             plena_timeline_add_steps(tl, batch, n_batch);

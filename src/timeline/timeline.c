@@ -572,7 +572,7 @@ void plena_timeline_add(struct plena_timeline *tl, const struct plena_timing_rec
 
 /* One step through the exact path (add_one), on the timing model's clock:
  * the same saturating sum of the same durations. */
-static void add_step_exact(struct plena_timeline *tl, const struct plena_timeline_step *s)
+static void add_step_exact(struct plena_timeline *tl, const struct plena_timing_step *s)
 {
     struct plena_timing_record r = {
         s->pc, s->op, tl->step_clock, s->dur_ps, 64 * s->rd_txn, 64 * s->wr_txn, 0, 0};
@@ -594,7 +594,7 @@ static void add_step_exact(struct plena_timeline *tl, const struct plena_timelin
  * and at a step on a track whose last slice cannot take it (`open`, a bit
  * test): the window of a track that has no step in the segment costs one
  * early stop when it passes, after which that track is not open. */
-static size_t add_segment(struct plena_timeline *tl, const struct plena_timeline_step *s, size_t n)
+static size_t add_segment(struct plena_timeline *tl, const struct plena_timing_step *s, size_t n)
 {
     if (tl->cur_stage < 0 || tl->into == NO_SLICE) return 0;
     struct segment *g = &tl->seg;
@@ -618,7 +618,7 @@ static size_t add_segment(struct plena_timeline *tl, const struct plena_timeline
     uint64_t clock = clock0, sum_rd = 0, sum_wr = 0;
     size_t k = 0, last = SIZE_MAX; /* last: the last step that took time */
     for (; k < n; k++) {
-        const struct plena_timeline_step *st = &s[k];
+        const struct plena_timing_step *st = &s[k];
         unsigned sg = st->pc < n_pc ? pc_stage[st->pc] : PLENA_STAGE_OTHER;
         uint64_t end;
         if (sg != stage || clock >= stop || __builtin_add_overflow(clock, st->dur_ps, &end)) break;
@@ -668,7 +668,7 @@ static size_t add_segment(struct plena_timeline *tl, const struct plena_timeline
     return k;
 }
 
-void plena_timeline_add_steps(struct plena_timeline *tl, const struct plena_timeline_step *s,
+void plena_timeline_add_steps(struct plena_timeline *tl, const struct plena_timing_step *s,
                               size_t n)
 {
     size_t i = 0;

@@ -76,21 +76,13 @@ void plena_timeline_free(struct plena_timeline *tl);
  * (r->start_ps never decreases). Out of memory is remembered and reported by
  * render. */
 void plena_timeline_add(struct plena_timeline *tl, const struct plena_timing_record *r);
-/* One instruction of a serial run without the overlap overlay, as a run
- * buffers it: the start is implied (the previous record's end, the first
- * one's at 0), bytes are 64 x the transaction counts. */
-struct plena_timeline_step {
-    uint64_t dur_ps;
-    uint64_t rd_txn, wr_txn;
-    uint32_t pc;
-    uint8_t op;
-};
-/* Adds n steps in order, as plena_timeline_add would the records they stand
- * for (byte for byte the same file); not to be mixed with plena_timeline_add
- * in one timeline. A run hands its steps over in batches, so this loop runs
- * away from the emulator's branches: the per-instruction cost of a timeline
- * is then a few stores in the run and this loop (docs/timeline.md "Cost"). */
-void plena_timeline_add_steps(struct plena_timeline *tl, const struct plena_timeline_step *s,
+/* Adds n steps (struct plena_timing_step, timing.h: one instruction of a
+ * serial run without the overlap overlay) in order, as plena_timeline_add would the records they
+ * stand for (byte for byte the same file); not to be mixed with plena_timeline_add in one timeline.
+ * A run hands its steps over in batches, so this loop runs away from the emulator's branches: the
+ * per-instruction cost of a timeline is then a few stores in the run and this loop
+ * (docs/timeline.md "Cost"). */
+void plena_timeline_add_steps(struct plena_timeline *tl, const struct plena_timing_step *s,
                               size_t n);
 
 /* What the metadata states about the run beyond the records. */

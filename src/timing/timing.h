@@ -110,6 +110,18 @@ struct plena_timing_record {
     uint64_t hidden_ps;                 /* overlay on: queued prefetch time hidden behind it */
     uint64_t pending_prefetches;        /* overlay on: prefetches still queued after it */
 };
+/* One executed instruction of a serial run as the run session buffers it
+ * for the consumers that take instructions in batches (the profile, the
+ * timeline without the overlay): the start is implied (the previous step's
+ * end, the first one's at 0), bytes are 64 x the transaction counts. A batch
+ * loop runs away from the emulator's branches, so per instruction the run
+ * pays a few stores (docs/timeline.md "Cost"). */
+struct plena_timing_step {
+    uint64_t dur_ps;
+    uint64_t rd_txn, wr_txn;
+    uint32_t pc;
+    uint8_t op;
+};
 /* Fills r for the instruction `ev` just accounted with duration `dur_ps`
  * (start = the clock before it); hidden/pending stay 0 (see plena_overlap_last). */
 void plena_timing_record_last(const struct plena_timing *t, const struct plena_emu_event *ev,
