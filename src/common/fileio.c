@@ -159,19 +159,26 @@ int plena_file_check_output(const char *path, struct plena_err *err)
                       file_kind(st.st_mode));
 }
 
-static int write_fd(int fd, const void *data, size_t len)
+int plena_fd_write_all(int fd, const void *data, size_t n, int64_t offset)
 {
     const char *p = data;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0) {
-            if (errno == EINTR) continue;
+    while (n > 0) {
+        ssize_t w = offset < 0 ? write(fd, p, n) : pwrite(fd, p, n, (off_t)offset);
+        if (w <= 0) {
+            if (w < 0 && errno == EINTR) continue;
+            if (w == 0) errno = ENOSPC; /* no progress and no errno */
             return -1;
         }
         p += w;
-        len -= (size_t)w;
+        n -= (size_t)w;
+        if (offset >= 0) offset += w;
     }
     return 0;
+}
+
+static int write_fd(int fd, const void *data, size_t len)
+{
+    return plena_fd_write_all(fd, data, len, -1);
 }
 
 /* The temporaries in flight, for plena_file_unlink_pending. A slot's path is

@@ -43,6 +43,10 @@ int plena_file_read_range(const char *path, uint64_t offset, void *buf, size_t n
  * replaces what is not a regular file (`-o /dev/full` once replaced it). */
 int plena_file_check_output(const char *path, struct plena_err *err);
 
+/* Writes all n bytes to fd, at byte `offset` (pwrite) or, with offset < 0,
+ * at the file position (write); EINTR retried. 0, or -1 with errno set
+ * (ENOSPC when the system call made no progress). */
+int plena_fd_write_all(int fd, const void *data, size_t n, int64_t offset);
 /* Writes `len` bytes atomically; "-" writes them to standard output. Errors
  * are PLENA_E_OUTPUT naming the path (plena_file_check_output first). */
 int plena_file_write_atomic(const char *path, const void *data, size_t len, struct plena_err *err);

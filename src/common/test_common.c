@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -136,6 +138,41 @@ static void test_atomic_write_and_read(void **state)
     unlink(path);
     assert_int_not_equal(plena_file_write_atomic("/nonexistent-dir/x", "a", 1, &e), 0);
     assert_int_equal(e.code, PLENA_E_OUTPUT);
+}
+
+/* plena_fd_write_all: at an offset (pwrite: the file position does not
+ * move) and at the position (write), and a failure reported with errno
+ * (a read-only descriptor; /dev/full: ENOSPC). */
+static void test_fd_write_all(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/plena_test_fdw_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(plena_fd_write_all(fd, "abc", 3, -1), 0);
+    assert_int_equal(plena_fd_write_all(fd, "XY", 2, 8), 0);  /* a hole at 3..7 */
+    assert_int_equal(plena_fd_write_all(fd, "de", 2, -1), 0); /* after "abc" */
+    close(fd);
+    char *data;
+    size_t len;
+    assert_int_equal(plena_file_read_all(path, &data, &len, NULL), 0);
+    assert_int_equal(len, 10);
+    assert_memory_equal(data, "abcde\0\0\0XY", 10);
+    plena_free(data);
+    fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    errno = 0;
+    assert_int_equal(plena_fd_write_all(fd, "z", 1, 0), -1);
+    assert_int_equal(errno, EBADF);
+    close(fd);
+    unlink(path);
+    fd = open("/dev/full", O_WRONLY);
+    if (fd >= 0) {
+        errno = 0;
+        assert_int_equal(plena_fd_write_all(fd, "z", 1, -1), -1);
+        assert_int_equal(errno, ENOSPC);
+        close(fd);
+    }
 }
 
 /* Outputs onto what is not a regular file are refused and left alone (as
@@ -343,6 +380,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_first_error_wins),
     cmocka_unit_test(test_alloc_fail_hook),
     cmocka_unit_test(test_atomic_write_and_read),
+    cmocka_unit_test(test_fd_write_all),
     cmocka_unit_test(test_unlink_pending_on_signal),
     cmocka_unit_test(test_buf_printf_long),
     cmocka_unit_test(test_u64_digits),

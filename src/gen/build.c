@@ -1068,23 +1068,6 @@ static int fail_stopped(struct plena_err *err)
     return PLENA_FAIL(err, PLENA_E_INTERRUPTED, "build", "interrupted (SIGINT/SIGTERM)");
 }
 
-/* n bytes at offset off; 1 with errno set on failure. */
-static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
-{
-    while (n) {
-        ssize_t w = pwrite(fd, p, n, (off_t)off);
-        if (w <= 0) {
-            if (w == 0) errno = ENOSPC; /* no progress and no errno */
-            if (w < 0 && errno == EINTR) continue;
-            return 1;
-        }
-        p += w;
-        off += (uint64_t)w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static int write_hbm(struct plena_moe_build *b, const struct plena_moe_build_opts *opt,
                      const char *dir, struct plena_err *err)
 {
@@ -1127,7 +1110,9 @@ static int write_hbm(struct plena_moe_build *b, const struct plena_moe_build_opt
             if (end > o && r->base + end > b->hbm_size) {
                 rc = 2;
             } else if (end > o) {
-                rc = pwrite_all(fd, bytes + o, (size_t)(end - o), r->base + o);
+                rc = plena_fd_write_all(fd, bytes + o, (size_t)(end - o), (int64_t)(r->base + o))
+                         ? 1
+                         : 0;
                 b->hbm_bytes_written += end - o;
                 o = end;
             } else {
