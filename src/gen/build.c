@@ -245,18 +245,50 @@ void plena_moe_scratch_free(struct plena_moe_scratch *s)
     memset(s, 0, sizeof *s);
 }
 
+/* n bytes at offset off of fd into p; 0, or -1 with errno set (EIO at an
+ * early end of file). */
+static int pread_all(int fd, uint8_t *p, size_t n, uint64_t off)
+{
+    while (n) {
+        ssize_t r = pread(fd, p, n, (off_t)off);
+        if (r <= 0) {
+            if (r < 0 && errno == EINTR) continue;
+            if (r == 0) errno = EIO;
+            return -1;
+        }
+        p += r;
+        off += (uint64_t)r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
 const uint8_t *plena_moe_build_region_bytes(const struct plena_moe_build *b,
                                             const struct plena_hbm_region *r,
-                                            struct plena_moe_scratch *s)
+                                            struct plena_moe_scratch *s, struct plena_err *err)
 {
     if (r->bytes) return r->bytes;
+    if (plena_grow((void **)&s->bytes, &s->cap_bytes, (size_t)r->n, 1)) {
+        PLENA_FAIL(err, PLENA_E_NOMEM, "build", "out of memory for a %llu-byte expert matrix",
+                   (unsigned long long)r->n);
+        return NULL;
+    }
+    if (b->image_path) {
+        if (pread_all(b->image_fd, s->bytes, (size_t)r->n, r->base)) {
+            PLENA_FAIL(err, PLENA_E_INPUT, b->image_path, "cannot read %llu bytes at byte %llu: %s",
+                       (unsigned long long)r->n, (unsigned long long)r->base, strerror(errno));
+            return NULL;
+        }
+        return s->bytes;
+    }
     uint32_t K, N, K_p, N_p;
     expert_shape(b, r->matrix, &K, &N, &K_p, &N_p);
-    if (plena_grow((void **)&s->bytes, &s->cap_bytes, (size_t)r->n, 1)) return NULL;
     /* the bytes stage_experts would have staged */
     if (plena_moe_weights_mx(b->weights, b->weight_seed, expert_roles[r->matrix], r->expert, K, N,
-                             K, b->mx_mode, K_p, N_p, s->bytes))
+                             K, b->mx_mode, K_p, N_p, s->bytes)) {
+        PLENA_FAIL(err, PLENA_E_NOMEM, "build", "out of memory generating an expert matrix");
         return NULL;
+    }
     return s->bytes;
 }
 
@@ -1008,56 +1040,6 @@ static uint64_t nonzero_chunk_bytes(const uint8_t *p, uint64_t n)
     return sum;
 }
 
-/* The bytes hbm.bin materialises: its non-zero 4 KiB chunks (the rest of
- * the apparent size is a hole that reads 0); a lazy region counts in full
- * unless `exact` (then it is generated to be counted): *bound says whether
- * the sum is an upper bound. -1 when out of memory. */
-static int hbm_materialised(const struct plena_moe_build *b, int exact, uint64_t *sum, int *bound)
-{
-    struct plena_moe_scratch sc = {0};
-    *sum = 0;
-    *bound = 0;
-    for (size_t i = 0; i < b->n_hbm; i++) {
-        const struct plena_hbm_region *r = &b->hbm[i];
-        if (!r->bytes && !exact) {
-            *sum += r->n;
-            *bound = 1;
-            continue;
-        }
-        const uint8_t *p = plena_moe_build_region_bytes(b, r, &sc);
-        if (!p) {
-            plena_moe_scratch_free(&sc);
-            return -1;
-        }
-        *sum += nonzero_chunk_bytes(p, r->n);
-    }
-    plena_moe_scratch_free(&sc);
-    return 0;
-}
-
-/* An image whose data cannot fit in HBM_SIZE at all is refused before
- * anything is written. A sparse image whose apparent size (the map's end)
- * exceeds HBM_SIZE while its data fit is kept (moe-lowering 2.3: the caller
- * warns; the checks enlarge HBM to the image): docs/design.md "HBM images
- * larger than HBM_SIZE". Lazy regions count in full first; only when that
- * bound does not fit are they generated to be counted exactly. */
-static int check_hbm_fits(const struct plena_moe_build *b, struct plena_err *err)
-{
-    uint64_t used;
-    int bound;
-    const uint64_t cap = b->cfg.m.hbm_size;
-    if (hbm_materialised(b, 0, &used, &bound)) return fail_nomem(err);
-    if (used > cap && bound && hbm_materialised(b, 1, &used, &bound)) return fail_nomem(err);
-    if (used <= cap) return 0;
-    return PLENA_FAIL(err, PLENA_E_INPUT, "HBM_SIZE",
-                      "model %s needs %llu bytes of HBM data (image of %llu bytes), more than "
-                      "HBM_SIZE %llu; raise HBM_SIZE or stage fewer experts",
-                      b->cfg.name, (unsigned long long)used, (unsigned long long)b->hbm_size,
-                      (unsigned long long)cap);
-}
-
-/* hbm.bin: ftruncate to the apparent size, pwrite only the non-zero 4 KiB
- * chunks of each region, then rename over the target. */
 static int stopped(const struct plena_moe_build_opts *o)
 {
     return o->stop && *o->stop;
@@ -1068,6 +1050,62 @@ static int fail_stopped(struct plena_err *err)
     return PLENA_FAIL(err, PLENA_E_INTERRUPTED, "build", "interrupted (SIGINT/SIGTERM)");
 }
 
+/* The bytes hbm.bin materialises: its non-zero 4 KiB chunks (the rest of
+ * the apparent size is a hole that reads 0); a lazy region counts in full
+ * unless `exact` (then it is generated to be counted, the stop flag polled
+ * between matrices): *bound says whether the sum is an upper bound. */
+static int hbm_materialised(const struct plena_moe_build *b, const struct plena_moe_build_opts *o,
+                            int exact, uint64_t *sum, int *bound, struct plena_err *err)
+{
+    struct plena_moe_scratch sc = {0};
+    *sum = 0;
+    *bound = 0;
+    int rc = 0;
+    for (size_t i = 0; i < b->n_hbm && !rc; i++) {
+        const struct plena_hbm_region *r = &b->hbm[i];
+        if (!r->bytes && !exact) {
+            *sum += r->n;
+            *bound = 1;
+            continue;
+        }
+        if (!r->bytes && stopped(o)) {
+            rc = fail_stopped(err);
+            break;
+        }
+        const uint8_t *p = plena_moe_build_region_bytes(b, r, &sc, err);
+        if (!p)
+            rc = PLENA_E_NOMEM;
+        else
+            *sum += nonzero_chunk_bytes(p, r->n);
+    }
+    plena_moe_scratch_free(&sc);
+    return rc;
+}
+
+/* An image whose data cannot fit in HBM_SIZE at all is refused before
+ * anything is written. A sparse image whose apparent size (the map's end)
+ * exceeds HBM_SIZE while its data fit is kept (moe-lowering 2.3: the caller
+ * warns; the checks enlarge HBM to the image): docs/design.md "HBM images
+ * larger than HBM_SIZE". Lazy regions count in full first; only when that
+ * bound does not fit are they generated to be counted exactly. */
+static int check_hbm_fits(const struct plena_moe_build *b, const struct plena_moe_build_opts *o,
+                          struct plena_err *err)
+{
+    uint64_t used;
+    int bound, rc;
+    const uint64_t cap = b->cfg.m.hbm_size;
+    if ((rc = hbm_materialised(b, o, 0, &used, &bound, err))) return rc;
+    if (used > cap && bound && (rc = hbm_materialised(b, o, 1, &used, &bound, err))) return rc;
+    if (used <= cap) return 0;
+    return PLENA_FAIL(err, PLENA_E_INPUT, "HBM_SIZE",
+                      "model %s needs %llu bytes of HBM data (image of %llu bytes), more than "
+                      "HBM_SIZE %llu; raise HBM_SIZE or stage fewer experts",
+                      b->cfg.name, (unsigned long long)used, (unsigned long long)b->hbm_size,
+                      (unsigned long long)cap);
+}
+
+/* hbm.bin: ftruncate to the apparent size, pwrite only the non-zero 4 KiB
+ * chunks of each region, then rename over the target. */
 static int write_hbm(struct plena_moe_build *b, const struct plena_moe_build_opts *opt,
                      const char *dir, struct plena_err *err)
 {
@@ -1092,7 +1130,7 @@ static int write_hbm(struct plena_moe_build *b, const struct plena_moe_build_opt
             break;
         }
         const struct plena_hbm_region *r = &b->hbm[i];
-        const uint8_t *bytes = plena_moe_build_region_bytes(b, r, &sc);
+        const uint8_t *bytes = plena_moe_build_region_bytes(b, r, &sc, NULL);
         if (!bytes) {
             rc = 4;
             break;
@@ -1230,7 +1268,7 @@ int plena_moe_build_run(const struct plena_moe_build_opts *o, struct plena_moe_b
     b->hbm_size = b->info.map.hbm_end;
     if (stopped(o)) return fail_stopped(err);
     if (!o->program_only && (rc = stage_all(o, b, err))) return rc;
-    if (!o->program_only && (rc = check_hbm_fits(b, err))) return rc;
+    if (!o->program_only && (rc = check_hbm_fits(b, o, err))) return rc;
     if (stopped(o)) return fail_stopped(err);
     (void)rup32;
     if (o->out_dir && (rc = write_dir(b, o, err))) return rc;
@@ -1251,5 +1289,9 @@ void plena_moe_build_free(struct plena_moe_build *b)
     plena_free(b->device_ids);
     plena_free(b->fixed_ids);
     plena_free(b->fixed_w32);
+    if (b->image_path) {
+        close(b->image_fd);
+        plena_free(b->image_path);
+    }
     memset(b, 0, sizeof *b);
 }

@@ -155,6 +155,12 @@ struct plena_moe_build {
     enum plena_weights_mode weights;
     uint64_t weight_seed; /* what lazy regions are generated from */
     int lazy_experts;     /* the routed experts' regions are lazy */
+    /* a reopened build (plena_replay_build_load_images): its lazy regions
+     * are read from this hbm.bin (image_fd, open until plena_moe_build_free)
+     * when their bytes are needed instead of generated, so the check decodes
+     * the bytes the emulator loaded without holding them all; NULL: none */
+    char *image_path;
+    int image_fd;
     enum plena_input_mode input;
 };
 
@@ -218,11 +224,12 @@ int plena_moe_build_routing(struct plena_moe_build_opts *o, const struct plena_m
 const struct plena_hbm_region *plena_moe_build_region(const struct plena_moe_build *b,
                                                       uint64_t base);
 /* Region r's bytes (r->n of them): r->bytes, or for a lazy region the
- * matrix generated and encoded into s (valid until s is used again or
- * freed); NULL when out of memory. Thread-safe for distinct scratches. */
+ * matrix read from b->image_path or else generated and encoded into s (valid
+ * until s is used again or freed); NULL with err set (out of memory, or the
+ * image could not be read). Thread-safe for distinct scratches. */
 const uint8_t *plena_moe_build_region_bytes(const struct plena_moe_build *b,
                                             const struct plena_hbm_region *r,
-                                            struct plena_moe_scratch *s);
+                                            struct plena_moe_scratch *s, struct plena_err *err);
 
 /* HBM element/scale addresses of an MXFP8 [K_p, N_p] tensor at base (docs/lowering.md "Memory
  * ABI"). */

@@ -6,6 +6,7 @@
  * here prints or chooses an exit code; results.json is never touched. */
 #include "replay/gates.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -85,7 +86,10 @@ int plena_replay_build_load_images(struct plena_moe_build *b, const char *dir,
     plena_free(buf);
     if (rc) return rc;
     /* hbm.bin: the staged regions are read back from the file at their
-     * bases, so weights are decoded from the bytes the emulator loaded */
+     * bases, so weights are decoded from the bytes the emulator loaded; a
+     * lazy region stays in the file (the build reads it from there when its
+     * bytes are needed, one matrix at a time: a large build's routed
+     * experts are never all in memory) */
     char p[4200];
     if (plena_path_join(p, sizeof p, dir, "hbm.bin"))
         return PLENA_FAIL(err, PLENA_E_INPUT, dir, "path too long");
@@ -99,17 +103,29 @@ int plena_replay_build_load_images(struct plena_moe_build *b, const char *dir,
         return PLENA_FAIL(err, PLENA_E_INPUT, p, "expected %llu bytes as the build stages",
                           (unsigned long long)b->hbm_size);
     }
+    int lazy = 0;
     for (size_t i = 0; i < b->n_hbm && !rc; i++) {
         struct plena_hbm_region *r = &b->hbm[i];
-        /* a lazy region is read like the others: the file is what the
-         * reopened build holds */
-        if (!r->bytes && !(r->bytes = plena_malloc(r->n ? (size_t)r->n : 1))) {
-            rc = PLENA_FAIL(err, PLENA_E_NOMEM, p, "out of memory");
-            break;
+        if (!r->bytes) {
+            lazy = 1;
+            continue;
         }
         if (fseeko(f, (off_t)r->base, SEEK_SET) || fread(r->bytes, 1, r->n, f) != r->n)
             rc = PLENA_FAIL(err, PLENA_E_INPUT, p, "cannot read the region at byte %llu",
                             (unsigned long long)r->base);
+    }
+    if (!rc && lazy && !b->image_path) {
+        int fd = dup(fileno(f));
+        char *path = fd >= 0 ? plena_strdup(p) : NULL;
+        if (!path) {
+            if (fd >= 0) close(fd);
+            rc = PLENA_FAIL(err, fd >= 0 ? PLENA_E_NOMEM : PLENA_E_INPUT, p,
+                            fd >= 0 ? "out of memory" : "cannot keep the file open");
+        } else {
+            (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+            b->image_fd = fd;
+            b->image_path = path;
+        }
     }
     fclose(f);
     return rc;

@@ -289,8 +289,11 @@ static void test_functional_without_dump_fails(void **state)
     json_decref(j);
 }
 
-/* A reopened build reads its regions back from hbm.bin, lazy routed
- * expert matrices too (they are then held like the others). */
+/* A reopened build reads its regions back from hbm.bin; lazy routed expert
+ * matrices stay in the file and are read from it, one at a time, when their
+ * bytes are needed (a byte changed in the file shows: they are not
+ * generated again), and a file that shrank afterwards is an input error
+ * naming it. */
 static void test_load_images_lazy(void **state)
 {
     (void)state;
@@ -298,8 +301,9 @@ static void test_load_images_lazy(void **state)
     plena_settings_reference(&set);
     struct plena_gen_machine m;
     plena_gen_machine_from_settings(&set, &m);
-    char dir[128];
+    char dir[128], hbm[200];
     snprintf(dir, sizeof dir, "%s/lazy_build", g_tmp);
+    snprintf(hbm, sizeof hbm, "%s/hbm.bin", dir);
     struct plena_moe_build_opts o;
     plena_moe_build_opts_init(&o, plena_model_preset_find("tiny-route-128x8"), &m, 4);
     o.out_dir = dir;
@@ -308,23 +312,45 @@ static void test_load_images_lazy(void **state)
     struct plena_err err;
     plena_err_clear(&err);
     assert_int_equal(plena_moe_build_run(&o, &b, &err), 0);
-    size_t lazy = 0;
+    size_t lazy = 0, first_lazy = SIZE_MAX;
     uint8_t **want = plena_calloc(b.n_hbm, sizeof *want);
     struct plena_moe_scratch sc = {0};
     for (size_t i = 0; i < b.n_hbm; i++) {
+        if (!b.hbm[i].bytes && first_lazy == SIZE_MAX) first_lazy = i;
         lazy += !b.hbm[i].bytes;
-        const uint8_t *p = plena_moe_build_region_bytes(&b, &b.hbm[i], &sc);
+        const uint8_t *p = plena_moe_build_region_bytes(&b, &b.hbm[i], &sc, NULL);
         want[i] = plena_malloc((size_t)b.hbm[i].n);
         memcpy(want[i], p, (size_t)b.hbm[i].n);
     }
-    plena_moe_scratch_free(&sc);
     assert_true(lazy > 0);
+    /* one byte of the first lazy matrix changed in the file */
+    const uint64_t at = b.hbm[first_lazy].base + 5;
+    want[first_lazy][5] ^= 0x5A;
+    FILE *f = fopen(hbm, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseeko(f, (off_t)at, SEEK_SET), 0);
+    assert_int_equal(fputc(want[first_lazy][5], f), want[first_lazy][5]);
+    assert_int_equal(fclose(f), 0);
     assert_int_equal(plena_replay_build_load_images(&b, dir, &err), 0);
+    assert_non_null(b.image_path);
     for (size_t i = 0; i < b.n_hbm; i++) {
-        assert_non_null(b.hbm[i].bytes);
-        assert_memory_equal(b.hbm[i].bytes, want[i], (size_t)b.hbm[i].n);
-        plena_free(want[i]);
+        const uint8_t *p = plena_moe_build_region_bytes(&b, &b.hbm[i], &sc, &err);
+        assert_non_null(p);
+        assert_memory_equal(p, want[i], (size_t)b.hbm[i].n);
     }
+    size_t still_lazy = 0;
+    for (size_t i = 0; i < b.n_hbm; i++)
+        still_lazy += !b.hbm[i].bytes;
+    assert_int_equal(still_lazy, lazy); /* not read into memory */
+    /* the file shrinks under the reopened build: an input error naming it */
+    assert_int_equal(truncate(hbm, (off_t)b.hbm[first_lazy].base), 0);
+    plena_err_clear(&err);
+    assert_null(plena_moe_build_region_bytes(&b, &b.hbm[first_lazy], &sc, &err));
+    assert_int_equal(err.code, PLENA_E_INPUT);
+    assert_non_null(strstr(err.where, "hbm.bin"));
+    plena_moe_scratch_free(&sc);
+    for (size_t i = 0; i < b.n_hbm; i++)
+        plena_free(want[i]);
     plena_free(want);
     plena_moe_build_free(&b);
 }

@@ -27,16 +27,22 @@ static int nomem(struct plena_err *err)
 /* Logical [K][N] into out from the staged MXFP8 [K_p, N_p] at base, one
  * padded row at a time through row[N_p]. */
 static int decode_mx_into(const struct plena_moe_build *b, uint64_t base, uint32_t K, uint32_t N,
-                          uint32_t K_p, uint32_t N_p, float *out, float *row, struct plena_err *err)
+                          uint32_t K_p, uint32_t N_p, float *out, float *row,
+                          struct plena_moe_scratch *scratch, struct plena_err *err)
 {
     const struct plena_hbm_region *r = plena_moe_build_region(b, base);
     if (!r)
         return PLENA_FAIL(err, PLENA_E_INTERNAL, "moe check", "no staged HBM tensor at byte %llu",
                           (unsigned long long)base);
-    /* a lazy routed-expert matrix is generated here, one at a time */
-    struct plena_moe_scratch sc = {0};
-    const uint8_t *bytes = plena_moe_build_region_bytes(b, r, &sc);
-    if (!bytes) return nomem(err);
+    /* a lazy routed-expert matrix is generated (or read) here, one at a
+     * time, into the caller's scratch when it keeps one (a provider slot:
+     * no allocation and fresh pages per matrix) */
+    struct plena_moe_scratch own = {0}, *sc = scratch ? scratch : &own;
+    const uint8_t *bytes = plena_moe_build_region_bytes(b, r, sc, err);
+    if (!bytes) {
+        plena_moe_scratch_free(&own);
+        return err ? err->code : PLENA_E_NOMEM;
+    }
     const uint64_t ne = (uint64_t)K_p * N_p;
     struct plena_mx_lut lut;
     plena_num_mx_lut_init(&lut, b->mx_mode);
@@ -46,7 +52,7 @@ static int decode_mx_into(const struct plena_moe_build *b, uint64_t base, uint32
                                     bytes + ne + (uint64_t)k * (N_p / 8), N_p, 8, dst);
         if (dst == row) memcpy(out + (size_t)k * N, row, (size_t)N * sizeof *row);
     }
-    plena_moe_scratch_free(&sc);
+    plena_moe_scratch_free(&own);
     return 0;
 }
 
@@ -62,7 +68,7 @@ static float *decode_mx(const struct plena_moe_build *b, uint64_t base, uint32_t
         nomem(err);
         return NULL;
     }
-    if (decode_mx_into(b, base, K, N, K_p, N_p, out, row, err)) {
+    if (decode_mx_into(b, base, K, N, K_p, N_p, out, row, NULL, err)) {
         plena_free(out);
         out = NULL;
     }
@@ -133,7 +139,7 @@ static int expert_from_build(void *ctx, uint32_t e, uint32_t slot, struct plena_
         uint32_t K = q < 2 ? H : I, N = q < 2 ? I : H;
         uint32_t Kp = q < 2 ? mp->H_p : mp->I_p, Np = q < 2 ? mp->I_p : mp->H_p;
         int rc = decode_mx_into(b, plena_moe_expert_base(mp, q, e), K, N, Kp, Np, sl->ew[q],
-                                sl->erow, err);
+                                sl->erow, &sl->mx, err);
         if (rc) return rc;
         if (cfg->expert_bias) {
             const struct plena_tensor *t = plena_moe_abi_find(&b->info, bn[q]);
@@ -367,6 +373,7 @@ void plena_verify_refdata_free(struct plena_verify_refdata *rd)
             plena_free(rd->slots[i].eb[q]);
         }
         plena_free(rd->slots[i].erow);
+        plena_moe_scratch_free(&rd->slots[i].mx);
     }
     plena_free(rd->slots);
     plena_free(rd->w_sg);
@@ -382,10 +389,10 @@ static int load_memory(struct plena_emu *emu, const struct plena_moe_build *b,
 {
     struct plena_moe_scratch sc = {0};
     for (size_t i = 0; i < b->n_hbm; i++) {
-        const uint8_t *bytes = plena_moe_build_region_bytes(b, &b->hbm[i], &sc);
+        const uint8_t *bytes = plena_moe_build_region_bytes(b, &b->hbm[i], &sc, err);
         if (!bytes) {
             plena_moe_scratch_free(&sc);
-            return nomem(err);
+            return err ? err->code : PLENA_E_NOMEM;
         }
         if (plena_emu_hbm_write(emu, b->hbm[i].base, bytes, (size_t)b->hbm[i].n, err)) {
             plena_moe_scratch_free(&sc);

@@ -34,6 +34,7 @@ struct plena_verify_refdata {
     const struct plena_moe_build *build;
     struct plena_verify_slot {
         float *ew[3], *eb[3], *erow;
+        struct plena_moe_scratch mx; /* a lazy matrix's MX bytes, reused */
     } * slots;
     uint32_t n_slots;
 };
