@@ -5,7 +5,6 @@
  * IEEE-754 machine. Prefill and decode run the same step function, so the KV
  * cache cannot differ from recomputation. */
 #include <math.h>
-#include <stdatomic.h>
 #include <string.h>
 
 #include "ckpt/decoder.h"
@@ -253,24 +252,21 @@ struct att_job {
     uint32_t l, pos0, nb, stride; /* token t at position pos0 + t; q/att rows of stride */
     const float *q;
     float *att, *scr; /* scr: per part group x max_pos */
-    atomic_uint next; /* the next (token, group) pair to take */
 };
 
-/* (token, kv group) pairs, taken one at a time by whichever thread is free;
- * later tokens first (they attend over more positions). */
-static void att_part(void *ctx, uint32_t part, uint32_t parts)
+/* One (token, kv group) pair, taken by whichever thread is free
+ * (plena_pool_for); later tokens first (they attend over more positions). */
+static int att_item(void *ctx, uint32_t k, uint32_t part, struct plena_err *err)
 {
-    (void)parts;
-    struct att_job *j = ctx;
+    (void)err;
+    const struct att_job *j = ctx;
     const struct plena_dec_config *c = &j->s->w->cfg;
     const size_t per = (size_t)(c->heads / c->kv_heads) * j->s->max_pos;
-    const uint32_t n = j->nb * c->kv_heads;
-    for (uint32_t k; (k = atomic_fetch_add(&j->next, 1)) < n;) {
-        const uint32_t i = n - 1 - k;
-        const uint32_t t = i / c->kv_heads, g = i % c->kv_heads;
-        attend_group(j->s, j->l, j->pos0 + t, j->q + (size_t)t * j->stride,
-                     j->att + (size_t)t * j->stride, g, j->scr + part * per);
-    }
+    const uint32_t n = j->nb * c->kv_heads, i = n - 1 - k;
+    const uint32_t t = i / c->kv_heads, g = i % c->kv_heads;
+    attend_group(j->s, j->l, j->pos0 + t, j->q + (size_t)t * j->stride,
+                 j->att + (size_t)t * j->stride, g, j->scr + part * per);
+    return 0;
 }
 
 /* Attention of nb tokens at positions pos0.. over the cache, split by
@@ -290,12 +286,9 @@ static int attend(struct plena_dec_state *s, uint32_t l, uint32_t pos0, uint32_t
         }
         s->scr_n = need;
     }
-    struct att_job j = {s, l, pos0, nb, c->heads * c->head_dim, q, att, s->scr, 0};
-    atomic_init(&j.next, 0);
-    if (parts > 1)
-        plena_pool_run(s->pool, att_part, &j);
-    else
-        att_part(&j, 0, 1);
+    struct att_job j = {s, l, pos0, nb, c->heads * c->head_dim, q, att, s->scr};
+    int rc = plena_pool_for(s->pool, nb * c->kv_heads, att_item, &j, err);
+    if (rc) return rc;
     store(s, att, (size_t)nb * c->heads * c->head_dim);
     return 0;
 }
@@ -570,58 +563,55 @@ struct ex_job {
     struct pf *b;
     uint32_t l, nb;
     const uint32_t *ids;
-    atomic_uint next; /* the next expert to take */
 };
 
-/* Whole experts, taken one at a time by whichever thread is free: each
- * expert's tokens in one batch (this thread's scratch), outputs into their
+/* One whole expert, taken by whichever thread is free (plena_pool_for): its
+ * tokens in one batch (this thread's scratch), outputs into their
  * (token, rank) slots of b->out. */
-static void ex_part(void *ctx, uint32_t part, uint32_t parts)
+static int ex_item(void *ctx, uint32_t e, uint32_t part, struct plena_err *err)
 {
-    (void)parts;
-    struct ex_job *j = ctx;
+    (void)err;
+    const struct ex_job *j = ctx;
     const struct plena_dec_config *c = &j->s->w->cfg;
     const struct plena_dec_layer *y = &j->s->w->layers[j->l];
     const uint32_t H = c->hidden, K = c->top_k;
     struct pf_ws *w = &j->b->ws[part];
-    for (uint32_t e; (e = atomic_fetch_add(&j->next, 1)) < c->n_experts;) {
-        uint32_t m = 0;
-        for (uint32_t i = 0; i < j->nb * K; i++)
-            if (j->ids[i] == e)
-                memcpy(w->xg + (size_t)m++ * H, j->b->x + (size_t)(i / K) * H, H * sizeof(float));
-        if (!m) continue;
-        mlp_rows(j->s, NULL, &y->eg[e], &y->eu[e], &y->ed[e], w->xg, m, w->g, w->u, w->eo);
-        /* the expert is done for this block: its pages leave the resident set
-         * (the page cache keeps them), so peak RSS stays near the attention
-         * weights plus the experts in flight, not the whole checkpoint */
-        plena_mat_release(&y->eg[e]);
-        plena_mat_release(&y->eu[e]);
-        plena_mat_release(&y->ed[e]);
-        m = 0;
-        for (uint32_t i = 0; i < j->nb * K; i++)
-            if (j->ids[i] == e)
-                memcpy(j->b->out + (size_t)i * H, w->eo + (size_t)m++ * H, H * sizeof(float));
-    }
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < j->nb * K; i++)
+        if (j->ids[i] == e)
+            memcpy(w->xg + (size_t)m++ * H, j->b->x + (size_t)(i / K) * H, H * sizeof(float));
+    if (!m) return 0;
+    mlp_rows(j->s, NULL, &y->eg[e], &y->eu[e], &y->ed[e], w->xg, m, w->g, w->u, w->eo);
+    /* the expert is done for this block: its pages leave the resident set
+     * (the page cache keeps them), so peak RSS stays near the attention
+     * weights plus the experts in flight, not the whole checkpoint */
+    plena_mat_release(&y->eg[e]);
+    plena_mat_release(&y->eu[e]);
+    plena_mat_release(&y->ed[e]);
+    m = 0;
+    for (uint32_t i = 0; i < j->nb * K; i++)
+        if (j->ids[i] == e)
+            memcpy(j->b->out + (size_t)i * H, w->eo + (size_t)m++ * H, H * sizeof(float));
+    return 0;
 }
 
 /* The routed experts of layer l for nb tokens, then each token's sum in
  * rank order. */
-static void pf_experts(struct plena_dec_state *s, struct pf *b, uint32_t l, uint32_t nb,
-                       const uint32_t *ids, const float *rw)
+static int pf_experts(struct plena_dec_state *s, struct pf *b, uint32_t l, uint32_t nb,
+                      const uint32_t *ids, const float *rw, struct plena_err *err)
 {
     const struct plena_dec_config *c = &s->w->cfg;
     const uint32_t H = c->hidden, K = c->top_k;
     struct ex_job j = {.s = s, .b = b, .l = l, .nb = nb, .ids = ids};
-    atomic_init(&j.next, 0);
-    if (b->parts > 1)
-        plena_pool_run(s->pool, ex_part, &j);
-    else
-        ex_part(&j, 0, 1);
+    /* b->parts scratches: one per thread of s->pool */
+    int rc = plena_pool_for(b->parts > 1 ? s->pool : NULL, c->n_experts, ex_item, &j, err);
+    if (rc) return rc;
     for (uint32_t t = 0; t < nb; t++) {
         float *yt = b->y + (size_t)t * H;
         memset(yt, 0, H * sizeof *yt);
         plena_ckpt_axpy_rows(yt, rw + t * K, b->out + (size_t)t * K * H, H, K, H);
     }
+    return 0;
 }
 
 static int pf_moe(struct plena_dec_state *s, struct pf *b, uint32_t l, uint32_t nb, uint32_t *ids,
@@ -640,7 +630,8 @@ static int pf_moe(struct plena_dec_state *s, struct pf *b, uint32_t l, uint32_t 
     for (uint32_t t = 0; t < nb; t++)
         if (plena_dec_route(c, b->logits + (size_t)t * E, y->e_bias, ids + t * K, rw + t * K, err))
             return err->code;
-    pf_experts(s, b, l, nb, ids, rw);
+    int rc = pf_experts(s, b, l, nb, ids, rw, err);
+    if (rc) return rc;
     if (c->shared_inter) {
         mlp_rows(s, s->pool, &y->sg, &y->su, &y->sd, b->x, nb, w->g, w->u, w->eo);
         for (uint32_t t = 0; t < nb; t++) {

@@ -7,6 +7,7 @@
  * the caller finished the whole job skips it (on a busy machine the caller
  * never waits for a thread the scheduler has not run yet). */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "common/pool.h"
@@ -147,4 +148,61 @@ void plena_pool_free(struct plena_pool *p)
     pthread_cond_destroy(&p->done);
     plena_free(p->tid);
     plena_free(p);
+}
+
+/* ---- plena_pool_for ---- */
+
+struct item_err {
+    int rc;
+    uint32_t item;
+    struct plena_err err;
+};
+
+struct pool_for {
+    uint32_t n;
+    plena_pool_item_fn fn;
+    void *ctx;
+    atomic_uint next;
+    atomic_int failed;
+    struct item_err *pe; /* [parts]: each part's lowest failure */
+};
+
+static void pool_for_part(void *c, uint32_t part, uint32_t parts)
+{
+    (void)parts;
+    struct pool_for *r = c;
+    struct item_err *pe = &r->pe[part];
+    while (!atomic_load(&r->failed)) {
+        const uint32_t i = atomic_fetch_add(&r->next, 1);
+        if (i >= r->n) break;
+        struct plena_err er;
+        plena_err_clear(&er);
+        const int rc = r->fn(r->ctx, i, part, &er);
+        if (!rc) continue;
+        if (!pe->rc || i < pe->item) {
+            pe->rc = rc;
+            pe->item = i;
+            pe->err = er;
+        }
+        atomic_store(&r->failed, 1);
+    }
+}
+
+int plena_pool_for(struct plena_pool *pool, uint32_t n, plena_pool_item_fn fn, void *ctx,
+                   struct plena_err *err)
+{
+    const uint32_t parts = plena_pool_size(pool);
+    struct pool_for r = {n, fn, ctx, 0, 0, plena_calloc(parts, sizeof *r.pe)};
+    if (!r.pe) return PLENA_FAIL(err, PLENA_E_NOMEM, "threads", "out of memory");
+    plena_pool_run(pool, pool_for_part, &r);
+    const struct item_err *first = NULL;
+    for (uint32_t q = 0; q < parts; q++)
+        if (r.pe[q].rc && (!first || r.pe[q].item < first->item)) first = &r.pe[q];
+    int rc = 0;
+    if (first) {
+        rc = first->rc;
+        if (err && !plena_err_is_set(err)) *err = first->err;
+    }
+    plena_free(r.pe);
+    return rc;
 }

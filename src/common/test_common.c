@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "common/alloc.h"
 #include "common/err.h"
 #include "common/fileio.h"
+#include "common/pool.h"
 #include "common/test_support.h"
 
 static void test_first_error_wins(void **state)
@@ -138,6 +140,59 @@ static void test_atomic_write_and_read(void **state)
     unlink(path);
     assert_int_not_equal(plena_file_write_atomic("/nonexistent-dir/x", "a", 1, &e), 0);
     assert_int_equal(e.code, PLENA_E_OUTPUT);
+}
+
+/* plena_pool_for: every item once, on the pool's threads (their parts run
+ * first: plena_pool_test_workers_first) and alone; with failures, the
+ * lowest failing item's status and message, and every item below it done. */
+struct for_ctx {
+    _Atomic unsigned done[1000];
+    uint32_t fail_a, fail_b;
+};
+
+static int for_item(void *c, uint32_t i, uint32_t part, struct plena_err *err)
+{
+    struct for_ctx *x = c;
+    (void)part;
+    atomic_fetch_add(&x->done[i], 1);
+    if (i == x->fail_a) {
+        usleep(200); /* the next item fails first, on another thread */
+        return PLENA_FAIL(err, PLENA_E_INPUT, "item", "failed at %u", i);
+    }
+    if (i == x->fail_b) return PLENA_FAIL(err, PLENA_E_NOMEM, "item", "failed at %u", i);
+    return 0;
+}
+
+static void test_pool_for(void **state)
+{
+    (void)state;
+    static struct for_ctx x;
+    struct plena_pool *pool = plena_pool_new(3);
+    assert_non_null(pool);
+    plena_pool_test_workers_first(1);
+    for (int with_pool = 0; with_pool < 2; with_pool++) {
+        memset(&x, 0, sizeof x);
+        x.fail_a = x.fail_b = UINT32_MAX;
+        struct plena_err err;
+        plena_err_clear(&err);
+        assert_int_equal(plena_pool_for(with_pool ? pool : NULL, 1000, for_item, &x, &err), 0);
+        for (unsigned i = 0; i < 1000; i++)
+            assert_int_equal(atomic_load(&x.done[i]), 1);
+        for (int round = 0; round < 100; round++) {
+            memset(&x, 0, sizeof x);
+            x.fail_a = 300 + (uint32_t)round * 5, x.fail_b = x.fail_a + 1; /* two threads fail */
+            plena_err_clear(&err);
+            assert_int_equal(plena_pool_for(with_pool ? pool : NULL, 1000, for_item, &x, &err),
+                             PLENA_E_INPUT);
+            char want[32];
+            snprintf(want, sizeof want, "failed at %u", x.fail_a);
+            assert_string_equal(err.msg, want);
+            for (unsigned i = 0; i <= x.fail_a; i++)
+                assert_int_equal(atomic_load(&x.done[i]), 1);
+        }
+    }
+    plena_pool_test_workers_first(0);
+    plena_pool_free(pool);
 }
 
 /* plena_fd_write_all: at an offset (pwrite: the file position does not
@@ -381,6 +436,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_alloc_fail_hook),
     cmocka_unit_test(test_atomic_write_and_read),
     cmocka_unit_test(test_fd_write_all),
+    cmocka_unit_test(test_pool_for),
     cmocka_unit_test(test_unlink_pending_on_signal),
     cmocka_unit_test(test_buf_printf_long),
     cmocka_unit_test(test_u64_digits),

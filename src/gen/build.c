@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -570,42 +569,33 @@ static int mark_present(const struct plena_moe_build_opts *o, struct plena_moe_b
 }
 
 /* Eager routed expert regions b->hbm[first ..]: their bytes, matrices
- * taken in order from a counter by the threads of a pool (each writes only
- * its own region, so the bytes do not depend on the count). */
+ * taken in order by the threads of a pool (each writes only its own
+ * region, so the bytes do not depend on the count). */
 struct fill_job {
     struct plena_moe_build *b;
     size_t first;
-    atomic_size_t next;
-    atomic_int failed;
 };
 
-static void fill_part(void *ctx, uint32_t part, uint32_t parts)
+static int fill_matrix(void *ctx, uint32_t item, uint32_t part, struct plena_err *err)
 {
     (void)part;
-    (void)parts;
-    struct fill_job *j = ctx;
-    for (;;) {
-        const size_t i = j->first + atomic_fetch_add(&j->next, 1);
-        if (i >= j->b->n_hbm || atomic_load(&j->failed)) return;
-        const struct plena_hbm_region *r = &j->b->hbm[i];
-        uint32_t K, N, K_p, N_p;
-        expert_shape(j->b, r->matrix, &K, &N, &K_p, &N_p);
-        if (plena_moe_weights_mx(j->b->weights, j->b->weight_seed, expert_roles[r->matrix],
-                                 r->expert, K, N, K, j->b->mx_mode, K_p, N_p, r->bytes))
-            atomic_store(&j->failed, 1);
-    }
+    const struct fill_job *j = ctx;
+    const struct plena_hbm_region *r = &j->b->hbm[j->first + item];
+    uint32_t K, N, K_p, N_p;
+    expert_shape(j->b, r->matrix, &K, &N, &K_p, &N_p);
+    if (plena_moe_weights_mx(j->b->weights, j->b->weight_seed, expert_roles[r->matrix], r->expert,
+                             K, N, K, j->b->mx_mode, K_p, N_p, r->bytes))
+        return fail_nomem(err);
+    return 0;
 }
 
 static int fill_experts(struct plena_moe_build *b, size_t first, uint32_t threads)
 {
-    struct fill_job j = {b, first, 0, 0};
+    struct fill_job j = {b, first};
     struct plena_pool *pool = threads > 1 ? plena_pool_new(threads) : NULL;
-    if (pool)
-        plena_pool_run(pool, fill_part, &j);
-    else
-        fill_part(&j, 0, 1);
+    int rc = plena_pool_for(pool, (uint32_t)(b->n_hbm - first), fill_matrix, &j, NULL);
     plena_pool_free(pool);
-    return atomic_load(&j.failed) ? PLENA_E_NOMEM : 0;
+    return rc;
 }
 
 /* The routed experts' weights (MX in HBM) and bias tables (VRAM) of the
