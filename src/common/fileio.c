@@ -94,15 +94,11 @@ int plena_file_read_range(const char *path, uint64_t offset, void *buf, size_t n
 {
     int fd = open(path, O_RDONLY);
     if (fd < 0) return PLENA_FAIL(err, PLENA_E_INPUT, path, "cannot open: %s", strerror(errno));
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(offset + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
+    long long got = plena_fd_read_all(fd, buf, n, offset);
+    int e = errno;
     close(fd);
-    if (got < n)
+    if (got < 0) return PLENA_FAIL(err, PLENA_E_INPUT, path, "cannot read: %s", strerror(e));
+    if ((size_t)got < n)
         return PLENA_FAIL(err, PLENA_E_INPUT, path,
                           "shorter than %llu bytes (needed %zu bytes at offset %llu)",
                           (unsigned long long)(offset + n), n, (unsigned long long)offset);
@@ -159,6 +155,19 @@ int plena_file_check_output(const char *path, struct plena_err *err)
                       file_kind(st.st_mode));
 }
 
+long long plena_fd_read_all(int fd, void *buf, size_t n, uint64_t offset)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(offset + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1;
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    return (long long)got;
+}
+
 int plena_fd_write_all(int fd, const void *data, size_t n, int64_t offset)
 {
     const char *p = data;
@@ -174,11 +183,6 @@ int plena_fd_write_all(int fd, const void *data, size_t n, int64_t offset)
         if (offset >= 0) offset += w;
     }
     return 0;
-}
-
-static int write_fd(int fd, const void *data, size_t len)
-{
-    return plena_fd_write_all(fd, data, len, -1);
 }
 
 /* The temporaries in flight, for plena_file_unlink_pending. A slot's path is
@@ -240,7 +244,7 @@ int plena_file_stage(const char *path, const void *data, size_t len, struct plen
     pending_add(st->tmp);
     const char *what = NULL;
     int e = 0;
-    if (write_fd(fd, data, len))
+    if (plena_fd_write_all(fd, data, len, -1))
         what = "write failed", e = errno;
     else if (fsync(fd) != 0 && errno != EINVAL)
         what = "fsync failed", e = errno;
@@ -273,7 +277,7 @@ int plena_file_commit(struct plena_file_staged *st, size_t n, struct plena_err *
             continue;
         }
         if (st[i].to_stdout) {
-            if (fflush(stdout) || write_fd(STDOUT_FILENO, st[i].data, st[i].len))
+            if (fflush(stdout) || plena_fd_write_all(STDOUT_FILENO, st[i].data, st[i].len, -1))
                 rc = PLENA_FAIL(err, PLENA_E_OUTPUT, "-", "write to standard output failed: %s",
                                 strerror(errno));
             continue;

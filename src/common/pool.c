@@ -192,7 +192,11 @@ int plena_pool_for(struct plena_pool *pool, uint32_t n, plena_pool_item_fn fn, v
                    struct plena_err *err)
 {
     const uint32_t parts = plena_pool_size(pool);
-    struct pool_for r = {n, fn, ctx, 0, 0, plena_calloc(parts, sizeof *r.pe)};
+    /* small pools (the usual --threads) keep the failures on the stack: no
+     * allocation (and no failure of its own) per job */
+    struct item_err small[4];
+    memset(small, 0, sizeof small);
+    struct pool_for r = {n, fn, ctx, 0, 0, parts <= 4 ? small : plena_calloc(parts, sizeof *r.pe)};
     if (!r.pe) return PLENA_FAIL(err, PLENA_E_NOMEM, "threads", "out of memory");
     plena_pool_run(pool, pool_for_part, &r);
     const struct item_err *first = NULL;
@@ -203,6 +207,6 @@ int plena_pool_for(struct plena_pool *pool, uint32_t n, plena_pool_item_fn fn, v
         rc = first->rc;
         if (err && !plena_err_is_set(err)) *err = first->err;
     }
-    plena_free(r.pe);
+    if (r.pe != small) plena_free(r.pe);
     return rc;
 }

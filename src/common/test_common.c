@@ -197,7 +197,8 @@ static void test_pool_for(void **state)
 
 /* plena_fd_write_all: at an offset (pwrite: the file position does not
  * move) and at the position (write), and a failure reported with errno
- * (a read-only descriptor; /dev/full: ENOSPC). */
+ * (a read-only descriptor; /dev/full: ENOSPC); plena_fd_read_all and
+ * plena_file_read_range over the file written, short at its end. */
 static void test_fd_write_all(void **state)
 {
     (void)state;
@@ -219,7 +220,19 @@ static void test_fd_write_all(void **state)
     errno = 0;
     assert_int_equal(plena_fd_write_all(fd, "z", 1, 0), -1);
     assert_int_equal(errno, EBADF);
+    char rb[20];
+    assert_int_equal(plena_fd_read_all(fd, rb, 4, 2), 4);
+    assert_memory_equal(rb, "cde\0", 4);
+    assert_int_equal(plena_fd_read_all(fd, rb, 20, 8), 2); /* the end of the file */
+    assert_memory_equal(rb, "XY", 2);
     close(fd);
+    assert_int_equal(plena_fd_read_all(fd, rb, 4, 0), -1); /* closed */
+    struct plena_err e;
+    plena_err_clear(&e);
+    assert_int_equal(plena_file_read_range(path, 6, rb, 4, &e), 0);
+    assert_memory_equal(rb, "\0\0XY", 4);
+    assert_int_equal(plena_file_read_range(path, 8, rb, 3, &e), PLENA_E_INPUT);
+    assert_non_null(strstr(e.msg, "shorter than 11 bytes"));
     unlink(path);
     fd = open("/dev/full", O_WRONLY);
     if (fd >= 0) {

@@ -244,51 +244,36 @@ void plena_moe_scratch_free(struct plena_moe_scratch *s)
     memset(s, 0, sizeof *s);
 }
 
-/* n bytes at offset off of fd into p; 0, or -1 with errno set (EIO at an
- * early end of file). */
-static int pread_all(int fd, uint8_t *p, size_t n, uint64_t off)
+int plena_moe_build_region_bytes(const struct plena_moe_build *b, const struct plena_hbm_region *r,
+                                 struct plena_moe_scratch *s, const uint8_t **bytes,
+                                 struct plena_err *err)
 {
-    while (n) {
-        ssize_t r = pread(fd, p, n, (off_t)off);
-        if (r <= 0) {
-            if (r < 0 && errno == EINTR) continue;
-            if (r == 0) errno = EIO;
-            return -1;
-        }
-        p += r;
-        off += (uint64_t)r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
-const uint8_t *plena_moe_build_region_bytes(const struct plena_moe_build *b,
-                                            const struct plena_hbm_region *r,
-                                            struct plena_moe_scratch *s, struct plena_err *err)
-{
-    if (r->bytes) return r->bytes;
-    if (plena_grow((void **)&s->bytes, &s->cap_bytes, (size_t)r->n, 1)) {
-        PLENA_FAIL(err, PLENA_E_NOMEM, "build", "out of memory for a %llu-byte expert matrix",
-                   (unsigned long long)r->n);
-        return NULL;
-    }
+    *bytes = r->bytes;
+    if (r->bytes) return 0;
+    if (plena_grow((void **)&s->bytes, &s->cap_bytes, (size_t)r->n, 1))
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "build",
+                          "out of memory for a %llu-byte expert matrix", (unsigned long long)r->n);
     if (b->image_path) {
-        if (pread_all(b->image_fd, s->bytes, (size_t)r->n, r->base)) {
-            PLENA_FAIL(err, PLENA_E_INPUT, b->image_path, "cannot read %llu bytes at byte %llu: %s",
-                       (unsigned long long)r->n, (unsigned long long)r->base, strerror(errno));
-            return NULL;
-        }
-        return s->bytes;
+        long long got = plena_fd_read_all(b->image_fd, s->bytes, (size_t)r->n, r->base);
+        if (got < 0)
+            return PLENA_FAIL(err, PLENA_E_INPUT, b->image_path, "cannot read: %s",
+                              strerror(errno));
+        if ((uint64_t)got < r->n)
+            return PLENA_FAIL(err, PLENA_E_INPUT, b->image_path,
+                              "shorter than %llu bytes (needed %llu bytes at offset %llu)",
+                              (unsigned long long)(r->base + r->n), (unsigned long long)r->n,
+                              (unsigned long long)r->base);
+    } else {
+        uint32_t K, N, K_p, N_p;
+        expert_shape(b, r->matrix, &K, &N, &K_p, &N_p);
+        /* the bytes stage_experts would have staged */
+        if (plena_moe_weights_mx(b->weights, b->weight_seed, expert_roles[r->matrix], r->expert, K,
+                                 N, K, b->mx_mode, K_p, N_p, s->bytes))
+            return PLENA_FAIL(err, PLENA_E_NOMEM, "build",
+                              "out of memory generating an expert matrix");
     }
-    uint32_t K, N, K_p, N_p;
-    expert_shape(b, r->matrix, &K, &N, &K_p, &N_p);
-    /* the bytes stage_experts would have staged */
-    if (plena_moe_weights_mx(b->weights, b->weight_seed, expert_roles[r->matrix], r->expert, K, N,
-                             K, b->mx_mode, K_p, N_p, s->bytes)) {
-        PLENA_FAIL(err, PLENA_E_NOMEM, "build", "out of memory generating an expert matrix");
-        return NULL;
-    }
-    return s->bytes;
+    *bytes = s->bytes;
+    return 0;
 }
 
 /* VRAM element address of logical (r, col) of tensor t (docs/lowering.md "Memory ABI"). */
@@ -1042,10 +1027,10 @@ static int fail_stopped(struct plena_err *err)
 
 /* The bytes hbm.bin materialises: its non-zero 4 KiB chunks (the rest of
  * the apparent size is a hole that reads 0); a lazy region counts in full
- * unless `exact` (then it is generated to be counted, the stop flag polled
- * between matrices): *bound says whether the sum is an upper bound. */
-static int hbm_materialised(const struct plena_moe_build *b, const struct plena_moe_build_opts *o,
-                            int exact, uint64_t *sum, int *bound, struct plena_err *err)
+ * unless `exact` (then it is generated to be counted): *bound says whether
+ * the sum is an upper bound. */
+static int hbm_materialised(const struct plena_moe_build *b, int exact, uint64_t *sum, int *bound,
+                            struct plena_err *err)
 {
     struct plena_moe_scratch sc = {0};
     *sum = 0;
@@ -1058,14 +1043,8 @@ static int hbm_materialised(const struct plena_moe_build *b, const struct plena_
             *bound = 1;
             continue;
         }
-        if (!r->bytes && stopped(o)) {
-            rc = fail_stopped(err);
-            break;
-        }
-        const uint8_t *p = plena_moe_build_region_bytes(b, r, &sc, err);
-        if (!p)
-            rc = PLENA_E_NOMEM;
-        else
+        const uint8_t *p;
+        if (!(rc = plena_moe_build_region_bytes(b, r, &sc, &p, err)))
             *sum += nonzero_chunk_bytes(p, r->n);
     }
     plena_moe_scratch_free(&sc);
@@ -1078,14 +1057,13 @@ static int hbm_materialised(const struct plena_moe_build *b, const struct plena_
  * warns; the checks enlarge HBM to the image): docs/design.md "HBM images
  * larger than HBM_SIZE". Lazy regions count in full first; only when that
  * bound does not fit are they generated to be counted exactly. */
-static int check_hbm_fits(const struct plena_moe_build *b, const struct plena_moe_build_opts *o,
-                          struct plena_err *err)
+static int check_hbm_fits(const struct plena_moe_build *b, struct plena_err *err)
 {
     uint64_t used;
     int bound, rc;
     const uint64_t cap = b->cfg.m.hbm_size;
-    if ((rc = hbm_materialised(b, o, 0, &used, &bound, err))) return rc;
-    if (used > cap && bound && (rc = hbm_materialised(b, o, 1, &used, &bound, err))) return rc;
+    if ((rc = hbm_materialised(b, 0, &used, &bound, err))) return rc;
+    if (used > cap && bound && (rc = hbm_materialised(b, 1, &used, &bound, err))) return rc;
     if (used <= cap) return 0;
     return PLENA_FAIL(err, PLENA_E_INPUT, "HBM_SIZE",
                       "model %s needs %llu bytes of HBM data (image of %llu bytes), more than "
@@ -1113,6 +1091,7 @@ static int write_hbm(struct plena_moe_build *b, const struct plena_moe_build_opt
     if (fchmod(fd, 0644) != 0) rc = 1;
     if (!rc && ftruncate(fd, (off_t)b->hbm_size) != 0) rc = 1;
     b->hbm_bytes_written = 0;
+    int bytes_rc = 0;
     struct plena_moe_scratch sc = {0}; /* a lazy region's bytes, one at a time */
     for (size_t i = 0; i < b->n_hbm && !rc; i++) {
         if (stopped(opt)) {
@@ -1120,8 +1099,8 @@ static int write_hbm(struct plena_moe_build *b, const struct plena_moe_build_opt
             break;
         }
         const struct plena_hbm_region *r = &b->hbm[i];
-        const uint8_t *bytes = plena_moe_build_region_bytes(b, r, &sc, NULL);
-        if (!bytes) {
+        const uint8_t *bytes;
+        if ((bytes_rc = plena_moe_build_region_bytes(b, r, &sc, &bytes, err))) {
             rc = 4;
             break;
         }
@@ -1155,7 +1134,7 @@ static int write_hbm(struct plena_moe_build *b, const struct plena_moe_build_opt
     if (rc) {
         unlink(tmpp);
         if (rc == 2) return PLENA_FAIL(err, PLENA_E_INTERNAL, path, "region beyond image end");
-        if (rc == 4) return fail_nomem(err);
+        if (rc == 4) return bytes_rc; /* recorded in err */
         if (rc == 3) return fail_stopped(err);
         return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot write: %s", strerror(errno));
     }
@@ -1258,7 +1237,7 @@ int plena_moe_build_run(const struct plena_moe_build_opts *o, struct plena_moe_b
     b->hbm_size = b->info.map.hbm_end;
     if (stopped(o)) return fail_stopped(err);
     if (!o->program_only && (rc = stage_all(o, b, err))) return rc;
-    if (!o->program_only && (rc = check_hbm_fits(b, o, err))) return rc;
+    if (!o->program_only && (rc = check_hbm_fits(b, err))) return rc;
     if (stopped(o)) return fail_stopped(err);
     (void)rup32;
     if (o->out_dir && (rc = write_dir(b, o, err))) return rc;

@@ -223,13 +223,14 @@ int plena_moe_build_routing(struct plena_moe_build_opts *o, const struct plena_m
 /* The staged region starting exactly at base, or NULL. */
 const struct plena_hbm_region *plena_moe_build_region(const struct plena_moe_build *b,
                                                       uint64_t base);
-/* Region r's bytes (r->n of them): r->bytes, or for a lazy region the
- * matrix read from b->image_path or else generated and encoded into s (valid
- * until s is used again or freed); NULL with err set (out of memory, or the
- * image could not be read). Thread-safe for distinct scratches. */
-const uint8_t *plena_moe_build_region_bytes(const struct plena_moe_build *b,
-                                            const struct plena_hbm_region *r,
-                                            struct plena_moe_scratch *s, struct plena_err *err);
+/* Region r's bytes (r->n of them) into *bytes: r->bytes, or for a lazy
+ * region the matrix read from b->image_path or else generated and encoded
+ * into s (valid until s is used again or freed). 0, PLENA_E_NOMEM, or
+ * PLENA_E_INPUT when the image cannot be read (short or failing: the message
+ * names the file). Thread-safe for distinct scratches. */
+int plena_moe_build_region_bytes(const struct plena_moe_build *b, const struct plena_hbm_region *r,
+                                 struct plena_moe_scratch *s, const uint8_t **bytes,
+                                 struct plena_err *err);
 
 /* HBM element/scale addresses of an MXFP8 [K_p, N_p] tensor at base (docs/lowering.md "Memory
  * ABI"). */

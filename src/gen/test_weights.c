@@ -71,7 +71,8 @@ static uint64_t build_digest(const struct plena_moe_build *b)
     uint64_t h = 0;
     struct plena_moe_scratch sc = {0};
     for (size_t i = 0; i < b->n_hbm; i++) {
-        const uint8_t *p = plena_moe_build_region_bytes(b, &b->hbm[i], &sc, NULL);
+        const uint8_t *p = NULL;
+        assert_int_equal(plena_moe_build_region_bytes(b, &b->hbm[i], &sc, &p, NULL), 0);
         assert_non_null(p);
         h = mix(h, &b->hbm[i].base, sizeof b->hbm[i].base);
         h = mix(h, &b->hbm[i].n, sizeof b->hbm[i].n);

@@ -8,9 +8,10 @@
 #include "common/err.h"
 #include "common/pool.h"
 
-/* One expert's work: part < plena_pool_size(pool) names the thread's scratch
- * (and the provider's slot); each part runs on one thread at a time. */
-typedef int (*plena_ref_expert_job)(void *ctx, uint32_t e, uint32_t part, struct plena_err *err);
+/* One expert's work (a plena_pool_for item, item = the expert): part <
+ * plena_pool_size(pool) names the thread's scratch (and the provider's
+ * slot); each part runs on one thread at a time. */
+typedef plena_pool_item_fn plena_ref_expert_job;
 
 /* fn for every expert e < E that has pairs (start[e] < start[e + 1]; start
  * NULL: every e, as for the row groups of the shared expert), the

@@ -6,6 +6,7 @@
  * here prints or chooses an exit code; results.json is never touched. */
 #include "replay/gates.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -114,15 +115,21 @@ int plena_replay_build_load_images(struct plena_moe_build *b, const char *dir,
             rc = PLENA_FAIL(err, PLENA_E_INPUT, p, "cannot read the region at byte %llu",
                             (unsigned long long)r->base);
     }
-    if (!rc && lazy && !b->image_path) {
-        int fd = dup(fileno(f));
+    if (!rc && lazy) {
+        /* this file replaces one an earlier call kept */
+        int fd = fcntl(fileno(f), F_DUPFD_CLOEXEC, 0);
         char *path = fd >= 0 ? plena_strdup(p) : NULL;
-        if (!path) {
-            if (fd >= 0) close(fd);
-            rc = PLENA_FAIL(err, fd >= 0 ? PLENA_E_NOMEM : PLENA_E_INPUT, p,
-                            fd >= 0 ? "out of memory" : "cannot keep the file open");
+        if (fd < 0) {
+            rc =
+                PLENA_FAIL(err, PLENA_E_INPUT, p, "cannot keep the file open: %s", strerror(errno));
+        } else if (!path) {
+            close(fd);
+            rc = PLENA_FAIL(err, PLENA_E_NOMEM, p, "out of memory");
         } else {
-            (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+            if (b->image_path) {
+                close(b->image_fd);
+                plena_free(b->image_path);
+            }
             b->image_fd = fd;
             b->image_path = path;
         }

@@ -318,7 +318,8 @@ static void test_load_images_lazy(void **state)
     for (size_t i = 0; i < b.n_hbm; i++) {
         if (!b.hbm[i].bytes && first_lazy == SIZE_MAX) first_lazy = i;
         lazy += !b.hbm[i].bytes;
-        const uint8_t *p = plena_moe_build_region_bytes(&b, &b.hbm[i], &sc, NULL);
+        const uint8_t *p = NULL;
+        assert_int_equal(plena_moe_build_region_bytes(&b, &b.hbm[i], &sc, &p, NULL), 0);
         want[i] = plena_malloc((size_t)b.hbm[i].n);
         memcpy(want[i], p, (size_t)b.hbm[i].n);
     }
@@ -334,7 +335,8 @@ static void test_load_images_lazy(void **state)
     assert_int_equal(plena_replay_build_load_images(&b, dir, &err), 0);
     assert_non_null(b.image_path);
     for (size_t i = 0; i < b.n_hbm; i++) {
-        const uint8_t *p = plena_moe_build_region_bytes(&b, &b.hbm[i], &sc, &err);
+        const uint8_t *p = NULL;
+        assert_int_equal(plena_moe_build_region_bytes(&b, &b.hbm[i], &sc, &p, &err), 0);
         assert_non_null(p);
         assert_memory_equal(p, want[i], (size_t)b.hbm[i].n);
     }
@@ -345,9 +347,12 @@ static void test_load_images_lazy(void **state)
     /* the file shrinks under the reopened build: an input error naming it */
     assert_int_equal(truncate(hbm, (off_t)b.hbm[first_lazy].base), 0);
     plena_err_clear(&err);
-    assert_null(plena_moe_build_region_bytes(&b, &b.hbm[first_lazy], &sc, &err));
+    const uint8_t *p = NULL;
+    assert_int_equal(plena_moe_build_region_bytes(&b, &b.hbm[first_lazy], &sc, &p, &err),
+                     PLENA_E_INPUT);
     assert_int_equal(err.code, PLENA_E_INPUT);
     assert_non_null(strstr(err.where, "hbm.bin"));
+    assert_non_null(strstr(err.msg, "shorter than"));
     plena_moe_scratch_free(&sc);
     for (size_t i = 0; i < b.n_hbm; i++)
         plena_free(want[i]);

@@ -38,10 +38,11 @@ static int decode_mx_into(const struct plena_moe_build *b, uint64_t base, uint32
      * time, into the caller's scratch when it keeps one (a provider slot:
      * no allocation and fresh pages per matrix) */
     struct plena_moe_scratch own = {0}, *sc = scratch ? scratch : &own;
-    const uint8_t *bytes = plena_moe_build_region_bytes(b, r, sc, err);
-    if (!bytes) {
+    const uint8_t *bytes;
+    int rc = plena_moe_build_region_bytes(b, r, sc, &bytes, err);
+    if (rc) {
         plena_moe_scratch_free(&own);
-        return err ? err->code : PLENA_E_NOMEM;
+        return rc;
     }
     const uint64_t ne = (uint64_t)K_p * N_p;
     struct plena_mx_lut lut;
@@ -389,10 +390,11 @@ static int load_memory(struct plena_emu *emu, const struct plena_moe_build *b,
 {
     struct plena_moe_scratch sc = {0};
     for (size_t i = 0; i < b->n_hbm; i++) {
-        const uint8_t *bytes = plena_moe_build_region_bytes(b, &b->hbm[i], &sc, err);
-        if (!bytes) {
+        const uint8_t *bytes;
+        int rc = plena_moe_build_region_bytes(b, &b->hbm[i], &sc, &bytes, err);
+        if (rc) {
             plena_moe_scratch_free(&sc);
-            return err ? err->code : PLENA_E_NOMEM;
+            return rc;
         }
         if (plena_emu_hbm_write(emu, b->hbm[i].base, bytes, (size_t)b->hbm[i].n, err)) {
             plena_moe_scratch_free(&sc);

@@ -445,7 +445,8 @@ static void test_lazy_experts(void **state)
         assert_int_equal(be.hbm[i].n, bl.hbm[i].n);
         assert_non_null(be.hbm[i].bytes);
         lazy += bl.hbm[i].bytes == NULL;
-        const uint8_t *p = plena_moe_build_region_bytes(&bl, &bl.hbm[i], &sc, NULL);
+        const uint8_t *p = NULL;
+        assert_int_equal(plena_moe_build_region_bytes(&bl, &bl.hbm[i], &sc, &p, NULL), 0);
         assert_non_null(p);
         assert_memory_equal(p, be.hbm[i].bytes, (size_t)be.hbm[i].n);
     }
