@@ -11,6 +11,11 @@
 # on the whole `plena moe` command (generation, the timed run with its stage
 # profile, the summary) with and without --timeline: what the timeline costs
 # the command a user types (issue 15: "under 10 % of the run's time").
+# With PERF=1, one `plena moe --timeline` runs under `perf record -e
+# cpu-clock` and the share of its samples in the functions of
+# src/timeline/timeline.c (read from the build's object file with nm) is
+# printed: a figure of one run that the host's noise between runs does not
+# move the way it moves CPU-time medians.
 # usage: bench/timeline_overhead.sh PLENA_BIN [BASE_BIN|-] [MODEL [TOKENS [RUNS]]]
 set -euo pipefail
 BIN=${1:?usage: timeline_overhead.sh PLENA_BIN [BASE_BIN|-] [MODEL [TOKENS [RUNS]]]}
@@ -71,4 +76,22 @@ if [ "${WHOLE:-0}" = 1 ]; then
   mo=$(median < moe_off.txt); mt=$(median < moe_tl.txt)
   echo "whole plena moe command, median of $RUNS runs (CPU ms)"
   awk -v o="$mo" -v t="$mt" 'BEGIN { printf "  off %.1f  timeline %.1f  timeline/off %.3f\n", o, t, t / o }'
+fi
+
+if [ "${PERF:-0}" = 1 ]; then
+  OBJ=$(dirname "$BIN")/src/timeline/CMakeFiles/plena_timeline_obj.dir/timeline.c.o
+  if ! command -v perf >/dev/null 2>&1 || [ ! -f "$OBJ" ]; then
+    echo "PERF=1: perf or $OBJ not found; skipped"
+    exit 0
+  fi
+  nm --defined-only "$OBJ" | awk '$2 ~ /^[tT]$/ { print $3 }' > syms.txt
+  perf record -q -e cpu-clock -F 999 -o perf.data "$BIN" moe --model "$MODEL" --tokens "$TOKENS" \
+    --routing random --out p --timeline tp.json >/dev/null 2>&1
+  perf report -i perf.data --no-children --sort symbol -F overhead,symbol --stdio 2>/dev/null |
+    awk 'NR == FNR { want[$1] = 1; next }
+         /^#/ || NF < 3 { next }
+         { pct = $1; sub(/%/, "", pct); total += pct; if ($3 in want) tl += pct }
+         END { printf "perf: timeline functions %.2f %% of the samples of one plena moe --timeline", tl
+               printf " (about %.1f %% of the command without them)\n", 100 * tl / (100 - tl) }' \
+      syms.txt -
 fi
