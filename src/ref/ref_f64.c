@@ -97,6 +97,92 @@ F64_SET(generic, )
 F64_SET(avx2, __attribute__((target("avx2"))))
 #endif
 
+/* The kernel for a few rows (fewer than F64_FEW_ROWS): the packing above
+ * converts each weight once per pass for all the rows, which a row or two
+ * does not repay (a few pairs per expert: a check at small T), so these read
+ * the floats and convert them as they go. RR rows of x, the columns [0, nc)
+ * of w (row stride ldw), weight rows [k0, k0 + kb) added into y in
+ * increasing k, F64_FEW_KB rows per step: the same chain. */
+typedef float f32_v4 __attribute__((vector_size(16)));
+#define F64_FEW_ROWS  4
+#define F64_FEW_KB    8
+#define F64_FEW_PANEL 128 /* columns per panel: its outputs stay in L1 */
+
+#define F64_FEW_PASS(RR, NK)                                                                       \
+    double xv[RR][NK]; /* hoisted: y may alias x as far as the compiler knows */                   \
+    for (uint32_t i = 0; i < RR; i++)                                                              \
+        for (uint32_t j = 0; j < NK; j++)                                                          \
+            xv[i][j] = x[i * ldx + k0 + j];                                                        \
+    for (uint32_t n = 0; n + 4 <= nc; n += 4) {                                                    \
+        f64_v4 wv[NK];                                                                             \
+        _Pragma("GCC unroll 8") for (uint32_t j = 0; j < NK; j++)                                  \
+        {                                                                                          \
+            f32_v4 t;                                                                              \
+            memcpy(&t, w + (size_t)(k0 + j) * ldw + n, sizeof t);                                  \
+            wv[j] = __builtin_convertvector(t, f64_v4);                                            \
+        }                                                                                          \
+        _Pragma("GCC unroll 4") for (uint32_t i = 0; i < RR; i++)                                  \
+        {                                                                                          \
+            f64_v4 a = {0.0, 0.0, 0.0, 0.0};                                                       \
+            if (k0) memcpy(&a, y + i * ldy + n, sizeof a);                                         \
+            _Pragma("GCC unroll 8") for (uint32_t j = 0; j < NK; j++) a = a + xv[i][j] * wv[j];    \
+            memcpy(y + i * ldy + n, &a, sizeof a);                                                 \
+        }                                                                                          \
+    }
+
+#define F64_FEW_FN(NAME, RR, ATTR)                                                                 \
+    ATTR static void NAME(const double *x, size_t ldx, uint32_t k0, uint32_t kb, const float *w,   \
+                          size_t ldw, uint32_t nc, double *y, size_t ldy)                          \
+    {                                                                                              \
+        if (kb == F64_FEW_KB) {                                                                    \
+            F64_FEW_PASS(RR, F64_FEW_KB)                                                           \
+        } else {                                                                                   \
+            for (uint32_t j = 0; j < kb; j++, k0++) {                                              \
+                F64_FEW_PASS(RR, 1)                                                                \
+            }                                                                                      \
+            k0 -= kb;                                                                              \
+        }                                                                                          \
+        for (uint32_t i = 0; i < RR; i++) /* scalar tail columns */                                \
+            for (uint32_t n = nc / 4 * 4; n < nc; n++) {                                           \
+                double acc = k0 ? y[i * ldy + n] : 0.0;                                            \
+                for (uint32_t j = 0; j < kb; j++)                                                  \
+                    acc += x[i * ldx + k0 + j] * (double)w[(size_t)(k0 + j) * ldw + n];            \
+                y[i * ldy + n] = acc;                                                              \
+            }                                                                                      \
+    }
+
+typedef void (*f64_few_fn)(const double *x, size_t ldx, uint32_t k0, uint32_t kb, const float *w,
+                           size_t ldw, uint32_t nc, double *y, size_t ldy);
+#define F64_FEW_SET(SUFFIX, ATTR)                                                                  \
+    F64_FEW_FN(few1_##SUFFIX, 1, ATTR)                                                             \
+    F64_FEW_FN(few2_##SUFFIX, 2, ATTR)                                                             \
+    F64_FEW_FN(few3_##SUFFIX, 3, ATTR)                                                             \
+    static const f64_few_fn few_##SUFFIX[F64_FEW_ROWS - 1] = {few1_##SUFFIX, few2_##SUFFIX,        \
+                                                              few3_##SUFFIX};
+F64_FEW_SET(generic, )
+#ifdef F64_HAVE_AVX2
+F64_FEW_SET(avx2, __attribute__((target("avx2"))))
+#endif
+
+/* matvec_rows for m < F64_FEW_ROWS rows: panels of columns, F64_FEW_KB
+ * weight rows per step. */
+static void matvec_few_rows(const double *x, size_t ldx, uint32_t m, uint32_t K, const float *w,
+                            uint32_t N, double *y, size_t ldy)
+{
+    const f64_few_fn *f = few_generic;
+#ifdef F64_HAVE_AVX2
+    if (plena_cpu_has_avx2()) f = few_avx2;
+#endif
+    if (!m) return;
+    for (uint32_t c0 = 0; c0 < N; c0 += F64_FEW_PANEL) {
+        const uint32_t nc = N - c0 < F64_FEW_PANEL ? N - c0 : F64_FEW_PANEL;
+        for (uint32_t k0 = 0; k0 < K; k0 += F64_FEW_KB) {
+            const uint32_t kb = K - k0 < F64_FEW_KB ? K - k0 : F64_FEW_KB;
+            f[m - 1](x, ldx, k0, kb, w + c0, N, nc, y + c0, ldy);
+        }
+    }
+}
+
 /* Columns per packed group: KC x 64 doubles (64 KiB, in L2) read from w a
  * row segment of 256 bytes at a time -- the rows of w are a page or more
  * apart in wide layers, so reading them in 32-byte pieces block by block
@@ -126,7 +212,8 @@ static void f64_pack(const float *w, size_t ldw, uint32_t k0, uint32_t kb, uint3
 }
 
 /* matvec for m rows of x (stride ldx) into y (stride ldy), each output the
- * same sum in the same order as matvec: passes of F64_KC weight rows; in a
+ * same sum in the same order as matvec (a few rows: matvec_few_rows); else
+ * passes of F64_KC weight rows; in a
  * pass, groups of F64_GROUP columns packed, each 8-column block (the last
  * one of 4) run over every row block, then the last columns one at a time. */
 static void matvec_rows(const double *x, size_t ldx, uint32_t m, uint32_t K, const float *w,
@@ -140,6 +227,10 @@ static void matvec_rows(const double *x, size_t ldx, uint32_t m, uint32_t K, con
         for (uint32_t i = 0; i < m; i++)
             for (uint32_t n = 0; n < N; n++)
                 y[i * ldy + n] = 0.0;
+        return;
+    }
+    if (m < F64_FEW_ROWS) {
+        matvec_few_rows(x, ldx, m, K, w, N, y, ldy);
         return;
     }
     double pk[F64_KC * F64_GROUP]; /* 64 KiB */

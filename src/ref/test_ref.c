@@ -407,7 +407,8 @@ static void test_streaming_provider(void **state)
     free(h), free(out_a), free(out_s), free(f_a), free(f_s);
 }
 
-/* The float64 reference on a two-expert layer of hidden width H (I = 84)
+/* The float64 reference on a two-expert layer of hidden width H and expert
+ * width I
  * and T <= 128 tokens, every token on both experts: evaluated for all
  * tokens at once (pairs of one expert batched) and one token alone, the
  * same doubles; and both equal plain loops written here (each product sum
@@ -415,11 +416,14 @@ static void test_streaming_provider(void **state)
  * bit for bit. H = 70 gives the kernels' single tail columns; H = 300 sums
  * over more than one pass of weight rows (128 each), packs column groups of
  * 64 with a 4-wide last block (300 = 4 x 64 + 5 x 8 + 4), and T = 100 rows
- * per expert two row batches (96 + 4) and row blocks of 6 with a rest. */
-static void f64_two_experts(uint32_t H, uint32_t T)
+ * per expert two row batches (96 + 4) and row blocks of 6 with a rest;
+ * I = 262 gives tail columns in the gate/up products and, in the down
+ * product, more than one pass with tail columns carried between passes; T
+ * <= 3 (and every single token) take the few-rows kernel. */
+static void f64_two_experts(uint32_t H, uint32_t I, uint32_t T)
 {
-    enum { I = 84, E = 2, K = 2, TMAX = 128 };
-    assert_true(T <= TMAX);
+    enum { E = 2, K = 2, TMAX = 128, IMAX = 300 };
+    assert_true(T <= TMAX && I <= IMAX);
     struct plena_moe_ref_cfg cfg = fixed_cfg(T, H, I, E, K);
     cfg.placement = PLENA_ROUTE_OUTPUT;
     float *h = fill((size_t)T * H, 0.5f);
@@ -449,7 +453,7 @@ static void f64_two_experts(uint32_t H, uint32_t T)
         double *y = want + (size_t)t * H;
         for (uint32_t j = 0; j < K; j++) {
             const uint32_t e = ids[t * K + j];
-            double g[I], u[I];
+            double g[IMAX], u[IMAX];
             for (uint32_t n = 0; n < I; n++) {
                 g[n] = u[n] = 0.0;
                 for (uint32_t k = 0; k < H; k++) {
@@ -475,9 +479,11 @@ static void f64_two_experts(uint32_t H, uint32_t T)
 static void test_f64_batched_equals_single(void **state)
 {
     (void)state;
-    f64_two_experts(64, 9);
-    f64_two_experts(70, 9);
-    f64_two_experts(300, 100);
+    f64_two_experts(64, 84, 9);
+    f64_two_experts(70, 84, 9);
+    f64_two_experts(300, 84, 100);
+    f64_two_experts(70, 262, 9);
+    f64_two_experts(70, 262, 2);
 }
 
 /* The tile kernel against the plain chain (written here): every R, widths
