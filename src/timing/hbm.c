@@ -933,13 +933,10 @@ static void refresh_step(struct plena_hbm *h, uint64_t t)
             for (size_t i = 0; i < c->n_open; i++) {
                 uint32_t b = c->open[i];
                 struct bank *bk = &h->banks[b];
-                struct pch *pc = &h->pcs[b >> (h->g_bits + h->k_bits)];
                 bk->open = 0;
                 bk->n_hits = 0;
                 bk->n_whits = 0;
-                bk->reps_dirty = 1;
-                pc->col_dirty = 1;
-                pc->row_dirty = 1;
+                bank_changed(h, b);
             }
             c->n_open = 0;
         }
@@ -1064,7 +1061,8 @@ static void tick(struct plena_hbm *h, uint64_t t, int full)
     /* the guards of steps 1 and 2 inline: most ticks need neither */
     if (p->nREFI > 0 && t >= h->next_ref) {
         /* the closes due before this tick came before its refresh */
-        if (!full && p->row_idle_close > 0 && h->idle_min_all <= t - h->T) idle_step(h, t - h->T);
+        if (!full && !h->exhaustive && p->row_idle_close > 0 && h->idle_min_all <= t - h->T)
+            idle_step(h, t - h->T); /* (the literal model took step 2 at every tick) */
         refresh_step(h, t);
     }
     if (p->row_idle_close > 0) {
