@@ -421,20 +421,35 @@ int plena_moe_rmsnorm_f64(const struct plena_moe_ref_cfg *cfg, const struct plen
 /* Rows of one expert (or of the shared expert) evaluated together. */
 #define F64_BATCH 96
 
-/* One part's buffers of the float64 FFNs: F64_BATCH rows. */
+/* One part's buffers of the float64 FFNs, for `rows` rows (at most
+ * F64_BATCH): g and u always, the routed experts' input and output rows
+ * (o, xin) only when asked for (the shared expert reads and writes its
+ * caller's arrays). Grown to what a call needs, not F64_BATCH rows of every
+ * one up front: about 14 MB per thread for deepseek-v3's shape. */
 struct f64_bufs {
     double *g, *u, *o, *xin;
+    size_t rows, rows_io;
 };
 
-static int f64_bufs_get(struct f64_bufs *b, uint32_t H, uint32_t width)
+static int f64_grow(double **p, size_t n)
 {
-    if (b->g) return 1;
-    const size_t B = F64_BATCH;
-    b->g = plena_malloc((B * width + 1) * sizeof *b->g);
-    b->u = plena_malloc((B * width + 1) * sizeof *b->u);
-    b->o = plena_malloc(B * H * sizeof *b->o);
-    b->xin = plena_malloc(B * H * sizeof *b->xin);
-    return b->g && b->u && b->o && b->xin;
+    double *q = plena_realloc(*p, (n + 1) * sizeof *q);
+    if (!q) return 0;
+    *p = q;
+    return 1;
+}
+
+static int f64_bufs_get(struct f64_bufs *b, uint32_t H, uint32_t width, size_t rows, int io)
+{
+    if (b->rows < rows) {
+        if (!f64_grow(&b->g, rows * width) || !f64_grow(&b->u, rows * width)) return 0;
+        b->rows = rows;
+    }
+    if (io && b->rows_io < rows) {
+        if (!f64_grow(&b->o, rows * H) || !f64_grow(&b->xin, rows * H)) return 0;
+        b->rows_io = rows;
+    }
+    return 1;
 }
 
 static void f64_bufs_free(struct f64_bufs *b, uint32_t parts)
@@ -468,7 +483,8 @@ static int pairs_f64_compute(struct pairs_f64_job *j, uint32_t e, uint32_t part,
     const uint32_t H = cfg->H, k = cfg->k;
     const size_t *order = j->order, *start = j->start;
     struct f64_bufs *b = &j->bufs[part];
-    if (!f64_bufs_get(b, H, cfg->I))
+    const size_t pairs = start[e + 1] - start[e];
+    if (!f64_bufs_get(b, H, cfg->I, pairs < F64_BATCH ? pairs : F64_BATCH, 1))
         return PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
     for (size_t i0 = start[e]; i0 < start[e + 1]; i0 += F64_BATCH) {
         const uint32_t m =
@@ -520,7 +536,7 @@ static int shared_f64_rows(void *ctx, uint32_t grp, uint32_t part, struct plena_
     const uint32_t H = j->cfg->H, r0 = grp * F64_BATCH;
     const uint32_t m = j->n - r0 < F64_BATCH ? j->n - r0 : F64_BATCH;
     struct f64_bufs *b = &j->bufs[part];
-    if (!f64_bufs_get(b, H, j->cfg->Is))
+    if (!f64_bufs_get(b, H, j->cfg->Is, m, 0))
         return PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
     const struct plena_moe_ref_expert x = {j->in->ws_gate, j->in->ws_up, j->in->ws_down,
                                            NULL,           NULL,         NULL};
