@@ -42,11 +42,14 @@ static float *fill(size_t n, float scale)
     return p;
 }
 
-/* tile kernel: GMAC per CPU second for R rows */
+/* tile kernel: GMAC per CPU second for R rows (R <= 16: 12 and more take
+ * the register-blocked kernel, PLENA_REF_TILE_BLOCK_ROWS) */
 static double tile_rate(uint32_t R)
 {
-    enum { K = 64, N = 768 };
-    float *x = fill(4 * K, 1.0f), *w = fill((size_t)K * N, 1.0f), *td = malloc(4 * N * 4);
+    enum { K = 64, N = 768, RMAX = 16 };
+    if (R > RMAX) return 0.0;
+    float *x = fill((size_t)RMAX * K, 1.0f), *w = fill((size_t)K * N, 1.0f),
+          *td = malloc((size_t)RMAX * N * sizeof(float));
     double c0 = thread_cpu(), macs = 0;
     while (thread_cpu() - c0 < 0.5) {
         for (int rep = 0; rep < 200; rep++)
@@ -69,8 +72,9 @@ int main(int argc, char **argv)
     }
     const uint32_t T = (uint32_t)T_arg, E = (uint32_t)E_arg, threads = (uint32_t)threads_arg;
     enum { H = 2048, I = 768, K = 8 };
-    printf("tile kernel: R=1 %.2f GMAC/s, R=4 %.2f GMAC/s (one thread, CPU time)\n", tile_rate(1),
-           tile_rate(4));
+    printf(
+        "tile kernel: R=1 %.2f GMAC/s, R=4 %.2f GMAC/s, R=16 %.2f GMAC/s (one thread, CPU time)\n",
+        tile_rate(1), tile_rate(4), tile_rate(16));
     struct plena_moe_ref_cfg cfg = {.T = T,
                                     .H = H,
                                     .I = I,

@@ -94,10 +94,16 @@ int plena_file_read_range(const char *path, uint64_t offset, void *buf, size_t n
 {
     int fd = open(path, O_RDONLY);
     if (fd < 0) return PLENA_FAIL(err, PLENA_E_INPUT, path, "cannot open: %s", strerror(errno));
-    long long got = plena_fd_read_all(fd, buf, n, offset);
-    int e = errno;
+    int rc = plena_fd_read_range(fd, path, offset, buf, n, err);
     close(fd);
-    if (got < 0) return PLENA_FAIL(err, PLENA_E_INPUT, path, "cannot read: %s", strerror(e));
+    return rc;
+}
+
+int plena_fd_read_range(int fd, const char *path, uint64_t offset, void *buf, size_t n,
+                        struct plena_err *err)
+{
+    long long got = plena_fd_read_all(fd, buf, n, offset);
+    if (got < 0) return PLENA_FAIL(err, PLENA_E_INPUT, path, "cannot read: %s", strerror(errno));
     if ((size_t)got < n)
         return PLENA_FAIL(err, PLENA_E_INPUT, path,
                           "shorter than %llu bytes (needed %zu bytes at offset %llu)",

@@ -46,6 +46,9 @@ int plena_file_check_output(const char *path, struct plena_err *err);
 /* Reads n bytes of fd at byte `offset` (pread, EINTR retried): the count
  * read, fewer than n only at the end of the file, or -1 with errno set. */
 long long plena_fd_read_all(int fd, void *buf, size_t n, uint64_t offset);
+/* plena_file_read_range on an open descriptor (path names it in errors). */
+int plena_fd_read_range(int fd, const char *path, uint64_t offset, void *buf, size_t n,
+                        struct plena_err *err);
 /* Writes all n bytes to fd, at byte `offset` (pwrite) or, with offset < 0,
  * at the file position (write); EINTR retried. 0, or -1 with errno set
  * (ENOSPC when the system call made no progress). */

@@ -254,15 +254,9 @@ int plena_moe_build_region_bytes(const struct plena_moe_build *b, const struct p
         return PLENA_FAIL(err, PLENA_E_NOMEM, "build",
                           "out of memory for a %llu-byte expert matrix", (unsigned long long)r->n);
     if (b->image_path) {
-        long long got = plena_fd_read_all(b->image_fd, s->bytes, (size_t)r->n, r->base);
-        if (got < 0)
-            return PLENA_FAIL(err, PLENA_E_INPUT, b->image_path, "cannot read: %s",
-                              strerror(errno));
-        if ((uint64_t)got < r->n)
-            return PLENA_FAIL(err, PLENA_E_INPUT, b->image_path,
-                              "shorter than %llu bytes (needed %llu bytes at offset %llu)",
-                              (unsigned long long)(r->base + r->n), (unsigned long long)r->n,
-                              (unsigned long long)r->base);
+        int rc =
+            plena_fd_read_range(b->image_fd, b->image_path, r->base, s->bytes, (size_t)r->n, err);
+        if (rc) return rc;
     } else {
         uint32_t K, N, K_p, N_p;
         expert_shape(b, r->matrix, &K, &N, &K_p, &N_p);
@@ -578,6 +572,7 @@ static int fill_experts(struct plena_moe_build *b, size_t first, uint32_t thread
 {
     struct fill_job j = {b, first};
     struct plena_pool *pool = threads > 1 ? plena_pool_new(threads) : NULL;
+    if (threads > 1 && !pool) return PLENA_E_NOMEM; /* as the check's pools: no silent 1 thread */
     int rc = plena_pool_for(pool, (uint32_t)(b->n_hbm - first), fill_matrix, &j, NULL);
     plena_pool_free(pool);
     return rc;
