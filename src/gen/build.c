@@ -1022,10 +1022,11 @@ static int fail_stopped(struct plena_err *err)
 
 /* The bytes hbm.bin materialises: its non-zero 4 KiB chunks (the rest of
  * the apparent size is a hole that reads 0); a lazy region counts in full
- * unless `exact` (then it is generated to be counted): *bound says whether
- * the sum is an upper bound. */
-static int hbm_materialised(const struct plena_moe_build *b, int exact, uint64_t *sum, int *bound,
-                            struct plena_err *err)
+ * unless `exact` (then it is generated to be counted, polling the stop flag
+ * before each region: generating every routed matrix of a large model takes
+ * seconds): *bound says whether the sum is an upper bound. */
+static int hbm_materialised(const struct plena_moe_build *b, const struct plena_moe_build_opts *o,
+                            int exact, uint64_t *sum, int *bound, struct plena_err *err)
 {
     struct plena_moe_scratch sc = {0};
     *sum = 0;
@@ -1037,6 +1038,10 @@ static int hbm_materialised(const struct plena_moe_build *b, int exact, uint64_t
             *sum += r->n;
             *bound = 1;
             continue;
+        }
+        if (!r->bytes && stopped(o)) {
+            rc = fail_stopped(err);
+            break;
         }
         const uint8_t *p;
         if (!(rc = plena_moe_build_region_bytes(b, r, &sc, &p, err)))
@@ -1052,13 +1057,14 @@ static int hbm_materialised(const struct plena_moe_build *b, int exact, uint64_t
  * warns; the checks enlarge HBM to the image): docs/design.md "HBM images
  * larger than HBM_SIZE". Lazy regions count in full first; only when that
  * bound does not fit are they generated to be counted exactly. */
-static int check_hbm_fits(const struct plena_moe_build *b, struct plena_err *err)
+static int check_hbm_fits(const struct plena_moe_build *b, const struct plena_moe_build_opts *o,
+                          struct plena_err *err)
 {
     uint64_t used;
     int bound, rc;
     const uint64_t cap = b->cfg.m.hbm_size;
-    if ((rc = hbm_materialised(b, 0, &used, &bound, err))) return rc;
-    if (used > cap && bound && (rc = hbm_materialised(b, 1, &used, &bound, err))) return rc;
+    if ((rc = hbm_materialised(b, o, 0, &used, &bound, err))) return rc;
+    if (used > cap && bound && (rc = hbm_materialised(b, o, 1, &used, &bound, err))) return rc;
     if (used <= cap) return 0;
     return PLENA_FAIL(err, PLENA_E_INPUT, "HBM_SIZE",
                       "model %s needs %llu bytes of HBM data (image of %llu bytes), more than "
@@ -1232,7 +1238,7 @@ int plena_moe_build_run(const struct plena_moe_build_opts *o, struct plena_moe_b
     b->hbm_size = b->info.map.hbm_end;
     if (stopped(o)) return fail_stopped(err);
     if (!o->program_only && (rc = stage_all(o, b, err))) return rc;
-    if (!o->program_only && (rc = check_hbm_fits(b, err))) return rc;
+    if (!o->program_only && (rc = check_hbm_fits(b, o, err))) return rc;
     if (stopped(o)) return fail_stopped(err);
     (void)rup32;
     if (o->out_dir && (rc = write_dir(b, o, err))) return rc;

@@ -69,8 +69,9 @@ struct plena_moe_build_opts {
     int lazy_experts;    /* routed expert weights lazy at any size (else above
                           * PLENA_MOE_LAZY_EXPERT_BYTES): for callers that do not
                           * read them back (plena moe without --check), and tests */
-    /* set by a signal handler (may be NULL): polled between the phases and
-     * while hbm.bin is written; a set flag ends the build with
+    /* set by a signal handler (may be NULL): polled between the phases,
+     * before each lazy matrix the exact HBM fit count generates, and while
+     * hbm.bin is written; a set flag ends the build with
      * PLENA_E_INTERRUPTED, files already renamed kept, hbm.bin's temporary removed */
     const volatile sig_atomic_t *stop;
     /* DEVICE routing: the experts the device will reach, so that only those

@@ -412,6 +412,45 @@ static void test_stop(void **state)
     assert_int_equal(plena_test_rmtree(dir), 0);
 }
 
+/* SIGINT while the build counts HBM exactly (the lazy matrices counted in
+ * full do not fit HBM_SIZE, so each is generated to be counted): the count
+ * polls the stop flag, so the build ends PLENA_E_INTERRUPTED rather than
+ * with the count's verdict. The flag is set by the reachable-experts hook,
+ * which the build calls after the phase poll before staging. */
+static volatile sig_atomic_t g_fit_stop;
+static int reach_and_stop(const struct plena_moe_build *b, uint8_t *present, uint32_t *ids,
+                          struct plena_err *err)
+{
+    g_fit_stop = 1;
+    return plena_verify_reachable_experts(b, present, ids, err);
+}
+
+static void test_stop_in_fit_count(void **state)
+{
+    (void)state;
+    struct plena_moe_build_opts o;
+    plena_moe_build_opts_init(&o, plena_model_preset_find("tiny-route-128x8"), &g_m, 64);
+    o.cfg.routing = PLENA_ROUTING_DEVICE;
+    o.lazy_experts = 1;
+    o.cfg.m.hbm_size = 4096; /* far below the data, counted in full or exactly */
+    o.stop = &g_fit_stop;
+    struct plena_moe_build b;
+    struct plena_err err;
+    plena_err_clear(&err);
+    /* not stopped: the exact count's verdict */
+    o.reachable_experts = plena_verify_reachable_experts;
+    g_fit_stop = 0;
+    assert_int_equal(plena_moe_build_run(&o, &b, &err), PLENA_E_INPUT);
+    assert_string_equal(err.where, "HBM_SIZE");
+    plena_moe_build_free(&b);
+    /* stopped before the count */
+    o.reachable_experts = reach_and_stop;
+    plena_err_clear(&err);
+    assert_int_equal(plena_moe_build_run(&o, &b, &err), PLENA_E_INTERRUPTED);
+    plena_moe_build_free(&b);
+    g_fit_stop = 0;
+}
+
 /* Routed expert weights as lazy regions (generated when needed, as the
  * build does above PLENA_MOE_LAZY_EXPERT_BYTES): the same hbm.bin byte for
  * byte, the same region bytes on demand, and the check (reusing the timed
@@ -532,10 +571,15 @@ static void test_utilisation_target(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_bit_identity), cmocka_unit_test(test_skew),
-    cmocka_unit_test(test_device),       cmocka_unit_test(test_static_size),
-    cmocka_unit_test(test_counters),     cmocka_unit_test(test_lazy_experts),
-    cmocka_unit_test(test_stop),         cmocka_unit_test(test_utilisation_target),
+    cmocka_unit_test(test_bit_identity),
+    cmocka_unit_test(test_skew),
+    cmocka_unit_test(test_device),
+    cmocka_unit_test(test_static_size),
+    cmocka_unit_test(test_counters),
+    cmocka_unit_test(test_lazy_experts),
+    cmocka_unit_test(test_stop),
+    cmocka_unit_test(test_stop_in_fit_count),
+    cmocka_unit_test(test_utilisation_target),
 };
 
 int main(void)
