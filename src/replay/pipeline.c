@@ -474,13 +474,12 @@ static int functional_step(struct ctx *c, struct plena_err *err)
     float *gate = plena_calloc(c->T ? c->T : 1, sizeof *gate);
     float *moe = plena_calloc(n ? n : 1, sizeof *moe);
     float *xn = plena_calloc(n ? n : 1, sizeof *xn);
-    double *x64 = plena_calloc(n ? n : 1, sizeof *x64);
     double *ref64x = plena_calloc(n ? n : 1, sizeof *ref64x);
     struct plena_verify_refdata rd;
     memset(&rd, 0, sizeof rd);
     char why[256] = "";
     int rc = 0;
-    if (!out || !ref || !ref64 || !gate || !moe || !xn || !x64 || !ref64x) {
+    if (!out || !ref || !ref64 || !gate || !moe || !xn || !ref64x) {
         rc = PLENA_FAIL(err, PLENA_E_NOMEM, c->dir, "out of memory");
         goto done;
     }
@@ -520,14 +519,16 @@ static int functional_step(struct ctx *c, struct plena_err *err)
     }
     for (size_t i = 0; i < n; i++)
         outf[i] = plena_num_bf16_to_f32(out[i]);
-    ci.rel_rms_f64 = plena_moe_rel_rms_moe(&rd.cfg, &rd.in, moe, ref64x);
-    ci.rel_rms_f64_norm = 0.0;
-    if (rd.cfg.residual == PLENA_RESIDUAL_PRE_NORM) {
-        plena_moe_rmsnorm_f64(&rd.cfg, &rd.in, x64);
-        ci.rel_rms_f64_norm = plena_moe_rel_rms_norm(&rd.cfg, xn, x64);
-    }
-    ci.rel_rms_f64_full = plena_moe_rel_rms_full(&rd.cfg, outf, ref64);
+    struct plena_verify_bounds bd;
+    int brc = plena_verify_bounds_measure(&rd, moe, ref64x, outf, ref64, xn, &bd, err);
     plena_free(outf);
+    if (brc) {
+        rc = brc;
+        goto done;
+    }
+    ci.rel_rms_f64 = bd.moe;
+    ci.rel_rms_f64_full = bd.full;
+    ci.rel_rms_f64_norm = bd.norm;
     ci.rel_rms_bound = PLENA_MOE_REL_RMS_BOUND;
     ci.T = c->T;
     ci.H = c->build.cfg.H;
@@ -561,7 +562,6 @@ done:
     plena_free(gate);
     plena_free(moe);
     plena_free(xn);
-    plena_free(x64);
     plena_free(ref64x);
     return rc;
 }

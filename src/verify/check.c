@@ -607,6 +607,24 @@ void plena_verify_fused_free(struct plena_verify_fused *f)
     f->f64 = NULL;
 }
 
+int plena_verify_bounds_measure(const struct plena_verify_refdata *rd, const float *moe,
+                                const double *o64x, const float *out, const double *o64,
+                                const float *xn, struct plena_verify_bounds *bd,
+                                struct plena_err *err)
+{
+    bd->moe = plena_moe_rel_rms_moe(&rd->cfg, &rd->in, moe, o64x);
+    bd->full = plena_moe_rel_rms_full(&rd->cfg, out, o64);
+    bd->norm = 0.0;
+    if (rd->cfg.residual != PLENA_RESIDUAL_PRE_NORM) return 0;
+    size_t n = (size_t)rd->cfg.T * rd->cfg.H;
+    double *x64 = plena_malloc((n + 1) * sizeof *x64);
+    if (!x64) return nomem(err);
+    int rc = plena_moe_rmsnorm_f64(&rd->cfg, &rd->in, x64);
+    if (!rc) bd->norm = plena_moe_rel_rms_norm(&rd->cfg, xn, x64);
+    plena_free(x64);
+    return rc;
+}
+
 int plena_verify_check(const struct plena_moe_build *b, const struct plena_verify_device *d,
                        struct plena_verify_result *r, struct plena_err *err)
 {
@@ -635,9 +653,9 @@ int plena_verify_check_threads(const struct plena_moe_build *b, const struct ple
     float *w = plena_malloc((np + 1) * sizeof *w), *g = plena_malloc((T + 1) * sizeof *g);
     double *o64 = plena_malloc(n * sizeof *o64);
     float *moe = plena_malloc(n * sizeof *moe), *xn = plena_malloc(n * sizeof *xn);
-    double *o64x = plena_malloc(n * sizeof *o64x), *x64 = plena_malloc(n * sizeof *x64);
+    double *o64x = plena_malloc(n * sizeof *o64x);
     struct plena_verify_fused fu = {&rd, NULL, NULL, NULL, NULL, NULL};
-    if (!out || !dev || !ids || !ids64 || !w || !g || !o64 || !moe || !xn || !o64x || !x64) {
+    if (!out || !dev || !ids || !ids64 || !w || !g || !o64 || !moe || !xn || !o64x) {
         rc = nomem(err);
         goto done;
     }
@@ -715,13 +733,11 @@ int plena_verify_check_threads(const struct plena_moe_build *b, const struct ple
      * RMSNorm and the whole output (add-back) are bounded separately. Both
      * float64 layers in one pass over the weights. */
     if ((rc = plena_verify_fused_end(&fu, o64, o64x, err))) goto done;
-    r->rel_rms = plena_moe_rel_rms_moe(&rd.cfg, &rd.in, moe, o64x);
-    r->rel_rms_full = plena_moe_rel_rms_full(&rd.cfg, dev, o64);
-    r->rel_rms_norm = 0.0;
-    if (rd.cfg.residual == PLENA_RESIDUAL_PRE_NORM) {
-        plena_moe_rmsnorm_f64(&rd.cfg, &rd.in, x64);
-        r->rel_rms_norm = plena_moe_rel_rms_norm(&rd.cfg, xn, x64);
-    }
+    struct plena_verify_bounds bd;
+    if ((rc = plena_verify_bounds_measure(&rd, moe, o64x, dev, o64, xn, &bd, err))) goto done;
+    r->rel_rms = bd.moe;
+    r->rel_rms_full = bd.full;
+    r->rel_rms_norm = bd.norm;
     /* zero weights or zero input: the maths is not exercised (docs/replay.md
      * "Gates": zero_input_smoke), the bound does not apply */
     r->numerical = b->weights != PLENA_WEIGHTS_ZERO && b->input != PLENA_INPUT_ZEROS;
@@ -743,7 +759,6 @@ done:
     plena_free(moe);
     plena_free(xn);
     plena_free(o64x);
-    plena_free(x64);
     plena_verify_fused_free(&fu);
     plena_verify_refdata_free(&rd);
     plena_pool_free(pool);

@@ -305,6 +305,58 @@ static void test_s1(void **state)
     free_case(&e);
 }
 
+/* The check's three float64 bounds measure what docs/design.md says (the
+ * bit-exact MoE output against the float64 MoE from the machine's x_norm;
+ * the whole output against the float64 layer from h; x_norm against the
+ * float64 RMSNorm): recomputed here from the references with that pairing,
+ * they equal the check's figures exactly, and the swapped pairings give
+ * other values (so a swap in plena_verify_bounds_measure or its callers
+ * fails this test). */
+static void test_bounds_pairing(void **state)
+{
+    (void)state;
+    struct tcase tc = {"tiny-ds-shared", 8, PLENA_WEIGHTS_RANDOM, 0, NULL, 0};
+    struct ecase e;
+    run_case(&tc, &e);
+    assert_true(e.r.passed);
+    struct plena_verify_refdata rd;
+    struct plena_err err;
+    plena_err_clear(&err);
+    assert_int_equal(plena_verify_refdata_from_build(&e.b, &rd, &err), 0);
+    assert_int_equal(rd.cfg.residual, PLENA_RESIDUAL_PRE_NORM);
+    const size_t n = (size_t)rd.cfg.T * rd.cfg.H;
+    float *out = plena_malloc(n * sizeof *out), *moe = plena_malloc(n * sizeof *moe);
+    float *xn = plena_malloc(n * sizeof *xn), *dev = plena_malloc(n * sizeof *dev);
+    double *o64 = plena_malloc(n * sizeof *o64), *o64x = plena_malloc(n * sizeof *o64x);
+    double *x64 = plena_malloc(n * sizeof *x64);
+    assert_true(out && moe && xn && dev && o64 && o64x && x64);
+    struct plena_moe_ref_out ro = {out, NULL, NULL, NULL, moe, xn, 0};
+    assert_int_equal(plena_moe_reference(&rd.cfg, &rd.in, &ro, &err), 0);
+    assert_int_equal(
+        plena_moe_reference_f64_pair(&rd.cfg, &rd.in, xn, rd.in.fixed_ids, o64, o64x, &err), 0);
+    assert_int_equal(plena_moe_rmsnorm_f64(&rd.cfg, &rd.in, x64), 0);
+    for (size_t i = 0; i < n; i++)
+        dev[i] = plena_num_bf16_to_f32(e.d.out[i]);
+    const double want_moe = plena_moe_rel_rms_moe(&rd.cfg, &rd.in, moe, o64x);
+    const double want_full = plena_moe_rel_rms_full(&rd.cfg, dev, o64);
+    const double want_norm = plena_moe_rel_rms_norm(&rd.cfg, xn, x64);
+    assert_true(want_moe > 0 && want_full > 0 && want_norm > 0);
+    assert_true(e.r.rel_rms == want_moe);
+    assert_true(e.r.rel_rms_full == want_full);
+    assert_true(e.r.rel_rms_norm == want_norm);
+    assert_true(plena_moe_rel_rms_moe(&rd.cfg, &rd.in, moe, o64) != want_moe);
+    assert_true(plena_moe_rel_rms_full(&rd.cfg, dev, o64x) != want_full);
+    plena_free(out);
+    plena_free(moe);
+    plena_free(xn);
+    plena_free(dev);
+    plena_free(o64);
+    plena_free(o64x);
+    plena_free(x64);
+    plena_verify_refdata_free(&rd);
+    free_case(&e);
+}
+
 /* S2 + G1 + A1/A2: tiny-qwen2-gated T=8 */
 /* A2 exact: shared_expert_gate holds exactly the gate loop of docs/lowering.md "Layer steps" plus
  * the broadcast of docs/lowering.md "Layer steps", counted by hand for H_p = VLEN (one column
@@ -1075,14 +1127,23 @@ static void test_f1_fusion_identity(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_s1),       cmocka_unit_test(test_check_threads),
-    cmocka_unit_test(test_s2),       cmocka_unit_test(test_f1_fusion_identity),
-    cmocka_unit_test(test_s3),       cmocka_unit_test(test_r1),
-    cmocka_unit_test(test_r2),       cmocka_unit_test(test_r3_r5),
-    cmocka_unit_test(test_r6),       cmocka_unit_test(test_r8),
-    cmocka_unit_test(test_k1),       cmocka_unit_test(test_l1),
-    cmocka_unit_test(test_a6_union), cmocka_unit_test(test_build_dir),
-    cmocka_unit_test(test_c1),       cmocka_unit_test(test_cli),
+    cmocka_unit_test(test_s1),
+    cmocka_unit_test(test_bounds_pairing),
+    cmocka_unit_test(test_check_threads),
+    cmocka_unit_test(test_s2),
+    cmocka_unit_test(test_f1_fusion_identity),
+    cmocka_unit_test(test_s3),
+    cmocka_unit_test(test_r1),
+    cmocka_unit_test(test_r2),
+    cmocka_unit_test(test_r3_r5),
+    cmocka_unit_test(test_r6),
+    cmocka_unit_test(test_r8),
+    cmocka_unit_test(test_k1),
+    cmocka_unit_test(test_l1),
+    cmocka_unit_test(test_a6_union),
+    cmocka_unit_test(test_build_dir),
+    cmocka_unit_test(test_c1),
+    cmocka_unit_test(test_cli),
 #ifdef PLENA_TESTING
     cmocka_unit_test(test_faults),
 #endif
