@@ -116,7 +116,8 @@ static int replay_gate(void *opts, const struct plena_cli_args *a)
     struct plena_replay_gate_opts oc = *(const struct plena_replay_gate_opts *)opts;
     const struct plena_replay_gate_opts *o = &oc;
     const char *name = a->argv[0];
-    /* SIGINT/SIGTERM: the runs stop as a trap, no gate file, exit 5 */
+    /* SIGINT/SIGTERM: the build's regeneration stops at its next poll, the
+     * runs as a trap; no gate file, exit 5 */
     oc.stop = &plena_cli_stop;
     plena_cli_catch_stop_signals();
     struct plena_replay_gate_report r;

@@ -252,9 +252,10 @@ static int generate(struct ctx *c, struct plena_err *err)
     bo.input_seed = c->o->input_seed;
     bo.mx_mode = c->settings.mx_mode;
     bo.out_dir = c->in_memory ? NULL : c->dir;
+    bo.stop = c->o->stop; /* a stopped regeneration is no verdict on the generator */
     c->have_build = 1;
     rc = plena_moe_build_run(&bo, &c->build, &gerr);
-    if (rc == PLENA_E_OUTPUT || rc == PLENA_E_NOMEM) {
+    if (rc == PLENA_E_OUTPUT || rc == PLENA_E_NOMEM || rc == PLENA_E_INTERRUPTED) {
         if (err) *err = gerr;
         return rc;
     }
