@@ -281,8 +281,9 @@ static int cmd_moe(int argc, char **argv)
      * (docs/design.md "Weight generation: jumped streams") */
     o.lazy_experts = !check;
     o.threads = c.threads; /* an eager build's expert matrices on the threads */
-    /* SIGINT/SIGTERM: the build stops between phases (hbm.bin's temporary
-     * removed), the run and the check as a trap; exit 5 */
+    /* SIGINT/SIGTERM: the build stops between phases and before each matrix
+     * of the exact HBM fit count (hbm.bin's temporary removed), the run and
+     * the check as a trap; exit 5 */
     o.stop = &plena_cli_stop;
     plena_cli_catch_stop_signals();
     if (!c.all_experts) o.reachable_experts = plena_verify_reachable_experts;

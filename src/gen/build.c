@@ -1023,8 +1023,8 @@ static int fail_stopped(struct plena_err *err)
 /* The bytes hbm.bin materialises: its non-zero 4 KiB chunks (the rest of
  * the apparent size is a hole that reads 0); a lazy region counts in full
  * unless `exact` (then it is generated to be counted, polling the stop flag
- * before each region: generating every routed matrix of a large model takes
- * seconds): *bound says whether the sum is an upper bound. */
+ * before each lazy region: generating every routed matrix of a large model
+ * takes seconds): *bound says whether the sum is an upper bound. */
 static int hbm_materialised(const struct plena_moe_build *b, const struct plena_moe_build_opts *o,
                             int exact, uint64_t *sum, int *bound, struct plena_err *err)
 {

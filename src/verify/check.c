@@ -618,7 +618,7 @@ int plena_verify_bounds_measure(const struct plena_verify_refdata *rd, const flo
     if (rd->cfg.residual != PLENA_RESIDUAL_PRE_NORM) return 0;
     size_t n = (size_t)rd->cfg.T * rd->cfg.H;
     double *x64 = plena_malloc((n + 1) * sizeof *x64);
-    if (!x64) return nomem(err);
+    if (!x64) return PLENA_FAIL(err, PLENA_E_NOMEM, "float64 bounds", "out of memory");
     int rc = plena_moe_rmsnorm_f64(&rd->cfg, &rd->in, x64);
     if (!rc) bd->norm = plena_moe_rel_rms_norm(&rd->cfg, xn, x64);
     plena_free(x64);

@@ -412,11 +412,12 @@ static void test_stop(void **state)
     assert_int_equal(plena_test_rmtree(dir), 0);
 }
 
-/* SIGINT while the build counts HBM exactly (the lazy matrices counted in
+/* SIGINT before the build counts HBM exactly (the lazy matrices counted in
  * full do not fit HBM_SIZE, so each is generated to be counted): the count
- * polls the stop flag, so the build ends PLENA_E_INTERRUPTED rather than
- * with the count's verdict. The flag is set by the reachable-experts hook,
- * which the build calls after the phase poll before staging. */
+ * honours the stop flag (polled before each lazy matrix; here the first), so
+ * the build ends PLENA_E_INTERRUPTED rather than with the count's verdict.
+ * The flag is set by the reachable-experts hook, which the build calls after
+ * its phase poll, before it stages the routed experts. */
 static volatile sig_atomic_t g_fit_stop;
 static int reach_and_stop(const struct plena_moe_build *b, uint8_t *present, uint32_t *ids,
                           struct plena_err *err)
@@ -447,6 +448,7 @@ static void test_stop_in_fit_count(void **state)
     o.reachable_experts = reach_and_stop;
     plena_err_clear(&err);
     assert_int_equal(plena_moe_build_run(&o, &b, &err), PLENA_E_INTERRUPTED);
+    assert_string_equal(err.where, "build");
     plena_moe_build_free(&b);
     g_fit_stop = 0;
 }

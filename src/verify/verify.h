@@ -160,13 +160,22 @@ struct plena_verify_result {
 int plena_verify_check(const struct plena_moe_build *b, const struct plena_verify_device *d,
                        struct plena_verify_result *r, struct plena_err *err);
 
-/* The three float64 bounds of one call (docs/design.md), the one place that
- * says which output is measured against which layer: moe, the bit-exact
- * MoE output before the add-back, against o64x (the float64 MoE from the
- * machine's normalised input); full, the machine's whole output out (the
- * add-back included) against o64 (the float64 layer from h); norm, for a
- * PRE_NORM layer, the machine's normalised input xn against the float64
- * RMSNorm (0 otherwise). Each -1 where the float64 side is all zero. */
+/* plena_verify_check with the references on `threads` host threads
+ * (common/pool.h; 0 or 1: the caller alone): every figure of r is the same
+ * for every count. */
+int plena_verify_check_threads(const struct plena_moe_build *b, const struct plena_verify_device *d,
+                               unsigned threads, struct plena_verify_result *r,
+                               struct plena_err *err);
+
+/* The three float64 bounds of one call (docs/design.md "Float64 bound in
+ * three parts"), the one place that says which output is measured against
+ * which layer: moe, the bit-exact MoE output before the add-back, against
+ * o64x (the float64 MoE from the bit-exact reference's x_norm, equal to the
+ * machine's whenever the check is bit-exact); full, the machine's whole
+ * output out (the add-back included) against o64 (the float64 layer from h);
+ * norm, for a PRE_NORM layer, that x_norm (xn) against the float64 RMSNorm
+ * (0 otherwise). Each is -1 where the float64 side is all zero. Returns 0, or
+ * PLENA_E_NOMEM with err set. */
 struct plena_verify_bounds {
     double moe, full, norm;
 };
@@ -174,12 +183,6 @@ int plena_verify_bounds_measure(const struct plena_verify_refdata *rd, const flo
                                 const double *o64x, const float *out, const double *o64,
                                 const float *xn, struct plena_verify_bounds *bd,
                                 struct plena_err *err);
-/* plena_verify_check with the references on `threads` host threads
- * (common/pool.h; 0 or 1: the caller alone): every figure of r is the same
- * for every count. */
-int plena_verify_check_threads(const struct plena_moe_build *b, const struct plena_verify_device *d,
-                               unsigned threads, struct plena_verify_result *r,
-                               struct plena_err *err);
 
 /* One row of the cost tables of docs/lowering.md "Cost accounting" (test C1, bench/moe_costs):
  * builds `preset` at T tokens with zero weights and no residual (balanced
