@@ -213,8 +213,13 @@ enum plena_status plena_replay_batch(const struct plena_replay_opts *o,
         goto done;
     }
     if (b->jobs <= 1) {
+        /* the trace in progress stops at its next poll too (its build
+         * between phases, its run as a trap), without a verdict; a worker
+         * process of jobs > 1 ends on the forwarded SIGTERM instead */
+        struct plena_replay_opts oi = *o;
+        if (!oi.stop) oi.stop = b->stop;
         for (size_t i = 0; i < n_items && !(b->stop && *b->stop); i++)
-            st = plena_status_worst(st, run_one(&items[i], o, ev));
+            st = plena_status_worst(st, run_one(&items[i], &oi, ev));
         *interrupted = b->stop && *b->stop;
     } else if (n_items) {
         struct pool_ctx c = {items, o, ev, PLENA_OK};

@@ -982,6 +982,14 @@ static void unlink_in(const struct ctx *c, const char *name)
     if (!path_in(c, name, p, sizeof p)) unlink(p);
 }
 
+/* A set stop flag (SIGINT/SIGTERM) ends the trace without a verdict: an
+ * interrupted run or a step skipped is not the trace's failure. */
+static int fail_if_stopped(const struct ctx *c, struct plena_err *err)
+{
+    if (!c->o->stop || !*c->o->stop) return 0;
+    return PLENA_FAIL(err, PLENA_E_INTERRUPTED, c->dir, "interrupted (SIGINT/SIGTERM)");
+}
+
 int plena_replay_run(const struct plena_replay_item *it, const struct plena_replay_opts *o,
                      struct plena_replay_outcome *out, struct plena_err *err)
 {
@@ -1027,11 +1035,13 @@ int plena_replay_run(const struct plena_replay_item *it, const struct plena_repl
     if (c.generated) check_routing_integrity(&c);
     /* steps 5-6 */
     if (c.generated && (rc = run_step(&c, err))) goto fail;
+    if ((rc = fail_if_stopped(&c, err))) goto fail; /* the run stopped as a trap */
     if (c.ran && o->after_run) o->after_run(o->hook_ctx, c.dir);
     if (c.ran && o->routing_device) check_device_dump(&c);
     if (c.generated && c.ran && (rc = functional_step(&c, err))) goto fail;
     /* step 7 */
     if (c.generated && c.ran && o->repeat >= 2 && (rc = repeat_step(&c, err))) goto fail;
+    if ((rc = fail_if_stopped(&c, err))) goto fail; /* no verdict once stopped */
 
     /* step 8: decide, then publish */
     struct plena_replay_gate_req req = {
@@ -1077,7 +1087,8 @@ int plena_replay_run(const struct plena_replay_item *it, const struct plena_repl
     ctx_free(&c);
     return 0;
 fail:
-    out->code = rc == PLENA_E_NOMEM ? PLENA_E_NOMEM : PLENA_E_OUTPUT;
+    /* what stopped the trace: memory, a stop (SIGINT), else its output */
+    out->code = rc == PLENA_E_NOMEM || rc == PLENA_E_INTERRUPTED ? rc : PLENA_E_OUTPUT;
     ctx_free(&c);
     return rc;
 }

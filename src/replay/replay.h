@@ -37,9 +37,10 @@ struct plena_replay_opts {
     int timeline;        /* write OUT/<trace>/timeline.json (docs/timeline.md) */
     int timeline_detail; /* enum plena_timeline_detail */
     unsigned threads;    /* host threads of the functional check's references (0, 1: one) */
-    /* set by a signal handler (may be NULL; `plena gates repeat|functional`):
-     * the build's regeneration stops at its next poll and each run as a trap,
-     * and the step returns PLENA_E_INTERRUPTED */
+    /* set by a signal handler (may be NULL; `plena gates repeat|functional`,
+     * and plena_replay_batch's in-process traces): the build stops at its
+     * next poll and each run as a trap; the trace or gate then returns
+     * PLENA_E_INTERRUPTED without a verdict (nothing published) */
     const volatile sig_atomic_t *stop;
     /* Test hooks (may be NULL): called with the build directory after step 4
      * (generation) and after step 5 (the run, dumps present). Tests use them

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,12 +43,9 @@ static struct plena_replay_opts example_opts(void)
     return o;
 }
 
-/* prepares the example and replays it with o; returns the parsed result
- * and, when oc is not NULL, the outcome */
-static json_t *replay_example(const struct plena_replay_opts *o, struct plena_replay_outcome *oc)
+/* the example trace prepared for a replay with o */
+static void prepare_example(const struct plena_replay_opts *o, struct plena_replay_item *it)
 {
-    struct plena_replay_outcome unused;
-    if (!oc) oc = &unused;
     char path[512];
     snprintf(path, sizeof path, "%s/src/trace/testdata/example_v2.json", PLENA_SOURCE_DIR);
     char *bytes;
@@ -55,12 +53,21 @@ static json_t *replay_example(const struct plena_replay_opts *o, struct plena_re
     assert_int_equal(plena_file_read_all(path, &bytes, &len, NULL), 0);
     char sh[65];
     assert_int_equal(plena_replay_settings_sha256(o->settings_path, sh, NULL), 0);
-    struct plena_replay_item it;
     struct plena_trace_report rep;
     plena_trace_report_init(&rep);
-    assert_int_equal(plena_replay_prepare(bytes, len, path, o, sh, &it, &rep, NULL), 0);
+    assert_int_equal(plena_replay_prepare(bytes, len, path, o, sh, it, &rep, NULL), 0);
     plena_trace_report_free(&rep);
     plena_free(bytes);
+}
+
+/* prepares the example and replays it with o; returns the parsed result
+ * and, when oc is not NULL, the outcome */
+static json_t *replay_example(const struct plena_replay_opts *o, struct plena_replay_outcome *oc)
+{
+    struct plena_replay_outcome unused;
+    if (!oc) oc = &unused;
+    struct plena_replay_item it;
+    prepare_example(o, &it);
     struct plena_err err;
     plena_err_clear(&err);
     int rc = plena_replay_run(&it, o, oc, &err);
@@ -94,6 +101,80 @@ static json_t *replay_fails(const char *lowering, void (*after_generate)(void *,
     assert_int_equal(oc.code, PLENA_E_FAILED);
     assert_true(json_is_false(jget(r, "gate", "passed"))); /* decided false, in the file */
     return r;
+}
+
+/* A replay whose stop flag is set (SIGINT) before it starts (the build
+ * stops), once the build is written (the run stops as a trap: no later
+ * step) or after the run (the check runs, no verdict): the status and the
+ * outcome say interrupted (not an output error, not a failed trace), and no
+ * result is published. */
+static volatile sig_atomic_t g_stop;
+static void stop_now(void *ctx, const char *dir)
+{
+    (void)ctx, (void)dir;
+    g_stop = 1;
+}
+static int g_after_run, g_stop_after_run;
+static void count_after_run(void *ctx, const char *dir)
+{
+    (void)ctx, (void)dir;
+    g_after_run++;
+    if (g_stop_after_run) g_stop = 1;
+}
+
+static void test_stopped_replay(void **state)
+{
+    (void)state;
+    /* when: 0 before the build, 1 once it is written, 2 after the run */
+    for (int when = 0; when < 3; when++) {
+        struct plena_replay_opts o = example_opts();
+        g_stop = when == 0;
+        o.stop = &g_stop;
+        if (when == 1) o.after_generate = stop_now;
+        o.after_run = count_after_run; /* a stopped run ends the trace: no later step */
+        g_after_run = 0;
+        g_stop_after_run = when == 2;
+        struct plena_replay_item it;
+        prepare_example(&o, &it);
+        struct plena_replay_outcome oc;
+        struct plena_err err;
+        plena_err_clear(&err);
+        assert_int_equal(plena_replay_run(&it, &o, &oc, &err), PLENA_E_INTERRUPTED);
+        assert_int_equal(oc.code, PLENA_E_INTERRUPTED);
+        char res[300];
+        snprintf(res, sizeof res, "%s/%s/results.json", plena_test_tmp, it.dir_name);
+        assert_int_not_equal(access(res, F_OK), 0);
+        assert_int_equal(g_after_run, when == 2);
+        plena_replay_item_free(&it);
+    }
+    g_stop = 0;
+    g_stop_after_run = 0;
+}
+
+/* plena_replay_batch in this process (jobs 1): a stop while a trace runs
+ * ends that trace without a verdict, not after it (the batch's flag reaches
+ * the trace), and the batch says interrupted. */
+static void test_batch_stops_running_trace(void **state)
+{
+    (void)state;
+    struct plena_replay_opts o = example_opts();
+    o.after_generate = stop_now;
+    char path[512];
+    snprintf(path, sizeof path, "%s/src/trace/testdata/example_v2.json", PLENA_SOURCE_DIR);
+    const char *inputs[] = {path};
+    g_stop = 0;
+    struct plena_replay_batch_opts b = {inputs, 1, 0, 1, &g_stop, 1};
+    struct plena_replay_batch_events ev = {0};
+    int interrupted = 0;
+    assert_int_equal(plena_replay_batch(&o, &b, &ev, &interrupted), PLENA_E_INTERRUPTED);
+    assert_true(interrupted);
+    struct plena_replay_item it;
+    prepare_example(&o, &it);
+    char res[300];
+    snprintf(res, sizeof res, "%s/%s/results.json", plena_test_tmp, it.dir_name);
+    assert_int_not_equal(access(res, F_OK), 0);
+    plena_replay_item_free(&it);
+    g_stop = 0;
 }
 
 static void test_example_passes_numerical_gate(void **state)
@@ -383,6 +464,8 @@ static const struct CMUnitTest tests[] = {
     PLENA_TEST_IN_TMP(test_altered_id_fails_routing_integrity),
     PLENA_TEST_IN_TMP(test_overlap_issue_model),
     cmocka_unit_test(test_shared_only_split_and_rounding),
+    PLENA_TEST_IN_TMP(test_stopped_replay),
+    PLENA_TEST_IN_TMP(test_batch_stops_running_trace),
     PLENA_TEST_IN_TMP(test_missing_dump_fails),
     PLENA_TEST_IN_TMP(test_repeat_gate),
     PLENA_TEST_IN_TMP(test_threads_same_functional),
