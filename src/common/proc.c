@@ -112,7 +112,10 @@ int plena_proc_pool_run(const struct plena_proc_pool *p, int *interrupted, struc
                     .max_rss_kb = r == run[s].pid ? ru.ru_maxrss : 0,
                     .exit_code = r == run[s].pid && WIFEXITED(st) ? WEXITSTATUS(st) : -1,
                     .signal = r == run[s].pid && WIFSIGNALED(st) ? WTERMSIG(st) : 0,
-                    .interrupted = stopping,
+                    /* the flag too: a job stopped by the same signal (a
+                     * terminal's SIGINT reaches the whole process group)
+                     * can end before this turn looked at it */
+                    .interrupted = stopping || (p->stop && *p->stop),
                 };
                 size_t job = run[s].job;
                 run[s] = run[--n_running];

@@ -133,6 +133,48 @@ static void test_stop_forwards_sigterm(void **state)
         assert_int_equal(c.done[i], 0); /* never dispatched after the stop */
 }
 
+/* A job that ends because of the stop signal itself (a terminal's SIGINT
+ * reaches the workers too) may be reaped in the same turn in which the
+ * pool's flag was set, before the turn's stop check: it still counts as
+ * interrupted. The forked hook waits for the job's exit without reaping it
+ * (WNOWAIT), then sets the flag: the reap that follows sees both. */
+static volatile sig_atomic_t g_stop_late;
+static int exit_at_once(void *p, size_t i)
+{
+    (void)p;
+    (void)i;
+    return 5;
+}
+static void stop_after_exit(void *p, size_t i, pid_t pid)
+{
+    (void)p;
+    (void)i;
+    siginfo_t si;
+    if (pid > 0) (void)waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT);
+    g_stop_late = 1;
+}
+
+static void test_stop_set_while_reaping(void **state)
+{
+    (void)state;
+    struct ctx c;
+    memset(&c, 0, sizeof c);
+    g_stop_late = 0;
+    struct plena_proc_pool p = {.n_jobs = 1,
+                                .width = 1,
+                                .stop = &g_stop_late,
+                                .child = exit_at_once,
+                                .forked = stop_after_exit,
+                                .done = done,
+                                .ctx = &c};
+    struct plena_err err = {0};
+    int intr = 0;
+    assert_int_equal(plena_proc_pool_run(&p, &intr, &err), 0);
+    assert_int_equal(c.done[0], 1);
+    assert_int_equal(c.codes[0], 5);
+    assert_int_equal(c.interrupted[0], 1);
+}
+
 #ifdef __linux__
 /* Workers die with their coordinator (issue 16 item 12): a pool whose
  * process is killed with SIGKILL leaves no job running — each gets SIGTERM
@@ -189,9 +231,8 @@ static void test_jobs_die_with_parent(void **state)
 #endif
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_all_jobs_once),
-    cmocka_unit_test(test_prepare_error_stops),
-    cmocka_unit_test(test_stop_forwards_sigterm),
+    cmocka_unit_test(test_all_jobs_once),         cmocka_unit_test(test_prepare_error_stops),
+    cmocka_unit_test(test_stop_forwards_sigterm), cmocka_unit_test(test_stop_set_while_reaping),
 #ifdef __linux__
     cmocka_unit_test(test_jobs_die_with_parent),
 #endif
