@@ -125,9 +125,11 @@ static int replay_gate(void *opts, const struct plena_cli_args *a)
     int rc = a->spec == &repeat_spec ? plena_replay_gate_repeat(o, &r, &err)
                                      : plena_replay_gate_functional(o, &r, &err);
     if (rc) {
-        /* not evaluated: not passed either; say so on the gate line */
+        /* not evaluated: not passed either; say so on the gate line (a stop
+         * is no verdict: the error line only) */
         plena_cli_report("gates", &err);
-        printf("FAIL %s not_evaluated build_dir=%s\n", name, o->build_dir);
+        if (err.code != PLENA_E_INTERRUPTED)
+            printf("FAIL %s not_evaluated build_dir=%s\n", name, o->build_dir);
         return plena_status_exit_code(plena_status_worst(err.code, PLENA_E_FAILED));
     }
     char line[1200];

@@ -260,7 +260,17 @@ static int gate_open(const struct plena_replay_gate_opts *go, const char *file,
     if (!rc) rc = remove_old(go->build_dir, file, r->result_path, sizeof r->result_path, err);
     b->o.stop = go->stop;
     if (!rc) rc = plena_replay_session_open(&b->item, &b->o, go->build_dir, s, err);
+    if (!rc && go->after_open) go->after_open(go->hook_ctx);
     return rc;
+}
+
+/* A stop (SIGINT/SIGTERM) during the functional gate, whose comparison does
+ * not poll: no verdict, no gate file (a comparison that ran to its end is
+ * not the gate's decision once asked to stop). */
+static int gate_stopped(const struct plena_replay_gate_opts *go, struct plena_err *err)
+{
+    if (!go->stop || !*go->stop) return 0;
+    return PLENA_FAIL(err, PLENA_E_INTERRUPTED, go->build_dir, "interrupted (SIGINT/SIGTERM)");
 }
 
 static void join_names(const json_t *arr, char *buf, size_t n)
@@ -283,6 +293,7 @@ int plena_replay_gate_repeat(const struct plena_replay_gate_opts *go,
     struct plena_replay_session *s;
     int rc = gate_open(go, PLENA_REPLAY_REPEAT_GATE_FILE, r, &b, &s, err);
     json_t *rep = NULL;
+    /* a stop during the series ends it without a verdict (the session checks) */
     if (!rc) rc = plena_replay_session_repeat(s, go->repeats, &rep, err);
     if (!rc) {
         r->passed = json_is_true(json_object_get(rep, "passed"));
@@ -312,6 +323,7 @@ int plena_replay_gate_functional(const struct plena_replay_gate_opts *go,
     struct plena_replay_checks ck;
     memset(&ck, 0, sizeof ck);
     if (!rc) rc = plena_replay_session_functional(s, &fn, &ck, err);
+    if (!rc) rc = gate_stopped(go, err);
     if (!rc) {
         const int smoke = b.o.weights == PLENA_WEIGHTS_ZERO || b.o.input == PLENA_INPUT_ZEROS;
         /* no comparison possible (no dump): a failed `functional` object, no fallback */

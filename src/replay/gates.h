@@ -56,9 +56,15 @@ struct plena_replay_gate_opts {
      * the built-in lookup; either way it must reproduce the fingerprint */
     const char *settings_path;
     unsigned repeats; /* repeat gate: >= 2 */
-    /* set by a signal handler (may be NULL): the gate's runs stop as a trap
-     * and the call returns PLENA_E_INTERRUPTED with no gate file written */
+    /* set by a signal handler (may be NULL): the build's regeneration stops
+     * at its next poll, the gate's runs as a trap, and a flag set at any
+     * point before the decision makes the call return PLENA_E_INTERRUPTED
+     * with no gate file written */
     const volatile sig_atomic_t *stop;
+    /* test hook (may be NULL): called once the build is regenerated and its
+     * images loaded, before the gate's step */
+    void (*after_open)(void *ctx);
+    void *hook_ctx;
 };
 
 struct plena_replay_gate_report {

@@ -141,6 +141,7 @@ static void test_stopped_replay(void **state)
         plena_err_clear(&err);
         assert_int_equal(plena_replay_run(&it, &o, &oc, &err), PLENA_E_INTERRUPTED);
         assert_int_equal(oc.code, PLENA_E_INTERRUPTED);
+        if (when == 0) assert_string_equal(err.where, "build"); /* the build itself stopped */
         char res[300];
         snprintf(res, sizeof res, "%s/%s/results.json", plena_test_tmp, it.dir_name);
         assert_int_not_equal(access(res, F_OK), 0);
@@ -163,7 +164,8 @@ static void test_batch_stops_running_trace(void **state)
     snprintf(path, sizeof path, "%s/src/trace/testdata/example_v2.json", PLENA_SOURCE_DIR);
     const char *inputs[] = {path};
     g_stop = 0;
-    struct plena_replay_batch_opts b = {inputs, 1, 0, 1, &g_stop, 1};
+    struct plena_replay_batch_opts b = {
+        .inputs = inputs, .n_inputs = 1, .jobs = 1, .stop = &g_stop, .no_export = 1};
     struct plena_replay_batch_events ev = {0};
     int interrupted = 0;
     assert_int_equal(plena_replay_batch(&o, &b, &ev, &interrupted), PLENA_E_INTERRUPTED);

@@ -57,7 +57,7 @@ static void expect_stdout(const char *prefix)
  * runs, or the functional gate for 0. */
 static int library_gate_passes(unsigned repeats)
 {
-    struct plena_replay_gate_opts o = {g_bd, NULL, repeats, NULL};
+    struct plena_replay_gate_opts o = {.build_dir = g_bd, .repeats = repeats};
     struct plena_replay_gate_report r;
     struct plena_err err = {0};
     assert_int_equal(repeats ? plena_replay_gate_repeat(&o, &r, &err)
@@ -126,13 +126,45 @@ static void test_repeat_stopped(void **state)
     char bd[300], p[400];
     copy_build("stopped", bd, sizeof bd);
     volatile sig_atomic_t stop = 1;
-    struct plena_replay_gate_opts o = {bd, NULL, 2, &stop};
+    struct plena_replay_gate_opts o = {.build_dir = bd, .repeats = 2, .stop = &stop};
     struct plena_replay_gate_report r;
     struct plena_err err = {0};
     assert_int_equal(plena_replay_gate_repeat(&o, &r, &err), PLENA_E_INTERRUPTED);
     assert_string_equal(err.where, "build");
     snprintf(p, sizeof p, "%s/repeat_gate.json", bd);
     assert_false(exists(p));
+}
+
+/* SIGINT once the build is regenerated: both gates end without a verdict
+ * (PLENA_E_INTERRUPTED naming the build directory) and write no gate file;
+ * the functional gate's comparison does not poll, so only the check before
+ * its decision can say so. */
+static volatile sig_atomic_t g_gate_stop;
+static void stop_gate(void *ctx)
+{
+    (void)ctx;
+    g_gate_stop = 1;
+}
+
+static void test_gates_stopped_after_regeneration(void **state)
+{
+    (void)state;
+    for (unsigned repeats = 0; repeats <= 2; repeats += 2) {
+        char bd[300], p[400];
+        copy_build(repeats ? "stopped_repeat" : "stopped_functional", bd, sizeof bd);
+        g_gate_stop = 0;
+        struct plena_replay_gate_opts o = {
+            .build_dir = bd, .repeats = repeats, .stop = &g_gate_stop, .after_open = stop_gate};
+        struct plena_replay_gate_report r;
+        struct plena_err err = {0};
+        assert_int_equal(repeats ? plena_replay_gate_repeat(&o, &r, &err)
+                                 : plena_replay_gate_functional(&o, &r, &err),
+                         PLENA_E_INTERRUPTED);
+        assert_string_equal(err.where, bd);
+        snprintf(p, sizeof p, "%s/%s", bd, repeats ? "repeat_gate.json" : "functional_gate.json");
+        assert_false(exists(p));
+    }
+    g_gate_stop = 0;
 }
 
 /* docs/replay.md "Gates" decision on hand-made series */
@@ -390,6 +422,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_repeat_decision),
     cmocka_unit_test(test_repeat_passes),
     cmocka_unit_test(test_repeat_stopped),
+    cmocka_unit_test(test_gates_stopped_after_regeneration),
     cmocka_unit_test(test_repeat_nondeterminism_fails),
     cmocka_unit_test(test_functional_passes),
     cmocka_unit_test(test_functional_flipped_byte_fails),
