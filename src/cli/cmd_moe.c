@@ -282,8 +282,8 @@ static int cmd_moe(int argc, char **argv)
     o.lazy_experts = !check;
     o.threads = c.threads; /* an eager build's expert matrices on the threads */
     /* SIGINT/SIGTERM: the build stops between phases and before each matrix
-     * of the exact HBM fit count (hbm.bin's temporary removed), the run and
-     * the check as a trap; exit 5 */
+     * of the exact HBM fit count (hbm.bin's temporary removed), the run as a
+     * trap, the check's references before their next expert; exit 5 */
     o.stop = &plena_cli_stop;
     plena_cli_catch_stop_signals();
     if (!c.all_experts) o.reachable_experts = plena_verify_reachable_experts;

@@ -6,18 +6,22 @@ struct experts_run {
     const size_t *start;
     plena_ref_expert_job fn;
     void *ctx;
+    const volatile sig_atomic_t *stop;
 };
 
 static int expert_item(void *c, uint32_t e, uint32_t part, struct plena_err *err)
 {
     const struct experts_run *r = c;
     if (r->start && r->start[e] == r->start[e + 1]) return 0;
+    if (r->stop && *r->stop)
+        return PLENA_FAIL(err, PLENA_E_INTERRUPTED, "reference", "interrupted (SIGINT/SIGTERM)");
     return r->fn(r->ctx, e, part, err);
 }
 
 int plena_ref_experts_run(struct plena_pool *pool, const size_t *start, uint32_t E,
-                          plena_ref_expert_job fn, void *ctx, struct plena_err *err)
+                          plena_ref_expert_job fn, void *ctx, const volatile sig_atomic_t *stop,
+                          struct plena_err *err)
 {
-    struct experts_run r = {start, fn, ctx};
+    struct experts_run r = {start, fn, ctx, stop};
     return plena_pool_for(pool, E, expert_item, &r, err);
 }

@@ -2,6 +2,7 @@
 #ifndef PLENA_REF_EXPERTS_H
 #define PLENA_REF_EXPERTS_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,8 +19,11 @@ typedef plena_pool_item_fn plena_ref_expert_job;
  * threads of pool (NULL: the caller alone) taking experts in increasing order.
  * A failure stops the taking of new experts; the error returned (and recorded
  * in err) is that of the lowest failing expert -- every expert below it was
- * taken and finished, so the choice does not depend on the threads' timing. */
+ * taken and finished, so the choice does not depend on the threads' timing.
+ * A set *stop (may be NULL) fails each expert taken after it was set with
+ * PLENA_E_INTERRUPTED. */
 int plena_ref_experts_run(struct plena_pool *pool, const size_t *start, uint32_t E,
-                          plena_ref_expert_job fn, void *ctx, struct plena_err *err);
+                          plena_ref_expert_job fn, void *ctx, const volatile sig_atomic_t *stop,
+                          struct plena_err *err);
 
 #endif

@@ -647,7 +647,8 @@ static int routed_pairs(const struct plena_moe_ref_cfg *cfg, const struct plena_
         goto done;
     }
     struct pairs_job j = {cfg, in, s->x, wts, order, start, Ip, po, bufs};
-    if ((rc = plena_ref_experts_run(in->pool, start, E, pairs_expert, &j, err))) goto done;
+    if ((rc = plena_ref_experts_run(in->pool, start, E, pairs_expert, &j, in->stop, err)))
+        goto done;
     /* i: scatter-add in pair order, bf16(acc + o) */
     for (size_t p = 0; p < np; p++) {
         float *acc = s->acc + (p / k) * H;

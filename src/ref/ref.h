@@ -15,6 +15,7 @@
 #ifndef PLENA_REF_REF_H
 #define PLENA_REF_REF_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -94,10 +95,15 @@ struct plena_moe_ref_in {
     const float *const *b_down;     /* [E] -> [H] */
     plena_moe_ref_expert_fn expert; /* non-NULL: routed weights from it (the arrays above unused) */
     void *expert_ctx;
-    struct plena_pool *pool;   /* NULL: one thread; else the routed experts (and, in the
-                                * float64 reference, the rows of the shared expert) are split
-                                * over its threads -- no output depends on the number
-                                * (common/pool.h) */
+    struct plena_pool *pool; /* NULL: one thread; else the routed experts (and, in the
+                              * float64 reference, the rows of the shared expert) are split
+                              * over its threads -- no output depends on the number
+                              * (common/pool.h) */
+    /* set by a signal handler (may be NULL): looked at before each routed
+     * expert and each block of shared-expert rows the references take; once
+     * set they end with PLENA_E_INTERRUPTED (a check of a large layer takes
+     * seconds) */
+    const volatile sig_atomic_t *stop;
     const float *ws_gate;      /* [H][Is] */
     const float *ws_up;        /* [H][Is] */
     const float *ws_down;      /* [Is][H] */

@@ -553,7 +553,7 @@ static int shared_f64(const struct plena_moe_ref_cfg *cfg, const struct plena_mo
     if (!bufs) return PLENA_FAIL(err, PLENA_E_NOMEM, "ref_f64", "out of memory");
     struct shared_f64_job j = {cfg, in, xs, n, so, bufs};
     int rc = plena_ref_experts_run(in->pool, NULL, (n + F64_BATCH - 1) / F64_BATCH, shared_f64_rows,
-                                   &j, err);
+                                   &j, in->stop, err);
     f64_bufs_free(bufs, parts);
     return rc;
 }
@@ -701,8 +701,8 @@ static int f64_end(struct plena_moe_f64_pair *f, double *const *out, struct plen
     const size_t np = f->np, th = f->th;
     int rc = 0;
     if (!f->want) return 0; /* routing only: no expert weight is read */
-    if (f->routed &&
-        (rc = plena_ref_experts_run(in->pool, f->pj.start, cfg->E, pairs_f64_expert, &f->pj, err)))
+    if (f->routed && (rc = plena_ref_experts_run(in->pool, f->pj.start, cfg->E, pairs_f64_expert,
+                                                 &f->pj, in->stop, err)))
         return rc;
     if (f->shared && (rc = shared_f64(cfg, in, f->xs, f->nin * T, f->so, err))) return rc;
     for (uint32_t q = 0; q < f->nin; q++)

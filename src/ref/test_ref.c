@@ -3,6 +3,7 @@
  * of the bit-exact reference with the independent float64 reference on
  * MX-representable data (docs/lowering.md "Checking a build"). */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -649,6 +650,40 @@ static void test_pool_identical(void **state)
         assert_int_not_equal(plena_moe_reference_f64_pair(&cfg, &in, xn4, NULL, a4, b4, &err), 0);
         assert_non_null(strstr(err.msg, "expert 3 of pair"));
     }
+    /* a set stop flag (SIGINT): both references end PLENA_E_INTERRUPTED at
+     * the first routed expert or shared-expert row block they take, with and
+     * without the pool; the layer without routed experts stops in its
+     * shared-expert rows */
+    sc.fail_from = E;
+    volatile sig_atomic_t stop = 1;
+    in.stop = &stop;
+    struct plena_moe_ref_cfg shared_only = cfg, routed_only = cfg;
+    shared_only.routing = PLENA_ROUTING_NONE;
+    shared_only.E = shared_only.k = 0;
+    routed_only.Is = 0;
+    routed_only.shared_gate = PLENA_SHARED_GATE_NONE;
+    for (int pooled = 0; pooled < 2; pooled++) {
+        in.pool = pooled ? pool : NULL;
+        plena_err_clear(&err);
+        assert_int_equal(plena_moe_reference(&cfg, &in, &o4, &err), PLENA_E_INTERRUPTED);
+        plena_err_clear(&err);
+        assert_int_equal(plena_moe_reference_f64_pair(&cfg, &in, xn4, NULL, a4, b4, &err),
+                         PLENA_E_INTERRUPTED);
+        plena_err_clear(&err);
+        assert_int_equal(plena_moe_reference_f64_pair(&routed_only, &in, xn4, NULL, a4, b4, &err),
+                         PLENA_E_INTERRUPTED);
+        plena_err_clear(&err);
+        assert_int_equal(plena_moe_reference_f64_pair(&shared_only, &in, xn4, NULL, a4, b4, &err),
+                         PLENA_E_INTERRUPTED);
+        stop = 0; /* the same calls without the flag complete */
+        assert_int_equal(plena_moe_reference_f64_pair(&routed_only, &in, xn4, NULL, a4, b4, &err),
+                         0);
+        assert_int_equal(plena_moe_reference_f64_pair(&shared_only, &in, xn4, NULL, a4, b4, &err),
+                         0);
+        assert_int_equal(plena_moe_reference(&cfg, &in, &o4, &err), 0);
+        stop = 1;
+    }
+    in.stop = NULL;
     plena_pool_free(pool);
     for (int t = 0; t < 4; t++)
         for (int q = 0; q < 3; q++)

@@ -496,6 +496,9 @@ static int functional_step(struct ctx *c, struct plena_err *err)
                                plena_err_format(&rerr, m, sizeof m));
         goto done;
     }
+    /* a stop ends the references early; the caller then gives no verdict
+     * (plena_replay_run's and the functional gate's checks of the flag) */
+    rd.in.stop = c->o->stop;
     struct plena_moe_ref_out ro = {.out = ref, .gate = gate, .moe_out = moe, .x_norm = xn};
     /* float64: the whole layer from h (full-output check), the MoE from the
      * machine's normalised input (both in one pass over the weights, each

@@ -134,6 +134,7 @@ static void test_stopped_replay(void **state)
         o.after_run = count_after_run; /* a stopped run ends the trace: no later step */
         g_after_run = 0;
         g_stop_after_run = when == 2;
+        o.keep_dumps = 1; /* a finished comparison would write reference_output.bin */
         struct plena_replay_item it;
         prepare_example(&o, &it);
         struct plena_replay_outcome oc;
@@ -146,6 +147,9 @@ static void test_stopped_replay(void **state)
         snprintf(res, sizeof res, "%s/%s/results.json", plena_test_tmp, it.dir_name);
         assert_int_not_equal(access(res, F_OK), 0);
         assert_int_equal(g_after_run, when == 2);
+        /* after the run, the stop reaches the references: they end early */
+        snprintf(res, sizeof res, "%s/%s/reference_output.bin", plena_test_tmp, it.dir_name);
+        assert_int_not_equal(access(res, F_OK), 0);
         plena_replay_item_free(&it);
     }
     g_stop = 0;

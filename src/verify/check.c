@@ -635,11 +635,19 @@ int plena_verify_check_threads(const struct plena_moe_build *b, const struct ple
                                unsigned threads, struct plena_verify_result *r,
                                struct plena_err *err)
 {
+    return plena_verify_check_stop(b, d, threads, NULL, r, err);
+}
+
+int plena_verify_check_stop(const struct plena_moe_build *b, const struct plena_verify_device *d,
+                            unsigned threads, const volatile sig_atomic_t *stop,
+                            struct plena_verify_result *r, struct plena_err *err)
+{
     memset(r, 0, sizeof *r);
     r->first_mismatch = -1;
     struct plena_verify_refdata rd;
     struct plena_pool *pool = threads > 1 ? plena_pool_new(threads) : NULL;
     int rc = threads > 1 && !pool ? nomem(err) : plena_verify_refdata_from_build(b, &rd, err);
+    if (!rc) rd.in.stop = stop;
     if (!rc) rc = plena_verify_refdata_use_pool(&rd, pool, err);
     if (rc) {
         if (!(threads > 1 && !pool)) plena_verify_refdata_free(&rd);

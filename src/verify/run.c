@@ -147,7 +147,7 @@ static int functional_check(const struct plena_moe_build *b, const struct plena_
         r->check_trapped = 1;
         snprintf(r->check_trap, sizeof r->check_trap, "%s", d.trap);
     } else if (!rc) {
-        rc = plena_verify_check_threads(b, &d, o->threads, &r->check, err);
+        rc = plena_verify_check_stop(b, &d, o->threads, o->stop, &r->check, err);
         r->checked = rc == 0;
     }
     plena_verify_device_free(&d);

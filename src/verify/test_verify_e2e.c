@@ -7,6 +7,7 @@
  * spec tables. */
 #include <math.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -346,6 +347,14 @@ static void test_bounds_pairing(void **state)
     assert_true(e.r.rel_rms_norm == want_norm);
     assert_true(plena_moe_rel_rms_moe(&rd.cfg, &rd.in, moe, o64) != want_moe);
     assert_true(plena_moe_rel_rms_full(&rd.cfg, dev, o64x) != want_full);
+    /* a set stop flag reaches the references: no verdict, interrupted */
+    volatile sig_atomic_t stop = 1;
+    struct plena_verify_result rs;
+    plena_err_clear(&err);
+    assert_int_equal(plena_verify_check_stop(&e.b, &e.d, 1, &stop, &rs, &err), PLENA_E_INTERRUPTED);
+    stop = 0;
+    assert_int_equal(plena_verify_check_stop(&e.b, &e.d, 1, &stop, &rs, &err), 0);
+    assert_true(rs.passed);
     plena_free(out);
     plena_free(moe);
     plena_free(xn);

@@ -166,6 +166,12 @@ int plena_verify_check(const struct plena_moe_build *b, const struct plena_verif
 int plena_verify_check_threads(const struct plena_moe_build *b, const struct plena_verify_device *d,
                                unsigned threads, struct plena_verify_result *r,
                                struct plena_err *err);
+/* The same with a stop flag a signal handler sets (may be NULL): the
+ * references look at it before each routed expert and shared-expert row
+ * block and end the check with PLENA_E_INTERRUPTED (no verdict) once set. */
+int plena_verify_check_stop(const struct plena_moe_build *b, const struct plena_verify_device *d,
+                            unsigned threads, const volatile sig_atomic_t *stop,
+                            struct plena_verify_result *r, struct plena_err *err);
 
 /* The three float64 bounds of one call (docs/design.md "Float64 bound in
  * three parts"), the one place that says which output is measured against
