@@ -100,9 +100,9 @@ struct plena_moe_ref_in {
                               * over its threads -- no output depends on the number
                               * (common/pool.h) */
     /* set by a signal handler (may be NULL): looked at before each routed
-     * expert and each block of shared-expert rows the references take; once
-     * set they end with PLENA_E_INTERRUPTED (a check of a large layer takes
-     * seconds) */
+     * expert, before the bit-exact reference's shared expert and before each
+     * block of the float64 reference's shared-expert rows; once set they end
+     * with PLENA_E_INTERRUPTED (a check of a large layer takes seconds) */
     const volatile sig_atomic_t *stop;
     const float *ws_gate;      /* [H][Is] */
     const float *ws_up;        /* [H][Is] */

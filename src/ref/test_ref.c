@@ -675,12 +675,15 @@ static void test_pool_identical(void **state)
         plena_err_clear(&err);
         assert_int_equal(plena_moe_reference_f64_pair(&shared_only, &in, xn4, NULL, a4, b4, &err),
                          PLENA_E_INTERRUPTED);
+        plena_err_clear(&err);
+        assert_int_equal(plena_moe_reference(&shared_only, &in, &o4, &err), PLENA_E_INTERRUPTED);
         stop = 0; /* the same calls without the flag complete */
         assert_int_equal(plena_moe_reference_f64_pair(&routed_only, &in, xn4, NULL, a4, b4, &err),
                          0);
         assert_int_equal(plena_moe_reference_f64_pair(&shared_only, &in, xn4, NULL, a4, b4, &err),
                          0);
         assert_int_equal(plena_moe_reference(&cfg, &in, &o4, &err), 0);
+        assert_int_equal(plena_moe_reference(&shared_only, &in, &o4, &err), 0);
         stop = 1;
     }
     in.stop = NULL;

@@ -218,9 +218,9 @@ enum plena_status plena_replay_batch(const struct plena_replay_opts *o,
          * process of jobs > 1 ends on the forwarded SIGTERM instead */
         struct plena_replay_opts oi = *o;
         if (!oi.stop) oi.stop = b->stop;
-        for (size_t i = 0; i < n_items && !(oi.stop && *oi.stop); i++)
+        for (size_t i = 0; i < n_items && !(oi.stop && *oi.stop) && !(b->stop && *b->stop); i++)
             st = plena_status_worst(st, run_one(&items[i], &oi, ev));
-        *interrupted = oi.stop && *oi.stop;
+        *interrupted = (oi.stop && *oi.stop) || (b->stop && *b->stop);
     } else if (n_items) {
         struct pool_ctx c = {items, o, ev, PLENA_OK};
         const struct plena_proc_pool p = {.n_jobs = n_items,

@@ -264,9 +264,10 @@ static int gate_open(const struct plena_replay_gate_opts *go, const char *file,
     return rc;
 }
 
-/* A stop (SIGINT/SIGTERM) during the functional gate, whose comparison does
- * not poll: no verdict, no gate file (a comparison that ran to its end is
- * not the gate's decision once asked to stop). */
+/* A stop (SIGINT/SIGTERM) during the functional gate: its references end
+ * early on it and the step records a failed comparison, which is no
+ * verdict on the build: no gate file (nor for a comparison that ran to its
+ * end once asked to stop). */
 static int gate_stopped(const struct plena_replay_gate_opts *go, struct plena_err *err)
 {
     if (!go->stop || !*go->stop) return 0;

@@ -57,9 +57,10 @@ struct plena_replay_gate_opts {
     const char *settings_path;
     unsigned repeats; /* repeat gate: >= 2 */
     /* set by a signal handler (may be NULL): the build's regeneration stops
-     * at its next poll, the gate's runs as a trap, and a flag set at any
-     * point before the decision makes the call return PLENA_E_INTERRUPTED
-     * with no gate file written */
+     * at its next poll, the gate's runs as a trap (the repeat series looks
+     * after each run), the functional comparison's references before their
+     * next expert and the functional gate once more before its decision;
+     * then the call returns PLENA_E_INTERRUPTED with no gate file written */
     const volatile sig_atomic_t *stop;
     /* test hook (may be NULL): called once the build is regenerated and its
      * images loaded, before the gate's step */

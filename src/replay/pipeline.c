@@ -496,8 +496,10 @@ static int functional_step(struct ctx *c, struct plena_err *err)
                                plena_err_format(&rerr, m, sizeof m));
         goto done;
     }
-    /* a stop ends the references early; the caller then gives no verdict
-     * (plena_replay_run's and the functional gate's checks of the flag) */
+    /* a stop ends the references early and this step records a failed
+     * comparison; both callers look at the flag before deciding, so that is
+     * never a verdict (plena_replay_run's fail_if_stopped, the functional
+     * gate's gate_stopped) */
     rd.in.stop = c->o->stop;
     struct plena_moe_ref_out ro = {.out = ref, .gate = gate, .moe_out = moe, .x_norm = xn};
     /* float64: the whole layer from h (full-output check), the MoE from the

@@ -137,8 +137,9 @@ static void test_repeat_stopped(void **state)
 
 /* SIGINT once the build is regenerated: both gates end without a verdict
  * (PLENA_E_INTERRUPTED naming the build directory) and write no gate file;
- * the functional gate's comparison does not poll, so only the check before
- * its decision can say so. */
+ * the functional gate's references stop early and leave a failed
+ * comparison, which only the check before its decision keeps from
+ * becoming a verdict. */
 static volatile sig_atomic_t g_gate_stop;
 static void stop_gate(void *ctx)
 {

@@ -638,6 +638,10 @@ int plena_verify_check_threads(const struct plena_moe_build *b, const struct ple
     return plena_verify_check_stop(b, d, threads, NULL, r, err);
 }
 
+#ifdef PLENA_TESTING
+volatile sig_atomic_t *plena_verify_test_stop_after_refs;
+#endif
+
 int plena_verify_check_stop(const struct plena_moe_build *b, const struct plena_verify_device *d,
                             unsigned threads, const volatile sig_atomic_t *stop,
                             struct plena_verify_result *r, struct plena_err *err)
@@ -746,6 +750,14 @@ int plena_verify_check_stop(const struct plena_moe_build *b, const struct plena_
     r->rel_rms = bd.moe;
     r->rel_rms_full = bd.full;
     r->rel_rms_norm = bd.norm;
+#ifdef PLENA_TESTING
+    if (plena_verify_test_stop_after_refs) *plena_verify_test_stop_after_refs = 1;
+#endif
+    /* a stop after the references' last look at the flag: still no verdict */
+    if (stop && *stop) {
+        rc = PLENA_FAIL(err, PLENA_E_INTERRUPTED, "check", "interrupted (SIGINT/SIGTERM)");
+        goto done;
+    }
     /* zero weights or zero input: the maths is not exercised (docs/replay.md
      * "Gates": zero_input_smoke), the bound does not apply */
     r->numerical = b->weights != PLENA_WEIGHTS_ZERO && b->input != PLENA_INPUT_ZEROS;

@@ -355,6 +355,14 @@ static void test_bounds_pairing(void **state)
     stop = 0;
     assert_int_equal(plena_verify_check_stop(&e.b, &e.d, 1, &stop, &rs, &err), 0);
     assert_true(rs.passed);
+#ifdef PLENA_TESTING
+    /* a stop after the references' last look: the check's own look */
+    plena_verify_test_stop_after_refs = &stop;
+    plena_err_clear(&err);
+    assert_int_equal(plena_verify_check_stop(&e.b, &e.d, 1, &stop, &rs, &err), PLENA_E_INTERRUPTED);
+    plena_verify_test_stop_after_refs = NULL;
+    stop = 0;
+#endif
     plena_free(out);
     plena_free(moe);
     plena_free(xn);

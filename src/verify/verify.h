@@ -167,11 +167,17 @@ int plena_verify_check_threads(const struct plena_moe_build *b, const struct ple
                                unsigned threads, struct plena_verify_result *r,
                                struct plena_err *err);
 /* The same with a stop flag a signal handler sets (may be NULL): the
- * references look at it before each routed expert and shared-expert row
- * block and end the check with PLENA_E_INTERRUPTED (no verdict) once set. */
+ * references look at it before each routed expert and shared-expert block
+ * (struct plena_moe_ref_in.stop), and the check once more before its
+ * verdict; once set the check returns PLENA_E_INTERRUPTED (no verdict). */
 int plena_verify_check_stop(const struct plena_moe_build *b, const struct plena_verify_device *d,
                             unsigned threads, const volatile sig_atomic_t *stop,
                             struct plena_verify_result *r, struct plena_err *err);
+#ifdef PLENA_TESTING
+/* tests: when not NULL, set to 1 by plena_verify_check_stop after the
+ * references, as a stop that arrives after their last look at the flag */
+extern volatile sig_atomic_t *plena_verify_test_stop_after_refs;
+#endif
 
 /* The three float64 bounds of one call (docs/design.md "Float64 bound in
  * three parts"), the one place that says which output is measured against
@@ -247,8 +253,10 @@ struct plena_verify_moe_opts {
     /* the timed run's progress (plena_run_opts.on_progress); may be NULL */
     void (*on_progress)(void *ctx, uint64_t executed);
     void *on_progress_ctx;
-    /* set by a signal handler (may be NULL): the timed run and the check stop
-     * as a trap and the report's status is PLENA_E_INTERRUPTED */
+    /* set by a signal handler (may be NULL): the timed run and the check's
+     * emulator run stop as a trap (the report's status PLENA_E_INTERRUPTED),
+     * the check's references at their next look (plena_verify_check_stop:
+     * the call returns PLENA_E_INTERRUPTED with err set, no verdict) */
     const volatile sig_atomic_t *stop;
     /* host threads (0 = 1): the check's references split over them, and the
      * timed run's dump writer (plena_run_opts.threads); no output changes */
@@ -275,8 +283,8 @@ struct plena_verify_moe_report {
 /* Runs build b, already written to o->dir: the timed run session with a stage
  * profile (o->run), then the check (o->check; skipped after a trapped run).
  * Returns 0 when the job ran (the verdict is r->status), else the error
- * status of what could not be done (input, output, nomem) with err filled; r
- * holds what was done before it. */
+ * status of what could not be done (input, output, nomem, or interrupted in
+ * the check's references) with err filled; r holds what was done before it. */
 int plena_verify_moe(const struct plena_moe_build *b, const struct plena_verify_moe_opts *o,
                      struct plena_verify_moe_report *r, struct plena_err *err);
 
