@@ -80,6 +80,13 @@ enum plena_status plena_status_from_exit_code(int exit_code)
     return PLENA_E_FAILED;
 }
 
+int plena_err_if_stopped(const volatile sig_atomic_t *stop, const char *where,
+                         struct plena_err *err)
+{
+    if (!stop || !*stop) return 0;
+    return PLENA_FAIL(err, PLENA_E_INTERRUPTED, where, "interrupted (SIGINT/SIGTERM)");
+}
+
 enum plena_status plena_status_worst(enum plena_status a, enum plena_status b)
 {
     return plena_status_exit_code(b) > plena_status_exit_code(a) ? b : a;

@@ -8,6 +8,7 @@
 #ifndef PLENA_COMMON_ERR_H
 #define PLENA_COMMON_ERR_H
 
+#include <signal.h>
 #include <stdarg.h>
 
 /* The one status vocabulary of the library (common/status.def). */
@@ -38,6 +39,12 @@ int plena_err_vset(struct plena_err *err, enum plena_status code, const char *sr
 
 void plena_err_clear(struct plena_err *err);
 int plena_err_is_set(const struct plena_err *err);
+
+/* The one look at a stop flag a signal handler sets (SIGINT/SIGTERM; may be
+ * NULL): 0 while it is clear, else PLENA_E_INTERRUPTED with err set at
+ * `where` ("interrupted (SIGINT/SIGTERM)"). */
+int plena_err_if_stopped(const volatile sig_atomic_t *stop, const char *where,
+                         struct plena_err *err);
 
 /* "where: msg" (or just msg when where is empty), into buf. */
 const char *plena_err_format(const struct plena_err *err, char *buf, unsigned long n);

@@ -46,6 +46,27 @@ static int cmp_int(const void *a, const void *b)
 /* plena_qsort sorts, and accepts the empty NULL array an empty growable
  * array is (qsort(NULL, 0) is undefined behaviour: the sanitizer build
  * reported it in the CSV and Megatron importers and the campaign report). */
+/* the one look at a stop flag: clear or absent -> 0 and nothing recorded;
+ * set -> PLENA_E_INTERRUPTED at `where`, and the first error still wins */
+static void test_err_if_stopped(void **state)
+{
+    (void)state;
+    struct plena_err err;
+    plena_err_clear(&err);
+    volatile sig_atomic_t stop = 0;
+    assert_int_equal(plena_err_if_stopped(NULL, "x", &err), 0);
+    assert_int_equal(plena_err_if_stopped(&stop, "x", &err), 0);
+    assert_false(plena_err_is_set(&err));
+    stop = 1;
+    assert_int_equal(plena_err_if_stopped(&stop, "build", &err), PLENA_E_INTERRUPTED);
+    assert_int_equal(err.code, PLENA_E_INTERRUPTED);
+    assert_string_equal(err.where, "build");
+    assert_string_equal(err.msg, "interrupted (SIGINT/SIGTERM)");
+    assert_int_equal(plena_err_if_stopped(&stop, "later", &err), PLENA_E_INTERRUPTED);
+    assert_string_equal(err.where, "build");
+    assert_int_equal(plena_err_if_stopped(&stop, "no record", NULL), PLENA_E_INTERRUPTED);
+}
+
 static void test_qsort_empty(void **state)
 {
     (void)state;
@@ -446,6 +467,7 @@ static void test_status_table(void **state)
 
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_first_error_wins),
+    cmocka_unit_test(test_err_if_stopped),
     cmocka_unit_test(test_alloc_fail_hook),
     cmocka_unit_test(test_atomic_write_and_read),
     cmocka_unit_test(test_fd_write_all),

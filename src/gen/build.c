@@ -1015,9 +1015,9 @@ static int stopped(const struct plena_moe_build_opts *o)
     return o->stop && *o->stop;
 }
 
-static int fail_stopped(struct plena_err *err)
+static int fail_stopped(const struct plena_moe_build_opts *o, struct plena_err *err)
 {
-    return PLENA_FAIL(err, PLENA_E_INTERRUPTED, "build", "interrupted (SIGINT/SIGTERM)");
+    return plena_err_if_stopped(o->stop, "build", err);
 }
 
 /* The bytes hbm.bin materialises: its non-zero 4 KiB chunks (the rest of
@@ -1039,10 +1039,7 @@ static int hbm_materialised(const struct plena_moe_build *b, const struct plena_
             *bound = 1;
             continue;
         }
-        if (!r->bytes && stopped(o)) {
-            rc = fail_stopped(err);
-            break;
-        }
+        if (!r->bytes && (rc = fail_stopped(o, err))) break;
         const uint8_t *p;
         if (!(rc = plena_moe_build_region_bytes(b, r, &sc, &p, err)))
             *sum += nonzero_chunk_bytes(p, r->n);
@@ -1136,7 +1133,7 @@ static int write_hbm(struct plena_moe_build *b, const struct plena_moe_build_opt
         unlink(tmpp);
         if (rc == 2) return PLENA_FAIL(err, PLENA_E_INTERNAL, path, "region beyond image end");
         if (rc == 4) return bytes_rc; /* recorded in err */
-        if (rc == 3) return fail_stopped(err);
+        if (rc == 3) return fail_stopped(opt, err);
         return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot write: %s", strerror(errno));
     }
     return 0;
@@ -1236,10 +1233,10 @@ int plena_moe_build_run(const struct plena_moe_build_opts *o, struct plena_moe_b
     if (rc) return rc;
     if (plena_prog_words(&b->prog, &b->words, &b->n_words)) return fail_nomem(err);
     b->hbm_size = b->info.map.hbm_end;
-    if (stopped(o)) return fail_stopped(err);
+    if ((rc = fail_stopped(o, err))) return rc;
     if (!o->program_only && (rc = stage_all(o, b, err))) return rc;
     if (!o->program_only && (rc = check_hbm_fits(b, o, err))) return rc;
-    if (stopped(o)) return fail_stopped(err);
+    if ((rc = fail_stopped(o, err))) return rc;
     (void)rup32;
     if (o->out_dir && (rc = write_dir(b, o, err))) return rc;
     return 0;

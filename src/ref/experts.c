@@ -13,9 +13,8 @@ static int expert_item(void *c, uint32_t e, uint32_t part, struct plena_err *err
 {
     const struct experts_run *r = c;
     if (r->start && r->start[e] == r->start[e + 1]) return 0;
-    if (r->stop && *r->stop)
-        return PLENA_FAIL(err, PLENA_E_INTERRUPTED, "reference", "interrupted (SIGINT/SIGTERM)");
-    return r->fn(r->ctx, e, part, err);
+    int rc = plena_err_if_stopped(r->stop, "reference", err);
+    return rc ? rc : r->fn(r->ctx, e, part, err);
 }
 
 int plena_ref_experts_run(struct plena_pool *pool, const size_t *start, uint32_t E,

@@ -772,10 +772,7 @@ int plena_moe_reference(const struct plena_moe_ref_cfg *cfg, const struct plena_
     if (shared) {
         /* the shared expert is one block on one thread: a stop is looked at
          * before it (its three projections take seconds at large T) */
-        if (in->stop && *in->stop) {
-            rc = PLENA_FAIL(err, PLENA_E_INTERRUPTED, "reference", "interrupted (SIGINT/SIGTERM)");
-            goto done;
-        }
+        if ((rc = plena_err_if_stopped(in->stop, "reference", err))) goto done;
         /* Step 11: batched shared SwiGLU over all rows. */
         pad_matrix(in->ws_gate, H, cfg->Is, H, Isp, s.wpad);
         proj_ksplit(s.x, T, H, s.wpad, Isp, M, cfg->chunk_tiles, s.sg, s.tile);

@@ -270,8 +270,7 @@ static int gate_open(const struct plena_replay_gate_opts *go, const char *file,
  * end once asked to stop). */
 static int gate_stopped(const struct plena_replay_gate_opts *go, struct plena_err *err)
 {
-    if (!go->stop || !*go->stop) return 0;
-    return PLENA_FAIL(err, PLENA_E_INTERRUPTED, go->build_dir, "interrupted (SIGINT/SIGTERM)");
+    return plena_err_if_stopped(go->stop, go->build_dir, err);
 }
 
 static void join_names(const json_t *arr, char *buf, size_t n)

@@ -704,9 +704,10 @@ static int repeat_step(struct ctx *c, struct plena_err *err)
         plena_err_clear(&rerr);
         json_t *v[8] = {NULL};
         int brc = run_build(c, dir, &ro, PLENA_DUMP_VRAM, &rerr);
-        if (c->o->stop && *c->o->stop) { /* no verdict from a stopped series */
+        int src = plena_err_if_stopped(c->o->stop, c->dir, err);
+        if (src) { /* no verdict from a stopped series */
             json_decref(series);
-            return PLENA_FAIL(err, PLENA_E_INTERRUPTED, c->dir, "interrupted (SIGINT/SIGTERM)");
+            return src;
         }
         if (!brc && ro.status == PLENA_RUN_OUT_COMPLETED) {
             /* TEST-ONLY switch (docs/replay.md "Gates": a gate "can fail"):
@@ -991,8 +992,7 @@ static void unlink_in(const struct ctx *c, const char *name)
  * interrupted run or a step skipped is not the trace's failure. */
 static int fail_if_stopped(const struct ctx *c, struct plena_err *err)
 {
-    if (!c->o->stop || !*c->o->stop) return 0;
-    return PLENA_FAIL(err, PLENA_E_INTERRUPTED, c->dir, "interrupted (SIGINT/SIGTERM)");
+    return plena_err_if_stopped(c->o->stop, c->dir, err);
 }
 
 int plena_replay_run(const struct plena_replay_item *it, const struct plena_replay_opts *o,

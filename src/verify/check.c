@@ -754,10 +754,7 @@ int plena_verify_check_stop(const struct plena_moe_build *b, const struct plena_
     if (plena_verify_test_stop_after_refs) *plena_verify_test_stop_after_refs = 1;
 #endif
     /* a stop after the references' last look at the flag: still no verdict */
-    if (stop && *stop) {
-        rc = PLENA_FAIL(err, PLENA_E_INTERRUPTED, "check", "interrupted (SIGINT/SIGTERM)");
-        goto done;
-    }
+    if ((rc = plena_err_if_stopped(stop, "check", err))) goto done;
     /* zero weights or zero input: the maths is not exercised (docs/replay.md
      * "Gates": zero_input_smoke), the bound does not apply */
     r->numerical = b->weights != PLENA_WEIGHTS_ZERO && b->input != PLENA_INPUT_ZEROS;
