@@ -341,11 +341,15 @@ static void test_merging_bound(void **state)
  * (plena_timeline_add), or with `steps` as steps handed over in batches of
  * varying size (plena_timeline_add_steps; steps have no gaps). Mode bit 1:
  * every other run of 4000 instructions has one opcode per track (slices
- * that are not "merged" after ones that are, on the same tracks). */
+ * that are not "merged" after ones that are, on the same tracks). Mode bit
+ * 3: no zero-cost instructions (a run has next to none; each ends a
+ * segment of add_segment). `seg_steps` (may be NULL): the steps the
+ * segments took. */
 static void render_stream(const struct plena_timeline_opts *to, const struct plena_labels *labels,
-                          size_t n_pc, uint32_t n, int mode, int steps, struct plena_buf *b)
+                          size_t n_pc, uint32_t n, int mode, int steps, struct plena_buf *b,
+                          uint64_t *seg_steps)
 {
-    const int gaps = mode & 1, phases = mode & 2;
+    const int gaps = mode & 1, phases = mode & 2, no_zero = mode & 8;
     struct plena_timeline *tl = NULL;
     assert_int_equal(plena_timeline_new(to, labels, n_pc, &tl, NULL), 0);
     const unsigned ops[] = {PLENA_OP_M_MM,         PLENA_OP_V_ADD_VV,  PLENA_OP_S_ADDI_INT,
@@ -362,7 +366,7 @@ static void render_stream(const struct plena_timeline_opts *to, const struct ple
         /* runs of one opcode (groups) and alternation */
         r.op = (uint8_t)ops[(k >> 3) % 8 < 6 ? (k >> 3) % 8 : i % 6];
         if (phases && i / 4000 % 2) r.op = (uint8_t)ops[(k >> 3) % 3]; /* M_MM, V_ADD, S_ADDI */
-        r.dur_ps = (k >> 7) % 9 == 0 ? 0 : 1000 * (1 + (k >> 11) % 7);
+        r.dur_ps = (k >> 7) % 9 == 0 && !no_zero ? 0 : 1000 * (1 + (k >> 11) % 7);
         if (gaps && (k >> 14) % 97 == 0) now += 500; /* the group cannot extend */
         r.start_ps = now;
         if (r.op == PLENA_OP_H_PREFETCH_V) r.bytes_read = 64 * (1 + (k >> 17) % 4);
@@ -387,6 +391,9 @@ static void render_stream(const struct plena_timeline_opts *to, const struct ple
     plena_buf_init(b);
     assert_int_equal(plena_timeline_render(tl, &run, b, NULL), 0);
     assert_int_equal(plena_buf_append(b, "", 1), 0); /* a C string for strstr */
+    struct plena_timeline_stats stats;
+    plena_timeline_stats(tl, &stats);
+    if (seg_steps) *seg_steps = stats.n_segment_steps;
     plena_timeline_free(tl);
 }
 
@@ -425,26 +432,102 @@ static void test_direct_path_identical(void **state)
         struct plena_timeline_opts direct = {PLENA_TIMELINE_GROUP, bounds[c], 0, 1000, NULL, 0};
         struct plena_timeline_opts general = direct;
         general.general_path = 1;
-        for (int mode = 0; mode < 3; mode++) {
+        for (int mode = 0; mode < 11; mode += mode == 2 ? 6 : 1) { /* 0, 1, 2, 8, 9, 10 */
             struct plena_buf a, g;
-            render_stream(&direct, &labels, n_pc, counts[c], mode, 0, &a);
-            render_stream(&general, &labels, n_pc, counts[c], mode, 0, &g);
+            render_stream(&direct, &labels, n_pc, counts[c], mode, 0, &a, NULL);
+            render_stream(&general, &labels, n_pc, counts[c], mode, 0, &g, NULL);
             assert_same_buf(&a, &g);
             /* the merging did happen: slices of two vector opcodes joined */
             if (c > 0) assert_non_null(strstr(a.data, "\"name\":\"merged\""));
             if (c == 0) assert_null(strstr(a.data, "\"name\":\"merged\""));
             if (!(mode & 1)) {
                 struct plena_buf st, stg;
-                render_stream(&direct, &labels, n_pc, counts[c], mode, 1, &st);
-                render_stream(&general, &labels, n_pc, counts[c], mode, 1, &stg);
+                uint64_t seg = 0, seg_general = 0;
+                render_stream(&direct, &labels, n_pc, counts[c], mode, 1, &st, &seg);
+                render_stream(&general, &labels, n_pc, counts[c], mode, 1, &stg, &seg_general);
                 assert_same_buf(&st, &g);
                 assert_same_buf(&stg, &g);
+                /* the segments did take steps once merging began (without
+                 * zero-cost ones, most), the general path none */
+                assert_int_equal(seg_general, 0);
+                if (c > 0) assert_true(seg > (mode & 8 ? counts[c] / 2 : counts[c] / 20));
                 plena_buf_free(&st);
                 plena_buf_free(&stg);
             }
             plena_buf_free(&a);
             plena_buf_free(&g);
         }
+    }
+}
+
+/* Renders n steps handed over in batches of 50 (plena_timeline_add_steps);
+ * `seg`: the steps the segments took. */
+static void render_steps(const struct plena_timeline_opts *to, const struct plena_labels *labels,
+                         const struct plena_timing_step *s, size_t n, struct plena_buf *b,
+                         uint64_t *seg)
+{
+    struct plena_timeline *tl = NULL;
+    assert_int_equal(plena_timeline_new(to, labels, labels->n, &tl, NULL), 0);
+    for (size_t i = 0; i < n; i += 50)
+        plena_timeline_add_steps(tl, s + i, n - i < 50 ? n - i : 50);
+    struct plena_timeline_run run = {"completed", 0, 0, 0, 0, n};
+    plena_buf_init(b);
+    assert_int_equal(plena_timeline_render(tl, &run, b, NULL), 0);
+    struct plena_timeline_stats stats;
+    plena_timeline_stats(tl, &stats);
+    *seg = stats.n_segment_steps;
+    plena_timeline_free(tl);
+}
+
+/* The limits of the segments (add_segment) against the exact path, step by
+ * step: a duration that would overflow the clock (2^64 - 11 ps, at a clock
+ * of microseconds), a clock past 2^63 with merge windows (and so the
+ * segments' stop) beyond it, where a duration below 2^63 overflows it, and
+ * opcode bytes above 63 in slices of one opcode (the exact path marks them
+ * "merged"). Each stream has its case
+ * after some thousand small steps of two opcodes on two tracks, so the
+ * merging, and with it the segments, have begun. */
+static void test_segment_limits(void **state)
+{
+    (void)state;
+    struct plena_label lv[8];
+    memset(lv, 0, sizeof lv);
+    for (unsigned i = 0; i < 8; i++)
+        lv[i].stage = PLENA_STAGE_EXPERT_PROJECTION;
+    struct plena_labels labels;
+    memset(&labels, 0, sizeof labels);
+    labels.n = 8;
+    labels.v = lv;
+    struct plena_timeline_opts direct = {PLENA_TIMELINE_GROUP, 64, 0, 1000, NULL, 0};
+    struct plena_timeline_opts general = direct;
+    general.general_path = 1;
+    enum { N = 4000 };
+    static struct plena_timing_step s[N];
+    for (int kind = 0; kind < 3; kind++) {
+        for (size_t i = 0; i < N; i++) {
+            struct plena_timing_step st = {1000 + 1000 * (i % 3), 0, 0, (uint32_t)(i % 8),
+                                           (uint8_t)(i % 2 ? PLENA_OP_M_MM : PLENA_OP_S_ADDI_INT)};
+            s[i] = st;
+        }
+        /* not at a batch's start, nor at a window's end (where a segment stops anyway) */
+        if (kind == 0) s[3017].dur_ps = UINT64_MAX - 10;
+        if (kind == 1) {
+            s[0].dur_ps = (UINT64_C(1) << 63) + (UINT64_C(1) << 40);
+            s[3017].dur_ps = (UINT64_C(1) << 63) - 1;
+        }
+        if (kind == 2)
+            for (size_t i = 1001; i < N; i += 40)
+                s[i].op = (uint8_t)(64 + PLENA_OP_M_MM);
+        struct plena_buf a, g;
+        uint64_t seg = 0, seg_general = 0;
+        render_steps(&direct, &labels, s, N, &a, &seg);
+        render_steps(&general, &labels, s, N, &g, &seg_general);
+        assert_same_buf(&a, &g);
+        /* past 2^63 the exact path takes every step */
+        assert_true(kind == 1 ? seg == 0 : seg > N / 2);
+        assert_int_equal(seg_general, 0);
+        plena_buf_free(&a);
+        plena_buf_free(&g);
     }
 }
 
@@ -479,9 +562,9 @@ static int make_inputs(void)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_detail_names), cmocka_unit_test(test_run_timeline_sums),
-        cmocka_unit_test(test_merging_bound), cmocka_unit_test(test_direct_path_identical),
-        cmocka_unit_test(test_trapped_run)};
+        cmocka_unit_test(test_detail_names),   cmocka_unit_test(test_run_timeline_sums),
+        cmocka_unit_test(test_merging_bound),  cmocka_unit_test(test_direct_path_identical),
+        cmocka_unit_test(test_segment_limits), cmocka_unit_test(test_trapped_run)};
     if (make_inputs()) return 1;
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     plena_test_rmtree(tmp);

@@ -87,15 +87,25 @@ struct slice {
 };
 
 #define NO_SLICE SIZE_MAX
+#define SEG_SHUT 31 /* add_segment's track of an op above 63: never open */
 
 /* What a segment of steps adds to the last slice of each track: kept in
  * the timeline and zero between segments (a segment resets the tracks it
  * touched), so a segment does not clear it first -- segments are often
- * short, and clearing cost more than their steps. */
+ * short, and clearing cost more than their steps. Its loop writes these
+ * sums through a pointer into *tl (locals would be the same: they are
+ * indexed by track). */
 struct segment {
-    uint64_t busy[PLENA_TL_TRACK_COUNT], txn[PLENA_TL_TRACK_COUNT]; /* txn: read + write */
-    uint64_t count[PLENA_TL_TRACK_COUNT], end[PLENA_TL_TRACK_COUNT];
-    uint8_t op[PLENA_TL_TRACK_COUNT], mixed[PLENA_TL_TRACK_COUNT];
+    uint64_t busy[PLENA_TL_TRACK_COUNT], count[PLENA_TL_TRACK_COUNT];
+    uint64_t end[PLENA_TL_TRACK_COUNT], txn[PLENA_TL_TRACK_COUNT];
+    /* which tracks' last slices take steps and where the first of their
+     * merge windows or the counter bucket ends: they change only on the
+     * exact path (which clears `valid`) or when the clock passes `stop`
+     * (where the segment ends) */
+    int valid;
+    unsigned open;
+    uint64_t stop;
+    uint64_t n_steps; /* the steps taken (plena_timeline_stats) */
 };
 
 struct plena_timeline {
@@ -106,6 +116,10 @@ struct plena_timeline {
      * instruction, so it touches one byte per pc and one per opcode) */
     uint8_t *pc_stage;
     uint8_t track_of[64];
+    /* add_segment's track_of, for every byte (no mask in its loop): an op
+     * above 63 is on SEG_SHUT, a track never open, so it takes the exact
+     * path */
+    uint8_t seg_track[256];
     size_t cur_bucket;
     uint64_t bucket_end_ps; /* the current bucket ends here */
     struct region *reg;
@@ -166,6 +180,8 @@ int plena_timeline_new(const struct plena_timeline_opts *o, const struct plena_l
     }
     for (unsigned op = 0; op < 64; op++)
         tl->track_of[op] = (uint8_t)plena_timeline_track_of(op);
+    for (unsigned op = 0; op < 256; op++)
+        tl->seg_track[op] = op < 64 ? tl->track_of[op] : SEG_SHUT;
     for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++)
         tl->last_on[t] = NO_SLICE;
     tl->bucket_ps = 1000000; /* 1 us; doubles as the run grows */
@@ -574,6 +590,7 @@ void plena_timeline_add(struct plena_timeline *tl, const struct plena_timing_rec
  * the same saturating sum of the same durations. */
 static void add_step_exact(struct plena_timeline *tl, const struct plena_timing_step *s)
 {
+    tl->seg.valid = 0;
     struct plena_timing_record r = {
         s->pc, s->op, tl->step_clock, s->dur_ps, 64 * s->rd_txn, 64 * s->wr_txn, 0, 0};
     if (__builtin_add_overflow(tl->step_clock, s->dur_ps, &tl->step_clock)) {
@@ -583,64 +600,91 @@ static void add_step_exact(struct plena_timeline *tl, const struct plena_timing_
     add_one(tl, &r);
 }
 
-/* The steady state of the direct path, a segment at a time: while the stage
- * region, the counter bucket and every track's merge window stay the same,
- * add_direct's first branch takes every instruction (into the last slice of
- * its track), so the segment's sums go there at its end, and the
- * per-instruction work is a few adds on locals. Returns the steps consumed
- * (0: the next one needs the exact path). A segment may stop earlier than it
- * must -- the exact path takes any step -- so it stops at the first of the
- * bucket's end and the merge windows' ends (`stop`, one compare per step),
- * and at a step on a track whose last slice cannot take it (`open`, a bit
- * test): the window of a track that has no step in the segment costs one
- * early stop when it passes, after which that track is not open. */
-static size_t add_segment(struct plena_timeline *tl, const struct plena_timing_step *s, size_t n)
+/* add_segment's open tracks and stop, from the timeline's state */
+static void seg_open(struct plena_timeline *tl)
 {
-    if (tl->cur_stage < 0 || tl->into == NO_SLICE) return 0;
     struct segment *g = &tl->seg;
-    const uint64_t clock0 = tl->step_clock;
     uint64_t stop = tl->bucket_end_ps;
-    _Static_assert(PLENA_TL_TRACK_COUNT <= 32, "add_segment's track mask is 32 bits");
-    unsigned open = 0; /* tracks whose last slice takes this segment's steps */
+    unsigned open = 0;
+    _Static_assert(PLENA_TL_TRACK_COUNT <= SEG_SHUT, "add_segment's track mask is 32 bits");
     for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++) {
         size_t j = tl->last_on[t];
         if (j == NO_SLICE) continue;
         const struct slice *a = &tl->sl[j];
-        if ((a->region != tl->region_seq && !tl->cross) || clock0 >= a->win_end) continue;
+        if ((a->region != tl->region_seq && !tl->cross) || tl->step_clock >= a->win_end) continue;
         open |= 1u << t;
-        g->op[t] = a->op;
         if (a->win_end < stop) stop = a->win_end;
     }
+    /* a clock below 2^63 and a duration below 2^63 cannot overflow: the
+     * loop tests the duration as a signed number (<= 0: none, or too long;
+     * both take the exact path) instead of adding with a carry test */
+    if (stop > UINT64_C(1) << 63) stop = UINT64_C(1) << 63;
+    g->open = open;
+    g->stop = stop;
+    g->valid = 1;
+}
+
+/* The steady state of the direct path, a segment at a time: while the stage
+ * region, the counter bucket and every track's merge window stay the same,
+ * add_direct's first branch takes every instruction (into the last slice of
+ * its track), so the segment's sums go there at its end, and the
+ * per-instruction work is a few adds. Returns the steps consumed (0: the
+ * next one needs the exact path). A segment may stop earlier than it must
+ * -- the exact path takes any step -- so it stops at the first of the
+ * bucket's end and the merge windows' ends (`stop`, one compare per step),
+ * at a step on a track whose last slice cannot take it (`open`, a bit
+ * test: the window of a track that has no step in the segment costs one
+ * early stop when it passes, after which that track is not open), and at a
+ * step that took no time (a run has next to none).
+ *
+ * The loop is kept to what every step needs (27 instructions from GCC 12
+ * at -O2; the loop it replaced had 46, and spilled): which opcodes the
+ * segment had is one bit per step, which tracks had another opcode than
+ * their slice's is worked out from it at the end, the per-track
+ * transactions are summed in a second loop only when the segment moved any
+ * (few do), and the open tracks and `stop` are kept between segments
+ * (seg_open). Tried and not kept (bench figures in docs/design.md): two
+ * passes (find the end, then sum each track in registers) and four copies
+ * of the per-track sums against store-to-load waits -- both slower. */
+static __attribute__((noinline)) size_t add_segment(struct plena_timeline *tl,
+                                                    const struct plena_timing_step *s, size_t n)
+{
+    if (tl->cur_stage < 0 || tl->into == NO_SLICE) return 0;
+    struct segment *g = &tl->seg;
+    const uint64_t clock0 = tl->step_clock;
+    if (!g->valid) seg_open(tl);
+    const unsigned open = g->open;
+    const uint64_t stop = g->stop;
     const unsigned stage = (unsigned)tl->cur_stage;
     /* locals: the stores into g (inside *tl) would otherwise reload them */
-    const uint8_t *pc_stage = tl->pc_stage, *track_of = tl->track_of;
+    const uint8_t *pc_stage = tl->pc_stage, *track_of = tl->seg_track;
     const size_t n_pc = tl->n_pc;
     uint64_t clock = clock0, sum_rd = 0, sum_wr = 0;
-    size_t k = 0, last = SIZE_MAX; /* last: the last step that took time */
-    for (; k < n; k++) {
-        const struct plena_timing_step *st = &s[k];
-        unsigned sg = st->pc < n_pc ? pc_stage[st->pc] : PLENA_STAGE_OTHER;
-        uint64_t end;
-        if (sg != stage || clock >= stop || __builtin_add_overflow(clock, st->dur_ps, &end)) break;
-        if (st->dur_ps) {
-            unsigned t = track_of[st->op & 63];
-            if (!(open >> t & 1)) break;
-            g->busy[t] += st->dur_ps;
-            g->txn[t] += st->rd_txn + st->wr_txn;
-            g->count[t]++;
-            g->end[t] = end;
-            g->mixed[t] |= st->op != g->op[t];
-            last = k;
-        }
+    uint64_t ops = 0; /* one bit per opcode */
+    const struct plena_timing_step *st = s, *const st_end = s + n;
+    for (; st < st_end; st++) {
+        if (st->pc >= n_pc || pc_stage[st->pc] != stage || clock >= stop ||
+            (int64_t)st->dur_ps <= 0)
+            break;
+        unsigned t = track_of[st->op];
+        if (!(open >> t & 1)) break;
+        ops |= 1ull << (st->op & 63); /* op is below 64: a higher one is on no open track */
+        g->busy[t] += st->dur_ps;
+        g->count[t]++;
+        clock += st->dur_ps;
+        g->end[t] = clock;
         sum_rd += st->rd_txn;
         sum_wr += st->wr_txn;
-        clock = end;
     }
+    const size_t k = (size_t)(st - s);
     if (k == 0) return 0;
+    g->n_steps += k;
+    if (sum_rd | sum_wr)
+        for (size_t i = 0; i < k; i++)
+            g->txn[track_of[s[i].op]] += s[i].rd_txn + s[i].wr_txn;
     /* what add_one summed per instruction, from the segment's totals: the
-     * durations are the clock's advance, a prefetch in flight is an HBM
-     * read that took time, and the steps after `last` took none, so the
-     * open group ends at the clock */
+     * durations are the clock's advance and a prefetch in flight is an HBM
+     * read (every step took time) */
     tl->cur.dur += clock - clock0;
     tl->cur.count += k;
     tl->now_ps = clock;
@@ -648,23 +692,27 @@ static size_t add_segment(struct plena_timeline *tl, const struct plena_timing_s
     tl->acc_rd += 64 * sum_rd;
     tl->acc_wr += 64 * sum_wr;
     tl->acc_pend |= (uint64_t)(g->count[PLENA_TL_TRACK_HBM_READ] != 0);
-    for (unsigned t = 0; t < PLENA_TL_TRACK_COUNT; t++) {
-        if (!g->count[t]) continue;
+    unsigned present = 0;
+    for (uint64_t m = ops; m; m &= m - 1) {
+        unsigned op = (unsigned)__builtin_ctzll(m);
+        present |= 1u << track_of[op];
+        struct slice *a = &tl->sl[tl->last_on[track_of[op]]];
+        if (op != a->op) a->mixed = 1;
+    }
+    for (unsigned m = present; m; m &= m - 1) {
+        unsigned t = (unsigned)__builtin_ctz(m);
         struct slice *a = &tl->sl[tl->last_on[t]];
         a->end = g->end[t];
         a->busy += g->busy[t];
         a->bytes += 64 * g->txn[t];
         a->count += g->count[t];
-        a->mixed |= g->mixed[t];
         g->busy[t] = g->txn[t] = g->count[t] = 0; /* end is read only where count is not 0 */
-        g->mixed[t] = 0;
     }
-    if (last != SIZE_MAX) {
-        tl->grp.op = s[last].op;
-        tl->grp.region = tl->region_seq;
-        tl->grp.end = clock;
-        tl->into = tl->last_on[tl->track_of[s[last].op & 63]];
-    }
+    /* the last step took time: the open group is its opcode's, ending at the clock */
+    tl->grp.op = s[k - 1].op;
+    tl->grp.region = tl->region_seq;
+    tl->grp.end = clock;
+    tl->into = tl->last_on[track_of[s[k - 1].op]];
     return k;
 }
 
@@ -698,6 +746,7 @@ void plena_timeline_stats(const struct plena_timeline *tl, struct plena_timeline
     s->merge_ps = tl->merge_ps;
     s->cross_region = tl->cross;
     s->bucket_ps = tl->bucket_ps;
+    s->n_segment_steps = tl->seg.n_steps;
 }
 
 /* ---- JSON ---- */

@@ -101,11 +101,13 @@ int plena_timeline_write(struct plena_timeline *tl, const struct plena_timeline_
 
 /* Figures for tests and the CLI. */
 struct plena_timeline_stats {
-    size_t n_regions;   /* stage-track slices */
-    size_t n_slices;    /* resource-track slices (after merging) */
-    uint64_t merge_ps;  /* 0: no merging happened; else the merge window */
-    int cross_region;   /* merging had to join slices of different stage regions */
-    uint64_t bucket_ps; /* width of the counter buckets */
+    size_t n_regions;         /* stage-track slices */
+    size_t n_slices;          /* resource-track slices (after merging) */
+    uint64_t merge_ps;        /* 0: no merging happened; else the merge window */
+    int cross_region;         /* merging had to join slices of different stage regions */
+    uint64_t bucket_ps;       /* width of the counter buckets */
+    uint64_t n_segment_steps; /* steps plena_timeline_add_steps summed a segment at a
+                               * time (the others went one by one) */
 };
 void plena_timeline_stats(const struct plena_timeline *tl, struct plena_timeline_stats *s);
 
