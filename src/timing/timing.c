@@ -130,14 +130,18 @@ uint64_t plena_timing_account(struct plena_timing *t, const struct plena_emu_eve
     return account(t, ev);
 }
 
-uint64_t plena_timing_account_txn(struct plena_timing *t, const struct plena_emu_event *ev,
-                                  uint64_t *rd_txn, uint64_t *wr_txn)
+uint64_t plena_timing_account_step(struct plena_timing *t, const struct plena_emu_event *ev,
+                                   struct plena_timing_step *s)
 {
     uint64_t d = account(t, ev);
-    /* from the registers account() just stored them from: a caller reading
-     * them back from *t right after the call waits on the stores */
-    *rd_txn = t->last.rd;
-    *wr_txn = t->last.wr;
+    /* here, not in the caller: account() is inlined, so the transaction
+     * counts come from its registers (0 for a fixed cost) instead of being
+     * read back from *t right after the stores */
+    s->dur_ps = d;
+    s->rd_txn = t->last.rd;
+    s->wr_txn = t->last.wr;
+    s->pc = ev->pc;
+    s->op = ev->op;
     return d;
 }
 

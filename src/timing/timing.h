@@ -76,10 +76,6 @@ void plena_timing_free(struct plena_timing *t);
 /* Charges one executed instruction starting at the current clock; returns its
  * duration in ps and advances the clock by it. */
 uint64_t plena_timing_account(struct plena_timing *t, const struct plena_emu_event *ev);
-/* The same, also giving the instruction's read and write transaction counts
- * (what plena_timing_last_bytes gives / 64) without a second call. */
-uint64_t plena_timing_account_txn(struct plena_timing *t, const struct plena_emu_event *ev,
-                                  uint64_t *rd_txn, uint64_t *wr_txn);
 uint64_t plena_timing_now_ps(const struct plena_timing *t);
 uint64_t plena_timing_bytes_read(const struct plena_timing *t);    /* 64 x read transactions */
 uint64_t plena_timing_bytes_written(const struct plena_timing *t); /* 64 x write transactions */
@@ -122,6 +118,12 @@ struct plena_timing_step {
     uint32_t pc;
     uint8_t op;
 };
+/* plena_timing_account, also writing the instruction as a step into *s
+ * (its duration, its read and write transaction counts -- what
+ * plena_timing_last_bytes gives / 64 -- its pc and opcode): the run's
+ * observer makes one call per instruction for its batches. */
+uint64_t plena_timing_account_step(struct plena_timing *t, const struct plena_emu_event *ev,
+                                   struct plena_timing_step *s);
 /* Fills r for the instruction `ev` just accounted with duration `dur_ps`
  * (start = the clock before it); hidden/pending stay 0 (see plena_overlap_last). */
 void plena_timing_record_last(const struct plena_timing *t, const struct plena_emu_event *ev,
