@@ -88,24 +88,30 @@ void plena_timing_free(struct plena_timing *t)
     plena_free(t);
 }
 
-static uint64_t account_hbm(struct plena_timing *t, const struct plena_emu_event *ev, int seq)
+static uint64_t account_hbm(struct plena_timing *t, const struct plena_emu_event *ev, int seq,
+                            uint64_t *rd, uint64_t *wr)
 {
     uint64_t nw = 0;
     for (size_t i = 0; i < ev->n_txn; i++)
         nw += ev->txn[i].is_write != 0;
-    t->last.rd = ev->n_txn - nw;
-    t->last.wr = nw;
-    t->n_rd += t->last.rd;
+    *rd = t->last.rd = ev->n_txn - nw;
+    *wr = t->last.wr = nw;
+    t->n_rd += ev->n_txn - nw;
     t->n_wr += nw;
     return seq ? plena_hbm_sequential(t->hbm, t->now_ps, ev->txn, ev->n_txn)
                : plena_hbm_batch(t->hbm, t->now_ps, ev->txn, ev->n_txn);
 }
 
-static inline uint64_t account(struct plena_timing *t, const struct plena_emu_event *ev)
+/* The instruction's duration; its transaction counts also into *rd and *wr
+ * (locals of the caller: a caller that wants them does not read t->last
+ * back right after the stores, and one that does not lets them fold away) */
+static inline uint64_t account(struct plena_timing *t, const struct plena_emu_event *ev,
+                               uint64_t *rd, uint64_t *wr)
 {
     unsigned op = ev->op & 63;
     uint64_t d;
     t->last.rd = t->last.wr = 0;
+    *rd = *wr = 0;
     switch ((enum kind)t->kind[op]) {
     case K_FIXED: d = ev->f0_skip ? 0 : t->cost_ps[op]; break;
     case K_TOPK:
@@ -114,8 +120,8 @@ static inline uint64_t account(struct plena_timing *t, const struct plena_emu_ev
         break;
     /* once the total saturated the HBM model is not asked again: its tick
      * arithmetic needs representable times */
-    case K_HBM_BATCH: d = t->time_overflow ? 0 : account_hbm(t, ev, 0); break;
-    case K_HBM_SEQ: d = t->time_overflow ? 0 : account_hbm(t, ev, 1); break;
+    case K_HBM_BATCH: d = t->time_overflow ? 0 : account_hbm(t, ev, 0, rd, wr); break;
+    case K_HBM_SEQ: d = t->time_overflow ? 0 : account_hbm(t, ev, 1, rd, wr); break;
     default: d = 0; break;
     }
     if (__builtin_add_overflow(t->now_ps, d, &t->now_ps)) {
@@ -127,19 +133,18 @@ static inline uint64_t account(struct plena_timing *t, const struct plena_emu_ev
 
 uint64_t plena_timing_account(struct plena_timing *t, const struct plena_emu_event *ev)
 {
-    return account(t, ev);
+    uint64_t rd, wr;
+    return account(t, ev, &rd, &wr);
 }
 
 uint64_t plena_timing_account_step(struct plena_timing *t, const struct plena_emu_event *ev,
                                    struct plena_timing_step *s)
 {
-    uint64_t d = account(t, ev);
-    /* here, not in the caller: account() is inlined, so the transaction
-     * counts come from its registers (0 for a fixed cost) instead of being
-     * read back from *t right after the stores */
+    uint64_t rd, wr;
+    uint64_t d = account(t, ev, &rd, &wr);
     s->dur_ps = d;
-    s->rd_txn = t->last.rd;
-    s->wr_txn = t->last.wr;
+    s->rd_txn = rd;
+    s->wr_txn = wr;
     s->pc = ev->pc;
     s->op = ev->op;
     return d;
