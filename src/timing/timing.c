@@ -88,23 +88,26 @@ void plena_timing_free(struct plena_timing *t)
     plena_free(t);
 }
 
-static uint64_t account_hbm(struct plena_timing *t, const struct plena_emu_event *ev, int seq,
-                            uint64_t *rd, uint64_t *wr)
+/* Out of line: the common instructions' path through account() then calls
+ * nothing and saves no registers. */
+static __attribute__((noinline)) uint64_t account_hbm(struct plena_timing *t,
+                                                      const struct plena_emu_event *ev, int seq)
 {
     uint64_t nw = 0;
     for (size_t i = 0; i < ev->n_txn; i++)
         nw += ev->txn[i].is_write != 0;
-    *rd = t->last.rd = ev->n_txn - nw;
-    *wr = t->last.wr = nw;
-    t->n_rd += ev->n_txn - nw;
+    t->last.rd = ev->n_txn - nw;
+    t->last.wr = nw;
+    t->n_rd += t->last.rd;
     t->n_wr += nw;
     return seq ? plena_hbm_sequential(t->hbm, t->now_ps, ev->txn, ev->n_txn)
                : plena_hbm_batch(t->hbm, t->now_ps, ev->txn, ev->n_txn);
 }
 
 /* The instruction's duration; its transaction counts also into *rd and *wr
- * (locals of the caller: a caller that wants them does not read t->last
- * back right after the stores, and one that does not lets them fold away) */
+ * (locals of the caller: for any instruction but the HBM ones they are 0
+ * without reading t->last back right after storing it, and a caller that
+ * does not want them lets them fold away) */
 static inline uint64_t account(struct plena_timing *t, const struct plena_emu_event *ev,
                                uint64_t *rd, uint64_t *wr)
 {
@@ -120,8 +123,16 @@ static inline uint64_t account(struct plena_timing *t, const struct plena_emu_ev
         break;
     /* once the total saturated the HBM model is not asked again: its tick
      * arithmetic needs representable times */
-    case K_HBM_BATCH: d = t->time_overflow ? 0 : account_hbm(t, ev, 0, rd, wr); break;
-    case K_HBM_SEQ: d = t->time_overflow ? 0 : account_hbm(t, ev, 1, rd, wr); break;
+    case K_HBM_BATCH:
+    case K_HBM_SEQ:
+        if (t->time_overflow) {
+            d = 0;
+            break;
+        }
+        d = account_hbm(t, ev, t->kind[op] == K_HBM_SEQ);
+        *rd = t->last.rd;
+        *wr = t->last.wr;
+        break;
     default: d = 0; break;
     }
     if (__builtin_add_overflow(t->now_ps, d, &t->now_ps)) {
