@@ -86,42 +86,53 @@ if [ "${WHOLE:-0}" = 1 ]; then
     rm -rf w
   }
   : > moe_off.txt; : > moe_tl.txt
-  for _ in $(seq "$RUNS"); do
-    measure_moe moe_off.txt
-    measure_moe moe_tl.txt --timeline tw.json
+  for i in $(seq "$RUNS"); do
+    if [ $((i % 2)) = 1 ]; then
+      measure_moe moe_off.txt
+      measure_moe moe_tl.txt --timeline tw.json
+    else
+      measure_moe moe_tl.txt --timeline tw.json
+      measure_moe moe_off.txt
+    fi
   done
   mo=$(median < moe_off.txt); mt=$(median < moe_tl.txt)
   echo "whole plena moe command, median of $RUNS runs (CPU ms)"
   awk -v o="$mo" -v t="$mt" 'BEGIN { printf "  off %.1f  timeline %.1f  timeline/off %.3f\n", o, t, t / o }'
 fi
 
+# prints the share of the timeline's functions (syms.txt) in perf.data ($1: what ran)
+share() {
+  perf report -i perf.data --no-children --sort symbol -F overhead,symbol --stdio 2>/dev/null |
+    awk -v what="$1" 'NR == FNR { want[$1] = 1; next }
+         /^#/ || NF < 3 { next }
+         { pct = $1; sub(/%/, "", pct); total += pct; if ($3 in want) tl += pct }
+         END { printf "perf: timeline functions %.2f %% of the samples of one %s", tl, what
+               printf " (about %.1f %% of it without them)\n", 100 * tl / (100 - tl) }' \
+      syms.txt -
+}
+# perf record of one command (its arguments) into perf.data; 1 when it failed
+record() {
+  if perf record -q -e cpu-clock -F 999 -o perf.data "$@" >/dev/null 2>perf.err; then return 0; fi
+  echo "PERF=1: perf record failed (perf_event_paranoid?): $(head -c 300 perf.err); skipped"
+  return 1
+}
+
 if [ "${PERF:-0}" = 1 ]; then
   OBJ=$(dirname "$BIN")/src/timeline/CMakeFiles/plena_timeline_obj.dir/timeline.c.o
   if ! command -v perf >/dev/null 2>&1 || [ ! -f "$OBJ" ]; then
     echo "PERF=1: perf or $OBJ not found; skipped"
-    exit 0
+  else
+    nm --defined-only "$OBJ" | awk '$2 ~ /^[tT]$/ { print $3 }' > syms.txt
+    if record "$BIN" moe --model "$MODEL" --tokens "$TOKENS" --routing random --out p \
+        --timeline tp.json; then
+      share "plena moe --timeline"
+    fi
+    if record "$BIN" run --program d/program.mem --asm d/program.asm --hbm d/hbm.bin \
+        --fpsram d/fp_sram.bin --intsram d/int_sram.bin --vram d/vram_preload.bin --dump none \
+        --timeline tr.json; then
+      share "plena run --timeline"
+    fi
   fi
-  nm --defined-only "$OBJ" | awk '$2 ~ /^[tT]$/ { print $3 }' > syms.txt
-  if ! perf record -q -e cpu-clock -F 999 -o perf.data "$BIN" moe --model "$MODEL" --tokens "$TOKENS" \
-      --routing random --out p --timeline tp.json >/dev/null 2>perf.err; then
-    echo "PERF=1: perf record failed (perf_event_paranoid?): $(head -c 300 perf.err); skipped"
-    exit 0
-  fi
-  # prints the share of the timeline's functions in perf.data ($1: what ran)
-  share() {
-    perf report -i perf.data --no-children --sort symbol -F overhead,symbol --stdio 2>/dev/null |
-      awk -v what="$1" 'NR == FNR { want[$1] = 1; next }
-           /^#/ || NF < 3 { next }
-           { pct = $1; sub(/%/, "", pct); total += pct; if ($3 in want) tl += pct }
-           END { printf "perf: timeline functions %.2f %% of the samples of one %s", tl, what
-                 printf " (about %.1f %% of it without them)\n", 100 * tl / (100 - tl) }' \
-        syms.txt -
-  }
-  share "plena moe --timeline"
-  perf record -q -e cpu-clock -F 999 -o perf.data "$BIN" run --program d/program.mem \
-    --asm d/program.asm --hbm d/hbm.bin --fpsram d/fp_sram.bin --intsram d/int_sram.bin \
-    --vram d/vram_preload.bin --dump none --timeline tr.json >/dev/null 2>perf.err
-  share "plena run --timeline"
 fi
 
 if [ "${COUNT:-0}" = 1 ]; then

@@ -482,9 +482,9 @@ static void render_steps(const struct plena_timeline_opts *to, const struct plen
 /* The limits of the segments (add_segment) against the exact path, step by
  * step: a duration that would overflow the clock (2^64 - 11 ps, at a clock
  * of microseconds), a clock past 2^63 with merge windows (and so the
- * segments' stop) beyond it, where a duration below 2^63 overflows it, and
+ * segments' stop) beyond it, where a duration below 2^63 overflows it,
  * opcode bytes above 63 in slices of one opcode (the exact path marks them
- * "merged"). Each stream has its case
+ * "merged"), and transaction counts whose sum wraps to 0. Each stream has its case
  * after some thousand small steps of two opcodes on two tracks, so the
  * merging, and with it the segments, have begun. */
 static void test_segment_limits(void **state)
@@ -503,7 +503,7 @@ static void test_segment_limits(void **state)
     general.general_path = 1;
     enum { N = 4000 };
     static struct plena_timing_step s[N];
-    for (int kind = 0; kind < 3; kind++) {
+    for (int kind = 0; kind < 4; kind++) {
         for (size_t i = 0; i < N; i++) {
             struct plena_timing_step st = {1000 + 1000 * (i % 3), 0, 0, (uint32_t)(i % 8),
                                            (uint8_t)(i % 2 ? PLENA_OP_M_MM : PLENA_OP_S_ADDI_INT)};
@@ -518,6 +518,10 @@ static void test_segment_limits(void **state)
         if (kind == 2)
             for (size_t i = 1001; i < N; i += 40)
                 s[i].op = (uint8_t)(64 + PLENA_OP_M_MM);
+        if (kind == 3) { /* read counts of two tracks whose sum wraps to 0 */
+            s[3011].rd_txn = 1;
+            s[3012].rd_txn = UINT64_MAX;
+        }
         struct plena_buf a, g;
         uint64_t seg = 0, seg_general = 0;
         render_steps(&direct, &labels, s, N, &a, &seg);

@@ -640,10 +640,11 @@ static void seg_open(struct plena_timeline *tl)
  * The loop is kept to what every step needs (27 instructions from GCC 12
  * at -O2; the loop it replaced had 46, and spilled): which opcodes the
  * segment had is one bit per step, which tracks had another opcode than
- * their slice's is worked out from it at the end, the per-track
- * transactions are summed in a second loop only when the segment moved any
- * (few do), and the open tracks and `stop` are kept between segments
- * (seg_open). Tried and not kept (bench figures in docs/design.md): two
+ * their slice's is worked out from it at the end, the transactions (in all
+ * and per track) are summed in a second loop only when the segment moved
+ * any (few do: the loop only ors the counts), and the open tracks and
+ * `stop` are kept between segments (seg_open). A step whose pc is outside
+ * the program ends the segment too. Tried and not kept (bench figures in docs/design.md): two
  * passes (find the end, then sum each track in registers) and four copies
  * of the per-track sums against store-to-load waits -- both slower. */
 static __attribute__((noinline)) size_t add_segment(struct plena_timeline *tl,
@@ -659,8 +660,8 @@ static __attribute__((noinline)) size_t add_segment(struct plena_timeline *tl,
     /* locals: the stores into g (inside *tl) would otherwise reload them */
     const uint8_t *pc_stage = tl->pc_stage, *track_of = tl->seg_track;
     const size_t n_pc = tl->n_pc;
-    uint64_t clock = clock0, sum_rd = 0, sum_wr = 0;
-    uint64_t ops = 0; /* one bit per opcode */
+    uint64_t clock = clock0, moved = 0; /* moved: the or of every transaction count */
+    uint64_t ops = 0;                   /* one bit per opcode */
     const struct plena_timing_step *st = s, *const st_end = s + n;
     for (; st < st_end; st++) {
         if (st->pc >= n_pc || pc_stage[st->pc] != stage || clock >= stop ||
@@ -673,15 +674,20 @@ static __attribute__((noinline)) size_t add_segment(struct plena_timeline *tl,
         g->count[t]++;
         clock += st->dur_ps;
         g->end[t] = clock;
-        sum_rd += st->rd_txn;
-        sum_wr += st->wr_txn;
+        moved |= st->rd_txn | st->wr_txn;
     }
     const size_t k = (size_t)(st - s);
     if (k == 0) return 0;
     g->n_steps += k;
-    if (sum_rd | sum_wr)
-        for (size_t i = 0; i < k; i++)
+    /* the transactions, per track and in all, only when any moved (an or,
+     * not a sum, decides: sums could wrap to 0) */
+    uint64_t sum_rd = 0, sum_wr = 0;
+    if (moved)
+        for (size_t i = 0; i < k; i++) {
             g->txn[track_of[s[i].op]] += s[i].rd_txn + s[i].wr_txn;
+            sum_rd += s[i].rd_txn;
+            sum_wr += s[i].wr_txn;
+        }
     /* what add_one summed per instruction, from the segment's totals: the
      * durations are the clock's advance and a prefetch in flight is an HBM
      * read (every step took time) */
