@@ -634,8 +634,9 @@ static void seg_open(struct plena_timeline *tl)
  * bucket's end and the merge windows' ends (`stop`, one compare per step),
  * at a step on a track whose last slice cannot take it (`open`, a bit
  * test: the window of a track that has no step in the segment costs one
- * early stop when it passes, after which that track is not open), and at a
- * step that took no time (a run has next to none).
+ * early stop when it passes, after which that track is not open), at a
+ * step that took no time or 2^63 ps or more (a run has next to none), at an
+ * opcode byte above 63 and at a pc outside the program.
  *
  * The loop is kept to what every step needs (27 instructions from GCC 12
  * at -O2; the loop it replaced had 46, and spilled): which opcodes the
@@ -643,10 +644,10 @@ static void seg_open(struct plena_timeline *tl)
  * their slice's is worked out from it at the end, the transactions (in all
  * and per track) are summed in a second loop only when the segment moved
  * any (few do: the loop only ors the counts), and the open tracks and
- * `stop` are kept between segments (seg_open). A step whose pc is outside
- * the program ends the segment too. Tried and not kept (bench figures in docs/design.md): two
- * passes (find the end, then sum each track in registers) and four copies
- * of the per-track sums against store-to-load waits -- both slower. */
+ * `stop` are kept between segments (seg_open). Tried and not kept (figures
+ * in docs/timeline.md "Cost"): two passes (find the end, then sum each
+ * track in registers), no faster; copies of the per-track sums written in
+ * turn against store-to-load waits, slower. */
 static __attribute__((noinline)) size_t add_segment(struct plena_timeline *tl,
                                                     const struct plena_timing_step *s, size_t n)
 {

@@ -89,7 +89,7 @@ void plena_timing_free(struct plena_timing *t)
 }
 
 /* Out of line: the common instructions' path through account() then calls
- * nothing and saves no registers. */
+ * nothing and saves two registers, not five. */
 static __attribute__((noinline)) uint64_t account_hbm(struct plena_timing *t,
                                                       const struct plena_emu_event *ev, int seq)
 {
