@@ -335,6 +335,22 @@ static void test_merging_bound(void **state)
     plena_timeline_free(tl);
 }
 
+/* Renders tl (a completed run ending at now ps after n instructions) into b,
+ * NUL-terminated for strstr, gives the steps its segments took (seg_steps
+ * may be NULL) and frees it. */
+static void render_free(struct plena_timeline *tl, uint64_t now, uint64_t n, struct plena_buf *b,
+                        uint64_t *seg_steps)
+{
+    struct plena_timeline_run run = {"completed", now, now, 0, 0, n};
+    plena_buf_init(b);
+    assert_int_equal(plena_timeline_render(tl, &run, b, NULL), 0);
+    assert_int_equal(plena_buf_append(b, "", 1), 0);
+    struct plena_timeline_stats stats;
+    plena_timeline_stats(tl, &stats);
+    if (seg_steps) *seg_steps = stats.n_segment_steps;
+    plena_timeline_free(tl);
+}
+
 /* Renders a synthetic stream (ops, durations, zero-cost instructions, stage
  * changes, HBM bytes and, with mode bit 0, idle gaps, from a fixed LCG)
  * through a timeline with the given options: as records
@@ -387,14 +403,7 @@ static void render_stream(const struct plena_timeline_opts *to, const struct ple
         }
     }
     if (n_batch) plena_timeline_add_steps(tl, batch, n_batch);
-    struct plena_timeline_run run = {"completed", now, now, 0, 0, n};
-    plena_buf_init(b);
-    assert_int_equal(plena_timeline_render(tl, &run, b, NULL), 0);
-    assert_int_equal(plena_buf_append(b, "", 1), 0); /* a C string for strstr */
-    struct plena_timeline_stats stats;
-    plena_timeline_stats(tl, &stats);
-    if (seg_steps) *seg_steps = stats.n_segment_steps;
-    plena_timeline_free(tl);
+    render_free(tl, now, n, b, seg_steps);
 }
 
 static void assert_same_buf(const struct plena_buf *a, const struct plena_buf *b)
@@ -470,13 +479,7 @@ static void render_steps(const struct plena_timeline_opts *to, const struct plen
     assert_int_equal(plena_timeline_new(to, labels, labels->n, &tl, NULL), 0);
     for (size_t i = 0; i < n; i += 50)
         plena_timeline_add_steps(tl, s + i, n - i < 50 ? n - i : 50);
-    struct plena_timeline_run run = {"completed", 0, 0, 0, 0, n};
-    plena_buf_init(b);
-    assert_int_equal(plena_timeline_render(tl, &run, b, NULL), 0);
-    struct plena_timeline_stats stats;
-    plena_timeline_stats(tl, &stats);
-    *seg = stats.n_segment_steps;
-    plena_timeline_free(tl);
+    render_free(tl, 0, n, b, seg);
 }
 
 /* The limits of the segments (add_segment) against the exact path, step by
