@@ -4,6 +4,7 @@
  * tensor into in-memory images, and the atomic directory writer (sparse
  * hbm.bin). Only experts the routing can reach are materialised (FIXED: the
  * selected ones; DEVICE: all). It never runs the emulator. */
+#define _GNU_SOURCE /* fallocate: reserving and punching hbm.bin's blocks */
 #include "gen/build.h"
 #include "gen/route_plan.h"
 #include "gen/weights.h"
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -174,9 +176,29 @@ static void gen_values(const struct plena_moe_build_opts *o, unsigned role, uint
 
 /* ---- staging ---- */
 
-/* A new region entry (bytes NULL); NULL when out of memory. */
+/* A mapped region's bytes moved to memory of its own (they stay in the
+ * file too), so that a later region written over them by write_hbm does
+ * not change what the region holds. */
+static int evict_region(struct plena_hbm_region *r)
+{
+    uint8_t *p = plena_malloc(r->n ? (size_t)r->n : 1);
+    if (!p) return PLENA_E_NOMEM;
+    memcpy(p, r->bytes, (size_t)r->n);
+    r->bytes = p;
+    r->in_map = 0;
+    return 0;
+}
+
+/* A new region entry (bytes NULL); NULL when out of memory. A mapped
+ * region it overlaps is evicted first (write_hbm will write the new one
+ * over it). */
 static struct plena_hbm_region *new_region(struct plena_moe_build *b, uint64_t base, uint64_t n)
 {
+    for (size_t i = 0; b->hbm_map && i < b->n_hbm; i++) {
+        struct plena_hbm_region *r = &b->hbm[i];
+        if (r->in_map && base < r->base + r->n && r->base < base + n && evict_region(r))
+            return NULL;
+    }
     if (b->n_hbm == b->cap_hbm) {
         size_t nc = b->cap_hbm ? 2 * b->cap_hbm : 16;
         struct plena_hbm_region *r = plena_realloc(b->hbm, nc * sizeof *r);
@@ -191,16 +213,41 @@ static struct plena_hbm_region *new_region(struct plena_moe_build *b, uint64_t b
     return r;
 }
 
+/* The n bytes at base inside the mapping of hbm.bin's temporary (zero:
+ * the file there is a hole), or NULL when the region lives in
+ * memory: no mapping, outside the file, overlapping a region staged earlier
+ * (write_hbm writes regions in order, the later one's non-zero chunks over
+ * the earlier one's, so both are buffers of their own, as before), or its
+ * blocks not reserved. The reservation (fallocate) is what makes the
+ * mapping safe: a store into a hole the file system cannot allocate raises
+ * SIGBUS instead of returning an error; a region that cannot be reserved (no
+ * space, a file system without fallocate) goes through pwrite, whose errors
+ * are reported. */
+static uint8_t *map_region_bytes(struct plena_moe_build *b, uint64_t base, uint64_t n)
+{
+    if (!b->hbm_map || n == 0 || base > b->hbm_size || n > b->hbm_size - base) return NULL;
+    for (size_t i = 0; i < b->n_hbm; i++) {
+        const struct plena_hbm_region *r = &b->hbm[i];
+        if (base < r->base + r->n && r->base < base + n) return NULL;
+    }
+    const uint64_t lo = base & ~(uint64_t)4095;
+    if (fallocate(b->hbm_map_fd, FALLOC_FL_KEEP_SIZE, (off_t)lo, (off_t)(base + n - lo)) != 0)
+        return NULL;
+    return b->hbm_map + base;
+}
+
 static int add_region(struct plena_moe_build *b, uint64_t base, uint64_t n, uint8_t **bytes)
 {
-    uint8_t *p = plena_calloc(n ? n : 1, 1);
-    if (!p) return PLENA_E_NOMEM;
+    uint8_t *p = map_region_bytes(b, base, n);
+    const int in_map = p != NULL;
+    if (!p && !(p = plena_calloc(n ? n : 1, 1))) return PLENA_E_NOMEM;
     struct plena_hbm_region *r = new_region(b, base, n);
     if (!r) {
-        plena_free(p);
+        if (!in_map) plena_free(p);
         return PLENA_E_NOMEM;
     }
     r->bytes = p;
+    r->in_map = (uint8_t)in_map;
     *bytes = p;
     return 0;
 }
@@ -992,9 +1039,19 @@ static int write_buf(const char *dir, const char *name, const void *data, size_t
     return plena_file_write_atomic(path, data, n, err);
 }
 
+/* Eight bytes at a time (the byte loop was a third of writing a 680 MB
+ * image: GCC does not vectorise a loop that can leave early). */
 static int all_zero(const uint8_t *p, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        uint64_t w[8], acc = 0;
+        memcpy(w, p + i, sizeof w);
+        for (int j = 0; j < 8; j++)
+            acc |= w[j];
+        if (acc) return 0;
+    }
+    for (; i < n; i++)
         if (p[i]) return 0;
     return 1;
 }
@@ -1070,24 +1127,144 @@ static int check_hbm_fits(const struct plena_moe_build *b, const struct plena_mo
                       (unsigned long long)cap);
 }
 
-/* hbm.bin: ftruncate to the apparent size, pwrite only the non-zero 4 KiB
- * chunks of each region, then rename over the target. */
+/* hbm.bin's temporary in dir, created 0644 at the apparent size (a hole):
+ * its path into tmpp, the descriptor (O_RDWR) into *fd. */
+static int create_hbm_tmp(const struct plena_moe_build *b, const char *dir, char *path,
+                          size_t path_n, char *tmpp, size_t tmpp_n, int *fd, struct plena_err *err)
+{
+    if (plena_build_file_path(dir, PLENA_BUILD_FILE_HBM, path, path_n, err)) return PLENA_E_OUTPUT;
+    if (plena_file_check_output(path, err)) return PLENA_E_OUTPUT;
+    /* the pid in the name lets a later build remove it once this process
+     * is gone (plena_file_clean_stale_tmp), e.g. after SIGINT */
+    snprintf(tmpp, tmpp_n, "%s.tmp.%ld.XXXXXX", path, (long)getpid());
+    *fd = mkstemp(tmpp);
+    if (*fd < 0) return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot create: %s", strerror(errno));
+    /* mkstemp creates 0600; the image is an ordinary result file */
+    if (fchmod(*fd, 0644) != 0 || ftruncate(*fd, (off_t)b->hbm_size) != 0) {
+        int e = errno;
+        close(*fd);
+        unlink(tmpp);
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot write: %s", strerror(e));
+    }
+    return 0;
+}
+
+/* With an output directory, hbm.bin's temporary is created before staging
+ * and mapped shared, so the eager regions are generated straight into the
+ * page cache (map_region_bytes) instead of into anonymous memory that
+ * write_hbm then copied: at qwen3-30b-a3b width that was 680 MB faulted in
+ * and 680 MB copied per build (docs/design.md "Eager regions in hbm.bin's
+ * mapping"). A file system that cannot map it leaves the regions in memory:
+ * the files are the same either way. */
+/* Path p without its last component (trailing slashes dropped first);
+ * 0 when nothing is left to strip. */
+static int strip_last(char *p)
+{
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/')
+        p[--n] = 0;
+    char *s = strrchr(p, '/');
+    if (!s || s == p) return 0;
+    *s = 0;
+    return 1;
+}
+
+/* How many trailing levels of dir do not exist (plena_mkdir_p creates them). */
+static int missing_levels(const char *dir)
+{
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) return 0;
+    struct stat st;
+    int n = 0;
+    while (stat(p, &st) != 0) {
+        n++;
+        if (!strip_last(p)) break;
+    }
+    return n;
+}
+
+/* The levels of b->hbm_dir that open_hbm_map created, removed when empty. */
+static void remove_made_dirs(const struct plena_moe_build *b)
+{
+    char p[4096];
+    if (!b->hbm_dir || snprintf(p, sizeof p, "%s", b->hbm_dir) >= (int)sizeof p) return;
+    for (int i = 0; i < b->hbm_dir_levels; i++)
+        if (rmdir(p) != 0 || !strip_last(p)) break;
+}
+
+static int open_hbm_map(struct plena_moe_build *b, const struct plena_moe_build_opts *o,
+                        struct plena_err *err)
+{
+    if (!o->out_dir || o->program_only || o->regions_in_memory || b->hbm_size == 0 ||
+        b->hbm_size > SIZE_MAX)
+        return 0;
+    const int levels = missing_levels(o->out_dir);
+    if (!(b->hbm_dir = plena_strdup(o->out_dir))) return fail_nomem(err);
+    if (plena_mkdir_p(o->out_dir, err)) return PLENA_E_OUTPUT;
+    b->hbm_dir_levels = levels;
+    plena_file_clean_stale_tmp(o->out_dir); /* an interrupted earlier build's hbm.bin.tmp.* */
+    char path[4096], tmpp[4200];
+    int fd, rc = create_hbm_tmp(b, o->out_dir, path, sizeof path, tmpp, sizeof tmpp, &fd, err);
+    if (rc) {
+        remove_made_dirs(b);
+        return rc;
+    }
+    char *keep = plena_strdup(tmpp);
+    void *m = keep ? mmap(NULL, (size_t)b->hbm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                   : MAP_FAILED;
+    if (m == MAP_FAILED) { /* cannot map: write_hbm makes its own temporary */
+        close(fd);
+        unlink(tmpp);
+        plena_free(keep);
+        b->hbm_dir_levels = 0; /* the directory is needed anyway */
+        return keep ? 0 : fail_nomem(err);
+    }
+    b->hbm_map = m;
+    b->hbm_map_fd = fd;
+    b->hbm_tmp = keep;
+    return 0;
+}
+
+/* The mapped region r is in the file already: count the bytes write_hbm
+ * would have written (its non-zero 4 KiB chunks, from the region's base) and
+ * give the file's all-zero pages inside it back as holes, as pwriting only
+ * the non-zero chunks left them (its blocks were reserved when staged). */
+static void settle_mapped_region(struct plena_moe_build *b, const struct plena_hbm_region *r)
+{
+    b->hbm_bytes_written += nonzero_chunk_bytes(r->bytes, r->n);
+    uint64_t p = (r->base + 4095) & ~(uint64_t)4095, hole = UINT64_MAX;
+    const uint64_t end = (r->base + r->n) & ~(uint64_t)4095;
+    for (; p <= end; p += 4096) {
+        const int zero = p < end && all_zero(b->hbm_map + p, 4096);
+        if (zero && hole == UINT64_MAX) hole = p;
+        if (!zero && hole != UINT64_MAX) {
+            /* a failure only leaves the zero blocks allocated: the bytes are the same */
+            (void)fallocate(b->hbm_map_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)hole,
+                            (off_t)(p - hole));
+            hole = UINT64_MAX;
+        }
+    }
+}
+
+/* hbm.bin: the temporary at the apparent size (the build's mapped one, or
+ * a new one), the non-zero 4 KiB chunks of each region not in the mapping
+ * pwritten, then fsync (which also writes the mapping's dirty pages) and
+ * rename over the target. */
 static int write_hbm(struct plena_moe_build *b, const struct plena_moe_build_opts *opt,
                      const char *dir, struct plena_err *err)
 {
     char path[4096], tmpp[4200];
-    if (plena_build_file_path(dir, PLENA_BUILD_FILE_HBM, path, sizeof path, err))
-        return PLENA_E_OUTPUT;
-    if (plena_file_check_output(path, err)) return PLENA_E_OUTPUT;
-    /* the pid in the name lets a later build remove it once this process
-     * is gone (plena_file_clean_stale_tmp), e.g. after SIGINT */
-    snprintf(tmpp, sizeof tmpp, "%s.tmp.%ld.XXXXXX", path, (long)getpid());
-    int fd = mkstemp(tmpp);
-    if (fd < 0) return PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot create: %s", strerror(errno));
+    int fd;
+    if (b->hbm_map) {
+        if (plena_build_file_path(dir, PLENA_BUILD_FILE_HBM, path, sizeof path, err))
+            return PLENA_E_OUTPUT;
+        snprintf(tmpp, sizeof tmpp, "%s", b->hbm_tmp);
+        fd = b->hbm_map_fd;
+    } else {
+        int crc = create_hbm_tmp(b, dir, path, sizeof path, tmpp, sizeof tmpp, &fd, err);
+        if (crc) return crc;
+    }
     int rc = 0;
-    /* mkstemp creates 0600; the image is an ordinary result file */
-    if (fchmod(fd, 0644) != 0) rc = 1;
-    if (!rc && ftruncate(fd, (off_t)b->hbm_size) != 0) rc = 1;
     b->hbm_bytes_written = 0;
     int bytes_rc = 0;
     struct plena_moe_scratch sc = {0}; /* a lazy region's bytes, one at a time */
@@ -1097,6 +1274,10 @@ static int write_hbm(struct plena_moe_build *b, const struct plena_moe_build_opt
             break;
         }
         const struct plena_hbm_region *r = &b->hbm[i];
+        if (r->in_map) {
+            settle_mapped_region(b, r);
+            continue;
+        }
         const uint8_t *bytes;
         if ((bytes_rc = plena_moe_build_region_bytes(b, r, &sc, &bytes, err))) {
             rc = 4;
@@ -1127,8 +1308,17 @@ static int write_hbm(struct plena_moe_build *b, const struct plena_moe_build_opt
     }
     plena_moe_scratch_free(&sc);
     if (!rc && fsync(fd) != 0) rc = 1;
-    if (close(fd) != 0 && !rc) rc = 1;
+    if (!b->hbm_map && close(fd) != 0 && !rc) rc = 1;
     if (!rc && rename(tmpp, path) != 0) rc = 1;
+    if (!rc && b->hbm_map) { /* renamed: the mapping stays, the name is hbm.bin's now */
+        plena_free(b->hbm_tmp);
+        b->hbm_tmp = NULL;
+        /* its pages leave this mapping (they stay in the page cache, clean
+         * after the fsync, and come back on a read as minor faults): an
+         * emulator that maps hbm.bin next would otherwise have every page
+         * counted twice in the process's RSS while it runs */
+        (void)madvise(b->hbm_map, (size_t)b->hbm_size, MADV_DONTNEED);
+    }
     if (rc) {
         unlink(tmpp);
         if (rc == 2) return PLENA_FAIL(err, PLENA_E_INTERNAL, path, "region beyond image end");
@@ -1234,6 +1424,7 @@ int plena_moe_build_run(const struct plena_moe_build_opts *o, struct plena_moe_b
     if (plena_prog_words(&b->prog, &b->words, &b->n_words)) return fail_nomem(err);
     b->hbm_size = b->info.map.hbm_end;
     if ((rc = fail_stopped(o, err))) return rc;
+    if ((rc = open_hbm_map(b, o, err))) return rc;
     if (!o->program_only && (rc = stage_all(o, b, err))) return rc;
     if (!o->program_only && (rc = check_hbm_fits(b, o, err))) return rc;
     if ((rc = fail_stopped(o, err))) return rc;
@@ -1247,8 +1438,18 @@ void plena_moe_build_free(struct plena_moe_build *b)
     plena_prog_free(&b->prog);
     plena_free(b->words);
     for (size_t i = 0; i < b->n_hbm; i++)
-        plena_free(b->hbm[i].bytes);
+        if (!b->hbm[i].in_map) plena_free(b->hbm[i].bytes);
     plena_free(b->hbm);
+    if (b->hbm_map) {
+        munmap(b->hbm_map, (size_t)b->hbm_size);
+        close(b->hbm_map_fd);
+        if (b->hbm_tmp) { /* never renamed: a failed or stopped build */
+            unlink(b->hbm_tmp);
+            remove_made_dirs(b);
+        }
+        plena_free(b->hbm_tmp);
+    }
+    plena_free(b->hbm_dir);
     plena_free(b->fp16);
     plena_free(b->ints);
     plena_free(b->vram);

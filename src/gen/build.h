@@ -62,13 +62,18 @@ struct plena_moe_build_opts {
      * the experts the logits reach: only those are materialised. */
     const float *router_logits;
     enum plena_mx_mode mx_mode;
-    const char *out_dir; /* NULL: staged in memory only */
-    int program_only;    /* write program.asm, program.mem, layout.json only */
-    uint32_t threads;    /* > 1: an eager build's routed expert matrices generated on
-                          * that many threads (common/pool.c; the same bytes) */
-    int lazy_experts;    /* routed expert weights lazy at any size (else above
-                          * PLENA_MOE_LAZY_EXPERT_BYTES): for callers that do not
-                          * read them back (plena moe without --check), and tests */
+    const char *out_dir;   /* NULL: staged in memory only */
+    int program_only;      /* write program.asm, program.mem, layout.json only */
+    uint32_t threads;      /* > 1: an eager build's routed expert matrices generated on
+                            * that many threads (common/pool.c; the same bytes) */
+    int lazy_experts;      /* routed expert weights lazy at any size (else above
+                            * PLENA_MOE_LAZY_EXPERT_BYTES): for callers that do not
+                            * read them back (plena moe without --check), and tests */
+    int regions_in_memory; /* tests: with out_dir, the regions in anonymous memory and
+                            * hbm.bin written from them (the path of a file system that
+                            * cannot map the temporary); else they are generated straight
+                            * into a shared mapping of hbm.bin's temporary (docs/design.md
+                            * "Eager regions in hbm.bin's mapping") */
     /* set by a signal handler (may be NULL): polled between the phases,
      * before each lazy matrix the exact HBM fit count generates, and while
      * hbm.bin is written; a set flag ends the build with
@@ -113,6 +118,7 @@ struct plena_hbm_region {
                       * (plena_moe_build_region_bytes) */
     uint32_t expert; /* routed expert regions: the expert and its matrix (0 gate, 1 up, 2 down) */
     uint8_t matrix;
+    uint8_t in_map; /* bytes point into the build's mapping of hbm.bin's temporary (not freed) */
 };
 
 /* Routed expert weights above this many bytes of MX are not held by the
@@ -163,6 +169,19 @@ struct plena_moe_build {
     char *image_path;
     int image_fd;
     enum plena_input_mode input;
+    /* with out_dir: hbm.bin's temporary (hbm_tmp, renamed by the writer;
+     * NULL once renamed) mapped shared at hbm_map, where the eager regions
+     * are generated (plena_hbm_region.in_map) and stay, valid until
+     * plena_moe_build_free (which removes a temporary never renamed); NULL:
+     * the regions are in anonymous memory */
+    uint8_t *hbm_map;
+    int hbm_map_fd;
+    char *hbm_tmp;
+    /* the output directory and how many of its trailing levels the mapping
+     * created: removed again (when empty) with a temporary never renamed, so
+     * a refused build leaves no directory behind, as before */
+    char *hbm_dir;
+    int hbm_dir_levels;
 };
 
 /* Builds (and writes when o->out_dir is set). b must be freed with

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
 
 #include "common/alloc.h"
 #include "common/fileio.h"
@@ -182,32 +184,94 @@ static int zero4k(const uint8_t *p, size_t n)
     return 1;
 }
 
+/* The regions of build b are pairwise disjoint (the memory ABI's tensors
+ * do not overlap: what lets eager regions live in hbm.bin's mapping). */
+static void assert_disjoint(const struct plena_moe_build *b)
+{
+    for (size_t i = 0; i < b->n_hbm; i++)
+        for (size_t j = i + 1; j < b->n_hbm; j++) {
+            const struct plena_hbm_region *x = &b->hbm[i], *y = &b->hbm[j];
+            assert_false(x->base < y->base + y->n && y->base < x->base + x->n);
+        }
+}
+
+/* Entries of directory dir (besides . and ..) whose name contains s. */
+static int dir_count(const char *dir, const char *s)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strstr(de->d_name, s)) n++;
+    closedir(d);
+    return n;
+}
+
+/* One build of a preset for the hbm.bin tests (routing NULL: the preset's
+ * default; hbm_size 0: the machine's); returns plena_moe_build_run's code,
+ * b to be freed by the caller either way. */
+struct build_req {
+    const char *model, *routing;
+    uint32_t T;
+    enum plena_weights_mode weights;
+    const char *out_dir;
+    int in_memory;
+    uint64_t hbm_size;
+};
+
+static int build_req_run(const struct build_req *q, struct plena_moe_build *b,
+                         struct plena_err *err)
+{
+    struct plena_gen_machine m;
+    plena_gen_machine_default(&m);
+    const struct plena_moe_model *mdl = plena_model_preset_find(q->model);
+    assert_non_null(mdl);
+    struct plena_moe_build_opts o;
+    plena_moe_build_opts_init(&o, mdl, &m, q->T);
+    o.weights = q->weights;
+    o.out_dir = q->out_dir;
+    o.regions_in_memory = q->in_memory;
+    if (q->hbm_size) o.cfg.m.hbm_size = q->hbm_size;
+    plena_err_clear(err);
+    uint32_t *ids = NULL;
+    float *w = NULL;
+    assert_int_equal(plena_moe_build_routing(&o, mdl, q->routing, 3, &ids, &w, err), 0);
+    int rc = plena_moe_build_run(&o, b, err); /* the build copies the routing */
+    plena_free(ids);
+    plena_free(w);
+    return rc;
+}
+
 /* The written file holds every region at its base and zeros elsewhere,
- * and exactly the non-zero 4 KiB chunks of the regions were written (zero
- * weights leave whole code chunks zero between non-zero ones). */
+ * exactly the non-zero 4 KiB chunks of the regions count as written (zero
+ * weights leave whole code chunks zero between non-zero ones), and the
+ * file is the same whether the eager regions were generated into hbm.bin's
+ * mapping (the default with a directory) or in memory and pwritten; zero
+ * pages are holes either way (docs/design.md "Eager regions in hbm.bin's
+ * mapping"). */
 static void test_hbm_file(void **state)
 {
     (void)state;
     char dir[256], sub[300], path[400];
     assert_int_equal(plena_test_mkdtemp(dir, sizeof dir, "gen_hbm"), 0);
     static const enum plena_weights_mode modes[] = {PLENA_WEIGHTS_RANDOM, PLENA_WEIGHTS_ZERO};
-    struct plena_gen_machine m;
-    plena_gen_machine_default(&m);
-    const struct plena_moe_model *mdl = plena_model_preset_find("tiny-route-128x8");
-    assert_non_null(mdl);
-    for (int i = 0; i < 2; i++) {
+    /* a tiny preset (regions of a few KB) and one whose regions span many pages */
+    static const char *const models[] = {"tiny-route-128x8", "deepseek-v2-lite-mini"};
+    for (int i = 0; i < 8; i++) {
+        const int in_memory = i / 2 % 2;
         snprintf(sub, sizeof sub, "%s/b%d", dir, i);
-        struct plena_moe_build_opts o;
-        plena_moe_build_opts_init(&o, mdl, &m, 16);
-        o.weights = modes[i];
-        o.out_dir = sub;
+        const struct build_req q = {models[i / 4], "random", 16, modes[i % 2], sub, in_memory, 0};
         struct plena_err err;
-        plena_err_clear(&err);
-        uint32_t *ids = NULL;
-        float *w = NULL;
-        assert_int_equal(plena_moe_build_routing(&o, mdl, "random", 3, &ids, &w, &err), 0);
         struct plena_moe_build b;
-        assert_int_equal(plena_moe_build_run(&o, &b, &err), 0);
+        assert_int_equal(build_req_run(&q, &b, &err), 0);
+        /* the path asked for was taken: every region in the mapping, or none */
+        assert_int_equal(b.hbm_map == NULL, in_memory);
+        assert_null(b.hbm_tmp);
+        for (size_t r = 0; r < b.n_hbm; r++)
+            assert_int_equal(b.hbm[r].in_map, !in_memory);
+        assert_disjoint(&b);
+        assert_int_equal(dir_count(sub, ".tmp."), 0);
         snprintf(path, sizeof path, "%s/hbm.bin", sub);
         char *data = NULL;
         size_t len = 0;
@@ -229,21 +293,100 @@ static void test_hbm_file(void **state)
         }
         assert_memory_equal(data, want, len);
         assert_int_equal(b.hbm_bytes_written, written);
-        if (modes[i] == PLENA_WEIGHTS_ZERO) assert_true(zero_chunks > 0);
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        if (modes[i % 2] == PLENA_WEIGHTS_ZERO) {
+            assert_true(zero_chunks > 0);
+            /* the zero pages are holes: allocated are at most the written
+             * chunks, the partial pages at the regions' ends and the file
+             * system's own slack */
+            assert_true((uint64_t)st.st_blocks * 512 <= written + 2 * 4096 * b.n_hbm + 65536);
+        }
+        /* the same bytes as the other path's build of the same mode */
+        if (in_memory) {
+            char other[400], *od = NULL;
+            size_t ol = 0;
+            snprintf(other, sizeof other, "%s/b%d/hbm.bin", dir, i - 2);
+            assert_int_equal(plena_file_read_all(other, &od, &ol, &err), 0);
+            assert_int_equal(ol, len);
+            assert_memory_equal(od, data, len);
+            plena_free(od);
+        }
         plena_free(want);
         plena_free(data);
         plena_moe_build_free(&b);
-        plena_free(ids);
-        plena_free(w);
+    }
+    assert_int_equal(plena_test_rmtree(dir), 0);
+}
+
+/* A build that fails after hbm.bin's temporary was mapped (its data do
+ * not fit HBM_SIZE) leaves neither hbm.bin nor the temporary behind, nor
+ * the output directory it created; in a directory that existed, only the
+ * temporary goes. */
+static void test_hbm_map_failed_build(void **state)
+{
+    (void)state;
+    char dir[256], sub[300];
+    assert_int_equal(plena_test_mkdtemp(dir, sizeof dir, "gen_hbm_fail"), 0);
+    for (int existed = 0; existed < 2; existed++) {
+        /* two new levels, or the test's own directory */
+        snprintf(sub, sizeof sub, existed ? "%s" : "%s/new/b", dir);
+        /* HBM_SIZE far below the experts' bytes */
+        const struct build_req q = {
+            "tiny-route-128x8", "random", 16, PLENA_WEIGHTS_RANDOM, sub, 0, 4096};
+        struct plena_err err;
+        struct plena_moe_build b;
+        assert_int_equal(build_req_run(&q, &b, &err), PLENA_E_INPUT);
+        assert_string_equal(err.where, "HBM_SIZE");
+        assert_non_null(b.hbm_map);                     /* the failure came after the mapping */
+        assert_int_equal(dir_count(sub, "hbm.bin"), 1); /* the temporary, until freed */
+        plena_moe_build_free(&b);
+        struct stat st;
+        if (existed) {
+            assert_int_equal(dir_count(sub, "hbm.bin"), 0);
+        } else {
+            char parent[300];
+            snprintf(parent, sizeof parent, "%s/new", dir);
+            assert_int_not_equal(stat(parent, &st), 0);
+        }
+        assert_int_equal(stat(dir, &st), 0);
+    }
+    assert_int_equal(plena_test_rmtree(dir), 0);
+}
+
+/* Every preset's build has disjoint regions (the premise of the mapping)
+ * and the same digest with the regions in hbm.bin's mapping as in memory. */
+static void test_hbm_map_presets(void **state)
+{
+    (void)state;
+    char dir[256], sub[300];
+    assert_int_equal(plena_test_mkdtemp(dir, sizeof dir, "gen_hbm_presets"), 0);
+    static const char *const models[] = {"tiny-route-32x4", "tiny-gpt-oss",
+                                         "tiny-ds-shared",  "tiny-qwen2-gated",
+                                         "tiny-straddle",   "deepseek-v2-lite-mini"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        uint64_t d[2];
+        for (int in_memory = 0; in_memory < 2; in_memory++) {
+            snprintf(sub, sizeof sub, "%s/%s.%d", dir, models[i], in_memory);
+            const struct build_req q = {models[i], NULL,      4, PLENA_WEIGHTS_RANDOM,
+                                        sub,       in_memory, 0};
+            struct plena_err err;
+            struct plena_moe_build b;
+            assert_int_equal(build_req_run(&q, &b, &err), 0);
+            assert_int_equal(b.hbm_map == NULL, in_memory);
+            assert_disjoint(&b);
+            d[in_memory] = build_digest(&b);
+            plena_moe_build_free(&b);
+        }
+        assert_int_equal(d[0], d[1]);
     }
     assert_int_equal(plena_test_rmtree(dir), 0);
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_hbm_file),
-    cmocka_unit_test(test_mx_fused),
-    cmocka_unit_test(test_recorded_builds),
-    cmocka_unit_test(test_bad_data_mode),
+    cmocka_unit_test(test_hbm_file),        cmocka_unit_test(test_hbm_map_failed_build),
+    cmocka_unit_test(test_hbm_map_presets), cmocka_unit_test(test_mx_fused),
+    cmocka_unit_test(test_recorded_builds), cmocka_unit_test(test_bad_data_mode),
 };
 
 int main(void)
