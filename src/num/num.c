@@ -767,17 +767,39 @@ void plena_num_mx_lut_init(struct plena_mx_lut *lut, enum plena_mx_mode mode)
 
 #ifdef NUM_X86
 /* Whole pairs of blocks of 8 of plena_num_mx_decode_row_lut, 16 lanes at a
- * time: the same two table entries and the same product per element.
+ * time: the same value per code and the same product per element. The
+ * values come from the codes' bit fields (code_from_fields on 16 lanes: the
+ * exponent and mantissa shifted into place plus the bias, m * sub for
+ * exponent 0, the sign or-ed in) when the table allows it (lut->arith) and
+ * no lane has exponent field 15; else from the table by a gather, which on
+ * this project's AVX-512 host cost about three quarters of the decode.
  * Returns how many elements it decoded (0 without AVX-512F). */
 static AVX512 size_t decode_row8_avx512(const struct plena_mx_lut *lut, const uint8_t *codes,
                                         const uint8_t *scales, size_t n, float *out)
 {
     size_t i = 0;
+    const __m512i k78 = _mm512_set1_epi32(0x78), k7f = _mm512_set1_epi32(0x7F);
+    const __m512i k7 = _mm512_set1_epi32(7), bias = _mm512_set1_epi32(120 << 23);
+    const __m512 sub = _mm512_set1_ps(lut->sub);
+    const int arith = lut->arith;
     for (; i + 16 <= n; i += 16) {
         const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(codes + i)));
-        const __m512 v = _mm512_i32gather_ps(c, lut->code, 4);
         const __m512 sc = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(lut->scale[scales[i / 8]]),
                                                _mm512_set1_ps(lut->scale[scales[i / 8 + 1]]));
+        const __m512i ef = _mm512_and_si512(c, k78); /* exponent field << 3 */
+        __m512 v;
+        if (!arith || _mm512_cmpeq_epi32_mask(ef, k78)) {
+            v = _mm512_i32gather_ps(c, lut->code, 4); /* infinities, NaNs: the table */
+        } else {
+            /* ((e + 120) << 23) | (m << 20) == ((c & 0x7F) << 20) + (120 << 23) */
+            const __m512i nb =
+                _mm512_add_epi32(_mm512_slli_epi32(_mm512_and_si512(c, k7f), 20), bias);
+            const __m512 sv = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(c, k7)), sub);
+            const __m512i mag = _mm512_mask_mov_epi32(
+                nb, _mm512_cmpeq_epi32_mask(ef, _mm512_setzero_si512()), _mm512_castps_si512(sv));
+            v = _mm512_castsi512_ps(
+                _mm512_or_si512(mag, _mm512_slli_epi32(_mm512_srli_epi32(c, 7), 31)));
+        }
         _mm512_storeu_ps(out + i, _mm512_mul_ps(v, sc));
     }
     return i;
