@@ -88,9 +88,9 @@ int plena_moe_weights_mx_ref(enum plena_weights_mode weights, uint64_t seed, uns
     return rc;
 }
 
-/* The fused path: with R = K / 4, lane j of a plena_prng_x4 starts j R N
- * draws into the stream (plena_prng_advance), so one x4 step draws row
- * r, R + r, 2R + r and 3R + r at once; rows 4R .. K-1 continue lane 3's
+/* The fused path: with R = K / 8, lane j of a plena_prng_x8 starts j R N
+ * draws into the stream (plena_prng_advance), so one x8 step draws rows
+ * r, R + r, ..., 7R + r at once; rows 8R .. K-1 continue lane 7's
  * stream, and the padding rows K .. K_p-1 are zero rows. Each row is drawn
  * into a padded row buffer (its columns N .. N_p-1 stay zero) and encoded
  * at once, so the [K][N] values never exist. */
@@ -101,26 +101,31 @@ int plena_moe_weights_mx(enum plena_weights_mode weights, uint64_t seed, unsigne
     if (weights == PLENA_WEIGHTS_REPRESENTABLE) /* rejection draws: no fixed stride */
         return plena_moe_weights_mx_ref(weights, seed, role, expert, K, N, fan_in, mode, K_p, N_p,
                                         bytes);
-    float *rows = plena_calloc(4 * (size_t)N_p + 1, sizeof *rows);
+    float *rows = plena_calloc(8 * (size_t)N_p + 1, sizeof *rows);
     if (!rows) return PLENA_E_NOMEM;
     uint32_t r0 = 0; /* first row not yet encoded */
     if (weights == PLENA_WEIGHTS_RANDOM) {
         const double a = scale_of(fan_in);
-        const uint32_t R = K / 4;
-        struct plena_prng_x4 x;
-        derive(&x.lane[0], seed, role, expert);
-        for (int j = 1; j < 4; j++) {
-            x.lane[j] = x.lane[j - 1];
-            plena_prng_advance(&x.lane[j], (uint64_t)R * N);
+        const uint32_t R = K / 8;
+        struct plena_prng_x8 x;
+        struct plena_prng *lane[8];
+        float *row[8];
+        for (int j = 0; j < 8; j++) {
+            lane[j] = &x.half[j / 4].lane[j % 4];
+            row[j] = rows + (size_t)j * N_p;
         }
-        float *const row[4] = {rows, rows + N_p, rows + 2 * (size_t)N_p, rows + 3 * (size_t)N_p};
+        derive(lane[0], seed, role, expert);
+        for (int j = 1; j < 8; j++) {
+            *lane[j] = *lane[j - 1];
+            plena_prng_advance(lane[j], (uint64_t)R * N);
+        }
         for (uint32_t r = 0; r < R; r++) {
-            plena_prng_x4_sym_f32(&x, a, N, row);
-            for (uint32_t j = 0; j < 4; j++)
+            plena_prng_x8_sym_f32(&x, a, N, row);
+            for (uint32_t j = 0; j < 8; j++)
                 encode_row(mode, row[j], j * R + r, K_p, N_p, bytes);
         }
-        for (r0 = 4 * R; r0 < K; r0++) {
-            plena_prng_sym_f32(&x.lane[3], a, N, rows);
+        for (r0 = 8 * R; r0 < K; r0++) {
+            plena_prng_sym_f32(lane[7], a, N, rows);
             encode_row(mode, rows, r0, K_p, N_p, bytes);
         }
         memset(rows, 0, (size_t)N_p * sizeof *rows);

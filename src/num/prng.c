@@ -181,6 +181,12 @@ void plena_prng_x4_sym_f32_ref(struct plena_prng_x4 *x, double a, size_t n, floa
         plena_prng_sym_f32(&x->lane[j], a, n, out[j]);
 }
 
+void plena_prng_x8_sym_f32_ref(struct plena_prng_x8 *x, double a, size_t n, float *const out[8])
+{
+    plena_prng_x4_sym_f32_ref(&x->half[0], a, n, out);
+    plena_prng_x4_sym_f32_ref(&x->half[1], a, n, out + 4);
+}
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define PRNG_X86    1
@@ -254,6 +260,89 @@ static AVX2 void x4_sym_avx2(struct plena_prng_x4 *x, double a, size_t n, float 
             x->lane[j].s[w] = l[j];
     }
 }
+#define AVX512 __attribute__((target("avx512f")))
+
+/* x4_step on eight lanes: the same integer and double operations (the
+ * rotations native, bit 11 a mask), one f32 per lane. */
+static AVX512 inline __m256 x8_step(__m512i s[4], __m512d a)
+{
+    const __m512i s1 = s[1];
+    __m512i r = _mm512_add_epi64(s1, _mm512_slli_epi64(s1, 2));
+    r = _mm512_rol_epi64(r, 7);
+    r = _mm512_add_epi64(r, _mm512_slli_epi64(r, 3));
+    const __m512i t = _mm512_slli_epi64(s1, 17);
+    s[2] = _mm512_xor_si512(s[2], s[0]);
+    s[3] = _mm512_xor_si512(s[3], s[1]);
+    s[1] = _mm512_xor_si512(s[1], s[2]);
+    s[0] = _mm512_xor_si512(s[0], s[3]);
+    s[2] = _mm512_xor_si512(s[2], t);
+    s[3] = _mm512_rol_epi64(s[3], 45);
+    const __m512d one = _mm512_set1_pd(1.0);
+    const __m512d hi =
+        _mm512_sub_pd(_mm512_castsi512_pd(_mm512_or_si512(_mm512_srli_epi64(r, 12),
+                                                          _mm512_set1_epi64(0x3FF0000000000000ll))),
+                      one);
+    const __mmask8 b = _mm512_test_epi64_mask(r, _mm512_set1_epi64(1 << 11));
+    const __m512d lo =
+        _mm512_castsi512_pd(_mm512_maskz_mov_epi64(b, _mm512_set1_epi64(0x3CA0000000000000ll)));
+    const __m512d u = _mm512_add_pd(hi, lo);
+    const __m512d v = _mm512_mul_pd(_mm512_sub_pd(_mm512_mul_pd(_mm512_set1_pd(2.0), u), one), a);
+    return _mm512_cvtpd_ps(v);
+}
+
+/* Rows of v (draw i of lanes 0..7) to columns (eight draws of lane j). */
+static AVX512 inline void transpose8(__m256 v[8])
+{
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        v[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+static AVX512 void x8_sym_avx512(struct plena_prng_x8 *x, double a, size_t n, float *const out[8])
+{
+    __m512i s[4];
+    for (int w = 0; w < 4; w++) {
+        long long l[8];
+        for (int j = 0; j < 8; j++)
+            l[j] = (long long)x->half[j / 4].lane[j % 4].s[w];
+        s[w] = _mm512_loadu_si512((const void *)l);
+    }
+    const __m512d va = _mm512_set1_pd(a);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v[8];
+        for (int k = 0; k < 8; k++)
+            v[k] = x8_step(s, va);
+        transpose8(v);
+        for (int j = 0; j < 8; j++)
+            _mm256_storeu_ps(out[j] + i, v[j]);
+    }
+    for (; i < n; i++) {
+        float f[8];
+        _mm256_storeu_ps(f, x8_step(s, va));
+        for (int j = 0; j < 8; j++)
+            out[j][i] = f[j];
+    }
+    for (int w = 0; w < 4; w++) {
+        uint64_t l[8];
+        _mm512_storeu_si512((void *)l, s[w]);
+        for (int j = 0; j < 8; j++)
+            x->half[j / 4].lane[j % 4].s[w] = l[j];
+    }
+}
+
 #endif
 
 void plena_prng_x4_sym_f32(struct plena_prng_x4 *x, double a, size_t n, float *const out[4])
@@ -265,6 +354,18 @@ void plena_prng_x4_sym_f32(struct plena_prng_x4 *x, double a, size_t n, float *c
     }
 #endif
     plena_prng_x4_sym_f32_ref(x, a, n, out);
+}
+
+void plena_prng_x8_sym_f32(struct plena_prng_x8 *x, double a, size_t n, float *const out[8])
+{
+#ifdef PRNG_X86
+    if (plena_cpu_has_avx512f()) {
+        x8_sym_avx512(x, a, n, out);
+        return;
+    }
+#endif
+    plena_prng_x4_sym_f32(&x->half[0], a, n, out);
+    plena_prng_x4_sym_f32(&x->half[1], a, n, out + 4);
 }
 
 void plena_prng_shuffle_u32(struct plena_prng *g, uint32_t *a, size_t n)

@@ -53,6 +53,16 @@ struct plena_prng_x4 {
 void plena_prng_x4_sym_f32(struct plena_prng_x4 *x, double a, size_t n, float *const out[4]);
 /* The scalar definition of plena_prng_x4_sym_f32 (tests). */
 void plena_prng_x4_sym_f32_ref(struct plena_prng_x4 *x, double a, size_t n, float *const out[4]);
+/* Eight streams advanced together (AVX-512F when the host has it, else as
+ * two plena_prng_x4): lane j of half h is stream 4 h + j; its n values go to
+ * out[4 h + j], exactly as plena_prng_sym_f32 on that lane would write
+ * them, and each lane ends as it would. */
+struct plena_prng_x8 {
+    struct plena_prng_x4 half[2];
+};
+void plena_prng_x8_sym_f32(struct plena_prng_x8 *x, double a, size_t n, float *const out[8]);
+/* The scalar definition of plena_prng_x8_sym_f32 (tests). */
+void plena_prng_x8_sym_f32_ref(struct plena_prng_x8 *x, double a, size_t n, float *const out[8]);
 /* Fisher-Yates from the top: for i = n-1 .. 1, swap a[i] and a[bounded(i+1)]. */
 void plena_prng_shuffle_u32(struct plena_prng *g, uint32_t *a, size_t n);
 /* FNV-1a 64-bit over n bytes. */

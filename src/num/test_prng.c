@@ -237,14 +237,56 @@ static void test_sym_x4(void **state)
         assert_true(v[i] == (float)((2.0 * plena_prng_uniform(&h) - 1.0) * 0.125));
 }
 
+/* The eight-lane path against the scalar loop: loop lengths around its
+ * steps of 8 and tails, each lane's values and end state; draws whose
+ * 2u - 1 is a few 2^-52 in the loop and the tail. */
+static void test_sym_x8(void **state)
+{
+    (void)state;
+    static const size_t ns[] = {0, 1, 7, 8, 9, 17, 768, 1001};
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        const size_t n = ns[k];
+        struct plena_prng_x8 x, y;
+        for (int j = 0; j < 8; j++) {
+            const uint64_t w[2] = {k, (uint64_t)j};
+            plena_prng_derive(&x.half[j / 4].lane[j % 4], 13, w, 2);
+        }
+        y = x;
+        static float a[8][1001], b[8][1001];
+        float *pa[8], *pb[8];
+        for (int j = 0; j < 8; j++)
+            pa[j] = a[j], pb[j] = b[j];
+        const double scale = 1.0 / 27.712812921102035; /* 1 / sqrt(768) */
+        plena_prng_x8_sym_f32(&x, scale, n, pa);
+        plena_prng_x8_sym_f32_ref(&y, scale, n, pb);
+        for (int j = 0; n && j < 8; j++)
+            assert_memory_equal(a[j], b[j], n * sizeof a[j][0]);
+        assert_memory_equal(&x, &y, sizeof x);
+    }
+    for (size_t n = 1; n <= 9; n += 8) {
+        struct plena_prng_x8 x, y;
+        for (int j = 0; j < 8; j++)
+            state_yielding(&x.half[j / 4].lane[j % 4],
+                           (((1ull << 52) + 2 * (uint64_t)j + 1) << 11) | 0x5a5);
+        y = x;
+        float a[8][9], b[8][9];
+        float *pa[8], *pb[8];
+        for (int j = 0; j < 8; j++)
+            pa[j] = a[j], pb[j] = b[j];
+        plena_prng_x8_sym_f32(&x, 1.0, n, pa);
+        plena_prng_x8_sym_f32_ref(&y, 1.0, n, pb);
+        for (int j = 0; j < 8; j++) {
+            assert_true(a[j][0] == (float)((2 * j + 1) * 0x1p-52));
+            assert_memory_equal(a[j], b[j], n * sizeof a[j][0]);
+        }
+    }
+}
+
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_jump),
-    cmocka_unit_test(test_sym_x4),
-    cmocka_unit_test(test_raw_state),
-    cmocka_unit_test(test_derive),
-    cmocka_unit_test(test_shuffle),
-    cmocka_unit_test(test_fnv),
-    cmocka_unit_test(test_uniform_and_bounded),
+    cmocka_unit_test(test_jump),          cmocka_unit_test(test_sym_x4),
+    cmocka_unit_test(test_sym_x8),        cmocka_unit_test(test_raw_state),
+    cmocka_unit_test(test_derive),        cmocka_unit_test(test_shuffle),
+    cmocka_unit_test(test_fnv),           cmocka_unit_test(test_uniform_and_bounded),
     cmocka_unit_test(test_bounded_limit),
 };
 
