@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -242,4 +243,14 @@ int plena_cli_overview(struct plena_buf *b)
     plena_buf_printf(b, "  %-10s %s\n", "help", "this text, or `plena help <command>`");
     plena_buf_printf(b, "\n%s", plena_status_help(exits, sizeof exits));
     return b->failed ? -1 : 0;
+}
+
+int plena_cli_check_weight_cache(const char *dir, const char *cmd)
+{
+    struct stat st;
+    if (dir && !*dir)
+        return plena_cli_usage_error(cmd, "--weight-cache: expected a directory, got ''");
+    if (dir && !stat(dir, &st) && !S_ISDIR(st.st_mode))
+        return plena_cli_usage_error(cmd, "--weight-cache %s: not a directory", dir);
+    return 0;
 }

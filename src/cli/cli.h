@@ -106,6 +106,10 @@ void plena_cli_exit_on_stop_signals(void);
  * code of PLENA_E_USAGE. */
 int plena_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* --weight-cache DIR (NULL: not given) naming something other than a
+ * directory: the usage error, once, before any build (each build would
+ * refuse it as an output error); else 0. */
+int plena_cli_check_weight_cache(const char *dir, const char *cmd);
 /* Prints the settings' warnings (clamped values, unknown keys) to stderr as
  * "plena <cmd>: warning: <text>", then how many were not kept; the same
  * lines also go to `copy` when it is not NULL (a --log-file). */

@@ -196,18 +196,27 @@ static const struct plena_opt mpi_rows[] = {
         "replay options (enter the fingerprint; passed to every worker)", plena_cli_replay_rows,   \
             0, offsetof(struct copts, ro), 1                                                       \
     }
+#define WORKER_GROUP                                                                               \
+    {                                                                                              \
+        "weight cache (outside the fingerprint; passed to every worker)",                          \
+            plena_cli_replay_worker_rows, 0, offsetof(struct copts, ro), 1                         \
+    }
 static const struct plena_opt_group select_groups[] = {
     PLENA_OPT_GROUP(NULL, common_rows), REPLAY_GROUP, PLENA_OPT_GROUP("select", select_rows)};
 static const struct plena_opt_group det_groups[] = {
-    PLENA_OPT_GROUP(NULL, common_rows), REPLAY_GROUP, PLENA_OPT_GROUP("determinism", width_rows),
-    PLENA_OPT_GROUP("mpi", mpi_rows)};
-static const struct plena_opt_group run_groups[] = {
-    PLENA_OPT_GROUP(NULL, common_rows),   REPLAY_GROUP,
-    PLENA_OPT_GROUP("width", width_rows), PLENA_OPT_GROUP("attempts", attempts_rows),
-    PLENA_OPT_GROUP("run", run_rows),     PLENA_OPT_GROUP("mpi", mpi_rows)};
+    PLENA_OPT_GROUP(NULL, common_rows), REPLAY_GROUP, WORKER_GROUP,
+    PLENA_OPT_GROUP("determinism", width_rows), PLENA_OPT_GROUP("mpi", mpi_rows)};
+static const struct plena_opt_group run_groups[] = {PLENA_OPT_GROUP(NULL, common_rows),
+                                                    REPLAY_GROUP,
+                                                    WORKER_GROUP,
+                                                    PLENA_OPT_GROUP("width", width_rows),
+                                                    PLENA_OPT_GROUP("attempts", attempts_rows),
+                                                    PLENA_OPT_GROUP("run", run_rows),
+                                                    PLENA_OPT_GROUP("mpi", mpi_rows)};
 static const struct plena_opt_group status_groups[] = {
     PLENA_OPT_GROUP(NULL, common_rows), REPLAY_GROUP, PLENA_OPT_GROUP("attempts", attempts_rows)};
 #undef REPLAY_GROUP
+#undef WORKER_GROUP
 
 static void copts_init(void *p)
 {
@@ -586,6 +595,7 @@ static int campaign_main(struct copts *op)
     const char *act = o.action;
     if (o.mpi && !plena_campaign_have_mpi())
         return plena_cli_usage_error("campaign", "--mpi: built without MPI");
+    if ((rc = plena_cli_check_weight_cache(o.ro.weight_cache, "campaign"))) return rc;
     if (o.mpi) return mpi_main(&o);
     plena_cli_catch_stop_signals();
 

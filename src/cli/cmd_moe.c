@@ -122,6 +122,7 @@ struct moe_cli {
     int timeline_detail;
     int progress; /* enum plena_cli_progress_mode */
     unsigned threads;
+    const char *weight_cache;
 };
 
 PLENA_OPT_ENUM_OF(weights_mode);
@@ -190,6 +191,10 @@ static const struct plena_opt moe_rows[] = {
                        "references split over experts and rows, the "
                        "timed run's dumps written aside (never changes outputs)",
                        .def = "1"),
+    PLENA_OPT_PATH_ROW("--weight-cache", "DIR", M, weight_cache,
+                       "read generated random weight matrices from DIR and store the missing "
+                       "ones there (created when missing; the same bytes either way: "
+                       "docs/design.md \"Weight cache\")"),
     {.names = "--program-only",
      .kind = PLENA_OPT_FLAG,
      PLENA_OPT_FIELD(M, program_only),
@@ -281,6 +286,9 @@ static int cmd_moe(int argc, char **argv)
      * (docs/design.md "Weight generation: jumped streams") */
     o.lazy_experts = !check;
     o.threads = c.threads; /* an eager build's expert matrices on the threads */
+    o.weight_cache = c.weight_cache;
+    int bad = plena_cli_check_weight_cache(c.weight_cache, "moe");
+    if (bad) return bad;
     /* SIGINT/SIGTERM: the build stops between phases and before each matrix
      * of the exact HBM fit count (hbm.bin's temporary removed), the run as a
      * trap, the check's references before their next expert; exit 5 */
@@ -350,6 +358,12 @@ static int cmd_moe(int argc, char **argv)
     else
         rc = plena_status_exit_code(rep.status);
 done_build:
+    if (b.weight_cache)
+        printf("weight cache %s: %llu matrices read, %llu generated and stored, %llu stale "
+               "entries replaced\n",
+               b.weight_cache, (unsigned long long)b.cache_counts[PLENA_MOE_CACHE_HITS],
+               (unsigned long long)b.cache_counts[PLENA_MOE_CACHE_STORED],
+               (unsigned long long)b.cache_counts[PLENA_MOE_CACHE_STALE]);
     plena_moe_build_free(&b);
 done:
     plena_free(ids);

@@ -154,6 +154,8 @@ static const struct plena_opt_group replay_groups[] = {
     {"replay options (enter the fingerprint)", plena_cli_replay_rows, 0,
      offsetof(struct replay_cli, ro), 0},
     PLENA_OPT_GROUP("options (outside the fingerprint)", replay_local_rows),
+    {"weight cache (outside the fingerprint)", plena_cli_replay_worker_rows, 0,
+     offsetof(struct replay_cli, ro), 0},
 };
 
 static void replay_init(void *p)
@@ -179,6 +181,8 @@ static int cmd_replay(void *opts, const struct plena_cli_args *a)
 {
     struct replay_cli *rc_ = opts;
     (void)a;
+    int bad = plena_cli_check_weight_cache(rc_->ro.weight_cache, "replay");
+    if (bad) return bad;
     const struct plena_replay_batch_opts b = {rc_->files.v, rc_->files.n,    rc_->as_set,
                                               rc_->jobs,    &plena_cli_stop, rc_->no_export};
     struct replay_progress rp = {{0}, 0, 0};

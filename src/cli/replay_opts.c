@@ -1,7 +1,8 @@
 /* The replay options of docs/replay.md "Pipeline" as one row table over
  * struct plena_replay_opts: `plena replay` parses them, and `plena campaign`
  * parses the same rows (into the fingerprint) and forwards them verbatim to
- * every worker. Defaults are plena_replay_opts_default's. */
+ * every worker; plena_cli_replay_worker_rows are forwarded too but stay
+ * outside the fingerprint. Defaults are plena_replay_opts_default's. */
 #include <stddef.h>
 #include <string.h>
 
@@ -80,6 +81,15 @@ const struct plena_opt plena_cli_replay_rows[] = {
      .def_text = "the built-in lookup",
      .help = "settings file"},
     {.names = NULL}, /* end: the groups that share this table have n_rows 0 */
+};
+/* Outside the fingerprint (they change no output byte), forwarded to every
+ * campaign worker like the rows above. */
+const struct plena_opt plena_cli_replay_worker_rows[] = {
+    PLENA_OPT_PATH_ROW("--weight-cache", "DIR", O, weight_cache,
+                       "read generated random weight matrices from DIR and store the missing "
+                       "ones there, shared by every trace and worker (created when missing; the "
+                       "same bytes either way: docs/design.md \"Weight cache\")"),
+    {.names = NULL},
 };
 #undef O
 

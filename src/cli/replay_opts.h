@@ -10,6 +10,9 @@
 
 /* Ends with a {NULL} row: groups over it give n_rows 0. */
 extern const struct plena_opt plena_cli_replay_rows[];
+/* The same for the rows outside the fingerprint that campaign workers also
+ * get (the weight cache). */
+extern const struct plena_opt plena_cli_replay_worker_rows[];
 
 /* plena_replay_opts_default. */
 void plena_cli_replay_init(struct plena_replay_opts *o);

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE /* fallocate: reserving and punching hbm.bin's blocks */
 #include "gen/build.h"
 #include "gen/route_plan.h"
+#include "gen/weight_cache.h"
 #include "gen/weights.h"
 
 #include <errno.h>
@@ -260,14 +261,60 @@ static int stage_mx(struct plena_moe_build *b, uint64_t base, const float *v, ui
     return plena_moe_encode_mx(b->mx_mode, v, K, N, K_p, N_p, bytes);
 }
 
+static int fail_nomem(struct plena_err *err)
+{
+    return PLENA_FAIL(err, PLENA_E_NOMEM, "plena_moe_build", "out of memory");
+}
+
+static void count_cache(const struct plena_moe_build *b, int what)
+{
+    __atomic_fetch_add(&b->cache_counts[what], 1, __ATOMIC_RELAXED);
+}
+
+/* The generated tensor role/expert [K][N] as MXFP8 [K_p, N_p] into bytes:
+ * with a weight cache, a RANDOM matrix comes from its entry when the entry
+ * passes the spot check (three rows drawn afresh), else it is generated and
+ * stored (docs/design.md "Weight cache"); the bytes are the generator's
+ * either way. Safe on the fill threads: each writes only its own bytes and
+ * entry. */
+static int gen_matrix(const struct plena_moe_build *b, unsigned role, uint32_t expert, uint32_t K,
+                      uint32_t N, uint32_t fan_in, uint32_t K_p, uint32_t N_p, uint8_t *bytes,
+                      struct plena_err *err)
+{
+    const int cached = b->weight_cache && b->weights == PLENA_WEIGHTS_RANDOM;
+    const uint64_t n = plena_moe_mx_bytes(K_p, N_p);
+    const struct plena_weight_key k = {b->weight_seed,       role, expert, K, N, fan_in,
+                                       (uint32_t)b->mx_mode, K_p,  N_p};
+    int rc;
+    if (cached) {
+        int hit = 0, match = 0;
+        if ((rc = plena_weight_cache_load(b->weight_cache, &k, bytes, n, &hit, err))) return rc;
+        if (hit && plena_moe_weights_mx_spot_check(b->weight_seed, role, expert, K, N, fan_in,
+                                                   b->mx_mode, K_p, N_p, bytes, &match))
+            return fail_nomem(err);
+        if (hit && match) {
+            count_cache(b, PLENA_MOE_CACHE_HITS);
+            return 0;
+        }
+        if (hit) count_cache(b, PLENA_MOE_CACHE_STALE);
+    }
+    if (plena_moe_weights_mx(b->weights, b->weight_seed, role, expert, K, N, fan_in, b->mx_mode,
+                             K_p, N_p, bytes))
+        return fail_nomem(err);
+    if (!cached) return 0;
+    if ((rc = plena_weight_cache_store(b->weight_cache, &k, bytes, n, err))) return rc;
+    count_cache(b, PLENA_MOE_CACHE_STORED);
+    return 0;
+}
+
 /* The generated tensor role/expert [K][N] as MXFP8 [K_p, N_p] at base. */
 static int stage_gen_mx(struct plena_moe_build *b, uint64_t base, unsigned role, uint32_t expert,
-                        uint32_t K, uint32_t N, uint32_t fan_in, uint32_t K_p, uint32_t N_p)
+                        uint32_t K, uint32_t N, uint32_t fan_in, uint32_t K_p, uint32_t N_p,
+                        struct plena_err *err)
 {
     uint8_t *bytes;
-    if (add_region(b, base, plena_moe_mx_bytes(K_p, N_p), &bytes)) return PLENA_E_NOMEM;
-    return plena_moe_weights_mx(b->weights, b->weight_seed, role, expert, K, N, fan_in, b->mx_mode,
-                                K_p, N_p, bytes);
+    if (add_region(b, base, plena_moe_mx_bytes(K_p, N_p), &bytes)) return fail_nomem(err);
+    return gen_matrix(b, role, expert, K, N, fan_in, K_p, N_p, bytes, err);
 }
 
 /* ---- lazy routed expert matrices (docs/design.md "Lazy routed expert weights") ---- */
@@ -308,10 +355,9 @@ int plena_moe_build_region_bytes(const struct plena_moe_build *b, const struct p
         uint32_t K, N, K_p, N_p;
         expert_shape(b, r->matrix, &K, &N, &K_p, &N_p);
         /* the bytes stage_experts would have staged */
-        if (plena_moe_weights_mx(b->weights, b->weight_seed, expert_roles[r->matrix], r->expert, K,
-                                 N, K, b->mx_mode, K_p, N_p, s->bytes))
-            return PLENA_FAIL(err, PLENA_E_NOMEM, "build",
-                              "out of memory generating an expert matrix");
+        int rc =
+            gen_matrix(b, expert_roles[r->matrix], r->expert, K, N, K, K_p, N_p, s->bytes, err);
+        if (rc) return rc;
     }
     *bytes = s->bytes;
     return 0;
@@ -344,11 +390,6 @@ static int stage_vram(struct plena_moe_build *b, const struct plena_tensor *t, c
         for (uint32_t c = 0; c < cols; c++)
             b->vram[vaddr(t, r, c, V)] = plena_num_bf16_from_f32(v[(size_t)r * cols + c]);
     return 0;
-}
-
-static int fail_nomem(struct plena_err *err)
-{
-    return PLENA_FAIL(err, PLENA_E_NOMEM, "plena_moe_build", "out of memory");
 }
 
 /* RMSNorm of the staged BF16 rows in double (gate scaling only; the exact
@@ -609,18 +650,16 @@ static int fill_matrix(void *ctx, uint32_t item, uint32_t part, struct plena_err
     const struct plena_hbm_region *r = &j->b->hbm[j->first + item];
     uint32_t K, N, K_p, N_p;
     expert_shape(j->b, r->matrix, &K, &N, &K_p, &N_p);
-    if (plena_moe_weights_mx(j->b->weights, j->b->weight_seed, expert_roles[r->matrix], r->expert,
-                             K, N, K, j->b->mx_mode, K_p, N_p, r->bytes))
-        return fail_nomem(err);
-    return 0;
+    return gen_matrix(j->b, expert_roles[r->matrix], r->expert, K, N, K, K_p, N_p, r->bytes, err);
 }
 
-static int fill_experts(struct plena_moe_build *b, size_t first, uint32_t threads)
+static int fill_experts(struct plena_moe_build *b, size_t first, uint32_t threads,
+                        struct plena_err *err)
 {
     struct fill_job j = {b, first};
     struct plena_pool *pool = threads > 1 ? plena_pool_new(threads) : NULL;
-    if (threads > 1 && !pool) return PLENA_E_NOMEM; /* as the check's pools: no silent 1 thread */
-    int rc = plena_pool_for(pool, (uint32_t)(b->n_hbm - first), fill_matrix, &j, NULL);
+    if (threads > 1 && !pool) return fail_nomem(err); /* as the check's pools: no silent 1 thread */
+    int rc = plena_pool_for(pool, (uint32_t)(b->n_hbm - first), fill_matrix, &j, err);
     plena_pool_free(pool);
     return rc;
 }
@@ -628,7 +667,7 @@ static int fill_experts(struct plena_moe_build *b, size_t first, uint32_t thread
 /* The routed experts' weights (MX in HBM) and bias tables (VRAM) of the
  * experts in b->present; tmp holds at least max(H, I) floats (a bias row). */
 static int stage_experts(const struct plena_moe_build_opts *o, struct plena_moe_build *b,
-                         float *tmp)
+                         float *tmp, struct plena_err *err)
 {
     const struct plena_moe_cfg *cfg = &b->cfg;
     const struct plena_moe_map *mp = &b->info.map;
@@ -662,7 +701,8 @@ static int stage_experts(const struct plena_moe_build_opts *o, struct plena_moe_
             r->matrix = (uint8_t)q;
         }
     }
-    if (!b->lazy_experts && fill_experts(b, first, o->threads)) return PLENA_E_NOMEM;
+    int rc = b->lazy_experts ? 0 : fill_experts(b, first, o->threads, err);
+    if (rc) return rc;
     if (cfg->expert_bias) {
         static const char *names[3] = {"b_gate", "b_up", "b_down"};
         static const unsigned broles[3] = {PLENA_ROLE_BIAS_GATE, PLENA_ROLE_BIAS_UP,
@@ -799,12 +839,14 @@ static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_buil
     if (cfg->Is) {
         const uint32_t Is = cfg->Is;
         if ((rc = stage_gen_mx(b, mp->shared[0], PLENA_ROLE_SHARED_GATE, 0, H, Is, H, mp->H_p,
-                               mp->Is_p)) ||
+                               mp->Is_p, err)) ||
             (rc = stage_gen_mx(b, mp->shared[1], PLENA_ROLE_SHARED_UP, 0, H, Is, H, mp->H_p,
-                               mp->Is_p)) ||
+                               mp->Is_p, err)) ||
             (rc = stage_gen_mx(b, mp->shared[2], PLENA_ROLE_SHARED_DOWN, 0, Is, H, Is, mp->Is_p,
-                               mp->H_p)))
-            goto nomem;
+                               mp->H_p, err))) {
+            plena_free(tmp);
+            return rc;
+        }
     }
     b->gate_shift = -1;
     if (gate) {
@@ -873,7 +915,7 @@ static int stage_all(const struct plena_moe_build_opts *o, struct plena_moe_buil
             b->ints[mp->int_base + mp->wtab_off + e] = e / mp->epw;
     /* the experts last: a device-routed build asks which ones the router
      * reaches, from the staged inputs, router and SRAM images */
-    if (routed && ((rc = mark_present(o, b, err)) || (rc = stage_experts(o, b, tmp)))) {
+    if (routed && ((rc = mark_present(o, b, err)) || (rc = stage_experts(o, b, tmp, err)))) {
         plena_free(tmp);
         return rc == PLENA_E_NOMEM ? fail_nomem(err) : rc;
     }
@@ -1383,6 +1425,20 @@ static int write_dir(struct plena_moe_build *b, const struct plena_moe_build_opt
     return rc;
 }
 
+/* The weight cache's directory, created when missing; one that cannot be
+ * used is an output error naming it, as an output directory's would be. */
+static int open_weight_cache(struct plena_moe_build *b, const char *dir, struct plena_err *err)
+{
+    struct stat st;
+    if (!*dir) return PLENA_FAIL(err, PLENA_E_OUTPUT, "weight cache", "empty directory name");
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
+        return PLENA_FAIL(err, PLENA_E_OUTPUT, dir, "weight cache: not a directory");
+    int rc = plena_mkdir_p(dir, err);
+    if (rc) return rc;
+    (void)plena_file_clean_stale_tmp(dir); /* what killed writers left */
+    return (b->weight_cache = plena_strdup(dir)) ? 0 : fail_nomem(err);
+}
+
 int plena_moe_build_run(const struct plena_moe_build_opts *o, struct plena_moe_build *b,
                         struct plena_err *err)
 {
@@ -1394,6 +1450,8 @@ int plena_moe_build_run(const struct plena_moe_build_opts *o, struct plena_moe_b
     b->weight_seed = o->weight_seed;
     b->input = o->input;
     b->gate_shift = -1;
+    b->cache_counts = plena_calloc(PLENA_MOE_CACHE_N, sizeof *b->cache_counts);
+    if (!b->cache_counts) return fail_nomem(err);
     const struct plena_moe_cfg *cfg = &b->cfg;
     if (o->T == 0) return PLENA_FAIL(err, PLENA_E_INPUT, "tokens", "must be > 0 (got 0)");
     /* the data modes from the one list (model.h): a value outside it would
@@ -1421,6 +1479,8 @@ int plena_moe_build_run(const struct plena_moe_build_opts *o, struct plena_moe_b
     b->cfg.router_logits_preloaded = cfg->routing == PLENA_ROUTING_DEVICE && o->router_logits;
     int rc = plena_moe_generate(cfg, o->T, &b->prog, &b->info, err);
     if (rc) return rc;
+    if (o->weight_cache && !o->program_only && (rc = open_weight_cache(b, o->weight_cache, err)))
+        return rc;
     if (plena_prog_words(&b->prog, &b->words, &b->n_words)) return fail_nomem(err);
     b->hbm_size = b->info.map.hbm_end;
     if ((rc = fail_stopped(o, err))) return rc;
@@ -1450,6 +1510,8 @@ void plena_moe_build_free(struct plena_moe_build *b)
         plena_free(b->hbm_tmp);
     }
     plena_free(b->hbm_dir);
+    plena_free(b->weight_cache);
+    plena_free(b->cache_counts);
     plena_free(b->fp16);
     plena_free(b->ints);
     plena_free(b->vram);

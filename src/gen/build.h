@@ -62,13 +62,18 @@ struct plena_moe_build_opts {
      * the experts the logits reach: only those are materialised. */
     const float *router_logits;
     enum plena_mx_mode mx_mode;
-    const char *out_dir;   /* NULL: staged in memory only */
-    int program_only;      /* write program.asm, program.mem, layout.json only */
-    uint32_t threads;      /* > 1: an eager build's routed expert matrices generated on
-                            * that many threads (common/pool.c; the same bytes) */
-    int lazy_experts;      /* routed expert weights lazy at any size (else above
-                            * PLENA_MOE_LAZY_EXPERT_BYTES): for callers that do not
-                            * read them back (plena moe without --check), and tests */
+    const char *out_dir; /* NULL: staged in memory only */
+    int program_only;    /* write program.asm, program.mem, layout.json only */
+    uint32_t threads;    /* > 1: an eager build's routed expert matrices generated on
+                          * that many threads (common/pool.c; the same bytes) */
+    int lazy_experts;    /* routed expert weights lazy at any size (else above
+                          * PLENA_MOE_LAZY_EXPERT_BYTES): for callers that do not
+                          * read them back (plena moe without --check), and tests */
+    /* a directory of generated weight matrices (docs/design.md "Weight
+     * cache"; created when missing): RANDOM matrices are read from it when
+     * an entry passes the spot check, else generated and stored there; the
+     * same bytes either way. NULL: none */
+    const char *weight_cache;
     int regions_in_memory; /* tests: with out_dir, the regions in anonymous memory and
                             * hbm.bin written from them (the path of a file system that
                             * cannot map the temporary); else they are generated straight
@@ -162,6 +167,11 @@ struct plena_moe_build {
     enum plena_weights_mode weights;
     uint64_t weight_seed; /* what lazy regions are generated from */
     int lazy_experts;     /* the routed experts' regions are lazy */
+    /* the weight cache's directory (NULL: none) and what the build did with
+     * it: PLENA_MOE_CACHE_* counts of matrices (updated by the generating
+     * threads; a count array, so a const build's lazy regeneration counts) */
+    char *weight_cache;
+    uint64_t *cache_counts;
     /* a reopened build (plena_replay_build_load_images): its lazy regions
      * are read from this hbm.bin (image_fd, open until plena_moe_build_free)
      * when their bytes are needed instead of generated, so the check decodes
@@ -183,6 +193,11 @@ struct plena_moe_build {
     char *hbm_dir;
     int hbm_dir_levels;
 };
+
+/* plena_moe_build.cache_counts[]: matrices read from the weight cache,
+ * generated and stored into it, and entries found stale (another
+ * generator's bytes: regenerated and replaced). */
+enum { PLENA_MOE_CACHE_HITS, PLENA_MOE_CACHE_STORED, PLENA_MOE_CACHE_STALE, PLENA_MOE_CACHE_N };
 
 /* Builds (and writes when o->out_dir is set). b must be freed with
  * plena_moe_build_free even on failure. */

@@ -17,6 +17,7 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "gen/build.h"
+#include "gen/weight_cache.h"
 #include "gen/weights.h"
 #include "num/prng.h"
 #include "common/test_support.h"
@@ -218,6 +219,9 @@ struct build_req {
     const char *out_dir;
     int in_memory;
     uint64_t hbm_size;
+    const char *weight_cache;
+    uint32_t threads;
+    int lazy;
 };
 
 static int build_req_run(const struct build_req *q, struct plena_moe_build *b,
@@ -232,6 +236,9 @@ static int build_req_run(const struct build_req *q, struct plena_moe_build *b,
     o.weights = q->weights;
     o.out_dir = q->out_dir;
     o.regions_in_memory = q->in_memory;
+    o.weight_cache = q->weight_cache;
+    o.threads = q->threads;
+    o.lazy_experts = q->lazy;
     if (q->hbm_size) o.cfg.m.hbm_size = q->hbm_size;
     plena_err_clear(err);
     uint32_t *ids = NULL;
@@ -261,7 +268,8 @@ static void test_hbm_file(void **state)
     for (int i = 0; i < 8; i++) {
         const int in_memory = i / 2 % 2;
         snprintf(sub, sizeof sub, "%s/b%d", dir, i);
-        const struct build_req q = {models[i / 4], "random", 16, modes[i % 2], sub, in_memory, 0};
+        const struct build_req q = {models[i / 4], "random", 16, modes[i % 2], sub, in_memory, 0,
+                                    NULL,          1,        0};
         struct plena_err err;
         struct plena_moe_build b;
         assert_int_equal(build_req_run(&q, &b, &err), 0);
@@ -333,7 +341,7 @@ static void test_hbm_map_failed_build(void **state)
         snprintf(sub, sizeof sub, existed ? "%s" : "%s/new/b", dir);
         /* HBM_SIZE far below the experts' bytes */
         const struct build_req q = {
-            "tiny-route-128x8", "random", 16, PLENA_WEIGHTS_RANDOM, sub, 0, 4096};
+            "tiny-route-128x8", "random", 16, PLENA_WEIGHTS_RANDOM, sub, 0, 4096, NULL, 1, 0};
         struct plena_err err;
         struct plena_moe_build b;
         assert_int_equal(build_req_run(&q, &b, &err), PLENA_E_INPUT);
@@ -368,8 +376,8 @@ static void test_hbm_map_presets(void **state)
         uint64_t d[2];
         for (int in_memory = 0; in_memory < 2; in_memory++) {
             snprintf(sub, sizeof sub, "%s/%s.%d", dir, models[i], in_memory);
-            const struct build_req q = {models[i], NULL,      4, PLENA_WEIGHTS_RANDOM,
-                                        sub,       in_memory, 0};
+            const struct build_req q = {models[i], NULL, 4, PLENA_WEIGHTS_RANDOM, sub, in_memory, 0,
+                                        NULL,      1,    0};
             struct plena_err err;
             struct plena_moe_build b;
             assert_int_equal(build_req_run(&q, &b, &err), 0);
@@ -383,10 +391,171 @@ static void test_hbm_map_presets(void **state)
     assert_int_equal(plena_test_rmtree(dir), 0);
 }
 
+/* ---- the weight cache (docs/design.md "Weight cache") ---- */
+
+/* One deepseek-v2-lite-mini build (routed and shared expert matrices) into
+ * out through cache (NULL: none); its hbm.bin into *data, the cache counts
+ * into cnt. */
+static void cache_build(const char *cache, const char *out, uint32_t threads, int lazy,
+                        enum plena_weights_mode mode, char **data, size_t *len,
+                        uint64_t cnt[PLENA_MOE_CACHE_N])
+{
+    const struct build_req q = {
+        "deepseek-v2-lite-mini", "random", 16, mode, out, 0, 0, cache, threads, lazy};
+    struct plena_err err;
+    struct plena_moe_build b;
+    assert_int_equal(build_req_run(&q, &b, &err), 0);
+    for (int i = 0; i < PLENA_MOE_CACHE_N; i++)
+        cnt[i] = b.cache_counts[i];
+    plena_moe_build_free(&b);
+    char path[400];
+    snprintf(path, sizeof path, "%s/hbm.bin", out);
+    assert_int_equal(plena_file_read_all(path, data, len, &err), 0);
+}
+
+/* The n-th (sorted) entry of the cache directory, as a path. */
+static void cache_entry(const char *cache, int n, char *path, size_t len)
+{
+    struct dirent **names;
+    int k = scandir(cache, &names, NULL, alphasort), seen = 0;
+    assert_true(k > 0);
+    path[0] = 0;
+    for (int i = 0; i < k; i++) {
+        if (strstr(names[i]->d_name, ".mx") && seen++ == n)
+            snprintf(path, len, "%s/%s", cache, names[i]->d_name);
+        free(names[i]);
+    }
+    free(names);
+    assert_true(path[0] != 0);
+}
+
+static uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* A cold cache stores every RANDOM matrix and a warm one supplies all of
+ * them, eager (one and three threads) or lazy, with hbm.bin the uncached
+ * build's; an entry whose bytes differ in a spot-checked row is found
+ * stale, regenerated and replaced; a truncated entry and another matrix's
+ * entry under this one's name are misses; zero weights never touch the
+ * cache; a killed writer's temporary is removed; a cache path that is a
+ * file is an output error naming it. */
+static void test_weight_cache(void **state)
+{
+    (void)state;
+    char dir[256], cache[300], out[300], path[400];
+    assert_int_equal(plena_test_mkdtemp(dir, sizeof dir, "gen_wcache"), 0);
+    snprintf(cache, sizeof cache, "%s/cache/sub", dir); /* created, parents too */
+    char *want = NULL, *got = NULL;
+    size_t wl = 0, gl = 0;
+    uint64_t c[PLENA_MOE_CACHE_N];
+    snprintf(out, sizeof out, "%s/plain", dir);
+    cache_build(NULL, out, 1, 0, PLENA_WEIGHTS_RANDOM, &want, &wl, c);
+    assert_int_equal(c[PLENA_MOE_CACHE_HITS] + c[PLENA_MOE_CACHE_STORED], 0);
+
+    /* what a killed writer left (its pid cannot be running) goes */
+    assert_int_equal(plena_mkdir_p(cache, NULL), 0);
+    snprintf(path, sizeof path, "%s/r0-e0-0.mx.tmp.99999999.0", cache);
+    assert_int_equal(plena_file_write_atomic(path, "x", 1, NULL), 0);
+    snprintf(out, sizeof out, "%s/cold", dir);
+    cache_build(cache, out, 1, 0, PLENA_WEIGHTS_RANDOM, &got, &gl, c);
+    assert_int_equal(dir_count(cache, ".tmp."), 0);
+    const uint64_t n = c[PLENA_MOE_CACHE_STORED];
+    assert_true(n > 3); /* routed experts' three matrices and the shared ones */
+    assert_int_equal(c[PLENA_MOE_CACHE_HITS], 0);
+    assert_int_equal(dir_count(cache, ".mx"), (int)n);
+    assert_int_equal(gl, wl);
+    assert_memory_equal(got, want, wl);
+    plena_free(got);
+
+    for (int v = 0; v < 3; v++) { /* warm: one thread, three threads, lazy */
+        snprintf(out, sizeof out, "%s/warm%d", dir, v);
+        cache_build(cache, out, v == 1 ? 3 : 1, v == 2, PLENA_WEIGHTS_RANDOM, &got, &gl, c);
+        assert_int_equal(c[PLENA_MOE_CACHE_HITS], n);
+        assert_int_equal(c[PLENA_MOE_CACHE_STORED] + c[PLENA_MOE_CACHE_STALE], 0);
+        assert_int_equal(gl, wl);
+        assert_memory_equal(got, want, wl);
+        plena_free(got);
+    }
+
+    /* one code byte of row K/2 of the first entry changed: stale */
+    cache_entry(cache, 0, path, sizeof path);
+    char *e = NULL;
+    size_t el = 0;
+    struct plena_err err;
+    assert_int_equal(plena_file_read_all(path, &e, &el, &err), 0);
+    const uint8_t *h = (const uint8_t *)e;
+    assert_memory_equal(h, "PLENAWC\n", 8);
+    const uint32_t K = le32(h + 32), N_p = le32(h + 52);
+    assert_int_equal(el, 128 + plena_moe_mx_bytes(le32(h + 48), N_p));
+    e[128 + (size_t)(K / 2) * N_p] ^= 0x11;
+    assert_int_equal(plena_file_write_atomic(path, e, el, &err), 0);
+    snprintf(out, sizeof out, "%s/stale", dir);
+    cache_build(cache, out, 1, 0, PLENA_WEIGHTS_RANDOM, &got, &gl, c);
+    assert_int_equal(c[PLENA_MOE_CACHE_STALE], 1);
+    assert_int_equal(c[PLENA_MOE_CACHE_STORED], 1);
+    assert_int_equal(c[PLENA_MOE_CACHE_HITS], n - 1);
+    assert_memory_equal(got, want, wl);
+    plena_free(got);
+    char *fixed = NULL;
+    size_t fl = 0;
+    assert_int_equal(plena_file_read_all(path, &fixed, &fl, &err), 0);
+    e[128 + (size_t)(K / 2) * N_p] ^= 0x11; /* the entry was replaced by the generator's bytes */
+    assert_int_equal(fl, el);
+    assert_memory_equal(fixed, e, el);
+    plena_free(fixed);
+
+    /* truncated by one byte, then the second entry's file under the first's name: misses */
+    assert_int_equal(plena_file_write_atomic(path, e, el - 1, &err), 0);
+    char second[400], *s2 = NULL;
+    size_t l2 = 0;
+    cache_entry(cache, 1, second, sizeof second);
+    for (int v = 0; v < 2; v++) {
+        if (v) {
+            assert_int_equal(plena_file_read_all(second, &s2, &l2, &err), 0);
+            assert_int_equal(plena_file_write_atomic(path, s2, l2, &err), 0);
+            plena_free(s2);
+        }
+        snprintf(out, sizeof out, "%s/miss%d", dir, v);
+        cache_build(cache, out, 1, 0, PLENA_WEIGHTS_RANDOM, &got, &gl, c);
+        assert_int_equal(c[PLENA_MOE_CACHE_STORED], 1);
+        assert_int_equal(c[PLENA_MOE_CACHE_HITS], n - 1);
+        assert_int_equal(c[PLENA_MOE_CACHE_STALE], 0);
+        assert_memory_equal(got, want, wl);
+        plena_free(got);
+    }
+    plena_free(e);
+    plena_free(want);
+
+    /* zero weights: nothing read or stored */
+    snprintf(out, sizeof out, "%s/zero", dir);
+    cache_build(cache, out, 1, 0, PLENA_WEIGHTS_ZERO, &got, &gl, c);
+    assert_int_equal(c[PLENA_MOE_CACHE_HITS] + c[PLENA_MOE_CACHE_STORED], 0);
+    assert_int_equal(dir_count(cache, ".mx"), (int)n);
+    plena_free(got);
+
+    /* a file where the directory should be */
+    snprintf(path, sizeof path, "%s/plain/hbm.bin", dir);
+    snprintf(out, sizeof out, "%s/refused", dir);
+    const struct build_req q = {
+        "deepseek-v2-lite-mini", "random", 16, PLENA_WEIGHTS_RANDOM, out, 0, 0, path, 1, 0};
+    struct plena_moe_build b;
+    assert_int_equal(build_req_run(&q, &b, &err), PLENA_E_OUTPUT);
+    assert_non_null(strstr(err.where, "hbm.bin"));
+    assert_non_null(strstr(err.msg, "not a directory"));
+    plena_moe_build_free(&b);
+    assert_int_equal(plena_test_rmtree(dir), 0);
+}
+
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(test_hbm_file),        cmocka_unit_test(test_hbm_map_failed_build),
-    cmocka_unit_test(test_hbm_map_presets), cmocka_unit_test(test_mx_fused),
-    cmocka_unit_test(test_recorded_builds), cmocka_unit_test(test_bad_data_mode),
+    cmocka_unit_test(test_weight_cache),
+    cmocka_unit_test(test_hbm_file),
+    cmocka_unit_test(test_hbm_map_failed_build),
+    cmocka_unit_test(test_hbm_map_presets),
+    cmocka_unit_test(test_mx_fused),
+    cmocka_unit_test(test_recorded_builds),
+    cmocka_unit_test(test_bad_data_mode),
 };
 
 int main(void)

@@ -135,3 +135,44 @@ int plena_moe_weights_mx(enum plena_weights_mode weights, uint64_t seed, unsigne
     plena_free(rows);
     return 0;
 }
+
+/* Row r of the RANDOM tensor's image, freshly drawn (the stream advanced r N
+ * draws) and encoded, against the image's row r. */
+static int row_matches(uint64_t seed, unsigned role, uint32_t expert, uint32_t r, uint32_t N,
+                       uint32_t fan_in, enum plena_mx_mode mode, uint32_t K_p, uint32_t N_p,
+                       const uint8_t *bytes, float *row, uint8_t *codes)
+{
+    struct plena_prng g;
+    derive(&g, seed, role, expert);
+    plena_prng_advance(&g, (uint64_t)r * N);
+    memset(row, 0, (size_t)N_p * sizeof *row);
+    plena_prng_sym_f32(&g, scale_of(fan_in), N, row);
+    uint8_t *scales = codes + N_p;
+    plena_num_mx_encode_row(mode, PLENA_MX_HOST, row, N_p, PLENA_MOE_MX_BLOCK, codes, scales);
+    const uint64_t ne = (uint64_t)K_p * N_p;
+    return !memcmp(codes, bytes + (uint64_t)r * N_p, N_p) &&
+           !memcmp(scales, bytes + ne + (uint64_t)r * (N_p / PLENA_MOE_MX_BLOCK),
+                   N_p / PLENA_MOE_MX_BLOCK);
+}
+
+int plena_moe_weights_mx_spot_check(uint64_t seed, unsigned role, uint32_t expert, uint32_t K,
+                                    uint32_t N, uint32_t fan_in, enum plena_mx_mode mode,
+                                    uint32_t K_p, uint32_t N_p, const uint8_t *bytes, int *match)
+{
+    *match = 1;
+    if (!K || !N) return 0;
+    float *row = plena_malloc(((size_t)N_p + 1) * sizeof *row);
+    uint8_t *codes = plena_malloc((size_t)N_p + N_p / PLENA_MOE_MX_BLOCK + 1);
+    if (!row || !codes) {
+        plena_free(row);
+        plena_free(codes);
+        return PLENA_E_NOMEM;
+    }
+    const uint32_t rows[3] = {0, K / 2, K - 1};
+    for (int i = 0; i < 3 && *match; i++)
+        *match =
+            row_matches(seed, role, expert, rows[i], N, fan_in, mode, K_p, N_p, bytes, row, codes);
+    plena_free(row);
+    plena_free(codes);
+    return 0;
+}

@@ -25,8 +25,9 @@ int plena_moe_encode_mx(enum plena_mx_mode mode, const float *v, uint32_t K, uin
                         uint32_t K_p, uint32_t N_p, uint8_t *bytes);
 
 /* plena_moe_encode_mx of plena_moe_weights_values, without the [K][N]
- * array: rows are drawn four streams at a time from jumped copies of the
- * stream and encoded as they are made (the same bytes). PLENA_E_NOMEM or 0. */
+ * array: rows are drawn eight streams at a time (four without AVX-512F)
+ * from jumped copies of the stream and encoded as they are made (the same
+ * bytes). PLENA_E_NOMEM or 0. */
 int plena_moe_weights_mx(enum plena_weights_mode weights, uint64_t seed, unsigned role,
                          uint32_t expert, uint32_t K, uint32_t N, uint32_t fan_in,
                          enum plena_mx_mode mode, uint32_t K_p, uint32_t N_p, uint8_t *bytes);
@@ -34,5 +35,14 @@ int plena_moe_weights_mx(enum plena_weights_mode weights, uint64_t seed, unsigne
 int plena_moe_weights_mx_ref(enum plena_weights_mode weights, uint64_t seed, unsigned role,
                              uint32_t expert, uint32_t K, uint32_t N, uint32_t fan_in,
                              enum plena_mx_mode mode, uint32_t K_p, uint32_t N_p, uint8_t *bytes);
+
+/* Rows 0, K/2 and K-1 of the RANDOM tensor's image, drawn and encoded
+ * afresh (3/K of the cost of the whole), compared with those rows of
+ * bytes: *match 1 when all three agree. The weight cache's check that an
+ * entry is what this generator makes (docs/design.md "Weight cache").
+ * PLENA_E_NOMEM or 0. */
+int plena_moe_weights_mx_spot_check(uint64_t seed, unsigned role, uint32_t expert, uint32_t K,
+                                    uint32_t N, uint32_t fan_in, enum plena_mx_mode mode,
+                                    uint32_t K_p, uint32_t N_p, const uint8_t *bytes, int *match);
 
 #endif

@@ -248,6 +248,7 @@ static int generate(struct ctx *c, struct plena_err *err)
                  : c->o->weights == PLENA_WEIGHTS_REPRESENTABLE ? PLENA_WEIGHTS_REPRESENTABLE
                                                                 : PLENA_WEIGHTS_RANDOM;
     bo.weight_seed = c->o->weight_seed;
+    bo.weight_cache = c->o->weight_cache;
     bo.input = c->o->input == PLENA_INPUT_ZEROS ? PLENA_INPUT_ZEROS : PLENA_INPUT_RANDOM;
     bo.input_seed = c->o->input_seed;
     bo.mx_mode = c->settings.mx_mode;

@@ -34,9 +34,10 @@ struct plena_replay_opts {
     int skip_existing;
     int keep_dumps;
     int prune_inputs;
-    int timeline;        /* write OUT/<trace>/timeline.json (docs/timeline.md) */
-    int timeline_detail; /* enum plena_timeline_detail */
-    unsigned threads;    /* host threads of the functional check's references (0, 1: one) */
+    int timeline;             /* write OUT/<trace>/timeline.json (docs/timeline.md) */
+    int timeline_detail;      /* enum plena_timeline_detail */
+    unsigned threads;         /* host threads of the functional check's references (0, 1: one) */
+    const char *weight_cache; /* plena_moe_build_opts.weight_cache (NULL: none) */
     /* set by a signal handler (may be NULL; `plena gates repeat|functional`,
      * and plena_replay_batch's in-process traces): the build stops at its
      * next poll and each run as a trap; the trace or gate then returns

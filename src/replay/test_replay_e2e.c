@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -463,6 +464,46 @@ static void test_threads_same_functional(void **state)
     json_decref(three);
 }
 
+/* --weight-cache: a replay through a cold and then a warm cache publishes
+ * the results.json and hbm.bin of a replay without one (volatile keys
+ * aside), and the cold one filled the cache. */
+static void test_weight_cache_same_result(void **state)
+{
+    (void)state;
+    struct plena_replay_opts o = example_opts();
+    char hbm[300], cache[300];
+    snprintf(hbm, sizeof hbm, "%s/example_e8k2_t4_l0/hbm.bin", plena_test_tmp);
+    snprintf(cache, sizeof cache, "%s/wcache", plena_test_tmp);
+    json_t *plain = replay_example(&o, NULL);
+    plena_replay_strip_volatile(plain);
+    char *want = NULL;
+    size_t wl = 0;
+    struct plena_err err;
+    assert_int_equal(plena_file_read_all(hbm, &want, &wl, &err), 0);
+    o.weight_cache = cache;
+    for (int warm = 0; warm < 2; warm++) {
+        json_t *r = replay_example(&o, NULL);
+        plena_replay_strip_volatile(r);
+        assert_true(json_equal(r, plain));
+        json_decref(r);
+        char *got = NULL;
+        size_t gl = 0;
+        assert_int_equal(plena_file_read_all(hbm, &got, &gl, &err), 0);
+        assert_int_equal(gl, wl);
+        assert_memory_equal(got, want, wl);
+        plena_free(got);
+        DIR *d = opendir(cache);
+        assert_non_null(d);
+        int entries = 0;
+        for (struct dirent *de; (de = readdir(d));)
+            entries += strstr(de->d_name, ".mx") != NULL;
+        closedir(d);
+        assert_true(entries > 0);
+    }
+    plena_free(want);
+    json_decref(plain);
+}
+
 static const struct CMUnitTest tests[] = {
     PLENA_TEST_IN_TMP(test_example_passes_numerical_gate),
     PLENA_TEST_IN_TMP(test_zero_weights_are_smoke),
@@ -475,6 +516,7 @@ static const struct CMUnitTest tests[] = {
     PLENA_TEST_IN_TMP(test_missing_dump_fails),
     PLENA_TEST_IN_TMP(test_repeat_gate),
     PLENA_TEST_IN_TMP(test_threads_same_functional),
+    PLENA_TEST_IN_TMP(test_weight_cache_same_result),
 };
 
 int main(void)

@@ -113,6 +113,9 @@ echo '{"hidden_size":96,"num_experts":8,"num_experts_per_tok":2,"moe_intermediat
 run h16_moe_hidden_not_mlen "$BIN" moe --model ./h16_h96.json --tokens 4 --program-only --out moe_x
 run h16_moe_routing_shape "$BIN" moe --model tiny-route-32x4 --tokens 1 --routing ids.json --out moe_x
 run h16_replay_blen3 "$BIN" replay "$SRC/src/trace/testdata/example_v2.json" --blen 3 --out replay_b3
+run h16_replay_weight_cache_file "$BIN" replay "$SRC/src/trace/testdata/example_v2.json" --out replay_wc --weight-cache h16.asm
+run h16_moe_weight_cache_file "$BIN" moe --model tiny-route-32x4 --tokens 4 --no-run --out moe_wc --weight-cache h16.asm
+run moe_weight_cache sh -c 'for o in a b; do "$0" moe --model tiny-route-32x4 --tokens 4 --routing random --no-run --out wc_$o --weight-cache wcache || exit; done; cmp wc_a/hbm.bin wc_b/hbm.bin && echo hbm.bin identical' "$BIN"
 sed 's/^value = 17179869184$/value = 65536/' "$SRC/configs/plena_settings.toml" >h16_hbm64k.toml
 run h16_moe_hbm_too_small sh -c '"$0" moe --model tiny-gpt-oss --tokens 3 --settings h16_hbm64k.toml --no-run --out moe_hbm; rc=$?; test -e moe_hbm && echo moe_hbm written; exit $rc' "$BIN"
 
