@@ -24,7 +24,11 @@
 # and the others still run; the script exits 1 when any run failed.
 # usage: bench/replay_scale.sh PLENA_BIN [--quick|--full|--points LIST]
 # env: CAMPAIGN_TRACES, CAMPAIGN_TOKENS override the campaign set; KEEP=1
-# keeps the scratch directory; TMPDIR where it goes.
+# keeps the scratch directory; TMPDIR where it goes; WEIGHT_CACHE=1 runs every
+# replay and campaign with --weight-cache (a scratch directory), warmed first
+# by an untimed replay of the same trace (campaigns: an untimed campaign run
+# of the same set), so the figures are those of a warm cache (docs/design.md
+# "Weight cache").
 set -eu
 BIN=${1:?usage: replay_scale.sh PLENA_BIN [--quick|--full|--points LIST]}
 SIZE=${2:---full}
@@ -59,6 +63,8 @@ CN=${CAMPAIGN_TRACES:-4}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/plena_replay_scale.XXXXXX")
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$TMP"' EXIT
 failed=0
+WC=
+[ "${WEIGHT_CACHE:-0}" = 1 ] && WC="--weight-cache $TMP/wcache"
 
 # timed OUT CMD...: runs CMD with /usr/bin/time into OUT ("user sys maxrss_kb"
 # on its last line) and returns CMD's exit code; CMD's output goes to OUT.log.
@@ -87,6 +93,7 @@ gen_trace() {
 echo "plena replay at scale, $(nproc) cores, settings $SETTINGS, size $SIZE"
 echo "full = plena replay (timing hbm2 + profile + check); func = plena run --hbm-model ideal"
 echo "run_s = the timed run inside the replay (results.json run.host_seconds, wall)"
+if [ -n "$WC" ]; then echo "weight cache: warm ($TMP/wcache)"; else echo "weight cache: none"; fi
 printf '%-15s %5s | %9s %8s %8s | %9s %8s | %6s %6s | %13s %11s %11s %11s | %s\n' model T \
     full_cpu_s full_MB run_s func_cpu_s func_MB full/f run/f sim_cycles Mcyc/s_full \
     Mcyc/s_run Mcyc/s_func verdict
@@ -101,9 +108,16 @@ for pt in $POINTS; do
         failed=1
         continue
     fi
+    if [ -n "$WC" ]; then # warm the cache: an untimed replay of the same trace
+        # shellcheck disable=SC2086
+        "$BIN" replay "$d/trace.json" --out "$d/warm" --settings "$SETTINGS" --progress none \
+            $WC >/dev/null 2>&1 || true
+        rm -rf "$d/warm"
+    fi
     rc=0
+    # shellcheck disable=SC2086
     timed "$d/full" "$BIN" replay "$d/trace.json" --out "$d/out" --settings "$SETTINGS" \
-        --progress none || rc=$?
+        --progress none $WC || rc=$?
     verdict=$(grep -E '^(PASS|FAIL)' "$d/full.log" | head -n 1 | awk '{ print $1, $4, $5 }')
     # a failed check still leaves the timed run's figures: print them with
     # the verdict (the first failed check and its exit code)
@@ -148,14 +162,21 @@ phase=prefill
 "$BIN" trace gen --model qwen3-30b-a3b --tokens "$CT" --phase "$phase" --dist uniform --seed 7 \
     --samples "$CN" --out-dir "$TMP/camp_in" >/dev/null
 echo
-echo "campaign: $CN qwen3-30b-a3b traces at T = $CT, no determinism gate"
+echo "campaign: $CN qwen3-30b-a3b traces at T = $CT, no determinism gate${WC:+, warm weight cache}"
 now() { date +%s.%N; }
+if [ -n "$WC" ]; then
+    # shellcheck disable=SC2086
+    "$BIN" campaign run --traces "$TMP/camp_in" --out "$TMP/camp_warm" --no-determinism-gate \
+        --progress none --settings "$SETTINGS" $WC >/dev/null 2>&1 || true
+    rm -rf "$TMP/camp_warm"
+fi
 for j in 1 2; do
     out=$TMP/camp_j$j
     t0=$(now)
     rc=0
+    # shellcheck disable=SC2086
     timed "$out.time" "$BIN" campaign run --traces "$TMP/camp_in" --out "$out" \
-        --no-determinism-gate --progress none --settings "$SETTINGS" --jobs "$j" || rc=$?
+        --no-determinism-gate --progress none --settings "$SETTINGS" --jobs "$j" $WC || rc=$?
     t1=$(now)
     passed=$(grep -c '"status":"passed"' "$out/manifest.jsonl" 2>/dev/null || true)
     awk -v j="$j" -v a="$t0" -v b="$t1" -v n="$CN" -v p="${passed:-0}" -v c="$(cpu "$out.time")" \
