@@ -222,6 +222,7 @@ struct build_req {
     const char *weight_cache;
     uint32_t threads;
     int lazy;
+    enum plena_mx_mode mx_mode; /* 0: PLENA */
 };
 
 static int build_req_run(const struct build_req *q, struct plena_moe_build *b,
@@ -239,6 +240,7 @@ static int build_req_run(const struct build_req *q, struct plena_moe_build *b,
     o.weight_cache = q->weight_cache;
     o.threads = q->threads;
     o.lazy_experts = q->lazy;
+    o.mx_mode = q->mx_mode;
     if (q->hbm_size) o.cfg.m.hbm_size = q->hbm_size;
     plena_err_clear(err);
     uint32_t *ids = NULL;
@@ -268,8 +270,8 @@ static void test_hbm_file(void **state)
     for (int i = 0; i < 8; i++) {
         const int in_memory = i / 2 % 2;
         snprintf(sub, sizeof sub, "%s/b%d", dir, i);
-        const struct build_req q = {models[i / 4], "random", 16, modes[i % 2], sub, in_memory, 0,
-                                    NULL,          1,        0};
+        const struct build_req q = {models[i / 4], "random", 16, modes[i % 2],  sub, in_memory, 0,
+                                    NULL,          1,        0,  PLENA_MX_PLENA};
         struct plena_err err;
         struct plena_moe_build b;
         assert_int_equal(build_req_run(&q, &b, &err), 0);
@@ -341,7 +343,8 @@ static void test_hbm_map_failed_build(void **state)
         snprintf(sub, sizeof sub, existed ? "%s" : "%s/new/b", dir);
         /* HBM_SIZE far below the experts' bytes */
         const struct build_req q = {
-            "tiny-route-128x8", "random", 16, PLENA_WEIGHTS_RANDOM, sub, 0, 4096, NULL, 1, 0};
+            "tiny-route-128x8", "random", 16, PLENA_WEIGHTS_RANDOM, sub, 0, 4096, NULL, 1, 0,
+            PLENA_MX_PLENA};
         struct plena_err err;
         struct plena_moe_build b;
         assert_int_equal(build_req_run(&q, &b, &err), PLENA_E_INPUT);
@@ -377,7 +380,7 @@ static void test_hbm_map_presets(void **state)
         for (int in_memory = 0; in_memory < 2; in_memory++) {
             snprintf(sub, sizeof sub, "%s/%s.%d", dir, models[i], in_memory);
             const struct build_req q = {models[i], NULL, 4, PLENA_WEIGHTS_RANDOM, sub, in_memory, 0,
-                                        NULL,      1,    0};
+                                        NULL,      1,    0, PLENA_MX_PLENA};
             struct plena_err err;
             struct plena_moe_build b;
             assert_int_equal(build_req_run(&q, &b, &err), 0);
@@ -396,12 +399,12 @@ static void test_hbm_map_presets(void **state)
 /* One deepseek-v2-lite-mini build (routed and shared expert matrices) into
  * out through cache (NULL: none); its hbm.bin into *data, the cache counts
  * into cnt. */
-static void cache_build(const char *cache, const char *out, uint32_t threads, int lazy,
-                        enum plena_weights_mode mode, char **data, size_t *len,
-                        uint64_t cnt[PLENA_MOE_CACHE_N])
+static void cache_build_mx(const char *cache, const char *out, uint32_t threads, int lazy,
+                           enum plena_weights_mode mode, enum plena_mx_mode mx, char **data,
+                           size_t *len, uint64_t cnt[PLENA_MOE_CACHE_N])
 {
     const struct build_req q = {
-        "deepseek-v2-lite-mini", "random", 16, mode, out, 0, 0, cache, threads, lazy};
+        "deepseek-v2-lite-mini", "random", 16, mode, out, 0, 0, cache, threads, lazy, mx};
     struct plena_err err;
     struct plena_moe_build b;
     assert_int_equal(build_req_run(&q, &b, &err), 0);
@@ -411,6 +414,13 @@ static void cache_build(const char *cache, const char *out, uint32_t threads, in
     char path[400];
     snprintf(path, sizeof path, "%s/hbm.bin", out);
     assert_int_equal(plena_file_read_all(path, data, len, &err), 0);
+}
+
+static void cache_build(const char *cache, const char *out, uint32_t threads, int lazy,
+                        enum plena_weights_mode mode, char **data, size_t *len,
+                        uint64_t cnt[PLENA_MOE_CACHE_N])
+{
+    cache_build_mx(cache, out, threads, lazy, mode, PLENA_MX_PLENA, data, len, cnt);
 }
 
 /* The n-th (sorted) entry of the cache directory, as a path. */
@@ -439,7 +449,8 @@ static uint32_t le32(const uint8_t *p)
  * build's; an entry whose bytes differ in a spot-checked row is found
  * stale, regenerated and replaced; a truncated entry and another matrix's
  * entry under this one's name are misses; zero weights never touch the
- * cache; a killed writer's temporary is removed; a cache path that is a
+ * cache; OCP mode has entries of its own; a killed writer's temporary is
+ * removed; a cache path that is a
  * file is an output error naming it. */
 static void test_weight_cache(void **state)
 {
@@ -528,18 +539,38 @@ static void test_weight_cache(void **state)
     plena_free(e);
     plena_free(want);
 
+    /* OCP mode: its own entries (the mode is part of the key), the uncached
+     * OCP build's bytes cold and warm */
+    char *ocp = NULL;
+    size_t ol = 0;
+    snprintf(out, sizeof out, "%s/ocp_plain", dir);
+    cache_build_mx(NULL, out, 1, 0, PLENA_WEIGHTS_RANDOM, PLENA_MX_OCP, &ocp, &ol, c);
+    for (int warm = 0; warm < 2; warm++) {
+        snprintf(out, sizeof out, "%s/ocp%d", dir, warm);
+        cache_build_mx(cache, out, 1, 0, PLENA_WEIGHTS_RANDOM, PLENA_MX_OCP, &got, &gl, c);
+        assert_int_equal(c[warm ? PLENA_MOE_CACHE_HITS : PLENA_MOE_CACHE_STORED], n);
+        assert_int_equal(c[warm ? PLENA_MOE_CACHE_STORED : PLENA_MOE_CACHE_HITS], 0);
+        assert_int_equal(c[PLENA_MOE_CACHE_STALE], 0);
+        assert_int_equal(gl, ol);
+        assert_memory_equal(got, ocp, ol);
+        plena_free(got);
+    }
+    assert_int_equal(dir_count(cache, ".mx"), 2 * (int)n);
+    plena_free(ocp);
+
     /* zero weights: nothing read or stored */
     snprintf(out, sizeof out, "%s/zero", dir);
     cache_build(cache, out, 1, 0, PLENA_WEIGHTS_ZERO, &got, &gl, c);
     assert_int_equal(c[PLENA_MOE_CACHE_HITS] + c[PLENA_MOE_CACHE_STORED], 0);
-    assert_int_equal(dir_count(cache, ".mx"), (int)n);
+    assert_int_equal(dir_count(cache, ".mx"), 2 * (int)n);
     plena_free(got);
 
     /* a file where the directory should be */
     snprintf(path, sizeof path, "%s/plain/hbm.bin", dir);
     snprintf(out, sizeof out, "%s/refused", dir);
     const struct build_req q = {
-        "deepseek-v2-lite-mini", "random", 16, PLENA_WEIGHTS_RANDOM, out, 0, 0, path, 1, 0};
+        "deepseek-v2-lite-mini", "random", 16, PLENA_WEIGHTS_RANDOM, out, 0, 0, path, 1, 0,
+        PLENA_MX_PLENA};
     struct plena_moe_build b;
     assert_int_equal(build_req_run(&q, &b, &err), PLENA_E_OUTPUT);
     assert_non_null(strstr(err.where, "hbm.bin"));
