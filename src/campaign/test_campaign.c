@@ -731,6 +731,63 @@ static void test_workers_do_not_export(void **state)
     assert_true(file_contains("err.txt", "zz_stray")); /* the coordinator's export warns */
 }
 
+/* --weight-cache reaches the real workers (forwarded like the replay
+ * options, outside the fingerprint): after a run through a fresh cache it
+ * holds the traces' matrices, and a second campaign through the warm cache
+ * publishes every trace's results.json as the first did (volatile keys aside). */
+static void test_weight_cache_forwarded(void **state)
+{
+    (void)state;
+    char out[128], out2[128], cache[128], settings[256], traces[256];
+    plena_test_path(out, sizeof out, g_tmp, "wcache_run");
+    plena_test_path(out2, sizeof out2, g_tmp, "wcache_run2");
+    plena_test_path(cache, sizeof cache, g_tmp, "wcache");
+    small_settings(settings, sizeof settings);
+    plena_test_path(traces, sizeof traces, g_set, "a.jsonl");
+    for (int pass = 0; pass < 2; pass++) {
+        const char *r_v[MAX_ARGS];
+        real_run(r_v, traces, pass ? out2 : out, settings);
+        size_t n = 0;
+        while (r_v[n])
+            n++;
+        r_v[n++] = "--weight-cache";
+        r_v[n++] = cache;
+        r_v[n] = NULL;
+        assert_int_equal(run(r_v, NULL), 0);
+        assert_true(plena_test_dir_count(cache, ".mx") > 0);
+    }
+    char rroot[256];
+    snprintf(rroot, sizeof rroot, "%s/replay", out);
+    DIR *dd = opendir(rroot);
+    assert_non_null(dd);
+    int compared = 0;
+    for (struct dirent *de; (de = readdir(dd));) {
+        char a[600], b[600];
+        snprintf(a, sizeof a, "%s/%s/results.json", rroot, de->d_name);
+        snprintf(b, sizeof b, "%s/replay/%s/results.json", out2, de->d_name);
+        json_t *ra = NULL, *rb = NULL;
+        if (de->d_name[0] == '.' || plena_replay_json_read_file(a, &ra, NULL)) continue;
+        assert_int_equal(plena_replay_json_read_file(b, &rb, NULL), 0);
+        plena_replay_strip_volatile(ra);
+        plena_replay_strip_volatile(rb);
+        /* the paths name the two campaign directories */
+        json_t *fa = json_object_get(ra, "functional"), *fb = json_object_get(rb, "functional");
+        assert_non_null(fa);
+        assert_true(json_equal(fa, fb));
+        assert_true(json_equal(json_object_get(ra, "gate"), json_object_get(rb, "gate")));
+        static const char *const same[] = {"run", "bytes", "stages", "routing_stats"};
+        for (size_t k = 0; k < sizeof same / sizeof same[0]; k++) {
+            assert_non_null(json_object_get(ra, same[k]));
+            assert_true(json_equal(json_object_get(ra, same[k]), json_object_get(rb, same[k])));
+        }
+        compared++;
+        json_decref(ra);
+        json_decref(rb);
+    }
+    closedir(dd);
+    assert_int_equal(compared, 4);
+}
+
 static void test_report_real_replay(void **state)
 {
     (void)state;
@@ -868,6 +925,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_truncated_result_one_pass),
     cmocka_unit_test(test_report_real_replay),
     cmocka_unit_test(test_workers_do_not_export),
+    cmocka_unit_test(test_weight_cache_forwarded),
     cmocka_unit_test(test_jobs_auto),
 };
 

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -47,6 +48,17 @@ int plena_test_mkdtemp(char *dir, size_t n, const char *tag)
     int w = snprintf(dir, n, "/tmp/plena_%s_XXXXXX", tag);
     if (w < 0 || (size_t)w >= n) return -1;
     return mkdtemp(dir) ? 0 : -1;
+}
+
+int plena_test_dir_count(const char *dir, const char *needle)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *de; (de = readdir(d));)
+        n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strstr(de->d_name, needle);
+    closedir(d);
+    return n;
 }
 
 int plena_test_rmtree(const char *dir)

@@ -54,6 +54,9 @@ void plena_test_write_replaced(const char *dir, const char *name, const char *te
 /* Reads dir/name whole, NUL-terminated (free with plena_free); *len (may be
  * NULL) gets its size. NULL when the file cannot be read. */
 char *plena_test_read_file(const char *dir, const char *name, size_t *len);
+/* The entries of directory dir (not . and ..) whose names contain needle;
+ * fails the test when dir cannot be opened. */
+int plena_test_dir_count(const char *dir, const char *needle);
 /* 1 when dir/name contains needle, else 0 (also when unreadable). */
 int plena_test_file_contains(const char *dir, const char *name, const char *needle);
 /* Fails the calling test unless the files at paths a and b both read and

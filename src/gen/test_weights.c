@@ -196,19 +196,6 @@ static void assert_disjoint(const struct plena_moe_build *b)
         }
 }
 
-/* Entries of directory dir (besides . and ..) whose name contains s. */
-static int dir_count(const char *dir, const char *s)
-{
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strstr(de->d_name, s)) n++;
-    closedir(d);
-    return n;
-}
-
 /* One build of a preset for the hbm.bin tests (routing NULL: the preset's
  * default; hbm_size 0: the machine's); returns plena_moe_build_run's code,
  * b to be freed by the caller either way. */
@@ -281,7 +268,7 @@ static void test_hbm_file(void **state)
         for (size_t r = 0; r < b.n_hbm; r++)
             assert_int_equal(b.hbm[r].in_map, !in_memory);
         assert_disjoint(&b);
-        assert_int_equal(dir_count(sub, ".tmp."), 0);
+        assert_int_equal(plena_test_dir_count(sub, ".tmp."), 0);
         snprintf(path, sizeof path, "%s/hbm.bin", sub);
         char *data = NULL;
         size_t len = 0;
@@ -349,12 +336,12 @@ static void test_hbm_map_failed_build(void **state)
         struct plena_moe_build b;
         assert_int_equal(build_req_run(&q, &b, &err), PLENA_E_INPUT);
         assert_string_equal(err.where, "HBM_SIZE");
-        assert_non_null(b.hbm_map);                     /* the failure came after the mapping */
-        assert_int_equal(dir_count(sub, "hbm.bin"), 1); /* the temporary, until freed */
+        assert_non_null(b.hbm_map); /* the failure came after the mapping */
+        assert_int_equal(plena_test_dir_count(sub, "hbm.bin"), 1); /* the temporary, until freed */
         plena_moe_build_free(&b);
         struct stat st;
         if (existed) {
-            assert_int_equal(dir_count(sub, "hbm.bin"), 0);
+            assert_int_equal(plena_test_dir_count(sub, "hbm.bin"), 0);
         } else {
             char parent[300];
             snprintf(parent, sizeof parent, "%s/new", dir);
@@ -471,11 +458,11 @@ static void test_weight_cache(void **state)
     assert_int_equal(plena_file_write_atomic(path, "x", 1, NULL), 0);
     snprintf(out, sizeof out, "%s/cold", dir);
     cache_build(cache, out, 1, 0, PLENA_WEIGHTS_RANDOM, &got, &gl, c);
-    assert_int_equal(dir_count(cache, ".tmp."), 0);
+    assert_int_equal(plena_test_dir_count(cache, ".tmp."), 0);
     const uint64_t n = c[PLENA_MOE_CACHE_STORED];
     assert_true(n > 3); /* routed experts' three matrices and the shared ones */
     assert_int_equal(c[PLENA_MOE_CACHE_HITS], 0);
-    assert_int_equal(dir_count(cache, ".mx"), (int)n);
+    assert_int_equal(plena_test_dir_count(cache, ".mx"), (int)n);
     assert_int_equal(gl, wl);
     assert_memory_equal(got, want, wl);
     plena_free(got);
@@ -555,14 +542,14 @@ static void test_weight_cache(void **state)
         assert_memory_equal(got, ocp, ol);
         plena_free(got);
     }
-    assert_int_equal(dir_count(cache, ".mx"), 2 * (int)n);
+    assert_int_equal(plena_test_dir_count(cache, ".mx"), 2 * (int)n);
     plena_free(ocp);
 
     /* zero weights: nothing read or stored */
     snprintf(out, sizeof out, "%s/zero", dir);
     cache_build(cache, out, 1, 0, PLENA_WEIGHTS_ZERO, &got, &gl, c);
     assert_int_equal(c[PLENA_MOE_CACHE_HITS] + c[PLENA_MOE_CACHE_STORED], 0);
-    assert_int_equal(dir_count(cache, ".mx"), 2 * (int)n);
+    assert_int_equal(plena_test_dir_count(cache, ".mx"), 2 * (int)n);
     plena_free(got);
 
     /* a file where the directory should be */

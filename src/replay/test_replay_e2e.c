@@ -11,7 +11,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -492,13 +491,7 @@ static void test_weight_cache_same_result(void **state)
         assert_int_equal(gl, wl);
         assert_memory_equal(got, want, wl);
         plena_free(got);
-        DIR *d = opendir(cache);
-        assert_non_null(d);
-        int entries = 0;
-        for (struct dirent *de; (de = readdir(d));)
-            entries += strstr(de->d_name, ".mx") != NULL;
-        closedir(d);
-        assert_true(entries > 0);
+        assert_true(plena_test_dir_count(cache, ".mx") > 0);
     }
     plena_free(want);
     json_decref(plain);
