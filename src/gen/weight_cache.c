@@ -75,8 +75,10 @@ int plena_weight_cache_load(const char *dir, const struct plena_weight_key *k, u
     if (fstat(fd, &st))
         rc = PLENA_FAIL(err, PLENA_E_OUTPUT, path, "cannot stat weight cache entry: %s",
                         strerror(errno));
+    /* a file of another size is a miss; one of this size whose header cannot be read is an
+     * error (not a miss that would be overwritten) */
     else if ((uint64_t)st.st_size == HEADER_BYTES + n &&
-             plena_fd_read_all(fd, got, HEADER_BYTES, 0) == HEADER_BYTES &&
+             (rc = plena_fd_read_range(fd, path, 0, got, HEADER_BYTES, err)) == 0 &&
              !memcmp(got, want, HEADER_BYTES)) {
         rc = plena_fd_read_range(fd, path, HEADER_BYTES, bytes, (size_t)n, err);
         *hit = !rc;

@@ -147,11 +147,10 @@ static int row_matches(uint64_t seed, unsigned role, uint32_t expert, uint32_t r
     plena_prng_advance(&g, (uint64_t)r * N);
     memset(row, 0, (size_t)N_p * sizeof *row);
     plena_prng_sym_f32(&g, scale_of(fan_in), N, row);
-    uint8_t *scales = codes + N_p;
-    plena_num_mx_encode_row(mode, PLENA_MX_HOST, row, N_p, PLENA_MOE_MX_BLOCK, codes, scales);
+    encode_row(mode, row, 0, 1, N_p, codes); /* a one-row image: its codes, then its scales */
     const uint64_t ne = (uint64_t)K_p * N_p;
     return !memcmp(codes, bytes + (uint64_t)r * N_p, N_p) &&
-           !memcmp(scales, bytes + ne + (uint64_t)r * (N_p / PLENA_MOE_MX_BLOCK),
+           !memcmp(codes + N_p, bytes + ne + (uint64_t)r * (N_p / PLENA_MOE_MX_BLOCK),
                    N_p / PLENA_MOE_MX_BLOCK);
 }
 
