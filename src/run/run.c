@@ -132,6 +132,9 @@ struct observer {
      * slower) */
     int steps_on; /* a profile, or a timeline without the overlay */
     int tl_steps; /* the timeline takes the steps (no overlay) */
+    /* the timing's transaction totals at the last flush: unchanged, the
+     * batch moved no data (plena_timeline_add_steps_no_txn) */
+    uint64_t flushed_rd, flushed_wr;
     size_t n_steps;
     struct plena_timing_step steps[128];
 };
@@ -141,7 +144,16 @@ static void steps_flush(struct observer *o)
 {
     if (o->n_steps) {
         if (o->profile) plena_profile_add_steps(o->profile, o->steps, o->n_steps);
-        if (o->tl_steps) plena_timeline_add_steps(o->timeline, o->steps, o->n_steps);
+        if (o->tl_steps) {
+            const uint64_t rd = plena_timing_bytes_read(o->timing);
+            const uint64_t wr = plena_timing_bytes_written(o->timing);
+            if (rd == o->flushed_rd && wr == o->flushed_wr)
+                plena_timeline_add_steps_no_txn(o->timeline, o->steps, o->n_steps);
+            else
+                plena_timeline_add_steps(o->timeline, o->steps, o->n_steps);
+            o->flushed_rd = rd;
+            o->flushed_wr = wr;
+        }
     }
     o->n_steps = 0;
 }

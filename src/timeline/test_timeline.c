@@ -45,6 +45,7 @@ struct figures {
     uint64_t stage_ps[PLENA_STAGE_COUNT];
     uint64_t busy_ps, hidden_ps, span_end_ps;
     double counter_bytes;
+    uint64_t slice_bytes; /* the resource slices' hbm_bytes */
     size_t n_resource_slices;
     size_t n_regions, n_merged_regions;
 };
@@ -112,6 +113,8 @@ static void check_structure(const json_t *doc, struct figures *f)
                 uint64_t busy = bj ? (uint64_t)geti(args, "busy_ps") : dur;
                 assert_true(!bj || (uint64_t)json_integer_value(bj) != dur);
                 assert_true(busy <= dur || dur == 0);
+                const json_t *hb = json_object_get(args, "hbm_bytes");
+                if (hb) f->slice_bytes += (uint64_t)json_integer_value(hb);
                 if (!strcmp(json_string_value(json_object_get(e, "name")), "hidden prefetch"))
                     f->hidden_ps += busy;
                 else
@@ -148,25 +151,28 @@ static json_t *load(const char *name)
 
 /* a prefetch (scale, stride and address registers first), matrix work, a
  * vector op in another stage, and a store */
-static const char *PROG = "; @stage=expert_weight_prefetch\n"
-                          "S_ADDI_INT gp7, gp0, 65536\n"
-                          "C_SET_SCALE_REG gp7\n"
-                          "S_ADDI_INT gp8, gp0, 64\n"
-                          "C_SET_STRIDE_REG gp8\n"
-                          "S_ADDI_INT gp9, gp0, 8192\n"
-                          "S_ADDI_INT gp3, gp0, 0\n"
-                          "C_SET_ADDR_REG a1, gp0, gp3\n"
-                          "S_ADDI_INT gp2, gp0, 0\n"
-                          "H_PREFETCH_V gp9, gp2, a1, 1, 0\n"
-                          "; @stage=expert_projection\n"
-                          "M_MV gp0, gp0, gp0\n"
-                          "M_MV gp0, gp0, gp0\n"
-                          "M_MV gp0, gp0, gp0\n"
-                          "; @stage=scatter_combine\n"
-                          "V_ADD_VV gp0, gp0, gp0\n"
-                          "; @stage=expert_projection\n"
-                          "M_MV gp0, gp0, gp0\n"
-                          "H_STORE_V gp9, gp2, a1, 1, 0\n";
+/* the scale, stride and address registers of a prefetch */
+#define PREFETCH_SETUP                                                                             \
+    "; @stage=expert_weight_prefetch\n"                                                            \
+    "S_ADDI_INT gp7, gp0, 65536\n"                                                                 \
+    "C_SET_SCALE_REG gp7\n"                                                                        \
+    "S_ADDI_INT gp8, gp0, 64\n"                                                                    \
+    "C_SET_STRIDE_REG gp8\n"                                                                       \
+    "S_ADDI_INT gp9, gp0, 8192\n"                                                                  \
+    "S_ADDI_INT gp3, gp0, 0\n"                                                                     \
+    "C_SET_ADDR_REG a1, gp0, gp3\n"                                                                \
+    "S_ADDI_INT gp2, gp0, 0\n"
+
+static const char *PROG = PREFETCH_SETUP "H_PREFETCH_V gp9, gp2, a1, 1, 0\n"
+                                         "; @stage=expert_projection\n"
+                                         "M_MV gp0, gp0, gp0\n"
+                                         "M_MV gp0, gp0, gp0\n"
+                                         "M_MV gp0, gp0, gp0\n"
+                                         "; @stage=scatter_combine\n"
+                                         "V_ADD_VV gp0, gp0, gp0\n"
+                                         "; @stage=expert_projection\n"
+                                         "M_MV gp0, gp0, gp0\n"
+                                         "H_STORE_V gp9, gp2, a1, 1, 0\n";
 
 static void run_prog(const char *program, const char *timeline, int overlap,
                      enum plena_timeline_detail d, struct plena_run_outcome *out)
@@ -195,6 +201,41 @@ static void run_one(const char *timeline, int overlap, enum plena_timeline_detai
 {
     run_prog("p.asm", timeline, overlap, d, out);
     assert_int_equal(out->status, PLENA_RUN_OUT_COMPLETED);
+}
+
+/* A run long enough for the merging, and so the segments of add_segment,
+ * to begin (over PLENA_TIMELINE_MAX_SLICES groups), with runs of prefetches
+ * between longer runs without: the batches with transactions and those without
+ * (which the run's observer hands over without their or) keep every byte
+ * in the slices and the counter. */
+static void test_run_segments_bytes(void **state)
+{
+    (void)state;
+    plena_test_write_text(tmp, "loop.asm",
+                          PREFETCH_SETUP "; @stage=expert_projection\n"
+                                         "C_LOOP_START gp10, 3000\n"
+                                         "C_LOOP_START gp11, 100\n"
+                                         "M_MV gp0, gp0, gp0\n"
+                                         "S_ADDI_INT gp12, gp12, 1\n"
+                                         "C_LOOP_END gp11\n"
+                                         "C_LOOP_START gp11, 20\n"
+                                         "H_PREFETCH_V gp9, gp2, a1, 1, 0\n"
+                                         "M_MV gp0, gp0, gp0\n"
+                                         "C_LOOP_END gp11\n"
+                                         "C_LOOP_END gp10\n");
+    struct plena_run_outcome out;
+    run_prog("loop.asm", "loop.json", 0, PLENA_TIMELINE_GROUP, &out);
+    assert_int_equal(out.status, PLENA_RUN_OUT_COMPLETED);
+    assert_true(out.instructions_executed > 2 * PLENA_TIMELINE_MAX_SLICES);
+    json_t *doc = load("loop.json");
+    struct figures f;
+    check_structure(doc, &f);
+    const uint64_t want = out.bytes_read + out.bytes_written;
+    assert_true(want >= 3000 * 20 * 64);
+    assert_int_equal(f.slice_bytes, want);
+    assert_true(fabs(f.counter_bytes - (double)want) <= 1e-9 * (double)want);
+    assert_int_equal(f.busy_ps, out.serial_picos);
+    json_decref(doc);
 }
 
 /* A trapping run (V_ADD_VV reads VRAM far out of range) still writes its
@@ -469,17 +510,33 @@ static void test_direct_path_identical(void **state)
     }
 }
 
-/* Renders n steps handed over in batches of 50 (plena_timeline_add_steps);
- * `seg`: the steps the segments took. */
+/* Renders n steps handed over in batches of 50 (plena_timeline_add_steps,
+ * or with `no_txn` plena_timeline_add_steps_no_txn for the batches without
+ * transactions); `seg`: the steps the segments took. */
+static void render_steps_as(const struct plena_timeline_opts *to, const struct plena_labels *labels,
+                            const struct plena_timing_step *s, size_t n, int no_txn,
+                            struct plena_buf *b, uint64_t *seg)
+{
+    struct plena_timeline *tl = NULL;
+    assert_int_equal(plena_timeline_new(to, labels, labels->n, &tl, NULL), 0);
+    for (size_t i = 0; i < n; i += 50) {
+        const size_t m = n - i < 50 ? n - i : 50;
+        int moved = 0;
+        for (size_t j = i; j < i + m; j++)
+            moved |= s[j].rd_txn != 0 || s[j].wr_txn != 0;
+        if (no_txn && !moved)
+            plena_timeline_add_steps_no_txn(tl, s + i, m);
+        else
+            plena_timeline_add_steps(tl, s + i, m);
+    }
+    render_free(tl, 0, n, b, seg);
+}
+
 static void render_steps(const struct plena_timeline_opts *to, const struct plena_labels *labels,
                          const struct plena_timing_step *s, size_t n, struct plena_buf *b,
                          uint64_t *seg)
 {
-    struct plena_timeline *tl = NULL;
-    assert_int_equal(plena_timeline_new(to, labels, labels->n, &tl, NULL), 0);
-    for (size_t i = 0; i < n; i += 50)
-        plena_timeline_add_steps(tl, s + i, n - i < 50 ? n - i : 50);
-    render_free(tl, 0, n, b, seg);
+    render_steps_as(to, labels, s, n, 0, b, seg);
 }
 
 /* The limits of the segments (add_segment) against the exact path, step by
@@ -501,15 +558,23 @@ static void test_segment_limits(void **state)
     memset(&labels, 0, sizeof labels);
     labels.n = 8;
     labels.v = lv;
+    /* pc 4 of another stage, never executed in kind 5: pcs 0-3 and 5-7 are
+     * two runs of one stage */
+    struct plena_label lv2[8];
+    memcpy(lv2, lv, sizeof lv2);
+    lv2[4].stage = PLENA_STAGE_ROUTER_TOPK;
+    struct plena_labels labels2 = labels;
+    labels2.v = lv2;
     struct plena_timeline_opts direct = {PLENA_TIMELINE_GROUP, 64, 0, 1000, NULL, 0};
     struct plena_timeline_opts general = direct;
     general.general_path = 1;
     enum { N = 4000 };
     static struct plena_timing_step s[N];
-    for (int kind = 0; kind < 4; kind++) {
+    for (int kind = 0; kind < 6; kind++) {
         for (size_t i = 0; i < N; i++) {
             struct plena_timing_step st = {1000 + 1000 * (i % 3), 0, 0, (uint32_t)(i % 8),
                                            (uint8_t)(i % 2 ? PLENA_OP_M_MM : PLENA_OP_S_ADDI_INT)};
+            if (kind == 5) st.pc = (uint32_t)(i % 7 < 4 ? i % 7 : i % 7 + 1);
             s[i] = st;
         }
         /* not at a batch's start, nor at a window's end (where a segment stops anyway) */
@@ -525,11 +590,30 @@ static void test_segment_limits(void **state)
             s[3011].rd_txn = 1;
             s[3012].rd_txn = UINT64_MAX;
         }
+        if (kind == 4) {
+            /* a first step of 2^60 ps makes the counter buckets 2^47 ps wide, so
+             * only the segment's own span (2^40 ps) keeps a track's time in a
+             * segment below its step count's bits; one step of 2^40 ps (the
+             * exact path) and one of 2^40 - 1 (the longest a segment takes) */
+            for (size_t i = 0; i < N; i++)
+                s[i].dur_ps = (UINT64_C(1) << 39) - i % 2;
+            s[0].dur_ps = UINT64_C(1) << 60;
+            s[2011].dur_ps = UINT64_C(1) << 40;
+            s[2017].dur_ps = (UINT64_C(1) << 40) - 1;
+        }
         struct plena_buf a, g;
         uint64_t seg = 0, seg_general = 0;
-        render_steps(&direct, &labels, s, N, &a, &seg);
-        render_steps(&general, &labels, s, N, &g, &seg_general);
+        const struct plena_labels *lb = kind == 5 ? &labels2 : &labels;
+        render_steps(&direct, lb, s, N, &a, &seg);
+        render_steps(&general, lb, s, N, &g, &seg_general);
         assert_same_buf(&a, &g);
+        /* the batches without transactions through the variant without their or */
+        struct plena_buf q;
+        uint64_t seg_no_txn = 0;
+        render_steps_as(&direct, lb, s, N, 1, &q, &seg_no_txn);
+        assert_same_buf(&q, &g);
+        assert_int_equal(seg_no_txn, seg);
+        plena_buf_free(&q);
         /* past 2^63 the exact path takes every step */
         assert_true(kind == 1 ? seg == 0 : seg > N / 2);
         assert_int_equal(seg_general, 0);
@@ -569,9 +653,10 @@ static int make_inputs(void)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_detail_names),   cmocka_unit_test(test_run_timeline_sums),
-        cmocka_unit_test(test_merging_bound),  cmocka_unit_test(test_direct_path_identical),
-        cmocka_unit_test(test_segment_limits), cmocka_unit_test(test_trapped_run)};
+        cmocka_unit_test(test_detail_names),      cmocka_unit_test(test_run_timeline_sums),
+        cmocka_unit_test(test_merging_bound),     cmocka_unit_test(test_direct_path_identical),
+        cmocka_unit_test(test_segment_limits),    cmocka_unit_test(test_trapped_run),
+        cmocka_unit_test(test_run_segments_bytes)};
     if (make_inputs()) return 1;
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     plena_test_rmtree(tmp);

@@ -88,16 +88,26 @@ struct slice {
 
 #define NO_SLICE SIZE_MAX
 #define SEG_SHUT 31 /* add_segment's track of an op above 63: never open */
+/* A segment's per-track sums pack the busy time (below bit 42) and the
+ * step count (above it) into one word, so a step costs one store instead
+ * of two: a segment spans less than SEG_SPAN ps and takes steps of less
+ * than SEG_SPAN ps each, so a track's time stays below 2 * SEG_SPAN =
+ * 2^41, and at most SEG_MAX_STEPS steps, whose count fits the 22 bits above. */
+#define SEG_SPAN      (UINT64_C(1) << 40)
+#define SEG_COUNT_ONE (UINT64_C(1) << 42)
+#define SEG_MAX_STEPS ((size_t)1 << 21)
 
 /* What a segment of steps adds to the last slice of each track: kept in
  * the timeline and zero between segments (a segment resets the tracks it
  * touched), so a segment does not clear it first -- segments are often
  * short, and clearing cost more than their steps. Its loop writes these
  * sums through a pointer into *tl (locals would be the same: they are
- * indexed by track). */
+ * indexed by track). The slices' ends are not summed: add_segment finds
+ * them after the loop. */
 struct segment {
-    uint64_t busy[PLENA_TL_TRACK_COUNT], count[PLENA_TL_TRACK_COUNT];
-    uint64_t end[PLENA_TL_TRACK_COUNT], txn[PLENA_TL_TRACK_COUNT];
+    /* per track: busy time + SEG_COUNT_ONE per step */
+    uint64_t sums[PLENA_TL_TRACK_COUNT];
+    uint64_t txn[PLENA_TL_TRACK_COUNT];
     /* which tracks' last slices take steps and where the first of their
      * merge windows or the counter bucket ends: they change only on the
      * exact path (which clears `valid`) or when the clock passes `stop`
@@ -105,7 +115,8 @@ struct segment {
     int valid;
     unsigned open;
     uint64_t stop;
-    uint64_t n_steps; /* the steps taken (plena_timeline_stats) */
+    uint64_t n_steps;  /* the steps taken (plena_timeline_stats) */
+    uint64_t ops_seen; /* opcodes whose slice (of their track) add_segment checked */
 };
 
 struct plena_timeline {
@@ -120,6 +131,11 @@ struct plena_timeline {
      * above 63 is on SEG_SHUT, a track never open, so it takes the exact
      * path */
     uint8_t seg_track[256];
+    /* add_segment's stage test: the first and one past the last pc of the
+     * run of consecutive pcs of one stage that holds pc (direct path only) */
+    struct pc_run {
+        uint32_t lo, hi;
+    } * pc_run;
     size_t cur_bucket;
     uint64_t bucket_end_ps; /* the current bucket ends here */
     struct region *reg;
@@ -151,6 +167,20 @@ struct plena_timeline {
     uint64_t rd[PLENA_TIMELINE_MAX_BUCKETS], wr[PLENA_TIMELINE_MAX_BUCKETS];
     uint64_t pend[PLENA_TIMELINE_MAX_BUCKETS];
 };
+
+/* tl->pc_run from tl->pc_stage */
+static int pc_runs(struct plena_timeline *tl)
+{
+    tl->pc_run = plena_malloc((tl->n_pc ? tl->n_pc : 1) * sizeof *tl->pc_run);
+    if (!tl->pc_run) return -1;
+    for (size_t lo = 0, hi; lo < tl->n_pc; lo = hi) {
+        for (hi = lo + 1; hi < tl->n_pc && tl->pc_stage[hi] == tl->pc_stage[lo];)
+            hi++;
+        for (size_t i = lo; i < hi; i++)
+            tl->pc_run[i] = (struct pc_run){(uint32_t)lo, (uint32_t)hi};
+    }
+    return 0;
+}
 
 int plena_timeline_new(const struct plena_timeline_opts *o, const struct plena_labels *labels,
                        size_t n_pc, struct plena_timeline **out, struct plena_err *err)
@@ -190,6 +220,11 @@ int plena_timeline_new(const struct plena_timeline_opts *o, const struct plena_l
     tl->cur_stage = -1;
     tl->into = NO_SLICE;
     tl->direct = o->detail == PLENA_TIMELINE_GROUP && !o->overlap && !o->general_path;
+    /* pcs are 32-bit in steps; a larger program takes the exact path */
+    if (tl->direct && n_pc <= UINT32_MAX && pc_runs(tl)) {
+        plena_timeline_free(tl);
+        return PLENA_FAIL(err, PLENA_E_NOMEM, "timeline", "out of memory");
+    }
     *out = tl;
     return 0;
 }
@@ -200,6 +235,7 @@ void plena_timeline_free(struct plena_timeline *tl)
     plena_free(tl->reg);
     plena_free(tl->sl);
     plena_free(tl->pc_stage);
+    plena_free(tl->pc_run);
     plena_free(tl);
 }
 
@@ -622,6 +658,7 @@ static void seg_open(struct plena_timeline *tl)
     g->open = open;
     g->stop = stop;
     g->valid = 1;
+    g->ops_seen = 0;
 }
 
 /* The steady state of the direct path, a segment at a time: while the stage
@@ -631,51 +668,66 @@ static void seg_open(struct plena_timeline *tl)
  * per-instruction work is a few adds. Returns the steps consumed (0: the
  * next one needs the exact path). A segment may stop earlier than it must
  * -- the exact path takes any step -- so it stops at the first of the
- * bucket's end and the merge windows' ends (`stop`, one compare per step),
- * at a step on a track whose last slice cannot take it (`open`, a bit
- * test: the window of a track that has no step in the segment costs one
- * early stop when it passes, after which that track is not open), at a
- * step that took no time or 2^63 ps or more (a run has next to none), at an
- * opcode byte above 63 and at a pc outside the program.
+ * bucket's end, the merge windows' ends and SEG_SPAN past its start
+ * (`stop`, one compare per step), at a step on a track whose last slice
+ * cannot take it (`open`, a bit test: the window of a track that has no
+ * step in the segment costs one early stop when it passes, after which that
+ * track is not open), at a step that took no time or SEG_SPAN ps or more (a
+ * run has next to none), at an opcode byte above 63, and at a pc outside
+ * the run of pcs of the region's stage that holds the first step's pc (one
+ * compare; a jump to another run of the stage stops it early).
  *
- * The loop is kept to what every step needs (27 instructions from GCC 12
- * at -O2; the loop it replaced had 46, and spilled): which opcodes the
- * segment had is one bit per step, which tracks had another opcode than
- * their slice's is worked out from it at the end, the transactions (in all
- * and per track) are summed in a second loop only when the segment moved
- * any (few do: the loop only ors the counts), and the open tracks and
- * `stop` are kept between segments (seg_open). Tried and not kept (figures
- * in docs/timeline.md "Cost"): two passes (find the end, then sum each
- * track in registers), no faster; copies of the per-track sums written in
- * turn against store-to-load waits, slower. */
-static __attribute__((noinline)) size_t add_segment(struct plena_timeline *tl,
-                                                    const struct plena_timing_step *s, size_t n)
+ * The loop is kept to what every step needs (from GCC 12 at -O2, 24
+ * instructions per step without the transactions' or and 28 with it; 31
+ * with a count and an end stored per track, and 46 before that): which
+ * opcodes the segment had is one bit per step, which tracks had another
+ * opcode than their slice's is worked out from it at the end (once per
+ * opcode while the slices stay: ops_seen), a track's busy time and step
+ * count are one word (SEG_COUNT_ONE), its slice's end is found walking
+ * back from the segment's end, the transactions (in all and per track) are summed in a
+ * second loop only when the segment moved any (few do: the loop only ors
+ * the counts, and not even that for a batch the caller knows moved none:
+ * plena_timeline_add_steps_no_txn), and the open tracks and `stop` are kept
+ * between segments (seg_open). Tried and not kept (figures in
+ * docs/timeline.md "Cost"): two passes (find the end, then sum each track
+ * in registers), no faster; copies of the per-track sums written in turn
+ * against store-to-load waits, slower; a run of steps on one track summed
+ * in a register (with a branch, or storing to scratch words in turn),
+ * slower; eight steps at a time in AVX-512 registers, slower. */
+static inline __attribute__((always_inline)) size_t
+add_segment_body(struct plena_timeline *tl, const struct plena_timing_step *s, size_t n,
+                 const int txn)
 {
-    if (tl->cur_stage < 0 || tl->into == NO_SLICE) return 0;
+    if (tl->cur_stage < 0 || tl->into == NO_SLICE || !tl->pc_run) return 0;
+    /* the stage test as one compare: the pc inside the run of pcs of the
+     * region's stage that holds the first step's pc (none: the first step
+     * takes the exact path). A jump to another run of the same stage ends
+     * the segment early, which is allowed. */
+    const uint32_t pc0 = s[0].pc;
+    if (pc0 >= tl->n_pc || tl->pc_stage[pc0] != (unsigned)tl->cur_stage) return 0;
+    const uint32_t lo = tl->pc_run[pc0].lo, len = tl->pc_run[pc0].hi - lo;
     struct segment *g = &tl->seg;
     const uint64_t clock0 = tl->step_clock;
     if (!g->valid) seg_open(tl);
     const unsigned open = g->open;
-    const uint64_t stop = g->stop;
-    const unsigned stage = (unsigned)tl->cur_stage;
+    /* below 2^63 (seg_open) and at most SEG_SPAN past the segment's start
+     * (a sum that wraps only stops the segment sooner) */
+    const uint64_t stop = clock0 + SEG_SPAN < g->stop ? clock0 + SEG_SPAN : g->stop;
+    if (n > SEG_MAX_STEPS) n = SEG_MAX_STEPS;
     /* locals: the stores into g (inside *tl) would otherwise reload them */
-    const uint8_t *pc_stage = tl->pc_stage, *track_of = tl->seg_track;
-    const size_t n_pc = tl->n_pc;
+    const uint8_t *track_of = tl->seg_track;
     uint64_t clock = clock0, moved = 0; /* moved: the or of every transaction count */
     uint64_t ops = 0;                   /* one bit per opcode */
     const struct plena_timing_step *st = s, *const st_end = s + n;
     for (; st < st_end; st++) {
-        if (st->pc >= n_pc || pc_stage[st->pc] != stage || clock >= stop ||
-            (int64_t)st->dur_ps <= 0)
-            break;
+        /* the duration from 1 to SEG_SPAN - 1 ps: 0 wraps to the top */
+        if (st->pc - lo >= len || clock >= stop || st->dur_ps - 1 >= SEG_SPAN - 1) break;
         unsigned t = track_of[st->op];
         if (!(open >> t & 1)) break;
         ops |= 1ull << (st->op & 63); /* op is below 64: a higher one is on no open track */
-        g->busy[t] += st->dur_ps;
-        g->count[t]++;
+        g->sums[t] += st->dur_ps + SEG_COUNT_ONE;
         clock += st->dur_ps;
-        g->end[t] = clock;
-        moved |= st->rd_txn | st->wr_txn;
+        if (txn) moved |= st->rd_txn | st->wr_txn;
     }
     const size_t k = (size_t)(st - s);
     if (k == 0) return 0;
@@ -698,22 +750,43 @@ static __attribute__((noinline)) size_t add_segment(struct plena_timeline *tl,
     tl->step_clock = clock;
     tl->acc_rd += 64 * sum_rd;
     tl->acc_wr += 64 * sum_wr;
-    tl->acc_pend |= (uint64_t)(g->count[PLENA_TL_TRACK_HBM_READ] != 0);
-    unsigned present = 0;
-    for (uint64_t m = ops; m; m &= m - 1) {
+    tl->acc_pend |= (uint64_t)(g->sums[PLENA_TL_TRACK_HBM_READ] != 0);
+    /* an opcode other than its track's slice's makes the slice "merged":
+     * looked at once per opcode while the slices stay (seg_open clears
+     * ops_seen) */
+    for (uint64_t m = ops & ~g->ops_seen; m; m &= m - 1) {
         unsigned op = (unsigned)__builtin_ctzll(m);
-        present |= 1u << track_of[op];
         struct slice *a = &tl->sl[tl->last_on[track_of[op]]];
         if (op != a->op) a->mixed = 1;
+    }
+    g->ops_seen |= ops;
+    unsigned present = 0; /* the tracks with steps: open ones whose sum is not 0 */
+    for (unsigned m = open; m; m &= m - 1) {
+        unsigned t = (unsigned)__builtin_ctz(m);
+        if (g->sums[t]) present |= 1u << t;
+    }
+    /* each track's slice ends where its last step does: found walking back
+     * from the segment's end (a store per step in the loop cost more; the
+     * tracks of a loop's body all show up within its last pass) */
+    uint64_t c = clock;
+    for (size_t i = k, need = present; need && i-- > 0;) {
+        unsigned t = track_of[s[i].op];
+        if (need >> t & 1) {
+            tl->sl[tl->last_on[t]].end = c;
+            need &= ~((size_t)1 << t);
+        }
+        c -= s[i].dur_ps;
     }
     for (unsigned m = present; m; m &= m - 1) {
         unsigned t = (unsigned)__builtin_ctz(m);
         struct slice *a = &tl->sl[tl->last_on[t]];
-        a->end = g->end[t];
-        a->busy += g->busy[t];
-        a->bytes += 64 * g->txn[t];
-        a->count += g->count[t];
-        g->busy[t] = g->txn[t] = g->count[t] = 0; /* end is read only where count is not 0 */
+        a->busy += g->sums[t] & (SEG_COUNT_ONE - 1);
+        a->count += g->sums[t] >> 42;
+        g->sums[t] = 0;
+        if (txn) {
+            a->bytes += 64 * g->txn[t];
+            g->txn[t] = 0;
+        }
     }
     /* the last step took time: the open group is its opcode's, ending at the clock */
     tl->grp.op = s[k - 1].op;
@@ -723,14 +796,42 @@ static __attribute__((noinline)) size_t add_segment(struct plena_timeline *tl,
     return k;
 }
 
-void plena_timeline_add_steps(struct plena_timeline *tl, const struct plena_timing_step *s,
-                              size_t n)
+/* the loop with and without the or of the transaction counts: a run's
+ * batches have none but for about one in fifty (docs/timeline.md "Cost") */
+static __attribute__((noinline)) size_t add_segment(struct plena_timeline *tl,
+                                                    const struct plena_timing_step *s, size_t n)
+{
+    return add_segment_body(tl, s, n, 1);
+}
+
+static __attribute__((noinline)) size_t
+add_segment_no_txn(struct plena_timeline *tl, const struct plena_timing_step *s, size_t n)
+{
+    return add_segment_body(tl, s, n, 0);
+}
+
+/* the steps a segment at a time where one can start, else one by one */
+static inline void add_steps(struct plena_timeline *tl, const struct plena_timing_step *s, size_t n,
+                             const int txn)
 {
     size_t i = 0;
     while (i < n) {
-        if (tl->direct) i += add_segment(tl, s + i, n - i);
+        if (tl->direct)
+            i += txn ? add_segment(tl, s + i, n - i) : add_segment_no_txn(tl, s + i, n - i);
         if (i < n) add_step_exact(tl, &s[i++]);
     }
+}
+
+void plena_timeline_add_steps(struct plena_timeline *tl, const struct plena_timing_step *s,
+                              size_t n)
+{
+    add_steps(tl, s, n, 1);
+}
+
+void plena_timeline_add_steps_no_txn(struct plena_timeline *tl, const struct plena_timing_step *s,
+                                     size_t n)
+{
+    add_steps(tl, s, n, 0);
 }
 
 static void close_open(struct plena_timeline *tl)
