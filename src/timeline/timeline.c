@@ -651,9 +651,9 @@ static void seg_open(struct plena_timeline *tl)
         open |= 1u << t;
         if (a->win_end < stop) stop = a->win_end;
     }
-    /* a clock below 2^63 and a duration below 2^63 cannot overflow: the
-     * loop tests the duration as a signed number (<= 0: none, or too long;
-     * both take the exact path) instead of adding with a carry test */
+    /* a clock below 2^63 and a duration below SEG_SPAN cannot overflow:
+     * the loop tests the duration with one unsigned compare (0 and SEG_SPAN
+     * or more take the exact path) instead of adding with a carry test */
     if (stop > UINT64_C(1) << 63) stop = UINT64_C(1) << 63;
     g->open = open;
     g->stop = stop;
