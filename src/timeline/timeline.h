@@ -86,7 +86,7 @@ void plena_timeline_add_steps(struct plena_timeline *tl, const struct plena_timi
                               size_t n);
 /* The same for steps that moved no data (every rd_txn and wr_txn 0; a run's observer knows it
  * from the timing's transaction totals): the same file for such steps, with less work per step.
- * Steps with transactions given here lose them (the bytes of the file's slices and counters). */
+ * Steps with transactions given here may lose them (the slices' and counters' bytes). */
 void plena_timeline_add_steps_no_txn(struct plena_timeline *tl, const struct plena_timing_step *s,
                                      size_t n);
 
