@@ -544,9 +544,13 @@ static void render_steps(const struct plena_timeline_opts *to, const struct plen
  * of microseconds), a clock past 2^63 with merge windows (and so the
  * segments' stop) beyond it, where a duration below 2^63 overflows it,
  * opcode bytes above 63 in slices of one opcode (the exact path marks them
- * "merged"), and transaction counts whose sum wraps to 0. Each stream has its case
- * after some thousand small steps of two opcodes on two tracks, so the
- * merging, and with it the segments, have begun. */
+ * "merged"), transaction counts whose sum wraps to 0, steps of 2^40 - 1
+ * and 2^40 ps behind counter buckets wider than a segment's span (the
+ * packed per-track word), and pcs of one stage in two runs (the pc-run
+ * test). Each stream has its case after some thousand small steps of two
+ * opcodes on two tracks, so the merging, and with it the segments, have
+ * begun; each also goes through plena_timeline_add_steps_no_txn for its
+ * batches without transactions. */
 static void test_segment_limits(void **state)
 {
     (void)state;
